@@ -1,0 +1,103 @@
+"""Small example detectors: the paper's A!BC and a few companions for demos and tests."""
+
+from __future__ import annotations
+
+from specula.detectors.base import Detector, Emitter, EventView
+
+
+class ANotBC(Detector):
+    """A, then C, with no B in between, generates D (the paper's Fig. 3a negation).
+
+    In soccer terms: the ball is near a player (A), then an acceleration peak (C), and
+    the ball did not leave the player (B) in between: the player hit the ball (D).
+    Events of type A set the ordering unit's clock.
+
+    Examples
+    --------
+    >>> from specula.detectors.base import Emitter, EventView
+    >>> import numpy as np
+    >>> det, emit = ANotBC(), Emitter()
+    >>> row = np.zeros(1, [("ts", "i8"), ("key", "i8")])[0]
+    >>> for name, ts in [("A", 1), ("C", 2), ("A", 3), ("B", 4), ("C", 5)]:
+    ...     row["ts"] = ts
+    ...     det.on_event(EventView(row.copy(), name), emit)
+    >>> [(t, ts, p["a_ts"]) for t, ts, _, p in emit.rows]
+    [('D', 2, 1)]
+    """
+
+    inputs = ("A", "B", "C")
+    outputs = ("D",)
+    clock = ("A",)
+
+    def __init__(self) -> None:
+        self.armed_at = -1
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if event.type == "A":
+            self.armed_at = event.ts
+        elif event.type == "B":
+            self.armed_at = -1
+        elif self.armed_at >= 0:
+            emit("D", event.ts, event.key, a_ts=self.armed_at)
+            self.armed_at = -1
+
+
+class Threshold(Detector):
+    """Stateless: every C whose value exceeds ``limit`` becomes an E."""
+
+    inputs = ("C",)
+    outputs = ("E",)
+
+    def __init__(self, limit: int = 50) -> None:
+        self.limit = limit
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if event["v"] > self.limit:
+            emit("E", event.ts, event.key, v=event["v"])
+
+
+class FollowedWithin(Detector):
+    """A D followed by an E within ``window`` time units gives F (A and D set the clock)."""
+
+    inputs = ("D", "E", "A")
+    outputs = ("F",)
+    clock = ("A", "D")
+
+    def __init__(self, window: int = 10) -> None:
+        self.window = window
+        self.last_d = -(2**62)
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if event.type == "D":
+            self.last_d = event.ts
+        elif event.type == "E" and event.ts - self.last_d <= self.window:
+            emit("F", event.ts, event.key, gap=event.ts - self.last_d)
+
+
+class RunningCount(Detector):
+    """State changes on every event: emits G carrying the running number of F events."""
+
+    inputs = ("F",)
+    outputs = ("G",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        self.count += 1
+        emit("G", event.ts, count=self.count)
+
+
+def example_registry():
+    """The event types the example detectors use."""
+    from specula.events import TypeRegistry
+
+    reg = TypeRegistry()
+    reg.register("A")
+    reg.register("B")
+    reg.register("C", v="i8")
+    reg.register("D", a_ts="i8")
+    reg.register("E", v="i8")
+    reg.register("F", gap="i8")
+    reg.register("G", count="i8")
+    return reg

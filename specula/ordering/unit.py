@@ -1,0 +1,717 @@
+"""The speculative K-slack ordering unit that wraps every detector.
+
+Mutschler & Philippsen, "Reliable Speculative Processing of Out-of-Order Event Streams
+in Generic Publish/Subscribe Middlewares" (DEBS 2013), sec. 3 and 4. The unit takes the
+detector's input stream in arrival order, extracts a local clock from the clock event
+types, learns K (the largest delay seen), and emits events to the detector in
+occurrence-time order:
+
+* **pure K-slack** (``alpha=1.0``, fixed): an event is emitted and purged once
+  ``ts + K <= clk``. Nothing is ever processed prematurely, so no snapshot is taken and
+  the fast path runs in a Numba kernel per batch.
+* **speculative** (``alpha < 1`` or an :class:`AlphaController`): an event is emitted
+  once ``ts + alpha*K <= clk`` (eq. 1) but purged only when pure K-slack would purge it.
+  Before each emission of an event that stays in the buffer a snapshot of the detector is
+  taken; when an event arrives (or is retracted) in front of an already emitted one, the
+  detector is restored to the snapshot taken before the first affected event and the
+  emitted part of the buffer is replayed (Alg. 1 and 2).
+
+Readings chosen where the paper is ambiguous (each one pinned by a test):
+
+* Order. Events are ordered by the key ``(ts, producer << 40 | seq)``: time stamp first,
+  then the producer and its event counter. Ties in ``ts`` therefore have one order that
+  does not depend on arrival, which is what makes "equal to the in-order output" a
+  well-defined promise. A new event goes after buffered events with an equal key.
+* K. The delay of an event is measured at the next clock update against the new clock,
+  plus its K+ (``advance_clock``); K never shrinks.
+* Purge. An emitted event is purged when ``ts + K <= clk`` (the ``<=`` of sec. 3.2 and of
+  the Fig. 7 walkthrough, not the ``<`` of Alg. 2). A speculative unit never purges its
+  last emitted event (the paper's AEP), so an event that arrives just behind it can still
+  be replayed (Fig. 7: C1 after A2 with K = 0). The speculative buffer purges when the
+  clock advances (sec. 3.2: "whenever clk is updated ... purge"), which is when the purge
+  condition changes; Fig. 7 purges C1 at A3, not at its own arrival. The paper's text
+  purges B4 at A6 although B4 is the last emitted event then; here B4 goes at A11.
+* Replays are atomic: when the emitted region is disturbed, all of it is re-emitted at
+  once, so outside :meth:`OrderingUnit.push` the emitted events are always a prefix of the
+  buffer and every emitted event still in the buffer has a snapshot.
+* Late events are those whose key is below the horizon (the key of the last purged event,
+  which for pure K-slack is the last emitted one). They are counted and go to the late
+  side output; with ``late="process"`` they are also handed to the detector at once,
+  out of order (in the speculative buffer they are placed right after the last emitted
+  event, so later replays keep them). Retractions and updates of events behind the horizon
+  are late as well.
+
+Retraction (sec. 4.3). Generated events carry ``(producer, seq)``; the counter is part of
+every snapshot. With ``retraction="full"`` a relocation immediately sends one counter
+message ``RETRACTION(producer, seq)`` that revokes every event the unit generated from
+``seq`` on, and replays regenerate them. With ``retraction="on-demand"`` the replay
+compares each new snapshot with the recorded one and stops as soon as they are equal;
+regenerated events carry the ``UPDATE`` flag so that the consumer can drop an update
+equal to the event it holds, and a counter message is sent only for events that were
+not generated again.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, NamedTuple, Protocol
+
+import numpy as np
+
+from specula import events as ev
+from specula.ordering import _kernels
+from specula.ordering.adaptation import AlphaController
+
+TIEBREAK_SHIFT = 40
+_MAX_KEY = (2**63 - 1, 2**63 - 1)
+
+RetractionMode = Literal["full", "on-demand"]
+LatePolicy = Literal["side", "process"]
+
+
+class DrivenDetector(Protocol):
+    """What an ordering unit needs from the detector it wraps."""
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Any) -> None: ...
+    def snapshot(self) -> Any: ...
+    def restore(self, state: Any) -> None: ...
+
+
+class TraceEntry(NamedTuple):
+    """One step of a unit, recorded when tracing is on.
+
+    ``kind`` is one of ``emit``, ``replay`` (an emission during a replay), ``restore``
+    (the detector went back to the snapshot taken before event ``type``/``ts``),
+    ``purge``, ``late``, ``retract`` (a counter message sent) and ``update`` (a
+    received update discarded as equal).
+    """
+
+    kind: str
+    type: str
+    ts: int
+
+
+@dataclass
+class UnitStats:
+    """Counters of one ordering unit. No event leaves the unit without one of them."""
+
+    events_in: int = 0
+    control_in: int = 0
+    emitted: int = 0
+    replayed: int = 0
+    relocations: int = 0
+    snapshots: int = 0
+    snapshots_shared: int = 0
+    restores: int = 0
+    snapshot_comparisons: int = 0
+    early_stops: int = 0
+    purged: int = 0
+    late: int = 0
+    late_processed: int = 0
+    generated: int = 0
+    retractions_sent: int = 0
+    events_retracted: int = 0
+    updates_sent: int = 0
+    retractions_received: int = 0
+    events_removed: int = 0
+    updates_applied: int = 0
+    updates_discarded: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class _Snapshot(NamedTuple):
+    """Detector state plus what the unit piggybacks on it: counter and newest origin."""
+
+    state: Any
+    seq: int
+    origin: int
+
+
+def tiebreak(producer: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """The second half of the ordering key: producer and counter packed in one int64."""
+    return (producer.astype(np.int64) << TIEBREAK_SHIFT) | seq.astype(np.int64)
+
+
+class OrderingUnit:
+    """A K-slack ordering unit, speculative when ``alpha`` allows, around one detector.
+
+    Parameters
+    ----------
+    detector
+        The wrapped detector (see :class:`specula.detectors.Detector`).
+    registry
+        The event type registry; input and output types are resolved with it.
+    producer
+        This unit's producer id (> 0), stamped on every generated event.
+    alpha
+        ``1.0`` for pure K-slack, a float in ``[0, 1)`` for fixed speculation, or an
+        :class:`~specula.ordering.adaptation.AlphaController` for runtime adaptation.
+    retraction
+        ``"on-demand"`` (default) or ``"full"``.
+    late
+        ``"side"`` (default): late events go to the side output only; ``"process"``:
+        they are also processed out of order.
+    k0
+        Initial K (default 0, as in the paper).
+    trace
+        Record a :class:`TraceEntry` for every step (for tests and demos; slow).
+    """
+
+    def __init__(self, detector: DrivenDetector, registry: ev.TypeRegistry, *, producer: int,
+                 inputs: Sequence[str], outputs: Sequence[str], clock: Sequence[str],
+                 alpha: float | AlphaController = 1.0, retraction: RetractionMode = "on-demand",
+                 late: LatePolicy = "side", k0: int = 0, trace: bool = False) -> None:
+        if producer <= 0:
+            raise ValueError(f"producer must be > 0 (0 marks external sources), got {producer}")
+        if retraction not in ("full", "on-demand"):
+            raise ValueError(f"retraction must be 'full' or 'on-demand', got {retraction!r}")
+        if late not in ("side", "process"):
+            raise ValueError(f"late must be 'side' or 'process', got {late!r}")
+        if not set(clock) <= set(inputs):
+            raise ValueError(f"clock types {sorted(set(clock) - set(inputs))} are not inputs")
+        self.controller = alpha if isinstance(alpha, AlphaController) else None
+        if self.controller is None and not 0.0 <= float(alpha) <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1] or an AlphaController, got {alpha!r}")
+        self._fixed_alpha = 1.0 if self.controller else float(alpha)
+        self.speculative = self.controller is not None or self._fixed_alpha < 1.0
+        self.detector = detector
+        self.registry = registry
+        self.producer = producer
+        self.retraction = retraction
+        self.late_policy = late
+        self.in_dtype = registry.dtype(inputs)
+        self.out_dtype = registry.dtype(outputs)
+        self._type_names = ["?"] * (max(t.id for t in registry.types()) + 1)
+        for t in registry.types():
+            self._type_names[t.id] = t.name
+        self._input_ids = np.array(sorted(registry.id(n) for n in inputs), np.int32)
+        self._clock_ids = np.array(sorted(registry.id(n) for n in clock), np.int32)
+        self._output_ids = {n: registry.id(n) for n in outputs}
+        self.stats = UnitStats()
+        self.trace: list[TraceEntry] | None = [] if trace else None
+        self._late: list[np.ndarray] = []
+        self._emit = _emitter()
+        # clock and K
+        self.clk = int(_kernels.NO_CLOCK)
+        self.k = int(k0)
+        self._pending = int(_kernels.NO_DELAY)
+        # generation state, piggybacked on snapshots
+        self._seq = 0
+        self._origin = 0
+        # per producer: highest counter seen, highest counter purged
+        self._seen: dict[int, int] = {}
+        self._purged_seq: dict[int, int] = {}
+        # the buffer: parallel lists sorted by key, or arrays for pure K-slack
+        self._horizon: tuple[int, int] = (int(_kernels.NO_CLOCK), 0)
+        self._keys: list[tuple[int, int]] = []
+        self._rows: list[np.ndarray] = []
+        self._snaps: list[_Snapshot | None] = []
+        self._n_emitted = 0
+        self._buf = np.empty(0, self.in_dtype)
+        self._out: list[np.ndarray] = []
+
+    # ------------------------------------------------------------------ public
+    @property
+    def alpha(self) -> float:
+        return self.controller.alpha if self.controller else self._fixed_alpha
+
+    def __len__(self) -> int:
+        """Events held in the buffer."""
+        return len(self._keys) if self.speculative else len(self._buf)
+
+    def late_events(self) -> np.ndarray:
+        """The late side output: every late event and late control message, flagged LATE."""
+        if not self._late:
+            return np.empty(0, self.in_dtype)
+        out = np.concatenate(self._late)
+        out["flags"] |= ev.LATE
+        return out
+
+    def push(self, batch: np.ndarray, now: int = 0) -> np.ndarray:
+        """Take a batch of arrivals (in arrival order) and return what the detector generated.
+
+        The returned batch holds generated events, updates and counter messages, in the
+        order the consumers must apply them, with ``ats = now``.
+        """
+        batch = self._accept(batch)
+        if len(batch):
+            if self.controller is not None:
+                with self.controller.busy():
+                    self._push(batch, now)
+                self.controller.poll()
+            else:
+                self._push(batch, now)
+        return self._take_output()
+
+    def flush(self, now: int = 0) -> np.ndarray:
+        """End of stream: emit and purge everything still buffered."""
+        self.clk = 2**62
+        if self.speculative:
+            self._emit_ready(now, purging=True)
+            self._purge_all()
+        else:
+            self._pure_release(now)
+        return self._take_output()
+
+    # --------------------------------------------------------------- plumbing
+    def _accept(self, batch: np.ndarray) -> np.ndarray:
+        if batch.dtype != self.in_dtype:
+            batch = ev.conform(batch, self.in_dtype, drop=True)
+        keep = np.isin(batch["type"], self._input_ids) | (batch["flags"] & ev.RETRACTION > 0)
+        if not keep.all():
+            batch = batch[keep]
+        return batch
+
+    def _push(self, batch: np.ndarray, now: int) -> None:
+        is_data = (batch["flags"] & ev.RETRACTION) == 0
+        is_clock = np.isin(batch["type"], self._clock_ids) & is_data
+        clk_after, k_after, self.clk, self.k, self._pending = _kernels.advance_clock(
+            batch["ts"], batch["kplus"], is_clock, is_data,
+            np.int64(self.clk), np.int64(self.k), np.int64(self._pending))
+        n_control = int(len(batch) - is_data.sum())
+        self.stats.events_in += len(batch) - n_control
+        self.stats.control_in += n_control
+        if self.speculative:
+            self._push_speculative(batch, is_clock, clk_after, k_after, now)
+        else:
+            self._push_pure(batch, is_data, clk_after, k_after, now)
+
+    def _take_output(self) -> np.ndarray:
+        if not self._out:
+            return np.empty(0, self.out_dtype)
+        out = self._out[0] if len(self._out) == 1 else np.concatenate(self._out)
+        self._out.clear()
+        return out
+
+    def _note(self, kind: str, row: np.ndarray | np.void) -> None:
+        if self.trace is not None:
+            r = row[0] if isinstance(row, np.ndarray) else row
+            self.trace.append(TraceEntry(kind, self._type_names[int(r["type"])], int(r["ts"])))
+
+    def _to_late(self, rows: np.ndarray) -> None:
+        self.stats.late += len(rows)
+        self._late.append(rows.copy())
+        if self.trace is not None:
+            for r in rows:
+                self._note("late", r)
+
+    # ------------------------------------------------------ detector driving
+    def _process(self, events: np.ndarray, kplus: np.ndarray, now: int, update: bool) -> None:
+        """Hand time-ordered events to the detector and stamp what it generates."""
+        emit = self._emit
+        emit.clear()
+        self.detector.on_batch(events, self._type_names, emit)
+        self.stats.emitted += len(events)
+        origins = np.maximum.accumulate(np.maximum(events["origin"], self._origin))
+        self._origin = int(origins[-1])
+        if len(emit):
+            self._stamp(emit, kplus, origins, now, update)
+
+    def _stamp(self, emit: Any, kplus: np.ndarray, origins: np.ndarray, now: int,
+               update: bool) -> None:
+        parts = []
+        if emit.rows:
+            out = np.zeros(len(emit.rows), self.out_dtype)
+            for i, (name, ts, key, payload) in enumerate(emit.rows):
+                row = out[i]
+                row["type"] = self._output_id(name)
+                row["ts"] = ts
+                row["key"] = key
+                for f, v in payload.items():
+                    row[f] = v
+            parts.append((out, np.asarray(emit.causes, np.int64)))
+        for name, columns, cause in emit.column_batches:
+            out = np.zeros(len(cause), self.out_dtype)
+            out["type"] = self._output_id(name)
+            for f, v in columns.items():
+                out[f] = v
+            parts.append((out, cause))
+        for out, cause in parts:
+            n = len(out)
+            out["producer"] = self.producer
+            out["seq"] = np.arange(self._seq, self._seq + n)
+            self._seq += n
+            out["kplus"] = kplus[cause]
+            out["origin"] = origins[cause]
+            out["ats"] = now
+            if update:
+                out["flags"] = ev.UPDATE
+                self.stats.updates_sent += n
+            self.stats.generated += n
+            self._out.append(out)
+
+    def _output_id(self, name: str) -> int:
+        try:
+            return self._output_ids[name]
+        except KeyError:
+            raise ValueError(f"detector {type(self.detector).__name__} emitted {name!r}, which is "
+                             f"not among its outputs {sorted(self._output_ids)}") from None
+
+    def _snapshot(self) -> _Snapshot:
+        self.stats.snapshots += 1
+        return _Snapshot(self.detector.snapshot(), self._seq, self._origin)
+
+    def _restore(self, snap: _Snapshot) -> None:
+        self.stats.restores += 1
+        self.detector.restore(snap.state)
+        self._seq = snap.seq
+        self._origin = snap.origin
+
+    def _send_retraction(self, from_seq: int, upto_seq: int, now: int) -> None:
+        """Counter message: revoke this unit's events with seq in [from_seq, upto_seq)."""
+        if upto_seq <= from_seq:
+            return
+        msg = np.zeros(1, self.out_dtype)
+        msg["producer"] = self.producer
+        msg["seq"] = from_seq
+        msg["flags"] = ev.RETRACTION
+        msg["ats"] = now
+        self.stats.retractions_sent += 1
+        self.stats.events_retracted += upto_seq - from_seq
+        if self.trace is not None:
+            self.trace.append(TraceEntry("retract", "", from_seq))
+        self._out.append(msg)
+
+    # ------------------------------------------------------- pure K-slack path
+    def _push_pure(self, batch: np.ndarray, is_data: np.ndarray, clk_after: np.ndarray,
+                   k_after: np.ndarray, now: int) -> None:
+        """Pure K-slack: data runs go through the Numba kernel, control messages between."""
+        start = 0
+        control = np.flatnonzero(~is_data | (batch["flags"] & ev.UPDATE > 0))
+        for c in [*control.tolist(), len(batch)]:
+            if c > start:
+                self._pure_run(batch[start:c], clk_after[start:c], k_after[start:c], now)
+            if c < len(batch):
+                self._pure_control(batch[c:c + 1], clk_after[c:c + 1], k_after[c:c + 1], now)
+            start = c + 1
+
+    def _pure_run(self, run: np.ndarray, clk_after: np.ndarray, k_after: np.ndarray,
+                  now: int) -> None:
+        self._note_seen(run)
+        store = np.concatenate([self._buf, run]) if len(self._buf) else run
+        buf_tb = tiebreak(self._buf["producer"], self._buf["seq"])
+        run_tb = tiebreak(run["producer"], run["seq"])
+        emitted, ne, late, nl, remaining, h_ts, h_tb = _kernels.kslack_order(
+            self._buf["ts"], buf_tb, np.arange(len(self._buf), dtype=np.int64),
+            run["ts"], run_tb, clk_after, k_after,
+            np.int64(self._horizon[0]), np.int64(self._horizon[1]),
+            self.late_policy == "process", np.int64(len(self._buf)))
+        self._horizon = (int(h_ts), int(h_tb))
+        if nl:
+            self._to_late(store[late[:nl]])
+            if self.late_policy == "process":
+                self.stats.late_processed += nl
+        self._buf = store[remaining]
+        if ne:
+            out = store[emitted[:ne]]
+            self.stats.purged += ne - (nl if self.late_policy == "process" else 0)
+            self._note_purged(out)
+            if self.trace is not None:
+                for r in out:
+                    self._note("emit", r)
+            self._process(out, np.zeros(ne, np.int64), now, update=False)
+
+    def _pure_release(self, now: int) -> None:
+        """Emit and purge every buffered event with ``ts + K <= clk`` (used by flush)."""
+        ready = int(np.searchsorted(self._buf["ts"], self.clk - self.k, side="right"))
+        if ready:
+            out, self._buf = self._buf[:ready], self._buf[ready:]
+            last = out[-1]
+            self._horizon = (int(last["ts"]), int(tiebreak(last["producer"], last["seq"])))
+            self.stats.purged += ready
+            self._note_purged(out)
+            if self.trace is not None:
+                for r in out:
+                    self._note("emit", r)
+            self._process(out, np.zeros(ready, np.int64), now, update=False)
+
+    def _pure_control(self, msg: np.ndarray, clk_after: np.ndarray, k_after: np.ndarray,
+                      now: int) -> None:
+        """A retraction or update at a pure K-slack unit: fix the buffer or declare it late."""
+        producer, seq = int(msg["producer"][0]), int(msg["seq"][0])
+        same = self._buf["producer"] == producer
+        if msg["flags"][0] & ev.RETRACTION:
+            self.stats.retractions_received += 1
+            gone = same & (self._buf["seq"] >= seq)
+            self.stats.events_removed += int(gone.sum())
+            self._buf = self._buf[~gone]
+            if self._purged_seq.get(producer, -1) >= seq:
+                self._to_late(msg)
+            self._seen[producer] = seq - 1
+            return
+        held = np.flatnonzero(same & (self._buf["seq"] == seq))
+        if len(held):
+            if same_event(self._buf[held[0]], msg[0]):
+                self.stats.updates_discarded += 1
+                return
+            self.stats.updates_applied += 1
+            self._buf = np.delete(self._buf, held[0])
+        elif seq <= self._seen.get(producer, -1):
+            self._to_late(msg)
+            return
+        plain = msg.copy()
+        plain["flags"] &= np.uint8(0xFF ^ ev.UPDATE)
+        self._pure_run(plain, clk_after, k_after, now)
+
+    def _note_seen(self, rows: np.ndarray) -> None:
+        _max_per_producer(rows, self._seen)
+
+    def _note_purged(self, rows: np.ndarray) -> None:
+        _max_per_producer(rows, self._purged_seq)
+
+    # ------------------------------------------------------ speculative path
+    def _push_speculative(self, batch: np.ndarray, is_clock: np.ndarray, clk_after: np.ndarray,
+                          k_after: np.ndarray, now: int) -> None:
+        ts = batch["ts"].tolist()
+        tb = tiebreak(batch["producer"], batch["seq"]).tolist()
+        flags = batch["flags"].tolist()
+        clocks = is_clock.tolist()
+        clks = clk_after.tolist()
+        ks = k_after.tolist()
+        for j in range(len(batch)):
+            row = batch[j:j + 1]
+            if flags[j] & ev.RETRACTION:
+                self._on_retraction(row, now)
+            elif flags[j] & ev.UPDATE:
+                self._on_update(row, (ts[j], tb[j]), now)
+                self._note_seen(row)
+            else:
+                self._on_event(row, (ts[j], tb[j]), now)
+                self._note_seen(row)
+            self.clk, self.k = clks[j], ks[j]
+            self._emit_ready(now, purging=clocks[j])
+            if clocks[j]:
+                self._purge()
+
+    def _on_event(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
+        if key < self._horizon:
+            self._to_late(row)
+            if self.late_policy == "process":
+                self.stats.late_processed += 1
+                self._insert_late(row, now)
+            return
+        pos, snap = self._insert(row, key)
+        if snap is not None:
+            self._replay(pos, snap, self._rows[pos + 1], now)
+
+    def _insert(self, row: np.ndarray, key: tuple[int, int]) -> tuple[int, _Snapshot | None]:
+        """Insertion-sort ``row``; if it lands in the emitted region, return the snapshot
+        of the first emitted event behind it: the state the detector must go back to."""
+        pos = bisect.bisect_right(self._keys, key)
+        snap = self._snaps[pos] if pos < self._n_emitted else None
+        self._keys.insert(pos, key)
+        self._rows.insert(pos, row)
+        self._snaps.insert(pos, None)
+        if pos < self._n_emitted:
+            self._n_emitted += 1
+        return pos, snap
+
+    def _remove(self, pos: int) -> _Snapshot | None:
+        """Remove the event at ``pos``; return its snapshot if it had been emitted."""
+        snap = self._snaps[pos] if pos < self._n_emitted else None
+        del self._keys[pos], self._rows[pos], self._snaps[pos]
+        if pos < self._n_emitted:
+            self._n_emitted -= 1
+        return snap
+
+    def _insert_late(self, row: np.ndarray, now: int) -> None:
+        """Process a late event right away, after the last emitted event."""
+        pos = self._n_emitted
+        key = self._keys[pos - 1] if pos else self._horizon
+        self._keys.insert(pos, key)
+        self._rows.insert(pos, row)
+        self._snaps.insert(pos, None)
+        self._emit_range(pos, pos + 1, now, replay=False, keep_from=pos)
+
+    def _on_retraction(self, msg: np.ndarray, now: int) -> None:
+        self.stats.retractions_received += 1
+        producer, seq = int(msg["producer"][0]), int(msg["seq"][0])
+        if self._purged_seq.get(producer, -1) >= seq:
+            self._to_late(msg)
+        self._seen[producer] = seq - 1
+        hit = [i for i, r in enumerate(self._rows)
+               if int(r["producer"][0]) == producer and int(r["seq"][0]) >= seq]
+        first, snap, label = 0, None, None
+        for i in reversed(hit):
+            row = self._rows[i]
+            s = self._remove(i)
+            if s is not None:
+                first, snap, label = i, s, row
+        self.stats.events_removed += len(hit)
+        if snap is not None:
+            self._replay(first, snap, label, now)
+
+    def _on_update(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
+        producer, seq = int(row["producer"][0]), int(row["seq"][0])
+        held = next((i for i, r in enumerate(self._rows)
+                     if int(r["producer"][0]) == producer and int(r["seq"][0]) == seq), None)
+        plain = row.copy()
+        plain["flags"] &= np.uint8(0xFF ^ ev.UPDATE)
+        if held is None:
+            if seq <= self._seen.get(producer, -1):
+                self._to_late(row)  # the event it revises is already purged
+            else:
+                self._on_event(plain, key, now)
+            return
+        if same_event(self._rows[held][0], row[0]):
+            self.stats.updates_discarded += 1
+            self._note("update", row)
+            return
+        if key < self._horizon:
+            self._to_late(row)
+            return
+        self.stats.updates_applied += 1
+        old_row = self._rows[held]
+        removed_snap = self._remove(held)
+        pos, ins_snap = self._insert(plain, key)
+        if ins_snap is not None and (removed_snap is None or pos < held):
+            self._replay(pos, ins_snap, self._rows[pos + 1], now)
+        elif removed_snap is not None:
+            self._replay(held, removed_snap, old_row, now)
+
+    def _replay(self, pos: int, snap: _Snapshot, snap_of: np.ndarray, now: int) -> None:
+        """Restore ``snap`` (the state before buffer position ``pos``, taken when event
+        ``snap_of`` was emitted) and re-emit the emitted region from ``pos`` on
+        (Alg. 1 relocation + Alg. 2 replay)."""
+        self.stats.relocations += 1
+        end = self._n_emitted
+        current = self._snapshot() if self.retraction == "on-demand" else None
+        before_seq = self._seq
+        self._note("restore", snap_of)
+        self._restore(snap)
+        if self.retraction == "full":
+            self._send_retraction(self._seq, before_seq, now)
+        self._n_emitted = pos
+        stopped = self._emit_range(pos, end, now, replay=True, keep_from=pos,
+                                   stop_on_equal=self.retraction == "on-demand")
+        if stopped is not None:
+            self.stats.early_stops += 1
+            origin = self._origin
+            self.detector.restore(current.state)
+            self._seq = current.seq
+            self._origin = max(origin, current.origin)
+            self._n_emitted = end
+        elif current is not None:
+            self._send_retraction(self._seq, before_seq, now)
+
+    def _emit_ready(self, now: int, purging: bool) -> None:
+        """Emit every event that satisfies eq. (1): ``ts + ceil(alpha*K) <= clk``.
+
+        Events that the purge right after (``purging``: this step advanced the clock) will
+        drop need no snapshot; every other emitted event gets one.
+        """
+        if self._n_emitted >= len(self._keys):
+            return
+        slack = int(np.ceil(self.alpha * self.k)) if self.k > 0 else 0
+        end = bisect.bisect_right(self._keys, (self.clk - slack, _MAX_KEY[1]), lo=self._n_emitted)
+        if end > self._n_emitted:
+            keep_from = self._purge_end(end) if purging else self._n_emitted
+            self._emit_range(self._n_emitted, end, now, replay=False, keep_from=keep_from)
+
+    def _purge_end(self, emitted_end: int) -> int:
+        """Buffer index up to which emitted events are purged: ``ts + K <= clk``, but never
+        the last emitted event."""
+        ready = bisect.bisect_right(self._keys, (self.clk - self.k, _MAX_KEY[1]))
+        return min(ready, emitted_end - 1)
+
+    def _emit_range(self, start: int, end: int, now: int, *, replay: bool, keep_from: int,
+                    stop_on_equal: bool = False) -> int | None:
+        """Emit buffer positions [start, end): runs that are purged right away go to the
+        detector as one batch; an event that stays buffered gets a snapshot first.
+
+        Returns the position where an on-demand replay stopped because the new snapshot
+        equalled the recorded one, else None.
+        """
+        def batchable(i: int) -> bool:
+            # purged right after, and no recorded snapshot to compare against
+            return i < keep_from and not (stop_on_equal and self._snaps[i] is not None)
+
+        i = start
+        while i < end:
+            if batchable(i):
+                j = i + 1
+                while j < end and batchable(j):
+                    j += 1
+                self._emit_run(i, j, now, replay)
+                i = j
+                continue
+            snap = self._snapshot()
+            old = self._snaps[i]
+            if old is not None and stop_on_equal:
+                self.stats.snapshot_comparisons += 1
+                if _same_state(snap, old):
+                    return i
+            prev = self._snaps[i - 1] if i > start else None
+            if prev is not None and _same_state(prev, snap) and prev.origin == snap.origin:
+                snap = prev
+                self.stats.snapshots_shared += 1
+            self._snaps[i] = snap
+            self._emit_run(i, i + 1, now, replay)
+            i += 1
+        return None
+
+    def _emit_run(self, i: int, j: int, now: int, replay: bool) -> None:
+        rows = self._rows[i:j]
+        events = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        if replay:
+            self.stats.replayed += len(events)
+        if self.trace is not None:
+            for r in events:
+                self._note("replay" if replay else "emit", r)
+        kplus = np.maximum(events["ts"] + self.k - self.clk, 0)
+        self._n_emitted = j
+        self._process(events, kplus, now, update=replay and self.retraction == "on-demand")
+
+    def _purge_all(self) -> None:
+        """End of stream: the last emitted event goes too."""
+        self._purge(self._n_emitted)
+
+    def _purge(self, n: int | None = None) -> None:
+        if n is None:
+            n = self._purge_end(self._n_emitted) if self._n_emitted else 0
+        if n <= 0:
+            return
+        gone = self._rows[:n]
+        self._horizon = self._keys[n - 1]
+        del self._keys[:n], self._rows[:n], self._snaps[:n]
+        self._n_emitted -= n
+        self.stats.purged += n
+        rows = np.concatenate(gone)
+        self._note_purged(rows)
+        if self.trace is not None:
+            for r in rows:
+                self._note("purge", r)
+
+
+def _same_state(a: _Snapshot, b: _Snapshot) -> bool:
+    """Snapshot equality for on-demand retraction: detector state and counter."""
+    return a.seq == b.seq and a.state == b.state
+
+
+def same_event(a: np.void, b: np.void) -> bool:
+    """Equality of two versions of an event: every field but flags, arrival and K+."""
+    names = [n for n in a.dtype.names if n not in ("flags", "ats", "kplus", "origin")]
+    return all(a[n] == b[n] for n in names)
+
+
+def _max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:
+    """Fold ``max(seq)`` per generated-event producer of ``rows`` into ``into``."""
+    gen = rows["producer"] != 0
+    if not gen.any():
+        return
+    prod = rows["producer"][gen]
+    seq = rows["seq"][gen]
+    for p in np.unique(prod).tolist():
+        m = int(seq[prod == p].max())
+        if m > into.get(p, -1):
+            into[p] = m
+
+
+def _emitter() -> Any:
+    from specula.detectors.base import Emitter
+
+    return Emitter()

@@ -1,0 +1,130 @@
+"""Declaring a graph of detectors: nodes wired by event type (publish/subscribe).
+
+>>> from specula.events import TypeRegistry
+>>> from specula.detectors import Detector
+>>> class Copy(Detector):
+...     inputs, outputs = ("x",), ("y",)
+...     def on_event(self, event, emit):
+...         emit("y", event.ts)
+>>> reg = TypeRegistry(); _ = reg.register("x"); _ = reg.register("y")
+>>> g = Graph(reg, sources=("x",)).add("copy", Copy(), alpha="adaptive")
+>>> [n.name for n in g.topological_order()]
+['copy']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from specula.detectors.base import Detector
+from specula.events import TypeRegistry
+from specula.ordering.unit import LatePolicy, RetractionMode
+
+Alpha = float | Literal["adaptive"]
+
+
+class GraphError(ValueError):
+    """A graph that cannot run; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One detector of a graph with the settings of its ordering unit."""
+
+    name: str
+    detector: Detector
+    alpha: Alpha = 1.0
+    retraction: RetractionMode = "on-demand"
+    late: LatePolicy = "side"
+    k0: int = 0
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(self.detector.inputs)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(self.detector.outputs)
+
+    @property
+    def clock(self) -> tuple[str, ...]:
+        return self.detector.clock_types()
+
+
+class Graph:
+    """Detectors wired by the event types they declare.
+
+    ``sources`` are the raw event types that come from outside (sensor logs); every
+    other input type must be the output of some detector.
+    """
+
+    def __init__(self, registry: TypeRegistry, *, sources: Iterable[str]) -> None:
+        self.registry = registry
+        self.sources = tuple(sources)
+        self.nodes: dict[str, Node] = {}
+
+    def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
+            retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
+            k0: int = 0) -> Graph:
+        """Add a detector under a unique ``name``; returns the graph for chaining."""
+        if name in self.nodes:
+            raise GraphError(f"a detector named {name!r} is already in the graph; "
+                             "give each detector its own name")
+        if alpha != "adaptive" and not (isinstance(alpha, int | float) and 0.0 <= alpha <= 1.0):
+            raise GraphError(f"{name}: alpha must be a number in [0, 1] or 'adaptive', "
+                             f"got {alpha!r}")
+        self.nodes[name] = Node(name, detector, alpha, retraction, late, k0)
+        return self
+
+    def producers_of(self, type_name: str) -> list[Node]:
+        return [n for n in self.nodes.values() if type_name in n.outputs]
+
+    def subscribers_of(self, type_name: str) -> list[Node]:
+        return [n for n in self.nodes.values() if type_name in n.inputs]
+
+    def validate(self) -> None:
+        """Raise :class:`GraphError` for unknown types, unproduced inputs, clock types that
+        are not inputs, and cycles."""
+        for t in self.sources:
+            if t not in self.registry:
+                raise GraphError(f"source type {t!r} is not registered; register it first")
+        for n in self.nodes.values():
+            for t in (*n.inputs, *n.outputs):
+                if t not in self.registry:
+                    raise GraphError(f"{n.name}: event type {t!r} is not registered")
+            for t in n.inputs:
+                if t not in self.sources and not self.producers_of(t):
+                    raise GraphError(f"{n.name}: nobody produces its input {t!r}; add a detector "
+                                     f"that outputs it or list it in sources")
+            missing = set(n.clock) - set(n.inputs)
+            if missing:
+                raise GraphError(f"{n.name}: clock types {sorted(missing)} are not among its "
+                                 f"inputs {list(n.inputs)}")
+            if not n.inputs:
+                raise GraphError(f"{n.name}: declares no inputs")
+        self.topological_order()
+
+    def topological_order(self) -> list[Node]:
+        """Nodes so that every producer comes before its subscribers."""
+        order: list[Node] = []
+        state: dict[str, int] = {}
+
+        def visit(node: Node, path: list[str]) -> None:
+            if state.get(node.name) == 2:
+                return
+            if state.get(node.name) == 1:
+                cycle = " -> ".join([*path[path.index(node.name):], node.name])
+                raise GraphError(f"cycle in the graph: {cycle}; a detector cannot consume "
+                                 "what it (indirectly) produces")
+            state[node.name] = 1
+            for t in node.inputs:
+                for p in self.producers_of(t):
+                    visit(p, [*path, node.name])
+            state[node.name] = 2
+            order.append(node)
+
+        for node in self.nodes.values():
+            visit(node, [])
+        return order
