@@ -69,10 +69,11 @@ class Emitter:
     (or pass ``cause`` indices to :meth:`many`).
     """
 
-    __slots__ = ("_cause", "causes", "column_batches", "rows")
+    __slots__ = ("_cause", "_n", "causes", "column_batches", "rows")
 
     def __init__(self) -> None:
         self._cause = 0
+        self._n = 0
         self.rows: list[tuple[str, int, int, dict[str, Any]]] = []
         self.causes: list[int] = []
         self.column_batches: list[tuple[str, dict[str, np.ndarray], np.ndarray]] = []
@@ -84,6 +85,7 @@ class Emitter:
     def __call__(self, type_name: str, ts: int, key: int = 0, **payload: Any) -> None:
         self.rows.append((type_name, int(ts), int(key), payload))
         self.causes.append(self._cause)
+        self._n += 1
 
     def many(self, type_name: str, *, ts: np.ndarray, cause: np.ndarray, key: Any = 0,
              **payload: Any) -> None:
@@ -93,15 +95,18 @@ class Emitter:
                    "key": np.broadcast_to(np.asarray(key, dtype=np.int64), cause.shape)}
         columns.update({name: np.asarray(v) for name, v in payload.items()})
         self.column_batches.append((type_name, columns, cause))
+        self._n += len(cause)
 
     def clear(self) -> None:
+        if self._n:
+            self.rows.clear()
+            self.causes.clear()
+            self.column_batches.clear()
+            self._n = 0
         self._cause = 0
-        self.rows.clear()
-        self.causes.clear()
-        self.column_batches.clear()
 
     def __len__(self) -> int:
-        return len(self.rows) + sum(len(c) for _, _, c in self.column_batches)
+        return self._n
 
 
 class Detector:
