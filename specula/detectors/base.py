@@ -78,6 +78,11 @@ class Emitter:
         self.causes: list[int] = []
         self.column_batches: list[tuple[str, dict[str, np.ndarray], np.ndarray]] = []
 
+    @property
+    def cause(self) -> int:
+        """Index, in the current batch, of the input event being processed."""
+        return self._cause
+
     def at(self, index: int) -> None:
         """Mark input ``index`` of the current batch as the cause of what follows."""
         self._cause = index

@@ -79,6 +79,10 @@ class DrivenDetector(Protocol):
     def restore(self, state: Any) -> None: ...
 
 
+class DetectorError(RuntimeError):
+    """A detector raised while processing an event; names the detector and the event."""
+
+
 class TraceEntry(NamedTuple):
     """One step of a unit, recorded when tracing is on.
 
@@ -159,12 +163,15 @@ class OrderingUnit:
         Initial K (default 0, as in the paper).
     trace
         Record a :class:`TraceEntry` for every step (for tests and demos; slow).
+    name
+        The detector's name in error messages (default: its class name).
     """
 
     def __init__(self, detector: DrivenDetector, registry: ev.TypeRegistry, *, producer: int,
                  inputs: Sequence[str], outputs: Sequence[str], clock: Sequence[str],
                  alpha: float | AlphaController = 1.0, retraction: RetractionMode = "on-demand",
-                 late: LatePolicy = "side", k0: int = 0, trace: bool = False) -> None:
+                 late: LatePolicy = "side", k0: int = 0, trace: bool = False,
+                 name: str | None = None) -> None:
         if producer <= 0:
             raise ValueError(f"producer must be > 0 (0 marks external sources), got {producer}")
         if retraction not in ("full", "on-demand"):
@@ -179,6 +186,7 @@ class OrderingUnit:
         self._fixed_alpha = 1.0 if self.controller else float(alpha)
         self.speculative = self.controller is not None or self._fixed_alpha < 1.0
         self.detector = detector
+        self.name = name or type(detector).__name__
         self.registry = registry
         self.producer = producer
         self.retraction = retraction
@@ -311,7 +319,14 @@ class OrderingUnit:
         """
         emit = self._emit
         emit.clear()
-        self.detector.on_batch(events, self._type_names, emit)
+        try:
+            self.detector.on_batch(events, self._type_names, emit)
+        except Exception as exc:
+            row = events[min(emit.cause, len(events) - 1)]
+            raise DetectorError(
+                f"detector {self.name!r} failed on event type={self._type_names[row['type']]} "
+                f"ts={row['ts']} key={row['key']} producer={row['producer']} seq={row['seq']}: "
+                f"{type(exc).__name__}: {exc}") from exc
         self.stats.emitted += len(events)
         if len(emit):
             origins = np.maximum.accumulate(np.maximum(events["origin"], self._origin))

@@ -110,7 +110,7 @@ class InProcessRuntime:
         return OrderingUnit(copy.deepcopy(node.detector), self.graph.registry, producer=producer,
                             inputs=node.inputs, outputs=node.outputs, clock=node.clock,
                             alpha=alpha, retraction=node.retraction, late=node.late,
-                            k0=node.k0, trace=self.trace)
+                            k0=node.k0, trace=self.trace, name=node.name)
 
     def run(self, raw: np.ndarray, *, batch_ticks: int = 0) -> RunResult:
         """Deliver ``raw`` (with ``ats`` set) in arrival order, then flush level by level.
