@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -143,7 +145,7 @@ def test_equal_consecutive_snapshots_are_shared():
     u.push(rows(reg, [("A", 0, 0), ("B", 1, 1), ("B", 2, 2), ("B", 3, 3), ("A", 10, 4)]))
     snaps = u._snaps[:u._n_emitted]
     assert u.stats.snapshots_shared >= 1
-    assert any(a is b for a, b in zip(snaps, snaps[1:], strict=False))
+    assert any(a is b for a, b in itertools.pairwise(snaps))
 
 
 def test_detector_errors_name_the_detector_and_the_event():
@@ -229,7 +231,7 @@ def test_on_demand_retracts_less_than_full_for_stateless_detectors():
 
 
 def test_full_retraction_wins_for_detectors_whose_state_changes_on_every_event():
-    full, low_f, high_f, work_f, res_f = two_levels(stateful=True, retraction="full")
+    full, _, high_f, work_f, res_f = two_levels(stateful=True, retraction="full")
     lazy, low_l, high_l, work_l, res_l = two_levels(stateful=True, retraction="on-demand")
     # Every replayed snapshot differs (the count moved), so on-demand never stops early
     # and its comparisons are wasted; each changed update relocates level 2 on its own,
