@@ -526,7 +526,7 @@ class OrderingUnit:
             return
         pos, snap = self._insert(row, key)
         if snap is not None:
-            self._replay(pos, snap, self._rows[pos + 1], now)
+            self._replay(pos, snap, self._rows[pos + 1], now, stop_from=pos + 1)
 
     def _insert(self, row: np.ndarray, key: tuple[int, int]) -> tuple[int, _Snapshot | None]:
         """Insertion-sort ``row``; if it lands in the emitted region, return the snapshot
@@ -573,7 +573,9 @@ class OrderingUnit:
                 first, snap, label = i, s, row
         self.stats.events_removed += len(hit)
         if snap is not None:
-            self._replay(first, snap, label, now)
+            # the successor of the last removed event is the first place where the new
+            # and the recorded timelines can meet again
+            self._replay(first, snap, label, now, stop_from=hit[-1] - len(hit) + 1)
 
     def _on_update(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
         producer, seq = int(row["producer"][0]), int(row["seq"][0])
@@ -599,14 +601,21 @@ class OrderingUnit:
         removed_snap = self._remove(held)
         pos, ins_snap = self._insert(plain, key)
         if ins_snap is not None and (removed_snap is None or pos < held):
-            self._replay(pos, ins_snap, self._rows[pos + 1], now)
+            stop_from = pos + 1 if removed_snap is None else held + 1
+            self._replay(pos, ins_snap, self._rows[pos + 1], now, stop_from=stop_from)
         elif removed_snap is not None:
-            self._replay(held, removed_snap, old_row, now)
+            stop_from = held if ins_snap is None else pos + 1
+            self._replay(held, removed_snap, old_row, now, stop_from=stop_from)
 
-    def _replay(self, pos: int, snap: _Snapshot, snap_of: np.ndarray, now: int) -> None:
+    def _replay(self, pos: int, snap: _Snapshot, snap_of: np.ndarray, now: int, *,
+                stop_from: int) -> None:
         """Restore ``snap`` (the state before buffer position ``pos``, taken when event
         ``snap_of`` was emitted) and re-emit the emitted region from ``pos`` on
-        (Alg. 1 relocation + Alg. 2 replay)."""
+        (Alg. 1 relocation + Alg. 2 replay).
+
+        On-demand retraction may stop the replay at a position ``>= stop_from`` (behind
+        every change to the buffer) where the new snapshot equals the recorded one.
+        """
         self.stats.relocations += 1
         end = self._n_emitted
         current = self._snapshot() if self.retraction == "on-demand" else None
@@ -617,7 +626,7 @@ class OrderingUnit:
             self._send_retraction(self._seq, before_seq, now)
         self._n_emitted = pos
         stopped = self._emit_range(pos, end, now, replay=True, keep_from=pos,
-                                   stop_on_equal=self.retraction == "on-demand")
+                                   stop_from=stop_from if current is not None else None)
         if stopped is not None:
             self.stats.early_stops += 1
             origin = self._origin
@@ -649,16 +658,20 @@ class OrderingUnit:
         return min(ready, emitted_end - 1)
 
     def _emit_range(self, start: int, end: int, now: int, *, replay: bool, keep_from: int,
-                    stop_on_equal: bool = False) -> int | None:
+                    stop_from: int | None = None) -> int | None:
         """Emit buffer positions [start, end): runs that are purged right away go to the
         detector as one batch; an event that stays buffered gets a snapshot first.
 
-        Returns the position where an on-demand replay stopped because the new snapshot
-        equalled the recorded one, else None.
+        With ``stop_from``, from that position on each new snapshot is compared with the
+        recorded one; returns the position where they were equal (the replay stops
+        there), else None.
         """
+        def compare(i: int) -> bool:
+            return stop_from is not None and i >= stop_from and self._snaps[i] is not None
+
         def batchable(i: int) -> bool:
             # purged right after, and no recorded snapshot to compare against
-            return i < keep_from and not (stop_on_equal and self._snaps[i] is not None)
+            return i < keep_from and not compare(i)
 
         i = start
         while i < end:
@@ -671,7 +684,7 @@ class OrderingUnit:
                 continue
             snap = self._snapshot()
             old = self._snaps[i]
-            if old is not None and stop_on_equal:
+            if compare(i):
                 self.stats.snapshot_comparisons += 1
                 if _same_state(snap, old):
                     return i

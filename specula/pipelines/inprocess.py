@@ -118,6 +118,7 @@ class InProcessRuntime:
         Raw events whose arrival falls within ``batch_ticks`` of the first event of a
         step are delivered together in that step.
         """
+        self._clock = ManualClock()
         units = {n.name: self._unit(n, i + 1) for i, n in enumerate(self.order)}
         outputs = {n.name: NetOutput(units[n.name].out_dtype) for n in self.order}
         result = RunResult(outputs, units, {n.name: [] for n in self.order})
