@@ -10,23 +10,11 @@ from specula.detectors import Detector
 from specula.detectors.examples import (
     ANotBC,
     FollowedWithin,
-    RunningCount,
     Threshold,
     example_registry,
 )
 from specula.pipelines import CostModel, Graph, GraphError, InProcessRuntime
-from specula.pipelines.synthetic import abc_stream
-
-
-def example_graph(alpha, retraction="on-demand", k0=0) -> Graph:
-    """Level 2 also takes raw A events as clock, so it starts with 3x the K of level 1:
-    the D and E events it gets were held up to K by level 1."""
-    g = Graph(example_registry(), sources=("A", "B", "C"))
-    g.add("a_not_bc", ANotBC(), alpha=alpha, retraction=retraction, k0=k0)
-    g.add("big_c", Threshold(), alpha=alpha, retraction=retraction, k0=k0)
-    g.add("d_then_e", FollowedWithin(), alpha=alpha, retraction=retraction, k0=3 * k0)
-    g.add("count", RunningCount(), alpha=alpha, retraction=retraction, k0=k0)
-    return g
+from specula.pipelines.synthetic import abc_stream, example_graph
 
 
 def run(alpha, cost_us: float, n: int = 20_000, k0: int = 150):

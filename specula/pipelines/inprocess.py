@@ -102,6 +102,15 @@ class InProcessRuntime:
         self.keep_messages = keep_messages
         self.order = graph.topological_order()
         self._clock = ManualClock()
+        n_types = max(t.id for t in graph.registry.types()) + 1
+        self._wanted: dict[str, np.ndarray] = {}
+        self._hears: dict[tuple[str, str], bool] = {}
+        for node in self.order:
+            mask = np.zeros(n_types, bool)
+            mask[[graph.registry.id(t) for t in node.inputs]] = True
+            self._wanted[node.name] = mask
+            for src in self.order:
+                self._hears[node.name, src.name] = bool(set(node.inputs) & set(src.outputs))
 
     def _unit(self, node: Node, producer: int) -> OrderingUnit:
         alpha: float | AlphaController = node.alpha  # type: ignore[assignment]
@@ -134,12 +143,17 @@ class InProcessRuntime:
     def _for(self, node: Node, source: str, batch: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """The part of ``batch`` (from detector ``source``, or raw for ``""``) that ``node``
         subscribes to: its input types, plus the counter messages of a producer it hears."""
-        reg = self.graph.registry
-        wanted = np.array([reg.id(t) for t in node.inputs], np.int32)
-        keep = np.isin(batch["type"], wanted)
-        if source and set(node.inputs) & set(self.graph.nodes[source].outputs):
+        wanted = self._wanted[node.name]
+        if source and not self._hears[node.name, source]:
+            return batch[:0]
+        keep = np.take(wanted, batch["type"], mode="clip")
+        if source:
             keep |= (batch["flags"] & ev.RETRACTION) > 0
-        return ev.conform(batch[keep], dtype, drop=True)
+        if not keep.all():
+            batch = batch[keep]
+        if batch.dtype != dtype and len(batch):
+            batch = ev.conform(batch, dtype, drop=True)
+        return batch
 
     def _step(self, result: RunResult, produced: dict[str, np.ndarray], now: int,
               flush: bool) -> None:
@@ -150,7 +164,7 @@ class InProcessRuntime:
             unit = result.units[node.name]
             inbox = [self._for(node, src, batch, unit.in_dtype) for src, batch in produced.items()]
             inbox = [b for b in inbox if len(b)]
-            before = UnitStats(**unit.stats.as_dict()) if self.cost_model else None
+            before = copy.copy(unit.stats) if self.cost_model else None
             out = [unit.push(np.concatenate(inbox), now)] if inbox else []
             if flush:
                 out.append(unit.flush(now))
@@ -168,7 +182,7 @@ class InProcessRuntime:
 
 
 def _steps(raw: np.ndarray, batch_ticks: int) -> Sequence[tuple[np.ndarray, int]]:
-    ats = raw["ats"]
+    ats = np.ascontiguousarray(raw["ats"])
     steps = []
     i = 0
     while i < len(raw):

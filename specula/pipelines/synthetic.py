@@ -1,10 +1,34 @@
-"""Synthetic out-of-order streams of the example types A, B, C (for demos and benchmarks)."""
+"""The example hierarchy and synthetic out-of-order streams for it (demos, tests,
+benchmarks)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from specula.detectors.examples import (
+    ANotBC,
+    FollowedWithin,
+    RunningCount,
+    Threshold,
+    example_registry,
+)
 from specula.events import TypeRegistry
+from specula.ordering.unit import RetractionMode
+from specula.pipelines.graph import Alpha, Graph
+
+
+def example_graph(alpha: Alpha, retraction: RetractionMode = "on-demand", k0: int = 0) -> Graph:
+    """Three levels: A!BC and a threshold on C, then D-followed-by-E, then a running count.
+
+    Level 2 also takes raw A events as clock, and the D and E events it gets were held up
+    to K by level 1, so it starts with three times the initial K of the others.
+    """
+    g = Graph(example_registry(), sources=("A", "B", "C"))
+    g.add("a_not_bc", ANotBC(), alpha=alpha, retraction=retraction, k0=k0)
+    g.add("big_c", Threshold(), alpha=alpha, retraction=retraction, k0=k0)
+    g.add("d_then_e", FollowedWithin(), alpha=alpha, retraction=retraction, k0=3 * k0)
+    g.add("count", RunningCount(), alpha=alpha, retraction=retraction, k0=k0)
+    return g
 
 
 def abc_stream(registry: TypeRegistry, n: int, *, seed: int = 0, max_delay: int = 10,
