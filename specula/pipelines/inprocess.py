@@ -124,6 +124,10 @@ class InProcessRuntime:
     def run(self, raw: np.ndarray, *, batch_ticks: int = 0) -> RunResult:
         """Deliver ``raw`` (with ``ats`` set) in arrival order, then flush level by level.
 
+        Raw events should carry their source's counter in ``seq`` (it orders events
+        with equal time stamps); if no event has one, they are numbered in time-stamp
+        order.
+
         Raw events whose arrival falls within ``batch_ticks`` of the first event of a
         step are delivered together in that step.
         """
@@ -131,8 +135,11 @@ class InProcessRuntime:
         units = {n.name: self._unit(n, i + 1) for i, n in enumerate(self.order)}
         outputs = {n.name: NetOutput(units[n.name].out_dtype) for n in self.order}
         result = RunResult(outputs, units, {n.name: [] for n in self.order})
-        raw = raw[np.argsort(raw["ats"], kind="stable")]
         raw = raw.copy()
+        if len(raw) and not raw["seq"].any() and not raw["producer"].any():
+            # raw events without a counter are numbered in occurrence order
+            raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(len(raw))
+        raw = raw[np.argsort(raw["ats"], kind="stable")]
         raw["origin"] = raw["ats"]
         for batch, now in _steps(raw, batch_ticks):
             self._step(result, {"": batch}, now, flush=False)
