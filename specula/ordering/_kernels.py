@@ -53,19 +53,21 @@ def _key_less(ts_a, tb_a, ts_b, tb_b):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def kslack_order(buf_ts, buf_tb, buf_ix, ts, tb, clk_after, k_after, h_ts, h_tb,
-                 process_late, first_ix):  # pragma: no cover - jit
-    """Pure K-slack (alpha = 1) over one batch, event by event in arrival order.
+def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, clk, k,
+                 pending, h_ts, h_tb, process_late, first_ix, shift):  # pragma: no cover - jit
+    """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order.
 
-    ``buf_*`` is the sorted buffer (time stamp, tie-break, store index); ``ts``/``tb`` the
-    arriving events, whose store indices are ``first_ix + j``. Each arrival is either
-    late (its key is below the horizon ``(h_ts, h_tb)``, the key of the last emitted
-    event) or insertion-sorted from the tail; then every head event with
-    ``ts + K <= clk`` is emitted and purged at once.
+    ``buf_ts``/``buf_tb`` is the sorted buffer (time stamp, tie-break); its events have
+    store indices ``0..len-1`` and the arriving ones ``first_ix + j``. Per arrival: the
+    clock and K advance as in :func:`advance_clock` (``clock_table[type]`` marks clock
+    types); the event is late if its key is below the horizon ``(h_ts, h_tb)`` (the key
+    of the last emitted event), else insertion-sorted from the tail; then every head
+    event with ``ts + K <= clk`` is emitted and purged.
 
-    Returns ``(emitted, n_emitted, late, n_late, new_buffer_ix, h_ts, h_tb)`` where
-    ``emitted[:n_emitted]`` are store indices in emission order (late events processed
-    out of order included, when ``process_late``) and ``late[:n_late]`` the late ones.
+    Returns ``(emitted, n_emitted, late, n_late, remaining_ix, remaining_ts,
+    remaining_tb, clk, k, pending, h_ts, h_tb)``; ``emitted[:n_emitted]`` are store
+    indices in emission order (late events processed out of order included, when
+    ``process_late``) and ``late[:n_late]`` the late ones.
     """
     nb = buf_ts.shape[0]
     n = ts.shape[0]
@@ -73,9 +75,10 @@ def kslack_order(buf_ts, buf_tb, buf_ix, ts, tb, clk_after, k_after, h_ts, h_tb,
     q_ts = np.empty(cap, np.int64)
     q_tb = np.empty(cap, np.int64)
     q_ix = np.empty(cap, np.int64)
-    q_ts[:nb] = buf_ts
-    q_tb[:nb] = buf_tb
-    q_ix[:nb] = buf_ix
+    for i in range(nb):
+        q_ts[i] = buf_ts[i]
+        q_tb[i] = buf_tb[i]
+        q_ix[i] = i
     head = 0
     tail = nb
     emitted = np.empty(cap, np.int64)
@@ -84,7 +87,16 @@ def kslack_order(buf_ts, buf_tb, buf_ix, ts, tb, clk_after, k_after, h_ts, h_tb,
     nl = 0
     for j in range(n):
         t = ts[j]
-        b = tb[j]
+        b = (np.int64(producer[j]) << shift) | seq[j]
+        d = kplus[j] - t
+        if d > pending:
+            pending = d
+        if clock_table[types[j]]:
+            if t > clk:
+                clk = t
+            if pending != NO_DELAY and clk + pending > k:
+                k = clk + pending
+            pending = NO_DELAY
         if _key_less(t, b, h_ts, h_tb):
             late[nl] = first_ix + j
             nl += 1
@@ -102,12 +114,11 @@ def kslack_order(buf_ts, buf_tb, buf_ix, ts, tb, clk_after, k_after, h_ts, h_tb,
             q_tb[i] = b
             q_ix[i] = first_ix + j
             tail += 1
-        clk = clk_after[j]
-        k = k_after[j]
         while head < tail and q_ts[head] + k <= clk:
             emitted[ne] = q_ix[head]
             ne += 1
             h_ts = q_ts[head]
             h_tb = q_tb[head]
             head += 1
-    return emitted, ne, late, nl, q_ix[head:tail].copy(), h_ts, h_tb
+    return (emitted, ne, late, nl, q_ix[head:tail].copy(), q_ts[head:tail].copy(),
+            q_tb[head:tail].copy(), clk, k, pending, h_ts, h_tb)

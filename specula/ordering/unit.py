@@ -222,6 +222,8 @@ class OrderingUnit:
         self._snaps: list[_Snapshot | None] = []
         self._n_emitted = 0
         self._buf = np.empty(0, self.in_dtype)
+        self._buf_ts = np.empty(0, np.int64)
+        self._buf_tb = np.empty(0, np.int64)
         self._out: list[np.ndarray] = []
 
     # ------------------------------------------------------------------ public
@@ -278,18 +280,19 @@ class OrderingUnit:
         return batch
 
     def _push(self, batch: np.ndarray, now: int) -> None:
-        is_data = (batch["flags"] & ev.RETRACTION) == 0
+        flags = batch["flags"]
+        n_control = int(np.count_nonzero(flags & ev.RETRACTION)) if flags.any() else 0
+        self.stats.events_in += len(batch) - n_control
+        self.stats.control_in += n_control
+        if not self.speculative:
+            self._push_pure(batch, flags, now)
+            return
+        is_data = (flags & ev.RETRACTION) == 0
         is_clock = np.take(self._is_clock, batch["type"], mode="clip") & is_data
         clk_after, k_after, self.clk, self.k, self._pending = _kernels.advance_clock(
             batch["ts"], batch["kplus"], is_clock, is_data,
             np.int64(self.clk), np.int64(self.k), np.int64(self._pending))
-        n_control = int(len(batch) - is_data.sum())
-        self.stats.events_in += len(batch) - n_control
-        self.stats.control_in += n_control
-        if self.speculative:
-            self._push_speculative(batch, is_clock, clk_after, k_after, now)
-        else:
-            self._push_pure(batch, is_data, clk_after, k_after, now)
+        self._push_speculative(batch, is_clock, clk_after, k_after, now)
 
     def _take_output(self) -> np.ndarray:
         if not self._out:
@@ -406,29 +409,30 @@ class OrderingUnit:
         self._out.append(msg)
 
     # ------------------------------------------------------- pure K-slack path
-    def _push_pure(self, batch: np.ndarray, is_data: np.ndarray, clk_after: np.ndarray,
-                   k_after: np.ndarray, now: int) -> None:
+    def _push_pure(self, batch: np.ndarray, flags: np.ndarray, now: int) -> None:
         """Pure K-slack: data runs go through the Numba kernel, control messages between."""
+        if not flags.any():
+            self._pure_run(batch, now)
+            return
         start = 0
-        control = np.flatnonzero(~is_data | (batch["flags"] & ev.UPDATE > 0))
+        control = np.flatnonzero(flags & (ev.RETRACTION | ev.UPDATE))
         for c in [*control.tolist(), len(batch)]:
             if c > start:
-                self._pure_run(batch[start:c], clk_after[start:c], k_after[start:c], now)
+                self._pure_run(batch[start:c], now)
             if c < len(batch):
-                self._pure_control(batch[c:c + 1], clk_after[c:c + 1], k_after[c:c + 1], now)
+                self._pure_control(batch[c:c + 1], now)
             start = c + 1
 
-    def _pure_run(self, run: np.ndarray, clk_after: np.ndarray, k_after: np.ndarray,
-                  now: int) -> None:
+    def _pure_run(self, run: np.ndarray, now: int) -> None:
         self._note_seen(run)
         store = concat_records([self._buf, run]) if len(self._buf) else run
-        buf_tb = tiebreak(self._buf["producer"], self._buf["seq"])
-        run_tb = tiebreak(run["producer"], run["seq"])
-        emitted, ne, late, nl, remaining, h_ts, h_tb = _kernels.kslack_order(
-            self._buf["ts"], buf_tb, np.arange(len(self._buf), dtype=np.int64),
-            run["ts"], run_tb, clk_after, k_after,
-            np.int64(self._horizon[0]), np.int64(self._horizon[1]),
-            self.late_policy == "process", np.int64(len(self._buf)))
+        (emitted, ne, late, nl, remaining, self._buf_ts, self._buf_tb, clk, k, pending,
+         h_ts, h_tb) = _kernels.kslack_order(
+            self._buf_ts, self._buf_tb, run["ts"], run["producer"], run["seq"], run["kplus"],
+            run["type"], self._is_clock, np.int64(self.clk), np.int64(self.k),
+            np.int64(self._pending), np.int64(self._horizon[0]), np.int64(self._horizon[1]),
+            self.late_policy == "process", np.int64(len(self._buf)), TIEBREAK_SHIFT)
+        self.clk, self.k, self._pending = int(clk), int(k), int(pending)
         self._horizon = (int(h_ts), int(h_tb))
         if nl:
             self._to_late(np.take(store, late[:nl]))
@@ -446,9 +450,10 @@ class OrderingUnit:
 
     def _pure_release(self, now: int) -> None:
         """Emit and purge every buffered event with ``ts + K <= clk`` (used by flush)."""
-        ready = int(np.searchsorted(self._buf["ts"], self.clk - self.k, side="right"))
+        ready = int(np.searchsorted(self._buf_ts, self.clk - self.k, side="right"))
         if ready:
             out, self._buf = self._buf[:ready], self._buf[ready:]
+            self._buf_ts, self._buf_tb = self._buf_ts[ready:], self._buf_tb[ready:]
             last = out[-1]
             self._horizon = (int(last["ts"]), int(tiebreak(last["producer"], last["seq"])))
             self.stats.purged += ready
@@ -458,8 +463,7 @@ class OrderingUnit:
                     self._note("emit", r)
             self._process(out, None, now, update=False)
 
-    def _pure_control(self, msg: np.ndarray, clk_after: np.ndarray, k_after: np.ndarray,
-                      now: int) -> None:
+    def _pure_control(self, msg: np.ndarray, now: int) -> None:
         """A retraction or update at a pure K-slack unit: fix the buffer or declare it late."""
         producer, seq = int(msg["producer"][0]), int(msg["seq"][0])
         same = self._buf["producer"] == producer
@@ -467,7 +471,7 @@ class OrderingUnit:
             self.stats.retractions_received += 1
             gone = same & (self._buf["seq"] >= seq)
             self.stats.events_removed += int(gone.sum())
-            self._buf = self._buf[~gone]
+            self._keep_buffered(~gone)
             if self._purged_seq.get(producer, -1) >= seq:
                 self._to_late(msg)
             self._seen[producer] = seq - 1
@@ -478,13 +482,20 @@ class OrderingUnit:
                 self.stats.updates_discarded += 1
                 return
             self.stats.updates_applied += 1
-            self._buf = np.delete(self._buf, held[0])
+            keep = np.ones(len(self._buf), bool)
+            keep[held[0]] = False
+            self._keep_buffered(keep)
         elif seq <= self._seen.get(producer, -1):
             self._to_late(msg)
             return
         plain = msg.copy()
         plain["flags"] &= np.uint8(0xFF ^ ev.UPDATE)
-        self._pure_run(plain, clk_after, k_after, now)
+        self._pure_run(plain, now)
+
+    def _keep_buffered(self, keep: np.ndarray) -> None:
+        self._buf = self._buf[keep]
+        self._buf_ts = self._buf_ts[keep]
+        self._buf_tb = self._buf_tb[keep]
 
     def _note_seen(self, rows: np.ndarray) -> None:
         _max_per_producer(rows, self._seen)
