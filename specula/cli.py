@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specula.detectors.examples import example_registry
-from specula.pipelines import CostModel, InProcessRuntime, RunResult
+from specula.pipelines import CostModel, InProcessRuntime, RunReport
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -24,7 +24,7 @@ def demo(args: argparse.Namespace) -> int:
           f"{args.max_delay} ticks, 5 % bursts up to {5 * args.max_delay}; seed {args.seed}")
     cost = CostModel(per_event=args.cost_us * 1e-6, per_snapshot=args.cost_us * 0.5e-6,
                      per_restore=args.cost_us * 1e-6, per_comparison=args.cost_us * 0.25e-6)
-    runs: dict[str, RunResult] = {}
+    runs: dict[str, RunReport] = {}
     for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
         graph = example_graph(alpha, args.retraction, k0=args.k0)
         rt = InProcessRuntime(graph, cost_model=cost, ticks_per_second=args.ticks_per_second)
@@ -32,20 +32,20 @@ def demo(args: argparse.Namespace) -> int:
         runs[label] = rt.run(raw, batch_ticks=args.batch_ticks)
         print(f"  {label:<9} run: {time.perf_counter() - t0:.1f} s wall")
     print(_table(runs))
-    same = all(_same(runs["kslack"], runs["adaptive"], name) for name in runs["kslack"].units)
-    late = sum(len(r.late(n)) for r in runs.values() for n in r.units)
+    same = all(_same(runs["kslack"], runs["adaptive"], name) for name in runs["kslack"].detectors)
+    late = sum(len(r.late(n)) for r in runs.values() for n in r.detectors)
     print("net outputs identical: " + ("yes" if same else "no")
           + (f" ({late} late events; they may differ there)" if late else ""))
     return 0 if same or late else 1
 
 
-def _table(runs: dict[str, RunResult]) -> str:
+def _table(runs: dict[str, RunReport]) -> str:
     a, b = runs["kslack"], runs["adaptive"]
     lines = [f"{'detector':<10} {'net':>7} {'late':>9} {'replays':>8} {'revised':>8} "
              f"{'mean alpha':>10} {'latency k-slack':>16} {'adaptive':>9} {'cut':>5}",
              ""]
     lines[1] = "-" * len(lines[0])
-    for name in a.units:
+    for name in a.detectors:
         st = b.stats(name)
         la, lb = _mean(a.latencies(name)), _mean(b.latencies(name))
         alphas = [s.alpha for s in b.alpha_history(name)]
@@ -59,7 +59,7 @@ def _table(runs: dict[str, RunResult]) -> str:
     return "\n".join(lines)
 
 
-def _same(a: RunResult, b: RunResult, name: str) -> bool:
+def _same(a: RunReport, b: RunReport, name: str) -> bool:
     x, y = a.net(name), b.net(name)
     names = [n for n in x.dtype.names if n not in ("flags", "ats", "kplus", "origin")]
     return len(x) == len(y) and bool(np.all(x[names] == y[names]))

@@ -40,6 +40,12 @@ class NetOutput:
             clean["flags"] = 0
             events[seq] = (clean, now)
 
+    def absorb(self, other: NetOutput) -> None:
+        """Take over the live events of another producer's (or instance's) NetOutput."""
+        for producer, events in other._live.items():
+            self._live.setdefault(producer, {}).update(events)
+        self.applied += other.applied
+
     def __len__(self) -> int:
         return sum(len(e) for e in self._live.values())
 

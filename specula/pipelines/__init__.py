@@ -1,6 +1,16 @@
-"""Declaring detector graphs and running them (in-process here; on Ray and Spark later)."""
+"""Declaring detector graphs and running them (in-process, or on Ray)."""
 
-from specula.pipelines.graph import Graph, GraphError, Node
-from specula.pipelines.inprocess import CostModel, InProcessRuntime, RunResult
+from specula.pipelines.graph import Graph, GraphError, Instance, Node
+from specula.pipelines.inprocess import CostModel, InProcessRuntime
+from specula.pipelines.report import DetectorReport, RunReport
 
-__all__ = ["CostModel", "Graph", "GraphError", "InProcessRuntime", "Node", "RunResult"]
+__all__ = [
+    "CostModel",
+    "DetectorReport",
+    "Graph",
+    "GraphError",
+    "InProcessRuntime",
+    "Instance",
+    "Node",
+    "RunReport",
+]

@@ -14,13 +14,15 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
-from specula.ordering.unit import LatePolicy, RetractionMode
+from specula.ordering.adaptation import AlphaController
+from specula.ordering.unit import LatePolicy, OrderingUnit, RetractionMode
 
 Alpha = float | Literal["adaptive"]
 
@@ -39,6 +41,7 @@ class Node:
     retraction: RetractionMode = "on-demand"
     late: LatePolicy = "side"
     k0: int = 0
+    partitions: int = 1
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -51,6 +54,33 @@ class Node:
     @property
     def clock(self) -> tuple[str, ...]:
         return self.detector.clock_types()
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One running copy of a node: partition ``index`` of ``node.partitions``."""
+
+    node: Node
+    index: int
+    producer: int
+
+    @property
+    def label(self) -> str:
+        return self.node.name if self.node.partitions == 1 else f"{self.node.name}[{self.index}]"
+
+    def unit(self, registry: TypeRegistry, *, controller: AlphaController | None = None,
+             trace: bool = False) -> OrderingUnit:
+        """A fresh ordering unit around a copy of the node's detector."""
+        node = self.node
+        alpha: float | AlphaController = 1.0
+        if node.alpha == "adaptive":
+            alpha = controller if controller is not None else AlphaController()
+        else:
+            alpha = float(node.alpha)
+        return OrderingUnit(copy.deepcopy(node.detector), registry, producer=self.producer,
+                            inputs=node.inputs, outputs=node.outputs, clock=node.clock,
+                            alpha=alpha, retraction=node.retraction, late=node.late,
+                            k0=node.k0, trace=trace, name=self.label)
 
 
 class Graph:
@@ -67,16 +97,36 @@ class Graph:
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
             retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
-            k0: int = 0) -> Graph:
-        """Add a detector under a unique ``name``; returns the graph for chaining."""
+            k0: int = 0, partitions: int = 1) -> Graph:
+        """Add a detector under a unique ``name``; returns the graph for chaining.
+
+        ``partitions > 1`` runs that many instances of the detector, each on the events
+        whose ``key % partitions`` is its index (counter messages reach all of them): for
+        detectors whose state is per key, e.g. one per player.
+        """
         if name in self.nodes:
             raise GraphError(f"a detector named {name!r} is already in the graph; "
                              "give each detector its own name")
         if alpha != "adaptive" and not (isinstance(alpha, int | float) and 0.0 <= alpha <= 1.0):
             raise GraphError(f"{name}: alpha must be a number in [0, 1] or 'adaptive', "
                              f"got {alpha!r}")
-        self.nodes[name] = Node(name, detector, alpha, retraction, late, k0)
+        if retraction not in ("full", "on-demand"):
+            raise GraphError(f"{name}: retraction must be 'full' or 'on-demand', "
+                             f"got {retraction!r}")
+        if late not in ("side", "process"):
+            raise GraphError(f"{name}: late must be 'side' or 'process', got {late!r}")
+        if not (isinstance(partitions, int) and partitions >= 1):
+            raise GraphError(f"{name}: partitions must be an integer >= 1, got {partitions!r}")
+        self.nodes[name] = Node(name, detector, alpha, retraction, late, k0, partitions)
         return self
+
+    def instances(self) -> list[Instance]:
+        """Every detector instance in topological order, with its producer id (from 1)."""
+        out: list[Instance] = []
+        for node in self.topological_order():
+            for i in range(node.partitions):
+                out.append(Instance(node, i, len(out) + 1))
+        return out
 
     def producers_of(self, type_name: str) -> list[Node]:
         return [n for n in self.nodes.values() if type_name in n.outputs]

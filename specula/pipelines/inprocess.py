@@ -2,8 +2,8 @@
 
 It is the reference the distributed runtime is checked against. Raw events are
 delivered in the order of their arrival time stamp ``ats`` (stable for equal ones);
-each delivery step runs every detector once, in topological order, and hands what a
-detector generated to its subscribers in the same step (no network delay). Generated
+each delivery step runs every detector instance once, in topological order, and hands
+what it generated to its subscribers in the same step (no network delay). Generated
 events are stamped with the step's time, so a detection's latency in virtual time is
 the time of the first emission of its final version minus the arrival of the newest
 raw event it depends on.
@@ -16,16 +16,19 @@ runs on the virtual clock: runs are deterministic.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from specula import events as ev
-from specula.ordering.adaptation import AlphaController, AlphaSample, ManualClock
+from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
-from specula.pipelines.graph import Graph, Node
+from specula.pipelines.graph import Graph, Instance
+from specula.pipelines.report import DetectorReport, RunReport, merge_nets, sum_stats
+from specula.pipelines.routing import Router, split_by_key
 
 
 @dataclass(frozen=True)
@@ -45,33 +48,6 @@ class CostModel:
                 * self.per_comparison)
 
 
-@dataclass
-class RunResult:
-    """What an in-process run produced, per detector name."""
-
-    outputs: dict[str, NetOutput]
-    units: dict[str, OrderingUnit]
-    messages: dict[str, list[np.ndarray]] = field(default_factory=dict)
-
-    def net(self, name: str) -> np.ndarray:
-        """Net output of a detector: emitted minus retracted, updates resolved."""
-        return self.outputs[name].net()
-
-    def latencies(self, name: str) -> np.ndarray:
-        """Detection latency (virtual time units) of every net event of a detector."""
-        return self.outputs[name].latencies()
-
-    def stats(self, name: str) -> UnitStats:
-        return self.units[name].stats
-
-    def alpha_history(self, name: str) -> list[AlphaSample]:
-        c = self.units[name].controller
-        return c.history if c is not None else []
-
-    def late(self, name: str) -> np.ndarray:
-        return self.units[name].late_events()
-
-
 class InProcessRuntime:
     """Run a :class:`~specula.pipelines.graph.Graph` deterministically in one process.
 
@@ -80,15 +56,16 @@ class InProcessRuntime:
     Parameters
     ----------
     graph
-        The validated graph.
+        The graph; validated here.
     ticks_per_second
-        Virtual time units (of ``ats``) per second, for alpha-adaptation's ``t_span``.
+        Virtual time units (of ``ats``) per second, for alpha-adaptation's ``t_span`` and
+        for latencies in seconds.
     cost_model
         Busy time per unit of work; ``None`` measures wall time instead.
     trace
         Record every step of every unit (see :class:`~specula.ordering.TraceEntry`).
     keep_messages
-        Keep every message each detector sent (for tests).
+        Keep every message each detector sent, in ``self.messages`` (for tests).
     """
 
     def __init__(self, graph: Graph, *, ticks_per_second: float = 1.0,
@@ -100,77 +77,50 @@ class InProcessRuntime:
         self.cost_model = cost_model
         self.trace = trace
         self.keep_messages = keep_messages
-        self.order = graph.topological_order()
-        self._clock = ManualClock()
-        n_types = max(t.id for t in graph.registry.types()) + 1
-        self._wanted: dict[str, np.ndarray] = {}
-        self._hears: dict[tuple[str, str], bool] = {}
-        for node in self.order:
-            mask = np.zeros(n_types, bool)
-            mask[[graph.registry.id(t) for t in node.inputs]] = True
-            self._wanted[node.name] = mask
-            for src in self.order:
-                self._hears[node.name, src.name] = bool(set(node.inputs) & set(src.outputs))
+        self.instances = graph.instances()
+        self.router = Router(graph)
+        self.messages: dict[str, list[np.ndarray]] = {}
 
-    def _unit(self, node: Node, producer: int) -> OrderingUnit:
-        alpha: float | AlphaController = node.alpha  # type: ignore[assignment]
-        if node.alpha == "adaptive":
-            alpha = AlphaController(clock=self._clock if self.cost_model else _wall_clock())
-        return OrderingUnit(copy.deepcopy(node.detector), self.graph.registry, producer=producer,
-                            inputs=node.inputs, outputs=node.outputs, clock=node.clock,
-                            alpha=alpha, retraction=node.retraction, late=node.late,
-                            k0=node.k0, trace=self.trace, name=node.name)
-
-    def run(self, raw: np.ndarray, *, batch_ticks: int = 0) -> RunResult:
+    def run(self, raw: np.ndarray, *, batch_ticks: int = 0) -> RunReport:
         """Deliver ``raw`` (with ``ats`` set) in arrival order, then flush level by level.
 
-        Raw events should carry their source's counter in ``seq`` (it orders events
-        with equal time stamps); if no event has one, they are numbered in time-stamp
-        order.
-
         Raw events whose arrival falls within ``batch_ticks`` of the first event of a
-        step are delivered together in that step.
+        step are delivered together in that step. Raw events should carry their source's
+        counter in ``seq`` (it orders events with equal time stamps); if no event has
+        one, they are numbered in time-stamp order.
         """
-        self._clock = ManualClock()
-        units = {n.name: self._unit(n, i + 1) for i, n in enumerate(self.order)}
-        outputs = {n.name: NetOutput(units[n.name].out_dtype) for n in self.order}
-        result = RunResult(outputs, units, {n.name: [] for n in self.order})
-        raw = raw.copy()
-        if len(raw) and not raw["seq"].any() and not raw["producer"].any():
-            # raw events without a counter are numbered in occurrence order
-            raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(len(raw))
-        raw = raw[np.argsort(raw["ats"], kind="stable")]
-        raw["origin"] = raw["ats"]
+        t0 = time.perf_counter()
+        clock = ManualClock()
+        units = {i.producer: self._unit(i, clock) for i in self.instances}
+        nets = {i.producer: NetOutput(units[i.producer].out_dtype) for i in self.instances}
+        self.messages = {n: [] for n in self.graph.nodes}
+        raw = prepare_raw(raw)
         for batch, now in _steps(raw, batch_ticks):
-            self._step(result, {"": batch}, now, flush=False)
+            self._step(units, nets, clock, batch, now, flush=False)
         now = int(raw["ats"][-1]) if len(raw) else 0
-        self._step(result, {}, now, flush=True)
-        return result
+        self._step(units, nets, clock, raw[:0], now, flush=True)
+        return self._report(units, nets, len(raw), time.perf_counter() - t0)
 
-    def _for(self, node: Node, source: str, batch: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """The part of ``batch`` (from detector ``source``, or raw for ``""``) that ``node``
-        subscribes to: its input types, plus the counter messages of a producer it hears."""
-        wanted = self._wanted[node.name]
-        if source and not self._hears[node.name, source]:
-            return batch[:0]
-        keep = np.take(wanted, batch["type"], mode="clip")
-        if source:
-            keep |= (batch["flags"] & ev.RETRACTION) > 0
-        if not keep.all():
-            batch = batch[keep]
-        if batch.dtype != dtype and len(batch):
-            batch = ev.conform(batch, dtype, drop=True)
-        return batch
+    def _unit(self, instance: Instance, clock: ManualClock) -> OrderingUnit:
+        controller = None
+        if instance.node.alpha == "adaptive":
+            controller = AlphaController(clock=clock if self.cost_model else time.perf_counter)
+        return instance.unit(self.graph.registry, controller=controller, trace=self.trace)
 
-    def _step(self, result: RunResult, produced: dict[str, np.ndarray], now: int,
-              flush: bool) -> None:
+    def _step(self, units: dict[int, OrderingUnit], nets: dict[int, NetOutput],
+              clock: ManualClock, raw: np.ndarray, now: int, flush: bool) -> None:
         if self.cost_model:
-            self._clock.advance(max(0.0, now / self.ticks_per_second - self._clock()))
-        produced = dict(produced)
-        for node in self.order:
-            unit = result.units[node.name]
-            inbox = [self._for(node, src, batch, unit.in_dtype) for src, batch in produced.items()]
-            inbox = [b for b in inbox if len(b)]
+            clock.advance(max(0.0, now / self.ticks_per_second - clock()))
+        produced: list[tuple[str | None, np.ndarray]] = [(None, raw)] if len(raw) else []
+        for inst in self.instances:
+            unit = units[inst.producer]
+            name = inst.node.name
+            inbox = []
+            for source, batch in produced:
+                part = self.router.select(name, source, batch)
+                if len(part):
+                    inbox.append(split_by_key(part, inst.node.partitions)[inst.index])
+            inbox = [ev.conform(b, unit.in_dtype, drop=True) for b in inbox if len(b)]
             before = copy.copy(unit.stats) if self.cost_model else None
             out = [unit.push(np.concatenate(inbox), now)] if inbox else []
             if flush:
@@ -180,12 +130,38 @@ class InProcessRuntime:
             out = [o for o in out if len(o)]
             if out:
                 batch = out[0] if len(out) == 1 else np.concatenate(out)
-                result.outputs[node.name].apply(batch, now)
+                nets[inst.producer].apply(batch, now)
                 if self.keep_messages:
-                    result.messages[node.name].append(batch)
-                produced[node.name] = batch
+                    self.messages[name].append(batch)
+                produced.append((name, batch))
+
+    def _report(self, units: dict[int, OrderingUnit], nets: dict[int, NetOutput], n_raw: int,
+                wall: float) -> RunReport:
+        detectors, by_node = {}, {}
+        for name in self.graph.nodes:
+            insts = [i for i in self.instances if i.node.name == name]
+            us = [units[i.producer] for i in insts]
+            by_node[name] = us
+            detectors[name] = DetectorReport(
+                name=name,
+                net=merge_nets([nets[i.producer] for i in insts]),
+                stats=sum_stats([u.stats for u in us]),
+                late=ev.concat([u.late_events() for u in us], us[0].in_dtype),
+                alpha={i.label: u.controller.history for i, u in zip(insts, us, strict=True)
+                       if u.controller is not None})
+        return RunReport("in-process", detectors, n_raw, wall, 1.0 / self.ticks_per_second,
+                         units=by_node)
 
 
+def prepare_raw(raw: np.ndarray) -> np.ndarray:
+    """Raw events in arrival order, numbered if they carry no counter, with their origin
+    (the arrival of the newest raw event a detection depends on) set to their arrival."""
+    raw = raw.copy()
+    if len(raw) and not raw["seq"].any() and not raw["producer"].any():
+        raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(len(raw))
+    raw = raw[np.argsort(raw["ats"], kind="stable")]
+    raw["origin"] = raw["ats"]
+    return raw
 
 
 def _steps(raw: np.ndarray, batch_ticks: int) -> Sequence[tuple[np.ndarray, int]]:
@@ -197,9 +173,3 @@ def _steps(raw: np.ndarray, batch_ticks: int) -> Sequence[tuple[np.ndarray, int]
         steps.append((raw[i:j], int(ats[j - 1])))
         i = j
     return steps
-
-
-def _wall_clock():
-    import time
-
-    return time.perf_counter

@@ -1,0 +1,113 @@
+"""What a run produced: per detector its net output, latencies, counters, late events and
+alpha over time. The same report comes from the in-process and the Ray runtime."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from specula.ordering.adaptation import AlphaSample
+from specula.ordering.net import NetOutput
+from specula.ordering.unit import OrderingUnit, UnitStats
+
+
+@dataclass
+class DetectorReport:
+    """One detector, all its partitions together."""
+
+    name: str
+    net: NetOutput
+    stats: UnitStats
+    late: np.ndarray
+    alpha: dict[str, list[AlphaSample]] = field(default_factory=dict)
+    series: list[dict[str, float]] = field(default_factory=list)
+
+    def summary(self, seconds_per_tick: float) -> dict[str, Any]:
+        lat = self.net.latencies() * seconds_per_tick
+        alphas = [s.alpha for h in self.alpha.values() for s in h]
+        return {
+            "net_events": len(self.net),
+            "late": len(self.late),
+            "latency_mean_s": float(lat.mean()) if len(lat) else None,
+            "latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else None,
+            "alpha_mean": float(np.mean(alphas)) if alphas else None,
+            **self.stats.as_dict(),
+        }
+
+
+@dataclass
+class RunReport:
+    """The result of running a graph.
+
+    ``seconds_per_tick`` converts the latency unit (virtual ticks in-process, nanoseconds
+    on Ray) to seconds.
+    """
+
+    runtime: str
+    detectors: dict[str, DetectorReport]
+    raw_events: int
+    wall_seconds: float
+    seconds_per_tick: float
+    units: dict[str, list[OrderingUnit]] = field(default_factory=dict, repr=False)
+
+    def net(self, name: str) -> np.ndarray:
+        """Net output of a detector: emitted minus retracted, updates resolved."""
+        return self.detectors[name].net.net()
+
+    def latencies(self, name: str) -> np.ndarray:
+        """Detection latency of every net event of a detector, in ticks."""
+        return self.detectors[name].net.latencies()
+
+    def stats(self, name: str) -> UnitStats:
+        return self.detectors[name].stats
+
+    def late(self, name: str) -> np.ndarray:
+        return self.detectors[name].late
+
+    def alpha_history(self, name: str) -> list[AlphaSample]:
+        """Alpha over time of the detector's first instance (empty unless adaptive)."""
+        histories = list(self.detectors[name].alpha.values())
+        return histories[0] if histories else []
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-serialisable summary: throughput and per-detector figures."""
+        return {
+            "runtime": self.runtime,
+            "raw_events": self.raw_events,
+            "wall_seconds": self.wall_seconds,
+            "raw_events_per_s": self.raw_events / self.wall_seconds if self.wall_seconds else None,
+            "detectors": {n: d.summary(self.seconds_per_tick) for n, d in self.detectors.items()},
+        }
+
+    def time_series(self) -> dict[str, dict[str, list]]:
+        """Per detector instance: alpha and busy factor over time, for plotting."""
+        out: dict[str, dict[str, list]] = {}
+        for d in self.detectors.values():
+            for label, hist in d.alpha.items():
+                out[label] = {"time": [s.time for s in hist], "alpha": [s.alpha for s in hist],
+                              "busy_factor": [s.busy_factor for s in hist]}
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps({"summary": self.summary(), "time_series": self.time_series()},
+                          default=float)
+
+
+def sum_stats(stats: list[UnitStats]) -> UnitStats:
+    """Counters of several instances added up."""
+    total = UnitStats()
+    for s in stats:
+        for f in fields(UnitStats):
+            setattr(total, f.name, getattr(total, f.name) + getattr(s, f.name))
+    return total
+
+
+def merge_nets(nets: list[NetOutput]) -> NetOutput:
+    """The net outputs of several instances (disjoint producers) as one."""
+    merged = NetOutput(nets[0].dtype)
+    for n in nets:
+        merged.absorb(n)
+    return merged
