@@ -88,6 +88,26 @@ class RunningCount(Detector):
         emit("G", event.ts, count=self.count)
 
 
+class CountPerKey(Detector):
+    """State per key: on every C above ``limit``, emits G with how many such C its key had.
+
+    Its state is per key, so it can run partitioned by key.
+    """
+
+    inputs = ("C",)
+    outputs = ("G",)
+
+    def __init__(self, limit: int = 50) -> None:
+        self.limit = limit
+        self.counts: dict[int, int] = {}
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if event["v"] > self.limit:
+            n = self.counts.get(event.key, 0) + 1
+            self.counts[event.key] = n
+            emit("G", event.ts, event.key, count=n)
+
+
 def example_registry():
     """The event types the example detectors use."""
     from specula.events import TypeRegistry

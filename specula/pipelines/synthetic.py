@@ -32,13 +32,14 @@ def example_graph(alpha: Alpha, retraction: RetractionMode = "on-demand", k0: in
 
 
 def abc_stream(registry: TypeRegistry, n: int, *, seed: int = 0, max_delay: int = 10,
-               burst: float = 0.05, mix: tuple[float, float, float] = (0.4, 0.2, 0.4)
-               ) -> np.ndarray:
+               burst: float = 0.05, mix: tuple[float, float, float] = (0.4, 0.2, 0.4),
+               keys: int = 3) -> np.ndarray:
     """``n`` raw events of types A, B, C in arrival order.
 
     Occurrence time stamps grow by 0-3 per event (ties happen); each event is delayed by
     a uniform 0..``max_delay``, and a fraction ``burst`` of them by up to 4x more.
-    C carries a value ``v`` in [0, 100). ``seq`` numbers the events in occurrence order.
+    C carries a value ``v`` in [0, 100); keys are uniform in [0, ``keys``). ``seq``
+    numbers the events in occurrence order.
     """
     rng = np.random.default_rng(seed)
     dtype = registry.dtype(["A", "B", "C"])
@@ -48,7 +49,7 @@ def abc_stream(registry: TypeRegistry, n: int, *, seed: int = 0, max_delay: int 
     ids = np.array([registry.id(t) for t in names], np.int32)
     out["type"] = ids[kinds]
     out["ts"] = np.cumsum(rng.integers(0, 4, size=n))
-    out["key"] = rng.integers(0, 3, size=n)
+    out["key"] = rng.integers(0, keys, size=n)
     out["seq"] = np.arange(n)
     out["v"] = np.where(kinds == 2, rng.integers(0, 100, size=n), 0)
     delay = rng.integers(0, max_delay + 1, size=n)
