@@ -9,7 +9,7 @@ import copy
 
 import numpy as np
 
-from specula.detectors.base import Emitter, EventView
+from specula.detectors.base import Emitter
 from specula.pipelines.graph import Graph
 
 TB_SHIFT = 40
@@ -26,14 +26,21 @@ def content(rows: np.ndarray) -> list[tuple]:
 
 
 def run_detector(detector, rows: list[np.void], registry, producer: int, out_dtype) -> np.ndarray:
-    """Feed ``rows`` in key order to a copy of ``detector``, one event at a time."""
+    """Feed ``rows`` in key order to a copy of ``detector``, one event per call."""
     det = copy.deepcopy(detector)
-    names = {t.id: t.name for t in registry.types()}
+    names = ["?"] * (max(t.id for t in registry.types()) + 1)
+    for t in registry.types():
+        names[t.id] = t.name
     out = []
     for row in sorted(rows, key=key):
         emit = Emitter()
-        det.on_event(EventView(row, names[int(row["type"])]), emit)
-        for name, ts, k, payload in emit.rows:
+        det.on_batch(np.array([row]), names, emit)
+        generated = list(emit.rows)
+        for name, cols, _ in emit.column_batches:
+            for i in range(len(cols["ts"])):
+                payload = {f: v[i] for f, v in cols.items() if f not in ("ts", "key")}
+                generated.append((name, int(cols["ts"][i]), int(cols["key"][i]), payload))
+        for name, ts, k, payload in generated:
             r = np.zeros(1, out_dtype)[0]
             r["type"], r["ts"], r["key"] = registry.id(name), ts, k
             r["producer"], r["seq"] = producer, len(out)

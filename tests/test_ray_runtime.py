@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from naive import content
+
 from specula.detectors.examples import CountPerKey, Threshold, example_registry
 from specula.pipelines import Graph, InProcessRuntime
 from specula.pipelines.ray_runtime import RayRuntime

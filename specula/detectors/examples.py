@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 from specula.detectors.base import Detector, Emitter, EventView
 
 
@@ -42,8 +46,50 @@ class ANotBC(Detector):
             self.armed_at = -1
 
 
+class ANotBCBatch(ANotBC):
+    """:class:`ANotBC` vectorised over a time-ordered batch (same output, same state).
+
+    A C fires when the latest A before it is later than the latest B and the latest C
+    before it (a C disarms whether it fired or not, since a fired C consumed the A and
+    an unarmed C has nothing to consume). The state carried between batches is the time
+    stamp of a pending A, entered as a virtual A in front of the batch.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from specula.detectors.base import Emitter
+    >>> reg = example_registry()
+    >>> seen = [("A", 1), ("C", 2), ("A", 3), ("B", 4), ("C", 5)]
+    >>> rows = [{"type": t, "ts": ts} for t, ts in seen]
+    >>> batch = reg.from_records(rows, dtype=reg.dtype(["A", "B", "C"]))
+    >>> det, emit = ANotBCBatch(), Emitter()
+    >>> det.on_batch(batch, ["?", "A", "B", "C"], emit)
+    >>> [(t, int(c["ts"][0]), int(c["a_ts"][0])) for t, c, _ in emit.column_batches]
+    [('D', 2, 1)]
+    """
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        none = -2  # no such event; -1 is the pending A carried in from the previous batch
+        kind = np.asarray(type_names, dtype=object)[events["type"]]
+        idx = np.arange(len(events))
+        ts = events["ts"]
+        last_a = np.maximum.accumulate(np.where(kind == "A", idx, none))
+        if self.armed_at >= 0:
+            last_a = np.maximum(last_a, -1)
+        last_b = np.maximum.accumulate(np.where(kind == "B", idx, none))
+        last_c = np.maximum.accumulate(np.where(kind == "C", idx, none))
+        prev_c = np.concatenate(([none], last_c[:-1]))
+        fires = (kind == "C") & (last_a > np.maximum(last_b, prev_c))
+        if fires.any():
+            a = last_a[fires]
+            a_ts = np.where(a >= 0, ts[np.maximum(a, 0)], self.armed_at)
+            emit.many("D", ts=ts[fires], key=events["key"][fires], cause=idx[fires], a_ts=a_ts)
+        a, blocked = last_a[-1], max(last_b[-1], last_c[-1])
+        self.armed_at = -1 if a <= blocked else (self.armed_at if a == -1 else int(ts[a]))
+
+
 class Threshold(Detector):
-    """Stateless: every C whose value exceeds ``limit`` becomes an E."""
+    """Stateless and vectorised: every C whose value exceeds ``limit`` becomes an E."""
 
     inputs = ("C",)
     outputs = ("E",)
@@ -51,9 +97,11 @@ class Threshold(Detector):
     def __init__(self, limit: int = 50) -> None:
         self.limit = limit
 
-    def on_event(self, event: EventView, emit: Emitter) -> None:
-        if event["v"] > self.limit:
-            emit("E", event.ts, event.key, v=event["v"])
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        hit = np.flatnonzero(events["v"] > self.limit)
+        if len(hit):
+            emit.many("E", ts=events["ts"][hit], key=events["key"][hit], cause=hit,
+                      v=events["v"][hit])
 
 
 class FollowedWithin(Detector):
