@@ -53,6 +53,58 @@ def _key_less(ts_a, tb_a, ts_b, tb_b):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
+def _less3(a_ts, a_tb, a_ix, b_ts, b_tb, b_ix):  # pragma: no cover - jit
+    if a_ts != b_ts:
+        return a_ts < b_ts
+    if a_tb != b_tb:
+        return a_tb < b_tb
+    return a_ix < b_ix
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(h_ts, h_tb, h_ix, size, t, b, x):  # pragma: no cover - jit
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _less3(t, b, x, h_ts[parent], h_tb[parent], h_ix[parent]):
+            break
+        h_ts[i] = h_ts[parent]
+        h_tb[i] = h_tb[parent]
+        h_ix[i] = h_ix[parent]
+        i = parent
+    h_ts[i] = t
+    h_tb[i] = b
+    h_ix[i] = x
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(h_ts, h_tb, h_ix, size):  # pragma: no cover - jit
+    size -= 1
+    t = h_ts[size]
+    b = h_tb[size]
+    x = h_ix[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _less3(h_ts[c + 1], h_tb[c + 1], h_ix[c + 1], h_ts[c], h_tb[c],
+                                   h_ix[c]):
+            c += 1
+        if not _less3(h_ts[c], h_tb[c], h_ix[c], t, b, x):
+            break
+        h_ts[i] = h_ts[c]
+        h_tb[i] = h_tb[c]
+        h_ix[i] = h_ix[c]
+        i = c
+    h_ts[i] = t
+    h_tb[i] = b
+    h_ix[i] = x
+    return size
+
+
+@njit(cache=True, nogil=True)
 def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, clk, k,
                  pending, h_ts, h_tb, process_late, first_ix, shift):  # pragma: no cover - jit
     """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order.
@@ -61,8 +113,12 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, c
     store indices ``0..len-1`` and the arriving ones ``first_ix + j``. Per arrival: the
     clock and K advance as in :func:`advance_clock` (``clock_table[type]`` marks clock
     types); the event is late if its key is below the horizon ``(h_ts, h_tb)`` (the key
-    of the last emitted event), else insertion-sorted from the tail; then every head
-    event with ``ts + K <= clk`` is emitted and purged.
+    of the last emitted event); then every buffered event with ``ts + K <= clk`` is
+    emitted and purged, smallest key first (equal keys in arrival order).
+
+    The buffer is a sorted run that in-order arrivals extend at the tail in O(1), plus a
+    binary heap for arrivals that belong further back (O(log n)); a batch made of sorted
+    runs from several producers therefore costs no quadratic insertion sort.
 
     Returns ``(emitted, n_emitted, late, n_late, remaining_ix, remaining_ts,
     remaining_tb, clk, k, pending, h_ts, h_tb)``; ``emitted[:n_emitted]`` are store
@@ -72,15 +128,19 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, c
     nb = buf_ts.shape[0]
     n = ts.shape[0]
     cap = nb + n
-    q_ts = np.empty(cap, np.int64)
-    q_tb = np.empty(cap, np.int64)
-    q_ix = np.empty(cap, np.int64)
+    m_ts = np.empty(cap, np.int64)
+    m_tb = np.empty(cap, np.int64)
+    m_ix = np.empty(cap, np.int64)
     for i in range(nb):
-        q_ts[i] = buf_ts[i]
-        q_tb[i] = buf_tb[i]
-        q_ix[i] = i
+        m_ts[i] = buf_ts[i]
+        m_tb[i] = buf_tb[i]
+        m_ix[i] = i
     head = 0
     tail = nb
+    p_ts = np.empty(n, np.int64)
+    p_tb = np.empty(n, np.int64)
+    p_ix = np.empty(n, np.int64)
+    hs = 0
     emitted = np.empty(cap, np.int64)
     ne = 0
     late = np.empty(n, np.int64)
@@ -88,6 +148,7 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, c
     for j in range(n):
         t = ts[j]
         b = (np.int64(producer[j]) << shift) | seq[j]
+        x = first_ix + j
         d = kplus[j] - t
         if d > pending:
             pending = d
@@ -98,27 +159,53 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, c
                 k = clk + pending
             pending = NO_DELAY
         if _key_less(t, b, h_ts, h_tb):
-            late[nl] = first_ix + j
+            late[nl] = x
             nl += 1
             if process_late:
-                emitted[ne] = first_ix + j
+                emitted[ne] = x
                 ne += 1
-        else:
-            i = tail
-            while i > head and _key_less(t, b, q_ts[i - 1], q_tb[i - 1]):
-                q_ts[i] = q_ts[i - 1]
-                q_tb[i] = q_tb[i - 1]
-                q_ix[i] = q_ix[i - 1]
-                i -= 1
-            q_ts[i] = t
-            q_tb[i] = b
-            q_ix[i] = first_ix + j
+        elif head == tail or not _key_less(t, b, m_ts[tail - 1], m_tb[tail - 1]):
+            m_ts[tail] = t
+            m_tb[tail] = b
+            m_ix[tail] = x
             tail += 1
-        while head < tail and q_ts[head] + k <= clk:
-            emitted[ne] = q_ix[head]
+        else:
+            hs = _heap_push(p_ts, p_tb, p_ix, hs, t, b, x)
+        while True:
+            from_main = head < tail and (hs == 0 or _less3(
+                m_ts[head], m_tb[head], m_ix[head], p_ts[0], p_tb[0], p_ix[0]))
+            if from_main:
+                if m_ts[head] + k > clk:
+                    break
+                emitted[ne] = m_ix[head]
+                h_ts = m_ts[head]
+                h_tb = m_tb[head]
+                head += 1
+            elif hs > 0:
+                if p_ts[0] + k > clk:
+                    break
+                emitted[ne] = p_ix[0]
+                h_ts = p_ts[0]
+                h_tb = p_tb[0]
+                hs = _heap_pop(p_ts, p_tb, p_ix, hs)
+            else:
+                break
             ne += 1
-            h_ts = q_ts[head]
-            h_tb = q_tb[head]
+    # remaining: merge the sorted run with the heap, drained in order
+    nr = tail - head + hs
+    r_ts = np.empty(nr, np.int64)
+    r_tb = np.empty(nr, np.int64)
+    r_ix = np.empty(nr, np.int64)
+    for i in range(nr):
+        if head < tail and (hs == 0 or _less3(m_ts[head], m_tb[head], m_ix[head],
+                                              p_ts[0], p_tb[0], p_ix[0])):
+            r_ts[i] = m_ts[head]
+            r_tb[i] = m_tb[head]
+            r_ix[i] = m_ix[head]
             head += 1
-    return (emitted, ne, late, nl, q_ix[head:tail].copy(), q_ts[head:tail].copy(),
-            q_tb[head:tail].copy(), clk, k, pending, h_ts, h_tb)
+        else:
+            r_ts[i] = p_ts[0]
+            r_tb[i] = p_tb[0]
+            r_ix[i] = p_ix[0]
+            hs = _heap_pop(p_ts, p_tb, p_ix, hs)
+    return emitted, ne, late, nl, r_ix, r_ts, r_tb, clk, k, pending, h_ts, h_tb

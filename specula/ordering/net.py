@@ -16,52 +16,84 @@ class NetOutput:
     counter) or an update with a different content replaces it. An update equal to the
     live event changes nothing, not even its emission time, so the detection latency of
     an event is measured from the first emission of its final version.
+
+    Batches are kept as they come; the live set maps ``(producer, seq)`` to a row of a
+    kept batch and its first emission time.
     """
 
     def __init__(self, dtype: np.dtype) -> None:
         self.dtype = dtype
-        self._live: dict[int, dict[int, tuple[np.void, int]]] = {}
+        self._chunks: list[np.ndarray] = []
+        self._live: dict[int, dict[int, tuple[int, int, int]]] = {}
         self.applied = 0
 
     def apply(self, batch: np.ndarray, now: int) -> None:
         """Apply ``batch`` (in order) as received at virtual or wall time ``now``."""
-        for row in batch:
-            self.applied += 1
-            producer, seq, flags = int(row["producer"]), int(row["seq"]), int(row["flags"])
-            events = self._live.setdefault(producer, {})
-            if flags & ev.RETRACTION:
-                for s in [s for s in events if s >= seq]:
-                    del events[s]
+        if not len(batch):
+            return
+        ci = len(self._chunks)
+        self._chunks.append(batch)
+        self.applied += len(batch)
+        producers = batch["producer"]
+        seqs = batch["seq"].tolist()
+        if not batch["flags"].any() and producers[0] == producers[-1] and (
+                producers == producers[0]).all():
+            live = self._live.setdefault(int(producers[0]), {})
+            live.update(zip(seqs, ((ci, i, now) for i in range(len(seqs))), strict=True))
+            return
+        flags = batch["flags"].tolist()
+        for i, (p, s, f) in enumerate(zip(producers.tolist(), seqs, flags, strict=True)):
+            live = self._live.setdefault(p, {})
+            if f & ev.RETRACTION:
+                for gone in [x for x in live if x >= s]:
+                    del live[gone]
                 continue
-            held = events.get(seq)
-            if held is not None and flags & ev.UPDATE and same_event(held[0], row):
+            held = live.get(s)
+            if held is not None and f & ev.UPDATE and same_event(
+                    self._chunks[held[0]][held[1]], batch[i]):
                 continue
-            clean = row.copy()
-            clean["flags"] = 0
-            events[seq] = (clean, now)
+            live[s] = (ci, i, now)
 
     def absorb(self, other: NetOutput) -> None:
         """Take over the live events of another producer's (or instance's) NetOutput."""
+        base = len(self._chunks)
+        self._chunks.extend(other._chunks)
         for producer, events in other._live.items():
-            self._live.setdefault(producer, {}).update(events)
+            mine = self._live.setdefault(producer, {})
+            for s, (c, r, t) in events.items():
+                mine[s] = (c + base, r, t)
         self.applied += other.applied
 
     def __len__(self) -> int:
         return sum(len(e) for e in self._live.values())
 
+    def _gather(self) -> tuple[np.ndarray, np.ndarray]:
+        refs = [ref for e in self._live.values() for ref in e.values()]
+        if not refs:
+            return np.empty(0, self.dtype), np.empty(0, np.int64)
+        chunk = np.array([c for c, _, _ in refs])
+        row = np.array([r for _, r, _ in refs])
+        times = np.array([t for _, _, t in refs], np.int64)
+        parts, order = [], []
+        for c in np.unique(chunk).tolist():
+            sel = np.flatnonzero(chunk == c)
+            part = np.take(self._chunks[c], row[sel])
+            if part.dtype != self.dtype:
+                part = ev.conform(part, self.dtype, drop=True)
+            parts.append(part)
+            order.append(sel)
+        rows = np.concatenate(parts)
+        return rows, times[np.concatenate(order)]
+
     def net(self) -> np.ndarray:
         """The live events in order of (ts, producer, seq); arrival fields zeroed."""
-        rows = [r for e in self._live.values() for r, _ in e.values()]
-        if not rows:
-            return np.empty(0, self.dtype)
-        out = np.array(rows, dtype=self.dtype)
-        out["ats"] = 0
-        out["kplus"] = 0
-        out["origin"] = 0
-        return out[np.lexsort((out["seq"], out["producer"], out["ts"]))]
+        rows, _ = self._gather()
+        rows = rows.copy()
+        for f in ("flags", "ats", "kplus", "origin"):
+            rows[f] = 0
+        return rows[np.lexsort((rows["seq"], rows["producer"], rows["ts"]))]
 
     def latencies(self) -> np.ndarray:
         """For every live event: first emission of its final version minus its origin."""
-        return np.array([t - int(r["origin"]) for e in self._live.values() for r, t in e.values()],
-                        dtype=np.int64)
-
+        rows, times = self._gather()
+        return times - rows["origin"]
