@@ -1,0 +1,65 @@
+"""The specula command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from specula import events as ev
+from specula.cli import main
+from specula.detectors.examples import example_registry
+from specula.pipelines.synthetic import abc_stream
+
+MODULE = '''
+from specula.pipelines.synthetic import abc_stream, example_graph
+from specula.detectors.examples import example_registry
+
+graph = example_graph(0.5, k0=300)
+
+def source():
+    return abc_stream(example_registry(), 3_000, seed=2, max_delay=20)
+'''
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "cli_graph.py").write_text(MODULE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_demo_prints_identical_answers(capsys):
+    assert main(["demo", "--events", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "net outputs identical: yes" in out and "a_not_bc" in out
+
+
+def test_run_in_process_from_a_module_and_a_msgpack_file(project, capsys):
+    raw = abc_stream(example_registry(), 3_000, seed=2, max_delay=20)
+    (project / "raw.msgpack").write_bytes(ev.encode_batch(raw))
+    code = main(["run", "cli_graph:graph", "--source", "raw.msgpack", "--in-process",
+                 "--report", "report.json"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "in-process: 3,000 raw events" in out
+    report = json.loads((project / "report.json").read_text())
+    assert report["summary"]["detectors"]["count"]["net_events"] > 0
+
+
+def test_run_quarantines_bad_records_and_continues(project, capsys):
+    raw = abc_stream(example_registry(), 1_000, seed=2, max_delay=20)
+    raw["type"][[3, 7]] = 99  # unknown type ids
+    np.save(project / "raw.npy", raw)
+    assert main(["run", "cli_graph:graph", "--source", "raw.npy", "--in-process"]) == 0
+    captured = capsys.readouterr()
+    assert "2 bad records quarantined" in captured.err
+    assert "998 raw events" in captured.out
+
+
+def test_run_names_what_it_cannot_load(project):
+    with pytest.raises(SystemExit, match="cannot load cli_graph:nothing"):
+        main(["run", "cli_graph:nothing", "--source", "cli_graph:source", "--in-process"])
+    with pytest.raises(SystemExit, match="not a .npy or .msgpack file"):
+        main(["run", "cli_graph:graph", "--source", "missing.npy", "--in-process"])
