@@ -61,5 +61,5 @@ def test_run_quarantines_bad_records_and_continues(project, capsys):
 def test_run_names_what_it_cannot_load(project):
     with pytest.raises(SystemExit, match="cannot load cli_graph:nothing"):
         main(["run", "cli_graph:nothing", "--source", "cli_graph:source", "--in-process"])
-    with pytest.raises(SystemExit, match="not a .npy or .msgpack file"):
+    with pytest.raises(SystemExit, match=r"not a \.npy or \.msgpack file"):
         main(["run", "cli_graph:graph", "--source", "missing.npy", "--in-process"])
