@@ -83,12 +83,20 @@ class RunReport:
         }
 
     def time_series(self) -> dict[str, dict[str, list]]:
-        """Per detector instance: alpha and busy factor over time, for plotting."""
+        """Per detector instance, for plotting: alpha and busy factor at every adaptation
+        step (``alpha.*``), and on Ray the unit's counters, buffer size and calls in
+        flight to its consumers after every batch (``batch.*``)."""
         out: dict[str, dict[str, list]] = {}
         for d in self.detectors.values():
             for label, hist in d.alpha.items():
-                out[label] = {"time": [s.time for s in hist], "alpha": [s.alpha for s in hist],
-                              "busy_factor": [s.busy_factor for s in hist]}
+                out.setdefault(label, {}).update({
+                    "alpha.time": [s.time for s in hist], "alpha.alpha": [s.alpha for s in hist],
+                    "alpha.busy_factor": [s.busy_factor for s in hist]})
+            for sample in d.series:
+                series = out.setdefault(str(sample.get("instance", d.name)), {})
+                for key, value in sample.items():
+                    if key != "instance":
+                        series.setdefault(f"batch.{key}", []).append(value)
         return out
 
     def to_json(self) -> str:
