@@ -94,11 +94,15 @@ class Emitter:
 
     def many(self, type_name: str, *, ts: np.ndarray, cause: np.ndarray, key: Any = 0,
              **payload: Any) -> None:
-        """Emit a column batch of one type; ``cause[i]`` is the input index behind row i."""
+        """Emit a column batch of one type; ``cause[i]`` is the input index behind row i.
+
+        ``ts`` has one value per row; ``key`` and payload columns may be scalars.
+        """
         cause = np.asarray(cause, dtype=np.int64)
         columns = {"ts": np.asarray(ts, dtype=np.int64),
                    "key": np.broadcast_to(np.asarray(key, dtype=np.int64), cause.shape)}
-        columns.update({name: np.asarray(v) for name, v in payload.items()})
+        columns.update({name: np.broadcast_to(np.asarray(v), cause.shape)
+                        for name, v in payload.items()})
         self.column_batches.append((type_name, columns, cause))
         self._n += len(cause)
 

@@ -1,0 +1,50 @@
+"""The soccer detector hierarchy: 12 detectors on 6 levels.
+
+    level 1  BallInPlay, AccelerationPeak        (ball)          RunningIntensity (player)
+    level 2  BallNearFoot                        (player, ball, ball_in, ball_out)
+    level 3  PlayerHitsBall                      (near, not_near, peak)  - the paper's A!BC
+    level 4  BallPossession, Pass, Interception  (hit, ball_out)  ShotOnGoal (hit, ball)
+    level 5  DoublePass (pass)                   BlockedShot (shot, hit)
+    level 6  CombinationShot                     (double_pass, shot)
+"""
+
+from __future__ import annotations
+
+from specula.detectors.soccer.ball import AccelerationPeak, BallInPlay
+from specula.detectors.soccer.play import (
+    BallPossession,
+    DoublePass,
+    Interception,
+    Pass,
+    PlayerHitsBall,
+)
+from specula.detectors.soccer.players import BallNearFoot, RunningIntensity
+from specula.detectors.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
+from specula.detectors.soccer.types import soccer_registry
+from specula.ordering.unit import RetractionMode
+from specula.pipelines.graph import Alpha, Graph
+
+DETECTORS = {
+    "ball_in_play": BallInPlay,
+    "acceleration_peak": AccelerationPeak,
+    "running_intensity": RunningIntensity,
+    "near_foot": BallNearFoot,
+    "hits": PlayerHitsBall,
+    "possession": BallPossession,
+    "passes": Pass,
+    "interceptions": Interception,
+    "shots": ShotOnGoal,
+    "double_passes": DoublePass,
+    "blocked_shots": BlockedShot,
+    "combination_shots": CombinationShot,
+}
+
+
+def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
+                 k0_ms: float = 0.0) -> Graph:
+    """The whole hierarchy with one setting for every unit; ``k0_ms`` is the initial K."""
+    g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
+    k0 = int(k0_ms * 1e9)
+    for name, cls in DETECTORS.items():
+        g.add(name, cls(), alpha=alpha, retraction=retraction, k0=k0)
+    return g
