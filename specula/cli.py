@@ -109,9 +109,19 @@ def _load(spec: str) -> Any:
 
 
 def _source(spec: str, graph: Graph) -> np.ndarray:
-    """Raw events from a ``.npy`` file, a msgpack batch file (``encode_batch``), or a
-    ``MODULE:FUNCTION`` returning an array of raw events (``ats`` sets arrival order)."""
+    """Raw events from a DEBS 2013 position log (``.csv``, ``.csv.gz``), a ``.npy`` file, a
+    msgpack batch file (``encode_batch``), or a ``MODULE:FUNCTION`` returning an array of
+    raw events (``ats`` sets arrival order)."""
     path = Path(spec)
+    if spec.endswith((".csv", ".csv.gz")) and path.exists():
+        from specula.pipelines.debs2013 import read_all
+
+        raw, quarantined = read_all(path)
+        for q in quarantined[:5]:
+            print(f"quarantined: {q}", file=sys.stderr)
+        if quarantined:
+            print(f"{len(quarantined)} bad records quarantined", file=sys.stderr)
+        return raw
     if path.suffix == ".npy" and path.exists():
         raw = np.load(path)
     elif path.suffix in (".msgpack", ".mpk") and path.exists():
@@ -119,7 +129,8 @@ def _source(spec: str, graph: Graph) -> np.ndarray:
     elif ":" in spec and not path.exists():
         raw = _load(spec)()
     else:
-        raise SystemExit(f"source {spec!r}: not a .npy or .msgpack file, nor MODULE:FUNCTION")
+        raise SystemExit(f"source {spec!r}: not a .csv[.gz], .npy or .msgpack file, "
+                         "nor MODULE:FUNCTION")
     bad, errors = ev.validate_batch(raw, graph.registry)
     if bad.any():
         for e in errors[:5]:

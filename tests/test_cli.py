@@ -61,5 +61,20 @@ def test_run_quarantines_bad_records_and_continues(project, capsys):
 def test_run_names_what_it_cannot_load(project):
     with pytest.raises(SystemExit, match="cannot load cli_graph:nothing"):
         main(["run", "cli_graph:nothing", "--source", "cli_graph:source", "--in-process"])
-    with pytest.raises(SystemExit, match=r"not a \.npy or \.msgpack file"):
+    with pytest.raises(SystemExit, match=r"not a \.csv\[\.gz\], \.npy or \.msgpack file"):
         main(["run", "cli_graph:graph", "--source", "missing.npy", "--in-process"])
+
+
+def test_run_soccer_graph_on_the_real_debs_sample(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "shared/data/debs2013/sample-pregame-2000.csv"
+    if not sample.exists():
+        pytest.skip("shared DEBS 2013 data not present")
+    (tmp_path / "soccer_cli.py").write_text(
+        "from specula.detectors.soccer.graph import soccer_graph\n"
+        "graph = soccer_graph(alpha=1.0)\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "soccer_cli:graph", "--source", str(sample), "--in-process"]) == 0
+    out = capsys.readouterr().out
+    assert "2,000 raw events" in out and "near_foot" in out
