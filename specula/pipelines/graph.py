@@ -87,12 +87,15 @@ class Graph:
     """Detectors wired by the event types they declare.
 
     ``sources`` are the raw event types that come from outside (sensor logs); every
-    other input type must be the output of some detector.
+    other input type must be the output of some detector. ``ticks_per_second`` is the
+    unit of the events' time stamps (10**12 for the picoseconds of DEBS 2013).
     """
 
-    def __init__(self, registry: TypeRegistry, *, sources: Iterable[str]) -> None:
+    def __init__(self, registry: TypeRegistry, *, sources: Iterable[str],
+                 ticks_per_second: float = 1.0) -> None:
         self.registry = registry
         self.sources = tuple(sources)
+        self.ticks_per_second = ticks_per_second
         self.nodes: dict[str, Node] = {}
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,

@@ -59,7 +59,7 @@ class InProcessRuntime:
         The graph; validated here.
     ticks_per_second
         Virtual time units (of ``ats``) per second, for alpha-adaptation's ``t_span`` and
-        for latencies in seconds.
+        for latencies in seconds; default: the graph's.
     cost_model
         Busy time per unit of work; ``None`` measures wall time instead.
     trace
@@ -68,12 +68,12 @@ class InProcessRuntime:
         Keep every message each detector sent, in ``self.messages`` (for tests).
     """
 
-    def __init__(self, graph: Graph, *, ticks_per_second: float = 1.0,
+    def __init__(self, graph: Graph, *, ticks_per_second: float | None = None,
                  cost_model: CostModel | None = None, trace: bool = False,
                  keep_messages: bool = False) -> None:
         graph.validate()
         self.graph = graph
-        self.ticks_per_second = ticks_per_second
+        self.ticks_per_second = ticks_per_second or graph.ticks_per_second
         self.cost_model = cost_model
         self.trace = trace
         self.keep_messages = keep_messages

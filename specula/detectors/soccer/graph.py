@@ -20,7 +20,7 @@ from specula.detectors.soccer.play import (
 )
 from specula.detectors.soccer.players import BallNearFoot, RunningIntensity
 from specula.detectors.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
-from specula.detectors.soccer.types import soccer_registry
+from specula.detectors.soccer.types import PICOS_PER_SECOND, soccer_registry
 from specula.ordering.unit import RetractionMode
 from specula.pipelines.graph import Alpha, Graph
 
@@ -43,7 +43,8 @@ DETECTORS = {
 def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
                  k0_ms: float = 0.0) -> Graph:
     """The whole hierarchy with one setting for every unit; ``k0_ms`` is the initial K."""
-    g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
+    g = Graph(soccer_registry(), sources=("ball", "player", "referee"),
+              ticks_per_second=PICOS_PER_SECOND)
     k0 = int(k0_ms * 1e9)
     for name, cls in DETECTORS.items():
         g.add(name, cls(), alpha=alpha, retraction=retraction, k0=k0)
