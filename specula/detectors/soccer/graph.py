@@ -2,7 +2,7 @@
 
     level 1  BallInPlay, AccelerationPeak        (ball)          RunningIntensity (player)
     level 2  BallNearFoot                        (player, ball, ball_in, ball_out)
-    level 3  PlayerHitsBall                      (near, not_near, peak)  - the paper's A!BC
+    level 3  PlayerHitsBall                      (near, not_near, peak; ball clock) - A!BC
     level 4  BallPossession, Pass, Interception  (hit, ball_out)  ShotOnGoal (hit, ball)
     level 5  DoublePass (pass)                   BlockedShot (shot, hit)
     level 6  CombinationShot                     (double_pass, shot)
@@ -40,12 +40,24 @@ DETECTORS = {
 }
 
 
+LEVELS = {"ball_in_play": 1, "acceleration_peak": 1, "running_intensity": 1, "near_foot": 2,
+          "hits": 3, "possession": 4, "passes": 4, "interceptions": 4, "shots": 4,
+          "double_passes": 5, "blocked_shots": 5, "combination_shots": 6}
+
+
 def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
                  k0_ms: float = 0.0) -> Graph:
-    """The whole hierarchy with one setting for every unit; ``k0_ms`` is the initial K."""
+    """The whole hierarchy with one setting for every unit.
+
+    ``k0_ms`` is the initial K of level 1 and should cover the network delays; level n
+    starts at 2**(n-1) times that, more than all levels below together, because a unit
+    that also hears raw events (near_foot, shots) gets the generated ones only after
+    every level below has buffered them, and the first of them would otherwise be late
+    (dynamic K learns a delay only once it has seen it).
+    """
     g = Graph(soccer_registry(), sources=("ball", "player", "referee"),
               ticks_per_second=PICOS_PER_SECOND)
-    k0 = int(k0_ms * 1e9)
     for name, cls in DETECTORS.items():
-        g.add(name, cls(), alpha=alpha, retraction=retraction, k0=k0)
+        g.add(name, cls(), alpha=alpha, retraction=retraction,
+              k0=int(k0_ms * 1e9) * 2 ** (LEVELS[name] - 1))
     return g

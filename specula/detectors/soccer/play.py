@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 from specula.detectors.base import Detector, Emitter, EventView
 from specula.detectors.soccer.geometry import PS
 
@@ -11,13 +15,22 @@ class PlayerHitsBall(Detector):
     peak (C), with no ``not_near`` of that player (B) in between: the player hit the ball.
 
     If several players are near at the peak, the one the ball reached last hit it.
+    Raw ``ball`` readings only drive the clock: near, not_near and peak events are sparse,
+    and a clock that advanced only with them would hold a hit until the next one came.
     """
 
-    inputs = ("near", "not_near", "peak")
+    inputs = ("near", "not_near", "peak", "ball")
     outputs = ("hit",)
+    clock = ("ball",)
 
     def __init__(self) -> None:
         self.near: dict[int, tuple[int, int]] = {}  # player -> (since, team)
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        kind = np.asarray(type_names, dtype=object)[events["type"]]
+        for i in np.flatnonzero(kind != "ball").tolist():
+            emit.at(i)
+            self.on_event(EventView(events[i], kind[i]), emit)
 
     def on_event(self, event: EventView, emit: Emitter) -> None:
         if event.type == "near":
