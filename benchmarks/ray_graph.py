@@ -3,8 +3,8 @@
     python benchmarks/ray_graph.py --quick
 
 The hierarchy: level 1 the vectorised A!BC and a vectorised threshold on C (they see
-every raw event), level 2 D-followed-by-E, level 3 a running count, level 4 a per-key
-count of the counts. Pure K-slack (alpha = 1) everywhere, K starting above what the
+every raw event), level 2 D-followed-by-E (per event, on level-1 output only), level 3 a
+running count, level 4 every 10th count. Pure K-slack (alpha = 1) everywhere, K starting above what the
 fan-in at level 2 needs for the batch size, so nothing is late. Ray runs embedded on
 this machine; the source sends batches as fast as the actors take them (bounded
 in-flight calls per edge). The last line printed is one JSON object.
@@ -31,6 +31,13 @@ from specula.pipelines.ray_runtime import RayRuntime
 from specula.pipelines.synthetic import abc_stream
 
 
+class DThenE(FollowedWithin):
+    """Level 2: D followed by E, clocked by its own inputs (no raw A events)."""
+
+    inputs = ("D", "E")
+    clock = ("D", "E")
+
+
 class CountMilestones(Detector):
     """Level 4: every 10th G becomes an H."""
 
@@ -52,7 +59,7 @@ def graph(k0: int) -> Graph:
     g = Graph(registry(), sources=("A", "B", "C"))
     g.add("a_not_bc", ANotBCBatch(), k0=k0)
     g.add("big_c", Threshold(limit=80), k0=k0)
-    g.add("d_then_e", FollowedWithin(), k0=3 * k0)
+    g.add("d_then_e", DThenE(), k0=3 * k0)
     g.add("count", RunningCount(), k0=k0)
     g.add("milestones", CountMilestones(), k0=k0)
     return g
