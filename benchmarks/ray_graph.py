@@ -4,8 +4,8 @@
 
 The hierarchy: level 1 the vectorised A!BC and a vectorised threshold on C (they see
 every raw event), level 2 D-followed-by-E (per event, on level-1 output only), level 3 a
-running count, level 4 every 10th count. Pure K-slack (alpha = 1) everywhere, K starting above what the
-fan-in at level 2 needs for the batch size, so nothing is late. Ray runs embedded on
+running count, level 4 every 10th count. Pure K-slack (alpha = 1) everywhere, K starting
+above what the fan-in at level 2 needs for the batch size, so nothing is late. Ray runs embedded on
 this machine; the source sends batches as fast as the actors take them (bounded
 in-flight calls per edge). The last line printed is one JSON object.
 """
