@@ -362,19 +362,24 @@ class OrderingUnit:
             for f, v in columns.items():
                 out[f] = v
             parts.append((out, cause))
-        for out, cause in parts:
-            n = len(out)
-            out["producer"] = self.producer
-            out["seq"] = np.arange(self._seq, self._seq + n)
-            self._seq += n
-            out["kplus"] = kplus[cause]
-            out["origin"] = origins[cause]
-            out["ats"] = now
-            if update:
-                out["flags"] = ev.UPDATE
-                self.stats.updates_sent += n
-            self.stats.generated += n
-            self._out.append(out)
+        out = parts[0][0] if len(parts) == 1 else concat_records([o for o, _ in parts])
+        cause = parts[0][1] if len(parts) == 1 else np.concatenate([c for _, c in parts])
+        # counters follow the input order, however the detector grouped its output, so
+        # they do not depend on how the input was cut into batches
+        order = np.argsort(cause, kind="stable")
+        out, cause = out[order], cause[order]
+        n = len(out)
+        out["producer"] = self.producer
+        out["seq"] = np.arange(self._seq, self._seq + n)
+        self._seq += n
+        out["kplus"] = kplus[cause]
+        out["origin"] = origins[cause]
+        out["ats"] = now
+        if update:
+            out["flags"] = ev.UPDATE
+            self.stats.updates_sent += n
+        self.stats.generated += n
+        self._out.append(out)
 
     def _output_id(self, name: str) -> int:
         try:
