@@ -24,6 +24,7 @@ from specula.detectors.examples import (
 )
 from specula.detectors.examples import example_registry as registry
 from specula.pipelines import CostModel, Graph, InProcessRuntime
+from specula.pipelines.synthetic import example_graph
 
 
 def ident(row: np.void) -> tuple[int, int, int, int]:
@@ -78,8 +79,15 @@ def test_net_output_equals_in_order_output(stream, alpha, retraction, batch_tick
         for name, clock_types in (("a_not_bc", {"A"}), ("big_c", {"C"})):
             node = g.nodes[name]
             mine = arrivals[np.isin(arrivals["type"], [reg.id(t) for t in node.inputs])]
-            expect = kslack_late(mine, {reg.id(t) for t in clock_types}, float(alpha), k0)
-            assert content(late[name]) == content(mine[expect])
+            pure = kslack_late(mine, {reg.id(t) for t in clock_types}, 1.0, k0)
+            if alpha == 1.0:
+                assert content(late[name]) == content(mine[pure])
+            else:  # speculation purges a subset of what K-slack purges, so it is never later
+                assert set(content(late[name])) <= set(content(mine[pure]))
+                if batch_ticks == 0 and len(np.unique(arrivals["ats"])) == len(arrivals):
+                    expect = kslack_late(mine, {reg.id(t) for t in clock_types},
+                                         float(alpha), k0)
+                    assert set(content(late[name])) <= set(content(mine[expect]))
     producer = {n.name: i + 1 for i, n in enumerate(g.topological_order())}
     for name in ("a_not_bc", "big_c"):
         node = g.nodes[name]
@@ -112,13 +120,17 @@ def test_net_output_equals_in_order_output(stream, alpha, retraction, batch_tick
         assert result.stats(name).late == len(late[name])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(streams, st.floats(0.0, 1.0), st.sampled_from(["full", "on-demand"]))
 def test_batching_does_not_change_the_answer(stream, alpha, retraction):
+    """Delivering arrivals in bigger batches changes when the units decide, so it may
+    change which events come too late; with K starting above every delay nothing is late
+    and every detector's answer must be the same."""
     reg = registry()
     raw = make_stream(reg, *stream)
-    one = InProcessRuntime(graph(reg, alpha, retraction)).run(raw, batch_ticks=0)
-    many = InProcessRuntime(graph(reg, alpha, retraction)).run(raw, batch_ticks=7)
-    for name in ("a_not_bc", "big_c"):
-        assert content(one.late(name)) == content(many.late(name))
+    k0 = 5 * (int(np.max(raw["ats"] - raw["ts"])) + 1) if len(raw) else 0
+    one = InProcessRuntime(example_graph(alpha, retraction, k0)).run(raw, batch_ticks=0)
+    many = InProcessRuntime(example_graph(alpha, retraction, k0)).run(raw, batch_ticks=7)
+    for name in one.detectors:
+        assert len(one.late(name)) == len(many.late(name)) == 0
         assert content(one.net(name)) == content(many.net(name))

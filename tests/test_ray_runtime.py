@@ -37,7 +37,8 @@ def test_speculative_hierarchy_on_ray_equals_in_process(local_ray, retraction):
     graph = example_graph(0.0, retraction, k0=3_000)
     on_ray = RayRuntime(graph, batch_size=500).run(raw)
     reference = InProcessRuntime(graph).run(raw)
-    assert on_ray.stats("a_not_bc").relocations > 50  # out-of-order input, speculation on
+    st = on_ray.stats("a_not_bc")  # out-of-order input, speculation on: replays happen
+    assert st.relocations > 5 and st.replayed > 1_000
     for name in graph.nodes:
         assert len(on_ray.late(name)) == len(reference.late(name)) == 0
         assert content(on_ray.net(name)) == content(reference.net(name)), name

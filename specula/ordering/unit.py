@@ -31,9 +31,19 @@ Readings chosen where the paper is ambiguous (each one pinned by a test):
   clock advances (sec. 3.2: "whenever clk is updated ... purge"), which is when the purge
   condition changes; Fig. 7 purges C1 at A3, not at its own arrival. The paper's text
   purges B4 at A6 although B4 is the last emitted event then; here B4 goes at A11.
+* Snapshots are taken per emission run, not per event: in front of the first event of a
+  run that stays buffered (so with one event per arrival, as in the paper's figures,
+  every premature event gets one). A replay restores the nearest snapshot at or in front
+  of the first disturbed position and re-emits from there. The purge keeps the oldest
+  emitted event that carries a snapshot: it may keep a few events that K-slack would
+  drop (never more purged, so never more late events).
+* Decisions are taken per run of data events in a pushed batch (between control
+  messages): the run is inserted, replayed once, then emitted and purged with the clock
+  and K after the run. A one-event push is one arrival of Alg. 1 and 2; longer runs let a
+  vectorised detector see runs of events instead of single ones.
 * Replays are atomic: when the emitted region is disturbed, all of it is re-emitted at
   once, so outside :meth:`OrderingUnit.push` the emitted events are always a prefix of the
-  buffer and every emitted event still in the buffer has a snapshot.
+  buffer.
 * Late events are those whose key is below the horizon (the key of the last purged event,
   which for pure K-slack is the last emitted one). They are counted and go to the late
   side output; with ``late="process"`` they are also handed to the detector at once,
@@ -125,6 +135,9 @@ class UnitStats:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+_FRESH = object()  # marks events inserted into the emitted region until the replay
 
 
 class _Snapshot(NamedTuple):
@@ -221,6 +234,7 @@ class OrderingUnit:
         self._rows: list[np.ndarray] = []
         self._snaps: list[_Snapshot | None] = []
         self._n_emitted = 0
+        self._last_snap: _Snapshot | None = None  # shared when the next one is equal
         self._buf = np.empty(0, self.in_dtype)
         self._buf_ts = np.empty(0, np.int64)
         self._buf_tb = np.empty(0, np.int64)
@@ -511,28 +525,77 @@ class OrderingUnit:
     # ------------------------------------------------------ speculative path
     def _push_speculative(self, batch: np.ndarray, is_clock: np.ndarray, clk_after: np.ndarray,
                           k_after: np.ndarray, now: int) -> None:
+        """Speculative step per run of data events between control messages: insert the
+        whole run, replay once from the earliest disturbed snapshot, then emit and purge
+        with the clock and K after the run. A run of one event is exactly one arrival of
+        the paper's algorithm; longer runs take the same decisions once per run, so a
+        vectorised detector sees runs of events rather than single ones."""
         ts = batch["ts"].tolist()
         tb = tiebreak(batch["producer"], batch["seq"]).tolist()
         flags = batch["flags"].tolist()
         clocks = is_clock.tolist()
         clks = clk_after.tolist()
         ks = k_after.tolist()
-        for j in range(len(batch)):
-            row = batch[j:j + 1]
-            if flags[j] & ev.RETRACTION:
-                self._on_retraction(row, now)
-            else:
-                if flags[j] & ev.UPDATE:
-                    self._on_update(row, (ts[j], tb[j]), now)
+        start = 0
+        for j in range(len(batch) + 1):
+            control = j < len(batch) and flags[j] & (ev.RETRACTION | ev.UPDATE)
+            if j < len(batch) and not control:
+                continue
+            if j > start:
+                self._step(batch, ts, tb, start, j, any(clocks[start:j]), clks[j - 1],
+                           ks[j - 1], now)
+            if control:
+                row = batch[j:j + 1]
+                if flags[j] & ev.RETRACTION:
+                    self._on_retraction(row, now)
                 else:
-                    self._on_event(row, (ts[j], tb[j]), now)
-                if tb[j] >> TIEBREAK_SHIFT:
-                    _fold_max(self._seen, tb[j])
-            self.clk, self.k = clks[j], ks[j]
-            self._emit_ready(now, purging=clocks[j])
-            if clocks[j]:
-                self._purge()
+                    self._on_update(row, (ts[j], tb[j]), now)
+                    if tb[j] >> TIEBREAK_SHIFT:
+                        _fold_max(self._seen, tb[j])
+                self.clk, self.k = clks[j], ks[j]
+                self._emit_ready(now, purging=False)
+            start = j + 1
 
+    def _step(self, batch: np.ndarray, ts: list[int], tb: list[int], start: int, end: int,
+              clock_step: bool, clk: int, k: int, now: int) -> None:
+        first = last = -1  # span of insertions into the emitted region
+        for j in range(start, end):
+            key = (ts[j], tb[j])
+            if tb[j] >> TIEBREAK_SHIFT:
+                _fold_max(self._seen, tb[j])
+            if key < self._horizon:
+                self._to_late(batch[j:j + 1])
+                if self.late_policy == "process":
+                    self.stats.late_processed += 1
+                    self._settle(first, last, now)
+                    first = last = -1
+                    self._insert_late(batch[j:j + 1], now)
+                continue
+            pos = bisect.bisect_right(self._keys, key)
+            self._keys.insert(pos, key)
+            self._rows.insert(pos, batch[j:j + 1])
+            self._snaps.insert(pos, _FRESH if pos < self._n_emitted else None)
+            if pos < self._n_emitted:
+                self._n_emitted += 1
+                if first < 0:
+                    first = last = pos
+                else:
+                    last = last + 1 if pos <= last else last
+                    last = max(last, pos)
+                    first = min(first, pos)
+        self._settle(first, last, now)
+        self.clk, self.k = clk, k
+        self._emit_ready(now, purging=clock_step)
+        if clock_step:
+            self._purge()
+
+    def _settle(self, first: int, last: int, now: int) -> None:
+        """After insertions at buffer positions first..last of the emitted region, go back
+        to the nearest snapshot at or before ``first`` and replay."""
+        if first < 0:
+            return
+        pos, snap, label = self._anchor(first)
+        self._replay(pos, snap, label, now, stop_from=last + 1)
     def _on_event(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
         if key < self._horizon:
             self._to_late(row)
@@ -540,21 +603,40 @@ class OrderingUnit:
                 self.stats.late_processed += 1
                 self._insert_late(row, now)
             return
-        pos, snap = self._insert(row, key)
-        if snap is not None:
-            self._replay(pos, snap, self._rows[pos + 1], now, stop_from=pos + 1)
+        pos, inserted = self._insert(row, key)
+        if inserted:
+            self._settle(pos, pos, now)
 
-    def _insert(self, row: np.ndarray, key: tuple[int, int]) -> tuple[int, _Snapshot | None]:
-        """Insertion-sort ``row``; if it lands in the emitted region, return the snapshot
-        of the first emitted event behind it: the state the detector must go back to."""
+    def _anchor(self, pos: int) -> tuple[int, _Snapshot, np.ndarray]:
+        """Where to replay from after new events were inserted into the emitted region,
+        the first of them at ``pos``: the snapshot of the first old event behind the new
+        ones at ``pos`` (the state in front of them), or else the nearest snapshot in
+        front of ``pos``; with the event the snapshot was taken for. The oldest emitted
+        event always has one. Clears the marks of the new events."""
+        j = pos
+        while j < self._n_emitted and self._snaps[j] is _FRESH:
+            j += 1
+        for i in range(pos, j):
+            self._snaps[i] = None
+        for i in range(j, self._n_emitted):  # further new events, behind old ones
+            if self._snaps[i] is _FRESH:
+                self._snaps[i] = None
+        if j < self._n_emitted and self._snaps[j] is not None:
+            return pos, self._snaps[j], self._rows[j]
+        i, snap = self._anchor_before(pos)
+        return i, snap, self._rows[i]
+
+    def _insert(self, row: np.ndarray, key: tuple[int, int]) -> tuple[int, bool]:
+        """Insertion-sort ``row``; returns its position and whether it landed in the emitted
+        region (then it is marked new, and the caller replays)."""
         pos = bisect.bisect_right(self._keys, key)
-        snap = self._snaps[pos] if pos < self._n_emitted else None
+        inside = pos < self._n_emitted
         self._keys.insert(pos, key)
         self._rows.insert(pos, row)
-        self._snaps.insert(pos, None)
-        if pos < self._n_emitted:
+        self._snaps.insert(pos, _FRESH if inside else None)
+        if inside:
             self._n_emitted += 1
-        return pos, snap
+        return pos, inside
 
     def _remove(self, pos: int) -> _Snapshot | None:
         """Remove the event at ``pos``; return its snapshot if it had been emitted."""
@@ -563,6 +645,15 @@ class OrderingUnit:
         if pos < self._n_emitted:
             self._n_emitted -= 1
         return snap
+
+    def _anchor_before(self, pos: int) -> tuple[int, _Snapshot]:
+        """The nearest snapshot strictly in front of position ``pos``."""
+        i = pos - 1
+        while i >= 0 and (self._snaps[i] is None or self._snaps[i] is _FRESH):
+            i -= 1
+        if i < 0:
+            raise AssertionError(f"{self.name}: no snapshot in front of position {pos}")
+        return i, self._snaps[i]
 
     def _insert_late(self, row: np.ndarray, now: int) -> None:
         """Process a late event right away, after the last emitted event."""
@@ -581,14 +672,18 @@ class OrderingUnit:
         self._seen[producer] = seq - 1
         hit = [i for i, r in enumerate(self._rows)
                if int(r["producer"][0]) == producer and int(r["seq"][0]) >= seq]
-        first, snap, label = 0, None, None
+        first, snap, label = -1, None, None
         for i in reversed(hit):
             row = self._rows[i]
+            was_emitted = i < self._n_emitted
             s = self._remove(i)
-            if s is not None:
+            if was_emitted:
                 first, snap, label = i, s, row
         self.stats.events_removed += len(hit)
-        if snap is not None:
+        if first >= 0:
+            if snap is None:
+                first, snap = self._anchor_before(first)
+                label = self._rows[first]
             # the successor of the last removed event is the first place where the new
             # and the recorded timelines can meet again
             self._replay(first, snap, label, now, stop_from=hit[-1] - len(hit) + 1)
@@ -614,14 +709,23 @@ class OrderingUnit:
             return
         self.stats.updates_applied += 1
         old_row = self._rows[held]
+        removed_emitted = held < self._n_emitted
         removed_snap = self._remove(held)
-        pos, ins_snap = self._insert(plain, key)
-        if ins_snap is not None and (removed_snap is None or pos < held):
-            stop_from = pos + 1 if removed_snap is None else held + 1
-            self._replay(pos, ins_snap, self._rows[pos + 1], now, stop_from=stop_from)
-        elif removed_snap is not None:
-            stop_from = held if ins_snap is None else pos + 1
-            self._replay(held, removed_snap, old_row, now, stop_from=stop_from)
+        pos, inserted = self._insert(plain, key)
+        if inserted and (not removed_emitted or pos < held):
+            start, snap, label = self._anchor(pos)
+            stop_from = pos + 1 if not removed_emitted else held + 1
+            self._replay(start, snap, label, now, stop_from=stop_from)
+        elif removed_emitted:
+            if inserted:
+                self._snaps[pos] = None  # replayed from the removed event's place anyway
+            stop_from = held if not inserted else pos + 1
+            if removed_snap is None:
+                start, removed_snap = self._anchor_before(held)
+                old_row = self._rows[start]
+            else:
+                start = held
+            self._replay(start, removed_snap, old_row, now, stop_from=stop_from)
 
     def _replay(self, pos: int, snap: _Snapshot, snap_of: np.ndarray, now: int, *,
                 stop_from: int) -> None:
@@ -682,12 +786,15 @@ class OrderingUnit:
         recorded one; returns the position where they were equal (the replay stops
         there), else None.
         """
+        first_kept = max(start, keep_from)
+
         def compare(i: int) -> bool:
             return stop_from is not None and i >= stop_from and self._snaps[i] is not None
 
         def batchable(i: int) -> bool:
-            # purged right after, and no recorded snapshot to compare against
-            return i < keep_from and not compare(i)
+            # one snapshot in front of the first event that stays buffered; on a replay
+            # also where a recorded snapshot is to be replaced or compared
+            return i != first_kept and not (replay and self._snaps[i] is not None)
 
         i = start
         while i < end:
@@ -704,11 +811,12 @@ class OrderingUnit:
                 self.stats.snapshot_comparisons += 1
                 if _same_state(snap, old):
                     return i
-            prev = self._snaps[i - 1] if i > start else None
+            prev = self._last_snap
             if prev is not None and _same_state(prev, snap) and prev.origin == snap.origin:
                 snap = prev
                 self.stats.snapshots_shared += 1
-            self._snaps[i] = snap
+            self._last_snap = snap
+            self._snaps[i] = snap if i >= keep_from else None
             self._emit_run(i, i + 1, now, replay)
             i += 1
         return None
@@ -736,6 +844,9 @@ class OrderingUnit:
     def _purge(self, n: int | None = None) -> None:
         if n is None:
             n = self._purge_end(self._n_emitted) if self._n_emitted else 0
+            # the oldest emitted event left must carry a snapshot to replay from
+            while 0 < n < self._n_emitted and self._snaps[n] is None:
+                n -= 1
         if n <= 0:
             return
         if self.trace is not None:
