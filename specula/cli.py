@@ -96,6 +96,50 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def replay(args: argparse.Namespace) -> int:
+    """Replay a DEBS 2013 log, or a generated match with network delays, through the soccer
+    hierarchy (on Ray by default) and print the summary; for a generated match also how
+    the detections compare with its ground truth."""
+    from specula.detectors.soccer.graph import soccer_graph
+    from specula.pipelines.delays import DelayModel
+    from specula.pipelines.match import generate_match
+    from specula.pipelines.scoring import format_scores, score
+
+    alpha: float | str = args.alpha if args.alpha == "adaptive" else float(args.alpha)
+    graph = soccer_graph(alpha, args.retraction, k0_ms=args.k0_ms)
+    match = None
+    if args.log:
+        raw = _source(args.log, graph)
+    else:
+        match = generate_match(args.seconds, profile=args.profile, seed=args.seed)
+        raw = DelayModel(seed=args.seed).arrival(match.events)
+        print(f"generated {args.seconds:g} s of play ({args.profile}): {len(raw):,} readings")
+    if args.in_process:
+        report = InProcessRuntime(graph).run(raw, batch_ticks=5 * 10**9)
+    else:
+        from specula.pipelines.ray_runtime import RayRuntime
+
+        report = RayRuntime(graph, address=args.address, batch_size=args.batch_size,
+                            speed=args.speed).run(raw)
+    print(_summary_table(report))
+    if match is not None:
+        truth, tol = match.truth, 30 * 10**9
+        hits, passes, shots = report.net("hits"), report.net("passes"), report.net("shots")
+        good = truth.passes[truth.passes["successful"] == 1]
+        print(format_scores({
+            "hits": score(hits["ts"], hits["player"], truth.kicks["ts"], truth.kicks["player"],
+                          tol),
+            "passes": score(passes["ts"], passes["player"] * 1000 + passes["receiver"],
+                            good["ts_kick"], good["from_player"] * 1000 + good["to_player"],
+                            tol),
+            "shots": score(shots["ts"], shots["player"], truth.shots["ts"],
+                           truth.shots["player"], tol)}))
+    if args.report:
+        Path(args.report).write_text(report.to_json())
+        print(f"report written to {args.report}")
+    return 0
+
+
 def _load(spec: str) -> Any:
     """``package.module:attribute`` -> the attribute (the current directory is importable)."""
     if ":" not in spec:
@@ -184,6 +228,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--batch-size", type=int, default=10_000)
     r.add_argument("--report", default=None, help="write the JSON report here")
     r.set_defaults(func=run)
+    s = sub.add_parser("replay", help="replay a DEBS 2013 log or a generated match through "
+                                      "the soccer hierarchy", description=replay.__doc__)
+    s.add_argument("log", nargs="?", default=None,
+                   help="a DEBS 2013 position log (.csv, .csv.gz); default: generate a match")
+    s.add_argument("--seconds", type=float, default=20.0, help="length of a generated match")
+    s.add_argument("--profile", choices=["debs2013", "paper"], default="debs2013")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--alpha", default="adaptive", help="'adaptive' or a number in [0, 1]")
+    s.add_argument("--retraction", choices=["on-demand", "full"], default="on-demand")
+    s.add_argument("--k0-ms", type=float, default=400.0,
+                   help="initial K of level 1 (doubling per level), milliseconds")
+    s.add_argument("--speed", type=float, default=None,
+                   help="pace as a multiple of real time (default: as fast as possible)")
+    s.add_argument("--in-process", action="store_true", help="run without Ray")
+    s.add_argument("--address", default=None, help="join this Ray cluster")
+    s.add_argument("--batch-size", type=int, default=1_000,
+                   help="raw events per batch; K at fan-ins must cover a few batches")
+    s.add_argument("--report", default=None, help="write the JSON report here")
+    s.set_defaults(func=replay)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -67,12 +67,30 @@ class DetectorWorker:
                  ) -> None:
         self.instance = instance
         self.unit = instance.unit(registry)
+        self._warm_up(instance, registry)
         self.net = NetOutput(self.unit.out_dtype)
         self.publisher = Publisher(max_in_flight)
         self.router: Router | None = None
         self.routes: list[Route] = []
         self.series: list[dict[str, float]] = []
         self.busy_s = 0.0
+
+    @staticmethod
+    def _warm_up(instance: Instance, registry: TypeRegistry) -> None:
+        """Run a throw-away copy of the unit on one zero event per input type, so that its
+        Numba kernels are loaded before the stream starts: a cold actor lags its siblings,
+        and on a fast replay that lag turns into event-time skew where they meet."""
+        probe = instance.unit(registry)
+        ids = [registry.id(t) for t in instance.node.inputs]
+        batch = np.zeros(len(ids), probe.in_dtype)
+        batch["type"] = ids
+        batch["ts"] = np.arange(len(ids))
+        batch["seq"] = np.arange(len(ids))
+        try:
+            probe.push(batch)
+            probe.flush()
+        except Exception:
+            pass
 
     def connect(self, router: Router, routes: list[Route]) -> None:
         self.router = router

@@ -38,15 +38,22 @@ class RayRuntime:
         Raw events per batch sent by the source.
     max_in_flight
         Unacknowledged calls allowed per edge before the sender waits.
+    speed
+        Pace of the source: ``None`` as fast as the actors take the batches, ``1.0`` real
+        time (by the raw events' time stamps and the graph's ``ticks_per_second``),
+        ``10.0`` ten times faster.
     """
 
     def __init__(self, graph: Graph, *, address: str | None = None, batch_size: int = 10_000,
-                 max_in_flight: int = 4) -> None:
+                 max_in_flight: int = 4, speed: float | None = None) -> None:
         graph.validate()
+        if speed is not None and speed <= 0:
+            raise ValueError(f"speed must be > 0 (a multiple of real time), got {speed}")
         self.graph = graph
         self.address = address
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
+        self.speed = speed
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray]) -> RunReport:
         """Feed raw events (one array in arrival order by ``ats``, or an iterable of
@@ -86,7 +93,12 @@ class RayRuntime:
         publisher = Publisher(self.max_in_flight)
         subscribers = [n for n in self.graph.nodes.values() if router.hears(n.name, None)]
         n_raw = 0
+        start, ts0 = time.perf_counter(), None
         for batch in _batches(raw, self.batch_size):
+            if self.speed and len(batch):
+                ts0 = int(batch["ts"].min()) if ts0 is None else ts0
+                due = (int(batch["ts"].min()) - ts0) / self.graph.ticks_per_second / self.speed
+                time.sleep(max(0.0, start + due - time.perf_counter()))
             batch = batch.copy()
             batch["ats"] = batch["origin"] = time.time_ns()
             n_raw += len(batch)

@@ -58,6 +58,10 @@ def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-dem
     g = Graph(soccer_registry(), sources=("ball", "player", "referee"),
               ticks_per_second=PICOS_PER_SECOND)
     for name, cls in DETECTORS.items():
+        # near_foot learns which ball is in play from rare ball_in/ball_out events: one
+        # that comes late (a slow sibling on a fast replay) is still better processed out
+        # of order than dropped, or the ball would never become active
         g.add(name, cls(), alpha=alpha, retraction=retraction,
-              k0=int(k0_ms * 1e9) * 2 ** (LEVELS[name] - 1))
+              k0=int(k0_ms * 1e9) * 2 ** (LEVELS[name] - 1),
+              late="process" if name == "near_foot" else "side")
     return g
