@@ -8,7 +8,7 @@ speculation, on a generated match with network delays.
 2. Apply the delay model (per-sensor latency, jitter, bursts up to 300 ms).
 3. Replay it in-process on the virtual clock, pure K-slack (alpha = 1) and adaptive
    alpha (busy time from a cost model, so the run is deterministic), and score hits,
-   passes and shots against the ground truth (30 ms tolerance); compare the pass
+   passes and shots on target against the ground truth (30 ms tolerance); compare the pass
    detector's latency (first emission of the final version minus the arrival of the
    newest raw reading it depends on).
 4. Replay it on embedded Ray, pure K-slack and adaptive, as fast as possible, and report
@@ -28,31 +28,13 @@ import time
 import numpy as np
 
 from specula.detectors.soccer.graph import soccer_graph
-from specula.pipelines import CostModel, InProcessRuntime, RunReport
+from specula.pipelines import CostModel, InProcessRuntime
 from specula.pipelines.delays import DelayModel
-from specula.pipelines.match import Match, generate_match
+from specula.pipelines.match import generate_match
 from specula.pipelines.ray_runtime import RayRuntime
-from specula.pipelines.scoring import Score, format_scores, score
+from specula.pipelines.scoring import format_scores, score_match
 
-TOLERANCE_PS = 30 * 10**9
 K0_MS = 400.0
-
-
-def scores(report: RunReport, match: Match) -> dict[str, Score]:
-    truth = match.truth
-    hits = report.net("hits")
-    passes = report.net("passes")
-    good = truth.passes[truth.passes["successful"] == 1]
-    shots = report.net("shots")
-    return {
-        "hits": score(hits["ts"], hits["player"], truth.kicks["ts"], truth.kicks["player"],
-                      TOLERANCE_PS),
-        "passes": score(passes["ts"], passes["player"] * 1000 + passes["receiver"],
-                        good["ts_kick"], good["from_player"] * 1000 + good["to_player"],
-                        TOLERANCE_PS),
-        "shots": score(shots["ts"], shots["player"], truth.shots["ts"], truth.shots["player"],
-                       TOLERANCE_PS),
-    }
 
 
 def main() -> None:
@@ -84,7 +66,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
         late = sum(len(runs[label].late(n)) for n in runs[label].detectors)
         print(f"in-process {label:<9} {wall:6.1f} s wall, {late} late events")
-        print(format_scores(scores(runs[label], match)))
+        print(format_scores(score_match(runs[label], match)))
     lat = {k: r.latencies("passes") / 1e12 for k, r in runs.items()}
     same = all(np.array_equal(runs["kslack"].net(n), runs["adaptive"].net(n))
                for n in runs["kslack"].detectors)
@@ -107,7 +89,7 @@ def main() -> None:
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)
                 print(f"Ray {label:<9} {late} late events")
-                print(format_scores(scores(report, match)))
+                print(format_scores(score_match(report, match)))
                 mean = np.mean(ray_lat[label]) if len(ray_lat[label]) else float("nan")
                 print(f"Ray {label:<9} {report.wall_seconds:6.1f} s wall, real-time "
                       f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s")
@@ -131,7 +113,8 @@ def main() -> None:
         "pass_latency_p99_kslack_s": stat(lat["kslack"], lambda v: np.percentile(v, 99)),
         "pass_latency_p99_adaptive_s": stat(lat["adaptive"], lambda v: np.percentile(v, 99)),
         "latency_reduction": round(1 - mean_a / mean_k, 4) if mean_k and mean_a else None,
-        "precision_recall": {k: v.as_dict() for k, v in scores(runs["adaptive"], match).items()},
+        "precision_recall": {k: v.as_dict()
+                             for k, v in score_match(runs["adaptive"], match).items()},
         "identical_net_outputs": same,
     }))
 

@@ -103,7 +103,7 @@ def replay(args: argparse.Namespace) -> int:
     from specula.detectors.soccer.graph import soccer_graph
     from specula.pipelines.delays import DelayModel
     from specula.pipelines.match import generate_match
-    from specula.pipelines.scoring import format_scores, score
+    from specula.pipelines.scoring import format_scores, score_match
 
     alpha: float | str = args.alpha if args.alpha == "adaptive" else float(args.alpha)
     graph = soccer_graph(alpha, args.retraction, k0_ms=args.k0_ms)
@@ -123,17 +123,7 @@ def replay(args: argparse.Namespace) -> int:
                             speed=args.speed).run(raw)
     print(_summary_table(report))
     if match is not None:
-        truth, tol = match.truth, 30 * 10**9
-        hits, passes, shots = report.net("hits"), report.net("passes"), report.net("shots")
-        good = truth.passes[truth.passes["successful"] == 1]
-        print(format_scores({
-            "hits": score(hits["ts"], hits["player"], truth.kicks["ts"], truth.kicks["player"],
-                          tol),
-            "passes": score(passes["ts"], passes["player"] * 1000 + passes["receiver"],
-                            good["ts_kick"], good["from_player"] * 1000 + good["to_player"],
-                            tol),
-            "shots": score(shots["ts"], shots["player"], truth.shots["ts"],
-                           truth.shots["player"], tol)}))
+        print(format_scores(score_match(report, match)))
     if args.report:
         Path(args.report).write_text(report.to_json())
         print(f"report written to {args.report}")

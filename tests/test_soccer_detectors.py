@@ -90,6 +90,14 @@ def test_player_hits_ball_is_near_then_peak_without_not_near():
         ("hit", 2, 7, 1, 4)]
 
 
+def test_a_bounce_near_a_player_is_no_hit():
+    near = {"type": "near", "ts": 1, "key": 7, "player": 7, "team": 1, "dist": 300}
+    bounce = {"type": "peak", "ts": 2, "key": 4, "a": 9 * 10**7, "az": 9_700}
+    kick = {"type": "peak", "ts": 3, "key": 4, "a": 9 * 10**7, "az": 1_000}
+    got = feed(PlayerHitsBall(), [near, bounce, kick])
+    assert [(n, ts) for n, ts, _, _ in got] == [("hit", 3)]
+
+
 def hit(ts, player, team):
     return {"type": "hit", "ts": ts * MS, "key": player, "player": player, "team": team}
 

@@ -58,3 +58,25 @@ def format_scores(scores: dict[str, Score]) -> str:
         lines.append(f"{name:<14} {s.detected:>8} {s.truth:>6} {s.matched:>7} "
                      f"{s.precision:>9.3f} {s.recall:>7.3f}")
     return "\n".join(lines)
+
+
+def score_match(report, match, tolerance_ps: int = 30 * 10**9) -> dict[str, Score]:
+    """Hits, passes and shots on goal of a soccer run against a generated match's truth.
+
+    A hit matches a kick by the same player; a pass a successful pass with the same passer
+    and receiver (by the kick's time); a shot a shot on target by the same player (the
+    detector reports shots whose path reaches the goal, DEBS 2013 query 4).
+    """
+    truth = match.truth
+    hits, passes, shots = report.net("hits"), report.net("passes"), report.net("shots")
+    good = truth.passes[truth.passes["successful"] == 1]
+    on_target = truth.shots[truth.shots["on_target"] == 1]
+    return {
+        "hits": score(hits["ts"], hits["player"], truth.kicks["ts"], truth.kicks["player"],
+                      tolerance_ps),
+        "passes": score(passes["ts"], passes["player"] * 1000 + passes["receiver"],
+                        good["ts_kick"], good["from_player"] * 1000 + good["to_player"],
+                        tolerance_ps),
+        "shots": score(shots["ts"], shots["player"], on_target["ts"], on_target["player"],
+                       tolerance_ps),
+    }

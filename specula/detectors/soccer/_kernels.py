@@ -7,16 +7,16 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def acceleration_peaks(slot, ts, a, x, y, z, threshold, in_exc, best):
+def acceleration_peaks(slot, ts, a, x, y, z, az, threshold, in_exc, best):
     """Per ball (``slot``), each excursion of ``a`` above ``threshold`` yields one peak: the
     reading with the largest ``a``, reported when the excursion ends.
 
-    ``in_exc[slot]`` and ``best[slot] = (a, ts, x, y, z)`` of the largest reading so far
-    carry each ball's excursion across batches. Returns one row per peak,
-    ``(ts, a, x, y, z, cause)``, where ``cause`` is the batch index of the reading that
-    ended the excursion.
+    ``in_exc[slot]`` and ``best[slot] = (a, ts, x, y, z, az)`` of the largest reading so
+    far carry each ball's excursion across batches. Returns one row per peak,
+    ``(ts, a, x, y, z, az, cause)``, where ``cause`` is the batch index of the reading
+    that ended the excursion.
     """
-    out = np.empty((ts.shape[0], 6), np.int64)
+    out = np.empty((ts.shape[0], 7), np.int64)
     n = 0
     for i in range(ts.shape[0]):
         s = slot[i]
@@ -27,6 +27,7 @@ def acceleration_peaks(slot, ts, a, x, y, z, threshold, in_exc, best):
                 best[s, 2] = x[i]
                 best[s, 3] = y[i]
                 best[s, 4] = z[i]
+                best[s, 5] = az[i]
             in_exc[s] = True
         elif in_exc[s]:
             out[n, 0] = best[s, 1]
@@ -34,7 +35,8 @@ def acceleration_peaks(slot, ts, a, x, y, z, threshold, in_exc, best):
             out[n, 2] = best[s, 2]
             out[n, 3] = best[s, 3]
             out[n, 4] = best[s, 4]
-            out[n, 5] = i
+            out[n, 5] = best[s, 5]
+            out[n, 6] = i
             n += 1
             in_exc[s] = False
     return out[:n]

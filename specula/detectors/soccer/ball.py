@@ -44,7 +44,8 @@ class AccelerationPeak(Detector):
     """Each time a ball's acceleration rises above 55 m/s^2 (a kick or a bounce), one
     ``peak`` at the strongest reading, reported when the acceleration falls again; its
     time stamp is that of the strongest reading, so it lies in the past when it is
-    generated (a detection delay).
+    generated (a detection delay). ``az`` is the vertical component of the acceleration's
+    direction (scaled to 10,000): a bounce on the ground points up.
     """
 
     inputs = ("ball",)
@@ -54,7 +55,7 @@ class AccelerationPeak(Detector):
         self.threshold = threshold
         self.slots: dict[int, int] = {}
         self.in_excursion = np.zeros(0, bool)
-        self.best = np.zeros((0, 5), np.int64)
+        self.best = np.zeros((0, 6), np.int64)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         for sid in np.unique(events["key"]).tolist():
@@ -63,12 +64,12 @@ class AccelerationPeak(Detector):
         if len(self.slots) > len(self.in_excursion):
             grow = len(self.slots) - len(self.in_excursion)
             self.in_excursion = np.concatenate([self.in_excursion, np.zeros(grow, bool)])
-            self.best = np.concatenate([self.best, np.zeros((grow, 5), np.int64)])
+            self.best = np.concatenate([self.best, np.zeros((grow, 6), np.int64)])
         slot = np.array([self.slots[s] for s in events["key"].tolist()], np.int64)
         out = _kernels.acceleration_peaks(slot, events["ts"], events["a"], events["x"],
-                                          events["y"], events["z"], self.threshold,
-                                          self.in_excursion, self.best)
+                                          events["y"], events["z"], events["az"],
+                                          self.threshold, self.in_excursion, self.best)
         if len(out):
-            cause = out[:, 5]
+            cause = out[:, 6]
             emit.many("peak", ts=out[:, 0], key=events["key"][cause], cause=cause,
-                      a=out[:, 1], x=out[:, 2], y=out[:, 3], z=out[:, 4])
+                      a=out[:, 1], x=out[:, 2], y=out[:, 3], z=out[:, 4], az=out[:, 5])

@@ -14,7 +14,10 @@ class PlayerHitsBall(Detector):
     """The paper's A!BC: the ball came near a player's foot (A), then an acceleration
     peak (C), with no ``not_near`` of that player (B) in between: the player hit the ball.
 
-    If several players are near at the peak, the one the ball reached last hit it.
+    If several players are near at the peak, the one the ball reached last hit it. A peak
+    whose acceleration points more up or down than sideways (``|az|`` above
+    ``max_vertical``, i.e. beyond 45 degrees) is the ball bouncing on the ground, not a
+    kick.
     Raw ``ball`` readings only drive the clock: near, not_near and peak events are sparse,
     and a clock that advanced only with them would hold a hit until the next one came.
     """
@@ -23,7 +26,8 @@ class PlayerHitsBall(Detector):
     outputs = ("hit",)
     clock = ("ball",)
 
-    def __init__(self) -> None:
+    def __init__(self, max_vertical: int = 7_071) -> None:
+        self.max_vertical = max_vertical
         self.near: dict[int, tuple[int, int]] = {}  # player -> (since, team)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
@@ -37,7 +41,7 @@ class PlayerHitsBall(Detector):
             self.near[event["player"]] = (event.ts, event["team"])
         elif event.type == "not_near":
             self.near.pop(event["player"], None)
-        elif self.near:
+        elif self.near and abs(event["az"]) <= self.max_vertical:
             player = max(self.near, key=lambda p: (self.near[p][0], p))
             emit("hit", event.ts, player, player=player, team=self.near[player][1],
                  ball=event.key, a=event["a"], x=event["x"], y=event["y"], z=event["z"])

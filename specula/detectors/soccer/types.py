@@ -35,7 +35,7 @@ WEARER_FIELDS = {
 DERIVED_TYPES = {
     "ball_in": {"x": "i8", "y": "i8"},  # a ball entered the pitch: it is the active ball
     "ball_out": {"x": "i8", "y": "i8"},  # the active ball left the pitch
-    "peak": {"a": "i8", "x": "i8", "y": "i8", "z": "i8"},  # ball acceleration peak
+    "peak": {"a": "i8", "x": "i8", "y": "i8", "z": "i8", "az": "i4"},  # acceleration peak
     "intensity": {"player": "i4", "team": "i1", "speed": "i8", "level": "i1"},
     "near": {"player": "i4", "team": "i1", "dist": "i8"},  # ball came within 1 m of a foot
     "not_near": {"player": "i4", "team": "i1", "dist": "i8"},  # ... and left again
