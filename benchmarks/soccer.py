@@ -47,6 +47,7 @@ def main() -> None:
                    help="modelled busy time per processed event (adaptive run), microseconds")
     p.add_argument("--no-ray", action="store_true")
     p.add_argument("--batch", type=int, default=5_000, help="raw events per Ray batch")
+    p.add_argument("--plots", default=None, help="write Fig. 10/11-like PNG files here")
     args = p.parse_args()
     seconds = args.seconds or (10.0 if args.quick else 65.0)
 
@@ -74,6 +75,13 @@ def main() -> None:
         if len(v):
             print(f"pass latency {k:<9} mean {v.mean():.3f} s, p99 {np.percentile(v, 99):.3f} s")
     print(f"net outputs of the two runs identical: {same}")
+    if args.plots:
+        from specula.pipelines.plots import plot_alpha, plot_latency
+
+        for name in ("passes", "hits"):
+            print("wrote", plot_latency(runs, name, f"{args.plots}/{name}_latency.png"))
+        print("wrote", plot_alpha(runs["adaptive"], "near_foot",
+                                  f"{args.plots}/near_foot_alpha.png"))
 
     realtime, ray_lat = {}, {}
     if not args.no_ray:

@@ -127,6 +127,15 @@ def replay(args: argparse.Namespace) -> int:
     if args.report:
         Path(args.report).write_text(report.to_json())
         print(f"report written to {args.report}")
+    if args.plots:
+        from specula.pipelines.plots import plot_alpha, plot_latency
+
+        for name in ("passes", "hits"):
+            print("wrote", plot_latency({args.alpha: report}, name,
+                                        f"{args.plots}/{name}_latency.png"))
+        if args.alpha == "adaptive":
+            first = next(iter(report.detectors["near_foot"].alpha), "near_foot")
+            print("wrote", plot_alpha(report, first, f"{args.plots}/near_foot_alpha.png"))
     return 0
 
 
@@ -236,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--batch-size", type=int, default=1_000,
                    help="raw events per batch; K at fan-ins must cover a few batches")
     s.add_argument("--report", default=None, help="write the JSON report here")
+    s.add_argument("--plots", default=None, help="write latency and alpha plots (PNG) here")
     s.set_defaults(func=replay)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -93,6 +93,12 @@ class NetOutput:
             rows[f] = 0
         return rows[np.lexsort((rows["seq"], rows["producer"], rows["ts"]))]
 
+    def timeline(self) -> tuple[np.ndarray, np.ndarray]:
+        """(first emission time, latency) of every live event, in emission order."""
+        rows, times = self._gather()
+        order = np.argsort(times, kind="stable")
+        return times[order], (times - rows["origin"])[order]
+
     def latencies(self) -> np.ndarray:
         """For every live event: first emission of its final version minus its origin."""
         rows, times = self._gather()
