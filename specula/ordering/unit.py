@@ -758,10 +758,9 @@ class OrderingUnit:
             self._send_retraction(self._seq, before_seq, now)
 
     def _emit_ready(self, now: int, purging: bool) -> None:
-        """Emit every event that satisfies eq. (1): ``ts + ceil(alpha*K) <= clk``.
-
-        Events that the purge right after (``purging``: this step advanced the clock) will
-        drop need no snapshot; every other emitted event gets one.
+        """Emit every event that satisfies eq. (1): ``ts + ceil(alpha*K) <= clk``, as one
+        run with one snapshot in front of its first event that stays buffered (events the
+        purge right after drops need none; ``purging``: this step advanced the clock).
         """
         if self._n_emitted >= len(self._keys):
             return
@@ -779,8 +778,9 @@ class OrderingUnit:
 
     def _emit_range(self, start: int, end: int, now: int, *, replay: bool, keep_from: int,
                     stop_from: int | None = None) -> int | None:
-        """Emit buffer positions [start, end): runs that are purged right away go to the
-        detector as one batch; an event that stays buffered gets a snapshot first.
+        """Emit buffer positions [start, end) to the detector in as few batches as possible:
+        a snapshot is taken in front of the first event that stays buffered (position
+        ``keep_from`` or later) and, on a replay, wherever a recorded snapshot is replaced.
 
         With ``stop_from``, from that position on each new snapshot is compared with the
         recorded one; returns the position where they were equal (the replay stops
