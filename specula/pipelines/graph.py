@@ -134,9 +134,6 @@ class Graph:
     def producers_of(self, type_name: str) -> list[Node]:
         return [n for n in self.nodes.values() if type_name in n.outputs]
 
-    def subscribers_of(self, type_name: str) -> list[Node]:
-        return [n for n in self.nodes.values() if type_name in n.inputs]
-
     def validate(self) -> None:
         """Raise :class:`GraphError` for unknown types, unproduced inputs, clock types that
         are not inputs, and cycles."""
