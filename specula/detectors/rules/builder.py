@@ -1,0 +1,514 @@
+"""A fluent Python builder for rules; it produces the same :class:`Rule` as the text syntax.
+
+Reading a builder chain aloud gives the rule text: :func:`rule` opens ``define``,
+:meth:`RuleBuilder.when` names the terminator, :meth:`~RuleBuilder.each`,
+:meth:`~RuleBuilder.last` and :meth:`~RuleBuilder.first` add steps (each anchored at the
+element before it), and :meth:`~RuleBuilder.build` checks and returns the rule.
+Every method returns a new builder; a builder is never changed, so a common prefix can
+be shared.
+
+Values in constraints and expressions:
+
+* ``P.x`` is the parameter ``$x``;
+* ``Ev.Smoke.area`` is the attribute ``Smoke.area`` of a chain element;
+* ``attr=3`` is the constraint ``attr=3``; other comparisons use :func:`gt`, :func:`ge`,
+  :func:`lt`, :func:`le`, :func:`ne` (``value=gt(45)`` is ``value>45``), and a list
+  gives several (``v=[gt(10), lt(20)]`` is ``v>10 and v<20``);
+* :func:`Sum`, :func:`Avg`, :func:`Min`, :func:`Max` and :func:`Count` are aggregates,
+  whose ``before`` names the element the window ends at (``from`` in the text);
+* expressions combine these and numbers with ``+ - * /``.
+
+Examples
+--------
+Rule R5 of the paper:
+
+>>> r5 = (rule("CE", att1="int", att2="int")
+...       .when("C", att=P.x)
+...       .last("B", within=100_000, att=P.x)
+...       .last("A", within=100_000, att=P.x)
+...       .where(att1=P.x,
+...              att2=Sum("A", "value", within=100_000, before="B", att=P.x))
+...       .build())
+>>> from specula.detectors.rules.parser import parse_rule
+>>> r5 == parse_rule('''define CE(att1: int, att2: int)
+... from C(att=$x) and last B(att=$x) within 100000 from C
+...   and last A(att=$x) within 100000 from B
+... where att1=$x and att2=Sum(A(att=$x).value within 100000 from B)''')
+True
+
+Rule R3 binds an aggregate to ``$t`` and filters on it:
+
+>>> r3 = (rule("Fire", area="string", measuredTemp="double")
+...       .when("Smoke", area=P.a)
+...       .aggregate("t", Avg("Temp", "value", within="5 min", before="Smoke", area=P.a))
+...       .filter(45, "<", P.t)
+...       .where(area=Ev.Smoke.area, measuredTemp=P.t)
+...       .build())
+>>> r3.filters
+(Comparison(left=Const(value=45), op='<', right=ParamRef(name='t')),)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from specula.detectors.rules.ast import (
+    ATTRIBUTE_TYPES,
+    COMPARATORS,
+    AggRef,
+    Aggregate,
+    Arith,
+    AttrRef,
+    BinOp,
+    Comparator,
+    Comparison,
+    Const,
+    Constraint,
+    Expr,
+    Function,
+    Negation,
+    Param,
+    ParamRef,
+    Pattern,
+    Rule,
+    RuleError,
+    Selection,
+    Step,
+    Window,
+)
+from specula.detectors.rules.parser import inline_aggregate_name, parse_window
+
+__all__ = ["Agg", "Avg", "Cond", "Count", "Ev", "Max", "Min", "P", "RuleBuilder", "Sum",
+           "Term", "eq", "ge", "gt", "le", "lt", "ne", "rule"]
+
+WindowLike = int | float | str | Window
+"""A window: ticks (``100_000``), text (``"5 min"``) or a :class:`Window`."""
+
+
+# ------------------------------------------------------------------------- terms
+
+
+class Term:
+    """An expression of the builder; ``+ - * /`` with terms or numbers give new terms."""
+
+    __slots__ = ()
+
+    def __add__(self, other: Operand) -> Term:
+        return _Bin("+", self, other)
+
+    def __radd__(self, other: Operand) -> Term:
+        return _Bin("+", other, self)
+
+    def __sub__(self, other: Operand) -> Term:
+        return _Bin("-", self, other)
+
+    def __rsub__(self, other: Operand) -> Term:
+        return _Bin("-", other, self)
+
+    def __mul__(self, other: Operand) -> Term:
+        return _Bin("*", self, other)
+
+    def __rmul__(self, other: Operand) -> Term:
+        return _Bin("*", other, self)
+
+    def __truediv__(self, other: Operand) -> Term:
+        return _Bin("/", self, other)
+
+    def __rtruediv__(self, other: Operand) -> Term:
+        return _Bin("/", other, self)
+
+    def __neg__(self) -> Term:
+        return _Bin("-", 0, self)
+
+
+Operand = Term | int | float | bool
+
+
+@dataclass(frozen=True, eq=False)
+class _Var(Term):
+    name: str
+
+    def __repr__(self) -> str:
+        return f"P.{self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class _Field(Term):
+    type: str
+    attr: str
+
+    def __repr__(self) -> str:
+        return f"Ev.{self.type}.{self.attr}"
+
+
+@dataclass(frozen=True, eq=False)
+class _Bin(Term):
+    op: str
+    left: Operand
+    right: Operand
+
+
+@dataclass(frozen=True, eq=False)
+class Agg(Term):
+    """An aggregate, made by :func:`Sum`, :func:`Avg`, :func:`Min`, :func:`Max` or
+    :func:`Count`; usable in expressions or bound with :meth:`RuleBuilder.aggregate`."""
+
+    function: Function
+    type: str
+    attr: str | None
+    within: WindowLike
+    before: str
+    constraints: Mapping[str, Any]
+
+
+class _Params:
+    """``P.x`` is the parameter ``$x``."""
+
+    def __getattr__(self, name: str) -> Term:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Var(name)
+
+
+class _Type:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Term:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Field(self._name, attr)
+
+
+class _Events:
+    """``Ev.Smoke.area`` is the attribute ``area`` of the chain element of type Smoke."""
+
+    def __getattr__(self, name: str) -> _Type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Type(name)
+
+
+P = _Params()
+Ev = _Events()
+
+
+def Sum(type: str, attr: str, *, within: WindowLike, before: str,  # noqa: N802
+        **constraints: Any) -> Agg:
+    """``Sum(type(constraints).attr within W from before)``; 0 over no events."""
+    return Agg("sum", type, attr, within, before, constraints)
+
+
+def Avg(type: str, attr: str, *, within: WindowLike, before: str,  # noqa: N802
+        **constraints: Any) -> Agg:
+    """``Avg(type(constraints).attr within W from before)``; undefined over no events."""
+    return Agg("avg", type, attr, within, before, constraints)
+
+
+def Min(type: str, attr: str, *, within: WindowLike, before: str,  # noqa: N802
+        **constraints: Any) -> Agg:
+    """``Min(type(constraints).attr within W from before)``; undefined over no events."""
+    return Agg("min", type, attr, within, before, constraints)
+
+
+def Max(type: str, attr: str, *, within: WindowLike, before: str,  # noqa: N802
+        **constraints: Any) -> Agg:
+    """``Max(type(constraints).attr within W from before)``; undefined over no events."""
+    return Agg("max", type, attr, within, before, constraints)
+
+
+def Count(type: str, *, within: WindowLike, before: str, **constraints: Any) -> Agg:  # noqa: N802
+    """``Count(type(constraints) within W from before)``; 0 over no events."""
+    return Agg("count", type, None, within, before, constraints)
+
+
+# -------------------------------------------------------------------- conditions
+
+
+@dataclass(frozen=True)
+class Cond:
+    """A literal comparison for a constraint: ``value=gt(45)`` is ``value>45``."""
+
+    op: Comparator
+    value: int | float | bool
+
+
+def eq(value: int | float | bool) -> Cond:
+    """``attr=value`` (the same as passing ``value`` itself)."""
+    return Cond("=", value)
+
+
+def ne(value: int | float | bool) -> Cond:
+    """``attr!=value``."""
+    return Cond("!=", value)
+
+
+def lt(value: int | float | bool) -> Cond:
+    """``attr<value``."""
+    return Cond("<", value)
+
+
+def le(value: int | float | bool) -> Cond:
+    """``attr<=value``."""
+    return Cond("<=", value)
+
+
+def gt(value: int | float | bool) -> Cond:
+    """``attr>value``."""
+    return Cond(">", value)
+
+
+def ge(value: int | float | bool) -> Cond:
+    """``attr>=value``."""
+    return Cond(">=", value)
+
+
+# ----------------------------------------------------------------------- builder
+
+
+def rule(name: str, /, **attributes: str) -> RuleBuilder:
+    """Start a rule ``define name(attr: type, ...)``.
+
+    Parameters
+    ----------
+    name : str
+        The composite event type.
+    **attributes : str
+        Its attributes and their types (``int``, ``float``, ``double``, ``bool`` or
+        ``string``), in order.
+
+    Examples
+    --------
+    >>> r = rule("Alarm", level="int").when("Smoke", area=P.a).where(level=1).build()
+    >>> r.attributes, r.assignments
+    ((('level', 'int'),), (('level', Const(value=1)),))
+    """
+    for attr, kind in attributes.items():
+        if not isinstance(kind, str) or kind.lower() not in ATTRIBUTE_TYPES:
+            raise RuleError(f"rule {name}: attribute {attr!r} has unknown type {kind!r}; use "
+                            f"one of {', '.join(ATTRIBUTE_TYPES)}")
+    return RuleBuilder(name, tuple((a, k.lower()) for a, k in attributes.items()))
+
+
+@dataclass(frozen=True)
+class RuleBuilder:
+    """A rule under construction; made by :func:`rule`, finished by :meth:`build`.
+
+    Steps, aggregates, negations and element references are resolved when they are
+    added, so a misspelt type fails at the call that mentions it.
+    """
+
+    name: str
+    attributes: tuple[tuple[str, str], ...]
+    chain: tuple[Pattern, ...] = ()
+    steps: tuple[Step, ...] = ()
+    aggregates: tuple[Aggregate, ...] = ()
+    negations: tuple[Negation, ...] = ()
+    filters: tuple[Comparison, ...] = ()
+    assignments: tuple[tuple[str, Expr], ...] = ()
+
+    # -------------------------------------------------------------------- sequence
+
+    def when(self, type: str, /, **constraints: Any) -> RuleBuilder:
+        """The terminator: every event ``type(constraints)`` starts an evaluation."""
+        if self.chain:
+            raise RuleError(f"rule {self.name}: when() names the terminator and comes once, "
+                            "first; add earlier events with each(), last() or first()")
+        return replace(self, chain=(_pattern(type, constraints),))
+
+    def each(self, type: str, /, *, within: WindowLike, **constraints: Any) -> RuleBuilder:
+        """``and each type(constraints) within W from <previous element>``."""
+        return self._step("each", type, within, constraints)
+
+    def last(self, type: str, /, *, within: WindowLike, **constraints: Any) -> RuleBuilder:
+        """``and last type(constraints) within W from <previous element>``."""
+        return self._step("last", type, within, constraints)
+
+    def first(self, type: str, /, *, within: WindowLike, **constraints: Any) -> RuleBuilder:
+        """``and first type(constraints) within W from <previous element>``."""
+        return self._step("first", type, within, constraints)
+
+    def _step(self, selection: Selection, type: str, within: WindowLike,
+              constraints: Mapping[str, Any]) -> RuleBuilder:
+        self._need_terminator(selection)
+        step = Step(selection, _pattern(type, constraints), _window(within))
+        return replace(self, chain=(*self.chain, step.pattern), steps=(*self.steps, step))
+
+    # ------------------------------------------------------- aggregates, negations
+
+    def aggregate(self, name: str, agg: Agg, /) -> RuleBuilder:
+        """Bind ``agg`` to the parameter ``$name`` (``$name=Func(...)`` in the text).
+
+        Examples
+        --------
+        >>> r = (rule("Hot", t="double").when("Smoke", area=P.a)
+        ...      .aggregate("t", Max("Temp", "value", within=300, before="Smoke", area=P.a))
+        ...      .where(t=P.t).build())
+        >>> r.aggregates[0].name, r.aggregates[0].function, r.assignments
+        ('t', 'max', (('t', ParamRef(name='t')),))
+        """
+        self._need_terminator("aggregate")
+        if not isinstance(agg, Agg):
+            raise RuleError(f"rule {self.name}: aggregate({name!r}, ...) needs Sum(...), "
+                            f"Avg(...), Min(...), Max(...) or Count(...), got {agg!r}")
+        if any(a.name == name for a in self.aggregates):
+            raise RuleError(f"rule {self.name}: ${name} is bound to two aggregates")
+        return replace(self, aggregates=(*self.aggregates, self._aggregate(name, agg)))
+
+    def absent(self, type: str, /, *, within: WindowLike | None = None,
+               before: str | None = None, between: tuple[str, str] | None = None,
+               **constraints: Any) -> RuleBuilder:
+        """A negation: no ``type(constraints)`` in a window.
+
+        ``absent(T, within=W, before=E)`` is ``not T(...) within W from E``;
+        ``absent(T, between=(D, E))`` is ``not T(...) between D and E``.
+
+        Examples
+        --------
+        >>> r = (rule("Quiet").when("C").last("B", within=10)
+        ...      .absent("D", between=("B", "C")).build())
+        >>> r.negations
+        (Negation(pattern=Pattern(type='D', constraints=()), anchor=0, within=None, after=1),)
+        """
+        self._need_terminator("absent")
+        pattern = _pattern(type, constraints)
+        if between is not None and within is None and before is None:
+            after, anchor = self._element(between[0]), self._element(between[1])
+            if after <= anchor:
+                raise RuleError(f"rule {self.name}: between=({between[0]!r}, {between[1]!r}) "
+                                "needs two elements, the earlier in time first")
+            negation = Negation(pattern, anchor, after=after)
+        elif between is None and within is not None and before is not None:
+            negation = Negation(pattern, self._element(before), within=_window(within))
+        else:
+            raise RuleError(f"rule {self.name}: absent({type!r}) takes either within= and "
+                            "before=, or between=(earlier, later)")
+        return replace(self, negations=(*self.negations, negation))
+
+    # ------------------------------------------------------------ filters, where
+
+    def filter(self, left: Operand, op: str, right: Operand, /) -> RuleBuilder:
+        """Keep only the matches where ``left op right`` holds (``45 < $t``).
+
+        Examples
+        --------
+        >>> r = rule("X").when("C", p=P.x).filter(P.x * 2, ">=", 3).build()
+        >>> r.filters[0].op, r.filters[0].right
+        ('>=', Const(value=3))
+        """
+        self._need_terminator("filter")
+        if op not in COMPARATORS:
+            raise RuleError(f"rule {self.name}: unknown comparator {op!r}; use one of "
+                            f"{', '.join(COMPARATORS)}")
+        aggregates = list(self.aggregates)
+        comparison = Comparison(self._expr(left, aggregates), cast(Comparator, op),
+                                self._expr(right, aggregates))
+        return replace(self, aggregates=tuple(aggregates),
+                       filters=(*self.filters, comparison))
+
+    def where(self, **assignments: Operand) -> RuleBuilder:
+        """Assign attributes of the composite event (``where attr=expr and ...``)."""
+        self._need_terminator("where")
+        declared = [a for a, _ in self.attributes]
+        aggregates, assigned = list(self.aggregates), list(self.assignments)
+        for attr, value in assignments.items():
+            if attr not in declared:
+                raise RuleError(f"rule {self.name}: where assigns {attr!r}, which rule() "
+                                f"does not declare (it declares {', '.join(declared) or 'none'})")
+            if any(a == attr for a, _ in assigned):
+                raise RuleError(f"rule {self.name}: attribute {attr!r} is assigned twice")
+            assigned.append((attr, self._expr(value, aggregates)))
+        return replace(self, aggregates=tuple(aggregates), assignments=tuple(assigned))
+
+    def build(self) -> Rule:
+        """Check the rule and return it; raises :class:`RuleError` if inconsistent."""
+        self._need_terminator("build")
+        return Rule(self.name, self.attributes, self.chain[0], self.steps, self.aggregates,
+                    self.negations, self.filters, self.assignments)
+
+    # ------------------------------------------------------------------ internals
+
+    def _need_terminator(self, method: str) -> None:
+        if not self.chain:
+            raise RuleError(f"rule {self.name}: call when(<terminator type>, ...) before "
+                            f"{method}()")
+
+    def _element(self, type: str) -> int:
+        found = [i for i, p in enumerate(self.chain) if p.type == type]
+        if not found:
+            raise RuleError(f"rule {self.name}: {type!r} is not an element of the sequence "
+                            f"so far ({', '.join(p.type for p in self.chain)}); add its step "
+                            "first")
+        if len(found) > 1:
+            raise RuleError(f"rule {self.name}: {type!r} names {len(found)} elements of the "
+                            "sequence; refer only to types that occur once")
+        return found[0]
+
+    def _aggregate(self, name: str, agg: Agg) -> Aggregate:
+        return Aggregate(name, agg.function, _pattern(agg.type, agg.constraints), agg.attr,
+                         _window(agg.within), self._element(agg.before))
+
+    def _expr(self, value: Operand, aggregates: list[Aggregate]) -> Expr:
+        """Translate a term, appending the aggregates it holds to ``aggregates``."""
+        if isinstance(value, bool | int | float):
+            return Const(value)
+        if isinstance(value, _Var):
+            return ParamRef(value.name)
+        if isinstance(value, _Field):
+            return AttrRef(self._element(value.type), value.attr)
+        if isinstance(value, Agg):
+            index = len(aggregates)
+            aggregates.append(self._aggregate(inline_aggregate_name(value.function, index),
+                                              value))
+            return AggRef(index)
+        if isinstance(value, _Bin):
+            left = self._expr(value.left, aggregates)
+            right = self._expr(value.right, aggregates)
+            return BinOp(cast(Arith, value.op), left, right)
+        if hasattr(value, "item"):  # a NumPy scalar
+            return Const(value.item())
+        raise RuleError(f"rule {self.name}: {value!r} is not an expression; use numbers, "
+                        "P.x, Ev.Type.attr, aggregates and + - * /")
+
+
+def _pattern(type: str, constraints: Mapping[str, Any]) -> Pattern:
+    out: list[Constraint] = []
+    for attr, spec in constraints.items():
+        specs = spec if isinstance(spec, list | tuple) else [spec]
+        for item in specs:
+            out.append(_constraint(type, attr, item))
+    return Pattern(type, tuple(out))
+
+
+def _constraint(type: str, attr: str, spec: Any) -> Constraint:
+    if isinstance(spec, _Var):
+        return Constraint(attr, "=", Param(spec.name))
+    if isinstance(spec, Cond):
+        if isinstance(spec.value, Term):
+            raise RuleError(f"{type}({attr}...): a parameter can only be bound with "
+                            f"{attr}=P.name; compare it in filter() instead")
+        return Constraint(attr, spec.op, _literal(type, attr, spec.value))
+    return Constraint(attr, "=", _literal(type, attr, spec))
+
+
+def _literal(type: str, attr: str, value: Any) -> int | float | bool:
+    if hasattr(value, "item") and not isinstance(value, Term):
+        value = value.item()
+    if isinstance(value, bool | int | float):
+        return value
+    raise RuleError(f"{type}({attr}=...): a constraint takes a number or bool, a parameter "
+                    f"(P.x) or a condition such as gt(45), got {value!r}")
+
+
+def _window(within: WindowLike) -> Window:
+    if isinstance(within, Window):
+        return within
+    if isinstance(within, str):
+        return parse_window(within)
+    if isinstance(within, bool) or not isinstance(within, int | float):
+        raise RuleError(f"a window is a number of ticks, a text such as '5 min' or a Window, "
+                        f"got {within!r}")
+    return Window(within)
+
