@@ -1,0 +1,612 @@
+"""AIP: automata-based incremental processing (Cugola & Margara, sec. 4.1 and 5.1).
+
+A rule's chain ``C <- B <- A`` (terminator first) is an automaton that reads events in
+time order: state 0 waits for ``A``, state 1 holds instances that have seen ``A``, state
+2 instances that have seen ``B`` after ``A``, and the terminator accepts. This module
+names a state by the chain element its instances saw last, so state ``k`` holds
+partial sequences ``(element k, element k+1, ..., element n-1)``.
+
+Implementation (sec. 5.1 and Alg. 1)
+------------------------------------
+* Instances of one state live in one table, in the order of the time stamp of the
+  event that triggered their last transition; a row holds that time stamp and the ids
+  of the events the instance has seen: references into one event store per rule, never
+  copies of events.
+* An event that matches element ``j`` (type and literal constraints, one vectorised
+  test per batch) advances the instances of state ``j + 1``: the table is scanned from
+  the most recent instance; instances too old for the step's window are the tail of the
+  table, deleted when the scan meets the first of them (Alg. 1, line 4). Each advanced
+  instance is duplicated into state ``j`` with the event added (lines 6-11); the
+  original stays. Scans run over NumPy slices of the table, newest chunk first.
+* Single selection (``last``): the scan stops at the first event that qualifies (Alg. 1,
+  line 12); ``first`` takes the oldest one in the window. Parameters are checked on the
+  instances (line 5); they are equality constraints, checked by dereferencing the
+  event ids.
+* Aggregates and negations are computed when a sequence is accepted, from one column
+  per aggregate (and per negation) holding the events that match its pattern, pruned
+  by its window (sec. 4.3).
+* Everything older than the longest time horizon the rule can still need is purged at
+  the end of every batch.
+
+Local selection
+---------------
+``last`` and ``first`` choose among *all* events that match the step's pattern, whether
+or not a sequence can be completed behind them (see :mod:`~specula.detectors.rules.ast`).
+An event of such a step that advances no instance is therefore kept in its state as a
+*dead end*: a row whose deeper event ids are ``-1``. A later scan that selects it
+advances nothing and does not fall back to an earlier instance, so the event blocks
+older candidates exactly as the semantics requires.
+
+Two refinements keep Alg. 1 exact for every rule the model allows:
+
+* The instances that share the selected event (several, when a deeper step is ``each``)
+  are a contiguous group of the table, and they are all advanced.
+* A parameter that constrains a ``last``/``first`` step but is bound by an element the
+  anchor event has not seen yet (``D(p=$x) and last C() ... and last B(p=$x) ... from
+  C``: ``C`` does not know ``$x``) cannot be decided when the anchor arrives. The scan
+  then selects the latest (earliest) event per value of such parameters, and the
+  element that binds them later keeps the instances whose values agree. Without such
+  parameters (R1-R5 of the paper) this is the plain break-after-the-first shortcut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specula.detectors.rules.ast import Param, Pattern, Rule
+from specula.detectors.rules.detector import check_rule, element_dtype
+from specula.detectors.rules.engine import Matches
+from specula.events import TypeRegistry
+
+__all__ = ["AIPEngine"]
+
+_COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}
+_FIRST_CHUNK = 256  # instances tested in the first slice of a single-selection scan
+_MIN_CAPACITY = 64
+
+
+class _Table:
+    """Rows appended in time order; rows before ``start`` are deleted.
+
+    ``columns`` maps a name to ``(dtype, width)``; width 0 is a 1-D column. Row ``i``
+    of the arrays has the logical id ``base + i``, which survives compaction.
+    """
+
+    __slots__ = ("base", "cols", "n", "spec", "start")
+
+    def __init__(self, spec: tuple[tuple[str, np.dtype, int], ...]) -> None:
+        self.spec = spec
+        self.cols = {name: np.empty(_shape(_MIN_CAPACITY, w), dtype) for name, dtype, w in spec}
+        self.start = 0
+        self.n = 0
+        self.base = 0
+
+    def __len__(self) -> int:
+        return self.n - self.start
+
+    def reserve(self, extra: int) -> None:
+        """Make room for ``extra`` more rows, compacting or growing the arrays."""
+        capacity = len(self.cols["ts"])
+        if self.n + extra <= capacity:
+            return
+        live = self.n - self.start
+        size = max(capacity, _MIN_CAPACITY)
+        while size < 2 * (live + extra):
+            size *= 2
+        for name, dtype, w in self.spec:
+            old = self.cols[name]
+            new = old if size == capacity else np.empty(_shape(size, w), dtype)
+            new[:live] = old[self.start:self.n]
+            self.cols[name] = new
+        self.base += self.start
+        self.n = live
+        self.start = 0
+
+    def cut(self, horizon: int) -> int:
+        """Index of the first row with ``ts >= horizon``."""
+        ts = self.cols["ts"]
+        return self.start + int(np.searchsorted(ts[self.start:self.n], horizon))
+
+    def live(self, start: int) -> list[np.ndarray]:
+        return [self.cols[name][start:self.n] for name, _, _ in self.spec]
+
+
+def _shape(n: int, width: int) -> tuple[int, ...]:
+    return (n, width) if width else (n,)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """How an event of element ``k - 1`` reads state ``k``.
+
+    ``known``: (attribute of element k, attribute of the anchor) pairs of parameters the
+    anchor already carries; ``unknown``: attributes of element k whose parameters are
+    bound by an element the anchor has not seen; ``deeper``: (column, attribute of that
+    element, attribute of the anchor) for parameters the anchor shares with an element
+    after k (the nearest one).
+    """
+
+    k: int
+    window: int
+    selection: str
+    known: tuple[tuple[str, str], ...]
+    unknown: tuple[str, ...]
+    deeper: tuple[tuple[int, str, str], ...]
+    dead_ends: bool
+
+
+@dataclass(frozen=True)
+class _Column:
+    """An aggregate's or a negation's events: ts, value and parameter attributes."""
+
+    pattern: Pattern
+    horizon: int
+    value: str | None
+    params: tuple[tuple[str, int, str], ...]  # (attr here, binder element, binder attr)
+
+
+class AIPEngine:
+    """Automata-based incremental processing of one rule (the paper's CPU baseline).
+
+    Parameters
+    ----------
+    rule : Rule
+        The rule to detect.
+    registry : TypeRegistry
+        Where the rule's event types are registered; every type and attribute the rule
+        names must exist there.
+    ticks_per_second : float, optional
+        Converts windows written with a time unit (``within 5 min.``) to ticks.
+
+    Examples
+    --------
+    Rule R1 of the paper (``Smoke(area=$a) and each Temp(area=$a and value>45) within
+    5 from Smoke``) on the events of its Fig. 3:
+
+    >>> from specula.detectors.rules.ast import Constraint, Param, Pattern, Rule, Step, Window
+    >>> from specula.events import TypeRegistry
+    >>> reg = TypeRegistry()
+    >>> _ = reg.register("Temp", area="i8", value="f8"); _ = reg.register("Smoke", area="i8")
+    >>> r1 = Rule("Fire", (), Pattern("Smoke", (Constraint("area", "=", Param("a")),)),
+    ...           (Step("each", Pattern("Temp", (Constraint("area", "=", Param("a")),
+    ...                                          Constraint("value", ">", 45))),
+    ...                 Window(5)),))
+    >>> events = reg.from_records([
+    ...     {"type": "Temp", "ts": 1, "area": 1, "value": 50},
+    ...     {"type": "Temp", "ts": 2, "area": 1, "value": 55},
+    ...     {"type": "Smoke", "ts": 5, "area": 2},
+    ...     {"type": "Temp", "ts": 7, "area": 1, "value": 60},
+    ...     {"type": "Smoke", "ts": 8, "area": 1},
+    ...     {"type": "Smoke", "ts": 9, "area": 1}], dtype=reg.dtype())
+    >>> m = AIPEngine(r1, reg).process(events)
+    >>> m.terminator.tolist(), m.elements[1]["value"].tolist()
+    ([4, 5], [60.0, 60.0])
+    """
+
+    def __init__(self, rule: Rule, registry: TypeRegistry,
+                 ticks_per_second: float | None = None) -> None:
+        check_rule(rule, registry)
+        self.rule = rule
+        self.ticks_per_second = ticks_per_second
+        chain = rule.chain
+        self._n = n = len(chain)
+        self._type_ids = tuple(registry.id(p.type) for p in chain)
+        self._windows = (0, *(s.within.ticks(ticks_per_second) for s in rule.steps))
+        self._offsets = tuple(int(x) for x in np.cumsum(self._windows))
+        self._mentions = tuple(_mentions(p) for p in chain)
+        self._dtype = element_dtype(rule, registry)
+        attrs = [name for name in self._dtype.names if name not in _CORE]
+        store_spec = (("ts", np.dtype(np.int64), 0), ("key", np.dtype(np.int64), 0),
+                      ("producer", np.dtype(np.int32), 0), ("seq", np.dtype(np.int64), 0),
+                      *((a, self._dtype[a], 0) for a in attrs))
+        self._store = _Table(store_spec)
+        self._states: list[_Table | None] = [None] + [
+            _Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k)))
+            for k in range(1, n)]
+        self._scans = (None, *(self._scan_plan(k) for k in range(1, n)))
+        self._columns = tuple(self._column(a.pattern, a.anchor, a.within, None, a.attr)
+                              for a in rule.aggregates)
+        self._columns += tuple(self._column(g.pattern, g.anchor, g.within, g.after, None)
+                               for g in rule.negations)
+        self._column_tables = [_Table(self._column_spec(c, registry)) for c in self._columns]
+        self._column_ids = tuple(registry.id(c.pattern.type) for c in self._columns)
+        self._needed = {a for p in (*chain, *(c.pattern for c in self._columns))
+                        for a in (c.attr for c in p.constraints)}
+        self._needed |= {c.value for c in self._columns if c.value}
+        self._now: int | None = None
+
+    # ------------------------------------------------------------------ planning
+
+    def _scan_plan(self, k: int) -> _Scan:
+        mine, anchor = self._mentions[k], self._mentions[k - 1]
+        known = tuple((mine[p][0], anchor[p][0]) for p in mine if p in anchor)
+        unknown = tuple(mine[p][0] for p in mine
+                        if p not in anchor and self.rule.binder(p) < k - 1)
+        deeper = []
+        for p, attrs in anchor.items():
+            if p in mine:
+                continue
+            m = next((m for m in range(k + 1, self._n) if p in self._mentions[m]), None)
+            if m is not None:
+                deeper.append((m - k, self._mentions[m][p][0], attrs[0]))
+        selection = self.rule.steps[k - 1].selection
+        return _Scan(k, self._windows[k], selection, known, unknown, tuple(deeper),
+                     dead_ends=selection != "each" and k < self._n - 1)
+
+    def _column(self, pattern: Pattern, anchor: int, within, after: int | None,
+                value: str | None) -> _Column:
+        if within is not None:
+            horizon = self._offsets[anchor] + within.ticks(self.ticks_per_second)
+        else:
+            horizon = max(self._offsets[anchor], self._offsets[after])
+        params = tuple((attrs[0], self.rule.binder(p), self._mentions[self.rule.binder(p)][p][0])
+                       for p, attrs in _mentions(pattern).items())
+        return _Column(pattern, horizon, value, params)
+
+    @staticmethod
+    def _column_spec(column: _Column, registry: TypeRegistry) -> tuple:
+        fields = dict(registry[column.pattern.type].fields)
+        spec = [("ts", np.dtype(np.int64), 0)]
+        if column.value:
+            spec.append(("_value", np.dtype(np.float64), 0))
+        spec += [(attr, fields[attr], 0) for attr, _, _ in column.params]
+        return tuple(dict((s[0], s) for s in spec).values())  # one column per attribute
+
+    # ------------------------------------------------------------------ processing
+
+    def process(self, events: np.ndarray) -> Matches:
+        """Consume a batch in stream order (other types are ignored); return its matches.
+
+        Parameters
+        ----------
+        events : numpy.ndarray
+            A structured batch in stream order, carrying every attribute the rule reads.
+
+        Returns
+        -------
+        Matches
+            One row per match, ``terminator`` indexing ``events``.
+        """
+        if not len(events):
+            return Matches.empty(self.rule, self._dtype)
+        self._check_fields(events)
+        self._fill_columns(events)
+        roles = [_pattern_mask(events, self._type_ids[j], p) for j, p in enumerate(self.rule.chain)]
+        ids = self._fill_store(events, roles)
+        relevant = np.flatnonzero(np.logical_or.reduce(roles))
+        found: list[tuple[int, np.ndarray]] = []
+        if len(relevant):
+            self._run(events, roles, ids, relevant, found)
+        matches = self._matches(events, found)
+        self._now = int(events["ts"][-1])
+        self._purge()
+        return matches
+
+    def _check_fields(self, events: np.ndarray) -> None:
+        missing = (self._needed | set(self._dtype.names)) - set(events.dtype.names)
+        if missing:
+            raise ValueError(f"rule {self.rule.name}: the batch lacks fields {sorted(missing)}; "
+                             f"build batches with registry.dtype({list(self.rule.input_types)})")
+
+    def _fill_columns(self, events: np.ndarray) -> None:
+        for column, table, tid in zip(self._columns, self._column_tables, self._column_ids,
+                                      strict=True):
+            rows = events[_pattern_mask(events, tid, column.pattern)]
+            if not len(rows):
+                continue
+            table.reserve(len(rows))
+            end = table.n + len(rows)
+            table.cols["ts"][table.n:end] = rows["ts"]
+            if column.value:
+                table.cols["_value"][table.n:end] = rows[column.value]
+            for attr, _, _ in column.params:
+                table.cols[attr][table.n:end] = rows[attr]
+            table.n = end
+
+    def _fill_store(self, events: np.ndarray, roles: list[np.ndarray]) -> np.ndarray:
+        """Append the events of non-terminator elements; return each row's id (or -1)."""
+        ids = np.full(len(events), -1, np.int64)
+        if self._n == 1:
+            return ids
+        stored = np.flatnonzero(np.logical_or.reduce(roles[1:]))
+        store = self._store
+        store.reserve(len(stored))
+        end = store.n + len(stored)
+        for name in store.cols:
+            store.cols[name][store.n:end] = events[name][stored]
+        ids[stored] = np.arange(store.base + store.n, store.base + end)
+        store.n = end
+        return ids
+
+    def _run(self, events: np.ndarray, roles: list[np.ndarray], ids: np.ndarray,
+             relevant: np.ndarray, found: list[tuple[int, np.ndarray]]) -> None:
+        """Alg. 1 for every relevant event, in stream order."""
+        n = self._n
+        bits = np.zeros(len(relevant), np.int64)
+        for j, mask in enumerate(roles):
+            bits |= mask[relevant].astype(np.int64) << j
+        values = [{a: events[a][relevant].tolist() for a, *_ in self._mentions[j].values()}
+                  for j in range(n)]
+        ts_list = events["ts"][relevant].tolist()
+        id_list = ids[relevant].tolist()
+        for r, (i, b, ts, eid) in enumerate(zip(relevant.tolist(), bits.tolist(), ts_list,
+                                                id_list, strict=True)):
+            for j in range(n):
+                if not b >> j & 1:
+                    continue
+                if j == n - 1 and j > 0:
+                    self._append(j, ts, np.array([eid], np.int64))
+                    continue
+                if n == 1:
+                    found.append((i, np.empty((1, 0), np.int64)))
+                    continue
+                anchor = {a: column[r] for a, column in values[j].items()}
+                rows = self._advance(self._scans[j + 1], ts, anchor)
+                table = self._states[j + 1]
+                if j == 0:
+                    if len(rows):
+                        found.append((i, table.cols["ids"][rows]))
+                elif len(rows):
+                    deeper = table.cols["ids"][rows]
+                    self._append(j, ts, np.column_stack(
+                        [np.full(len(rows), eid, np.int64), deeper]))
+                elif self._scans[j].dead_ends:
+                    dead = np.full((1, n - j), -1, np.int64)
+                    dead[0, 0] = eid
+                    self._append(j, ts, dead)
+
+    def _append(self, k: int, ts: int, ids: np.ndarray) -> None:
+        table = self._states[k]
+        if ids.ndim == 1:
+            ids = ids[None, :]
+        table.reserve(len(ids))
+        end = table.n + len(ids)
+        table.cols["ts"][table.n:end] = ts
+        table.cols["ids"][table.n:end] = ids
+        table.n = end
+
+    def _advance(self, scan: _Scan, ts: int, anchor: dict) -> np.ndarray:
+        """Rows of state ``scan.k`` that an anchor at ``ts`` selects and may advance."""
+        table = self._states[scan.k]
+        times = table.cols["ts"]
+        lo = table.start + int(np.searchsorted(times[table.start:table.n], ts - scan.window))
+        table.start = lo  # the expired tail (Alg. 1, line 4)
+        hi = lo + int(np.searchsorted(times[lo:table.n], ts))  # strictly earlier
+        if hi <= lo:
+            return np.empty(0, np.int64)
+        if scan.selection == "each" or scan.unknown:
+            cand = lo + np.flatnonzero(self._known(scan, lo, hi, anchor))
+            rows = cand if scan.selection == "each" else self._per_value(scan, cand)
+        else:
+            idx = self._single(scan, lo, hi, anchor)
+            if idx < 0:
+                return np.empty(0, np.int64)
+            first = table.cols["ids"][lo:hi, 0]
+            event = first[idx - lo]
+            rows = lo + np.arange(np.searchsorted(first, event),
+                                  np.searchsorted(first, event, side="right"))
+        return self._consistent(scan, rows, anchor)
+
+    def _known(self, scan: _Scan, lo: int, hi: int, anchor: dict) -> np.ndarray:
+        """Whether the events of element k in rows ``lo:hi`` match the anchor's parameters."""
+        if not scan.known:
+            return np.ones(hi - lo, bool)
+        store = self._store
+        refs = self._states[scan.k].cols["ids"][lo:hi, 0] - store.base
+        ok = store.cols[scan.known[0][0]][refs] == anchor[scan.known[0][1]]
+        for mine, theirs in scan.known[1:]:
+            ok &= store.cols[mine][refs] == anchor[theirs]
+        return ok
+
+    def _single(self, scan: _Scan, lo: int, hi: int, anchor: dict) -> int:
+        """The newest (``last``) or oldest (``first``) qualifying row, or -1: the scan
+        tests growing slices from that end and stops at the first hit."""
+        if not scan.known:
+            return hi - 1 if scan.selection == "last" else lo
+        size = _FIRST_CHUNK
+        if scan.selection == "last":
+            end = hi
+            while end > lo:
+                begin = max(lo, end - size)
+                hits = np.flatnonzero(self._known(scan, begin, end, anchor))
+                if len(hits):
+                    return begin + int(hits[-1])
+                end, size = begin, size * 4
+        else:
+            begin = lo
+            while begin < hi:
+                end = min(hi, begin + size)
+                hits = np.flatnonzero(self._known(scan, begin, end, anchor))
+                if len(hits):
+                    return begin + int(hits[0])
+                begin, size = end, size * 4
+        return -1
+
+    def _per_value(self, scan: _Scan, cand: np.ndarray) -> np.ndarray:
+        """Rows of the newest/oldest candidate event per value of the unknown parameters."""
+        if not len(cand):
+            return cand
+        store = self._store
+        events = self._states[scan.k].cols["ids"][cand, 0]
+        refs = events - store.base
+        values = np.stack([store.cols[a][refs] for a in scan.unknown], axis=1)
+        order = slice(None, None, -1) if scan.selection == "last" else slice(None)
+        _, first = np.unique(values[order], axis=0, return_index=True)
+        chosen = events[order][first]
+        return cand[np.isin(events, chosen)]
+
+    def _consistent(self, scan: _Scan, rows: np.ndarray, anchor: dict) -> np.ndarray:
+        """Drop dead ends and instances whose deeper events disagree with the anchor."""
+        if not len(rows):
+            return rows
+        ids = self._states[scan.k].cols["ids"]
+        if scan.dead_ends:
+            rows = rows[ids[rows, 1] >= 0]
+        store = self._store
+        for column, attr, theirs in scan.deeper:
+            if not len(rows):
+                break
+            rows = rows[store.cols[attr][ids[rows, column] - store.base] == anchor[theirs]]
+        return rows
+
+    # ------------------------------------------------------------------ detection
+
+    def _matches(self, events: np.ndarray, found: list[tuple[int, np.ndarray]]) -> Matches:
+        """Matches of the batch, with aggregates and negations (sec. 4.3)."""
+        rule = self.rule
+        if not found:
+            return Matches.empty(rule, self._dtype)
+        terminator = np.concatenate([np.full(len(r), i, np.int64) for i, r in found])
+        deeper = np.concatenate([r for _, r in found])
+        elements = [_as_elements(events[terminator], self._dtype)]
+        store = self._store
+        for k in range(1, self._n):
+            refs = deeper[:, k - 1] - store.base
+            rows = np.zeros(len(refs), self._dtype)
+            for name in self._dtype.names:
+                rows[name] = store.cols[name][refs]
+            elements.append(rows)
+        n_agg = len(rule.aggregates)
+        aggregates = np.zeros((len(terminator), n_agg))
+        negations = np.zeros((len(terminator), len(rule.negations)), np.int64)
+        for c in range(len(self._columns)):
+            if c < n_agg:
+                aggregates[:, c] = self._aggregate(c, elements)
+            else:
+                negations[:, c - n_agg] = self._aggregate(c, elements)
+        return Matches(terminator, tuple(elements), aggregates, negations)
+
+    def _aggregate(self, c: int, elements: list[np.ndarray]) -> np.ndarray:
+        """Value of column ``c``'s aggregate (or negation count) for every match."""
+        column, table = self._columns[c], self._column_tables[c]
+        if c < len(self.rule.aggregates):
+            agg = self.rule.aggregates[c]
+            function = agg.function
+            end = elements[agg.anchor]["ts"]
+            begin = end - agg.within.ticks(self.ticks_per_second)
+            first = np.searchsorted(table.cols["ts"][table.start:table.n], begin)
+        else:
+            neg = self.rule.negations[c - len(self.rule.aggregates)]
+            function = "count"
+            end = elements[neg.anchor]["ts"]
+            times = table.cols["ts"][table.start:table.n]
+            if neg.within is not None:
+                first = np.searchsorted(times, end - neg.within.ticks(self.ticks_per_second))
+            else:
+                first = np.searchsorted(times, elements[neg.after]["ts"], side="right")
+        times = table.cols["ts"][table.start:table.n]
+        last = np.searchsorted(times, end)
+        bound = [elements[binder][attr] for _, binder, attr in column.params]
+        out = np.zeros(len(end))
+        for m, (b, e) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
+            b, e = table.start + b, table.start + e
+            keep = np.ones(max(0, e - b), bool)
+            for (attr, _, _), values in zip(column.params, bound, strict=True):
+                keep &= table.cols[attr][b:e] == values[m]
+            out[m] = _reduce(function, table.cols["_value"][b:e][keep]
+                             if column.value else keep)
+        return out
+
+    # ------------------------------------------------------------------ state
+
+    def automata(self) -> list[int]:
+        """Automata per state: entry ``k >= 1`` counts the instances that saw element
+        ``k`` last (dead ends included); entry 0 is the initial automaton."""
+        return [1, *(len(t) for t in self._states[1:])]
+
+    def stored(self) -> dict[str, int | list[int]]:
+        """Events kept: in the rule's event store, and per aggregate/negation column."""
+        return {"events": len(self._store), "columns": [len(t) for t in self._column_tables]}
+
+    def _purge(self) -> None:
+        """Delete what no future event can use: instances whose next step's window has
+        passed, and stored events older than the rule's longest horizon."""
+        now = self._now
+        for k in range(1, self._n):
+            table = self._states[k]
+            table.start = table.cut(now - self._windows[k])
+        self._store.start = self._store.cut(now - self._offsets[-1])
+        for column, table in zip(self._columns, self._column_tables, strict=True):
+            table.start = table.cut(now - column.horizon)
+
+    def _tables(self) -> list[tuple[_Table, int]]:
+        """Every table with its horizon (ticks before the newest event)."""
+        tables = [(self._store, self._offsets[-1])]
+        tables += [(self._states[k], self._windows[k]) for k in range(1, self._n)]
+        tables += [(t, c.horizon) for c, t in zip(self._columns, self._column_tables,
+                                                  strict=True)]
+        return tables
+
+    def snapshot(self) -> bytes:
+        """The live state as bytes: equal bytes for equal states, however the stream
+        was cut into batches (expired rows that lazy deletion keeps are left out)."""
+        tables = self._tables()
+        starts = [t.start if self._now is None else t.cut(self._now - h) for t, h in tables]
+        header = [0 if self._now is None else 1, self._now or 0,
+                  self._store.base + starts[0]]
+        header += [t.n - s for (t, _), s in zip(tables, starts, strict=True)]
+        parts = [np.array(header, np.int64).tobytes()]
+        for (table, _), start in zip(tables, starts, strict=True):
+            parts += [np.ascontiguousarray(c).tobytes() for c in table.live(start)]
+        return b"".join(parts)
+
+    def restore(self, state: bytes) -> None:
+        """Return to a state produced by :meth:`snapshot`."""
+        tables = self._tables()
+        head = np.frombuffer(state, np.int64, count=3 + len(tables))
+        self._now = int(head[1]) if head[0] else None
+        offset = head.nbytes
+        for (table, _), rows in zip(tables, head[3:].tolist(), strict=True):
+            table.start = table.n = table.base = 0
+            table.reserve(rows)
+            for name, dtype, w in table.spec:
+                count = rows * max(w, 1)
+                data = np.frombuffer(state, dtype, count=count, offset=offset)
+                table.cols[name][:rows] = data.reshape(_shape(rows, w))
+                offset += data.nbytes
+            table.n = rows
+        self._store.base = int(head[2])
+
+
+_CORE = ("ts", "key", "producer", "seq")
+
+
+def _mentions(pattern: Pattern) -> dict[str, list[str]]:
+    """Parameter name -> the attributes of ``pattern`` bound to it."""
+    out: dict[str, list[str]] = {}
+    for c in pattern.constraints:
+        if isinstance(c.value, Param):
+            out.setdefault(c.value.name, []).append(c.attr)
+    return out
+
+
+def _pattern_mask(events: np.ndarray, type_id: int, pattern: Pattern) -> np.ndarray:
+    """Rows of ``events`` of the pattern's type that satisfy its literal constraints (and
+    carry equal values where the pattern binds one parameter to several attributes)."""
+    mask = events["type"] == type_id
+    for c in pattern.literals():
+        mask &= _COMPARE[c.op](events[c.attr], c.value)
+    for attrs in _mentions(pattern).values():
+        for other in attrs[1:]:
+            mask &= events[other] == events[attrs[0]]
+    return mask
+
+
+def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    out = np.zeros(len(rows), dtype)
+    for name in dtype.names:
+        out[name] = rows[name]
+    return out
+
+
+def _reduce(function: str, values: np.ndarray) -> float:
+    if function == "count":
+        return float(np.count_nonzero(values))
+    if function == "sum":
+        return float(values.sum())
+    if not len(values):
+        return float("nan")
+    return float({"avg": np.mean, "min": np.min, "max": np.max}[function](values))
