@@ -1,0 +1,262 @@
+"""A detector that runs rules: one engine per rule, composite events out.
+
+:class:`RuleDetector` is an ordinary :class:`~specula.detectors.base.Detector`, so a
+graph runs it behind a speculative ordering unit like any other detector. Its engine is
+chosen by name (``"aip"``, ``"cdp"``, ``"gpu"``) and imported only when the detector
+first processes a batch, so a graph holding a GPU detector can be declared on a machine
+without a GPU and shipped to an actor that has one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+
+from specula.detectors.base import Detector, Emitter
+from specula.detectors.rules.ast import (
+    AttrRef,
+    BinOp,
+    Expr,
+    Rule,
+    RuleError,
+    Window,
+)
+from specula.detectors.rules.engine import Engine, compose, register_composite
+from specula.events import TypeRegistry
+
+__all__ = ["ENGINES", "RuleDetector", "check_rule", "element_dtype", "engine_class"]
+
+EngineName = Literal["aip", "cdp", "gpu"]
+
+ENGINES: dict[str, tuple[str, str]] = {
+    "aip": ("specula.detectors.rules.aip", "AIPEngine"),
+    "cdp": ("specula.detectors.rules.cdp", "CDPEngine"),
+    "gpu": ("specula.detectors.rules.cdp_gpu", "GPUCDPEngine"),
+}
+_CORE = (("ts", np.int64), ("key", np.int64), ("producer", np.int32), ("seq", np.int64))
+
+
+def engine_class(name: str) -> type:
+    """The engine class called ``name`` (``"aip"``, ``"cdp"`` or ``"gpu"``), imported now.
+
+    >>> engine_class("aip").__name__
+    'AIPEngine'
+    """
+    if name not in ENGINES:
+        raise ValueError(f"unknown rule engine {name!r}; use one of {', '.join(ENGINES)}")
+    module, cls = ENGINES[name]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"rule engine {name!r} needs {module}.{cls}, which cannot be "
+                          f"imported ({exc}); use engine='aip'") from exc
+
+
+def check_rule(rule: Rule, registry: TypeRegistry,
+               ticks_per_second: float | None = None) -> None:
+    """Raise :class:`RuleError` unless every type and attribute ``rule`` names is registered
+    and every window can be converted to ticks.
+
+    >>> reg = TypeRegistry(); _ = reg.register("A", x="i8")
+    >>> from specula.detectors.rules.ast import Constraint, Pattern
+    >>> try:
+    ...     check_rule(Rule("R", (), Pattern("A", (Constraint("y", "=", 1),))), reg)
+    ... except RuleError as exc:
+    ...     print(exc)
+    rule R: event type 'A' has no attribute 'y'; its attributes are x
+    """
+    patterns = [*rule.chain, *(a.pattern for a in rule.aggregates),
+                *(n.pattern for n in rule.negations)]
+    for pattern in patterns:
+        fields = _fields(rule, pattern.type, registry)
+        for c in pattern.constraints:
+            _require(rule, pattern.type, c.attr, fields)
+    for agg in rule.aggregates:
+        if agg.attr is not None:
+            _require(rule, agg.pattern.type, agg.attr, _fields(rule, agg.pattern.type, registry))
+    for ref in _attr_refs(rule):
+        t = rule.chain[ref.element].type
+        _require(rule, t, ref.attr, _fields(rule, t, registry))
+    windows: list[Window] = [s.within for s in rule.steps]
+    windows += [a.within for a in rule.aggregates]
+    windows += [n.within for n in rule.negations if n.within is not None]
+    for w in windows:
+        try:
+            w.ticks(ticks_per_second)
+        except RuleError as exc:
+            raise RuleError(f"rule {rule.name}: {exc}; pass ticks_per_second") from None
+
+
+def element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:
+    """Dtype of the chain elements of a match: the core fields an engine must keep and
+    every attribute of a chain element the rule reads (constraints, ``Type.attr``).
+
+    >>> from specula.detectors.rules.ast import Constraint, Param, Pattern
+    >>> reg = TypeRegistry(); _ = reg.register("A", x="i8", y="f8")
+    >>> element_dtype(Rule("R", (), Pattern("A", (Constraint("x", "=", Param("p")),))), reg).names
+    ('ts', 'key', 'producer', 'seq', 'x')
+    """
+    attrs = [c.attr for p in rule.chain for c in p.constraints]
+    attrs += [r.attr for r in _attr_refs(rule)]
+    fields = {}
+    for p in rule.chain:
+        fields.update(registry[p.type].fields)
+    return np.dtype([*_CORE, *((a, fields[a]) for a in dict.fromkeys(attrs))])
+
+
+class RuleDetector(Detector):
+    """A detector for one or many rules, each run by its own engine.
+
+    Parameters
+    ----------
+    rules : str, Rule or iterable of Rule
+        The rules; a string is parsed with
+        :func:`~specula.detectors.rules.parser.parse_rules`.
+    registry : TypeRegistry
+        The graph's registry: the rules' event types must be registered with every
+        attribute the rules name; the composite types are registered here.
+    engine : {"aip", "cdp", "gpu"}
+        AIP automata, CDP columns on the CPU (Numba) or CDP columns on a GPU. The engine
+        module is imported when the detector first processes a batch.
+    ticks_per_second : float, optional
+        The graph's time unit, needed by windows written with a unit (``5 min.``).
+
+    Attributes
+    ----------
+    inputs, outputs : tuple of str
+        Every type the rules read; the composite types they define.
+    num_gpus : float
+        GPUs its actor asks Ray for (set by :func:`~specula.detectors.rules.placement.plan`).
+
+    Examples
+    --------
+    >>> from specula.detectors.rules.ast import Constraint, Param, Pattern, Step
+    >>> from specula.detectors.rules.ast import ParamRef, Window
+    >>> reg = TypeRegistry(); _ = reg.register("A", x="i8"); _ = reg.register("B", x="i8")
+    >>> rule = Rule("AB", (("x", "int"),), Pattern("B", (Constraint("x", "=", Param("p")),)),
+    ...             (Step("last", Pattern("A", (Constraint("x", "=", Param("p")),)), Window(10)),),
+    ...             assignments=(("x", ParamRef("p")),))
+    >>> det = RuleDetector([rule], reg)
+    >>> det.inputs, det.outputs
+    (('B', 'A'), ('AB',))
+    >>> batch = reg.from_records([{"type": "A", "ts": 1, "x": 7}, {"type": "B", "ts": 4, "x": 7},
+    ...                           {"type": "B", "ts": 20, "x": 7}], dtype=reg.dtype(["A", "B"]))
+    >>> emit = Emitter()
+    >>> det.on_batch(batch, [t.name for t in reg.types()], emit)
+    >>> name, columns, cause = emit.column_batches[0]
+    >>> name, columns["ts"].tolist(), columns["x"].tolist(), cause.tolist()
+    ('AB', [4], [7], [1])
+    """
+
+    def __init__(self, rules: str | Rule | Iterable[Rule], registry: TypeRegistry, *,
+                 engine: EngineName = "aip", ticks_per_second: float | None = None) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown rule engine {engine!r}; use one of {', '.join(ENGINES)}")
+        self.rules = _as_rules(rules)
+        self.engine = engine
+        self.ticks_per_second = ticks_per_second
+        for rule in self.rules:
+            check_rule(rule, registry, ticks_per_second)
+        _check_no_self_input(self.rules)
+        for rule in self.rules:
+            register_composite(rule, registry)
+        self.registry = registry
+        self.inputs = tuple(dict.fromkeys(t for r in self.rules for t in r.input_types))
+        self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
+        self.num_gpus = 0.0
+        self._engines: list[Engine] | None = None
+
+    def engines(self) -> list[Engine]:
+        """The rules' engines, created (and their module imported) on first use."""
+        if self._engines is None:
+            cls = engine_class(self.engine)
+            self._engines = [cls(rule, self.registry, ticks_per_second=self.ticks_per_second)
+                             for rule in self.rules]
+        return self._engines
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        """Run every rule's engine on the batch and emit its composite events, each caused
+        by its terminator."""
+        for rule, engine in zip(self.rules, self.engines(), strict=True):
+            matches = engine.process(events)
+            if not len(matches):
+                continue
+            kept, columns = compose(rule, matches)
+            if len(kept):
+                terminators = matches.elements[0][kept]
+                emit.many(rule.name, ts=terminators["ts"], cause=matches.terminator[kept],
+                          key=terminators["key"], **columns)
+
+    def snapshot(self) -> tuple[bytes, ...]:
+        """One snapshot per engine (pickled where an engine's snapshot is not bytes)."""
+        return tuple(s if isinstance(s, bytes) else _Pickled(pickle.dumps(s))
+                     for s in (e.snapshot() for e in self.engines()))
+
+    def restore(self, state: tuple[bytes, ...]) -> None:
+        """Return every engine to its state in ``state``."""
+        for engine, s in zip(self.engines(), state, strict=True):
+            engine.restore(pickle.loads(s) if isinstance(s, _Pickled) else s)
+
+    def __repr__(self) -> str:
+        return f"RuleDetector({', '.join(r.name for r in self.rules)}, engine={self.engine!r})"
+
+
+class _Pickled(bytes):
+    """A pickled engine snapshot (bytes compare by value, as snapshots must)."""
+
+
+def _as_rules(rules: str | Rule | Iterable[Rule]) -> tuple[Rule, ...]:
+    if isinstance(rules, str):
+        from specula.detectors.rules.parser import parse_rules
+
+        rules = parse_rules(rules)
+    elif isinstance(rules, Rule):
+        rules = [rules]
+    rules = tuple(rules)
+    if not rules:
+        raise ValueError("RuleDetector needs at least one rule")
+    for r in rules:
+        if not isinstance(r, Rule):
+            raise TypeError(f"expected Rule objects or rule text, got {type(r).__name__}")
+    return rules
+
+
+def _check_no_self_input(rules: tuple[Rule, ...]) -> None:
+    defined = {r.name: r for r in rules}
+    for rule in rules:
+        for t in rule.input_types:
+            if t in defined:
+                raise RuleError(f"rule {rule.name} reads {t}, which rule {defined[t].name} of "
+                                "the same detector defines; a detector cannot consume its own "
+                                "output: put the two rules in separate detectors")
+
+
+def _fields(rule: Rule, type_name: str, registry: TypeRegistry) -> tuple[str, ...]:
+    if type_name not in registry:
+        raise RuleError(f"rule {rule.name}: event type {type_name!r} is not registered; "
+                        f"register it first (registry.register({type_name!r}, attr=dtype, ...))")
+    return registry[type_name].field_names
+
+
+def _require(rule: Rule, type_name: str, attr: str, fields: tuple[str, ...]) -> None:
+    if attr not in fields:
+        have = ", ".join(fields) or "none"
+        raise RuleError(f"rule {rule.name}: event type {type_name!r} has no attribute "
+                        f"{attr!r}; its attributes are {have}")
+
+
+def _attr_refs(rule: Rule) -> list[AttrRef]:
+    exprs: list[Expr] = [e for _, e in rule.assignments]
+    exprs += [x for f in rule.filters for x in (f.left, f.right)]
+    out: list[AttrRef] = []
+    while exprs:
+        e = exprs.pop()
+        if isinstance(e, BinOp):
+            exprs += [e.left, e.right]
+        elif isinstance(e, AttrRef):
+            out.append(e)
+    return out
