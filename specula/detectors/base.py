@@ -127,11 +127,15 @@ class Detector:
     picklable, or override :meth:`snapshot` and :meth:`restore` together. Two snapshots
     that compare equal must stand for the same state: on-demand retraction stops a
     replay as soon as the replayed state equals the recorded one.
+
+    ``num_gpus`` is a resource hint: the GPUs (a fraction is allowed) the Ray runtime
+    asks for when it creates the detector's actor; 0 for CPU-only detectors.
     """
 
     inputs: ClassVar[tuple[str, ...]] = ()
     outputs: ClassVar[tuple[str, ...]] = ()
     clock: ClassVar[tuple[str, ...] | None] = None
+    num_gpus: float = 0.0
 
     def clock_types(self) -> tuple[str, ...]:
         """The input types whose time stamps set the ordering unit's clock."""

@@ -18,7 +18,7 @@ import numpy as np
 from specula import events as ev
 from specula.actors.detector import DetectorWorker, Publisher, Route
 from specula.cluster import ray_session
-from specula.pipelines.graph import Graph
+from specula.pipelines.graph import Graph, Instance
 from specula.pipelines.inprocess import prepare_raw
 from specula.pipelines.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.pipelines.routing import Router, split_by_key
@@ -67,8 +67,8 @@ class RayRuntime:
         graph, router = self.graph, Router(self.graph)
         instances = graph.instances()
         actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
-        actors = {i.producer: actor_cls.remote(i, graph.registry, self.max_in_flight)
-                  for i in instances}
+        actors = {i.producer: actor_cls.options(**actor_options(i)).remote(
+                      i, graph.registry, self.max_in_flight) for i in instances}
         try:
             of_node = {n: [actors[i.producer] for i in instances if i.node.name == n]
                        for n in graph.nodes}
@@ -124,6 +124,19 @@ class RayRuntime:
                 alpha={r["label"]: r["alpha"] for r in mine if r["alpha"]},
                 series=[dict(s, instance=r["label"]) for r in mine for s in r["series"]])
         return RunReport("ray", detectors, n_raw, wall, 1e-9)
+
+
+def actor_options(instance: Instance) -> dict[str, float]:
+    """Ray options of the actor that runs ``instance``: the GPUs its detector asks for
+    (:attr:`~specula.detectors.base.Detector.num_gpus`), if any.
+
+    >>> from specula.detectors.examples import Threshold, example_registry
+    >>> g = Graph(example_registry(), sources=("C",)).add("big_c", Threshold())
+    >>> actor_options(g.instances()[0])
+    {}
+    """
+    gpus = float(getattr(instance.node.detector, "num_gpus", 0.0) or 0.0)
+    return {"num_gpus": gpus} if gpus > 0 else {}
 
 
 def _batches(raw: np.ndarray | Iterable[np.ndarray], size: int) -> Iterable[np.ndarray]:
