@@ -33,3 +33,19 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
         yield
     finally:
         ray.shutdown()
+
+
+def gpus_available() -> int:
+    """GPUs in the Ray cluster this process is connected to; 0 when Ray is not running.
+
+    >>> import ray
+    >>> gpus_available() if not ray.is_initialized() else 0
+    0
+    """
+    try:
+        import ray
+    except ImportError:
+        return 0
+    if not ray.is_initialized():
+        return 0
+    return int(ray.cluster_resources().get("GPU", 0))
