@@ -410,15 +410,19 @@ class _Parser:
         return -value if negative else value
 
     def window(self) -> Window:
-        if self.peek().kind != "number":
+        token = self.peek()
+        if token.kind != "number":
             raise self.fail("a window length (a number of ticks or a number and a unit)")
         value = _number(self.advance().text)
-        if not self.at_keyword(*UNIT_SECONDS):
-            return Window(value)
-        unit = self.advance().text.lower()
-        if self.at_op("."):
-            self.advance()
-        return Window(value, unit)
+        unit = ""
+        if self.at_keyword(*UNIT_SECONDS):
+            unit = self.advance().text.lower()
+            if self.at_op("."):
+                self.advance()
+        try:
+            return Window(value, unit)
+        except RuleError as exc:
+            raise RuleSyntaxError(token.line, token.column, str(exc)) from None
 
     # ---------------------------------------------------------------- from clause
 
