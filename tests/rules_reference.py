@@ -216,15 +216,17 @@ def _evaluate(expr: Expr, elements: list[dict[str, Any]], params: dict[str, Any]
 def random_events(registry: TypeRegistry, types: Sequence[str], n: int, *, seed: int,
                   n_values: int = 3, max_gap: int = 2,
                   ranges: dict[str, tuple[int, int]] | None = None, producers: int = 3,
-                  keys: int = 2, start: int = 0) -> np.ndarray:
+                  keys: int = 2, start: int = 0, serial: str | None = None) -> np.ndarray:
     """A time-ordered batch of ``n`` random events of ``types``.
 
     Time stamps grow by 0..``max_gap`` (so some are equal); ``producer`` is drawn from
     ``range(producers)`` with a per-producer ``seq`` counter, so ``(producer, seq)`` are
     distinct and equal time stamps are broken by ``producer << 40 | seq``. Payload
     values are integers in ``[0, n_values)`` unless ``ranges`` gives ``(low, high)`` for
-    a field (high excluded); float fields take halves of such integers. The batch has
-    the dtype of ``types``; the rows are sorted in stream order.
+    a field (high excluded); float fields take halves of such integers. The field named
+    ``serial``, if given, numbers the events 0, 1, ... in stream order, so that a rule
+    can name the events it chose. The batch has the dtype of ``types``; the rows are
+    sorted in stream order.
     """
     rng = np.random.default_rng(seed)
     ranges = ranges or {}
@@ -249,7 +251,10 @@ def random_events(registry: TypeRegistry, types: Sequence[str], n: int, *, seed:
                 values = rng.integers(low, high, size=len(rows))
             events[attr][rows] = values
     order_key = (events["producer"].astype(np.int64) << ORDER_SHIFT) | events["seq"]
-    return events[np.lexsort((order_key, events["ts"]))]
+    events = events[np.lexsort((order_key, events["ts"]))]
+    if serial is not None:
+        events[serial] = np.arange(n)
+    return events
 
 
 def random_batches(events: np.ndarray, *, seed: int, max_size: int = 16) -> list[np.ndarray]:
@@ -276,10 +281,10 @@ def fire_registry() -> TypeRegistry:
 
 
 def abc_registry() -> TypeRegistry:
-    """Types A, B, C, D and a type N no rule reads, all with p, v, att and value."""
+    """Types A, B, C, D and N, all with p, v, att, value and a serial number n."""
     registry = TypeRegistry()
     for name in "ABCDN":
-        registry.register(name, p="i8", v="i8", att="i8", value="f8")
+        registry.register(name, p="i8", v="i8", att="i8", value="f8", n="i8")
     return registry
 
 
@@ -326,12 +331,12 @@ PAPER_RULES = {"R1": R1, "R2": R2, "R3": R3, "R4": R4, "R5": R5}
 _FIRE = dict(registry=fire_registry, types=("Smoke", "Temp", "Temp", "Rain"),
              ticks_per_second=1 / 60, stream=dict(ranges={"area": (0, 2), "value": (40, 50)}))
 _ABC = dict(registry=abc_registry, types=("A", "B", "C", "D", "N"),
-            stream=dict(max_gap=1, ranges={"p": (0, 2), "att": (0, 2), "v": (0, 8),
-                                           "value": (0, 5)}))
-# Element ts and seq identify the chosen events, so a wrong choice cannot hide behind
-# equal attribute values.
-_IDS = "b_ts=B.ts and b_seq=B.seq and a_ts=A.ts and a_seq=A.seq"
-_ID_ATTRS = "b_ts: int, b_seq: int, a_ts: int, a_seq: int"
+            stream=dict(max_gap=1, serial="n", ranges={"p": (0, 2), "att": (0, 2), "v": (0, 8),
+                                                       "value": (0, 5)}))
+# Serial numbers identify the chosen events, so a wrong choice cannot hide behind equal
+# attribute values.
+_IDS = "b=B.n and a=A.n"
+_ID_ATTRS = "b: int, a: int"
 
 
 def _cases() -> dict[str, Case]:
@@ -354,35 +359,35 @@ def _cases() -> dict[str, Case]:
         Case("no_params", f"""define N0({_ID_ATTRS})
             from C(v>=3) and first B(v!=2) within 5 from C and each A(v<6) within 4 from B
             where {_IDS}""", **_ABC),
-        Case("two_params", """define T(x: int, y: int, a_seq: int)
+        Case("two_params", """define T(x: int, y: int, a: int)
             from C(p=$x and att=$y) and each A(p=$x and att=$y) within 8 from C
-            where x=$x and y=$y and a_seq=A.seq""", **_ABC),
+            where x=$x and y=$y and a=A.n""", **_ABC),
         Case("four_elements", """define F4(x: int, d: int, a: int)
             from D(p=$x) and each C(p=$x) within 4 from D and last B() within 3 from C
               and each A(p=$x) within 4 from B
-            where x=$x and d=D.seq and a=A.seq""", **_ABC),
+            where x=$x and d=D.n and a=A.n""", **_ABC),
         Case("repeated_type", """define RT(x: int, n: int)
             from C(p=$x) and each A(p=$x) within 5 from C and first A(v>1) within 5 from A
               and each B() within 2 from A
-            where x=$x and n=B.seq""", **_ABC),
+            where x=$x and n=B.n""", **_ABC),
         Case("literal_ops", f"""define LO({_ID_ATTRS})
             from C(v<5 and v>=1 and p!=0) and last B(v<=4 and att=1) within 6 from C
               and each A(v>0 and value<3.5) within 4 from B
             where {_IDS}""", **_ABC),
         Case("seconds", """define Sec(x: int, s: int)
-            from C(p=$x) and each A(p=$x) within 4 s from C where x=$x and s=A.seq""",
+            from C(p=$x) and each A(p=$x) within 4 s from C where x=$x and s=A.n""",
              ticks_per_second=1.0, **_ABC),
     ]
     for function in ("Sum", "Avg", "Min", "Max"):
         cases.append(Case(f"agg_{function.lower()}", f"""define G(x: int, y: double, b: int)
             from C(p=$x) and last B(p=$x) within 5 from C
               and $y={function}(A(p=$x).value within 3 from B)
-            where x=$x and y=$y and b=B.seq""", **_ABC))
+            where x=$x and y=$y and b=B.n""", **_ABC))
     cases += [
         Case("agg_count", """define G(x: int, n: int, b: int)
             from C(p=$x) and each B(p=$x) within 5 from C
               and $n=count(B(p=$x and v>3) within 4 from B)
-            where x=$x and n=$n and b=B.seq""", **_ABC),
+            where x=$x and n=$n and b=B.n""", **_ABC),
         Case("agg_filter", """define G(x: int, t: double)
             from C(p=$x) and 2 <= $t=AVG(A(p=$x).v within 6 from C)
             where x=$x and t=$t and $t != 3""", **_ABC),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import pickle
 
 import pytest
@@ -18,12 +19,14 @@ from specula.detectors.rules import (
     RuleError,
     RuleSyntaxError,
     Sum,
+    builder,
     gt,
     le,
     lt,
     ne,
     parse_rule,
     parse_rules,
+    parser,
     rule,
 )
 from specula.detectors.rules.ast import (
@@ -430,3 +433,9 @@ def test_builder_errors(make, message: str):
     with pytest.raises(RuleError, match=message):
         make()
 
+
+
+@pytest.mark.parametrize("module", [parser, builder])
+def test_docstring_examples_run(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
