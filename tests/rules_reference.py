@@ -362,6 +362,9 @@ def _cases() -> dict[str, Case]:
         Case("two_params", """define T(x: int, y: int, a: int)
             from C(p=$x and att=$y) and each A(p=$x and att=$y) within 8 from C
             where x=$x and y=$y and a=A.n""", **_ABC),
+        Case("param_twice", """define PT(x: int, a: int)
+            from C(p=$x and att=$x) and each A(p=$x and v=$x) within 5 from C
+            where x=$x and a=A.n""", **_ABC),
         Case("four_elements", """define F4(x: int, d: int, a: int)
             from D(p=$x) and each C(p=$x) within 4 from D and last B() within 3 from C
               and each A(p=$x) within 4 from B
