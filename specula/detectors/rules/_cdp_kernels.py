@@ -1,0 +1,183 @@
+"""Numba kernels of the CDP engine on CPU: arrays and scalars in, arrays and scalars out.
+
+They are private; :class:`specula.detectors.rules.cdp.CDPEngine` validates inputs and
+wraps them.
+
+A column is the live part of a store: ``ts`` (ascending, int64), ``enc`` (one row per
+encoded attribute, one column per event: parameter values as int64 keys, see
+:data:`NAN_KEY`) and ``num`` (one row per aggregated attribute, float64). Events sit in
+stream order, so column index order is position order.
+
+A partial sequence ``s`` is its anchor time stamp ``anchor[s]`` (the time stamp of the
+element chosen last) and the parameter values bound so far, ``bound[s, :]``. A
+*check* ``c`` compares attribute row ``chk_col[c]`` with parameter ``chk_par[c]``;
+``chk_nan[c]`` says the parameter holds float keys, where :data:`NAN_KEY` (a NaN) equals
+nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EACH, LAST, FIRST = 0, 1, 2
+"""Selection codes of :func:`step`."""
+
+SUM, MIN, MAX = 0, 1, 2
+"""Combining operators of :func:`reduce` (Count and Avg use SUM and the count)."""
+
+NAN_KEY = np.int64(0x7FF8000000000000)
+"""Key of a NaN float parameter value (the bits of the canonical NaN)."""
+
+
+@njit(cache=True, nogil=True)
+def _lower(ts, lo, hi, x):  # pragma: no cover - jit
+    """First index in ``[lo, hi)`` with ``ts >= x`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ts[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _blocked(bound, s, chk_par, chk_nan):  # pragma: no cover - jit
+    """Whether sequence ``s`` checks a NaN parameter value, which no event equals."""
+    for c in range(chk_par.shape[0]):  # noqa: SIM110 - loops compile best in Numba
+        if chk_nan[c] and bound[s, chk_par[c]] == NAN_KEY:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _fits(enc, j, bound, s, chk_col, chk_par):  # pragma: no cover - jit
+    for c in range(chk_col.shape[0]):  # noqa: SIM110 - loops compile best in Numba
+        if enc[chk_col[c], j] != bound[s, chk_par[c]]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _next(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover - jit
+    """First event from ``j`` on (moving by ``inc``, before ``stop``) that passes the
+    checks of sequence ``s``; ``stop`` if none. One check, the common case, scans a
+    single attribute row."""
+    if chk_col.shape[0] == 1:
+        row = enc[chk_col[0]]
+        target = bound[s, chk_par[0]]
+        while j != stop and row[j] != target:
+            j += inc
+        return j
+    while j != stop and not _fits(enc, j, bound, s, chk_col, chk_par):
+        j += inc
+    return j
+
+
+@njit(cache=True, nogil=True)
+def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, window,
+         selection):  # pragma: no cover - jit
+    """Extend every partial sequence with the events of one column (Alg. 2, one level).
+
+    The candidates of sequence ``s`` are the events ``j`` with
+    ``anchor[s] - window <= ts[j] < anchor[s]`` (two binary searches) that pass the
+    checks. ``EACH`` takes all of them in position order, ``LAST`` the latest and
+    ``FIRST`` the earliest; single selection stops at the first candidate that fits.
+
+    Returns ``parent`` (the extended sequence), ``chosen`` (the column index of the new
+    element), the new ``bound`` matrix (the parent's values, plus ``bind_par[b]`` taken
+    from attribute row ``bind_col[b]`` of the chosen event) and the new anchors. The
+    output is ordered by ``(parent, chosen)``.
+    """
+    m = anchor.shape[0]
+    n = ts.shape[0]
+    cap = max(16, m)
+    parent = np.empty(cap, np.int64)
+    chosen = np.empty(cap, np.int64)
+    k = 0
+    for s in range(m):
+        if _blocked(bound, s, chk_par, chk_nan):
+            continue
+        lo = _lower(ts, 0, n, anchor[s] - window)
+        hi = _lower(ts, lo, n, anchor[s])
+        if selection == LAST:
+            stop = lo - 1
+            j = _next(enc, hi - 1, stop, -1, bound, s, chk_col, chk_par)
+        else:
+            stop = hi
+            j = _next(enc, lo, stop, 1, bound, s, chk_col, chk_par)
+        while j != stop:
+            if k == cap:
+                cap *= 2
+                parent = _grow(parent, cap)
+                chosen = _grow(chosen, cap)
+            parent[k] = s
+            chosen[k] = j
+            k += 1
+            if selection != EACH:
+                break
+            j = _next(enc, j + 1, stop, 1, bound, s, chk_col, chk_par)
+    parent = parent[:k].copy()
+    chosen = chosen[:k].copy()
+    out = np.empty((k, bound.shape[1]), np.int64)
+    new_anchor = np.empty(k, np.int64)
+    for r in range(k):
+        out[r, :] = bound[parent[r], :]
+        for b in range(bind_col.shape[0]):
+            out[r, bind_par[b]] = enc[bind_col[b], chosen[r]]
+        new_anchor[r] = ts[chosen[r]]
+    return parent, chosen, out, new_anchor
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, cap):  # pragma: no cover - jit
+    out = np.empty(cap, a.dtype)
+    out[:a.shape[0]] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
+           op):  # pragma: no cover - jit
+    """Aggregate, for every match ``s``, the events ``j`` with
+    ``start[s] <= ts[j] < stop[s]`` that pass the checks.
+
+    Returns ``value`` (the ``op`` of ``num[vrow, j]`` in position order; 0, +inf or
+    -inf when nothing qualifies; 0 when ``vrow < 0``; a NaN value makes the minimum and
+    the maximum NaN, as it does the sum) and ``count``.
+    """
+    m = start.shape[0]
+    n = ts.shape[0]
+    value = np.empty(m, np.float64)
+    count = np.zeros(m, np.int64)
+    for s in range(m):
+        lo = _lower(ts, 0, n, start[s])
+        hi = _lower(ts, lo, n, stop[s])
+        if op == MIN:
+            acc = np.inf
+        elif op == MAX:
+            acc = -np.inf
+        else:
+            acc = 0.0
+        c = 0
+        j = hi if _blocked(bound, s, chk_par, chk_nan) else lo
+        while True:
+            j = _next(enc, j, hi, 1, bound, s, chk_col, chk_par)
+            if j == hi:
+                break
+            c += 1
+            if vrow >= 0:
+                x = num[vrow, j]
+                if op == MIN:
+                    if x < acc or x != x:
+                        acc = x
+                elif op == MAX:
+                    if x > acc or x != x:
+                        acc = x
+                else:
+                    acc += x
+            j += 1
+        value[s] = acc
+        count[s] = c
+    return value, count

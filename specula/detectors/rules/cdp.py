@@ -1,0 +1,711 @@
+"""The CDP engine on CPU: columns of events, processing delayed to terminators.
+
+Cugola & Margara, "Low latency complex event processing on parallel hardware" (JPDC
+2012), sec. 4.2 (Alg. 2), 4.3 and 5.2. The engine keeps, for every step, aggregate and
+negation of a rule, a *column* of the events that match the pattern's type and literal
+constraints (steps, aggregates and negations with the same pattern share one column),
+and does nothing else until a terminator arrives. A terminator starts the detection:
+column by column, from the terminator backwards, every partial sequence looks up its
+window by binary search and scans it for events whose parameters agree (Alg. 2,
+``computeSequences``; a single selection stops at the first fit); then aggregates and
+negations of the complete sequences are computed over their columns (sec. 4.3).
+
+Readings of the paper chosen here (the semantics itself is in
+:mod:`~specula.detectors.rules.ast`):
+
+* **Batches.** A batch is appended to the columns first and its terminators are
+  processed afterwards, all at once. This is exact: an event after a terminator in
+  stream order has ``ts >= terminator.ts``, and every window ends strictly before the
+  time stamp of an element that is no later than the terminator.
+* **deleteOldEvents** runs every few hundred events and before the state is read,
+  relative to the newest time stamp seen (no future terminator is older): the first
+  step's column keeps ``ts >= newest - w1``; the next keeps ``ts >= first - w2`` where
+  ``first`` is the oldest event left in the previous column (or ``newest`` when it is
+  empty), and so on, as in Alg. 2; aggregate and negation columns keep what their
+  anchor's bound allows. A column therefore holds little more than the events of the
+  rule's longest horizon, and what it holds after pruning depends only on the stream
+  prefix, not on how it was cut into batches, so equal prefixes give equal snapshots.
+* **Pointers vs copies.** The paper stores pointers to one copy of each event (5.2);
+  here each column holds the rows it needs (the fields the rule reads, see
+  :attr:`CDPEngine.dtype`) and, beside them, the time stamps, parameter keys and
+  aggregated values as separate arrays that the kernels scan.
+* **Parameters** are compared exactly: a parameter whose attributes are all integer or
+  bool compares int64 values, one with a float attribute compares float64 values (as
+  int64 keys of their bits, ``-0.0`` folded into ``0.0``; NaN equals nothing).
+* **Sums** add values in stream order.
+
+Examples
+--------
+Rule R4 and the columns of Fig. 5 (windows in ticks instead of minutes):
+
+>>> import numpy as np
+>>> from specula.events import TypeRegistry
+>>> from specula.detectors.rules.parser import parse_rule
+>>> reg = TypeRegistry()
+>>> for name in "ABC":
+...     _ = reg.register(name, p="i8", v="i8")
+>>> rule = parse_rule("define CE() from C(p=$x) and each B(p=$x and v>10) within 8 "
+...                   "from C and last A(p=$x) within 3 from B")
+>>> engine = CDPEngine(rule, reg)
+>>> stream = [("A", 5, 1), ("B", 2, 2), ("B", 4, 3), ("A", 4, 4), ("B", 3, 6),
+...           ("A", 1, 7), ("B", 1, 8), ("A", 2, 9), ("B", 3, 11), ("A", 3, 12),
+...           ("B", 3, 13), ("A", 3, 14), ("C", 3, 15)]
+>>> events = np.concatenate([reg.batch(t, ts=ts, p=p, v=20, seq=ts, dtype=reg.dtype())
+...                          for t, p, ts in stream])
+>>> found = engine.process(events)
+>>> [[int(e["ts"][i]) for e in found.elements] for i in range(len(found))]
+[[15, 13, 12]]
+>>> [col["ts"].tolist() for col in engine.columns()]  # B from 15 - 8, A from 8 - 3
+[[8, 11, 13], [7, 9, 12, 14]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specula.detectors.rules import _cdp_kernels as _k
+from specula.detectors.rules.ast import (
+    AttrRef,
+    BinOp,
+    Comparison,
+    Constraint,
+    Expr,
+    Param,
+    Pattern,
+    Rule,
+    RuleError,
+)
+from specula.detectors.rules.engine import ORDER_SHIFT, Matches, order_key
+from specula.events import TypeRegistry
+
+__all__ = ["CDPEngine"]
+
+_SELECTION = {"each": _k.EACH, "last": _k.LAST, "first": _k.FIRST}
+_OP = {"sum": _k.SUM, "avg": _k.SUM, "count": _k.SUM, "min": _k.MIN, "max": _k.MAX}
+_COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}
+_CORE_ROW = (("ts", np.int64), ("key", np.int64), ("producer", np.int32), ("seq", np.int64))
+_MAX_WINDOW = 2**62
+_PRUNE_EVERY = 256  # relevant events between two runs of deleteOldEvents
+_NO_TS = -(2**63)
+
+
+def _encode(values: np.ndarray, is_float: bool) -> np.ndarray:
+    """Parameter keys of ``values``: int64 values, or the bits of float64 values."""
+    if not is_float:
+        return values.astype(np.int64)
+    f = values.astype(np.float64)
+    f = np.where(f == 0.0, 0.0, f)
+    keys = f.view(np.int64).copy()
+    keys[np.isnan(f)] = _k.NAN_KEY
+    return keys
+
+
+def _checks(pairs: list[tuple[int, int, bool]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(row, param, is_float)`` triples as the three check arrays of the kernels."""
+    return (np.array([p[0] for p in pairs], np.int64),
+            np.array([p[1] for p in pairs], np.int64),
+            np.array([p[2] for p in pairs], np.bool_))
+
+
+@dataclass(frozen=True)
+class _StoreKey:
+    """What decides membership of a column: type, literal constraints, and equalities
+    between attributes of one event (``A(x=$p and y=$p)`` where ``A`` binds ``$p``)."""
+
+    type: str
+    literals: tuple[Constraint, ...]
+    same: tuple[tuple[str, str, bool], ...]
+
+
+@dataclass
+class _StoreSpec:
+    key: _StoreKey
+    type_id: int
+    enc: list[tuple[str, bool]]
+    num: list[str]
+
+    def enc_row(self, attr: str, is_float: bool) -> int:
+        if (attr, is_float) not in self.enc:
+            self.enc.append((attr, is_float))
+        return self.enc.index((attr, is_float))
+
+    def num_row(self, attr: str) -> int:
+        if attr not in self.num:
+            self.num.append(attr)
+        return self.num.index(attr)
+
+
+@dataclass(frozen=True)
+class _Terminator:
+    key: _StoreKey
+    type_id: int
+    binds: tuple[tuple[str, bool, int], ...]  # (attr, is_float, param)
+
+
+@dataclass(frozen=True)
+class _Step:
+    store: int
+    window: int
+    selection: int
+    chk_col: np.ndarray
+    chk_par: np.ndarray
+    chk_nan: np.ndarray
+    bind_col: np.ndarray
+    bind_par: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Reduction:
+    """An aggregate (``function`` set) or a negation (``function`` None, a count)."""
+
+    store: int
+    function: str | None
+    op: int
+    vrow: int
+    anchor: int
+    window: int | None
+    after: int | None
+    chk_col: np.ndarray
+    chk_par: np.ndarray
+    chk_nan: np.ndarray
+
+
+class _Plan:
+    """A rule compiled against a registry: columns, steps, reductions, row dtype."""
+
+    def __init__(self, rule: Rule, registry: TypeRegistry, ticks_per_second: float | None):
+        self.rule = rule
+        self.length = len(rule.chain)
+        fields = {}
+        for name in rule.input_types:
+            if name not in registry:
+                raise RuleError(f"rule {rule.name}: event type {name!r} is not registered; "
+                                "register it (with its attributes) before building an engine")
+            fields[name] = dict(registry[name].fields)
+        self.fields = fields
+        read: dict[str, set[str]] = {name: set() for name in fields}
+        patterns = list(rule.chain) + [a.pattern for a in rule.aggregates] + [
+            n.pattern for n in rule.negations]
+        for pattern in patterns:
+            read[pattern.type] |= {c.attr for c in pattern.constraints}
+        for agg in rule.aggregates:
+            if agg.attr is not None:
+                read[agg.pattern.type].add(agg.attr)
+        for expr in _expressions(rule):
+            for ref in _attr_refs(expr):
+                read[rule.chain[ref.element].type].add(ref.attr)
+        for name, attrs in read.items():
+            for attr in sorted(attrs - set(fields[name])):
+                have = ", ".join(fields[name]) or "none"
+                raise RuleError(f"rule {rule.name}: event type {name!r} has no attribute "
+                                f"{attr!r} (its attributes: {have})")
+        self.read = {name: tuple(sorted(attrs)) for name, attrs in read.items()}
+        self.dtype = _element_dtype(rule, registry)
+        row = list(self.dtype.descr)
+        for name in fields:
+            for attr in self.read[name]:
+                if attr not in dict(row):
+                    row.append((attr, fields[name][attr]))
+        self.row_dtype = np.dtype(row)
+        self.type_ids = {name: registry.id(name) for name in fields}
+
+        params: list[str] = []
+        for pattern in rule.chain:
+            for p in pattern.params():
+                if p.name not in params:
+                    params.append(p.name)
+        self.params = params
+        floats = set()
+        for pattern in patterns:
+            for c in pattern.constraints:
+                if isinstance(c.value, Param) and fields[pattern.type][c.attr].kind == "f":
+                    floats.add(c.value.name)
+        self.is_float = [name in floats for name in params]
+        binder = {name: rule.binder(name) for name in params}
+
+        self.stores: list[_StoreSpec] = []
+        store_of: dict[_StoreKey, int] = {}
+
+        def bind_key(pattern: Pattern, element: int | None):
+            """Store key, plus binds and checks of ``pattern`` as chain ``element``."""
+            binds, checks, same, first = [], [], [], {}
+            for c in pattern.constraints:
+                if not isinstance(c.value, Param):
+                    continue
+                p = params.index(c.value.name)
+                if binder[c.value.name] != element:
+                    checks.append((c.attr, p))
+                elif c.value.name in first:
+                    same.append((first[c.value.name], c.attr, self.is_float[p]))
+                else:
+                    first[c.value.name] = c.attr
+                    binds.append((c.attr, p))
+            return _StoreKey(pattern.type, pattern.literals(), tuple(same)), binds, checks
+
+        def store(key: _StoreKey) -> int:
+            if key not in store_of:
+                store_of[key] = len(self.stores)
+                self.stores.append(_StoreSpec(key, self.type_ids[key.type], [], []))
+            return store_of[key]
+
+        def check_arrays(spec: _StoreSpec, checks):
+            return _checks([(spec.enc_row(a, self.is_float[p]), p, self.is_float[p])
+                            for a, p in checks])
+
+        key, binds, _ = bind_key(rule.terminator, 0)
+        self.terminator = _Terminator(key, self.type_ids[key.type],
+                                      tuple((a, self.is_float[p], p) for a, p in binds))
+        self.steps: list[_Step] = []
+        for i, st in enumerate(rule.steps, start=1):
+            key, binds, checks = bind_key(st.pattern, i)
+            si = store(key)
+            spec = self.stores[si]
+            col, par, nan = check_arrays(spec, checks)
+            bcol = np.array([spec.enc_row(a, self.is_float[p]) for a, p in binds], np.int64)
+            bpar = np.array([p for _, p in binds], np.int64)
+            self.steps.append(_Step(si, _ticks(rule, st.within, ticks_per_second),
+                                    _SELECTION[st.selection], col, par, nan, bcol, bpar))
+        self.reductions: list[_Reduction] = []
+        for agg in rule.aggregates:
+            key, _, checks = bind_key(agg.pattern, None)
+            si = store(key)
+            col, par, nan = check_arrays(self.stores[si], checks)
+            vrow = -1 if agg.attr is None else self.stores[si].num_row(agg.attr)
+            self.reductions.append(_Reduction(
+                si, agg.function, _OP[agg.function], vrow, agg.anchor,
+                _ticks(rule, agg.within, ticks_per_second), None, col, par, nan))
+        for neg in rule.negations:
+            key, _, checks = bind_key(neg.pattern, None)
+            si = store(key)
+            col, par, nan = check_arrays(self.stores[si], checks)
+            window = None if neg.within is None else _ticks(rule, neg.within, ticks_per_second)
+            self.reductions.append(_Reduction(si, None, _k.SUM, -1, neg.anchor, window,
+                                              neg.after, col, par, nan))
+
+
+def _element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:
+    """Dtype of the chain elements of a match: ``ts, key, producer, seq`` and the
+    attributes of chain elements that the rule reads (constraints, ``Type.attr``), in
+    order of first mention; the same for every engine."""
+    attrs = [c.attr for p in rule.chain for c in p.constraints]
+    attrs += [r.attr for e in _expressions(rule) for r in _attr_refs(e)]
+    fields = {}
+    for p in rule.chain:
+        fields.update(registry[p.type].fields)
+    return np.dtype([*_CORE_ROW, *((a, fields[a]) for a in dict.fromkeys(attrs))])
+
+
+def _ticks(rule: Rule, window, ticks_per_second: float | None) -> int:
+    ticks = window.ticks(ticks_per_second)
+    if ticks >= _MAX_WINDOW:
+        raise RuleError(f"rule {rule.name}: window {window.value} {window.unit} is "
+                        f"{ticks} ticks, more than the {_MAX_WINDOW} the engines support")
+    return ticks
+
+
+def _expressions(rule: Rule) -> list[Expr]:
+    exprs = [e for _, e in rule.assignments]
+    for f in rule.filters:
+        if isinstance(f, Comparison):
+            exprs += [f.left, f.right]
+    return exprs
+
+
+def _attr_refs(expr: Expr) -> list[AttrRef]:
+    if isinstance(expr, AttrRef):
+        return [expr]
+    if isinstance(expr, BinOp):
+        return _attr_refs(expr.left) + _attr_refs(expr.right)
+    return []
+
+
+class _Store:
+    """One column: rows in stream order in growable arrays, live part ``[start, end)``."""
+
+    __slots__ = ("enc", "end", "num", "rows", "start", "ts")
+
+    def __init__(self, dtype: np.dtype, n_enc: int, n_num: int, capacity: int = 256) -> None:
+        self.rows = np.zeros(capacity, dtype)
+        self.ts = np.zeros(capacity, np.int64)
+        self.enc = np.zeros((n_enc, capacity), np.int64)
+        self.num = np.zeros((n_num, capacity), np.float64)
+        self.start = 0
+        self.end = 0
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    @property
+    def live_ts(self) -> np.ndarray:
+        return self.ts[self.start:self.end]
+
+    @property
+    def live_enc(self) -> np.ndarray:
+        return self.enc[:, self.start:self.end]
+
+    @property
+    def live_num(self) -> np.ndarray:
+        return self.num[:, self.start:self.end]
+
+    @property
+    def live_rows(self) -> np.ndarray:
+        return self.rows[self.start:self.end]
+
+    def append(self, rows: np.ndarray, enc: np.ndarray, num: np.ndarray) -> None:
+        r = len(rows)
+        capacity = len(self.ts)
+        if self.end + r > capacity:
+            live = self.end - self.start
+            if live + r > capacity // 2:
+                capacity = 2 * (live + r)
+            for name in ("rows", "ts", "enc", "num"):
+                old = getattr(self, name)
+                new = old if capacity == old.shape[-1] else np.zeros(
+                    (*old.shape[:-1], capacity), old.dtype)
+                new[..., :live] = old[..., self.start:self.end]
+                setattr(self, name, new)
+            self.start, self.end = 0, live
+        self.rows[self.end:self.end + r] = rows
+        self.ts[self.end:self.end + r] = rows["ts"]
+        self.enc[:, self.end:self.end + r] = enc
+        self.num[:, self.end:self.end + r] = num
+        self.end += r
+
+    def drop_before(self, ts: int) -> int:
+        """Forget the events older than ``ts``; return how many."""
+        k = int(np.searchsorted(self.live_ts, ts, side="left"))
+        self.start += k
+        if self.start == self.end:
+            self.start = self.end = 0
+        return k
+
+
+class CDPEngine:
+    """Column-based detection (CDP) of one rule on the CPU.
+
+    Parameters
+    ----------
+    rule : Rule
+        The rule to detect.
+    registry : TypeRegistry
+        Registry in which every type the rule reads is registered, with the attributes
+        the rule mentions.
+    ticks_per_second : float, optional
+        Converts windows written with a unit (``within 5 min``); not needed when all
+        windows are written in ticks.
+
+    Attributes
+    ----------
+    dtype : numpy.dtype
+        Dtype of the rows in :attr:`Matches.elements`: ``ts, type, key, producer, seq``
+        and every payload attribute the rule reads.
+
+    Notes
+    -----
+    :meth:`process` takes batches in stream order (ascending ``(ts, producer << 40 |
+    seq)`` among the types the rule reads; other types are ignored) and raises
+    ``ValueError`` on a batch that goes back in that order.
+    """
+
+    def __init__(self, rule: Rule, registry: TypeRegistry,
+                 ticks_per_second: float | None = None) -> None:
+        self.rule = rule
+        self.registry = registry
+        self.ticks_per_second = ticks_per_second
+        self._plan = _Plan(rule, registry, ticks_per_second)
+        self.dtype = self._plan.dtype
+        ids = list(self._plan.type_ids.values())
+        self._relevant = np.zeros(max(ids) + 2, np.bool_)  # the last entry catches new ids
+        self._relevant[ids] = True
+        self._stores = [self._new_store(spec) for spec in self._plan.stores]
+        self._last = (_NO_TS, -1)
+        self._unpruned = 0
+        self._checked: set[np.dtype] = set()
+        n = len(rule.chain)
+        self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self.dtype) for _ in range(n)),
+                          np.zeros((0, len(rule.aggregates))),
+                          np.zeros((0, len(rule.negations)), np.int64))
+
+    # ------------------------------------------------------------------------ public
+
+    def process(self, events: np.ndarray) -> Matches:
+        """Consume a batch in stream order; return the matches of its terminators.
+
+        Parameters
+        ----------
+        events : numpy.ndarray
+            A structured batch (see :mod:`specula.events`); rows of types the rule does
+            not read are ignored.
+
+        Returns
+        -------
+        Matches
+            One row per match; ``terminator`` indexes ``events``.
+        """
+        plan = self._plan
+        self._check_dtype(events)
+        types = events["type"]
+        ridx = np.flatnonzero(self._relevant.take(types, mode="clip"))
+        if len(ridx) == 0:
+            return self._empty()
+        self._check_order(events, ridx)
+        of_type: dict[int, np.ndarray] = {}
+        for si, spec in enumerate(plan.stores):
+            mask = self._members(events, types, spec.key, spec.type_id, of_type)
+            if mask is None:
+                continue
+            rows = self._rows(events, mask)
+            enc, num = self._derive(spec, rows)
+            self._stores[si].append(rows, enc, num)
+            self._appended(si, len(rows))
+        term = plan.terminator
+        mask = self._members(events, types, term.key, term.type_id, of_type)
+        found = (self._empty() if mask is None
+                 else self._detect(np.flatnonzero(mask), self._rows(events, mask)))
+        self._unpruned += len(ridx)
+        if self._unpruned >= _PRUNE_EVERY:
+            self._settle()
+        return found
+
+    def snapshot(self) -> bytes:
+        """The engine's state: the rows of every column and the last position seen.
+
+        Equal states give equal bytes; restoring rebuilds the kernels' arrays from the
+        rows.
+        """
+        self._settle()
+        header = np.array([self._last[0], self._last[1], *(len(s) for s in self._stores)],
+                          np.int64)
+        return b"".join([header.tobytes(), *(s.live_rows.tobytes() for s in self._stores)])
+
+    def restore(self, state: bytes) -> None:
+        """Return to a state produced by :meth:`snapshot` of an engine of the same rule."""
+        n = len(self._stores)
+        if not isinstance(state, bytes) or len(state) < 8 * (2 + n):
+            raise ValueError("not a snapshot of this engine: expected the bytes that "
+                             "CDPEngine.snapshot returned for the same rule")
+        header = np.frombuffer(state, np.int64, 2 + n)
+        sizes = header[2:]
+        offset = 8 * (2 + n)
+        itemsize = self._plan.row_dtype.itemsize
+        if (sizes < 0).any() or len(state) != offset + int(sizes.sum()) * itemsize:
+            raise ValueError("not a snapshot of this engine: its sizes do not match the "
+                             "rule's columns")
+        stores = []
+        for spec, size in zip(self._plan.stores, sizes, strict=True):
+            rows = np.frombuffer(state, self._plan.row_dtype, int(size), offset)
+            offset += int(size) * itemsize
+            store = self._new_store(spec, max(256, 2 * int(size)))
+            enc, num = self._derive(spec, rows)
+            store.append(rows, enc, num)
+            stores.append(store)
+        self._stores = stores
+        self._last = (int(header[0]), int(header[1]))
+        self._unpruned = 0
+        self._reloaded()
+
+    def columns(self) -> list[np.ndarray]:
+        """Copies of the rows held per column: one column per distinct pattern of the
+        steps, aggregates and negations, in order of first mention."""
+        self._settle()
+        return [s.live_rows.copy() for s in self._stores]
+
+    # ---------------------------------------------------------------------- batches
+
+    def _check_dtype(self, events: np.ndarray) -> None:
+        dtype = getattr(events, "dtype", None)
+        if dtype in self._checked:
+            return
+        if (not isinstance(events, np.ndarray) or events.ndim != 1 or dtype.names is None
+                or any(f not in dtype.names for f, _ in _CORE_ROW)):
+            raise TypeError("process() takes a one-dimensional structured batch with the "
+                            "core fields of specula.events (build it with TypeRegistry.batch)")
+        self._checked.add(dtype)
+
+    def _check_order(self, events: np.ndarray, ridx: np.ndarray) -> None:
+        """Raise unless the rows ``ridx`` continue the stream order; remember the last."""
+        ts = events["ts"][ridx]
+        last = int(ridx[-1])
+        last_key = (int(events["producer"][last]) << ORDER_SHIFT) | int(events["seq"][last])
+        first_ts = int(ts[0])
+        if len(ts) == 1:
+            ordered = first_ts > self._last[0] or (first_ts == self._last[0]
+                                                   and last_key >= self._last[1])
+        else:
+            prev = np.concatenate(([self._last[0]], ts[:-1]))
+            ordered = not (ts < prev).any()
+            ties = np.flatnonzero(ts == prev)
+            if ordered and len(ties):
+                key = order_key(events[ridx])
+                prev_key = np.concatenate(([self._last[1]], key[:-1]))
+                ordered = not (key[ties] < prev_key[ties]).any()
+        if not ordered:
+            raise ValueError(f"{type(self).__name__}.process: events must come in stream "
+                             "order, ascending (ts, producer << 40 | seq), within and across "
+                             "batches; this batch goes back")
+        self._last = (int(ts[-1]), last_key)
+
+    def _members(self, events: np.ndarray, types: np.ndarray, key: _StoreKey, type_id: int,
+                 of_type: dict[int, np.ndarray]) -> np.ndarray | None:
+        """Mask of the rows that belong to a column (None when there are none)."""
+        mask = of_type.get(type_id)
+        if mask is None:
+            mask = of_type[type_id] = types == type_id
+        if not mask.any():
+            return None
+        names = events.dtype.names
+        for attr in self._plan.read[key.type]:
+            if attr not in names:
+                raise ValueError(f"the batch holds events of type {key.type!r} but has no "
+                                 f"column {attr!r}; build it with the registry's dtype")
+        if key.literals or key.same:
+            mask = mask.copy()
+            for c in key.literals:
+                mask &= _COMPARE[c.op](events[c.attr], c.value)
+            for a, b, is_float in key.same:
+                ka, kb = _encode(events[a], is_float), _encode(events[b], is_float)
+                mask &= (ka == kb) & ((ka != _k.NAN_KEY) if is_float else True)
+            if not mask.any():
+                return None
+        return mask
+
+    def _rows(self, events: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The rows of ``events`` under ``mask``, in the columns' dtype."""
+        return _convert(events[mask], self._plan.row_dtype)
+
+    def _derive(self, spec: _StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        enc = np.empty((len(spec.enc), len(rows)), np.int64)
+        for r, (attr, is_float) in enumerate(spec.enc):
+            enc[r] = _encode(rows[attr], is_float)
+        num = np.empty((len(spec.num), len(rows)), np.float64)
+        for r, attr in enumerate(spec.num):
+            num[r] = rows[attr]
+        return enc, num
+
+    # -------------------------------------------------------------------- detection
+
+    def _detect(self, tidx: np.ndarray, trows: np.ndarray) -> Matches:
+        plan = self._plan
+        bound = np.zeros((len(tidx), len(plan.params)), np.int64)
+        for attr, is_float, p in plan.terminator.binds:
+            bound[:, p] = _encode(trows[attr], is_float)
+        anchor = trows["ts"].astype(np.int64)
+        links = []
+        for st in plan.steps:
+            parent, chosen, bound, anchor = self._step(st, anchor, bound)
+            if len(parent) == 0:
+                return self._empty()
+            links.append((parent, chosen))
+        which = np.arange(len(anchor))
+        picks: list[np.ndarray] = [which] * plan.length
+        for i in range(len(links), 0, -1):
+            parent, chosen = links[i - 1]
+            picks[i] = chosen[which]
+            which = parent[which]
+        picks[0] = which
+        elements = [_convert(trows[which], self.dtype)]
+        times = [trows["ts"][which]]
+        for st, pick in zip(plan.steps, picks[1:], strict=True):
+            store = self._stores[st.store]
+            elements.append(_convert(store.live_rows[pick], self.dtype))
+            times.append(store.live_ts[pick])
+        m = len(which)
+        n_agg = len(plan.rule.aggregates)
+        aggregates = np.empty((m, n_agg), np.float64)
+        negations = np.empty((m, len(plan.rule.negations)), np.int64)
+        for k, red in enumerate(plan.reductions):
+            stop = times[red.anchor]
+            start = stop - red.window if red.window is not None else times[red.after] + 1
+            value, count = self._reduce(red, start.astype(np.int64), stop.astype(np.int64),
+                                        bound)
+            if red.function is None:
+                negations[:, k - n_agg] = count
+            else:
+                aggregates[:, k] = _finish(red.function, value, count)
+        return Matches(tidx[which], tuple(elements), aggregates, negations)
+
+    def _step(self, st: _Step, anchor: np.ndarray, bound: np.ndarray):
+        store = self._stores[st.store]
+        return _k.step(store.live_ts, store.live_enc, anchor, bound, st.chk_col, st.chk_par,
+                       st.chk_nan, st.bind_col, st.bind_par, st.window, st.selection)
+
+    def _reduce(self, red: _Reduction, start: np.ndarray, stop: np.ndarray,
+                bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        store = self._stores[red.store]
+        return _k.reduce(store.live_ts, store.live_enc, store.live_num, red.vrow, start, stop,
+                         bound, red.chk_col, red.chk_par, red.chk_nan, red.op)
+
+    # ---------------------------------------------------------------------- pruning
+
+    def _empty(self) -> Matches:
+        return Matches(*self._no_match)
+
+    def _settle(self) -> None:
+        """deleteOldEvents of Alg. 2, relative to the newest time stamp seen.
+
+        It runs every few hundred events and before the state is read, and depends only
+        on the stream prefix, so when it runs does not change the state it leaves.
+        """
+        if not self._unpruned:
+            return
+        self._unpruned = 0
+        plan = self._plan
+        newest = self._last[0]
+        lower = [newest] * plan.length  # no future element i is older
+        keep = [newest] * len(plan.stores)
+        for i, st in enumerate(plan.steps, start=1):
+            bound = lower[i - 1] - st.window
+            keep[st.store] = min(keep[st.store], bound)
+            ts = self._stores[st.store].live_ts
+            j = int(np.searchsorted(ts, bound, side="left"))
+            lower[i] = int(ts[j]) if j < len(ts) else newest
+        for red in plan.reductions:
+            if red.window is not None:
+                bound = lower[red.anchor] - red.window
+            else:
+                bound = lower[red.after] + 1
+            keep[red.store] = min(keep[red.store], bound)
+        for si, store in enumerate(self._stores):
+            k = store.drop_before(keep[si])
+            if k:
+                self._dropped(si, k)
+
+    # ------------------------------------------------------- hooks of the GPU engine
+
+    def _new_store(self, spec: _StoreSpec, capacity: int = 256) -> _Store:
+        return _Store(self._plan.row_dtype, len(spec.enc), len(spec.num), capacity)
+
+    def _appended(self, store: int, count: int) -> None:
+        """Called after ``count`` rows were appended to column ``store``."""
+
+    def _dropped(self, store: int, count: int) -> None:
+        """Called after the ``count`` oldest rows of column ``store`` were dropped."""
+
+    def _reloaded(self) -> None:
+        """Called after :meth:`restore` replaced every column."""
+
+
+def _convert(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``rows`` with the fields of ``dtype`` (a copy in that dtype unless it already is)."""
+    if rows.dtype == dtype:
+        return rows
+    out = np.empty(len(rows), dtype)
+    for name in dtype.names:
+        out[name] = rows[name]
+    return out
+
+
+def _finish(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Aggregate values from the kernels' ``(value, count)``; NaN where undefined."""
+    if function == "count":
+        return count.astype(np.float64)
+    if function == "sum":
+        return value
+    empty = count == 0
+    if function == "avg":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = value / count
+    return np.where(empty, np.nan, value)
