@@ -159,9 +159,9 @@ class RuleDetector(Detector):
         self.rules = _as_rules(rules)
         self.engine = engine
         self.ticks_per_second = ticks_per_second
+        _check_no_self_input(self.rules)
         for rule in self.rules:
             check_rule(rule, registry, ticks_per_second)
-        _check_no_self_input(self.rules)
         for rule in self.rules:
             register_composite(rule, registry)
         self.registry = registry

@@ -1,0 +1,318 @@
+"""Where rules run: heavy rules on a GPU, simple ones packed on the CPU.
+
+Cugola & Margara (sec. 6 and 8) find that CDP on a GPU pays off only when a rule keeps
+many events per column: with their base rule the GPU starts to win at windows of 4000
+ticks over 3 states, about 1333 events per state, while simple rules and many rules are
+better served by the CPU (the GPU's fixed cost per terminator dominates, and its memory
+holds the columns of only a few big rules, sec. 5.5). CPU engines gain from several
+cores by running different rules in parallel (sec. 5.6): here, different actors.
+
+So a rule's cost is estimated from the event rates of the types it reads and its
+windows; a rule is *heavy* when it expects at least :data:`GPU_THRESHOLD` events per
+column. :func:`plan` gives every heavy rule a detector of its own on a GPU CDP engine
+(or, without GPUs, on the CPU CDP engine, with a warning), and packs the simple rules
+into a few shared CPU detectors; :func:`add_rules` adds those detectors to a graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from specula.detectors.rules.ast import Rule
+from specula.detectors.rules.detector import RuleDetector, _as_rules, engine_class
+from specula.events import TypeRegistry
+
+__all__ = ["GPU_THRESHOLD", "Placement", "RuleCost", "add_rules", "cost", "is_heavy", "plan"]
+
+log = logging.getLogger(__name__)
+
+GPU_THRESHOLD = 1000.0
+SINGLE_SELECTION_FACTOR = 0.5  # a last/first scan stops at its hit: half a column on average
+
+
+@dataclass(frozen=True)
+class RuleCost:
+    """Expected work of one rule.
+
+    Attributes
+    ----------
+    columns : tuple of float
+        Expected events per column: one per sequence step, then one per aggregate and
+        per negation (the events its window holds).
+    per_terminator : float
+        Events examined per terminator: the columns, single-selection steps counted at
+        :data:`SINGLE_SELECTION_FACTOR`.
+    terminators : float
+        Terminators per tick.
+    """
+
+    columns: tuple[float, ...]
+    per_terminator: float
+    terminators: float
+
+    @property
+    def events_per_column(self) -> float:
+        """Mean events per column (0 for a rule without columns)."""
+        return sum(self.columns) / len(self.columns) if self.columns else 0.0
+
+    @property
+    def per_tick(self) -> float:
+        """Events examined per tick."""
+        return self.per_terminator * self.terminators
+
+
+def cost(rule: Rule, rates: Mapping[str, float], *,
+         ticks_per_second: float | None = None) -> RuleCost:
+    """Estimated cost of ``rule`` given the event rates (events per tick) of its types.
+
+    A column holds the events of its pattern's type within its window (content
+    constraints are not estimated: every event of the type counts). The composite type
+    of another rule that ``rates`` does not list is not allowed here; :func:`plan`
+    estimates those.
+
+    Examples
+    --------
+    Rule R5 of the paper: one event per tick, three types, windows of 100000 ticks.
+
+    >>> from specula.detectors.rules.parser import parse_rule
+    >>> r5 = parse_rule('''define CE(att1: int, att2: int)
+    ... from C(att=$x) and last B(att=$x) within 100000 from C
+    ...   and last A(att=$x) within 100000 from B
+    ... where att1=$x and att2=Sum(A(att=$x).value within 100000 from B)''')
+    >>> c = cost(r5, {"A": 1 / 3, "B": 1 / 3, "C": 1 / 3})
+    >>> round(c.events_per_column), round(c.per_terminator)
+    (33333, 66667)
+    """
+    def rate(type_name: str) -> float:
+        if type_name not in rates:
+            raise KeyError(f"rule {rule.name}: rates has no entry for event type "
+                           f"{type_name!r}; give its events per tick")
+        return float(rates[type_name])
+
+    steps = [rate(s.pattern.type) * s.within.ticks(ticks_per_second) for s in rule.steps]
+    work = sum(c * (1.0 if s.selection == "each" else SINGLE_SELECTION_FACTOR)
+               for c, s in zip(steps, rule.steps, strict=True))
+    extra = [rate(a.pattern.type) * a.within.ticks(ticks_per_second) for a in rule.aggregates]
+    offsets = [0]
+    for s in rule.steps:
+        offsets.append(offsets[-1] + s.within.ticks(ticks_per_second))
+    for n in rule.negations:
+        span = (n.within.ticks(ticks_per_second) if n.within is not None
+                else max(0, offsets[n.after] - offsets[n.anchor]))
+        extra.append(rate(n.pattern.type) * span)
+    return RuleCost(tuple(steps + extra), work + sum(extra), rate(rule.terminator.type))
+
+
+def is_heavy(rule: Rule, rates: Mapping[str, float], *,
+             ticks_per_second: float | None = None,
+             threshold: float = GPU_THRESHOLD) -> bool:
+    """Whether ``rule`` keeps enough events per column for a GPU to pay off.
+
+    >>> from specula.detectors.rules.parser import parse_rule
+    >>> rule = parse_rule("define X() from C() and each B() within 4000 from C")
+    >>> is_heavy(rule, {"B": 0.5, "C": 0.5}), is_heavy(rule, {"B": 0.1, "C": 0.5})
+    (True, False)
+    """
+    return cost(rule, rates, ticks_per_second=ticks_per_second).events_per_column >= threshold
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One rule detector of a plan: its node name, rules, engine and GPU share."""
+
+    name: str
+    rules: tuple[Rule, ...]
+    engine: str
+    num_gpus: float = 0.0
+
+    def detector(self, registry: TypeRegistry,
+                 ticks_per_second: float | None = None) -> RuleDetector:
+        """A :class:`RuleDetector` for this placement (its engine is not imported yet)."""
+        det = RuleDetector(self.rules, registry, engine=self.engine,  # type: ignore[arg-type]
+                           ticks_per_second=ticks_per_second)
+        det.num_gpus = self.num_gpus
+        return det
+
+
+def plan(rules: Iterable[Rule], rates: Mapping[str, float], *, gpus: float,
+         ticks_per_second: float | None = None, cpu_engine: str = "cdp",
+         rules_per_detector: int = 8, threshold: float = GPU_THRESHOLD) -> list[Placement]:
+    """Place rules on detectors: heavy rules alone on a GPU (or the CPU CDP engine when
+    ``gpus`` is 0, with a warning), simple rules packed on CPU detectors.
+
+    Parameters
+    ----------
+    rules : iterable of Rule
+        The rules. A rule that reads another rule's composite never shares its detector.
+    rates : mapping of str to float
+        Events per tick of every raw type the rules read. A composite type of a rule in
+        ``rules`` that is not listed is estimated at its terminator's rate (an upper
+        bound).
+    gpus : float
+        GPUs in the cluster (see :func:`specula.cluster.gpus_available`). Heavy rules
+        get one each while there are enough, else equal shares.
+    ticks_per_second : float, optional
+        For windows written with a unit.
+    cpu_engine : {"cdp", "aip"}
+        Engine of the packed simple rules.
+    rules_per_detector : int
+        At most this many simple rules per CPU detector.
+    threshold : float
+        Events per column from which a rule is heavy.
+
+    Returns
+    -------
+    list of Placement
+        Heavy rules first, then the packed detectors, in dependency order.
+
+    Examples
+    --------
+    >>> from specula.detectors.rules.parser import parse_rules
+    >>> rules = parse_rules('''
+    ... define Big() from C() and last B() within 9000 from C
+    ... define S1() from C() and last A() within 10 from C
+    ... define S2() from B() and each A() within 10 from B''')
+    >>> rates = {"A": 1.0, "B": 1.0, "C": 1.0}
+    >>> [(p.name, [r.name for r in p.rules], p.engine, p.num_gpus)
+    ...  for p in plan(rules, rates, gpus=1)]
+    [('rules_gpu_Big', ['Big'], 'gpu', 1.0), ('rules_cpu_0', ['S1', 'S2'], 'cdp', 0.0)]
+    """
+    rules = list(rules)
+    if cpu_engine not in ("cdp", "aip"):
+        raise ValueError(f"cpu_engine must be 'cdp' or 'aip', got {cpu_engine!r}")
+    if not (isinstance(rules_per_detector, int) and rules_per_detector >= 1):
+        raise ValueError(f"rules_per_detector must be an integer >= 1, got {rules_per_detector!r}")
+    rates = _with_composite_rates(rules, rates)
+    costs = {id(r): cost(r, rates, ticks_per_second=ticks_per_second) for r in rules}
+    heavy = [r for r in rules if costs[id(r)].events_per_column >= threshold]
+    share = 0.0 if gpus <= 0 else min(1.0, math.floor(100 * gpus / max(1, len(heavy))) / 100)
+    share = max(share, 0.01) if gpus > 0 else 0.0
+    placements = []
+    for r in heavy:
+        if share:
+            placements.append(Placement(f"rules_gpu_{r.name}", (r,), "gpu", share))
+        else:
+            log.warning("rule %s is heavy (~%.0f events per column) but the cluster has no "
+                        "GPU: it falls back to CDP on the CPU", r.name,
+                        costs[id(r)].events_per_column)
+            placements.append(Placement(f"rules_cpu_{r.name}", (r,), "cdp"))
+    simple = [r for r in rules if costs[id(r)].events_per_column < threshold]
+    order = {id(r): i for i, r in enumerate(rules)}
+    packed = 0
+    for level in _levels(simple):
+        n_bins = math.ceil(len(level) / rules_per_detector)
+        bins: list[list[Rule]] = [[] for _ in range(n_bins)]
+        load = [0.0] * n_bins
+        for r in sorted(level, key=lambda r: -costs[id(r)].per_tick):  # longest first
+            b = min((i for i in range(n_bins) if len(bins[i]) < rules_per_detector),
+                    key=lambda i: load[i])
+            bins[b].append(r)
+            load[b] += costs[id(r)].per_tick
+        for members in bins:
+            members.sort(key=lambda r: order[id(r)])
+            placements.append(Placement(f"rules_cpu_{packed}", tuple(members), cpu_engine))
+            packed += 1
+    return _unique_names(placements)
+
+
+def add_rules(graph, rules: str | Rule | Iterable[Rule], *, rates: Mapping[str, float],
+              gpus: float | None = None, alpha: float | str = 1.0,
+              retraction: str = "on-demand", cpu_engine: str = "cdp",
+              rules_per_detector: int = 8, k0: int = 0) -> list[Placement]:
+    """Add rules to ``graph`` as rule detectors placed by :func:`plan`.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph; its registry gets the composite types, its ``ticks_per_second``
+        converts windows with units.
+    rules : str, Rule or iterable of Rule
+        Rule text (parsed with ``parse_rules``) or rules.
+    rates, cpu_engine, rules_per_detector
+        As for :func:`plan`.
+    gpus : float, optional
+        GPUs to plan for; default: :func:`specula.cluster.gpus_available`.
+    alpha, retraction, k0
+        Settings of every rule detector's ordering unit (see ``Graph.add``).
+
+    Returns
+    -------
+    list of Placement
+        The placements, whose names are the new nodes.
+
+    Examples
+    --------
+    >>> from specula.events import TypeRegistry
+    >>> from specula.pipelines import Graph
+    >>> reg = TypeRegistry(); _ = reg.register("A", x="i8"); _ = reg.register("B", x="i8")
+    >>> g = Graph(reg, sources=("A", "B"))
+    >>> text = "define AB(x: int) from B(x=$p) and last A(x=$p) within 10 from B where x=$p"
+    >>> [p.name for p in add_rules(g, text, rates={"A": 1, "B": 1}, gpus=0, cpu_engine="aip")]
+    ['rules_cpu_0']
+    >>> g.nodes["rules_cpu_0"].outputs
+    ('AB',)
+    """
+    from specula.cluster import gpus_available
+
+    rules = _as_rules(rules)
+    if gpus is None:
+        gpus = gpus_available()
+    tps = graph.ticks_per_second
+    placements = plan(rules, rates, gpus=gpus, ticks_per_second=tps, cpu_engine=cpu_engine,
+                      rules_per_detector=rules_per_detector)
+    for engine in {p.engine for p in placements} - {"gpu"}:
+        engine_class(engine)  # a CPU engine that cannot be imported fails here, not in a run
+    for p in placements:
+        graph.add(p.name, p.detector(graph.registry, tps), alpha=alpha,  # type: ignore[arg-type]
+                  retraction=retraction, k0=k0)  # type: ignore[arg-type]
+    return placements
+
+
+def _with_composite_rates(rules: list[Rule], rates: Mapping[str, float]) -> dict[str, float]:
+    """``rates`` plus, for composite types it lacks, their terminator's rate."""
+    out = dict(rates)
+    defined: dict[str, list[Rule]] = {}
+    for r in rules:
+        defined.setdefault(r.name, []).append(r)
+    for _ in range(len(rules)):
+        for name, rs in defined.items():
+            if name not in rates and all(r.terminator.type in out for r in rs):
+                out[name] = sum(out[r.terminator.type] for r in rs)
+    return out
+
+
+def _levels(rules: list[Rule]) -> list[list[Rule]]:
+    """Rules grouped so that no rule shares a group with one whose output it reads."""
+    defined = {r.name for r in rules}
+    level: dict[int, int] = {}
+
+    def depth(r: Rule, seen: tuple[str, ...] = ()) -> int:
+        if id(r) not in level:
+            if r.name in seen:
+                raise ValueError(f"rules read each other's composites in a cycle: "
+                                 f"{' -> '.join((*seen, r.name))}")
+            below = [depth(q, (*seen, r.name)) for q in rules
+                     if q.name in r.input_types and q.name in defined]
+            level[id(r)] = 1 + max(below, default=-1)
+        return level[id(r)]
+
+    for r in rules:
+        depth(r)
+    groups: dict[int, list[Rule]] = {}
+    for r in rules:
+        groups.setdefault(level[id(r)], []).append(r)
+    return [groups[k] for k in sorted(groups)]
+
+
+def _unique_names(placements: list[Placement]) -> list[Placement]:
+    seen: dict[str, int] = {}
+    out = []
+    for p in placements:
+        n = seen.get(p.name, 0)
+        seen[p.name] = n + 1
+        out.append(p if n == 0 else Placement(f"{p.name}_{n}", p.rules, p.engine, p.num_gpus))
+    return out
+
