@@ -64,7 +64,7 @@ __all__ = ["AIPEngine"]
 
 _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
-_FIRST_CHUNK = 256  # instances tested in the first slice of a single-selection scan
+_FIRST_CHUNK = 1024  # instances tested in the first slice of a single-selection scan
 _MIN_CAPACITY = 64
 
 
@@ -193,7 +193,7 @@ class AIPEngine:
         self.ticks_per_second = ticks_per_second
         chain = rule.chain
         self._n = n = len(chain)
-        self._type_ids = tuple(registry.id(p.type) for p in chain)
+        self._filters = tuple(_Filter.of(p, registry) for p in chain)
         self._windows = (0, *(s.within.ticks(ticks_per_second) for s in rule.steps))
         self._offsets = tuple(int(x) for x in np.cumsum(self._windows))
         self._mentions = tuple(_mentions(p) for p in chain)
@@ -212,7 +212,7 @@ class AIPEngine:
         self._columns += tuple(self._column(g.pattern, g.anchor, g.within, g.after, None)
                                for g in rule.negations)
         self._column_tables = [_Table(self._column_spec(c, registry)) for c in self._columns]
-        self._column_ids = tuple(registry.id(c.pattern.type) for c in self._columns)
+        self._column_filters = tuple(_Filter.of(c.pattern, registry) for c in self._columns)
         self._needed = {a for p in (*chain, *(c.pattern for c in self._columns))
                         for a in (c.attr for c in p.constraints)}
         self._needed |= {c.value for c in self._columns if c.value}
@@ -274,7 +274,7 @@ class AIPEngine:
             return Matches.empty(self.rule, self._dtype)
         self._check_fields(events)
         self._fill_columns(events)
-        roles = [_pattern_mask(events, self._type_ids[j], p) for j, p in enumerate(self.rule.chain)]
+        roles = [f.mask(events) for f in self._filters]
         ids = self._fill_store(events, roles)
         relevant = np.flatnonzero(np.logical_or.reduce(roles))
         found: list[tuple[int, np.ndarray]] = []
@@ -292,9 +292,9 @@ class AIPEngine:
                              f"build batches with registry.dtype({list(self.rule.input_types)})")
 
     def _fill_columns(self, events: np.ndarray) -> None:
-        for column, table, tid in zip(self._columns, self._column_tables, self._column_ids,
-                                      strict=True):
-            rows = events[_pattern_mask(events, tid, column.pattern)]
+        for column, table, test in zip(self._columns, self._column_tables,
+                                       self._column_filters, strict=True):
+            rows = events[test.mask(events)]
             if not len(rows):
                 continue
             table.reserve(len(rows))
@@ -414,7 +414,7 @@ class AIPEngine:
                 hits = np.flatnonzero(self._known(scan, begin, end, anchor))
                 if len(hits):
                     return begin + int(hits[-1])
-                end, size = begin, size * 4
+                end, size = begin, size * 8
         else:
             begin = lo
             while begin < hi:
@@ -422,7 +422,7 @@ class AIPEngine:
                 hits = np.flatnonzero(self._known(scan, begin, end, anchor))
                 if len(hits):
                     return begin + int(hits[0])
-                begin, size = end, size * 4
+                begin, size = end, size * 8
         return -1
 
     def _per_value(self, scan: _Scan, cand: np.ndarray) -> np.ndarray:
@@ -583,16 +583,30 @@ def _mentions(pattern: Pattern) -> dict[str, list[str]]:
     return out
 
 
-def _pattern_mask(events: np.ndarray, type_id: int, pattern: Pattern) -> np.ndarray:
-    """Rows of ``events`` of the pattern's type that satisfy its literal constraints (and
-    carry equal values where the pattern binds one parameter to several attributes)."""
-    mask = events["type"] == type_id
-    for c in pattern.literals():
-        mask &= _COMPARE[c.op](events[c.attr], c.value)
-    for attrs in _mentions(pattern).values():
-        for other in attrs[1:]:
-            mask &= events[other] == events[attrs[0]]
-    return mask
+@dataclass(frozen=True)
+class _Filter:
+    """The per-event test of a pattern: type, literal constraints, and attributes that
+    must be equal because the pattern binds one parameter to all of them."""
+
+    type_id: int
+    literals: tuple[tuple[str, str, object], ...]
+    equal: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, pattern: Pattern, registry: TypeRegistry) -> _Filter:
+        return cls(registry.id(pattern.type),
+                   tuple((c.attr, c.op, c.value) for c in pattern.literals()),
+                   tuple((attrs[0], other) for attrs in _mentions(pattern).values()
+                         for other in attrs[1:]))
+
+    def mask(self, events: np.ndarray) -> np.ndarray:
+        """Rows of ``events`` that match the pattern."""
+        mask = events["type"] == self.type_id
+        for attr, op, value in self.literals:
+            mask &= _COMPARE[op](events[attr], value)
+        for attr, other in self.equal:
+            mask &= events[other] == events[attr]
+        return mask
 
 
 def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
