@@ -322,3 +322,12 @@ def test_batch_without_an_attribute_the_rule_reads_is_refused():
     batch = reg.from_records([{"type": "E", "ts": 1}], dtype=reg.dtype(["E"]))
     with pytest.raises(ValueError, match="lacks fields"):
         AIPEngine(rule, reg).process(batch)
+
+
+def test_windows_with_a_unit_use_the_ticks_per_second():
+    reg = registry()
+    rule = parse_rule("define R() from C() and each B() within 5 s from C")
+    events = stream(reg, [("B", 0), ("B", 1), ("C", 10)])
+    engine = AIPEngine(rule, reg, ticks_per_second=0.2)  # 5 s = 1 tick
+    assert found(engine.process(events)) == []
+    assert found(AIPEngine(rule, reg, ticks_per_second=2.0).process(events)) == [(2, 0), (2, 1)]

@@ -188,7 +188,7 @@ class AIPEngine:
 
     def __init__(self, rule: Rule, registry: TypeRegistry,
                  ticks_per_second: float | None = None) -> None:
-        check_rule(rule, registry)
+        check_rule(rule, registry, ticks_per_second)
         self.rule = rule
         self.ticks_per_second = ticks_per_second
         chain = rule.chain
