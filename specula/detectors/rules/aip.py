@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specula.detectors.rules.ast import Param, Pattern, Rule
+from specula.detectors.rules.ast import Param, Pattern, Rule, Window
 from specula.detectors.rules.detector import check_rule, element_dtype
 from specula.detectors.rules.engine import Matches
 from specula.events import TypeRegistry
@@ -236,7 +236,7 @@ class AIPEngine:
         return _Scan(k, self._windows[k], selection, known, unknown, tuple(deeper),
                      dead_ends=selection != "each" and k < self._n - 1)
 
-    def _column(self, pattern: Pattern, anchor: int, within, after: int | None,
+    def _column(self, pattern: Pattern, anchor: int, within: Window | None, after: int | None,
                 value: str | None) -> _Column:
         if within is not None:
             horizon = self._offsets[anchor] + within.ticks(self.ticks_per_second)
