@@ -1,0 +1,176 @@
+"""CUDA kernels of the CDP engine on GPU (Cugola & Margara, sec. 5.3 and 5.4).
+
+They are private; :class:`specula.detectors.rules.cdp_gpu.GPUCDPEngine` prepares their
+inputs. Importing this module needs no GPU: kernels compile on first launch.
+
+A column on the device is a circular buffer: ``enc`` (one row per encoded attribute)
+and ``num`` (one row per aggregated attribute) hold ``cap`` events, the oldest at
+physical index ``head``; the kernels take logical indices ``j`` (0 = oldest) and read
+``(head + j) % cap``. The CPU has already found, by binary search on its copy of the
+column, the window ``[lo[s], hi[s])`` of every partial sequence ``s``, so a thread only
+checks parameters: ``enc[chk_col[c]]`` against ``bound[s, chk_par[c]]`` for
+``c < nchk`` (check arrays are padded to length 1, so ``nchk`` may be 0).
+
+Grids are two-dimensional as in the paper: ``blockIdx.y`` picks the partial sequence
+(striding by ``gridDim.y`` when there are more than a grid holds), the threads of the
+blocks along x cover its window, contiguous threads reading contiguous events.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+from numba import cuda, float64, int64
+
+SUM, MIN, MAX = 0, 1, 2
+"""Combining operators of the reduction (as in :mod:`._cdp_kernels`)."""
+
+
+@cuda.jit(device=True)
+def _fits(enc, phys, bound, s, chk_col, chk_par, nchk):  # pragma: no cover - device code
+    for c in range(nchk):  # noqa: SIM110 - device code: no generators
+        if enc[chk_col[c], phys] != bound[s, chk_par[c]]:
+            return False
+    return True
+
+
+@cuda.jit(device=True)
+def _combine(op, a, b):  # pragma: no cover - device code
+    """``op`` of two partial values; a NaN wins the minimum and the maximum."""
+    if op == MIN:
+        return a if a < b or a != a else b
+    if op == MAX:
+        return a if a > b or a != a else b
+    return a + b
+
+
+@cuda.jit(device=True)
+def _neutral(op):  # pragma: no cover - device code
+    if op == MIN:
+        return math.inf
+    if op == MAX:
+        return -math.inf
+    return 0.0
+
+
+@cuda.jit
+def multi_select(enc, head, cap, lo, hi, bound, chk_col, chk_par, nchk, counter, out_parent,
+                 out_chosen):  # pragma: no cover - device code
+    """Multiple selection: every fitting (sequence, event) pair takes the next free slot
+    of ``out_*`` from ``counter`` (atomic add). Pairs beyond the output's length are
+    counted but not written; the caller grows the output and launches again."""
+    m = lo.shape[0]
+    s = cuda.blockIdx.y
+    while s < m:
+        j = lo[s] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        if j < hi[s] and _fits(enc, (head + j) % cap, bound, s, chk_col, chk_par, nchk):
+            k = cuda.atomic.add(counter, 0, 1)
+            if k < out_parent.shape[0]:
+                out_parent[k] = s
+                out_chosen[k] = j
+        s += cuda.gridDim.y
+
+
+@cuda.jit
+def single_select(enc, head, cap, lo, hi, bound, chk_col, chk_par, nchk, last,
+                  index):  # pragma: no cover - device code
+    """Single selection: ``index[s]`` becomes the greatest (``last``, atomic max over -1)
+    or smallest (atomic min over a sentinel) fitting event of sequence ``s``."""
+    m = lo.shape[0]
+    s = cuda.blockIdx.y
+    while s < m:
+        j = lo[s] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        if j < hi[s] and _fits(enc, (head + j) % cap, bound, s, chk_col, chk_par, nchk):
+            if last:
+                cuda.atomic.max(index, s, j)
+            else:
+                cuda.atomic.min(index, s, j)
+        s += cuda.gridDim.y
+
+
+@cache
+def reductions(tpb: int):
+    """The two reduction kernels for blocks of ``tpb`` threads (a power of two).
+
+    ``reduce_column`` gives one partial ``(value, count)`` per block and sequence: each
+    thread reads events ``x`` and ``x + tpb`` of its block's ``2 * tpb``, the fitting
+    ones enter the tree in shared memory, and thread 0 writes the block's result.
+    ``reduce_partials`` folds those partials the same way; the caller applies it until
+    one partial per sequence is left (sec. 5.4, recursive over blocks).
+    """
+
+    @cuda.jit(device=True)
+    def _tree(value, count, tx, op):  # pragma: no cover - device code
+        """Halve the shared arrays until slot 0 holds the block's result."""
+        cuda.syncthreads()
+        stride = tpb // 2
+        while stride > 0:
+            if tx < stride:
+                value[tx] = _combine(op, value[tx], value[tx + stride])
+                count[tx] += count[tx + stride]
+            cuda.syncthreads()
+            stride //= 2
+
+    @cuda.jit
+    def reduce_column(enc, num, vrow, head, cap, lo, hi, bound, chk_col, chk_par, nchk, op,
+                      out_value, out_count):  # pragma: no cover - device code
+        value = cuda.shared.array(tpb, float64)
+        count = cuda.shared.array(tpb, int64)
+        tx = cuda.threadIdx.x
+        m = lo.shape[0]
+        s = cuda.blockIdx.y
+        while s < m:
+            acc = _neutral(op)
+            c = 0
+            j = lo[s] + cuda.blockIdx.x * 2 * tpb + tx
+            for _ in range(2):
+                if j < hi[s]:
+                    phys = (head + j) % cap
+                    if _fits(enc, phys, bound, s, chk_col, chk_par, nchk):
+                        c += 1
+                        if vrow >= 0:
+                            acc = _combine(op, acc, num[vrow, phys])
+                j += tpb
+            value[tx] = acc
+            count[tx] = c
+            _tree(value, count, tx, op)
+            if tx == 0:
+                out_value[s, cuda.blockIdx.x] = value[0]
+                out_count[s, cuda.blockIdx.x] = count[0]
+            cuda.syncthreads()
+            s += cuda.gridDim.y
+
+    @cuda.jit
+    def reduce_partials(in_value, in_count, op, out_value,
+                        out_count):  # pragma: no cover - device code
+        value = cuda.shared.array(tpb, float64)
+        count = cuda.shared.array(tpb, int64)
+        tx = cuda.threadIdx.x
+        m = in_value.shape[0]
+        n = in_value.shape[1]
+        s = cuda.blockIdx.y
+        while s < m:
+            acc = _neutral(op)
+            c = 0
+            j = cuda.blockIdx.x * 2 * tpb + tx
+            for _ in range(2):
+                if j < n:
+                    acc = _combine(op, acc, in_value[s, j])
+                    c += in_count[s, j]
+                j += tpb
+            value[tx] = acc
+            count[tx] = c
+            _tree(value, count, tx, op)
+            if tx == 0:
+                out_value[s, cuda.blockIdx.x] = value[0]
+                out_count[s, cuda.blockIdx.x] = count[0]
+            cuda.syncthreads()
+            s += cuda.gridDim.y
+
+    return reduce_column, reduce_partials
+
+
+NO_INDEX_FIRST = np.iinfo(np.int64).max
+"""Initial index of a ``first`` selection (no event found)."""
