@@ -29,6 +29,8 @@ SUM, MIN, MAX = 0, 1, 2
 NAN_KEY = np.int64(0x7FF8000000000000)
 """Key of a NaN float parameter value (the bits of the canonical NaN)."""
 
+_BLOCK = 64
+
 
 @njit(cache=True, nogil=True)
 def _lower(ts, lo, hi, x):  # pragma: no cover - jit
@@ -60,19 +62,47 @@ def _fits(enc, j, bound, s, chk_col, chk_par):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def _next(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover - jit
-    """First event from ``j`` on (moving by ``inc``, before ``stop``) that passes the
-    checks of sequence ``s``; ``stop`` if none. One check, the common case, scans a
-    single attribute row."""
-    if chk_col.shape[0] == 1:
-        row = enc[chk_col[0]]
-        target = bound[s, chk_par[0]]
-        while j != stop and row[j] != target:
-            j += inc
-        return j
-    while j != stop and not _fits(enc, j, bound, s, chk_col, chk_par):
+def _seek(row, j, stop, inc, target):  # pragma: no cover - jit
+    """First index from ``j`` on (moving by ``inc``, before ``stop``) where ``row`` holds
+    ``target``; ``stop`` if none. Blocks of :data:`_BLOCK` values are tested whole first,
+    a loop without early exit that the compiler vectorises."""
+    if inc > 0:
+        while stop - j >= _BLOCK:
+            block = row[j:j + _BLOCK]
+            hits = 0
+            for q in range(_BLOCK):
+                hits += block[q] == target
+            if hits:
+                break
+            j += _BLOCK
+    else:
+        while j - stop >= _BLOCK:
+            block = row[j + 1 - _BLOCK:j + 1]
+            hits = 0
+            for q in range(_BLOCK):
+                hits += block[q] == target
+            if hits:
+                break
+            j -= _BLOCK
+    while j != stop and row[j] != target:
         j += inc
     return j
+
+
+@njit(cache=True, nogil=True)
+def _next(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover - jit
+    """First event from ``j`` on (moving by ``inc``, before ``stop``) that passes the
+    checks of sequence ``s``; ``stop`` if none. The first check's attribute row is
+    searched, the other checks are tested where it holds."""
+    if chk_col.shape[0] == 0:
+        return j
+    row = enc[chk_col[0]]
+    target = bound[s, chk_par[0]]
+    while True:
+        j = _seek(row, j, stop, inc, target)
+        if j == stop or _fits(enc, j, bound, s, chk_col, chk_par):
+            return j
+        j += inc
 
 
 @njit(cache=True, nogil=True)
