@@ -61,6 +61,7 @@ Rule R4 and the columns of Fig. 5 (windows in ticks instead of minutes):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -692,10 +693,27 @@ def _convert(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``rows`` with the fields of ``dtype`` (a copy in that dtype unless it already is)."""
     if rows.dtype == dtype:
         return rows
+    picker = _picker(rows.dtype, dtype)
+    if picker is not None:
+        return rows.view(picker).astype(dtype)
     out = np.empty(len(rows), dtype)
     for name in dtype.names:
         out[name] = rows[name]
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _picker(source: np.dtype, target: np.dtype) -> np.dtype | None:
+    """A dtype that views rows of ``source`` as just the fields of ``target``, in its
+    order (so one ``astype`` copies them), or None when a field differs in type."""
+    fields = source.fields
+    if any(name not in fields or fields[name][0] != target.fields[name][0]
+           for name in target.names):
+        return None
+    return np.dtype({"names": list(target.names),
+                     "formats": [fields[name][0] for name in target.names],
+                     "offsets": [fields[name][1] for name in target.names],
+                     "itemsize": source.itemsize})
 
 
 def _finish(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:
