@@ -1,0 +1,127 @@
+"""Spark for the data pipeline, and Ray started on Spark (``ray.util.spark``).
+
+The embedded default is a Spark ``local-cluster`` master on this machine: a real
+standalone master and worker in separate JVMs, so that Ray on Spark finds the worker
+processes it needs (a plain ``local[N]`` master works too). Everything started here is
+stopped on exit, on errors and on Ctrl-C, and :func:`stray_processes` lets tests prove
+it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from specula.cluster.java import ensure_java
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: One worker JVM with 2 cores and 2 GB: one core runs the Ray worker node, one Spark jobs.
+EMBEDDED_MASTER = "local-cluster[1,2,2048]"
+
+log = logging.getLogger(__name__)
+
+
+class ClusterError(RuntimeError):
+    """Spark or Ray could not be started or reached; the message says what to check."""
+
+
+@contextmanager
+def spark_session(master: str | None = None, *, app_name: str = "specula"
+                  ) -> Iterator[SparkSession]:
+    """A Spark session on ``master`` (default :data:`EMBEDDED_MASTER`), stopped on exit.
+
+    Finds Java first (:func:`~specula.cluster.java.ensure_java`), makes the executors
+    run this interpreter, turns the web UI off (no port to collide on) and Arrow on.
+    """
+    ensure_java()
+    _prepare_environment()
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master or EMBEDDED_MASTER).appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.sql.session.timeZone", "UTC"))
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - the JVM launcher raises several types
+        raise ClusterError(f"could not start Spark on master {master or EMBEDDED_MASTER!r}: "
+                           f"{_first_line(exc)}") from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+@contextmanager
+def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int = 0
+                 ) -> Iterator[str]:
+    """Start a Ray cluster on ``spark`` and yield its address; shut it down on exit.
+
+    One Ray worker node runs inside a Spark task with ``worker_cpus`` cores (Ray's two
+    ``*_worker_node`` sizes must be given together).
+    """
+    _prepare_environment()
+    from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
+
+    try:
+        address, _ = setup_ray_cluster(max_worker_nodes=1, num_cpus_worker_node=worker_cpus,
+                                       num_gpus_worker_node=worker_gpus,
+                                       object_store_memory_worker_node=1 << 30,
+                                       # Without the dashboard's optional dependencies
+                                       # Ray waits 60 s for a dashboard that never comes.
+                                       head_node_options={"include_dashboard": False})
+    except Exception as exc:  # noqa: BLE001 - Ray on Spark raises several types
+        with contextlib.suppress(Exception):
+            shutdown_ray_cluster()
+        raise ClusterError(f"could not start Ray on Spark: {_first_line(exc)}") from exc
+    try:
+        yield address
+    finally:
+        import ray
+
+        ray.shutdown()
+        with contextlib.suppress(Exception):
+            shutdown_ray_cluster()
+
+
+def _prepare_environment() -> None:
+    """Environment the Spark JVMs pass on to executors and Ray nodes; set before Spark starts.
+
+    Executors run this interpreter. Ray on Spark runs the ``ray`` script found on
+    ``PATH``, which a virtual environment used without activation has only beside its
+    interpreter. Ray's token authentication is off: with it on, the worker node that
+    Spark starts is refused (``InvalidAuthToken``); the cluster is private to this
+    Spark application.
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+
+
+def stray_processes() -> list[str]:
+    """Command lines of Ray and Spark processes running on this machine right now."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True,
+                         check=False).stdout
+    marks = ("raylet", "gcs_server", "ray::", "ray/_private", "org.apache.spark",
+             "pyspark/daemon", "pyspark.daemon")
+    return [line.strip() for line in out.splitlines()[1:] if any(m in line for m in marks)]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
