@@ -45,18 +45,23 @@ class DelayModel:
     ``ats = ts + base[key] + jitter``, or, if a burst holds the reading's sensor at
     ``ts``, ``ats = max(that, release + base[key])``,
 
-    where ``base[key]`` is the sensor's latency, drawn once per sensor uniformly from
-    ``jitter_ms``; ``jitter`` is drawn per reading from an exponential distribution with
-    mean ``reading_ms``; and a burst, starting at a uniformly random time of the stream,
-    holds all readings of a random group of sensors whose time stamps fall in
+    where ``base[key]`` is the sensor's latency, uniform in ``jitter_ms``; ``jitter`` is
+    drawn per reading from an exponential distribution with mean ``reading_ms``; and a
+    burst holds all readings of a group of sensors whose time stamps fall in
     ``[start, release)`` with ``release = start + hold`` and releases them together at
     ``release`` (plus each sensor's base latency). Delays are never negative, so
     ``ats >= ts``. All times are integers in picoseconds.
 
+    Every random number is a hash of the seed and what it belongs to (the sensor; the
+    sensor and time stamp of a reading; the time slot and number of a burst), not a draw
+    from a sequential generator. So the delay of a reading depends only on the reading,
+    and any partition of a stream, in any order (a Spark partition, a chunk of a file),
+    gets exactly the delays the whole stream gets.
+
     Parameters
     ----------
     seed : int, default 0
-        Seed of all random draws; the same model on the same events gives the same
+        Seed of all random numbers; the same model on the same events gives the same
         arrival, bit for bit.
     jitter_ms : (float, float), default (1.0, 5.0)
         Range (ms) of the per-sensor base latency. The spread between sensors is what
@@ -65,21 +70,22 @@ class DelayModel:
         Mean (ms) of the per-reading exponential delay; it also reorders readings of one
         sensor when it exceeds the sensor's sampling period (0.5 ms for a ball).
     burst_rate : float, default 0.5
-        Expected bursts per second of stream time (Poisson); 0 disables bursts.
+        Expected bursts per second of stream time (Poisson, drawn per time slot of
+        ``max(1 s, burst_ms[1])``); 0 disables bursts.
     burst_ms : (float, float), default (50.0, 300.0)
         Range (ms) of how long a burst holds its group's readings (uniform).
     burst_sensors : (int, int), default (1, 8)
-        Range of the number of sensors a burst holds (uniform, inclusive), drawn from
-        the sensors present in the events.
+        Range of the number of sensors a burst holds (uniform, inclusive): a run of
+        that many consecutive sensor ids, from a random one on, wrapping around.
 
     Notes
     -----
     With the defaults, a generated ``debs2013`` match (13,600 readings/s from 41
-    sensors; :func:`specula.pipelines.match.generate_match`) arrives with 82-84 % of
-    its readings out of order (:func:`out_of_order_fraction`; 65 s, 12 seed pairs), a
-    ``paper`` match (34,000 readings/s from 143 sensors) with 91 %: readings of a sensor
-    with a longer base latency are overtaken by later readings of quicker sensors. The
-    median delay is 3.4 ms; readings held by a burst are late by up to ``burst_ms[1]``
+    sensors; :func:`specula.pipelines.match.generate_match`) arrives with about 84 % of
+    its readings out of order (:func:`out_of_order_fraction`), a ``paper`` match
+    (34,000 readings/s from 143 sensors) with about 92 %: readings of a sensor with a
+    longer base latency are overtaken by later readings of quicker sensors. The median
+    delay is 3.3-3.6 ms (65 s, seed 1); readings held by a burst are late by up to ``burst_ms[1]``
     plus their sensor's latency (the largest delays are about 0.3 s).
     """
 
@@ -102,65 +108,105 @@ class DelayModel:
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
 
-    def delays(self, events: np.ndarray) -> np.ndarray:
+    def delays(self, events: np.ndarray, sensors: np.ndarray | None = None) -> np.ndarray:
         """Delay (ps, int64, ``>= 0``) of every event, in the order of ``events``.
 
-        Only the ``ts`` and ``key`` fields are used.
+        Only the ``ts`` and ``key`` fields are used. ``sensors`` lists every sensor id of
+        the stream (bursts hold runs of consecutive ones); by default the keys present
+        in ``events``. Give it when ``events`` is only a part of the stream.
         """
         ts = np.asarray(events["ts"], np.int64)
         keys = np.asarray(events["key"], np.int64)
-        n = len(ts)
-        rng = np.random.default_rng(self.seed)
-        if n == 0:
+        if len(ts) == 0:
             return np.zeros(0, np.int64)
-        sensors, sensor_of = _sensor_index(keys)
+        sensors = np.unique(keys) if sensors is None else np.asarray(sensors, np.int64)
+        rank = np.searchsorted(sensors, keys)
+        if np.any(rank >= len(sensors)) or np.any(sensors[np.minimum(rank, len(sensors) - 1)]
+                                                   != keys):
+            raise ValueError("delays: an event's key is not in 'sensors'")
         lo, hi = self.jitter_ms
-        base = np.round(rng.uniform(lo, hi, len(sensors)) * _PS_PER_MS).astype(np.int64)
-        jitter = np.round(rng.exponential(self.reading_ms, n) * _PS_PER_MS).astype(np.int64) \
-            if self.reading_ms > 0 else np.zeros(n, np.int64)
-        arrival = ts + base[sensor_of] + jitter
-        # Bursts: a group of sensors stalls from ``start`` to ``release``.
-        first, last = int(ts.min()), int(ts.max())
-        n_bursts = int(rng.poisson(self.burst_rate * (last - first) / _PS_PER_S))
-        if n_bursts:
-            order = np.argsort(ts, kind="stable")
-            sorted_ts = ts[order]
-            starts = rng.integers(first, last + 1, n_bursts)
-            holds = np.round(rng.uniform(*self.burst_ms, n_bursts) * _PS_PER_MS).astype(np.int64)
-            low, high = self.burst_sensors
-            sizes = rng.integers(low, high + 1, n_bursts)
-            for start, hold, size in zip(starts.tolist(), holds.tolist(), sizes.tolist(),
-                                         strict=True):
-                group = rng.choice(len(sensors), size=min(size, len(sensors)), replace=False)
-                a = np.searchsorted(sorted_ts, start, side="left")
-                b = np.searchsorted(sorted_ts, start + hold, side="left")
-                rows = order[a:b]
-                rows = rows[np.isin(sensor_of[rows], group)]
-                release = start + hold + base[sensor_of[rows]]
-                arrival[rows] = np.maximum(arrival[rows], release)
+        base = np.round((lo + (hi - lo) * _uniform(self.seed, _BASE, keys))
+                        * _PS_PER_MS).astype(np.int64)
+        arrival = ts + base
+        if self.reading_ms > 0:
+            u = _uniform(self.seed, _JITTER, keys, ts)
+            arrival += np.round(-self.reading_ms * np.log1p(-u) * _PS_PER_MS).astype(np.int64)
+        if self.burst_rate > 0:
+            release = self._release(ts, rank, len(sensors))
+            held = release > 0
+            arrival[held] = np.maximum(arrival[held], release[held] + base[held])
         return arrival - ts
 
-    def arrival(self, events: np.ndarray) -> np.ndarray:
+    def arrival(self, events: np.ndarray, sensors: np.ndarray | None = None) -> np.ndarray:
         """The events as they arrive: a copy with ``ats`` = arrival time (ps), sorted by
         ``ats``; events arriving at the same time keep their input order (stable sort)."""
-        ats = np.asarray(events["ts"], np.int64) + self.delays(events)
+        ats = np.asarray(events["ts"], np.int64) + self.delays(events, sensors)
         order = np.argsort(ats, kind="stable")
         out = events[order]
         out["ats"] = ats[order]
         return out
 
+    def _release(self, ts: np.ndarray, rank: np.ndarray, n_sensors: int) -> np.ndarray:
+        """Latest release time of a burst holding each reading; 0 where none holds it."""
+        slot_ps = max(_PS_PER_S, math.ceil(self.burst_ms[1] * _PS_PER_MS))
+        per_slot = self.burst_rate * slot_ps / _PS_PER_S
+        slot = ts // slot_ps
+        release = np.zeros(len(ts), np.int64)
+        low, high = self.burst_sensors
+        for s in (slot - 1, slot):  # a burst holds at most one slot length
+            count = _poisson(per_slot, _uniform(self.seed, _COUNT, s))
+            for j in range(int(count.max())):
+                rows = np.flatnonzero(count > j)
+                sj, r = s[rows], rank[rows]
+                start = sj * slot_ps + np.floor(_uniform(self.seed, _START, sj, j)
+                                                * slot_ps).astype(np.int64)
+                hold = np.round((self.burst_ms[0] + (self.burst_ms[1] - self.burst_ms[0])
+                                 * _uniform(self.seed, _HOLD, sj, j)) * _PS_PER_MS)
+                size = low + np.floor(_uniform(self.seed, _SIZE, sj, j)
+                                      * (high - low + 1)).astype(np.int64)
+                first = np.floor(_uniform(self.seed, _GROUP, sj, j) * n_sensors).astype(np.int64)
+                end = start + hold.astype(np.int64)
+                inside = (ts[rows] >= start) & (ts[rows] < end) & ((r - first) % n_sensors
+                                                                   < size)
+                release[rows[inside]] = np.maximum(release[rows[inside]], end[inside])
+        return release
 
-def _sensor_index(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct keys, ascending, and each event's index into them (like
-    ``np.unique(keys, return_inverse=True)``, with a lookup table for compact keys)."""
-    low, high = int(keys.min()), int(keys.max())
-    if high - low >= 1 << 22:
-        sensors, inverse = np.unique(keys, return_inverse=True)
-        return sensors, inverse.reshape(-1)
-    present = np.zeros(high - low + 1, bool)
-    present[keys - low] = True
-    table = np.cumsum(present) - 1
-    return np.flatnonzero(present) + low, table[keys - low]
+
+# Tags that keep the random numbers of different purposes independent.
+_BASE, _JITTER, _COUNT, _START, _HOLD, _SIZE, _GROUP = range(1, 8)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a bijective scramble of 64-bit integers."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _uniform(seed: int, tag: int, *keys: np.ndarray | int) -> np.ndarray:
+    """Uniform numbers in [0, 1), one per element of the broadcast ``keys``: a hash of
+    ``(seed, tag, *keys)``."""
+    with np.errstate(over="ignore"):
+        h = _mix(np.asarray(seed, np.int64).astype(np.uint64) + np.uint64(tag) * _GOLDEN)
+        for key in keys:
+            h = _mix(h ^ (np.asarray(key, np.int64).astype(np.uint64) + _GOLDEN))
+    return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _poisson(mean: float, u: np.ndarray) -> np.ndarray:
+    """Poisson(``mean``) counts by inverting the CDF at the uniforms ``u``."""
+    k = np.zeros(u.shape, np.int64)
+    term = math.exp(-mean)
+    cdf = np.full(u.shape, term)
+    for i in range(1, 64):
+        below = u >= cdf
+        if not below.any():
+            break
+        k[below] = i
+        term *= mean / i
+        cdf = cdf + term
+    return k
 
 
 def out_of_order_fraction(events: np.ndarray) -> float:
