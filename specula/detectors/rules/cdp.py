@@ -78,6 +78,7 @@ from specula.detectors.rules.ast import (
     Rule,
     RuleError,
 )
+from specula.detectors.rules.detector import element_dtype
 from specula.detectors.rules.engine import ORDER_SHIFT, Matches, order_key
 from specula.events import TypeRegistry
 
@@ -204,7 +205,7 @@ class _Plan:
                 raise RuleError(f"rule {rule.name}: event type {name!r} has no attribute "
                                 f"{attr!r} (its attributes: {have})")
         self.read = {name: tuple(sorted(attrs)) for name, attrs in read.items()}
-        self.dtype = _element_dtype(rule, registry)
+        self.dtype = element_dtype(rule, registry)
         row = list(self.dtype.descr)
         for name in fields:
             for attr in self.read[name]:
@@ -285,18 +286,6 @@ class _Plan:
             window = None if neg.within is None else _ticks(rule, neg.within, ticks_per_second)
             self.reductions.append(_Reduction(si, None, _k.SUM, -1, neg.anchor, window,
                                               neg.after, col, par, nan))
-
-
-def _element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:
-    """Dtype of the chain elements of a match: ``ts, key, producer, seq`` and the
-    attributes of chain elements that the rule reads (constraints, ``Type.attr``), in
-    order of first mention; the same for every engine."""
-    attrs = [c.attr for p in rule.chain for c in p.constraints]
-    attrs += [r.attr for e in _expressions(rule) for r in _attr_refs(e)]
-    fields = {}
-    for p in rule.chain:
-        fields.update(registry[p.type].fields)
-    return np.dtype([*_CORE_ROW, *((a, fields[a]) for a in dict.fromkeys(attrs))])
 
 
 def _ticks(rule: Rule, window, ticks_per_second: float | None) -> int:
@@ -401,8 +390,9 @@ class CDPEngine:
     Attributes
     ----------
     dtype : numpy.dtype
-        Dtype of the rows in :attr:`Matches.elements`: ``ts, type, key, producer, seq``
-        and every payload attribute the rule reads.
+        Dtype of the rows in :attr:`Matches.elements`, the same for every engine (see
+        :func:`~specula.detectors.rules.detector.element_dtype`): ``ts, key, producer,
+        seq`` and the attributes of chain elements that the rule reads.
 
     Notes
     -----
