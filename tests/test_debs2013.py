@@ -17,6 +17,7 @@ from specula.events import InvalidEvent
 from specula.pipelines.debs2013 import (
     HALF_START_PS,
     POSITION_COLUMNS,
+    RECORDING_PS,
     Metadata,
     Quarantined,
     RefereeEvents,
@@ -206,15 +207,18 @@ def test_odd_lines_without_the_data_set() -> None:
         good.replace(b",100,", b",-,"),  # a lone minus: not an integer
         good + b",",  # a trailing comma: 14 fields
         good.replace(b"10753295594424116", b"9223372036854775807"),  # largest int64
+        good.replace(b"10753295594424116", b"10753295594424117"),
     ]
     events, quarantine = read_all(io.BytesIO(b"\n".join(lines)))  # no final line end
+    low, high = RECORDING_PS
     assert [(q.line, q.field, q.reason) for q in quarantine] == [
         (3, "x", "not an integer ('-')"),
         (4, None, "expected 13 fields, got 14"),
+        (5, "ts", f"outside the recording [{low}, {high}] (9223372036854775807)"),
     ]
     assert events["x"].tolist() == [100, 100]
-    assert events["ts"].tolist() == [10753295594424116, 2**63 - 1]
-    assert events["seq"].tolist() == [0, 3]
+    assert events["ts"].tolist() == [10753295594424116, 10753295594424117]
+    assert events["seq"].tolist() == [0, 4]
 
 
 def test_chunk_rows_must_be_positive() -> None:
@@ -239,7 +243,8 @@ def test_write_round_trips_byte_for_byte(tmp_path: Path, clean: np.ndarray) -> N
 
 
 def test_write_refuses_rows_the_reader_would_quarantine(tmp_path: Path) -> None:
-    events = REGISTRY.batch("ball", ts=[5, 6], key=4, dtype=REGISTRY.dtype())
+    ts = HALF_START_PS[1]
+    events = REGISTRY.batch("ball", ts=[ts, ts + 1], key=4, dtype=REGISTRY.dtype())
     events["vy"][1] = -20000
     with pytest.raises(InvalidEvent) as info:
         write_positions(tmp_path / "bad.csv", events)

@@ -58,6 +58,7 @@ __all__ = [
     "LEFT_LEG",
     "POSITION_COLUMNS",
     "POSSESSION_DTYPE",
+    "RECORDING_PS",
     "RIGHT_ARM",
     "RIGHT_LEG",
     "SHOT_DTYPE",
@@ -112,6 +113,12 @@ HALF_START_PS: Mapping[int, int] = MappingProxyType(
 HALF_END_PS: Mapping[int, int] = MappingProxyType(
     {1: 12_557_295_594_424_116, 2: 14_879_639_146_403_495}
 )
+
+#: Sensor time stamps (ps) a reading of the game may carry: from 30 minutes before the
+#: first half to 30 minutes after the second (the published sample is from before the
+#: kick-off).
+RECORDING_PS: tuple[int, int] = (HALF_START_PS[1] - 1_800 * 10**12,
+                                 HALF_END_PS[2] + 1_800 * 10**12)
 
 _PICOS_PER_MILLI = 10**9
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -418,7 +425,7 @@ def read_positions(
     * a field is not a decimal integer (``-?[0-9]+``, no spaces or ``+``) in int64
       range;
     * its sensor id (``sid``) is not in the metadata;
-    * ``ts`` is not positive;
+    * ``ts`` is not positive, or outside the recording (:data:`RECORDING_PS`);
     * the position is outside the loose sanity box :data:`X_BOUNDS`,
       :data:`Y_BOUNDS`, :data:`Z_BOUNDS`, which surrounds the pitch x in [0, 52483],
       y in [-33960, 33965] generously: it rejects impossible values, not readings
@@ -657,6 +664,7 @@ def _parse_line(text: bytes) -> tuple[list[int] | None, str | None, str]:
 def _violations(values: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Rows of an (n, 13) value matrix that fail a check of :func:`read_positions`."""
     bad = ~known | (values[:, 1] <= 0) | (values[:, 5] < 0) | (values[:, 6] < 0)
+    bad |= (values[:, 1] < RECORDING_PS[0]) | (values[:, 1] > RECORDING_PS[1])
     for column, (low, high) in zip((2, 3, 4), (X_BOUNDS, Y_BOUNDS, Z_BOUNDS), strict=True):
         bad |= (values[:, column] < low) | (values[:, column] > high)
     directions = values[:, 7:]
@@ -671,6 +679,9 @@ def _first_violation(row: np.ndarray, known: bool) -> tuple[str, str]:
         return "sid", f"unknown sensor id {sid}"
     if ts <= 0:
         return "ts", f"not positive ({ts})"
+    low, high = RECORDING_PS
+    if not low <= ts <= high:
+        return "ts", f"outside the recording [{low}, {high}] ({ts})"
     for name, value, (low, high) in (
         ("x", x, X_BOUNDS), ("y", y, Y_BOUNDS), ("z", z, Z_BOUNDS)
     ):
