@@ -32,7 +32,8 @@ Readings of the paper chosen here (the semantics itself is in
 * **Parameters** are compared exactly: a parameter whose attributes are all integer or
   bool compares int64 values, one with a float attribute compares float64 values (as
   int64 keys of their bits, ``-0.0`` folded into ``0.0``; NaN equals nothing).
-* **Sums** add values in stream order.
+* **Sums** add values in stream order. A NaN value makes Min and Max NaN (so the
+  match yields no composite), as it makes Sum and Avg NaN.
 
 Examples
 --------
