@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -97,46 +98,51 @@ def run(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
-    """Replay a DEBS 2013 log, or a generated match with network delays, through the soccer
-    hierarchy (on Ray by default) and print the summary; for a generated match also how
-    the detections compare with its ground truth."""
-    from specula.detectors.soccer.graph import soccer_graph
-    from specula.pipelines.delays import DelayModel
-    from specula.pipelines.match import generate_match
+    """Replay a DEBS 2013 log (or, without LOG, a generated match) through Spark and Ray on
+    Spark: Spark validates and quarantines the rows, applies network delays and orders
+    them by arrival; Ray, started on the Spark cluster, runs the detector graph with
+    speculative ordering units; Spark writes the complex events, the emission log, late
+    events, the quarantine and the metrics as Parquet, with a summary and plots, to
+    --out. For a generated match it also scores the detections against the truth."""
+    from specula.pipelines.replay import ReplayConfig, format_summary
+    from specula.pipelines.replay import replay as run_replay
     from specula.pipelines.scoring import format_scores, score_match
 
-    alpha: float | str = args.alpha if args.alpha == "adaptive" else float(args.alpha)
-    graph = soccer_graph(alpha, args.retraction, k0_ms=args.k0_ms)
-    match = None
-    if args.log:
-        raw = _source(args.log, graph)
-    else:
-        match = generate_match(args.seconds, profile=args.profile, seed=args.seed)
-        raw = DelayModel(seed=args.seed).arrival(match.events)
-        print(f"generated {args.seconds:g} s of play ({args.profile}): {len(raw):,} readings")
-    if args.in_process:
-        report = InProcessRuntime(graph).run(raw, batch_ticks=5 * 10**9)
-    else:
-        from specula.pipelines.ray_runtime import RayRuntime
-
-        report = RayRuntime(graph, address=args.address, batch_size=args.batch_size,
-                            speed=args.speed).run(raw)
-    print(_summary_table(report))
-    if match is not None:
-        print(format_scores(score_match(report, match)))
-    if args.report:
-        Path(args.report).write_text(report.to_json())
-        print(f"report written to {args.report}")
-    if args.plots:
-        from specula.pipelines.plots import plot_alpha, plot_latency
-
-        for name in ("passes", "hits"):
-            print("wrote", plot_latency({args.alpha: report}, name,
-                                        f"{args.plots}/{name}_latency.png"))
-        if args.alpha == "adaptive":
-            first = next(iter(report.detectors["near_foot"].alpha), "near_foot")
-            print("wrote", plot_alpha(report, first, f"{args.plots}/near_foot_alpha.png"))
+    alpha: float | str = args.alpha if args.alpha == "adaptive" else _alpha(args.alpha)
+    if args.log and not os.path.exists(args.log):
+        raise SystemExit(f"specula replay: {args.log}: no such file or directory")
+    graph = None
+    if args.graph != "soccer":
+        graph = _load(args.graph)
+        graph = graph() if callable(graph) and not isinstance(graph, Graph) else graph
+        if not isinstance(graph, Graph):
+            raise SystemExit(f"{args.graph} is not a specula Graph (nor a function returning "
+                             "one)")
+    config = ReplayConfig(
+        log=args.log, graph=graph, seconds=args.seconds, profile=args.profile, seed=args.seed,
+        delays=not args.no_delays, alpha=alpha, retraction=args.retraction, k0_ms=args.k0_ms,
+        speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
+        ray_address=args.ray_address, in_process=args.in_process, plots=not args.no_plots,
+        progress=not args.no_progress,
+        **({"out": Path(args.out)} if args.out else {}))
+    print(f"writing to {config.out}/", flush=True)
+    result = run_replay(config)
+    print(format_summary(result.summary))
+    if result.match is not None and graph is None:
+        print(format_scores(score_match(result.report, result.match)))
+    print(f"complex events, emissions, late events, quarantine and metrics (Parquet), "
+          f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
     return 0
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise SystemExit(f"--alpha must be 'adaptive' or a number in [0, 1], got {text!r}")
+    return value
 
 
 def _load(spec: str) -> Any:
@@ -228,27 +234,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--report", default=None, help="write the JSON report here")
     r.set_defaults(func=run)
     s = sub.add_parser("replay", help="replay a DEBS 2013 log or a generated match through "
-                                      "the soccer hierarchy", description=replay.__doc__)
+                                      "Spark and Ray on Spark", description=replay.__doc__)
     s.add_argument("log", nargs="?", default=None,
-                   help="a DEBS 2013 position log (.csv, .csv.gz); default: generate a match")
+                   help="a DEBS 2013 position log: .csv, .csv.gz, Parquet with the 13 "
+                        "position columns, or a directory of them; default: generate a match")
+    s.add_argument("--graph", default="soccer",
+                   help="'soccer' (default) or MODULE:GRAPH, a graph over the soccer types")
+    s.add_argument("--out", default=None, help="output folder (default: runs/<time stamp>)")
+    s.add_argument("--spark-master", default=None,
+                   help="Spark master URL (default: an embedded local-cluster)")
+    s.add_argument("--ray-address", default=None,
+                   help="join this Ray cluster instead of starting Ray on Spark")
+    s.add_argument("--in-process", action="store_true",
+                   help="run the detectors in this process instead of on Ray")
     s.add_argument("--seconds", type=float, default=20.0, help="length of a generated match")
     s.add_argument("--profile", choices=["debs2013", "paper"], default="debs2013")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the match and the delays")
+    s.add_argument("--no-delays", action="store_true",
+                   help="keep the recorded order instead of modelling network delays")
     s.add_argument("--alpha", default="adaptive", help="'adaptive' or a number in [0, 1]")
     s.add_argument("--retraction", choices=["on-demand", "full"], default="on-demand")
     s.add_argument("--k0-ms", type=float, default=400.0,
                    help="initial K of level 1 (doubling per level), milliseconds")
     s.add_argument("--speed", type=float, default=None,
                    help="pace as a multiple of real time (default: as fast as possible)")
-    s.add_argument("--in-process", action="store_true", help="run without Ray")
-    s.add_argument("--address", default=None, help="join this Ray cluster")
     s.add_argument("--batch-size", type=int, default=1_000,
                    help="raw events per batch; K at fan-ins must cover a few batches")
-    s.add_argument("--report", default=None, help="write the JSON report here")
-    s.add_argument("--plots", default=None, help="write latency and alpha plots (PNG) here")
+    s.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=replay)
     args = parser.parse_args(argv)
-    return args.func(args)
+    from specula.cluster.java import JavaNotFoundError
+    from specula.cluster.spark import ClusterError
+    from specula.pipelines.spark_ingest import LogError
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return args.func(args)
+    except (LogError, JavaNotFoundError, ClusterError) as exc:
+        print(f"specula {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"specula {args.command}: interrupted; Spark and Ray were shut down",
+              file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM unwinds like Ctrl-C, so every context manager shuts its cluster down."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

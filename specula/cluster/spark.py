@@ -16,7 +16,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from specula.cluster.java import ensure_java
 
@@ -43,9 +44,16 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
     """
     ensure_java()
     _prepare_environment()
+    master = master or EMBEDDED_MASTER
+    if master.startswith("local"):
+        # One machine: bind to loopback rather than guessing an interface.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master or EMBEDDED_MASTER).appName(app_name)
+    log4j = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.driver.extraJavaOptions", log4j)
+               .config("spark.executor.extraJavaOptions", log4j)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -53,8 +61,8 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
                .config("spark.sql.session.timeZone", "UTC"))
     try:
         spark = builder.getOrCreate()
-    except Exception as exc:  # noqa: BLE001 - the JVM launcher raises several types
-        raise ClusterError(f"could not start Spark on master {master or EMBEDDED_MASTER!r}: "
+    except Exception as exc:  # the JVM launcher raises several types
+        raise ClusterError(f"could not start Spark on master {master!r}: "
                            f"{_first_line(exc)}") from exc
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -64,16 +72,35 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
 
 
 @contextmanager
-def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int = 0
-                 ) -> Iterator[str]:
+def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int = 0,
+                 log: str | os.PathLike[str] | None = None) -> Iterator[str]:
     """Start a Ray cluster on ``spark`` and yield its address; shut it down on exit.
 
     One Ray worker node runs inside a Spark task with ``worker_cpus`` cores (Ray's two
-    ``*_worker_node`` sizes must be given together).
+    ``*_worker_node`` sizes must be given together). With ``log``, what Ray on Spark and
+    the Ray head node it starts print goes to that file instead of this terminal.
     """
     _prepare_environment()
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
+    with _output_to(log):
+        try:
+            address = _setup(setup_ray_cluster, shutdown_ray_cluster, worker_cpus,
+                             worker_gpus)
+        except ClusterError as exc:
+            raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
+    try:
+        yield address
+    finally:
+        import ray
+
+        with _output_to(log), contextlib.suppress(Exception):
+            ray.shutdown()
+            shutdown_ray_cluster()
+
+
+def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_cpus: int,
+           worker_gpus: int) -> str:
     try:
         address, _ = setup_ray_cluster(max_worker_nodes=1, num_cpus_worker_node=worker_cpus,
                                        num_gpus_worker_node=worker_gpus,
@@ -81,18 +108,36 @@ def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int 
                                        # Without the dashboard's optional dependencies
                                        # Ray waits 60 s for a dashboard that never comes.
                                        head_node_options={"include_dashboard": False})
-    except Exception as exc:  # noqa: BLE001 - Ray on Spark raises several types
+    except Exception as exc:  # Ray on Spark raises several types
         with contextlib.suppress(Exception):
             shutdown_ray_cluster()
         raise ClusterError(f"could not start Ray on Spark: {_first_line(exc)}") from exc
-    try:
-        yield address
-    finally:
-        import ray
+    return address
 
-        ray.shutdown()
-        with contextlib.suppress(Exception):
-            shutdown_ray_cluster()
+
+@contextmanager
+def _output_to(path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``path`` (appending) for the block, so that
+    child processes started in it write there for good; ``None`` changes nothing."""
+    if path is None:
+        yield
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
 
 
 def _prepare_environment() -> None:

@@ -24,7 +24,8 @@ def plot_latency(runs: dict[str, RunReport], detector: str, path: str | Path) ->
     ax.set_xlabel("time since the first detection [s]")
     ax.set_ylabel("detection latency [s]")
     ax.set_title(f"{detector}: detection latency")
-    ax.legend()
+    if ax.lines:
+        ax.legend()
     ax.grid(alpha=0.3)
     return _save(fig, path)
 

@@ -87,7 +87,7 @@ def replay(config: ReplayConfig) -> ReplayResult:
             report = _run_in_process(graph, batches)
         else:
             cluster = (contextlib.nullcontext(config.ray_address) if config.ray_address
-                       else ray_on_spark(spark))
+                       else ray_on_spark(spark, log=out / "logs" / "ray-on-spark.log"))
             with cluster as address:
                 report = _run_on_ray(graph, address, batches, config)
         summary = summarize(report, graph, ingested, config)

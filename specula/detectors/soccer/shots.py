@@ -17,10 +17,10 @@ def goal_reached(x, y, z, vx, vy, vz, speed_mm_s, horizon_s: float) -> np.ndarra
     out = np.full(len(x), -1, np.int8)
     dvx, dvy, dvz = vx / 1e4 * speed_mm_s, vy / 1e4 * speed_mm_s, vz / 1e4 * speed_mm_s
     for g, goal in enumerate(GOALS):
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):  # dvy = 0: t is +-inf or nan
             t = (goal["y"] - y) / dvy
-        gx = x + dvx * t
-        gz = z + dvz * t
+            gx = x + dvx * t
+            gz = z + dvz * t
         hit = (t > 0) & (t <= horizon_s) & (gx >= goal["x"][0]) & (gx <= goal["x"][1]) \
             & (gz >= 0) & (gz <= goal["z"])
         out[hit & (out < 0)] = g
