@@ -3,9 +3,27 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+
+@contextmanager
+def keep_sigterm_handler() -> Iterator[None]:
+    """Put the SIGTERM handler back after the block.
+
+    ``ray.init`` installs a SIGTERM handler that ends the process on the spot; the
+    caller's (``specula``'s unwinds like Ctrl-C, so that clusters are shut down) must
+    stay in charge.
+    """
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread() and handler is not None:
+            signal.signal(signal.SIGTERM, handler)
 
 
 @contextmanager
@@ -25,10 +43,11 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     env = {"PYTHONPATH": os.pathsep.join([os.getcwd(), *paths])}
     kwargs = dict(include_dashboard=False, configure_logging=False, log_to_driver=True,
                   runtime_env={"env_vars": env})
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), **kwargs)
+    with keep_sigterm_handler():
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=num_cpus or os.cpu_count(), **kwargs)
     try:
         yield
     finally:

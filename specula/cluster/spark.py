@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specula.cluster import keep_sigterm_handler
 from specula.cluster.java import ensure_java
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int 
     _prepare_environment()
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
-    with _output_to(log):
+    with _output_to(log), keep_sigterm_handler():  # it calls ray.init
         try:
             address = _setup(setup_ray_cluster, shutdown_ray_cluster, worker_cpus,
                              worker_gpus)
@@ -94,9 +95,10 @@ def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int 
     finally:
         import ray
 
-        with _output_to(log), contextlib.suppress(Exception):
+        with _output_to(log):
             ray.shutdown()
-            shutdown_ray_cluster()
+            with contextlib.suppress(Exception):
+                shutdown_ray_cluster()
 
 
 def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_cpus: int,
