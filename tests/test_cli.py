@@ -78,12 +78,3 @@ def test_run_soccer_graph_on_the_real_debs_sample(tmp_path, monkeypatch, capsys)
     assert main(["run", "soccer_cli:graph", "--source", str(sample), "--in-process"]) == 0
     out = capsys.readouterr().out
     assert "2,000 raw events" in out and "near_foot" in out
-
-
-def test_replay_a_generated_match_in_process(tmp_path, capsys):
-    assert main(["replay", "--seconds", "6", "--in-process", "--plots", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "generated 6 s of play (debs2013)" in out
-    assert "hits" in out and "precision" in out
-    for name in ("hits_latency.png", "passes_latency.png", "near_foot_alpha.png"):
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
