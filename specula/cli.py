@@ -111,6 +111,9 @@ def replay(args: argparse.Namespace) -> int:
     alpha: float | str = args.alpha if args.alpha == "adaptive" else _alpha(args.alpha)
     if args.log and not os.path.exists(args.log):
         raise SystemExit(f"specula replay: {args.log}: no such file or directory")
+    if args.watch and (args.in_process or not (args.log and os.path.isdir(args.log))):
+        raise SystemExit("specula replay: --watch needs LOG to be a directory, and Ray "
+                         "(not --in-process)")
     graph = None
     if args.graph != "soccer":
         graph = _load(args.graph)
@@ -123,7 +126,8 @@ def replay(args: argparse.Namespace) -> int:
         delays=not args.no_delays, alpha=alpha, retraction=args.retraction, k0_ms=args.k0_ms,
         speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
         ray_address=args.ray_address, in_process=args.in_process, plots=not args.no_plots,
-        progress=not args.no_progress,
+        progress=not args.no_progress, watch=args.watch,
+        idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
         **({"out": Path(args.out)} if args.out else {}))
     print(f"writing to {config.out}/", flush=True)
     result = run_replay(config)
@@ -262,6 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="raw events per batch; K at fan-ins must cover a few batches")
     s.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--watch", action="store_true",
+                   help="live mode: LOG is a directory; process log files as they land in it "
+                        "(Spark Structured Streaming)")
+    s.add_argument("--idle-timeout", type=float, default=30.0,
+                   help="with --watch: stop after this many seconds without a new file "
+                        "(0: run until Ctrl-C)")
     s.set_defaults(func=replay)
     args = parser.parse_args(argv)
     from specula.cluster.java import JavaNotFoundError

@@ -51,10 +51,13 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    log4j = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+    # Thread stacks of 8 MB: the validation's one CASE over some 40 checks overflows
+    # the 1 MB default in the analyzer of a streaming query's thread.
+    options = (f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+               " -Xss8m")
     builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.driver.extraJavaOptions", log4j)
-               .config("spark.executor.extraJavaOptions", log4j)
+               .config("spark.driver.extraJavaOptions", options)
+               .config("spark.executor.extraJavaOptions", options)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")

@@ -5,6 +5,8 @@
 1. a generated match (when no log is given) written as a Parquet position log;
 2. ingestion on Spark (:func:`~specula.pipelines.spark_ingest.ingest`): validation,
    quarantine, metadata, delays, the arrival-ordered stream as Parquet;
+   With ``watch``, step 2 is instead a Structured Streaming query over a directory
+   (:class:`~specula.pipelines.spark_stream.LogWatcher`) that feeds files as they land;
 3. Ray started on the Spark cluster (or a Ray cluster joined at ``ray_address``, or no
    Ray at all with ``in_process``), fed the stream in arrival order, paced and with
    backpressure, through the detector graph;
@@ -53,6 +55,8 @@ class ReplayConfig:
     in_process: bool = False
     plots: bool = True
     progress: bool = False
+    watch: bool = False
+    idle_timeout: float | None = 30.0
 
 
 @dataclass
@@ -78,11 +82,17 @@ def replay(config: ReplayConfig) -> ReplayResult:
     log, metadata, match = _input(config, out)
     delays = DelayModel(seed=config.seed) if config.delays else None
     with spark_session(config.spark_master) as spark:
-        ingested = ingest(spark, log, out, metadata=metadata, delays=delays)
-        total = count_rows(ingested.events_path)
-        batches = arrival_batches(ingested.events_path, config.batch_size)
-        if config.progress:
-            batches = _progress(batches, total)
+        if config.watch:
+            from specula.pipelines.spark_stream import LogWatcher, counts_as_ingested
+
+            watcher = LogWatcher(spark, log, out, metadata=metadata,
+                                 idle_timeout=config.idle_timeout)
+            batches = watcher.batches()
+        else:
+            ingested = ingest(spark, log, out, metadata=metadata, delays=delays)
+            batches = arrival_batches(ingested.events_path, config.batch_size)
+            if config.progress:
+                batches = _progress(batches, count_rows(ingested.events_path))
         if config.in_process:
             report = _run_in_process(graph, batches)
         else:
@@ -90,8 +100,11 @@ def replay(config: ReplayConfig) -> ReplayResult:
                        else ray_on_spark(spark, log=out / "logs" / "ray-on-spark.log"))
             with cluster as address:
                 report = _run_on_ray(graph, address, batches, config)
+        if config.watch:
+            ingested = counts_as_ingested(watcher.counts)
         summary = summarize(report, graph, ingested, config)
-        paths = {"arrival": ingested.events_path, "quarantine": ingested.quarantine_path,
+        paths = {"quarantine": str(out / "quarantine"),
+                 **({"arrival": ingested.events_path} if ingested.events_path else {}),
                  **persist(spark, report, graph.registry, out, summary)}
     if config.plots:
         paths.update(_plots(report, out / "plots", config))

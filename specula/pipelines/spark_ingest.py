@@ -79,7 +79,7 @@ def ingest(spark: SparkSession, log: str | os.PathLike[str], out: str | os.PathL
     """
     metadata = metadata or Metadata.default()
     rows = _read(spark, str(log))
-    checked = _check(rows, _roles(spark, metadata))
+    checked = check_rows(rows, roles_frame(spark, metadata))
     checked.persist()
     try:
         quarantine = checked.where("reason IS NOT NULL").select(*QUARANTINE_COLUMNS)
@@ -134,17 +134,27 @@ def count_rows(path: str | os.PathLike[str]) -> int:
 
 def _read(spark: SparkSession, log: str) -> DataFrame:
     """Rows ``file, line, text, parts`` of a text log, or of a Parquet log as text."""
-    from pyspark.sql import functions as F
 
     if not os.path.exists(log):
         raise LogError(f"{log}: no such file or directory")
     if log.endswith(".parquet") or (os.path.isdir(log) and glob.glob(f"{log}/*.parquet")):
         return _read_parquet(spark, log)
-    lines = spark.read.text(log).select(F.input_file_name().alias("file"),
-                                        F.col("value").alias("text"))
-    lines = _number(lines, "line").where(F.trim("text") != "")
-    # Empty lines are not rows; rejected lines are (as in read_positions).
-    return _number(lines, "row", per_file=False).withColumn("parts", F.split("text", ",", -1))
+    return text_rows(spark.read.text(log))
+
+
+def text_rows(lines: DataFrame) -> DataFrame:
+    """Lines of a text source (column ``value``) as rows ``file, line, row, text, parts``.
+
+    ``line`` counts every line of a file, ``row`` only the non-empty ones, over all files;
+    empty lines are dropped: they are not rows, rejected lines are (as in
+    :func:`~specula.pipelines.debs2013.read_positions`).
+    """
+    from pyspark.sql import functions as F
+
+    lines = lines.select(F.input_file_name().alias("file"), F.col("value").alias("text"))
+    lines = number_rows(lines, "line").where(F.trim("text") != "")
+    return number_rows(lines, "row", per_file=False).withColumn("parts",
+                                                                F.split("text", ",", -1))
 
 
 def _read_parquet(spark: SparkSession, log: str) -> DataFrame:
@@ -165,10 +175,10 @@ def _read_parquet(spark: SparkSession, log: str) -> DataFrame:
     strings = [F.coalesce(F.col(c).cast("string"), F.lit("")) for c in POSITION_COLUMNS]
     rows = df.select(F.input_file_name().alias("file"), F.array(*strings).alias("parts"))
     rows = rows.withColumn("text", F.array_join("parts", ","))
-    return _number(_number(rows, "line"), "row", per_file=False)
+    return number_rows(number_rows(rows, "line"), "row", per_file=False)
 
 
-def _number(df: DataFrame, name: str, *, per_file: bool = True) -> DataFrame:
+def number_rows(df: DataFrame, name: str, *, per_file: bool = True) -> DataFrame:
     """Add ``name``: 1-based row number per file (or over all files), in file order.
 
     Spark's file splits keep the order of a file across partition ids; the number is
@@ -195,7 +205,7 @@ def _number(df: DataFrame, name: str, *, per_file: bool = True) -> DataFrame:
 # -------------------------------------------------------------------------- validation
 
 
-def _roles(spark: SparkSession, metadata: Metadata) -> DataFrame:
+def roles_frame(spark: SparkSession, metadata: Metadata) -> DataFrame:
     """Sensor id -> event type id and wearer columns, as :func:`read_positions` sets them
     (zero for balls; the referee is player and team -1)."""
     from specula.detectors.soccer.types import soccer_registry
@@ -206,7 +216,7 @@ def _roles(spark: SparkSession, metadata: Metadata) -> DataFrame:
     return spark.createDataFrame(rows, "sid long, type int, player int, team byte, limb byte")
 
 
-def _check(rows: DataFrame, roles: DataFrame) -> DataFrame:
+def check_rows(rows: DataFrame, roles: DataFrame) -> DataFrame:
     """``rows`` with the 13 values (long), the role columns and ``field``/``reason`` of
     the first failing check (both NULL for a valid row)."""
     from pyspark.sql import functions as F

@@ -1,0 +1,153 @@
+"""Live operation: position logs read as they land in a directory (Structured Streaming).
+
+:class:`LogWatcher` runs a Spark Structured Streaming query with the file source over a
+directory. Each micro-batch (one new file at a time by default) is validated exactly as
+:func:`~specula.pipelines.spark_ingest.ingest` validates a whole log: rejected rows are
+appended to the quarantine table, valid rows become position events, sorted by time
+stamp within the file, numbered across files, and handed to the caller through a
+bounded queue. A full queue blocks the query, so a slow detector graph slows the
+reading of new files (backpressure) instead of filling memory.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from specula.pipelines.debs2013 import Metadata, position_dtype
+from specula.pipelines.spark_ingest import (
+    EVENT_COLUMNS,
+    QUARANTINE_COLUMNS,
+    check_rows,
+    roles_frame,
+    text_rows,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class WatchCounts:
+    """Running totals of a watch, in the shape :func:`replay.summarize` reads."""
+
+    rows: int = 0
+    events: int = 0
+    quarantined: int = 0
+    files: int = 0
+    first_ts: int = 0
+    last_ts: int = 0
+    sensors: set[int] = field(default_factory=set)
+
+
+class LogWatcher:
+    """Stream the position logs that appear in ``directory`` as event batches.
+
+    Parameters
+    ----------
+    spark
+        The session that runs the streaming query.
+    directory
+        Watched folder; files already there are read first. Files must be complete when
+        they appear (write elsewhere, then move them in), as for any Spark file source.
+    out
+        Run folder: the quarantine is appended to ``out/quarantine`` and the query's
+        checkpoint kept in ``out/checkpoint``.
+    idle_timeout
+        Stop after this many seconds without a new file; ``None`` watches until
+        interrupted (Ctrl-C).
+    """
+
+    def __init__(self, spark: SparkSession, directory: str | Path, out: str | Path, *,
+                 metadata: Metadata | None = None, idle_timeout: float | None = 30.0,
+                 files_per_batch: int = 1, queue_size: int = 4) -> None:
+        self.spark = spark
+        self.directory = str(directory)
+        self.out = Path(out)
+        self.idle_timeout = idle_timeout
+        self.files_per_batch = files_per_batch
+        self.counts = WatchCounts()
+        self._roles = roles_frame(spark, metadata or Metadata.default())
+        self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=queue_size)
+
+    def batches(self) -> Iterator[np.ndarray]:
+        """Event batches in the order the files arrived, until idle or interrupted."""
+        query = (self.spark.readStream.format("text")
+                 .option("maxFilesPerTrigger", self.files_per_batch)
+                 .load(self.directory)
+                 .writeStream.foreachBatch(self._micro_batch)
+                 .option("checkpointLocation", str(self.out / "checkpoint"))
+                 .trigger(processingTime="1 second")
+                 .start())
+        last = time.monotonic()
+        try:
+            while True:
+                try:
+                    batch = self._queue.get(timeout=0.5)
+                except queue.Empty:
+                    if query.exception() is not None:
+                        raise RuntimeError(f"watching {self.directory} failed: "
+                                           f"{query.exception()}") from None
+                    if query.status.get("isTriggerActive"):  # a file is being read
+                        last = time.monotonic()
+                    elif self.idle_timeout is not None and \
+                            time.monotonic() - last > self.idle_timeout:
+                        return
+                    continue
+                last = time.monotonic()
+                yield batch
+        finally:
+            query.stop()
+
+    def _micro_batch(self, lines: DataFrame, batch_id: int) -> None:
+        """Validate one micro-batch; quarantine the bad rows, queue the events."""
+        from pyspark.sql import functions as F
+
+        checked = check_rows(text_rows(lines), self._roles).persist()
+        try:
+            bad = checked.where("reason IS NOT NULL").select(*QUARANTINE_COLUMNS)
+            bad.write.mode("append").parquet(str(self.out / "quarantine"))
+            clean = checked.where("reason IS NULL").orderBy("ts", "row")
+            table = clean.select(
+                "ts", "type", F.col("sid").alias("key"), F.col("row").alias("seq"),
+                "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az", "player", "team",
+                "limb").toArrow()
+            n_rows = checked.count()
+        finally:
+            checked.unpersist()
+        events = np.zeros(table.num_rows, position_dtype())
+        for name in EVENT_COLUMNS:
+            if name in table.column_names:
+                events[name] = table.column(name).to_numpy()
+        events["seq"] += self.counts.rows - 1  # numbered across files
+        events["ats"] = events["ts"]
+        self._count(events, n_rows)
+        if len(events):
+            self._queue.put(events)
+
+    def _count(self, events: np.ndarray, n_rows: int) -> None:
+        c = self.counts
+        c.files += 1
+        c.rows += n_rows
+        c.events += len(events)
+        c.quarantined += n_rows - len(events)
+        if len(events):
+            c.first_ts = int(events["ts"][0]) if not c.first_ts else min(c.first_ts,
+                                                                         int(events["ts"][0]))
+            c.last_ts = max(c.last_ts, int(events["ts"][-1]))
+            c.sensors.update(np.unique(events["key"]).tolist())
+
+
+def counts_as_ingested(counts: WatchCounts) -> Any:
+    """The counts of a watch in the shape of :class:`~spark_ingest.Ingested`."""
+    from specula.pipelines.spark_ingest import Ingested
+
+    return Ingested("", "", rows=counts.rows, events=counts.events,
+                    quarantined=counts.quarantined, sensors=tuple(sorted(counts.sensors)),
+                    first_ts=counts.first_ts, last_ts=counts.last_ts)
