@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/specula demo
+	$(BIN)/specula replay
 
 test: $(STAMP)
 	$(BIN)/ruff check specula tests benchmarks

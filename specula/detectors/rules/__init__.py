@@ -19,7 +19,9 @@ from specula.detectors.rules.builder import (
     ne,
     rule,
 )
+from specula.detectors.rules.detector import RuleDetector
 from specula.detectors.rules.parser import RuleSyntaxError, parse_rule, parse_rules
+from specula.detectors.rules.placement import add_rules
 
 __all__ = [
     "Avg",
@@ -30,9 +32,11 @@ __all__ = [
     "P",
     "Rule",
     "RuleBuilder",
+    "RuleDetector",
     "RuleError",
     "RuleSyntaxError",
     "Sum",
+    "add_rules",
     "eq",
     "ge",
     "gt",

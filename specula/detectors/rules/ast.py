@@ -32,7 +32,10 @@ order an ordering unit delivers. That order key is an event's *position*.
 * **Parameters.** ``$x`` stands for one value per match: every element, aggregate and
   negation that mentions ``$x`` must carry that value in the named attribute. The value
   is *bound* by the first chain element that mentions it (the terminator, or the
-  earliest listed step); every parameter must be mentioned in the chain.
+  earliest listed step); every parameter must be mentioned in the chain. A pattern
+  that names one parameter twice (``A(x=$p and y=$p)``) only matches events whose two
+  attributes are equal, the terminator included. Parameters compare exactly: as int64
+  when all attributes bound to one are integers or bools, otherwise as float64.
 * **Terminator.** Every event matching ``chain[0]`` (type and literal constraints; its
   own parameters are free) starts one evaluation; composite events get the
   terminator's ``ts`` and ``key``. No other event produces output.
@@ -44,20 +47,29 @@ order an ordering unit delivers. That order key is an event's *position*.
   greatest position, ``first`` the one with the smallest. Selection is local: ``last``
   picks the latest candidate even if no event for a later step exists behind it (then
   that partial sequence yields nothing; the engine does not fall back to an earlier
-  candidate). No candidate: no match from that partial sequence.
+  candidate). No candidate: no match from that partial sequence. (A step may depend on
+  a parameter bound by an element *before* it in the chain but *later* in time than
+  its own candidates' successors; AIP then keeps the newest candidate per parameter
+  value, so all engines still select the same event.)
 * **Aggregates.** ``Sum | Avg | Min | Max (T(constraints).attr within W from E)`` and
   ``Count(T(constraints) within W from E)`` range over the events ``e`` matching the
   pattern (parameters bound by the match) with ``E.ts - W <= e.ts < E.ts`` where ``E``
   is the matched chain element named. ``Sum`` and ``Count`` of nothing are 0. ``Avg``,
   ``Min`` and ``Max`` of nothing are undefined, and a match with an undefined aggregate
-  produces no composite event. Values are float64 (Count too).
+  produces no composite event; so does ``Min``/``Max`` over a NaN value. Values are
+  float64 (Count too); sums run in stream order on the CPU, in a tree on the GPU, so
+  float sums may differ in the last bits between the two.
 * **Negations** (an extension of the paper's subset). ``not T(c) within W from E``:
   no event matching ``T(c)`` with ``E.ts - W <= e.ts < E.ts``. ``not T(c) between D
-  and E``: none with ``D.ts < e.ts < E.ts``. They are Count aggregates that must be 0.
+  and E``: none with ``D.ts < e.ts < E.ts`` (``D`` is the later chain element, the
+  earlier in time; the parser refuses the reverse order). They are Count aggregates
+  that must be 0.
 * **Filters.** ``45 < $t`` and other comparisons of expressions must all hold.
 * **Where.** Each composite attribute is assigned an expression over literals,
-  parameters, aggregate values, attributes of chain elements (``Type.attr``, the type
-  naming a chain element, which must then be unique in the chain) and ``+ - * /``.
+  parameters, aggregate values, payload attributes of chain elements (``Type.attr``,
+  the type naming a chain element, which must then be unique in the chain; core fields
+  such as ``ts`` are not attributes) and ``+ - * /``. Aggregates written inline in
+  ``where`` are named ``<function>#<index>`` (``sum#0``), a name no ``$x`` can spell.
   Attributes not assigned are 0. The composite's type is registered with the
   attributes of ``define`` (``int`` -> int64, ``float``/``double`` -> float64,
   ``bool`` -> bool, ``string`` -> int64 category codes: payload columns are numeric).
@@ -152,7 +164,7 @@ class Window:
     def ticks(self, ticks_per_second: float | None = None) -> int:
         """The window in ticks; a window with a unit needs ``ticks_per_second``."""
         if not self.unit:
-            return int(self.value)
+            return round(self.value)
         if ticks_per_second is None:
             raise RuleError(f"window '{self.value} {self.unit}' needs the ticks per second "
                             "of the graph")

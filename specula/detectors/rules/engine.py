@@ -71,7 +71,8 @@ class Engine(Protocol):
         ...
 
     def snapshot(self) -> Any:
-        """The engine's state; equal snapshots stand for equal states."""
+        """The engine's state as bytes (or anything whose ``==`` is a bool): equal
+        snapshots stand for equal states, whatever the batching of the stream."""
         ...
 
     def restore(self, state: Any) -> None:
