@@ -274,8 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "(0: run until Ctrl-C)")
     s.set_defaults(func=replay)
     args = parser.parse_args(argv)
+    from specula.cluster import ClusterError
     from specula.cluster.java import JavaNotFoundError
-    from specula.cluster.spark import ClusterError
     from specula.pipelines.spark_ingest import LogError
 
     previous = signal.signal(signal.SIGTERM, _interrupt)

@@ -4,10 +4,35 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+
+class ClusterError(RuntimeError):
+    """Spark or Ray could not be started or reached; the message says what to check."""
+
+
+def check_reachable(address: str, what: str, *, timeout: float = 5.0) -> None:
+    """Raise :class:`ClusterError` unless something accepts connections at ``address``
+    (``host:port`` or ``scheme://host:port``); a quick, clear answer for a wrong address
+    or a port nobody listens on, where the clients would retry for minutes."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise ClusterError(f"{what} address {address!r} is not host:port")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the {what} at {host}:{port}: "
+                           f"{exc.strerror or exc}") from None
 
 
 @contextmanager
@@ -45,7 +70,12 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
                   runtime_env={"env_vars": env})
     with keep_sigterm_handler():
         if address:
-            ray.init(address=address, **kwargs)
+            check_reachable(address, "Ray cluster")
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ClusterError(f"cannot join the Ray cluster at {address}: "
+                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
         else:
             ray.init(num_cpus=num_cpus or os.cpu_count(), **kwargs)
     try:

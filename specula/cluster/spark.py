@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specula.cluster import keep_sigterm_handler
+from specula.cluster import ClusterError, check_reachable, keep_sigterm_handler
 from specula.cluster.java import ensure_java
 
 if TYPE_CHECKING:
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 EMBEDDED_MASTER = "local-cluster[1,2,2048]"
 
 log = logging.getLogger(__name__)
-
-
-class ClusterError(RuntimeError):
-    """Spark or Ray could not be started or reached; the message says what to check."""
 
 
 @contextmanager
@@ -46,6 +42,9 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
     ensure_java()
     _prepare_environment()
     master = master or EMBEDDED_MASTER
+    if master.startswith("spark://"):
+        for hostport in master[len("spark://"):].split(","):  # HA masters: host:port,...
+            check_reachable(f"spark://{hostport}", "Spark master")
     if master.startswith("local"):
         # One machine: bind to loopback rather than guessing an interface.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -76,6 +76,10 @@ def replay(config: ReplayConfig) -> ReplayResult:
     from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
     from specula.pipelines.spark_store import persist
 
+    if config.ray_address and not config.in_process:
+        from specula.cluster import check_reachable
+
+        check_reachable(config.ray_address, "Ray cluster")  # before Spark spends a minute
     graph = config.graph or _soccer_graph(config)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)

