@@ -130,7 +130,8 @@ class RuleDetector(Detector):
     inputs, outputs : tuple of str
         Every type the rules read; the composite types they define.
     num_gpus : float
-        GPUs its actor asks Ray for (set by :func:`~specula.detectors.rules.placement.plan`).
+        GPUs its actor asks Ray for: 1 for ``engine="gpu"``, else 0 (``plan`` gives
+        shares when heavy rules outnumber the GPUs).
 
     Examples
     --------
@@ -167,7 +168,7 @@ class RuleDetector(Detector):
         self.registry = registry
         self.inputs = tuple(dict.fromkeys(t for r in self.rules for t in r.input_types))
         self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
-        self.num_gpus = 0.0
+        self.num_gpus = 1.0 if engine == "gpu" else 0.0
         self._engines: list[Engine] | None = None
 
     def engines(self) -> list[Engine]:
