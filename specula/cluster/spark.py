@@ -157,6 +157,8 @@ def _prepare_environment() -> None:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ["RAY_AUTH_MODE"] = "disabled"
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # The Ray worker node runs in a Spark executor that writes to this terminal.
+    os.environ.setdefault("RAY_LOGGER_LEVEL", "warning")
     bindir = os.path.dirname(sys.executable)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
