@@ -14,10 +14,11 @@ from naive import content, run_detector
 from specula.detectors.base import Emitter
 from specula.detectors.rules import RuleError, parse_rules
 from specula.detectors.rules.detector import RuleDetector
-from specula.detectors.rules.placement import add_rules, cost, is_heavy, plan
+from specula.detectors.rules.placement import cost, is_heavy, plan
 from specula.events import TypeRegistry
 from specula.pipelines import CostModel, Graph, InProcessRuntime
 from specula.pipelines.ray_runtime import actor_options
+from specula.pipelines.rules import add_rules
 
 RULES = """
 define CE(x: int, s: float, by: int)

@@ -21,7 +21,6 @@ from specula.detectors.rules.builder import (
 )
 from specula.detectors.rules.detector import RuleDetector
 from specula.detectors.rules.parser import RuleSyntaxError, parse_rule, parse_rules
-from specula.detectors.rules.placement import add_rules
 
 __all__ = [
     "Avg",
@@ -36,7 +35,6 @@ __all__ = [
     "RuleError",
     "RuleSyntaxError",
     "Sum",
-    "add_rules",
     "eq",
     "ge",
     "gt",

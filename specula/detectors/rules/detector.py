@@ -157,7 +157,7 @@ class RuleDetector(Detector):
                  engine: EngineName = "aip", ticks_per_second: float | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown rule engine {engine!r}; use one of {', '.join(ENGINES)}")
-        self.rules = _as_rules(rules)
+        self.rules = as_rules(rules)
         self.engine = engine
         self.ticks_per_second = ticks_per_second
         _check_no_self_input(self.rules)
@@ -210,7 +210,8 @@ class _Pickled(bytes):
     """A pickled engine snapshot (bytes compare by value, as snapshots must)."""
 
 
-def _as_rules(rules: str | Rule | Iterable[Rule]) -> tuple[Rule, ...]:
+def as_rules(rules: str | Rule | Iterable[Rule]) -> tuple[Rule, ...]:
+    """Rules from rule text (parsed), one rule, or several."""
     if isinstance(rules, str):
         from specula.detectors.rules.parser import parse_rules
 
