@@ -251,14 +251,16 @@ def test_watch_reads_log_files_as_they_land(tmp_path):
 
     land(0)
     with spark_session("local[2]") as spark:
-        watcher = LogWatcher(spark, watched, tmp_path / "run", idle_timeout=6.0)
-        batches = []
+        watcher = LogWatcher(spark, watched, tmp_path / "run", idle_timeout=6.0,
+                             batch_size=1_000)
+        batches, landed = [], False
         for batch in watcher.batches():
             batches.append(batch)
-            if len(batches) == 1:
-                land(1)
+            if not landed and sum(map(len, batches)) == watcher.counts.events:
+                land(1)  # the first file is through: the second lands while we watch
+                landed = True
         quarantine = spark.read.parquet(str(tmp_path / "run" / "quarantine")).collect()
-    assert len(batches) == 2
+    assert landed and max(map(len, batches)) == 1_000
     got = np.concatenate(batches)
     for name in ("ts", "key", "x", "y", "z", "v", "a", "az", "player", "team"):
         assert np.array_equal(got[name], match.events[name]), name

@@ -90,7 +90,8 @@ def replay(config: ReplayConfig) -> ReplayResult:
             from specula.pipelines.spark_stream import LogWatcher, counts_as_ingested
 
             watcher = LogWatcher(spark, log, out, metadata=metadata,
-                                 idle_timeout=config.idle_timeout)
+                                 idle_timeout=config.idle_timeout,
+                                 batch_size=config.batch_size)
             batches = watcher.batches()
         else:
             ingested = ingest(spark, log, out, metadata=metadata, delays=delays)

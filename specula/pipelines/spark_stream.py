@@ -62,16 +62,21 @@ class LogWatcher:
     idle_timeout
         Stop after this many seconds without a new file; ``None`` watches until
         interrupted (Ctrl-C).
+    batch_size
+        Events per batch handed on: a file is cut into batches of this size, as the
+        ordering units of fan-ins need (their K must cover the batches in flight).
     """
 
     def __init__(self, spark: SparkSession, directory: str | Path, out: str | Path, *,
                  metadata: Metadata | None = None, idle_timeout: float | None = 30.0,
-                 files_per_batch: int = 1, queue_size: int = 4) -> None:
+                 files_per_batch: int = 1, queue_size: int = 4,
+                 batch_size: int = 1_000) -> None:
         self.spark = spark
         self.directory = str(directory)
         self.out = Path(out)
         self.idle_timeout = idle_timeout
         self.files_per_batch = files_per_batch
+        self.batch_size = batch_size
         self.counts = WatchCounts()
         self._roles = roles_frame(spark, metadata or Metadata.default())
         self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=queue_size)
@@ -101,7 +106,8 @@ class LogWatcher:
                         return
                     continue
                 last = time.monotonic()
-                yield batch
+                for start in range(0, len(batch), self.batch_size):
+                    yield batch[start:start + self.batch_size]
         finally:
             query.stop()
 
