@@ -138,7 +138,9 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         "detected": detected,
         "stream_seconds": span_s,
         "wall_seconds": report.wall_seconds,
-        "realtime_factor": span_s / report.wall_seconds if report.wall_seconds else None,
+        # a watch waits for files: its wall time says nothing of speed
+        "realtime_factor": span_s / report.wall_seconds
+        if report.wall_seconds and not config.watch else None,
         "alpha": config.alpha,
         "retraction": config.retraction,
         "detectors": detectors,
