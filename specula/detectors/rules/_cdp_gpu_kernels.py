@@ -102,8 +102,13 @@ def reductions(tpb: int):
     """
 
     @cuda.jit(device=True)
-    def _tree(value, count, tx, op):  # pragma: no cover - device code
-        """Halve the shared arrays until slot 0 holds the block's result."""
+    def _block_result(value, count, acc, c, op, out_value, out_count,
+                      s):  # pragma: no cover - device code
+        """Put each thread's ``acc, c`` in the shared arrays, halve them until slot 0
+        holds the block's result, and let thread 0 write it to ``out_*[s, block]``."""
+        tx = cuda.threadIdx.x
+        value[tx] = acc
+        count[tx] = c
         cuda.syncthreads()
         stride = tpb // 2
         while stride > 0:
@@ -112,6 +117,9 @@ def reductions(tpb: int):
                 count[tx] += count[tx + stride]
             cuda.syncthreads()
             stride //= 2
+        if tx == 0:
+            out_value[s, cuda.blockIdx.x] = value[0]
+            out_count[s, cuda.blockIdx.x] = count[0]
 
     @cuda.jit
     def reduce_column(enc, num, vrow, head, cap, lo, hi, bound, chk_col, chk_par, nchk, op,
@@ -133,12 +141,7 @@ def reductions(tpb: int):
                         if vrow >= 0:
                             acc = _combine(op, acc, num[vrow, phys])
                 j += tpb
-            value[tx] = acc
-            count[tx] = c
-            _tree(value, count, tx, op)
-            if tx == 0:
-                out_value[s, cuda.blockIdx.x] = value[0]
-                out_count[s, cuda.blockIdx.x] = count[0]
+            _block_result(value, count, acc, c, op, out_value, out_count, s)
             cuda.syncthreads()
             s += cuda.gridDim.y
 
@@ -160,12 +163,7 @@ def reductions(tpb: int):
                     acc = _combine(op, acc, in_value[s, j])
                     c += in_count[s, j]
                 j += tpb
-            value[tx] = acc
-            count[tx] = c
-            _tree(value, count, tx, op)
-            if tx == 0:
-                out_value[s, cuda.blockIdx.x] = value[0]
-                out_count[s, cuda.blockIdx.x] = count[0]
+            _block_result(value, count, acc, c, op, out_value, out_count, s)
             cuda.syncthreads()
             s += cuda.gridDim.y
 
