@@ -17,6 +17,7 @@ import numpy as np
 from specula import events as ev
 from specula.detectors.examples import example_registry
 from specula.pipelines import CostModel, Graph, InProcessRuntime, RunReport
+from specula.pipelines.report import format_detectors
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -196,18 +197,9 @@ def _source(spec: str, graph: Graph) -> np.ndarray:
 def _summary_table(report: RunReport) -> str:
     s = report.summary()
     rate = s["raw_events_per_s"] or 0
-    lines = [f"{report.runtime}: {s['raw_events']:,} raw events in {s['wall_seconds']:.2f} s "
-             f"({rate:,.0f} events/s)",
-             f"{'detector':<14} {'net':>8} {'late':>6} {'replays':>8} {'retracted':>9} "
-             f"{'latency mean':>13} {'p99':>9}"]
-    for name, d in s["detectors"].items():
-        mean = d["latency_mean_s"]
-        p99 = d["latency_p99_s"]
-        lines.append(f"{name:<14} {d['net_events']:>8,} {d['late']:>6} {d['relocations']:>8,} "
-                     f"{d['events_retracted']:>9,} "
-                     f"{'-' if mean is None else f'{mean * 1e3:.1f} ms':>13} "
-                     f"{'-' if p99 is None else f'{p99 * 1e3:.1f} ms':>9}")
-    return "\n".join(lines)
+    return "\n".join([f"{report.runtime}: {s['raw_events']:,} raw events in "
+                      f"{s['wall_seconds']:.2f} s ({rate:,.0f} events/s)",
+                      *format_detectors(s["detectors"])])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from specula.pipelines.graph import Graph
-from specula.pipelines.report import RunReport
+from specula.pipelines.report import RunReport, format_detectors
 
 PS_PER_S = 10**12
 
@@ -156,14 +156,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"{summary['quarantined']:,}, late {summary['late']:,}; "
         f"{summary['stream_seconds']:.1f} s of stream in {summary['wall_seconds']:.1f} s "
         f"(real-time factor {'-' if rtf is None else f'{rtf:.1f}'})",
-        f"{'detector':<17} {'detected':>8} {'late':>6} {'replays':>8} "
-        f"{'latency mean':>13} {'p99':>10}",
+        *format_detectors(summary["detectors"]),
     ]
-    for name, d in summary["detectors"].items():
-        mean, p99 = d["latency_mean_s"], d["latency_p99_s"]
-        lines.append(f"{name:<17} {d['net_events']:>8,} {d['late']:>6,} {d['relocations']:>8,} "
-                     f"{'-' if mean is None else f'{mean * 1e3:.1f} ms':>13} "
-                     f"{'-' if p99 is None else f'{p99 * 1e3:.1f} ms':>10}")
     return "\n".join(lines)
 
 

@@ -104,6 +104,20 @@ class RunReport:
                           default=float)
 
 
+def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
+    """Lines of a table of per-detector summaries (``RunReport.summary()["detectors"]``):
+    net events, late, replays, retracted, latency mean and p99."""
+    lines = [f"{'detector':<17} {'net':>8} {'late':>6} {'replays':>8} {'retracted':>9} "
+             f"{'latency mean':>13} {'p99':>10}"]
+    for name, d in detectors.items():
+        mean, p99 = d["latency_mean_s"], d["latency_p99_s"]
+        lines.append(f"{name:<17} {d['net_events']:>8,} {d['late']:>6,} {d['relocations']:>8,} "
+                     f"{d['events_retracted']:>9,} "
+                     f"{'-' if mean is None else f'{mean * 1e3:.1f} ms':>13} "
+                     f"{'-' if p99 is None else f'{p99 * 1e3:.1f} ms':>10}")
+    return lines
+
+
 def sum_stats(stats: list[UnitStats]) -> UnitStats:
     """Counters of several instances added up."""
     total = UnitStats()
