@@ -68,12 +68,13 @@ def _events_frame(spark: SparkSession, per_detector: dict[str, np.ndarray],
                   registry: TypeRegistry) -> DataFrame:
     import pandas as pd
 
+    # type id -> name, looked up once per table instead of once per event
+    type_names = np.array(["", *(t.name for t in registry.types())], dtype=object)
     frames = []
     for detector, batch in per_detector.items():
         frame = pd.DataFrame({name: batch[name] for name in batch.dtype.names})
         frame.insert(0, "detector", detector)
-        frame.insert(1, "event_type", [registry.name(int(t)) for t in batch["type"]]
-                     if len(batch) else pd.Series([], dtype=str))
+        frame.insert(1, "event_type", type_names[batch["type"]])
         frames.append(frame)
     merged = pd.concat(frames, ignore_index=True)
     fields = [c for c in merged.columns if c not in ("detector", "event_type")]
