@@ -127,6 +127,28 @@ def warm_up(reg: TypeRegistry) -> None:
         feed(CDPEngine(rule(selection, 1_000), reg), events, 500)
 
 
+def compare(got: dict[str, Any], selection: str, slow: tuple[str, str],
+            fast: tuple[str, str], single: int) -> dict[str, float]:
+    """Print one selection's figures of two engines (key, label) and return them as
+    ``<key>_ms_per_event_<selection>`` and ``<fast>_vs_<slow>_<selection>`` (slow time
+    over fast time), plus ``..._single`` times when events were also fed one per call."""
+    (s, s_label), (f, f_label) = slow, fast
+    slow_ms, fast_ms = got[f"{s}_ms"], got[f"{f}_ms"]
+    print(f"  {selection:<5} {s_label} {slow_ms:.4f} ms/event  {f_label} {fast_ms:.4f} "
+          f"ms/event  {f_label} {slow_ms / fast_ms:.2f}x faster  "
+          f"({got['composites']} composites)")
+    out = {f"{s}_ms_per_event_{selection}": round(slow_ms, 5),
+           f"{f}_ms_per_event_{selection}": round(fast_ms, 5),
+           f"{f}_vs_{s}_{selection}": round(slow_ms / fast_ms, 2)}
+    if single:
+        slow1, fast1 = got[f"{s}_single_ms"], got[f"{f}_single_ms"]
+        print(f"  {selection:<5} one event per call: {s_label} {slow1:.4f} ms  {f_label} "
+              f"{fast1:.4f} ms  {f_label} {slow1 / fast1:.2f}x faster")
+        out[f"{s}_ms_per_event_{selection}_single"] = round(slow1, 5)
+        out[f"{f}_ms_per_event_{selection}_single"] = round(fast1, 5)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
@@ -153,18 +175,7 @@ def main() -> None:
     for selection in SELECTIONS:
         got = measure(engines_for(selection, window, reg), events, window, n, repeat,
                       args.batch, single)
-        aip, cdp = got["aip_ms"], got["cdp_ms"]
-        print(f"  {selection:<5} AIP {aip:.4f} ms/event  CDP {cdp:.4f} ms/event  "
-              f"CDP {aip / cdp:.1f}x faster  ({got['composites']} composites)")
-        result[f"aip_ms_per_event_{selection}"] = round(aip, 5)
-        result[f"cdp_ms_per_event_{selection}"] = round(cdp, 5)
-        result[f"cdp_vs_aip_{selection}"] = round(aip / cdp, 2)
-        if single:
-            aip1, cdp1 = got["aip_single_ms"], got["cdp_single_ms"]
-            print(f"  {selection:<5} one event per call: AIP {aip1:.4f} ms  CDP {cdp1:.4f} ms"
-                  f"  CDP {aip1 / cdp1:.1f}x faster")
-            result[f"aip_ms_per_event_{selection}_single"] = round(aip1, 5)
-            result[f"cdp_ms_per_event_{selection}_single"] = round(cdp1, 5)
+        result.update(compare(got, selection, ("aip", "AIP"), ("cdp", "CDP"), single))
     if not args.quick:
         result["sweep"] = sweep(reg, args.batch, args.seed)
     result.update(events=n, repeat=repeat, window=window, batch=args.batch)

@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from numba import config, cuda
-from rules import SELECTIONS, VALUES, measure, registry, rule, stream
+from rules import SELECTIONS, VALUES, compare, measure, registry, rule, stream
 
 from specula.detectors.rules.cdp import CDPEngine
 
@@ -79,18 +79,7 @@ def main() -> int:
     for selection in SELECTIONS:
         got = measure(engines_for(selection, window, reg, args.threads), events, window, n,
                       args.repeat, args.batch, single)
-        gpu, cdp = got["gpu_ms"], got["cdp_ms"]
-        print(f"  {selection:<5} CDP-GPU {gpu:.4f} ms/event  CDP-CPU {cdp:.4f} ms/event  "
-              f"GPU {cdp / gpu:.2f}x faster  ({got['composites']} composites)")
-        result[f"gpu_ms_per_event_{selection}"] = round(gpu, 5)
-        result[f"cdp_ms_per_event_{selection}"] = round(cdp, 5)
-        result[f"gpu_vs_cdp_{selection}"] = round(cdp / gpu, 2)
-        if single:
-            gpu1, cdp1 = got["gpu_single_ms"], got["cdp_single_ms"]
-            print(f"  {selection:<5} one event per call: CDP-GPU {gpu1:.4f} ms  "
-                  f"CDP-CPU {cdp1:.4f} ms  GPU {cdp1 / gpu1:.2f}x faster")
-            result[f"gpu_ms_per_event_{selection}_single"] = round(gpu1, 5)
-            result[f"cdp_ms_per_event_{selection}_single"] = round(cdp1, 5)
+        result.update(compare(got, selection, ("cdp", "CDP-CPU"), ("gpu", "CDP-GPU"), single))
     windows = [int(w) for w in args.sweep.split(",") if w]
     if windows:
         sweep_n = max(1, n // 4) if args.quick else min(n, 20_000)
