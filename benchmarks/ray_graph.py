@@ -17,6 +17,8 @@ import json
 import statistics
 import time
 
+from specula import Graph, InProcessRuntime
+from specula.actors.ray_runtime import RayRuntime
 from specula.detectors import Detector
 from specula.detectors.examples import (
     ANotBCBatch,
@@ -26,8 +28,6 @@ from specula.detectors.examples import (
     example_registry,
 )
 from specula.events import TypeRegistry
-from specula.pipelines import Graph, InProcessRuntime
-from specula.pipelines.ray_runtime import RayRuntime
 from specula.pipelines.synthetic import abc_stream
 
 

@@ -27,12 +27,12 @@ import time
 
 import numpy as np
 
-from specula.detectors.soccer.graph import soccer_graph
-from specula.pipelines import CostModel, InProcessRuntime
+from specula import CostModel, InProcessRuntime
+from specula.actors.ray_runtime import RayRuntime
 from specula.pipelines.delays import DelayModel
-from specula.pipelines.match import generate_match
-from specula.pipelines.ray_runtime import RayRuntime
-from specula.pipelines.scoring import format_scores, score_match
+from specula.soccer.graph import soccer_graph
+from specula.soccer.match import generate_match
+from specula.soccer.scoring import format_scores, score_match
 
 K0_MS = 400.0
 

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from specula import events as ev
+from specula.actors import CostModel, InProcessRuntime, RunReport
+from specula.actors.report import format_detectors
+from specula.detectors import Graph
 from specula.detectors.examples import example_registry
-from specula.pipelines import CostModel, Graph, InProcessRuntime, RunReport
-from specula.pipelines.report import format_detectors
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.in_process:
         report = InProcessRuntime(graph).run(raw)
     else:
-        from specula.pipelines.ray_runtime import RayRuntime
+        from specula.actors.ray_runtime import RayRuntime
 
         report = RayRuntime(graph, address=args.address, batch_size=args.batch_size).run(raw)
     print(_summary_table(report))
@@ -107,7 +108,8 @@ def replay(args: argparse.Namespace) -> int:
     --out. For a generated match it also scores the detections against the truth."""
     from specula.pipelines.replay import ReplayConfig, format_summary
     from specula.pipelines.replay import replay as run_replay
-    from specula.pipelines.scoring import format_scores, score_match
+    from specula.soccer.scoring import format_scores, score_match
+    from specula.soccer.spark_log import PositionLog
 
     alpha: float | str = args.alpha if args.alpha == "adaptive" else _alpha(args.alpha)
     if args.log and not os.path.exists(args.log):
@@ -128,13 +130,14 @@ def replay(args: argparse.Namespace) -> int:
         speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
         ray_address=args.ray_address, in_process=args.in_process, plots=not args.no_plots,
         progress=not args.no_progress, watch=args.watch,
+        latency_plots=("passes", "hits") if graph is None else None,
         idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
         **({"out": Path(args.out)} if args.out else {}))
     print(f"writing to {config.out}/", flush=True)
-    result = run_replay(config)
+    result = run_replay(config, PositionLog())
     print(format_summary(result.summary))
-    if result.match is not None and graph is None:
-        print(format_scores(score_match(result.report, result.match)))
+    if result.truth is not None and graph is None:
+        print(format_scores(score_match(result.report, result.truth)))
     print(f"complex events, emissions, late events, quarantine and metrics (Parquet), "
           f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
     return 0
@@ -168,7 +171,7 @@ def _source(spec: str, graph: Graph) -> np.ndarray:
     raw events (``ats`` sets arrival order)."""
     path = Path(spec)
     if spec.endswith((".csv", ".csv.gz")) and path.exists():
-        from specula.pipelines.debs2013 import read_all
+        from specula.soccer.debs2013 import read_all
 
         raw, quarantined = read_all(path)
         for q in quarantined[:5]:
@@ -268,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from specula.cluster import ClusterError
     from specula.cluster.java import JavaNotFoundError
-    from specula.pipelines.spark_ingest import LogError
+    from specula.pipelines.logs import LogError
 
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

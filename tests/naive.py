@@ -9,8 +9,8 @@ import copy
 
 import numpy as np
 
-from specula.detectors.base import Emitter
-from specula.pipelines.graph import Graph
+from specula.detectors.graph import Graph
+from specula.ordering.emitter import Emitter
 
 TB_SHIFT = 40
 

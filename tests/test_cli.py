@@ -68,11 +68,9 @@ def test_run_names_what_it_cannot_load(project):
 def test_run_soccer_graph_on_the_real_debs_sample(tmp_path, monkeypatch, capsys):
     from pathlib import Path
 
-    sample = Path(__file__).resolve().parents[2] / "shared/data/debs2013/sample-pregame-2000.csv"
-    if not sample.exists():
-        pytest.skip("shared DEBS 2013 data not present")
+    sample = Path(__file__).resolve().parent / "data/debs2013/sample-pregame-2000.csv"
     (tmp_path / "soccer_cli.py").write_text(
-        "from specula.detectors.soccer.graph import soccer_graph\n"
+        "from specula.soccer.graph import soccer_graph\n"
         "graph = soccer_graph(alpha=1.0)\n")
     monkeypatch.chdir(tmp_path)
     assert main(["run", "soccer_cli:graph", "--source", str(sample), "--in-process"]) == 0

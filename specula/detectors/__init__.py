@@ -1,6 +1,9 @@
-"""Detectors: the contract users implement (and, later, the rule engines and the soccer
-library). Knows nothing of Ray or Spark."""
+"""Detectors: the contract users implement, graph declaration, example detectors and the
+rule language with its engines (:mod:`specula.detectors.rules`). Knows nothing of Ray,
+Spark or any domain."""
 
-from specula.detectors.base import Detector, Emitter, EventView
+from specula.detectors.base import Detector
+from specula.detectors.graph import Graph, GraphError, Instance, Node
+from specula.ordering.emitter import Emitter, EventView
 
-__all__ = ["Detector", "Emitter", "EventView"]
+__all__ = ["Detector", "Emitter", "EventView", "Graph", "GraphError", "Instance", "Node"]

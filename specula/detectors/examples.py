@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.detectors.base import Detector, Emitter, EventView
+from specula.detectors import Detector, Emitter, EventView
 
 
 class ANotBC(Detector):
@@ -18,7 +18,7 @@ class ANotBC(Detector):
 
     Examples
     --------
-    >>> from specula.detectors.base import Emitter, EventView
+    >>> from specula.detectors import Emitter, EventView
     >>> import numpy as np
     >>> det, emit = ANotBC(), Emitter()
     >>> row = np.zeros(1, [("ts", "i8"), ("key", "i8")])[0]
@@ -57,7 +57,7 @@ class ANotBCBatch(ANotBC):
     Examples
     --------
     >>> import numpy as np
-    >>> from specula.detectors.base import Emitter
+    >>> from specula.ordering.emitter import Emitter
     >>> reg = example_registry()
     >>> seen = [("A", 1), ("C", 2), ("A", 3), ("B", 4), ("C", 5)]
     >>> rows = [{"type": t, "ts": ts} for t, ts in seen]

@@ -73,6 +73,7 @@ import numpy as np
 from specula import events as ev
 from specula.ordering import _kernels
 from specula.ordering.adaptation import AlphaController
+from specula.ordering.emitter import Emitter
 
 TIEBREAK_SHIFT = 40
 _MAX_KEY = (2**63 - 1, 2**63 - 1)
@@ -217,7 +218,7 @@ class OrderingUnit:
         self.stats = UnitStats()
         self.trace: list[TraceEntry] | None = [] if trace else None
         self._late: list[np.ndarray] = []
-        self._emit = _emitter()
+        self._emit = Emitter()
         # clock and K
         self.clk = int(_kernels.NO_CLOCK)
         self.k = int(k0)
@@ -898,9 +899,3 @@ def _max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:
         m = int(seq[prod == p].max())
         if m > into.get(p, -1):
             into[p] = m
-
-
-def _emitter() -> Any:
-    from specula.detectors.base import Emitter
-
-    return Emitter()

@@ -1,16 +1,3 @@
-"""Declaring detector graphs and running them (in-process, or on Ray)."""
-
-from specula.pipelines.graph import Graph, GraphError, Instance, Node
-from specula.pipelines.inprocess import CostModel, InProcessRuntime
-from specula.pipelines.report import DetectorReport, RunReport
-
-__all__ = [
-    "CostModel",
-    "DetectorReport",
-    "Graph",
-    "GraphError",
-    "InProcessRuntime",
-    "Instance",
-    "Node",
-    "RunReport",
-]
+"""Data pipelines around a detector graph: sources (the delay model, synthetic streams),
+Spark ingestion, streaming and persistence, and the replay job that ties them to a
+runtime. Knows no domain: a kind of log (e.g. :mod:`specula.soccer`) plugs in."""

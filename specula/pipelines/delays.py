@@ -81,7 +81,7 @@ class DelayModel:
     Notes
     -----
     With the defaults, a generated ``debs2013`` match (13,600 readings/s from 41
-    sensors; :func:`specula.pipelines.match.generate_match`) arrives with about 84 % of
+    sensors; :func:`specula.soccer.match.generate_match`) arrives with about 84 % of
     its readings out of order (:func:`out_of_order_fraction`), a ``paper`` match
     (34,000 readings/s from 143 sensors) with about 92 %: readings of a sensor with a
     longer base latency are overtaken by later readings of quicker sensors. The median

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from specula.pipelines.report import RunReport
+from specula.actors.report import RunReport
 
 
 def plot_latency(runs: dict[str, RunReport], detector: str, path: str | Path) -> Path:

@@ -1,10 +1,12 @@
 """The main job: a sensor log through Spark and Ray on Spark to the detector graph and back.
 
-:func:`replay` runs, in one Spark application:
+:func:`replay` runs, in one Spark application, for one kind of log
+(:class:`~specula.pipelines.logs.LogKind`, e.g. the DEBS 2013 position log of
+:mod:`specula.soccer`):
 
-1. a generated match (when no log is given) written as a Parquet position log;
+1. a generated log (when none is given), written by the kind with its ground truth;
 2. ingestion on Spark (:func:`~specula.pipelines.spark_ingest.ingest`): validation,
-   quarantine, metadata, delays, the arrival-ordered stream as Parquet;
+   quarantine, delays, the arrival-ordered stream as Parquet;
    With ``watch``, step 2 is instead a Structured Streaming query over a directory
    (:class:`~specula.pipelines.spark_stream.LogWatcher`) that feeds files as they land;
 3. Ray started on the Spark cluster (or a Ray cluster joined at ``ray_address``, or no
@@ -28,15 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from specula.pipelines.graph import Graph
-from specula.pipelines.report import RunReport, format_detectors
-
-PS_PER_S = 10**12
+from specula.actors.report import RunReport, format_detectors
+from specula.detectors.graph import Graph
+from specula.pipelines.logs import LogKind
 
 
 @dataclass
 class ReplayConfig:
-    """What to replay and how; the defaults are the README's main command."""
+    """What to replay and how; the defaults are the README's main command.
+
+    Without ``log``, the log kind generates ``seconds`` of it (``profile``, ``seed``);
+    without ``graph``, the kind's default graph runs.
+    """
 
     log: str | None = None
     graph: Graph | None = None
@@ -54,6 +59,8 @@ class ReplayConfig:
     ray_address: str | None = None
     in_process: bool = False
     plots: bool = True
+    #: Detectors whose latency is plotted; None: those at the top of the graph.
+    latency_plots: tuple[str, ...] | None = None
     progress: bool = False
     watch: bool = False
     idle_timeout: float | None = 30.0
@@ -61,16 +68,16 @@ class ReplayConfig:
 
 @dataclass
 class ReplayResult:
-    """The run's report, summary, output paths and, for a generated match, the match."""
+    """The run's report, summary, output paths and, for a generated log, its truth."""
 
     report: RunReport
     summary: dict[str, Any]
     paths: dict[str, str]
-    match: Any = None
+    truth: Any = None
 
 
-def replay(config: ReplayConfig) -> ReplayResult:
-    """Run the whole job; see the module docstring."""
+def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
+    """Run the whole job over logs of ``kind``; see the module docstring."""
     from specula.cluster.spark import ray_on_spark, spark_session
     from specula.pipelines.delays import DelayModel
     from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
@@ -80,22 +87,25 @@ def replay(config: ReplayConfig) -> ReplayResult:
         from specula.cluster import check_reachable
 
         check_reachable(config.ray_address, "Ray cluster")  # before Spark spends a minute
-    graph = config.graph or _soccer_graph(config)
+    graph = config.graph or kind.default_graph(config.alpha, config.retraction, config.k0_ms)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    log, metadata, match = _input(config, out)
+    log, truth = config.log, None
+    if log is None:
+        generated = kind.generate(config.seconds, config.profile, config.seed, out / "input")
+        log, kind, truth = generated.path, generated.kind, generated.truth
     delays = DelayModel(seed=config.seed) if config.delays else None
     with spark_session(config.spark_master) as spark:
         if config.watch:
             from specula.pipelines.spark_stream import LogWatcher, counts_as_ingested
 
-            watcher = LogWatcher(spark, log, out, metadata=metadata,
-                                 idle_timeout=config.idle_timeout,
+            watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
                                  batch_size=config.batch_size)
             batches = watcher.batches()
         else:
-            ingested = ingest(spark, log, out, metadata=metadata, delays=delays)
-            batches = arrival_batches(ingested.events_path, config.batch_size)
+            ingested = ingest(spark, kind, log, out, delays=delays)
+            batches = arrival_batches(ingested.events_path, kind.event_dtype(),
+                                      config.batch_size)
             if config.progress:
                 batches = _progress(batches, count_rows(ingested.events_path))
         if config.in_process:
@@ -112,14 +122,14 @@ def replay(config: ReplayConfig) -> ReplayResult:
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
                  **persist(spark, report, graph.registry, out, summary)}
     if config.plots:
-        paths.update(_plots(report, out / "plots", config))
-    return ReplayResult(report, summary, paths, match)
+        paths.update(_plots(report, graph, out / "plots", config))
+    return ReplayResult(report, summary, paths, truth)
 
 
 def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConfig
               ) -> dict[str, Any]:
     """Events in, quarantined, late, detections per type, latency and real-time factor."""
-    span_s = max(0, ingested.last_ts - ingested.first_ts) / PS_PER_S
+    span_s = max(0, ingested.last_ts - ingested.first_ts) / graph.ticks_per_second
     detectors = report.summary()["detectors"]
     detected: dict[str, int] = {}
     for name, node in graph.nodes.items():
@@ -128,7 +138,7 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
             detected[t] = detected.get(t, 0) + int(np.count_nonzero(
                 net["type"] == graph.registry.id(t)))
     return {
-        "log": config.log or f"generated {config.profile} match, {config.seconds:g} s, "
+        "log": config.log or f"generated {config.profile} log, {config.seconds:g} s, "
                              f"seed {config.seed}",
         "runtime": report.runtime,
         "rows": ingested.rows,
@@ -161,48 +171,17 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _soccer_graph(config: ReplayConfig) -> Graph:
-    from specula.detectors.soccer.graph import soccer_graph
-
-    return soccer_graph(config.alpha, config.retraction, k0_ms=config.k0_ms)
-
-
-def _input(config: ReplayConfig, out: Path) -> tuple[str, Any, Any]:
-    """The log to ingest, its metadata, and the generated match (None for a user log)."""
-    if config.log:
-        return config.log, None, None
-    from specula.pipelines.match import generate_match
-
-    match = generate_match(config.seconds, profile=config.profile, seed=config.seed)
-    path = out / "input" / "match.parquet"
-    write_position_parquet(match.events, path)
-    return str(path), match.metadata, match
-
-
-def write_position_parquet(events: np.ndarray, path: Path) -> None:
-    """Write position events as a Parquet log with the 13 DEBS columns, in ``ts`` order."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from specula.pipelines.debs2013 import POSITION_COLUMNS
-
-    columns = {"sid": events["key"], **{c: events[c] for c in POSITION_COLUMNS[1:]}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({c: pa.array(v.astype(np.int64)) for c, v in columns.items()}),
-                   path)
-
-
 def _run_in_process(graph: Graph, batches: Iterable[np.ndarray]) -> RunReport:
-    from specula.pipelines.inprocess import InProcessRuntime
+    from specula.actors.inprocess import InProcessRuntime
 
     parts = list(batches)
     raw = np.concatenate(parts) if parts else np.zeros(0, graph.registry.dtype())
-    return InProcessRuntime(graph).run(raw, batch_ticks=5 * 10**9)
+    return InProcessRuntime(graph).run(raw)
 
 
 def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
                 config: ReplayConfig) -> RunReport:
-    from specula.pipelines.ray_runtime import RayRuntime
+    from specula.actors.ray_runtime import RayRuntime
 
     runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
                          speed=config.speed)
@@ -225,11 +204,16 @@ def _progress(batches: Iterable[np.ndarray], total: int) -> Iterator[np.ndarray]
     sys.stderr.write("\n")
 
 
-def _plots(report: RunReport, folder: Path, config: ReplayConfig) -> dict[str, str]:
+def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig
+           ) -> dict[str, str]:
     from specula.pipelines.plots import plot_alpha, plot_latency
 
     paths = {}
-    for name in ("passes", "hits"):
+    names = config.latency_plots
+    if names is None:  # the top of the graph: detectors whose outputs nobody consumes
+        consumed = {t for n in graph.nodes.values() for t in n.inputs}
+        names = tuple(n.name for n in graph.nodes.values() if not set(n.outputs) & consumed)
+    for name in names:
         if name in report.detectors:
             paths[f"plot_{name}"] = str(plot_latency({str(config.alpha): report}, name,
                                                      folder / f"{name}_latency.png"))

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specula.actors.report import RunReport
 from specula.events import TypeRegistry
-from specula.pipelines.report import RunReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,4 +1,4 @@
-"""Live operation: position logs read as they land in a directory (Structured Streaming).
+"""Live operation: sensor logs read as they land in a directory (Structured Streaming).
 
 :class:`LogWatcher` runs a Spark Structured Streaming query with the file source over a
 directory. Each micro-batch (one new file at a time by default) is validated exactly as
@@ -16,18 +16,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specula.pipelines.debs2013 import Metadata, position_dtype
-from specula.pipelines.spark_ingest import (
-    EVENT_COLUMNS,
-    QUARANTINE_COLUMNS,
-    check_rows,
-    roles_frame,
-    text_rows,
-)
+from specula.pipelines.logs import QUARANTINE_COLUMNS, LogKind
+from specula.pipelines.spark_ingest import Ingested, text_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,12 +41,14 @@ class WatchCounts:
 
 
 class LogWatcher:
-    """Stream the position logs that appear in ``directory`` as event batches.
+    """Stream the logs of one kind that appear in ``directory`` as event batches.
 
     Parameters
     ----------
     spark
         The session that runs the streaming query.
+    kind
+        What the files hold and how their rows are checked.
     directory
         Watched folder; files already there are read first. Files must be complete when
         they appear (write elsewhere, then move them in), as for any Spark file source.
@@ -67,18 +63,18 @@ class LogWatcher:
         ordering units of fan-ins need (their K must cover the batches in flight).
     """
 
-    def __init__(self, spark: SparkSession, directory: str | Path, out: str | Path, *,
-                 metadata: Metadata | None = None, idle_timeout: float | None = 30.0,
+    def __init__(self, spark: SparkSession, kind: LogKind, directory: str | Path,
+                 out: str | Path, *, idle_timeout: float | None = 30.0,
                  files_per_batch: int = 1, queue_size: int = 4,
                  batch_size: int = 1_000) -> None:
         self.spark = spark
+        self.kind = kind
         self.directory = str(directory)
         self.out = Path(out)
         self.idle_timeout = idle_timeout
         self.files_per_batch = files_per_batch
         self.batch_size = batch_size
         self.counts = WatchCounts()
-        self._roles = roles_frame(spark, metadata or Metadata.default())
         self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=queue_size)
 
     def batches(self) -> Iterator[np.ndarray]:
@@ -113,26 +109,21 @@ class LogWatcher:
 
     def _micro_batch(self, lines: DataFrame, batch_id: int) -> None:
         """Validate one micro-batch; quarantine the bad rows, queue the events."""
-        from pyspark.sql import functions as F
 
-        checked = check_rows(text_rows(lines), self._roles).persist()
+        checked = self.kind.check(self.spark, text_rows(lines)).persist()
         try:
             bad = checked.where("reason IS NOT NULL").select(*QUARANTINE_COLUMNS)
             bad.write.mode("append").parquet(str(self.out / "quarantine"))
-            clean = checked.where("reason IS NULL").orderBy("ts", "row")
-            table = clean.select(
-                "ts", "type", F.col("sid").alias("key"), F.col("row").alias("seq"),
-                "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az", "player", "team",
-                "limb").toArrow()
+            clean = checked.where("reason IS NULL")
+            table = self.kind.events(clean).orderBy("ts", "seq").toArrow()
             n_rows = checked.count()
         finally:
             checked.unpersist()
-        events = np.zeros(table.num_rows, position_dtype())
-        for name in EVENT_COLUMNS:
-            if name in table.column_names:
-                events[name] = table.column(name).to_numpy()
-        events["seq"] += self.counts.rows - 1  # numbered across files
-        events["ats"] = events["ts"]
+        events = np.zeros(table.num_rows, self.kind.event_dtype())
+        for name in table.column_names:
+            events[name] = table.column(name).to_numpy()
+        events["seq"] += self.counts.rows  # numbered across files
+        events["origin"] = events["ats"]
         self._count(events, n_rows)
         if len(events):
             self._queue.put(events)
@@ -150,10 +141,8 @@ class LogWatcher:
             c.sensors.update(np.unique(events["key"]).tolist())
 
 
-def counts_as_ingested(counts: WatchCounts) -> Any:
+def counts_as_ingested(counts: WatchCounts) -> Ingested:
     """The counts of a watch in the shape of :class:`~spark_ingest.Ingested`."""
-    from specula.pipelines.spark_ingest import Ingested
-
     return Ingested("", "", rows=counts.rows, events=counts.events,
                     quarantined=counts.quarantined, sensors=tuple(sorted(counts.sensors)),
                     first_ts=counts.first_ts, last_ts=counts.last_ts)

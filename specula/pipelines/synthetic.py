@@ -12,9 +12,9 @@ from specula.detectors.examples import (
     Threshold,
     example_registry,
 )
+from specula.detectors.graph import Alpha, Graph
 from specula.events import TypeRegistry
 from specula.ordering.unit import RetractionMode
-from specula.pipelines.graph import Alpha, Graph
 
 
 def example_graph(alpha: Alpha, retraction: RetractionMode = "on-demand", k0: int = 0) -> Graph:

@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from specula.detectors.base import Detector, Emitter
+from specula.detectors import Detector, Emitter
 from specula.detectors.rules.ast import (
     AttrRef,
     BinOp,

@@ -11,7 +11,7 @@ So a rule's cost is estimated from the event rates of the types it reads and its
 windows; a rule is *heavy* when it expects at least :data:`GPU_THRESHOLD` events per
 column. :func:`plan` gives every heavy rule a detector of its own on a GPU CDP engine
 (or, without GPUs, on the CPU CDP engine, with a warning), and packs the simple rules
-into a few shared CPU detectors; :func:`specula.pipelines.rules.add_rules` adds those
+into a few shared CPU detectors; :func:`specula.actors.rules.add_rules` adds those
 detectors to a graph.
 """
 

@@ -1,0 +1,52 @@
+"""Who gets which part of a batch: subscriptions by event type, partitions by key."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specula import events as ev
+from specula.detectors.graph import Graph
+
+
+class Router:
+    """Routes the output of a detector (or the raw source, ``None``) to its subscribers.
+
+    A subscriber gets the events of its input types; counter messages of a producer go to
+    every instance of every node that subscribes to any of that producer's types.
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        reg = graph.registry
+        n_types = max(t.id for t in reg.types()) + 1
+        self._wanted: dict[str, np.ndarray] = {}
+        for node in graph.nodes.values():
+            mask = np.zeros(n_types, bool)
+            mask[[reg.id(t) for t in node.inputs]] = True
+            self._wanted[node.name] = mask
+        self._outputs = {n.name: set(n.outputs) for n in graph.nodes.values()}
+        self._inputs = {n.name: set(n.inputs) for n in graph.nodes.values()}
+        self._sources = set(graph.sources)
+
+    def hears(self, node: str, source: str | None) -> bool:
+        """Does ``node`` subscribe to anything ``source`` (None: raw) publishes?"""
+        published = self._sources if source is None else self._outputs[source]
+        return bool(self._inputs[node] & published)
+
+    def select(self, node: str, source: str | None, batch: np.ndarray) -> np.ndarray:
+        """The part of ``batch`` that ``node`` subscribes to."""
+        if not self.hears(node, source):
+            return batch[:0]
+        keep = np.take(self._wanted[node], batch["type"], mode="clip")
+        if source is not None:
+            keep |= (batch["flags"] & ev.RETRACTION) > 0
+        return batch if keep.all() else batch[keep]
+
+
+def split_by_key(batch: np.ndarray, partitions: int) -> list[np.ndarray]:
+    """Partition ``i`` gets the events with ``key % partitions == i``; counter messages
+    (which carry no key) go to every partition."""
+    if partitions == 1:
+        return [batch]
+    control = (batch["flags"] & ev.RETRACTION) > 0
+    part = np.where(control, -1, batch["key"] % partitions)
+    return [batch[(part == i) | control] for i in range(partitions)]

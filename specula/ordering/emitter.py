@@ -1,0 +1,105 @@
+"""What an ordering unit hands the detector it drives: each input event as an
+:class:`EventView`, and an :class:`Emitter` that collects what the detector generates.
+
+The unit fills in the bookkeeping of every generated event (producer, counter, K+,
+origin) from the input event that caused it, which is why the emitter tracks the index
+of the event being processed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class EventView:
+    """Read-only view of one event handed to :meth:`Detector.on_event`.
+
+    ``type`` is the type name, ``ts`` and ``key`` the core fields; payload fields are read
+    with ``event["field"]`` (or as attributes).
+    """
+
+    __slots__ = ("_row", "type")
+
+    def __init__(self, row: np.void, type_name: str) -> None:
+        self._row = row
+        self.type = type_name
+
+    @property
+    def ts(self) -> int:
+        return int(self._row["ts"])
+
+    @property
+    def key(self) -> int:
+        return int(self._row["key"])
+
+    def __getitem__(self, field: str) -> Any:
+        return self._row[field].item()
+
+    def __getattr__(self, field: str) -> Any:
+        try:
+            return self._row[field].item()
+        except (ValueError, KeyError, IndexError):
+            raise AttributeError(field) from None
+
+    def __repr__(self) -> str:
+        return f"EventView({self.type}, ts={self.ts}, key={self.key})"
+
+
+class Emitter:
+    """Collects the events a detector generates while it processes a batch.
+
+    A detector calls it as ``emit(type_name, ts, key=0, **payload)``. The ordering unit
+    fills in producer, counter, K+ and origin from the input event being processed, which
+    is why :meth:`Detector.on_batch` implementations announce it with :meth:`at`
+    (or pass ``cause`` indices to :meth:`many`).
+    """
+
+    __slots__ = ("_cause", "_n", "causes", "column_batches", "rows")
+
+    def __init__(self) -> None:
+        self._cause = 0
+        self._n = 0
+        self.rows: list[tuple[str, int, int, dict[str, Any]]] = []
+        self.causes: list[int] = []
+        self.column_batches: list[tuple[str, dict[str, np.ndarray], np.ndarray]] = []
+
+    @property
+    def cause(self) -> int:
+        """Index, in the current batch, of the input event being processed."""
+        return self._cause
+
+    def at(self, index: int) -> None:
+        """Mark input ``index`` of the current batch as the cause of what follows."""
+        self._cause = index
+
+    def __call__(self, type_name: str, ts: int, key: int = 0, **payload: Any) -> None:
+        self.rows.append((type_name, int(ts), int(key), payload))
+        self.causes.append(self._cause)
+        self._n += 1
+
+    def many(self, type_name: str, *, ts: np.ndarray, cause: np.ndarray, key: Any = 0,
+             **payload: Any) -> None:
+        """Emit a column batch of one type; ``cause[i]`` is the input index behind row i.
+
+        ``ts`` has one value per row; ``key`` and payload columns may be scalars.
+        """
+        cause = np.asarray(cause, dtype=np.int64)
+        columns = {"ts": np.asarray(ts, dtype=np.int64),
+                   "key": np.broadcast_to(np.asarray(key, dtype=np.int64), cause.shape)}
+        columns.update({name: np.broadcast_to(np.asarray(v), cause.shape)
+                        for name, v in payload.items()})
+        self.column_batches.append((type_name, columns, cause))
+        self._n += len(cause)
+
+    def clear(self) -> None:
+        if self._n:
+            self.rows.clear()
+            self.causes.clear()
+            self.column_batches.clear()
+            self._n = 0
+        self._cause = 0
+
+    def __len__(self) -> int:
+        return self._n

@@ -1,0 +1,67 @@
+"""The soccer detector hierarchy: 12 detectors on 6 levels.
+
+    level 1  BallInPlay, AccelerationPeak        (ball)          RunningIntensity (player)
+    level 2  BallNearFoot                        (player, ball, ball_in, ball_out)
+    level 3  PlayerHitsBall                      (near, not_near, peak; ball clock) - A!BC
+    level 4  BallPossession, Pass, Interception  (hit, ball_out)  ShotOnGoal (hit, ball)
+    level 5  DoublePass (pass)                   BlockedShot (shot, hit)
+    level 6  CombinationShot                     (double_pass, shot)
+"""
+
+from __future__ import annotations
+
+from specula.detectors.graph import Alpha, Graph
+from specula.ordering.unit import RetractionMode
+from specula.soccer.ball import AccelerationPeak, BallInPlay
+from specula.soccer.play import (
+    BallPossession,
+    DoublePass,
+    Interception,
+    Pass,
+    PlayerHitsBall,
+)
+from specula.soccer.players import BallNearFoot, RunningIntensity
+from specula.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
+from specula.soccer.types import PICOS_PER_SECOND, soccer_registry
+
+DETECTORS = {
+    "ball_in_play": BallInPlay,
+    "acceleration_peak": AccelerationPeak,
+    "running_intensity": RunningIntensity,
+    "near_foot": BallNearFoot,
+    "hits": PlayerHitsBall,
+    "possession": BallPossession,
+    "passes": Pass,
+    "interceptions": Interception,
+    "shots": ShotOnGoal,
+    "double_passes": DoublePass,
+    "blocked_shots": BlockedShot,
+    "combination_shots": CombinationShot,
+}
+
+
+LEVELS = {"ball_in_play": 1, "acceleration_peak": 1, "running_intensity": 1, "near_foot": 2,
+          "hits": 3, "possession": 4, "passes": 4, "interceptions": 4, "shots": 4,
+          "double_passes": 5, "blocked_shots": 5, "combination_shots": 6}
+
+
+def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
+                 k0_ms: float = 0.0) -> Graph:
+    """The whole hierarchy with one setting for every unit.
+
+    ``k0_ms`` is the initial K of level 1 and should cover the network delays; level n
+    starts at 2**(n-1) times that, more than all levels below together, because a unit
+    that also hears raw events (near_foot, shots) gets the generated ones only after
+    every level below has buffered them, and the first of them would otherwise be late
+    (dynamic K learns a delay only once it has seen it).
+    """
+    g = Graph(soccer_registry(), sources=("ball", "player", "referee"),
+              ticks_per_second=PICOS_PER_SECOND)
+    for name, cls in DETECTORS.items():
+        # near_foot learns which ball is in play from rare ball_in/ball_out events: one
+        # that comes late (a slow sibling on a fast replay) is still better processed out
+        # of order than dropped, or the ball would never become active
+        g.add(name, cls(), alpha=alpha, retraction=retraction,
+              k0=int(k0_ms * 1e9) * 2 ** (LEVELS[name] - 1),
+              late="process" if name == "near_foot" else "side")
+    return g

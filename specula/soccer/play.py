@@ -1,0 +1,137 @@
+"""Levels 3-5: who hits the ball, who has it, passes, interceptions, double passes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from specula.detectors import Detector, Emitter, EventView
+from specula.soccer.geometry import PS
+
+
+class PlayerHitsBall(Detector):
+    """The paper's A!BC: the ball came near a player's foot (A), then an acceleration
+    peak (C), with no ``not_near`` of that player (B) in between: the player hit the ball.
+
+    If several players are near at the peak, the one the ball reached last hit it. A peak
+    whose acceleration points more up or down than sideways (``|az|`` above
+    ``max_vertical``, i.e. beyond 45 degrees) is the ball bouncing on the ground, not a
+    kick.
+    Raw ``ball`` readings only drive the clock: near, not_near and peak events are sparse,
+    and a clock that advanced only with them would hold a hit until the next one came.
+    """
+
+    inputs = ("near", "not_near", "peak", "ball")
+    outputs = ("hit",)
+    clock = ("ball",)
+
+    def __init__(self, max_vertical: int = 7_071) -> None:
+        self.max_vertical = max_vertical
+        self.near: dict[int, tuple[int, int]] = {}  # player -> (since, team)
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        kind = np.asarray(type_names, dtype=object)[events["type"]]
+        for i in np.flatnonzero(kind != "ball").tolist():
+            emit.at(i)
+            self.on_event(EventView(events[i], kind[i]), emit)
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if event.type == "near":
+            self.near[event["player"]] = (event.ts, event["team"])
+        elif event.type == "not_near":
+            self.near.pop(event["player"], None)
+        elif self.near and abs(event["az"]) <= self.max_vertical:
+            player = max(self.near, key=lambda p: (self.near[p][0], p))
+            emit("hit", event.ts, player, player=player, team=self.near[player][1],
+                 ball=event.key, a=event["a"], x=event["x"], y=event["y"], z=event["z"])
+
+
+class BallPossession(Detector):
+    """DEBS 2013 query 2: a player has the ball from his hit until another player hits it
+    or the ball leaves the pitch; ``possession`` at every change (player -1: nobody)."""
+
+    inputs = ("hit", "ball_out")
+    outputs = ("possession",)
+
+    def __init__(self) -> None:
+        self.holder = -1
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        player, team = (event["player"], event["team"]) if event.type == "hit" else (-1, -1)
+        if player != self.holder:
+            self.holder = player
+            emit("possession", event.ts, player, player=player, team=team, since=event.ts)
+
+
+class _NextTouch(Detector):
+    """A hit followed by the next hit of another player within ``window_s``, with the
+    ball staying in play; subclasses say which pairs count. The generated event carries
+    the first hit's time stamp (when the ball was played), so it is generated after the
+    time it describes."""
+
+    inputs = ("hit", "ball_out")
+    output = ""
+
+    def __init__(self, window_s: float = 10.0) -> None:
+        self.window_s = window_s
+        self.last: tuple[int, int, int] | None = None  # (ts, player, team)
+
+    def counts(self, team: int, next_team: int) -> bool:
+        raise NotImplementedError
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if event.type == "ball_out":
+            self.last = None
+            return
+        ts, player, team = event.ts, event["player"], event["team"]
+        last = self.last
+        if last is not None and player != last[1] and ts - last[0] <= self.window_s * PS \
+                and self.counts(last[2], team):
+            emit(self.output, last[0], last[1], player=last[1], team=last[2],
+                 receiver=player, received=ts)
+        self.last = (ts, player, team)
+
+
+class Pass(_NextTouch):
+    """A hit by one player and the next hit by a teammate: a pass (``received`` is the
+    teammate's touch)."""
+
+    outputs = ("pass",)
+    output = "pass"
+
+    def counts(self, team: int, next_team: int) -> bool:
+        return team == next_team
+
+
+class Interception(_NextTouch):
+    """A hit by one player and the next hit by an opponent: an unsuccessful pass,
+    intercepted (``receiver`` is the interceptor)."""
+
+    outputs = ("interception",)
+    output = "interception"
+
+    def counts(self, team: int, next_team: int) -> bool:
+        return team != next_team
+
+
+class DoublePass(Detector):
+    """A pass from A to B, then from B back to A within ``window_s``: a double pass (one
+    two). Carries the first pass's time stamp; ``received`` is when A got the ball back."""
+
+    inputs = ("pass",)
+    outputs = ("double_pass",)
+
+    def __init__(self, window_s: float = 5.0) -> None:
+        self.window_s = window_s
+        self.last: tuple[int, int, int] | None = None  # (ts, passer, receiver)
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        last = self.last
+        if last is not None and event["player"] == last[2] and event["receiver"] == last[1] \
+                and event["received"] - last[0] <= self.window_s * PS:
+            emit("double_pass", last[0], last[1], player=last[1], team=event["team"],
+                 receiver=last[2], received=event["received"])
+            self.last = None
+        else:
+            self.last = (event.ts, event["player"], event["receiver"])

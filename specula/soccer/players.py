@@ -1,0 +1,121 @@
+"""Level 1 and 2 player detectors: running intensity, and the ball near a player's foot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from specula.detectors import Detector, Emitter
+from specula.soccer import _kernels
+from specula.soccer.geometry import NEAR_FOOT_MM
+
+#: DEBS 2013 query 1 speed classes, upper bounds in km/h: standing, trot, low, medium, high;
+#: above the last one: sprint.
+INTENSITY_KMH = (1.0, 11.0, 14.0, 17.0, 24.0)
+
+
+class RunningIntensity(Detector):
+    """DEBS 2013 query 1: a player's running intensity class (0 standing ... 5 sprint),
+    from the speed of his left leg sensor; ``intensity`` whenever the class changes."""
+
+    inputs = ("player",)
+    outputs = ("intensity",)
+
+    def __init__(self) -> None:
+        self.level: dict[int, int] = {}
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        legs = np.flatnonzero(events["limb"] == 0)
+        if not len(legs):
+            return
+        kmh = events["v"][legs] * 3.6e-6
+        level = np.searchsorted(np.array(INTENSITY_KMH), kmh, side="right")
+        players = events["player"][legs]
+        for p in np.unique(players).tolist():
+            sel = np.flatnonzero(players == p)
+            lv = level[sel]
+            before = np.concatenate(([self.level.get(p, -1)], lv[:-1]))
+            at = legs[sel[lv != before]]
+            self.level[p] = int(lv[-1])
+            if len(at):
+                emit.many("intensity", ts=events["ts"][at], key=p, cause=at, player=p,
+                          team=events["team"][at], speed=events["v"][at] // 1000,
+                          level=level[sel[lv != before]])
+
+
+class BallNearFoot(Detector):
+    """The active ball comes within 1 m of one of a player's feet (``near``), or moves
+    away from all of them again (``not_near``); key and ``player`` name the player.
+
+    Which ball is active comes from :class:`~specula.soccer.ball.BallInPlay`
+    (``ball_in`` / ``ball_out``); feet are the players' leg sensors. A Numba kernel walks
+    the time-ordered batch, updating foot positions and measuring, for every reading of
+    the active ball, each player's nearest foot.
+    """
+
+    inputs = ("player", "ball", "ball_in", "ball_out")
+    outputs = ("near", "not_near")
+    clock = ("ball",)
+
+    def __init__(self, radius: int = NEAR_FOOT_MM) -> None:
+        self.radius = radius
+        self.active: dict[int, bool] = {}
+        self.foot_slot: dict[int, int] = {}
+        self.foot_player = np.zeros(0, np.int64)
+        self.foot_team: dict[int, int] = {}
+        self.foot_xyz = np.zeros((0, 3), np.int64)
+        self.foot_seen = np.zeros(0, bool)
+        self.near = np.zeros(0, bool)
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        kind = np.asarray(type_names, dtype=object)[events["type"]]
+        is_ball = kind == "ball"
+        self._learn_feet(events, kind)
+        active = self._active(events, kind, is_ball)
+        slots = np.array([self.foot_slot.get(s, -1) for s in events["key"].tolist()], np.int64)
+        slots[kind != "player"] = -1
+        idx, player, now_near, dist = _kernels.near_foot(
+            is_ball, active, slots, events["x"], events["y"], events["z"], self.foot_xyz,
+            self.foot_seen, self.foot_player, self.near, self.radius, len(self.near))
+        for k, name in ((1, "near"), (0, "not_near")):
+            sel = now_near == k
+            if sel.any():
+                emit.many(name, ts=events["ts"][idx[sel]], key=player[sel], cause=idx[sel],
+                          player=player[sel],
+                          team=np.array([self.foot_team[p] for p in player[sel].tolist()]),
+                          dist=dist[sel])
+
+    def _learn_feet(self, events: np.ndarray, kind: np.ndarray) -> None:
+        feet = np.flatnonzero((kind == "player") & (events["limb"] <= 1))
+        new = [i for i in np.unique(events["key"][feet], return_index=True)[1].tolist()
+               if int(events["key"][feet[i]]) not in self.foot_slot]
+        for i in new:
+            row = events[feet[i]]
+            self.foot_slot[int(row["key"])] = len(self.foot_slot)
+            self.foot_player = np.append(self.foot_player, int(row["player"]))
+            self.foot_team[int(row["player"])] = int(row["team"])
+        grow = len(self.foot_slot) - len(self.foot_seen)
+        if grow:
+            self.foot_xyz = np.concatenate([self.foot_xyz, np.zeros((grow, 3), np.int64)])
+            self.foot_seen = np.concatenate([self.foot_seen, np.zeros(grow, bool)])
+        n_players = int(self.foot_player.max()) + 1 if len(self.foot_player) else 0
+        if n_players > len(self.near):
+            self.near = np.concatenate([self.near, np.zeros(n_players - len(self.near), bool)])
+
+    def _active(self, events: np.ndarray, kind: np.ndarray, is_ball: np.ndarray) -> np.ndarray:
+        """Per reading: is it from the active ball (the last ball_in/ball_out of its sensor,
+        in this batch or before, was a ball_in)?"""
+        active = np.zeros(len(events), bool)
+        flips = np.flatnonzero((kind == "ball_in") | (kind == "ball_out"))
+        keys = events["key"]
+        for sid in np.unique(keys[is_ball]).tolist():
+            readings = np.flatnonzero(is_ball & (keys == sid))
+            mine = flips[keys[flips] == sid]
+            state = np.concatenate(([self.active.get(sid, False)], kind[mine] == "ball_in"))
+            last = np.searchsorted(mine, readings, side="right")
+            active[readings] = state[last]
+            self.active[sid] = bool(state[-1])
+        for i in flips.tolist():  # flips of balls without readings in this batch
+            self.active[int(keys[i])] = kind[i] == "ball_in"
+        return active

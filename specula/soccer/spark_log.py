@@ -1,0 +1,169 @@
+"""The DEBS 2013 position log as a kind of log for the Spark pipelines.
+
+:class:`PositionLog` tells :mod:`specula.pipelines` how a position row is read (13
+comma-separated integers, or a Parquet table with the 13 integer columns), which checks
+it must pass (the same checks, in the same order and with the same reasons, as
+:func:`~specula.soccer.debs2013.read_positions`), how a valid row becomes a ``ball``,
+``player`` or ``referee`` event (the wearer joined from the sensor metadata), and what a
+replay runs by default: the soccer hierarchy, over a generated match when no log is
+given.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from specula.detectors import Graph
+from specula.events import TypeRegistry
+from specula.pipelines.logs import GeneratedLog, LogError
+from specula.pipelines.spark_ingest import number_rows
+from specula.soccer.debs2013 import (
+    DIRECTION_BOUND,
+    POSITION_COLUMNS,
+    RECORDING_PS,
+    X_BOUNDS,
+    Y_BOUNDS,
+    Z_BOUNDS,
+    Metadata,
+    position_dtype,
+)
+from specula.soccer.types import soccer_registry
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: Columns of the arrival-ordered event table, in the order written.
+EVENT_COLUMNS: tuple[str, ...] = (
+    "ts", "type", "key", "seq", "ats", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay",
+    "az", "player", "team", "limb",
+)
+
+
+@dataclass(frozen=True)
+class PositionLog:
+    """A DEBS 2013 position log whose sensors are described by ``metadata``."""
+
+    metadata: Metadata = field(default_factory=Metadata.default)
+    name: str = "DEBS 2013 position log (13 comma-separated integers per line)"
+    registry: TypeRegistry = field(default_factory=soccer_registry)
+    event_columns: tuple[str, ...] = EVENT_COLUMNS
+
+    def event_dtype(self) -> np.dtype:
+        return position_dtype()
+
+    def read_table(self, spark: SparkSession, path: str) -> DataFrame:
+        """A Parquet log with the 13 integer position columns, as rows."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import IntegralType
+
+        df = spark.read.parquet(path)
+        types = {f.name: f.dataType for f in df.schema.fields}
+        missing = [c for c in POSITION_COLUMNS if c not in types]
+        wrong = [f"{c} ({types[c].simpleString()})" for c in POSITION_COLUMNS
+                 if c in types and not isinstance(types[c], IntegralType)]
+        if missing or wrong:
+            raise LogError(f"{path}: not a DEBS 2013 position table: "
+                           + "; ".join(filter(None, [
+                               f"missing columns {', '.join(missing)}" if missing else "",
+                               f"columns not integers: {', '.join(wrong)}" if wrong else ""]))
+                           + f". Expected integer columns {', '.join(POSITION_COLUMNS)}")
+        strings = [F.coalesce(F.col(c).cast("string"), F.lit("")) for c in POSITION_COLUMNS]
+        rows = df.select(F.input_file_name().alias("file"), F.array(*strings).alias("parts"))
+        rows = rows.withColumn("text", F.array_join("parts", ","))
+        return number_rows(number_rows(rows, "line"), "row", per_file=False)
+
+    def check(self, spark: SparkSession, rows: DataFrame) -> DataFrame:
+        """``rows`` with the 13 values (long), the wearer columns and ``field``/``reason``
+        of the first failing check (both NULL for a valid row)."""
+        return check_rows(rows, roles_frame(spark, self.metadata))
+
+    def events(self, clean: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return clean.select(
+            F.col("ts"), F.col("type"), F.col("sid").alias("key"),
+            (F.col("row") - 1).alias("seq"), F.col("ts").alias("ats"),
+            *[F.col(c) for c in ("x", "y", "z", "v", "a")],
+            *[F.col(c).cast("int") for c in POSITION_COLUMNS[7:]],
+            F.col("player"), F.col("team"), F.col("limb"))
+
+    def default_graph(self, alpha: float | str, retraction: str, k0_ms: float) -> Graph:
+        from specula.soccer.graph import soccer_graph
+
+        return soccer_graph(alpha, retraction, k0_ms=k0_ms)  # type: ignore[arg-type]
+
+    def generate(self, seconds: float, profile: str, seed: int, folder: Path) -> GeneratedLog:
+        """A generated match written as a Parquet position log; its truth is the match."""
+        from specula.soccer.match import generate_match
+
+        match = generate_match(seconds, profile=profile, seed=seed)
+        path = folder / "match.parquet"
+        write_position_parquet(match.events, path)
+        return GeneratedLog(str(path), PositionLog(match.metadata), match)
+
+
+def write_position_parquet(events: np.ndarray, path: Path) -> None:
+    """Write position events as a Parquet log with the 13 DEBS columns, in ``ts`` order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {"sid": events["key"], **{c: events[c] for c in POSITION_COLUMNS[1:]}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({c: pa.array(v.astype(np.int64)) for c, v in columns.items()}),
+                   path)
+
+
+def roles_frame(spark: SparkSession, metadata: Metadata) -> DataFrame:
+    """Sensor id -> event type id and wearer columns, as :func:`read_positions` sets them
+    (zero for balls; the referee is player and team -1)."""
+    registry = soccer_registry()
+    rows = [(sid, registry.id(kind), *((0, 0, 0) if kind == "ball" else (player, team, limb)))
+            for sid, (kind, player, team, limb) in metadata.sensor_roles().items()]
+    return spark.createDataFrame(rows, "sid long, type int, player int, team byte, limb byte")
+
+
+def check_rows(rows: DataFrame, roles: DataFrame) -> DataFrame:
+    """``rows`` with the 13 values (long), the role columns and ``field``/``reason`` of
+    the first failing check (both NULL for a valid row)."""
+    from pyspark.sql import functions as F
+
+    n = F.size("parts")
+    values = {c: F.get("parts", i) for i, c in enumerate(POSITION_COLUMNS)}
+    df = rows.select("file", "line", "row", "text", "parts",
+                     *[F.when(n == len(POSITION_COLUMNS), v.try_cast("long")).alias(c)
+                       for c, v in values.items()])
+    df = df.join(F.broadcast(roles), "sid", "left")
+    checks: list[tuple[Column, Column | None, Column]] = [
+        (n != len(POSITION_COLUMNS), None,
+         F.format_string(f"expected {len(POSITION_COLUMNS)} fields, got %d", n))]
+    for c, v in values.items():
+        checks.append((~v.rlike("^-?[0-9]+$"), F.lit(c),
+                       F.format_string("not an integer ('%s')", v)))
+        checks.append((F.col(c).isNull(), F.lit(c),
+                       F.format_string("out of the int64 range (%s)", v)))
+    checks.append((F.col("type").isNull(), F.lit("sid"),
+                   F.format_string("unknown sensor id %d", F.col("sid"))))
+    checks.append((F.col("ts") <= 0, F.lit("ts"),
+                   F.format_string("not positive (%d)", F.col("ts"))))
+    low, high = RECORDING_PS
+    checks.append(((F.col("ts") < low) | (F.col("ts") > high), F.lit("ts"),
+                   F.format_string(f"outside the recording [{low}, {high}] (%d)", F.col("ts"))))
+    for c, (lo, hi) in zip("xyz", (X_BOUNDS, Y_BOUNDS, Z_BOUNDS), strict=True):
+        checks.append(((F.col(c) < lo) | (F.col(c) > hi), F.lit(c), F.format_string(
+            f"outside the sanity bounds [{lo}, {hi}] mm (%d)", F.col(c))))
+    for c in ("v", "a"):
+        checks.append((F.col(c) < 0, F.lit(c), F.format_string("negative (%d)", F.col(c))))
+    for c in POSITION_COLUMNS[7:]:
+        checks.append((F.abs(c) > DIRECTION_BOUND, F.lit(c), F.format_string(
+            f"direction component outside [{-DIRECTION_BOUND}, {DIRECTION_BOUND}] (%d)",
+            F.col(c))))
+    failed = functools.reduce(lambda acc, chk: acc.when(chk[0], chk[1]),
+                              checks[1:], F.when(checks[0][0], checks[0][1]))
+    reason = functools.reduce(lambda acc, chk: acc.when(chk[0], chk[2]),
+                              checks[1:], F.when(checks[0][0], checks[0][2]))
+    return df.withColumn("field", failed.cast("string")).withColumn("reason", reason)

@@ -1,0 +1,120 @@
+"""The in-process runtime and graph declaration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from naive import content
+
+from specula import CostModel, Graph, GraphError, InProcessRuntime
+from specula.detectors import Detector
+from specula.detectors.examples import (
+    ANotBC,
+    FollowedWithin,
+    Threshold,
+    example_registry,
+)
+from specula.pipelines.synthetic import abc_stream, example_graph
+
+
+def run(alpha, cost_us: float, n: int = 20_000, k0: int = 150):
+    raw = abc_stream(example_registry(), n, seed=3, max_delay=20)
+    rt = InProcessRuntime(example_graph(alpha, k0=k0), ticks_per_second=1_000.0,
+                          cost_model=CostModel(per_event=cost_us * 1e-6,
+                                               per_snapshot=cost_us * 0.5e-6,
+                                               per_restore=cost_us * 1e-6))
+    return rt.run(raw, batch_ticks=5)
+
+
+def test_adaptive_speculation_cuts_latency_and_keeps_the_answer():
+    # K starts above any delay the units see (raw delays reach 100), so no event is late
+    # and the answers must match.
+    pure = run(1.0, cost_us=100)
+    adaptive = run("adaptive", cost_us=100)
+    for name in ("a_not_bc", "d_then_e", "count"):
+        assert len(pure.late(name)) == len(adaptive.late(name)) == 0
+        assert content(pure.net(name)) == content(adaptive.net(name))
+        assert adaptive.latencies(name).mean() < 0.6 * pure.latencies(name).mean()
+    history = adaptive.alpha_history("d_then_e")
+    assert len(history) > 10
+    assert min(s.alpha for s in history) < 0.5
+    # the busy factor spends most spans at or below the target zone's upper bound
+    busy = np.array([s.busy_factor for s in history])
+    assert (busy <= 0.9).mean() > 0.7
+
+
+def test_adaptation_backs_off_to_pure_buffering_under_overload():
+    # 3 ms per event at ~1,300 events/s per unit: overloaded even without speculation.
+    heavy = run("adaptive", cost_us=3_000, n=6_000)
+    history = heavy.alpha_history("a_not_bc")
+    # the first span (buffers filling, little emitted) may halve alpha once; from the
+    # first overloaded span on, alpha is reset and stays at 1
+    assert len(history) > 10 and history[1].alpha == 1.0
+    assert all(s.busy_factor > 0.9 and s.alpha == 1.0 for s in history[1:])
+
+
+def test_runs_are_deterministic_and_leave_the_graph_untouched():
+    g = example_graph("adaptive")
+    raw = abc_stream(g.registry, 5_000, seed=1, max_delay=10)
+    rt = InProcessRuntime(g, cost_model=CostModel(), ticks_per_second=1_000.0)
+    a, b = rt.run(raw, batch_ticks=3), rt.run(raw, batch_ticks=3)
+    for name in g.nodes:
+        assert content(a.net(name)) == content(b.net(name))
+        assert a.stats(name) == b.stats(name)
+        assert a.alpha_history(name) == b.alpha_history(name)
+    assert g.nodes["count"].detector.count == 0
+
+
+def test_latency_is_measured_from_the_newest_raw_event():
+    g = Graph(example_registry(), sources=("A", "B", "C"))
+    g.add("a_not_bc", ANotBC(), alpha=1.0, k0=10)
+    reg = g.registry
+    raw = reg.from_records([
+        {"type": "A", "ts": 0, "seq": 0, "ats": 0},
+        {"type": "C", "ts": 5, "seq": 1, "ats": 7},
+        {"type": "A", "ts": 20, "seq": 2, "ats": 21},
+    ], dtype=reg.dtype(["A", "B", "C"]))
+    res = InProcessRuntime(g).run(raw)
+    # D (from A0/C5) is released when A20 arrives (5 + 10 <= 20) at t = 21; the newest
+    # raw event it depends on, C5, arrived at t = 7.
+    assert res.latencies("a_not_bc").tolist() == [14]
+
+
+class Loop(Detector):
+    inputs = ("D",)
+    outputs = ("A",)
+
+
+def test_graph_validation_errors_say_what_to_fix():
+    reg = example_registry()
+    with pytest.raises(GraphError, match="already in the graph"):
+        Graph(reg, sources=("A",)).add("x", ANotBC()).add("x", Threshold())
+    with pytest.raises(GraphError, match="nobody produces its input 'D'"):
+        Graph(reg, sources=("A", "B", "C")).add("f", FollowedWithin()).validate()
+    with pytest.raises(GraphError, match="cycle in the graph"):
+        Graph(reg, sources=("B", "C")).add("a", ANotBC()).add("loop", Loop()).validate()
+
+    class BadClock(Threshold):
+        clock = ("A",)
+
+    with pytest.raises(GraphError, match=r"clock types \['A'\] are not among its inputs"):
+        Graph(reg, sources=("C",)).add("t", BadClock()).validate()
+    with pytest.raises(GraphError, match="alpha must be a number in"):
+        Graph(reg, sources=("C",)).add("t", Threshold(), alpha=1.5)
+    with pytest.raises(GraphError, match="not registered"):
+        Graph(reg, sources=("Z",)).validate()
+
+
+def test_on_demand_replay_runs_past_every_change_of_an_update():
+    # An update moved E56 to E49: the replay from E49 must not stop at an equal snapshot
+    # before E56's old position, or E56's old effect (an F) would survive.
+    from naive import reference_graph
+
+    raw = abc_stream(example_registry(), 40, seed=1, max_delay=20)
+    g = example_graph(0.0, retraction="on-demand", k0=150)
+    res = InProcessRuntime(g).run(raw, batch_ticks=5)
+    ref = reference_graph(g, raw)
+    assert res.stats("d_then_e").updates_applied > 0
+    for name in g.nodes:
+        assert len(res.late(name)) == 0
+        assert content(res.net(name)) == content(ref[name]), name

@@ -1,0 +1,47 @@
+"""Embedded Ray comes up for a run and goes away after it, on success and on failure."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from specula import Graph
+from specula.actors.ray_runtime import RayRuntime
+from specula.detectors.examples import Threshold, example_registry
+from specula.ordering.unit import DetectorError
+from specula.pipelines.synthetic import abc_stream
+
+ray = pytest.importorskip("ray")
+
+
+class Exploding(Threshold):
+    """Fails on the first C above 90."""
+
+    def on_batch(self, events, type_names, emit):
+        if (events["v"] > 90).any():
+            emit.at(int((events["v"] > 90).argmax()))
+            raise ValueError("sensor value out of range")
+
+
+def raylets() -> int:
+    out = subprocess.run(["pgrep", "-f", "raylet"], capture_output=True, text=True)
+    return len(out.stdout.split())
+
+
+def graph(detector) -> Graph:
+    g = Graph(example_registry(), sources=("A", "B", "C"))
+    return g.add("t", detector, k0=50)
+
+
+def test_embedded_ray_is_shut_down_after_a_run_and_after_an_error():
+    assert not ray.is_initialized()
+    before = raylets()
+    raw = abc_stream(example_registry(), 2_000, seed=1)
+    report = RayRuntime(graph(Threshold()), batch_size=500).run(raw)
+    assert len(report.net("t")) > 100
+    assert not ray.is_initialized()
+    with pytest.raises(DetectorError, match=r"detector 't' failed on event type=C .*out of range"):
+        RayRuntime(graph(Exploding()), batch_size=500).run(raw)
+    assert not ray.is_initialized()
+    assert raylets() <= before

@@ -1,0 +1,509 @@
+"""Brute-force reference for TESLA-style rules, random streams, and a catalogue of rules.
+
+:func:`reference` follows the semantics written in :mod:`specula.detectors.rules.ast`
+line by line with lists and loops: for every terminator it enumerates the chain choices,
+scans all earlier events for aggregates and negations, and builds the composite tuples
+itself. It shares no code with the engines or with :func:`~specula.detectors.rules.engine.compose`.
+
+:func:`random_events` and :func:`random_batches` make valid, time-ordered streams with
+small value ranges (so parameters match often) and equal time stamps; :data:`CASES`
+holds the paper's rules R1-R5 and variants covering every selection policy in every
+position, every aggregate function, parameters, negations and filters.
+
+Run as a script it checks an engine against the reference and exits non-zero with a
+diff on mismatch; the GPU engine is checked that way, in a process started with
+``NUMBA_ENABLE_CUDASIM=1``::
+
+    NUMBA_ENABLE_CUDASIM=1 python tests/rules_reference.py --engine gpu --n 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __name__ == "__main__":  # run as a script: make the package importable from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from specula.detectors.rules.ast import (
+    ATTRIBUTE_TYPES,
+    AggRef,
+    AttrRef,
+    BinOp,
+    Const,
+    Expr,
+    Param,
+    ParamRef,
+    Pattern,
+    Rule,
+)
+from specula.detectors.rules.engine import compose
+from specula.detectors.rules.parser import parse_rule
+from specula.events import TypeRegistry
+
+ORDER_SHIFT = 40
+
+# ----------------------------------------------------------------------- reference
+
+_TESTS = {
+    "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+
+
+def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
+              ticks_per_second: float | None = None) -> list[tuple]:
+    """The composite events of ``rule`` over ``events``, as ``(ts, key, *attributes)``.
+
+    ``events`` may be in any order; they are taken in stream order (ascending
+    ``(ts, producer << 40 | seq)``). Attribute values are in the order of ``define``,
+    cast to the attribute's dtype and returned as Python scalars.
+    """
+    rows = _rows(registry, events)
+    out: list[tuple] = []
+    for terminator in rows:
+        bound = _match(terminator, rule.terminator, {})
+        if bound is None:
+            continue
+        found = []
+        for elements, params in _sequences(rule, rows, [terminator], bound, ticks_per_second):
+            composite = _composite(rule, rows, elements, params, ticks_per_second)
+            if composite is not None:
+                found.append(([e["_pos"] for e in elements[1:]], composite))
+        found.sort(key=lambda item: item[0])
+        out += [composite for _, composite in found]
+    return out
+
+
+def _rows(registry: TypeRegistry, events: np.ndarray) -> list[dict[str, Any]]:
+    rows = []
+    for row in events:
+        record = {name: row[name].item() for name in events.dtype.names}
+        record["_type"] = registry.name(int(row["type"]))
+        record["_pos"] = (record["ts"], (record["producer"] << ORDER_SHIFT) | record["seq"])
+        rows.append(record)
+    rows.sort(key=lambda r: r["_pos"])
+    return rows
+
+
+def _match(event: dict[str, Any], pattern: Pattern,
+           bound: dict[str, Any]) -> dict[str, Any] | None:
+    """The parameters after ``event`` matches ``pattern`` given ``bound``; None if not."""
+    if event["_type"] != pattern.type:
+        return None
+    params = dict(bound)
+    for c in pattern.constraints:
+        value = event[c.attr]
+        if isinstance(c.value, Param):
+            if c.value.name not in params:
+                params[c.value.name] = value
+            elif value != params[c.value.name]:
+                return None
+        elif not _TESTS[c.op](value, c.value):
+            return None
+    return params
+
+
+def _sequences(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, Any]],
+               params: dict[str, Any], tps: float | None) -> Iterator[tuple[list, dict]]:
+    """Every chain choice extending ``elements`` (element 0 is the terminator)."""
+    if len(elements) == len(rule.chain):
+        yield elements, params
+        return
+    step = rule.steps[len(elements) - 1]
+    anchor = elements[-1]
+    window = step.within.ticks(tps)
+    candidates = []
+    for event in rows:  # rows are in stream order
+        if anchor["ts"] - window <= event["ts"] < anchor["ts"]:
+            extended = _match(event, step.pattern, params)
+            if extended is not None:
+                candidates.append((event, extended))
+    if step.selection == "last":
+        candidates = candidates[-1:]
+    elif step.selection == "first":
+        candidates = candidates[:1]
+    for event, extended in candidates:
+        yield from _sequences(rule, rows, [*elements, event], extended, tps)
+
+
+def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, Any]],
+               params: dict[str, Any], tps: float | None) -> tuple | None:
+    """The composite tuple of one match, or None if an aggregate, negation or filter drops it."""
+    aggregates = []
+    for agg in rule.aggregates:
+        end = elements[agg.anchor]["ts"]
+        start = end - agg.within.ticks(tps)
+        values = [1.0 if agg.attr is None else float(e[agg.attr]) for e in rows
+                  if start <= e["ts"] < end and _match(e, agg.pattern, params) is not None]
+        aggregates.append(_aggregate(agg.function, values))
+    if any(math.isnan(v) for v in aggregates):
+        return None
+    for neg in rule.negations:
+        end = elements[neg.anchor]["ts"]
+        for e in rows:
+            if neg.after is not None:
+                inside = elements[neg.after]["ts"] < e["ts"] < end
+            else:
+                inside = end - neg.within.ticks(tps) <= e["ts"] < end
+            if inside and _match(e, neg.pattern, params) is not None:
+                return None
+    names = {agg.name: value for agg, value in zip(rule.aggregates, aggregates, strict=True)}
+
+    def value(expr: Expr) -> Any:
+        return _evaluate(expr, elements, params, names, aggregates)
+
+    for f in rule.filters:
+        if not _TESTS[f.op](value(f.left), value(f.right)):
+            return None
+    assigned = {attr: value(expr) for attr, expr in rule.assignments}
+    terminator = elements[0]
+    attributes = [np.array(assigned.get(attr, 0)).astype(ATTRIBUTE_TYPES[kind]).item()
+                  for attr, kind in rule.attributes]
+    return (terminator["ts"], terminator["key"], *attributes)
+
+
+def _aggregate(function: str, values: list[float]) -> float:
+    if function == "count":
+        return float(len(values))
+    if function == "sum":
+        return math.fsum(values)
+    if not values:
+        return math.nan
+    if function == "avg":
+        return math.fsum(values) / len(values)
+    return min(values) if function == "min" else max(values)
+
+
+def _evaluate(expr: Expr, elements: list[dict[str, Any]], params: dict[str, Any],
+              names: dict[str, float], aggregates: list[float]) -> Any:
+    if isinstance(expr, Const):
+        return expr.value
+    if isinstance(expr, ParamRef):
+        return names[expr.name] if expr.name in names else params[expr.name]
+    if isinstance(expr, AttrRef):
+        return elements[expr.element][expr.attr]
+    if isinstance(expr, AggRef):
+        return aggregates[expr.index]
+    assert isinstance(expr, BinOp)
+    left = _evaluate(expr.left, elements, params, names, aggregates)
+    right = _evaluate(expr.right, elements, params, names, aggregates)
+    if expr.op == "+":
+        return left + right
+    if expr.op == "-":
+        return left - right
+    if expr.op == "*":
+        return left * right
+    if right == 0:  # IEEE division, as NumPy does it
+        return math.nan if left == 0 or math.isnan(left) else math.copysign(math.inf, left)
+    return left / right
+
+
+# ------------------------------------------------------------------------ streams
+
+
+def random_events(registry: TypeRegistry, types: Sequence[str], n: int, *, seed: int,
+                  n_values: int = 3, max_gap: int = 2,
+                  ranges: dict[str, tuple[int, int]] | None = None, producers: int = 3,
+                  keys: int = 2, start: int = 0, serial: str | None = None) -> np.ndarray:
+    """A time-ordered batch of ``n`` random events of ``types``.
+
+    Time stamps grow by 0..``max_gap`` (so some are equal); ``producer`` is drawn from
+    ``range(producers)`` with a per-producer ``seq`` counter, so ``(producer, seq)`` are
+    distinct and equal time stamps are broken by ``producer << 40 | seq``. Payload
+    values are integers in ``[0, n_values)`` unless ``ranges`` gives ``(low, high)`` for
+    a field (high excluded); float fields take halves of such integers. The field named
+    ``serial``, if given, numbers the events 0, 1, ... in stream order, so that a rule
+    can name the events it chose. The batch has the dtype of ``types``; the rows are
+    sorted in stream order.
+    """
+    rng = np.random.default_rng(seed)
+    ranges = ranges or {}
+    events = np.zeros(n, registry.dtype(types))
+    kinds = rng.integers(len(types), size=n)
+    events["ts"] = start + np.cumsum(rng.integers(0, max_gap + 1, size=n))
+    events["key"] = rng.integers(keys, size=n)
+    events["producer"] = rng.integers(producers, size=n)
+    counters = np.zeros(producers, np.int64)
+    for i, producer in enumerate(events["producer"]):
+        events["seq"][i] = counters[producer]
+        counters[producer] += 1
+    for k, name in enumerate(types):
+        etype = registry[name]
+        rows = np.flatnonzero(kinds == k)
+        events["type"][rows] = etype.id
+        for attr, dtype in etype.fields:
+            low, high = ranges.get(attr, (0, n_values))
+            if dtype.kind == "f":
+                values = rng.integers(2 * low, 2 * high - 1, size=len(rows)) / 2
+            else:
+                values = rng.integers(low, high, size=len(rows))
+            events[attr][rows] = values
+    order_key = (events["producer"].astype(np.int64) << ORDER_SHIFT) | events["seq"]
+    events = events[np.lexsort((order_key, events["ts"]))]
+    if serial is not None:
+        events[serial] = np.arange(n)
+    return events
+
+
+def random_batches(events: np.ndarray, *, seed: int, max_size: int = 16) -> list[np.ndarray]:
+    """Split ``events`` into consecutive batches of random sizes 0..``max_size``."""
+    rng = np.random.default_rng(seed)
+    batches, start = [], 0
+    while start < len(events):
+        size = int(rng.integers(0, max_size + 1))
+        batches.append(events[start:start + size])
+        start += size
+    return batches
+
+
+# ---------------------------------------------------------------------- catalogue
+
+
+def fire_registry() -> TypeRegistry:
+    """Smoke, Temp and Rain sensor readings (rules R1-R3)."""
+    registry = TypeRegistry()
+    registry.register("Smoke", area="i8")
+    registry.register("Temp", area="i8", value="f8")
+    registry.register("Rain", area="i8")
+    return registry
+
+
+def abc_registry() -> TypeRegistry:
+    """Types A, B, C, D and N, all with p, v, att, value and a serial number n."""
+    registry = TypeRegistry()
+    for name in "ABCDN":
+        registry.register(name, p="i8", v="i8", att="i8", value="f8", n="i8")
+    return registry
+
+
+@dataclass(frozen=True)
+class Case:
+    """A rule text, the registry it reads, and the streams that exercise it."""
+
+    name: str
+    text: str
+    registry: Callable[[], TypeRegistry]
+    types: tuple[str, ...]
+    ticks_per_second: float | None = None
+    stream: dict[str, Any] = field(default_factory=dict)
+
+    def rule(self) -> Rule:
+        return parse_rule(self.text)
+
+    def events(self, registry: TypeRegistry, n: int, seed: int) -> np.ndarray:
+        return random_events(registry, self.types, n, seed=seed, **self.stream)
+
+
+R1 = """define Fire(area: string, measuredTemp: double)
+from Smoke(area=$a) and each Temp(area=$a and value>45) within 5 min. from Smoke
+where area=Smoke.area and measuredTemp=Temp.value"""
+
+R2 = """define Fire(area: string, measuredTemp: double)
+from Smoke(area=$a) and last Temp(area=$a and value>45) within 5 min. from Smoke
+where area=Smoke.area and measuredTemp=Temp.value"""
+
+R3 = """define Fire(area: string, measuredTemp: double)
+from Smoke(area=$a) and 45 < $t=Avg(Temp(area=$a).value within 5 min. from Smoke)
+where area=Smoke.area and measuredTemp=$t"""
+
+R4 = """define ComplexEvent()
+from C(p=$x) and each B(p=$x and v>10) within 8 min. from C
+  and last A(p=$x) within 3 min. from B"""
+
+R5 = """define CE(att1: int, att2: int)
+from C(att=$x) and last B(att=$x) within 100000 from C and last A(att=$x) within 100000 from B
+where att1=$x and att2=Sum(A(att=$x).value within 100000 from B)"""
+
+PAPER_RULES = {"R1": R1, "R2": R2, "R3": R3, "R4": R4, "R5": R5}
+
+_FIRE = dict(registry=fire_registry, types=("Smoke", "Temp", "Temp", "Rain"),
+             ticks_per_second=1 / 60, stream=dict(ranges={"area": (0, 2), "value": (40, 50)}))
+_ABC = dict(registry=abc_registry, types=("A", "B", "C", "D", "N"),
+            stream=dict(max_gap=1, serial="n", ranges={"p": (0, 2), "att": (0, 2), "v": (0, 8),
+                                                       "value": (0, 5)}))
+# Serial numbers identify the chosen events, so a wrong choice cannot hide behind equal
+# attribute values.
+_IDS = "b=B.n and a=A.n"
+_ID_ATTRS = "b: int, a: int"
+
+
+def _cases() -> dict[str, Case]:
+    cases = [
+        Case("R1", R1, **_FIRE), Case("R2", R2, **_FIRE), Case("R3", R3, **_FIRE),
+        Case("R4", R4, abc_registry, ("A", "B", "C", "N"), 1 / 60,
+             dict(max_gap=1, ranges={"p": (0, 2), "v": (5, 15)})),
+        Case("R5", R5, abc_registry, ("A", "B", "C"), None, dict(ranges={"value": (0, 9)})),
+        Case("first_temp", R2.replace("last", "first"), **_FIRE),
+    ]
+    for s1, s2 in product(("each", "last", "first"), repeat=2):
+        cases.append(Case(f"{s1}_{s2}", f"""define S(x: int, {_ID_ATTRS})
+            from C(p=$x) and {s1} B(p=$x and v>2) within 6 from C
+              and {s2} A(p=$x) within 4 from B
+            where x=$x and {_IDS}""", **_ABC))
+    cases += [
+        Case("late_binding", f"""define L(x: int, {_ID_ATTRS})
+            from C() and last B(p=$x) within 5 from C and each A(p=$x and v<=5) within 5 from B
+            where x=$x and {_IDS}""", **_ABC),
+        Case("no_params", f"""define N0({_ID_ATTRS})
+            from C(v>=3) and first B(v!=2) within 5 from C and each A(v<6) within 4 from B
+            where {_IDS}""", **_ABC),
+        Case("two_params", """define T(x: int, y: int, a: int)
+            from C(p=$x and att=$y) and each A(p=$x and att=$y) within 8 from C
+            where x=$x and y=$y and a=A.n""", **_ABC),
+        Case("param_twice", """define PT(x: int, a: int)
+            from C(p=$x and att=$x) and each A(p=$x and v=$x) within 5 from C
+            where x=$x and a=A.n""", **_ABC),
+        Case("four_elements", """define F4(x: int, d: int, a: int)
+            from D(p=$x) and each C(p=$x) within 4 from D and last B() within 3 from C
+              and each A(p=$x) within 4 from B
+            where x=$x and d=D.n and a=A.n""", **_ABC),
+        Case("repeated_type", """define RT(x: int, n: int)
+            from C(p=$x) and each A(p=$x) within 5 from C and first A(v>1) within 5 from A
+              and each B() within 2 from A
+            where x=$x and n=B.n""", **_ABC),
+        Case("literal_ops", f"""define LO({_ID_ATTRS})
+            from C(v<5 and v>=1 and p!=0) and last B(v<=4 and att=1) within 6 from C
+              and each A(v>0 and value<3.5) within 4 from B
+            where {_IDS}""", **_ABC),
+        Case("seconds", """define Sec(x: int, s: int)
+            from C(p=$x) and each A(p=$x) within 4 s from C where x=$x and s=A.n""",
+             ticks_per_second=1.0, **_ABC),
+    ]
+    for function in ("Sum", "Avg", "Min", "Max"):
+        cases.append(Case(f"agg_{function.lower()}", f"""define G(x: int, y: double, b: int)
+            from C(p=$x) and last B(p=$x) within 5 from C
+              and $y={function}(A(p=$x).value within 3 from B)
+            where x=$x and y=$y and b=B.n""", **_ABC))
+    cases += [
+        Case("agg_count", """define G(x: int, n: int, b: int)
+            from C(p=$x) and each B(p=$x) within 5 from C
+              and $n=count(B(p=$x and v>3) within 4 from B)
+            where x=$x and n=$n and b=B.n""", **_ABC),
+        Case("agg_filter", """define G(x: int, t: double)
+            from C(p=$x) and 2 <= $t=AVG(A(p=$x).v within 6 from C)
+            where x=$x and t=$t and $t != 3""", **_ABC),
+        Case("agg_inline", """define G(x: int, z: double, m: double)
+            from C(p=$x) and last B(v>1) within 4 from C
+            where x=$x and z=(Sum(A(p=$x).value within 6 from C) + $x) * 2
+                            - Count(B(v>3) within 4 from B) / 4
+              and m=Max(A().v within 4 from B) - -1""", **_ABC),
+        Case("agg_two_bound", """define G(x: int, lo: double, hi: double)
+            from C(p=$x) and $lo=Min(A(p=$x).v within 6 from C)
+              and $hi=Max(B(p=$x).v within 6 from C) and $lo < $hi
+            where x=$x and lo=$lo and hi=$hi""", **_ABC),
+        Case("neg_within", f"""define NW(x: int, {_ID_ATTRS})
+            from C(p=$x) and last B(p=$x) within 5 from C and each A() within 4 from B
+              and not D(p=$x) within 3 from C
+            where x=$x and {_IDS}""", **_ABC),
+        Case("neg_between", f"""define NB(x: int, {_ID_ATTRS})
+            from C(p=$x) and each B() within 5 from C and last A(p=$x) within 4 from B
+              and not D(p=$x) between A and C and not N(v<2) between B and C
+            where x=$x and {_IDS}""", **_ABC),
+        Case("filters", f"""define FI(x: int, {_ID_ATTRS})
+            from C(p=$x) and each B(p=$x) within 5 from C and each A() within 5 from B
+              and B.v > A.v and $x != 1
+            where x=$x and {_IDS} and A.value * 2 >= C.v""", **_ABC),
+    ]
+    return {case.name: case for case in cases}
+
+
+CASES: dict[str, Case] = _cases()
+"""Every rule of the catalogue by name."""
+
+
+# ------------------------------------------------------------------------ harness
+
+
+def engine_output(engine: Any, batches: Sequence[np.ndarray]) -> list[tuple]:
+    """Feed ``batches`` to ``engine``; its composites as :func:`reference` lists them."""
+    rule: Rule = engine.rule
+    out: list[tuple] = []
+    for batch in batches:
+        matches = engine.process(batch)
+        kept, columns = compose(rule, matches)
+        terminators = matches.elements[0][kept]
+        for j in range(len(kept)):
+            values = [columns[attr][j].item() for attr, _ in rule.attributes]
+            out.append((int(terminators["ts"][j]), int(terminators["key"][j]), *values))
+    return out
+
+
+def difference(expected: list[tuple], actual: list[tuple], limit: int = 30) -> str:
+    """Empty if the lists agree (floats to 1e-9 relative); else a readable diff."""
+    if len(expected) == len(actual) and all(
+            _same(e, a) for e, a in zip(expected, actual, strict=True)):
+        return ""
+    lines = list(difflib.unified_diff([repr(t) for t in expected], [repr(t) for t in actual],
+                                      "reference", "engine", lineterm="", n=2))
+    shown = lines[:limit] + ([f"... {len(lines) - limit} more lines"] if len(lines) > limit
+                             else [])
+    return (f"{len(expected)} composites expected, {len(actual)} produced\n"
+            + "\n".join(shown))
+
+
+def _same(expected: tuple, actual: tuple) -> bool:
+    return len(expected) == len(actual) and all(
+        e == a or (isinstance(e, float) and math.isclose(e, a, rel_tol=1e-9, abs_tol=1e-9))
+        for e, a in zip(expected, actual, strict=True))
+
+
+ENGINES = {
+    "aip": "specula.detectors.rules.aip:AIPEngine",
+    "cdp": "specula.detectors.rules.cdp:CDPEngine",
+    "gpu": "specula.detectors.rules.cdp_gpu:GPUCDPEngine",
+}
+
+
+def check_case(engine_class: Any, case: Case, *, seed: int, n: int,
+               max_batch: int = 16) -> str:
+    """Run ``case`` on a fresh engine over a random stream; the difference to the reference."""
+    registry = case.registry()
+    rule = case.rule()
+    events = case.events(registry, n, seed)
+    expected = reference(rule, registry, events, case.ticks_per_second)
+    engine = engine_class(rule, registry, ticks_per_second=case.ticks_per_second)
+    actual = engine_output(engine, random_batches(events, seed=seed + 1, max_size=max_batch))
+    found = difference(expected, actual)
+    return f"case {case.name}, seed {seed}, {n} events:\n{found}" if found else ""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check one engine against the reference; print diffs; 1 on any mismatch."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=sorted(ENGINES), required=True)
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help="comma-separated case names (default: all)")
+    parser.add_argument("--seeds", type=int, default=1, help="streams per case")
+    parser.add_argument("--n", type=int, default=60, help="events per stream")
+    parser.add_argument("--max-batch", type=int, default=16, help="largest batch fed")
+    parser.add_argument("--json", help="also write {case: diff or ''} to this file")
+    args = parser.parse_args(argv)
+    module, name = ENGINES[args.engine].split(":")
+    engine_class = getattr(importlib.import_module(module), name)
+    results = {}
+    for case_name in args.cases.split(","):
+        diffs = [check_case(engine_class, CASES[case_name], seed=seed, n=args.n,
+                            max_batch=args.max_batch) for seed in range(args.seeds)]
+        results[case_name] = "\n".join(d for d in diffs if d)
+        print(f"{case_name}: {'MISMATCH' if results[case_name] else 'ok'}", flush=True)
+        if results[case_name]:
+            print(results[case_name], flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results))
+    return 1 if any(results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

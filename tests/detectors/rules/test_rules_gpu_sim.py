@@ -1,0 +1,132 @@
+"""The CDP engine on GPU, in Numba's CUDA simulator, against the CDP engine on CPU.
+
+``NUMBA_ENABLE_CUDASIM`` must be set before Numba is first imported, so the comparison
+runs in a subprocess: this file run as a script. Streams are small and blocks tiny
+(2 to 8 threads) so that the simulator, which runs every thread as a Python thread, stays
+fast, and so that windows span several blocks (the reduction recurses over them) and
+device columns wrap around and grow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+RULES = {
+    "r5_last": "define X(s: int) from C(p=$x) and last B(p=$x) within 9 from C "
+               "and last A(p=$x) within 9 from B where s=Sum(A(p=$x).v within 9 from B)",
+    "r5_each": "define X(s: int) from C(p=$x) and each B(p=$x) within 9 from C "
+               "and each A(p=$x) within 9 from B where s=Sum(A(p=$x).v within 9 from B)",
+    "first": "define X() from C(p=$x) and first B(v>1) within 7 from C and first A(p=$x) "
+             "within 5 from B and not D(p=$x) between A and B",
+    "aggregates": "define X(a: float, lo: float, hi: float, n: int) from C(v<3) "
+                  "and each A(p=$x) within 6 from C where a=Avg(D(p=$x).f within 8 from A) "
+                  "and lo=Min(B(p=$x).v within 12 from C) and hi=Max(D().f within 5 from A) "
+                  "and n=Count(B(p=$x) within 12 from C)",
+    "floats": "define X() from C() and last B(f=$y) within 10 from C "
+              "and each A(f=$y) within 10 from B and not D(f=$y) within 4 from C",
+    "no_params": "define X() from D(v>=2) and each C() within 3 from D "
+                 "and last B() within 2 from C",
+}
+
+
+def _compare(threads_per_block: int, seed: int) -> list[str]:
+    """Run every rule on both engines over one random stream; describe differences."""
+    from specula.detectors.rules import cdp_gpu
+    from specula.detectors.rules.cdp import CDPEngine
+    from specula.detectors.rules.parser import parse_rule
+    from specula.events import TypeRegistry
+
+    cdp_gpu._RING_CAPACITY = 16  # small device columns: wrap around and reallocation
+    reg = TypeRegistry()
+    for name in "ABCD":
+        reg.register(name, p="i8", v="i8", f="f8")
+    rng = np.random.default_rng(seed)
+    n = 120
+    events = np.zeros(n, reg.dtype())
+    events["type"] = rng.integers(1, 5, n)
+    events["ts"] = np.cumsum(rng.integers(0, 3, n))
+    events["seq"] = np.arange(n)
+    events["p"] = rng.integers(0, 3, n)
+    events["v"] = rng.integers(0, 4, n)
+    events["f"] = rng.choice([0.0, -0.0, 1.5, 2.25, np.nan], n)
+    cuts = sorted(rng.choice(np.arange(1, n), 10, replace=False).tolist())
+    problems = []
+    for name, text in RULES.items():
+        rule = parse_rule(text)
+        cpu = CDPEngine(rule, reg)
+        gpu = cdp_gpu.GPUCDPEngine(rule, reg, threads_per_block=threads_per_block)
+        total = 0
+        for a, b in zip([0, *cuts], [*cuts, n], strict=True):
+            want, got = cpu.process(events[a:b]), gpu.process(events[a:b])
+            total += len(want)
+            why = _difference(want, got)
+            if why:
+                problems.append(f"{name}, tpb {threads_per_block}, batch {a}:{b}: {why}")
+                break
+        if cpu.snapshot() != gpu.snapshot():
+            problems.append(f"{name}: snapshots differ")
+        if total == 0:
+            problems.append(f"{name}: no matches at all; the stream does not exercise it")
+    return problems
+
+
+def _difference(want, got) -> str:
+    if len(want) != len(got):
+        return f"{len(want)} matches on CPU, {len(got)} on GPU"
+    if not np.array_equal(want.terminator, got.terminator):
+        return "terminators differ"
+    for j, (w, g) in enumerate(zip(want.elements, got.elements, strict=True)):
+        if w.dtype != g.dtype or w.tobytes() != g.tobytes():  # bytes: NaN fields too
+            return f"element {j} differs"
+    if not np.allclose(want.aggregates, got.aggregates, rtol=1e-12, equal_nan=True):
+        return f"aggregates differ: {want.aggregates.tolist()} != {got.aggregates.tolist()}"
+    if not np.array_equal(want.negations, got.negations):
+        return "negation counts differ"
+    return ""
+
+
+def _main() -> None:
+    from numba import config
+
+    assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
+    problems = []
+    for tpb, seed in ((2, 0), (8, 1)):
+        problems += _compare(tpb, seed)
+    print(json.dumps(problems))
+
+
+def test_gpu_engine_in_the_simulator_agrees_with_the_cpu_engine():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    root = Path(__file__).resolve().parents[3]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    problems = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not problems, "\n".join(problems)
+
+
+def test_without_a_gpu_the_engine_says_so():
+    from numba import cuda
+
+    from specula.detectors.rules.cdp_gpu import GPUCDPEngine
+    from specula.detectors.rules.parser import parse_rule
+    from specula.events import TypeRegistry
+
+    if cuda.is_available():
+        pytest.skip("this machine has a GPU (or runs the simulator)")
+    reg = TypeRegistry()
+    reg.register("A")
+    with pytest.raises(RuntimeError, match=r"finds none .*use CDPEngine"):
+        GPUCDPEngine(parse_rule("define X() from A()"), reg)
+
+
+if __name__ == "__main__":
+    _main()

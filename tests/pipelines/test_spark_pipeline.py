@@ -1,0 +1,273 @@
+"""The main job end to end: Spark ingestion, Ray on Spark, persistence, and clean exits.
+
+Each run is a real ``specula replay`` in a subprocess (so that its Spark JVM, Ray
+processes and Python workers all belong to it), followed by a look at what it wrote and
+at the processes left on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from specula.actors.inprocess import InProcessRuntime
+from specula.cluster.spark import stray_processes
+from specula.pipelines.spark_ingest import arrival_batches
+from specula.soccer.debs2013 import RECORDING_PS, position_dtype, read_all, write_positions
+from specula.soccer.graph import soccer_graph
+from specula.soccer.match import generate_match
+from specula.soccer.spark_log import PositionLog
+
+SPECULA = [sys.executable, "-m", "specula.cli"]
+IGNORED = ("flags", "ats", "kplus", "origin")
+
+
+def _run(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 400
+         ) -> subprocess.CompletedProcess:
+    return subprocess.run([*SPECULA, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, check=False)
+
+
+def _assert_no_strays(before: set[str]) -> None:
+    """No Ray or Spark process that was not there before the run survives it."""
+    deadline = time.time() + 20
+    while True:
+        left = set(stray_processes()) - before
+        if not left or time.time() > deadline:
+            break
+        time.sleep(1)
+    assert not left, "\n".join(sorted(left))
+
+
+def _persisted(out: Path, table: str) -> dict[str, np.ndarray]:
+    """A persisted event table read back, per detector, as a record array."""
+    data = pq.read_table(out / table).to_pandas()
+    if data.empty:  # Spark writes no file with a schema for an empty table
+        return {}
+    return {name: rows for name, rows in data.groupby("detector")}
+
+
+def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path):
+    before = set(stray_processes())
+    out = tmp_path / "run"
+    done = _run(["replay", "--seconds", "4", "--out", str(out), "--no-progress"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "on ray" in done.stdout and "real-time factor" in done.stdout
+    _assert_no_strays(before)
+
+    # The persisted net outputs equal the in-process runtime's on the same arrival stream.
+    raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
+    graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0)
+    expected = InProcessRuntime(graph).run(raw, batch_ticks=5 * 10**9)
+    persisted = _persisted(out, "complex")
+    late = _persisted(out, "late")
+    assert not late, "a late event makes Ray and in-process answers differ"
+    detected = 0
+    for name in graph.nodes:
+        want = expected.net(name)
+        got = persisted.get(name)
+        assert len(want) == (0 if got is None else len(got)), name
+        if len(want):
+            got = got.sort_values(["ts", "producer", "seq"])
+            for field in want.dtype.names:
+                if field not in IGNORED:
+                    assert np.array_equal(got[field].to_numpy(), want[field]), (name, field)
+            detected += len(want)
+    assert detected > 50
+    summary = (out / "summary.json").read_text()
+    assert '"runtime": "ray"' in summary and '"quarantined": 0' in summary
+    emissions = _persisted(out, "emissions")
+    assert sum(len(e) for e in emissions.values()) >= detected
+    assert pq.read_table(out / "metrics").num_rows > 0
+    assert (out / "plots" / "hits_latency.png").exists()
+
+
+def _corrupt(lines: list[bytes], rng: np.random.Generator) -> dict[int, tuple[str | None, str]]:
+    """Break about 1 % of ``lines`` in several ways; return line number -> (field, reason)."""
+    low, high = RECORDING_PS
+    kinds = [
+        (lambda f: f[:12], None, "expected 13 fields, got 12"),
+        (lambda f: [*f, b"7"], None, "expected 13 fields, got 14"),
+        (lambda f: [f[0], b"12x", *f[2:]], "ts", "not an integer ('12x')"),
+        (lambda f: [f[0], f[1], b"", *f[3:]], "x", "not an integer ('')"),
+        (lambda f: [b"999", *f[1:]], "sid", "unknown sensor id 999"),
+        (lambda f: [f[0], b"5", *f[2:]], "ts", f"outside the recording [{low}, {high}] (5)"),
+        (lambda f: [*f[:4], b"99999", *f[5:]], "z",
+         "outside the sanity bounds [-5000, 40000] mm (99999)"),
+        (lambda f: [*f[:5], b"-3", *f[6:]], "v", "negative (-3)"),
+        (lambda f: [*f[:12], b"20000"], "az",
+         "direction component outside [-10001, 10001] (20000)"),
+        (lambda f: [*f[:2], b"99999999999999999999", *f[3:]], "x",
+         "out of the int64 range (99999999999999999999)"),
+    ]
+    chosen = rng.choice(len(lines), size=max(len(kinds), len(lines) // 100), replace=False)
+    expected = {}
+    for i, line in enumerate(sorted(chosen.tolist())):
+        make, field, reason = kinds[i % len(kinds)]
+        lines[line] = b",".join(make(lines[line].split(b",")))
+        expected[line + 1] = (field, reason)
+    return expected
+
+
+def _without_java(tmp_path: Path) -> dict[str, str]:
+    """An environment in which no Java is installed: PATH without any java, no JAVA_HOME."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for entry in os.listdir(folder):
+            target = bindir / entry
+            if not entry.startswith("java") and not target.exists():
+                target.symlink_to(Path(folder) / entry)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(bindir)
+    return env
+
+
+def test_malformed_rows_are_quarantined_and_counted_without_java(tmp_path):
+    match = generate_match(2.0, seed=3)
+    log = tmp_path / "match.csv"
+    write_positions(log, match.events, newline="\n")
+    lines = log.read_bytes().splitlines()
+    expected = _corrupt(lines, np.random.default_rng(0))
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    _, reader_quarantine = read_all(log, match.metadata)  # the NumPy reader agrees
+    assert {q.line: (q.field, q.reason) for q in reader_quarantine} == expected
+
+    env = _without_java(tmp_path)
+    assert subprocess.run(["sh", "-c", "command -v java"], env=env, check=False,
+                          capture_output=True).returncode != 0
+    before = set(stray_processes())
+    out = tmp_path / "run"
+    done = _run(["replay", str(log), "--in-process", "--out", str(out), "--no-plots",
+                 "--no-progress"], env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    _assert_no_strays(before)
+    quarantine = pq.read_table(out / "quarantine").to_pandas().sort_values("line")
+    got = {int(r.line): (r.field, r.reason) for r in quarantine.itertuples()}
+    assert got == expected
+    assert all(quarantine["text"].to_numpy() == [lines[n - 1].decode()
+                                                  for n in quarantine["line"]])
+    assert f"quarantined {len(expected):,}" in done.stdout
+    assert f"events in {len(lines) - len(expected):,} of {len(lines):,} rows" in done.stdout
+
+
+FAILING_GRAPH = '''
+from specula.detectors import Detector
+from specula.soccer.types import soccer_registry
+from specula import Graph
+
+
+class Broken(Detector):
+    inputs = ("ball",)
+    outputs = ("ball_in",)
+
+    def __init__(self):
+        self.first = None
+
+    def on_batch(self, events, type_names, emit):
+        self.first = int(events["ts"][0]) if self.first is None else self.first
+        if events["ts"][-1] > self.first + 10**12:  # one second into the stream
+            raise RuntimeError("this detector breaks on purpose")
+
+
+def graph():
+    return Graph(soccer_registry(), sources=("ball", "player", "referee")).add(
+        "broken", Broken(), alpha=0.5)
+'''
+
+
+def test_a_failing_run_leaves_no_process_behind(tmp_path):
+    (tmp_path / "failing_graph.py").write_text(FAILING_GRAPH)
+    before = set(stray_processes())
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    done = _run(["replay", "--seconds", "2", "--graph", "failing_graph:graph",
+                 "--out", str(tmp_path / "run"), "--no-progress"], env=env)
+    assert done.returncode != 0
+    assert "breaks on purpose" in done.stderr
+    _assert_no_strays(before)
+
+
+def test_sigterm_stops_a_paced_run_and_everything_it_started(tmp_path):
+    before = set(stray_processes())
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*SPECULA, "replay", "--seconds", "60", "--speed", "1",
+                             "--out", str(out), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 240
+        log = out / "logs" / "ray-on-spark.log"
+        while not (log.exists() and "Started 1 Ray worker" in log.read_text(errors="replace")):
+            assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+            time.sleep(1)
+        time.sleep(5)  # the stream is flowing
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output
+    _assert_no_strays(before)
+
+
+def test_clear_errors_for_a_missing_log_and_a_wrong_table(tmp_path):
+    done = _run(["replay", str(tmp_path / "nope.csv")])
+    assert done.returncode != 0 and "nope.csv: no such file or directory" in done.stderr
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"sid": [1], "when": [2]}), tmp_path / "wrong.parquet")
+    done = _run(["replay", str(tmp_path / "wrong.parquet"), "--in-process", "--out",
+                 str(tmp_path / "run"), "--no-plots", "--no-progress"])
+    assert done.returncode == 2, done.stderr
+    assert "not a DEBS 2013 position table: missing columns ts, x" in done.stderr
+
+
+def test_watch_reads_log_files_as_they_land(tmp_path):
+    from specula.cluster.spark import spark_session
+    from specula.pipelines.spark_stream import LogWatcher
+
+    match = generate_match(2.0, seed=5)
+    half = len(match.events) // 2
+    parts = [match.events[:half], match.events[half:]]
+    staging, watched = tmp_path / "staging", tmp_path / "watched"
+    staging.mkdir()
+    watched.mkdir()
+
+    def land(i: int) -> None:  # written elsewhere, then moved in whole
+        write_positions(staging / f"part{i}.csv", parts[i], newline="\n")
+        text = (staging / f"part{i}.csv").read_bytes()
+        if i == 0:
+            text = text.replace(b"\n", b"\n4,oops,1,2,3,4,5,6,7,8,9,10,11\n", 1)
+        (staging / f"part{i}.csv").write_bytes(text)
+        (staging / f"part{i}.csv").rename(watched / f"part{i}.csv")
+
+    land(0)
+    with spark_session("local[2]") as spark:
+        watcher = LogWatcher(spark, PositionLog(), watched, tmp_path / "run",
+                             idle_timeout=6.0, batch_size=1_000)
+        batches, landed = [], False
+        for batch in watcher.batches():
+            batches.append(batch)
+            if not landed and sum(map(len, batches)) == watcher.counts.events:
+                land(1)  # the first file is through: the second lands while we watch
+                landed = True
+        quarantine = spark.read.parquet(str(tmp_path / "run" / "quarantine")).collect()
+    assert landed and max(map(len, batches)) == 1_000
+    got = np.concatenate(batches)
+    for name in ("ts", "key", "x", "y", "z", "v", "a", "az", "player", "team"):
+        assert np.array_equal(got[name], match.events[name]), name
+    # rows numbered across files; the quarantined line 2 of the first file keeps its number
+    assert np.array_equal(got["seq"], np.r_[0, np.arange(2, len(got) + 1)])
+    assert [(q.line, q.field, q.reason) for q in quarantine] == [
+        (2, "ts", "not an integer ('oops')")]
+    c = watcher.counts
+    assert (c.files, c.rows, c.events, c.quarantined) == (2, len(got) + 1, len(got), 1)

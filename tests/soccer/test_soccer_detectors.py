@@ -1,0 +1,216 @@
+"""Each soccer detector on small hand-made streams."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specula import events as ev
+from specula.ordering.emitter import Emitter
+from specula.soccer.ball import AccelerationPeak, BallInPlay
+from specula.soccer.geometry import PS
+from specula.soccer.play import (
+    BallPossession,
+    DoublePass,
+    Interception,
+    Pass,
+    PlayerHitsBall,
+)
+from specula.soccer.players import BallNearFoot, RunningIntensity
+from specula.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
+from specula.soccer.types import soccer_registry
+
+REG = soccer_registry()
+NAMES = ["?"] * (len(REG) + 1)
+for _t in REG.types():
+    NAMES[_t.id] = _t.name
+MS = 10**9  # picoseconds per millisecond
+
+
+def feed(det, rows: list[dict], cut: int | None = None) -> list[tuple]:
+    """Rows (dicts with 'type', 'ts', ...) in time order -> (type, ts, key, payload)."""
+    batch = REG.from_records(rows, dtype=REG.dtype(det.inputs))
+    out = []
+    pieces = [batch] if cut is None else [batch[i:i + cut] for i in range(0, len(batch), cut)]
+    for piece in pieces:
+        emit = Emitter()
+        det.on_batch(piece, NAMES, emit)
+        out += [(n, ts, k, p) for n, ts, k, p in emit.rows]
+        for name, cols, _ in emit.column_batches:
+            for i in range(len(cols["ts"])):
+                out.append((name, int(cols["ts"][i]), int(cols["key"][i]),
+                            {f: np.asarray(v)[i].item() for f, v in cols.items()
+                             if f not in ("ts", "key")}))
+    return sorted(out, key=lambda r: (r[1], r[0]))
+
+
+def ball(ts, x, y, z=110, a=0, sid=4, v=0, vx=0, vy=0, vz=0):
+    return {"type": "ball", "ts": ts, "key": sid, "x": x, "y": y, "z": z, "a": a, "v": v,
+            "vx": vx, "vy": vy, "vz": vz}
+
+
+def foot(ts, x, y, sid=13, player=0, team=0, limb=0, v=0):
+    return {"type": "player", "ts": ts, "key": sid, "x": x, "y": y, "z": 100,
+            "player": player, "team": team, "limb": limb, "v": v}
+
+
+def test_ball_in_play_flags_entering_and_leaving_the_pitch():
+    rows = [ball(1, -500, 0), ball(2, 100, 0), ball(3, 200, 0), ball(4, 200, 34_000),
+            ball(5, 900, -40_000, sid=8)]
+    got = feed(BallInPlay(), rows)
+    assert [(n, ts, k) for n, ts, k, _ in got] == [("ball_in", 2, 4), ("ball_out", 4, 4)]
+
+
+@pytest.mark.parametrize("cut", [None, 1, 2])
+def test_acceleration_peak_reports_the_strongest_reading_of_each_excursion(cut):
+    a = [10, 60, 80, 70, 20, 90, 10]
+    rows = [ball(i * MS, 1000 + i, 0, a=v * 10**6) for i, v in enumerate(a)]
+    got = feed(AccelerationPeak(), rows, cut)
+    assert [(ts // MS, p["a"] // 10**6, p["x"]) for _, ts, _, p in got] == [(2, 80, 1002),
+                                                                          (5, 90, 1005)]
+
+
+def test_ball_near_foot_needs_the_active_ball():
+    rows = [foot(0, 10_000, 0), ball(1, 10_500, 0),  # not active yet
+            {"type": "ball_in", "ts": 2, "key": 4, "x": 10_500, "y": 0},
+            ball(3, 10_500, 0), ball(4, 10_900, 0), ball(5, 11_500, 0),
+            foot(6, 11_200, 0), ball(7, 11_500, 0)]
+    got = feed(BallNearFoot(), rows)
+    assert [(n, ts, p["player"]) for n, ts, _, p in got] == [
+        ("near", 3, 0), ("not_near", 5, 0), ("near", 7, 0)]
+
+
+def test_player_hits_ball_is_near_then_peak_without_not_near():
+    near = {"type": "near", "player": 7, "team": 1, "dist": 300, "key": 7}
+    rows = [{**near, "ts": 1}, {"type": "peak", "ts": 2, "key": 4, "a": 9 * 10**7},
+            {"type": "not_near", "ts": 3, "key": 7, "player": 7, "team": 1},
+            {"type": "peak", "ts": 4, "key": 4, "a": 9 * 10**7}]
+    got = feed(PlayerHitsBall(), rows)
+    assert [(n, ts, p["player"], p["team"], p["ball"]) for n, ts, _, p in got] == [
+        ("hit", 2, 7, 1, 4)]
+
+
+def test_a_bounce_near_a_player_is_no_hit():
+    near = {"type": "near", "ts": 1, "key": 7, "player": 7, "team": 1, "dist": 300}
+    bounce = {"type": "peak", "ts": 2, "key": 4, "a": 9 * 10**7, "az": 9_700}
+    kick = {"type": "peak", "ts": 3, "key": 4, "a": 9 * 10**7, "az": 1_000}
+    got = feed(PlayerHitsBall(), [near, bounce, kick])
+    assert [(n, ts) for n, ts, _, _ in got] == [("hit", 3)]
+
+
+def hit(ts, player, team):
+    return {"type": "hit", "ts": ts * MS, "key": player, "player": player, "team": team}
+
+
+def test_passes_interceptions_and_possession_from_consecutive_hits():
+    rows = [hit(1, 1, 0), hit(2, 1, 0), hit(3, 2, 0), hit(4, 5, 1),
+            {"type": "ball_out", "ts": 5 * MS, "key": 4}, hit(6, 6, 1), hit(7, 6, 1)]
+    passes = feed(Pass(), rows)
+    assert [(ts // MS, p["player"], p["receiver"], p["received"] // MS)
+            for _, ts, _, p in passes] == [(2, 1, 2, 3)]
+    inter = feed(Interception(), rows)
+    assert [(ts // MS, p["player"], p["receiver"]) for _, ts, _, p in inter] == [(3, 2, 5)]
+    owners = feed(BallPossession(), rows)
+    assert [p["player"] for _, _, _, p in owners] == [1, 2, 5, -1, 6]
+
+
+def test_double_pass_is_a_pass_back_within_the_window():
+    def pas(ts, a, b, rec):
+        return {"type": "pass", "ts": ts * MS, "key": a, "player": a, "team": 0,
+                "receiver": b, "received": rec * MS}
+    rows = [pas(1, 1, 2, 2), pas(3, 2, 1, 4), pas(10, 3, 4, 11), pas(6_000, 4, 3, 6_100)]
+    got = feed(DoublePass(), rows)
+    assert [(ts // MS, p["player"], p["receiver"], p["received"] // MS)
+            for _, ts, _, p in got] == [(1, 1, 2, 4)]
+
+
+def test_shot_on_goal_projects_the_kicked_ball_into_the_goal():
+    # kicked at y = 20 m towards goal 0 (y = 33.9 m) at 25 m/s: arrives in ~0.55 s
+    rows = [hit(0, 3, 0) | {"ball": 4}]
+    rows += [ball(t * MS, 26_000, 20_000 + 25 * t, z=300, v=25_000_000, vy=10_000, sid=4)
+             for t in range(1, 200, 10)]
+    got = feed(ShotOnGoal(), rows)
+    assert [(n, ts, p["player"], p["goal"]) for n, ts, _, p in got] == [("shot", 0, 3, 0)]
+    assert 0.5 * PS < got[0][3]["eta"] < 0.6 * PS
+    wide = [hit(0, 3, 0) | {"ball": 4}]
+    wide += [ball(t * MS, 40_000, 20_000 + 25 * t, v=25_000_000, vy=10_000, sid=4)
+             for t in range(1, 200, 10)]
+    assert feed(ShotOnGoal(), wide) == []
+
+
+def test_blocked_and_combination_shots():
+    shot = {"type": "shot", "ts": 10 * MS, "key": 3, "player": 3, "team": 0, "goal": 0,
+            "eta": 600 * MS}
+    rows = [shot, hit(200, 9, 1)]
+    got = feed(BlockedShot(), rows)
+    assert [(ts // MS, p["player"], p["receiver"]) for _, ts, _, p in got] == [(10, 3, 9)]
+    assert feed(BlockedShot(), [shot, hit(700, 9, 1)]) == []
+    dp = {"type": "double_pass", "ts": 1 * MS, "key": 1, "player": 1, "team": 0,
+          "receiver": 2, "received": 5 * MS}
+    got = feed(CombinationShot(), [dp, shot])
+    assert [(ts // MS, p["receiver"]) for _, ts, _, p in got] == [(1, 3)]
+
+
+def test_running_intensity_changes_class_with_speed():
+    kmh = [0.5, 5, 5, 12, 30]
+    rows = [foot(i, 0, 0, v=int(k / 3.6 * 1e6)) for i, k in enumerate(kmh)]
+    got = feed(RunningIntensity(), rows)
+    assert [(ts, p["level"]) for _, ts, _, p in got] == [(0, 0), (1, 1), (3, 2), (4, 5)]
+
+
+@pytest.fixture(scope="module")
+def match_inputs():
+    """Every soccer detector's time-ordered input on a generated 6 s match."""
+    from specula import InProcessRuntime
+    from specula.soccer.graph import soccer_graph
+    from specula.soccer.match import generate_match
+
+    m = generate_match(6, profile="debs2013", seed=3)
+    graph = soccer_graph(alpha=1.0)
+    rep = InProcessRuntime(graph).run(m.events)
+    produced = [m.events] + [rep.net(n) for n in graph.nodes]
+    inputs = {}
+    for name, node in graph.nodes.items():
+        ids = [REG.id(t) for t in node.inputs]
+        parts = [ev.conform(p[np.isin(p["type"], ids)], REG.dtype(node.inputs), drop=True)
+                 for p in produced]
+        batch = np.concatenate(parts)
+        order = np.lexsort((batch["seq"], batch["producer"], batch["ts"]))
+        inputs[name] = (node.detector, batch[order])
+    return inputs
+
+
+@pytest.mark.parametrize("name", ["ball_in_play", "acceleration_peak", "running_intensity",
+                                  "near_foot", "hits", "possession", "passes",
+                                  "interceptions", "shots", "double_passes", "blocked_shots",
+                                  "combination_shots"])
+def test_soccer_detector_contract(match_inputs, name):
+    import copy
+    import pickle
+
+    proto, batch = match_inputs[name]
+    assert type(proto).__doc__
+    assert sum(len(b) > 0 for _, b in match_inputs.values()) >= 9  # the match exercises most
+    frozen = batch.copy()
+    whole = _run(copy.deepcopy(proto), batch)
+    assert np.array_equal(batch, frozen)  # inputs are not mutated
+    assert _run(copy.deepcopy(proto), batch) == whole  # deterministic
+    det = copy.deepcopy(proto)
+    half = len(batch) // 2
+    first = _run(det, batch[:half])
+    snap = det.snapshot()
+    _run(det, batch[half:])
+    det.restore(snap)
+    assert sorted(first + _run(det, batch[half:])) == whole  # snapshot, restore, continue
+    assert pickle.loads(pickle.dumps(det)).snapshot() == det.snapshot()
+
+
+def _run(det, batch) -> list[tuple]:
+    emit = Emitter()
+    det.on_batch(batch, NAMES, emit)
+    out = [(n, ts, k, tuple(sorted(p.items()))) for n, ts, k, p in emit.rows]
+    for name, cols, _ in emit.column_batches:
+        for i in range(len(cols["ts"])):
+            out.append((name, int(cols["ts"][i]), int(cols["key"][i]), tuple(sorted(
+                (f, np.asarray(v)[i].item()) for f, v in cols.items() if f not in ("ts", "key")))))
+    return sorted(out)  # vectorised detectors emit grouped by sensor, not in time order

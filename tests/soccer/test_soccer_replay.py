@@ -1,0 +1,40 @@
+"""A generated match with network delays through the whole soccer hierarchy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specula import CostModel, InProcessRuntime
+from specula.pipelines.delays import DelayModel
+from specula.soccer.graph import soccer_graph
+from specula.soccer.match import generate_match
+from specula.soccer.scoring import score_match
+
+
+@pytest.fixture(scope="module")
+def replays():
+    match = generate_match(15, profile="debs2013", seed=1)
+    raw = DelayModel(seed=1).arrival(match.events)
+    runs = {alpha: InProcessRuntime(soccer_graph(alpha, k0_ms=400),
+                                    cost_model=CostModel(per_event=50e-6))
+            .run(raw, batch_ticks=5 * 10**9) for alpha in (1.0, "adaptive")}
+    return match, runs
+
+
+def test_hits_passes_and_shots_match_the_ground_truth(replays):
+    match, runs = replays
+    for report in runs.values():
+        scores = score_match(report, match)
+        assert scores["hits"].truth >= 8 and scores["passes"].truth >= 2
+        for s in scores.values():
+            assert s.precision >= 0.95 and s.recall >= 0.95
+        assert sum(len(report.late(n)) for n in report.detectors) == 0
+
+
+def test_adaptive_speculation_cuts_pass_latency_with_identical_answers(replays):
+    _, runs = replays
+    pure, adaptive = runs[1.0], runs["adaptive"]
+    for name in pure.detectors:
+        assert np.array_equal(pure.net(name), adaptive.net(name)), name
+    assert adaptive.latencies("passes").mean() <= 0.6 * pure.latencies("passes").mean()
