@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -19,6 +20,7 @@ from specula.actors import CostModel, InProcessRuntime, RunReport
 from specula.actors.report import format_detectors
 from specula.detectors import Graph
 from specula.detectors.examples import example_registry
+from specula.options import NODE_OPTIONS, OptionError, check_option
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -111,7 +113,7 @@ def replay(args: argparse.Namespace) -> int:
     from specula.soccer.scoring import format_scores, score_match
     from specula.soccer.spark_log import PositionLog
 
-    alpha: float | str = args.alpha if args.alpha == "adaptive" else _alpha(args.alpha)
+    alpha = args.alpha
     if args.log and not os.path.exists(args.log):
         raise SystemExit(f"specula replay: {args.log}: no such file or directory")
     if args.watch and (args.in_process or not (args.log and os.path.isdir(args.log))):
@@ -143,13 +145,30 @@ def replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _alpha(text: str) -> float:
+def _option(name: str) -> Any:
+    """An argparse ``type`` that parses and checks node option ``name`` from the table."""
+    def parse(text: str) -> Any:
+        value: Any = text
+        number = float if name == "alpha" else int if name in ("k0", "partitions") else None
+        if number is not None and text != "adaptive":
+            with contextlib.suppress(ValueError):
+                value = number(text)
+        try:
+            return check_option(name, value)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name
+    return parse
+
+
+def _milliseconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0.0 <= value <= 1.0:
-        raise SystemExit(f"--alpha must be 'adaptive' or a number in [0, 1], got {text!r}")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {text!r}")
     return value
 
 
@@ -213,8 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=50_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-delay", type=int, default=20, help="ticks")
-    p.add_argument("--k0", type=int, default=100, help="initial K of level-1 units, ticks")
-    p.add_argument("--retraction", choices=["on-demand", "full"], default="on-demand")
+    p.add_argument("--k0", type=_option("k0"), default=100,
+                   help="initial K of level-1 units, ticks")
+    p.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,
+                   default="on-demand", help=NODE_OPTIONS["retraction"].doc)
     p.add_argument("--batch-ticks", type=int, default=5,
                    help="raw events arriving within this many ticks form one delivery")
     p.add_argument("--ticks-per-second", type=float, default=1_000.0)
@@ -251,9 +272,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=0, help="seed of the match and the delays")
     s.add_argument("--no-delays", action="store_true",
                    help="keep the recorded order instead of modelling network delays")
-    s.add_argument("--alpha", default="adaptive", help="'adaptive' or a number in [0, 1]")
-    s.add_argument("--retraction", choices=["on-demand", "full"], default="on-demand")
-    s.add_argument("--k0-ms", type=float, default=400.0,
+    s.add_argument("--alpha", type=_option("alpha"), default="adaptive",
+                   help=NODE_OPTIONS["alpha"].doc)
+    s.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,
+                   default="on-demand", help=NODE_OPTIONS["retraction"].doc)
+    s.add_argument("--k0-ms", type=_milliseconds, default=400.0,
                    help="initial K of level 1 (doubling per level), milliseconds")
     s.add_argument("--speed", type=float, default=None,
                    help="pace as a multiple of real time (default: as fast as possible)")

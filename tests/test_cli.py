@@ -76,3 +76,15 @@ def test_run_soccer_graph_on_the_real_debs_sample(tmp_path, monkeypatch, capsys)
     assert main(["run", "soccer_cli:graph", "--source", str(sample), "--in-process"]) == 0
     out = capsys.readouterr().out
     assert "2,000 raw events" in out and "near_foot" in out
+
+
+def test_options_are_checked_from_the_one_table(capsys):
+    with pytest.raises(SystemExit):
+        main(["replay", "--alpha", "1.5"])
+    assert "alpha must be a number in [0, 1] or 'adaptive'; got 1.5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["demo", "--k0", "-5"])
+    assert "k0 must be an integer >= 0 (ticks); got -5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["replay", "--retraction", "partial"])
+    assert "'on-demand', 'full'" in capsys.readouterr().err

@@ -21,6 +21,7 @@ from typing import Literal
 
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
+from specula.options import node_options
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.unit import LatePolicy, OrderingUnit, RetractionMode
 
@@ -103,24 +104,24 @@ class Graph:
             k0: int = 0, partitions: int = 1) -> Graph:
         """Add a detector under a unique ``name``; returns the graph for chaining.
 
-        ``partitions > 1`` runs that many instances of the detector, each on the events
-        whose ``key % partitions`` is its index (counter messages reach all of them): for
-        detectors whose state is per key, e.g. one per player.
+        The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
+        retraction, late, k0 in ticks, partitions). ``partitions > 1`` runs that many
+        instances of the detector, each on the events whose ``key % partitions`` is its
+        index (counter messages reach all of them): for detectors whose state is per
+        key, e.g. one per player.
         """
         if name in self.nodes:
             raise GraphError(f"a detector named {name!r} is already in the graph; "
                              "give each detector its own name")
-        if alpha != "adaptive" and not (isinstance(alpha, int | float) and 0.0 <= alpha <= 1.0):
-            raise GraphError(f"{name}: alpha must be a number in [0, 1] or 'adaptive', "
-                             f"got {alpha!r}")
-        if retraction not in ("full", "on-demand"):
-            raise GraphError(f"{name}: retraction must be 'full' or 'on-demand', "
-                             f"got {retraction!r}")
-        if late not in ("side", "process"):
-            raise GraphError(f"{name}: late must be 'side' or 'process', got {late!r}")
-        if not (isinstance(partitions, int) and partitions >= 1):
-            raise GraphError(f"{name}: partitions must be an integer >= 1, got {partitions!r}")
-        self.nodes[name] = Node(name, detector, alpha, retraction, late, k0, partitions)
+        if isinstance(detector, type) and issubclass(detector, Detector):
+            raise GraphError(f"{name}: got the class {detector.__name__}, not a detector; "
+                             f"pass an instance: add({name!r}, {detector.__name__}())")
+        if not isinstance(detector, Detector):
+            raise GraphError(f"{name}: expected a Detector instance, got "
+                             f"{type(detector).__name__}")
+        options = node_options(where=name, alpha=alpha, retraction=retraction, late=late,
+                               k0=k0, partitions=partitions)
+        self.nodes[name] = Node(name, detector, **options)
         return self
 
     def instances(self) -> list[Instance]:

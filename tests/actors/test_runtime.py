@@ -14,6 +14,7 @@ from specula.detectors.examples import (
     Threshold,
     example_registry,
 )
+from specula.options import OptionError
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -99,10 +100,26 @@ def test_graph_validation_errors_say_what_to_fix():
 
     with pytest.raises(GraphError, match=r"clock types \['A'\] are not among its inputs"):
         Graph(reg, sources=("C",)).add("t", BadClock()).validate()
-    with pytest.raises(GraphError, match="alpha must be a number in"):
+    with pytest.raises(OptionError, match="alpha must be a number in"):
         Graph(reg, sources=("C",)).add("t", Threshold(), alpha=1.5)
     with pytest.raises(GraphError, match="not registered"):
         Graph(reg, sources=("Z",)).validate()
+
+
+def test_option_errors_list_the_valid_values_and_a_class_is_not_a_detector():
+    reg = example_registry()
+    g = Graph(reg, sources=("C",))
+    with pytest.raises(OptionError, match=r"t: k0 must be an integer >= 0 \(ticks\); got -5"):
+        g.add("t", Threshold(), k0=-5)
+    with pytest.raises(OptionError, match="retraction must be one of 'on-demand', 'full'"):
+        g.add("t", Threshold(), retraction="partial")
+    with pytest.raises(OptionError, match=r"partitions must be an integer >= 1; got 2\.0"):
+        g.add("t", Threshold(), partitions=2.0)
+    with pytest.raises(GraphError, match=r"got the class Threshold.*add\('t', Threshold\(\)\)"):
+        g.add("t", Threshold)
+    with pytest.raises(GraphError, match="expected a Detector instance, got str"):
+        g.add("t", "Threshold")
+    assert not g.nodes
 
 
 def test_on_demand_replay_runs_past_every_change_of_an_update():
