@@ -31,6 +31,10 @@ from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
 
 
+#: Arrival time a step of :meth:`InProcessRuntime.run` covers by default, in seconds.
+DEFAULT_BATCH_SECONDS = 0.005
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Seconds of busy time per unit of work, for deterministic alpha-adaptation."""
@@ -81,11 +85,13 @@ class InProcessRuntime:
         self.router = Router(graph)
         self.messages: dict[str, list[np.ndarray]] = {}
 
-    def run(self, raw: np.ndarray, *, batch_ticks: int = 0) -> RunReport:
+    def run(self, raw: np.ndarray, *, batch_ticks: int | None = None) -> RunReport:
         """Deliver ``raw`` (with ``ats`` set) in arrival order, then flush level by level.
 
         Raw events whose arrival falls within ``batch_ticks`` of the first event of a
-        step are delivered together in that step. Raw events should carry their source's
+        step are delivered together in that step; the default is
+        :data:`DEFAULT_BATCH_SECONDS` of arrival time, as a source that ships batches
+        every few milliseconds would (0: one step per arrival, the slowest). Raw events should carry their source's
         counter in ``seq`` (it orders events with equal time stamps); if no event has
         one, they are numbered in time-stamp order.
         """
@@ -95,6 +101,8 @@ class InProcessRuntime:
         nets = {i.producer: NetOutput(units[i.producer].out_dtype) for i in self.instances}
         self.messages = {n: [] for n in self.graph.nodes}
         raw = prepare_raw(raw)
+        if batch_ticks is None:
+            batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
         for batch, now in _steps(raw, batch_ticks):
             self._step(units, nets, clock, batch, now, flush=False)
         now = int(raw["ats"][-1]) if len(raw) else 0

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from specula.actors.inprocess import InProcessRuntime
 from specula.cluster.spark import stray_processes
@@ -24,6 +25,8 @@ from specula.soccer.debs2013 import RECORDING_PS, position_dtype, read_all, writ
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
 from specula.soccer.spark_log import PositionLog
+
+pytestmark = pytest.mark.slow  # Spark and Ray on Spark in subprocesses
 
 SPECULA = [sys.executable, "-m", "specula.cli"]
 IGNORED = ("flags", "ats", "kplus", "origin")
@@ -65,7 +68,7 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path):
     # The persisted net outputs equal the in-process runtime's on the same arrival stream.
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
     graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0)
-    expected = InProcessRuntime(graph).run(raw, batch_ticks=5 * 10**9)
+    expected = InProcessRuntime(graph).run(raw)
     persisted = _persisted(out, "complex")
     late = _persisted(out, "late")
     assert not late, "a late event makes Ray and in-process answers differ"

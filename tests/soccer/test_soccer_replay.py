@@ -11,6 +11,8 @@ from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
 from specula.soccer.scoring import score_match
 
+pytestmark = pytest.mark.slow  # a generated match through the whole hierarchy
+
 
 @pytest.fixture(scope="module")
 def replays():
@@ -18,7 +20,7 @@ def replays():
     raw = DelayModel(seed=1).arrival(match.events)
     runs = {alpha: InProcessRuntime(soccer_graph(alpha, k0_ms=400),
                                     cost_model=CostModel(per_event=50e-6))
-            .run(raw, batch_ticks=5 * 10**9) for alpha in (1.0, "adaptive")}
+            .run(raw) for alpha in (1.0, "adaptive")}
     return match, runs
 
 
