@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-quick bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check specula tests benchmarks
 	$(BIN)/python -m pytest
+
+# the inner loop: everything but Spark, Ray and whole generated matches (under 2 minutes)
+test-quick: $(STAMP)
+	$(BIN)/ruff check specula tests benchmarks
+	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ordering.py --quick

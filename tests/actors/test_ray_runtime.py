@@ -10,6 +10,8 @@ from specula.actors.ray_runtime import RayRuntime
 from specula.detectors.examples import CountPerKey, Threshold, example_registry
 from specula.pipelines.synthetic import abc_stream, example_graph
 
+pytestmark = pytest.mark.slow  # starts embedded Ray
+
 ray = pytest.importorskip("ray")
 
 

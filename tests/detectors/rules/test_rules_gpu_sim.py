@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # the CUDA simulator in a subprocess
+
 RULES = {
     "r5_last": "define X(s: int) from C(p=$x) and last B(p=$x) within 9 from C "
                "and last A(p=$x) within 9 from B where s=Sum(A(p=$x).v within 9 from B)",

@@ -1,0 +1,296 @@
+"""The detector contract, checked on every Detector subclass in the package.
+
+An ordering unit feeds a detector time-ordered batches cut wherever arrivals fall,
+snapshots it before speculating, restores and replays it, and the Ray runtime pickles it
+into its actor. So every detector, whoever wrote it, must:
+
+- say what it detects (a docstring of its own) and declare inputs, outputs and a clock
+  among its inputs;
+- not mutate its input batches;
+- give the same output for the same input (no hidden randomness, no wall clock);
+- give the same output however the input is cut into batches;
+- after snapshot -> more input -> restore, continue exactly as if uninterrupted, and so
+  does a fresh copy restored from the snapshot;
+- survive a pickle round trip mid-stream and continue identically.
+
+Every detector class found in ``specula`` needs a fixture below: a detector and a
+non-empty, time-ordered input on which it produces output. A new detector without one
+fails :func:`test_every_detector_has_a_fixture`, which says where to add it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import pickle
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import specula
+from specula import events as ev
+from specula.detectors import Detector, Emitter
+from specula.events import TypeRegistry
+
+
+@dataclass
+class Case:
+    """A detector, the registry of its types, and a time-ordered input batch."""
+
+    detector: Detector
+    registry: TypeRegistry
+    batch: np.ndarray
+
+
+def discovered() -> list[str]:
+    """``module.Class`` of every concrete Detector subclass defined in ``specula``."""
+    for module in pkgutil.walk_packages(specula.__path__, "specula."):
+        importlib.import_module(module.name)
+    found, todo = set(), [Detector]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith("specula.") and not sub.__name__.startswith("_"):
+                found.add(f"{sub.__module__}.{sub.__qualname__}")
+    return sorted(found)
+
+
+# ------------------------------------------------------------------------ fixtures
+
+
+def _examples(cls_name: str) -> Case:
+    from specula.detectors import examples
+    from specula.pipelines.synthetic import abc_stream
+
+    cls = getattr(examples, cls_name)
+    reg = examples.example_registry()
+    raw = abc_stream(reg, 400, seed=1, keys=4)
+    raw = raw[np.argsort(raw["ts"], kind="stable")]
+    rows = []
+    for r in raw:
+        t = reg.name(int(r["type"]))
+        for want in cls.inputs:
+            if want == t:
+                rows.append({"type": t, "ts": int(r["ts"]), "key": int(r["key"]),
+                             **({"v": int(r["v"])} if t == "C" else {})})
+            elif want not in ("A", "B", "C") and t == "C":  # derived types, made from C
+                rows.append({"type": want, "ts": int(r["ts"]), "key": int(r["key"]),
+                             **{f: int(r["v"]) for f in dict(reg[want].fields)}})
+    return Case(cls(), reg, reg.from_records(rows, dtype=reg.dtype(cls.inputs)))
+
+
+_RULES = """
+define CE(x: int, s: float, by: int)
+from C(x=$p) and last B(x=$p) within 12 from C and last A(x=$p) within 12 from B
+where x=$p and s=Sum(A(x=$p).v within 12 from B) and by=B.y
+
+define Quiet(n: int)
+from D(y=$q) and each B(y=$q) within 8 from D and not C(y=$q) between B and D
+where n=Count(A() within 5 from D)
+"""
+
+
+def _rules(engine: str) -> Case:
+    from specula.detectors.rules import RuleDetector
+
+    reg = TypeRegistry()
+    for t in "ABCD":
+        reg.register(t, x="i8", y="i8", v="f8")
+    rng = np.random.default_rng(7)
+    n = 600
+    batch = np.zeros(n, reg.dtype(list("ABCD")))
+    batch["type"] = [reg.id(t) for t in rng.choice(list("ABCD"), n, p=[0.3, 0.3, 0.25, 0.15])]
+    batch["ts"] = np.cumsum(rng.integers(0, 3, n))
+    batch["seq"] = np.arange(n)
+    batch["key"] = rng.integers(0, 4, n)
+    for f in ("x", "y"):
+        batch[f] = rng.integers(0, 3, n)
+    batch["v"] = rng.integers(0, 20, n)
+    return Case(RuleDetector(_RULES, reg, engine=engine), reg, batch)
+
+
+@functools.cache
+def _soccer_inputs() -> dict[str, tuple[Detector, np.ndarray]]:
+    """Every soccer detector's time-ordered input on a generated match."""
+    from specula import InProcessRuntime
+    from specula.soccer.graph import soccer_graph
+    from specula.soccer.match import generate_match
+    from specula.soccer.types import soccer_registry
+
+    reg = soccer_registry()
+    match = generate_match(SOCCER_SECONDS, profile="debs2013", seed=SOCCER_SEED)
+    graph = soccer_graph(alpha=1.0)
+    report = InProcessRuntime(graph).run(match.events)
+    produced = [match.events] + [report.net(n) for n in graph.nodes]
+    inputs = {}
+    for node in graph.nodes.values():
+        ids = [reg.id(t) for t in node.inputs]
+        parts = [ev.conform(p[np.isin(p["type"], ids)], reg.dtype(node.inputs), drop=True)
+                 for p in produced]
+        batch = np.concatenate(parts)
+        order = np.lexsort((batch["seq"], batch["producer"], batch["ts"]))
+        inputs[type(node.detector).__name__] = (node.detector, batch[order])
+    return inputs
+
+
+#: The generated match behind the soccer fixtures of levels 1 to 4.
+SOCCER_SECONDS, SOCCER_SEED = 20.0, 0
+
+
+def _soccer(cls_name: str) -> Case:
+    from specula.soccer.types import soccer_registry
+
+    detector, batch = _soccer_inputs()[cls_name]
+    return Case(copy.deepcopy(detector), soccer_registry(), batch)
+
+
+def _soccer_play(cls_name: str) -> Case:
+    """Shots, one-twos and blocks are rare in a short generated match: the detectors
+    above level 3 get a scripted stream of random play (passes among four players of
+    two teams, hits, shots, kicked balls flying towards or past a goal)."""
+    from specula.soccer import play, shots
+    from specula.soccer.geometry import GOALS
+    from specula.soccer.types import soccer_registry
+
+    reg = soccer_registry()
+    cls = getattr(play, cls_name, None) or getattr(shots, cls_name)
+    rng = np.random.default_rng(11)
+    ms, rows, ts = 10**9, [], 0
+    for _ in range(150):
+        ts += int(rng.integers(50, 2_500)) * ms
+        a, b = (int(p) for p in rng.choice(4, 2, replace=False))
+        team = a % 2
+        kind = rng.choice(["pass", "back", "shot", "hit", "double_pass", "kick"])
+        if kind in ("pass", "back"):
+            a, b = (b, a) if kind == "back" else (a, b)
+            rows.append({"type": "pass", "ts": ts, "key": a, "player": a, "team": team,
+                         "receiver": b, "received": ts + 800 * ms})
+        elif kind == "double_pass":
+            rows.append({"type": "double_pass", "ts": ts, "key": a, "player": a,
+                         "team": team, "receiver": b, "received": ts + 900 * ms})
+        elif kind == "shot":
+            rows.append({"type": "shot", "ts": ts, "key": a, "player": a, "team": team,
+                         "goal": team, "eta": ts + int(rng.integers(100, 900)) * ms})
+        elif kind == "hit":
+            rows.append({"type": "hit", "ts": ts, "key": a, "player": a, "team": team,
+                         "ball": 4})
+        else:  # a kick, then the ball's readings, straight at goal 0 or wide of it
+            x = int(rng.choice([26_000, 40_000]))
+            rows.append({"type": "hit", "ts": ts, "key": a, "player": a, "team": team,
+                         "ball": 4, "x": x, "y": 20_000})
+            for t in range(5, 200, 10):
+                rows.append({"type": "ball", "ts": ts + t * ms, "key": 4, "x": x,
+                             "y": 20_000 + 25 * t, "z": 300, "v": 25_000_000, "vy": 10_000})
+    assert GOALS[0]["x"][0] < 26_000 < GOALS[0]["x"][1] < 40_000
+    rows = [r for r in rows if r["type"] in cls.inputs]
+    rows.sort(key=lambda r: r["ts"])
+    return Case(cls(), reg, reg.from_records(rows, dtype=reg.dtype(cls.inputs)))
+
+
+_SOCCER_PLAY = ("BlockedShot", "CombinationShot", "DoublePass", "ShotOnGoal")
+_SOCCER = ("AccelerationPeak", "BallInPlay", "BallNearFoot", "BallPossession", "BlockedShot",
+           "CombinationShot", "DoublePass", "Interception", "Pass", "PlayerHitsBall",
+           "RunningIntensity", "ShotOnGoal")
+_EXAMPLES = ("ANotBC", "ANotBCBatch", "CountPerKey", "FollowedWithin", "RunningCount",
+             "Threshold")
+
+#: ``module.Class`` -> fixtures (id, factory); the soccer ones need a generated match.
+FIXTURES: dict[str, list[tuple[str, Callable[[], Case], bool]]] = {
+    **{f"specula.detectors.examples.{c}": [(c, functools.partial(_examples, c), False)]
+       for c in _EXAMPLES},
+    "specula.detectors.rules.detector.RuleDetector": [
+        (f"RuleDetector[{e}]", functools.partial(_rules, e), False) for e in ("aip", "cdp")],
+    **{f"specula.soccer.{m}.{c}": [
+        (c, functools.partial(_soccer_play, c), False) if c in _SOCCER_PLAY
+        else (c, functools.partial(_soccer, c), True)]
+       for m, cs in {"ball": ("AccelerationPeak", "BallInPlay"),
+                     "players": ("BallNearFoot", "RunningIntensity"),
+                     "play": ("BallPossession", "DoublePass", "Interception", "Pass",
+                              "PlayerHitsBall"),
+                     "shots": ("BlockedShot", "CombinationShot", "ShotOnGoal")}.items()
+       for c in cs},
+}
+assert {k.rsplit(".", 1)[1] for k in FIXTURES if ".soccer." in k} == set(_SOCCER)
+
+CASES = [pytest.param(factory, id=name, marks=[pytest.mark.slow] if slow else [])
+         for entries in FIXTURES.values() for name, factory, slow in entries]
+
+
+def test_every_detector_has_a_fixture():
+    missing = sorted(set(discovered()) - set(FIXTURES))
+    assert not missing, (f"detectors without a contract fixture: {missing}; add one to "
+                         "FIXTURES in tests/detectors/test_contract.py")
+    assert not set(FIXTURES) - set(discovered()), "fixtures of detectors that do not exist"
+
+
+# -------------------------------------------------------------------------- checks
+
+
+def _names(registry: TypeRegistry) -> list[str]:
+    names = ["?"] * (max(t.id for t in registry.types()) + 1)
+    for t in registry.types():
+        names[t.id] = t.name
+    return names
+
+
+def _feed(detector: Detector, batch: np.ndarray, names: list[str],
+          cuts: list[int] | None = None) -> list[tuple]:
+    """What ``detector`` emits on ``batch`` (cut at ``cuts``), as sorted tuples."""
+    out: list[tuple] = []
+    for piece in np.split(batch, cuts or []):
+        emit = Emitter()
+        detector.on_batch(piece, names, emit)
+        out += [(n, ts, k, tuple(sorted((f, _plain(v)) for f, v in p.items())))
+                for n, ts, k, p in emit.rows]
+        for name, cols, _ in emit.column_batches:
+            for i in range(len(cols["ts"])):
+                out.append((name, int(cols["ts"][i]), int(cols["key"][i]), tuple(sorted(
+                    (f, _plain(np.asarray(v)[i])) for f, v in cols.items()
+                    if f not in ("ts", "key")))))
+    return sorted(out)  # vectorised detectors emit grouped (e.g. by sensor), not by time
+
+
+def _plain(value: object) -> object:
+    return value.item() if isinstance(value, np.generic | np.ndarray) else value
+
+
+@pytest.mark.parametrize("factory", CASES)
+def test_detector_contract(factory: Callable[[], Case]):
+    case = factory()
+    det, batch, names = case.detector, case.batch, _names(case.registry)
+    cls = type(det)
+    assert cls.__dict__.get("__doc__"), f"{cls.__name__} has no docstring of its own"
+    assert det.inputs and det.outputs and set(det.clock_types()) <= set(det.inputs)
+    assert len(batch) > 0, "the fixture gives the detector no input"
+    assert np.all(np.diff(batch["ts"]) >= 0), "fixtures are in time-stamp order"
+
+    frozen = batch.copy()
+    whole = _feed(copy.deepcopy(det), batch, names)
+    assert whole, "the detector detects nothing on its fixture: the checks below need output"
+    assert np.array_equal(batch, frozen), "the detector mutated its input batch"
+    assert _feed(copy.deepcopy(det), batch, names) == whole, "same input, different output"
+
+    rng = np.random.default_rng(len(batch))
+    cuts = sorted(rng.choice(np.arange(1, len(batch)), size=min(7, len(batch) - 1),
+                             replace=False).tolist())
+    assert _feed(copy.deepcopy(det), batch, names, cuts) == whole, \
+        "the output depends on where the input is cut into batches"
+
+    half = len(batch) // 2
+    live, fresh = copy.deepcopy(det), copy.deepcopy(det)
+    first = _feed(live, batch[:half], names)
+    state = live.snapshot()
+    thawed = pickle.loads(pickle.dumps(live))
+    _feed(live, batch[half:], names)
+    live.restore(state)
+    assert sorted(first + _feed(live, batch[half:], names)) == whole, \
+        "snapshot -> restore -> continue differs from an uninterrupted run"
+    fresh.restore(state)
+    assert sorted(first + _feed(fresh, batch[half:], names)) == whole, \
+        "a fresh detector restored from a snapshot does not continue where it was"
+    assert sorted(first + _feed(thawed, batch[half:], names)) == whole, \
+        "a pickled detector does not continue where it was"
