@@ -1,0 +1,66 @@
+"""Event model: batches of events as NumPy structured arrays, typed payloads, codec.
+
+Every component of the system (ordering units, detectors, sinks) exchanges events in
+*batches*: one-dimensional NumPy structured arrays whose first fields are the core
+fields in :data:`CORE_FIELDS`, followed by payload columns. Payload columns are
+declared per event type in a :class:`TypeRegistry`; a batch that carries several
+types has the union of their payload columns, and a row leaves the columns of other
+types at zero. Keeping events columnar lets the ordering and detection kernels work
+on whole arrays instead of Python objects.
+
+The core fields carry what speculative out-of-order processing needs:
+
+* ``ts`` is the occurrence time stamp the ordering units sort by, ``ats`` the
+  arrival time stamp at the receiving unit and ``origin`` the arrival time of the
+  newest raw event an event depends on, so that detection latency is
+  ``ats - origin`` at the sink;
+* ``producer`` and ``seq`` identify an event emitted by a detector, so that a later
+  counter message can retract it (flag :data:`RETRACTION`: retract every live event
+  of ``producer`` with a sequence number ``>= seq``) or replace it (flag
+  :data:`UPDATE`);
+* ``kplus`` (K+) says how prematurely the cause of a derived event was emitted
+  (Mutschler & Philippsen, DEBS 2013, sec. 4.1); it is 0 for raw events.
+
+Construction validates input (:class:`InvalidEvent` names the record, the field and
+the reason) because a single malformed event would otherwise corrupt the ordering
+state far away from where it entered. Two msgpack codecs are provided: a per-event
+map for external interfaces and a raw columnar form for batches, which round-trips
+arrays byte for byte.
+
+Examples
+--------
+>>> import numpy as np
+>>> registry = TypeRegistry()
+>>> kick = registry.register("kick", speed=np.float64, foot=np.int8)
+>>> kick.id
+1
+>>> events = registry.batch("kick", ts=[10, 20], key=7, speed=[3.5, 4.0])
+>>> events["ts"].tolist(), events["key"].tolist(), events["foot"].tolist()
+([10, 20], [7, 7], [0, 0])
+>>> bool((decode_batch(encode_batch(events)) == events).all())
+True
+"""
+
+from specula.events.batches import concat, conform, empty, validate_batch
+from specula.events.codec import decode_batch, decode_event, encode_batch, encode_event
+from specula.events.core import CORE_DTYPE, CORE_FIELDS, LATE, RETRACTION, UPDATE, InvalidEvent
+from specula.events.registry import EventType, TypeRegistry
+
+__all__ = [
+    "CORE_DTYPE",
+    "CORE_FIELDS",
+    "LATE",
+    "RETRACTION",
+    "UPDATE",
+    "EventType",
+    "InvalidEvent",
+    "TypeRegistry",
+    "concat",
+    "conform",
+    "decode_batch",
+    "decode_event",
+    "empty",
+    "encode_batch",
+    "encode_event",
+    "validate_batch",
+]

@@ -1,0 +1,174 @@
+"""Tools for batches that did not come from a registry: check, allocate, convert, join."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from specula.events.core import _MAX_FLAGS, CORE_DTYPE, InvalidEvent
+from specula.events.registry import TypeRegistry
+
+__all__ = ["concat", "conform", "empty", "validate_batch"]
+
+
+def validate_batch(
+    batch: np.ndarray, registry: TypeRegistry
+) -> tuple[np.ndarray, list[InvalidEvent]]:
+    """Check a batch that arrived as an array (not built through the registry).
+
+    Parameters
+    ----------
+    batch : numpy.ndarray
+        Structured batch with at least the ``type`` and ``flags`` fields.
+    registry : TypeRegistry
+        Registry the type ids refer to.
+
+    Returns
+    -------
+    bad : numpy.ndarray of bool
+        True for rows with an unregistered type id or flags outside 0..7.
+    errors : list of InvalidEvent
+        One entry per problem, ordered by row (type before flags within a row).
+
+    Raises
+    ------
+    ValueError
+        If ``batch`` is not a one-dimensional structured array with ``type`` and
+        ``flags`` fields.
+    """
+    _require_structured(batch)
+    for name in ("type", "flags"):
+        if name not in batch.dtype.names:
+            raise ValueError(f"batch lacks the core field {name!r}")
+    type_ids = batch["type"].astype(np.int64)
+    bad_type = (type_ids < 1) | (type_ids > len(registry))
+    flags = batch["flags"].astype(np.int64)
+    bad_flags = (flags < 0) | (flags > _MAX_FLAGS)
+    errors: list[InvalidEvent] = []
+    for index in np.flatnonzero(bad_type | bad_flags).tolist():
+        if bad_type[index]:
+            errors.append(
+                InvalidEvent(index, "type", f"unknown event type id {int(type_ids[index])}")
+            )
+        if bad_flags[index]:
+            errors.append(
+                InvalidEvent(index, "flags", f"out of range 0..{_MAX_FLAGS} ({int(flags[index])})")
+            )
+    return bad_type | bad_flags, errors
+
+
+def empty(dtype: np.dtype = CORE_DTYPE, n: int = 0) -> np.ndarray:
+    """Return a zero-filled batch of ``n`` events of ``dtype``.
+
+    The rows are zeroed rather than uninitialised so that an unused column never
+    holds garbage (type 0 is the invalid type, flags 0 is an ordinary event).
+    """
+    return np.zeros(n, dtype=dtype)
+
+
+def conform(batch: np.ndarray, dtype: np.dtype, *, drop: bool = False) -> np.ndarray:
+    """Copy a batch into a new array of another structured dtype.
+
+    Parameters
+    ----------
+    batch : numpy.ndarray
+        Source batch.
+    dtype : numpy.dtype
+        Target dtype. Fields it has and the source lacks are zero-filled.
+    drop : bool, default False
+        Silently drop source fields the target lacks; otherwise they are an error,
+        since dropping a payload column loses data.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array; the source is never returned or shared.
+
+    Raises
+    ------
+    ValueError
+        If a source field is missing from the target (and not ``drop``), or a common
+        field would have to be cast unsafely (e.g. int64 to int32).
+    """
+    _require_structured(batch)
+    target = np.dtype(dtype)
+    if target.names is None:
+        raise ValueError(f"target dtype must be structured, got {target}")
+    for name in batch.dtype.names:
+        if name not in target.names:
+            if drop:
+                continue
+            raise ValueError(
+                f"field {name!r} of the batch is not in the target dtype "
+                "(pass drop=True to drop it)"
+            )
+        _check_cast(name, batch.dtype[name], target[name])
+    out = np.zeros(len(batch), dtype=target)
+    for name in batch.dtype.names:
+        if name in target.names:
+            out[name] = batch[name]
+    return out
+
+
+def concat(batches: Sequence[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
+    """Concatenate batches whose dtypes may differ.
+
+    Parameters
+    ----------
+    batches : sequence of numpy.ndarray
+        Structured batches.
+    dtype : numpy.dtype, optional
+        Dtype of the result. By default the union of the input fields in order of
+        first appearance (so batches built by one registry keep the core fields first
+        and payload fields in registration order when concatenated in that order).
+
+    Returns
+    -------
+    numpy.ndarray
+        The rows of all batches in order; columns a batch lacks are zero. An empty
+        ``batches`` gives an empty batch of ``dtype`` (or :data:`CORE_DTYPE`).
+
+    Raises
+    ------
+    ValueError
+        If the same field has different dtypes in two batches (without ``dtype``), or
+        a batch has a field ``dtype`` lacks or cannot hold safely.
+    """
+    batches = list(batches)
+    for batch in batches:
+        _require_structured(batch)
+    if dtype is None:
+        target = _union_dtype([batch.dtype for batch in batches]) if batches else CORE_DTYPE
+    else:
+        target = np.dtype(dtype)
+    out = np.zeros(sum(len(batch) for batch in batches), dtype=target)
+    start = 0
+    for batch in batches:
+        out[start : start + len(batch)] = conform(batch, target)
+        start += len(batch)
+    return out
+
+
+def _union_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
+    fields: dict[str, np.dtype] = {}
+    for dtype in dtypes:
+        for name in dtype.names:
+            field_dtype = dtype[name]
+            if name in fields and fields[name] != field_dtype:
+                raise ValueError(
+                    f"field {name!r} has dtype {fields[name]} in one batch and {field_dtype} "
+                    "in another"
+                )
+            fields.setdefault(name, field_dtype)
+    return np.dtype(list(fields.items()))
+
+
+def _check_cast(name: str, source: np.dtype, target: np.dtype) -> None:
+    if not np.can_cast(source, target, "safe"):
+        raise ValueError(f"field {name!r}: cannot cast {source} to {target} without loss")
+
+
+def _require_structured(batch: np.ndarray, what: str = "batch") -> None:
+    if not isinstance(batch, np.ndarray) or batch.dtype.names is None or batch.ndim != 1:
+        raise ValueError(f"{what} must be a one-dimensional structured array")
