@@ -30,7 +30,6 @@ from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
 
-
 #: Arrival time a step of :meth:`InProcessRuntime.run` covers by default, in seconds.
 DEFAULT_BATCH_SECONDS = 0.005
 
@@ -62,8 +61,8 @@ class InProcessRuntime:
     graph
         The graph; validated here.
     ticks_per_second
-        Virtual time units (of ``ats``) per second, for alpha-adaptation's ``t_span`` and
-        for latencies in seconds; default: the graph's.
+        Virtual time units (of ``ats``) per second, for alpha-adaptation's ``t_span``,
+        latencies in seconds and the default step; default: the registry's.
     cost_model
         Busy time per unit of work; ``None`` measures wall time instead.
     trace
@@ -91,9 +90,9 @@ class InProcessRuntime:
         Raw events whose arrival falls within ``batch_ticks`` of the first event of a
         step are delivered together in that step; the default is
         :data:`DEFAULT_BATCH_SECONDS` of arrival time, as a source that ships batches
-        every few milliseconds would (0: one step per arrival, the slowest). Raw events should carry their source's
-        counter in ``seq`` (it orders events with equal time stamps); if no event has
-        one, they are numbered in time-stamp order.
+        every few milliseconds would (0: one step per arrival, the slowest). Raw events
+        should carry their source's counter in ``seq`` (it orders events with equal time
+        stamps); if no event has one, they are numbered in time-stamp order.
         """
         t0 = time.perf_counter()
         clock = ManualClock()

@@ -65,6 +65,6 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
     for engine in {p.engine for p in placements} - {"gpu"}:
         engine_class(engine)  # a CPU engine that cannot be imported fails here, not in a run
     for p in placements:
-        graph.add(p.name, p.detector(graph.registry, tps), alpha=alpha,  # type: ignore[arg-type]
+        graph.add(p.name, p.detector(graph.registry), alpha=alpha,  # type: ignore[arg-type]
                   retraction=retraction, k0=k0)  # type: ignore[arg-type]
     return placements

@@ -88,15 +88,13 @@ class Graph:
     """Detectors wired by the event types they declare.
 
     ``sources`` are the raw event types that come from outside (sensor logs); every
-    other input type must be the output of some detector. ``ticks_per_second`` is the
-    unit of the events' time stamps (10**12 for the picoseconds of DEBS 2013).
+    other input type must be the output of some detector. The unit of the events' time
+    stamps is the registry's (:attr:`TypeRegistry.ticks_per_second`).
     """
 
-    def __init__(self, registry: TypeRegistry, *, sources: Iterable[str],
-                 ticks_per_second: float = 1.0) -> None:
+    def __init__(self, registry: TypeRegistry, *, sources: Iterable[str]) -> None:
         self.registry = registry
         self.sources = tuple(sources)
-        self.ticks_per_second = ticks_per_second
         self.nodes: dict[str, Node] = {}
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
@@ -123,6 +121,11 @@ class Graph:
                                k0=k0, partitions=partitions)
         self.nodes[name] = Node(name, detector, **options)
         return self
+
+    @property
+    def ticks_per_second(self) -> float:
+        """Time-stamp ticks per second, as the registry declares them."""
+        return self.registry.ticks_per_second
 
     def instances(self) -> list[Instance]:
         """Every detector instance in topological order, with its producer id (from 1)."""

@@ -55,6 +55,10 @@ class TypeRegistry:
     batches. Types can only be added, never removed or changed, so an id and a dtype
     handed out once stay valid for the lifetime of the registry.
 
+    ``ticks_per_second`` is the unit of the time stamps (``ts``, ``ats``) of these
+    events, declared once here: graphs, runtimes and reports read it from the registry
+    (1.0: seconds; 10**12 for the picoseconds of DEBS 2013).
+
     Examples
     --------
     >>> registry = TypeRegistry()
@@ -68,7 +72,10 @@ class TypeRegistry:
     ('goal', 1, True, 2)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, ticks_per_second: float = 1.0) -> None:
+        if not ticks_per_second > 0:
+            raise ValueError(f"ticks_per_second must be > 0, got {ticks_per_second!r}")
+        self.ticks_per_second = ticks_per_second
         self._by_name: dict[str, EventType] = {}
         self._by_id: list[EventType] = []
         # payload field name -> (dtype, name of the first type that declared it)

@@ -22,7 +22,7 @@ from specula.soccer.play import (
 )
 from specula.soccer.players import BallNearFoot, RunningIntensity
 from specula.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
-from specula.soccer.types import PICOS_PER_SECOND, soccer_registry
+from specula.soccer.types import soccer_registry
 
 DETECTORS = {
     "ball_in_play": BallInPlay,
@@ -55,8 +55,7 @@ def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-dem
     every level below has buffered them, and the first of them would otherwise be late
     (dynamic K learns a delay only once it has seen it).
     """
-    g = Graph(soccer_registry(), sources=("ball", "player", "referee"),
-              ticks_per_second=PICOS_PER_SECOND)
+    g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
     for name, cls in DETECTORS.items():
         # near_foot learns which ball is in play from rare ball_in/ball_out events: one
         # that comes late (a slow sibling on a fast replay) is still better processed out

@@ -53,8 +53,8 @@ DERIVED_TYPES = {
 
 def soccer_registry() -> TypeRegistry:
     """A registry with the raw soccer types ``ball``, ``player``, ``referee`` and the types
-    the soccer detectors generate."""
-    reg = TypeRegistry()
+    the soccer detectors generate; time stamps in picoseconds."""
+    reg = TypeRegistry(ticks_per_second=PICOS_PER_SECOND)
     reg.register("ball", **POSITION_FIELDS)
     reg.register("player", **POSITION_FIELDS, **WEARER_FIELDS)
     reg.register("referee", **POSITION_FIELDS, **WEARER_FIELDS)

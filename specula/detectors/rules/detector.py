@@ -122,8 +122,6 @@ class RuleDetector(Detector):
     engine : {"aip", "cdp", "gpu"}
         AIP automata, CDP columns on the CPU (Numba) or CDP columns on a GPU. The engine
         module is imported when the detector first processes a batch.
-    ticks_per_second : float, optional
-        The graph's time unit, needed by windows written with a unit (``5 min.``).
 
     Attributes
     ----------
@@ -154,12 +152,13 @@ class RuleDetector(Detector):
     """
 
     def __init__(self, rules: str | Rule | Iterable[Rule], registry: TypeRegistry, *,
-                 engine: EngineName = "aip", ticks_per_second: float | None = None) -> None:
+                 engine: EngineName = "aip") -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown rule engine {engine!r}; use one of {', '.join(ENGINES)}")
         self.rules = as_rules(rules)
         self.engine = engine
-        self.ticks_per_second = ticks_per_second
+        # windows written with a unit (``5 min.``) are converted in the registry's unit
+        self.ticks_per_second = ticks_per_second = registry.ticks_per_second
         _check_no_self_input(self.rules)
         for rule in self.rules:
             check_rule(rule, registry, ticks_per_second)

@@ -129,11 +129,9 @@ class Placement:
     engine: str
     num_gpus: float = 0.0
 
-    def detector(self, registry: TypeRegistry,
-                 ticks_per_second: float | None = None) -> RuleDetector:
+    def detector(self, registry: TypeRegistry) -> RuleDetector:
         """A :class:`RuleDetector` for this placement (its engine is not imported yet)."""
-        det = RuleDetector(self.rules, registry, engine=self.engine,  # type: ignore[arg-type]
-                           ticks_per_second=ticks_per_second)
+        det = RuleDetector(self.rules, registry, engine=self.engine)  # type: ignore[arg-type]
         det.num_gpus = self.num_gpus
         return det
 

@@ -12,8 +12,8 @@ from naive import content, run_detector
 from specula import CostModel, Graph, InProcessRuntime
 from specula.actors.ray_runtime import actor_options
 from specula.actors.rules import add_rules
-from specula.detectors.rules import RuleError, parse_rules
-from specula.detectors.rules.detector import RuleDetector
+from specula.detectors.rules import RuleError, parse_rule, parse_rules
+from specula.detectors.rules.detector import RuleDetector, check_rule
 from specula.detectors.rules.placement import cost, is_heavy, plan
 from specula.events import TypeRegistry
 from specula.ordering.emitter import Emitter
@@ -116,7 +116,7 @@ def test_rules_are_checked_against_the_registry():
     with pytest.raises(RuleError, match="has no attribute 'w'"):
         RuleDetector("define X(a: int) from C() where a=Sum(A().w within 3 from C)", reg)
     with pytest.raises(RuleError, match="needs the ticks per second"):
-        RuleDetector("define X() from C() and last B() within 3 s from C", reg)
+        check_rule(parse_rule("define X() from C() and last B() within 3 s from C"), reg)
     with pytest.raises(RuleError, match="put the two rules in separate detectors"):
         RuleDetector("define X() from C()\ndefine Y() from X()", reg)
     with pytest.raises(ValueError, match="use one of aip, cdp, gpu"):
