@@ -143,4 +143,3 @@ class Filter:
         for attr, other in self.equal:
             mask &= events[other] == events[attr]
         return mask
-
