@@ -47,105 +47,33 @@ Two refinements keep Alg. 1 exact for every rule the model allows:
   then selects the latest (earliest) event per value of such parameters, and the
   element that binds them later keeps the instances whose values agree. Without such
   parameters (R1-R5 of the paper) this is the plain break-after-the-first shortcut.
+
+The engine's storage (:mod:`~specula.detectors.rules._aip_tables`) and what it plans once
+per rule (:mod:`~specula.detectors.rules._aip_plan`) are in modules of their own; this
+module drives them, event by event.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from specula.detectors.rules.ast import Param, Pattern, Rule, Window
+from specula.detectors.rules._aip_plan import (
+    Filter,
+    Scan,
+    column_spec,
+    mentions_of,
+    plan_columns,
+    plan_scans,
+)
+from specula.detectors.rules._aip_tables import Table, restore_tables, snapshot_tables
+from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.detector import check_rule, element_dtype
 from specula.detectors.rules.engine import Matches
 from specula.events import TypeRegistry
 
 __all__ = ["AIPEngine"]
 
-_COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-            ">": np.greater, ">=": np.greater_equal}
 _FIRST_CHUNK = 1024  # instances tested in the first slice of a single-selection scan
-_MIN_CAPACITY = 64
-
-
-class _Table:
-    """Rows appended in time order; rows before ``start`` are deleted.
-
-    ``columns`` maps a name to ``(dtype, width)``; width 0 is a 1-D column. Row ``i``
-    of the arrays has the logical id ``base + i``, which survives compaction.
-    """
-
-    __slots__ = ("base", "cols", "n", "spec", "start")
-
-    def __init__(self, spec: tuple[tuple[str, np.dtype, int], ...]) -> None:
-        self.spec = spec
-        self.cols = {name: np.empty(_shape(_MIN_CAPACITY, w), dtype) for name, dtype, w in spec}
-        self.start = 0
-        self.n = 0
-        self.base = 0
-
-    def __len__(self) -> int:
-        return self.n - self.start
-
-    def reserve(self, extra: int) -> None:
-        """Make room for ``extra`` more rows, compacting or growing the arrays."""
-        capacity = len(self.cols["ts"])
-        if self.n + extra <= capacity:
-            return
-        live = self.n - self.start
-        size = max(capacity, _MIN_CAPACITY)
-        while size < 2 * (live + extra):
-            size *= 2
-        for name, dtype, w in self.spec:
-            old = self.cols[name]
-            new = old if size == capacity else np.empty(_shape(size, w), dtype)
-            new[:live] = old[self.start:self.n]
-            self.cols[name] = new
-        self.base += self.start
-        self.n = live
-        self.start = 0
-
-    def cut(self, horizon: int) -> int:
-        """Index of the first row with ``ts >= horizon``."""
-        ts = self.cols["ts"]
-        return self.start + int(np.searchsorted(ts[self.start:self.n], horizon))
-
-    def live(self, start: int) -> list[np.ndarray]:
-        return [self.cols[name][start:self.n] for name, _, _ in self.spec]
-
-
-def _shape(n: int, width: int) -> tuple[int, ...]:
-    return (n, width) if width else (n,)
-
-
-@dataclass(frozen=True)
-class _Scan:
-    """How an event of element ``k - 1`` reads state ``k``.
-
-    ``known``: (attribute of element k, attribute of the anchor) pairs of parameters the
-    anchor already carries; ``unknown``: attributes of element k whose parameters are
-    bound by an element the anchor has not seen; ``deeper``: (column, attribute of that
-    element, attribute of the anchor) for parameters the anchor shares with an element
-    after k (the nearest one).
-    """
-
-    k: int
-    window: int
-    selection: str
-    known: tuple[tuple[str, str], ...]
-    unknown: tuple[str, ...]
-    deeper: tuple[tuple[int, str, str], ...]
-    dead_ends: bool
-
-
-@dataclass(frozen=True)
-class _Column:
-    """An aggregate's or a negation's events: ts, value and parameter attributes."""
-
-    pattern: Pattern
-    horizon: int
-    value: str | None
-    params: tuple[tuple[str, int, str], ...]  # (attr here, binder element, binder attr)
 
 
 class AIPEngine:
@@ -193,67 +121,27 @@ class AIPEngine:
         self.ticks_per_second = ticks_per_second
         chain = rule.chain
         self._n = n = len(chain)
-        self._filters = tuple(_Filter.of(p, registry) for p in chain)
+        self._filters = tuple(Filter.of(p, registry) for p in chain)
         self._windows = (0, *(s.within.ticks(ticks_per_second) for s in rule.steps))
         self._offsets = tuple(int(x) for x in np.cumsum(self._windows))
-        self._mentions = tuple(_mentions(p) for p in chain)
+        self._mentions = tuple(mentions_of(p) for p in chain)
         self._dtype = element_dtype(rule, registry)
         attrs = [name for name in self._dtype.names if name not in _CORE]
         store_spec = (("ts", np.dtype(np.int64), 0), ("key", np.dtype(np.int64), 0),
                       ("producer", np.dtype(np.int32), 0), ("seq", np.dtype(np.int64), 0),
                       *((a, self._dtype[a], 0) for a in attrs))
-        self._store = _Table(store_spec)
-        self._states: list[_Table | None] = [None] + [
-            _Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k)))
+        self._store = Table(store_spec)
+        self._states: list[Table | None] = [None] + [
+            Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k)))
             for k in range(1, n)]
-        self._scans = (None, *(self._scan_plan(k) for k in range(1, n)))
-        self._columns = tuple(self._column(a.pattern, a.anchor, a.within, None, a.attr)
-                              for a in rule.aggregates)
-        self._columns += tuple(self._column(g.pattern, g.anchor, g.within, g.after, None)
-                               for g in rule.negations)
-        self._column_tables = [_Table(self._column_spec(c, registry)) for c in self._columns]
-        self._column_filters = tuple(_Filter.of(c.pattern, registry) for c in self._columns)
+        self._scans = plan_scans(rule, self._mentions, self._windows)
+        self._columns = plan_columns(rule, self._mentions, self._offsets, ticks_per_second)
+        self._column_tables = [Table(column_spec(c, registry)) for c in self._columns]
+        self._column_filters = tuple(Filter.of(c.pattern, registry) for c in self._columns)
         self._needed = {a for p in (*chain, *(c.pattern for c in self._columns))
                         for a in (c.attr for c in p.constraints)}
         self._needed |= {c.value for c in self._columns if c.value}
         self._now: int | None = None
-
-    # ------------------------------------------------------------------ planning
-
-    def _scan_plan(self, k: int) -> _Scan:
-        mine, anchor = self._mentions[k], self._mentions[k - 1]
-        known = tuple((mine[p][0], anchor[p][0]) for p in mine if p in anchor)
-        unknown = tuple(mine[p][0] for p in mine
-                        if p not in anchor and self.rule.binder(p) < k - 1)
-        deeper = []
-        for p, attrs in anchor.items():
-            if p in mine:
-                continue
-            m = next((m for m in range(k + 1, self._n) if p in self._mentions[m]), None)
-            if m is not None:
-                deeper.append((m - k, self._mentions[m][p][0], attrs[0]))
-        selection = self.rule.steps[k - 1].selection
-        return _Scan(k, self._windows[k], selection, known, unknown, tuple(deeper),
-                     dead_ends=selection != "each" and k < self._n - 1)
-
-    def _column(self, pattern: Pattern, anchor: int, within: Window | None, after: int | None,
-                value: str | None) -> _Column:
-        if within is not None:
-            horizon = self._offsets[anchor] + within.ticks(self.ticks_per_second)
-        else:
-            horizon = max(self._offsets[anchor], self._offsets[after])
-        params = tuple((attrs[0], self.rule.binder(p), self._mentions[self.rule.binder(p)][p][0])
-                       for p, attrs in _mentions(pattern).items())
-        return _Column(pattern, horizon, value, params)
-
-    @staticmethod
-    def _column_spec(column: _Column, registry: TypeRegistry) -> tuple:
-        fields = dict(registry[column.pattern.type].fields)
-        spec = [("ts", np.dtype(np.int64), 0)]
-        if column.value:
-            spec.append(("_value", np.dtype(np.float64), 0))
-        spec += [(attr, fields[attr], 0) for attr, _, _ in column.params]
-        return tuple(dict((s[0], s) for s in spec).values())  # one column per attribute
 
     # ------------------------------------------------------------------ processing
 
@@ -368,7 +256,7 @@ class AIPEngine:
         table.cols["ids"][table.n:end] = ids
         table.n = end
 
-    def _advance(self, scan: _Scan, ts: int, anchor: dict) -> np.ndarray:
+    def _advance(self, scan: Scan, ts: int, anchor: dict) -> np.ndarray:
         """Rows of state ``scan.k`` that an anchor at ``ts`` selects and may advance."""
         table = self._states[scan.k]
         times = table.cols["ts"]
@@ -390,7 +278,7 @@ class AIPEngine:
                                   np.searchsorted(first, event, side="right"))
         return self._consistent(scan, rows, anchor)
 
-    def _known(self, scan: _Scan, lo: int, hi: int, anchor: dict) -> np.ndarray:
+    def _known(self, scan: Scan, lo: int, hi: int, anchor: dict) -> np.ndarray:
         """Whether the events of element k in rows ``lo:hi`` match the anchor's parameters."""
         if not scan.known:
             return np.ones(hi - lo, bool)
@@ -401,7 +289,7 @@ class AIPEngine:
             ok &= store.cols[mine][refs] == anchor[theirs]
         return ok
 
-    def _single(self, scan: _Scan, lo: int, hi: int, anchor: dict) -> int:
+    def _single(self, scan: Scan, lo: int, hi: int, anchor: dict) -> int:
         """The newest (``last``) or oldest (``first``) qualifying row, or -1: the scan
         tests growing slices from that end and stops at the first hit."""
         if not scan.known:
@@ -425,7 +313,7 @@ class AIPEngine:
                 begin, size = end, size * 8
         return -1
 
-    def _per_value(self, scan: _Scan, cand: np.ndarray) -> np.ndarray:
+    def _per_value(self, scan: Scan, cand: np.ndarray) -> np.ndarray:
         """Rows of the newest/oldest candidate event per value of the unknown parameters."""
         if not len(cand):
             return cand
@@ -438,7 +326,7 @@ class AIPEngine:
         chosen = events[order][first]
         return cand[np.isin(events, chosen)]
 
-    def _consistent(self, scan: _Scan, rows: np.ndarray, anchor: dict) -> np.ndarray:
+    def _consistent(self, scan: Scan, rows: np.ndarray, anchor: dict) -> np.ndarray:
         """Drop dead ends and instances whose deeper events disagree with the anchor."""
         if not len(rows):
             return rows
@@ -532,7 +420,7 @@ class AIPEngine:
         for column, table in zip(self._columns, self._column_tables, strict=True):
             table.start = table.cut(now - column.horizon)
 
-    def _tables(self) -> list[tuple[_Table, int]]:
+    def _tables(self) -> list[tuple[Table, int]]:
         """Every table with its horizon (ticks before the newest event)."""
         tables = [(self._store, self._offsets[-1])]
         tables += [(self._states[k], self._windows[k]) for k in range(1, self._n)]
@@ -543,70 +431,14 @@ class AIPEngine:
     def snapshot(self) -> bytes:
         """The live state as bytes: equal bytes for equal states, however the stream
         was cut into batches (expired rows that lazy deletion keeps are left out)."""
-        tables = self._tables()
-        starts = [t.start if self._now is None else t.cut(self._now - h) for t, h in tables]
-        header = [0 if self._now is None else 1, self._now or 0,
-                  self._store.base + starts[0]]
-        header += [t.n - s for (t, _), s in zip(tables, starts, strict=True)]
-        parts = [np.array(header, np.int64).tobytes()]
-        for (table, _), start in zip(tables, starts, strict=True):
-            parts += [np.ascontiguousarray(c).tobytes() for c in table.live(start)]
-        return b"".join(parts)
+        return snapshot_tables(self._tables(), self._now)
 
     def restore(self, state: bytes) -> None:
         """Return to a state produced by :meth:`snapshot`."""
-        tables = self._tables()
-        head = np.frombuffer(state, np.int64, count=3 + len(tables))
-        self._now = int(head[1]) if head[0] else None
-        offset = head.nbytes
-        for (table, _), rows in zip(tables, head[3:].tolist(), strict=True):
-            table.start = table.n = table.base = 0
-            table.reserve(rows)
-            for name, dtype, w in table.spec:
-                count = rows * max(w, 1)
-                data = np.frombuffer(state, dtype, count=count, offset=offset)
-                table.cols[name][:rows] = data.reshape(_shape(rows, w))
-                offset += data.nbytes
-            table.n = rows
-        self._store.base = int(head[2])
+        self._now = restore_tables(state, self._tables())
 
 
 _CORE = ("ts", "key", "producer", "seq")
-
-
-def _mentions(pattern: Pattern) -> dict[str, list[str]]:
-    """Parameter name -> the attributes of ``pattern`` bound to it."""
-    out: dict[str, list[str]] = {}
-    for c in pattern.constraints:
-        if isinstance(c.value, Param):
-            out.setdefault(c.value.name, []).append(c.attr)
-    return out
-
-
-@dataclass(frozen=True)
-class _Filter:
-    """The per-event test of a pattern: type, literal constraints, and attributes that
-    must be equal because the pattern binds one parameter to all of them."""
-
-    type_id: int
-    literals: tuple[tuple[str, str, object], ...]
-    equal: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def of(cls, pattern: Pattern, registry: TypeRegistry) -> _Filter:
-        return cls(registry.id(pattern.type),
-                   tuple((c.attr, c.op, c.value) for c in pattern.literals()),
-                   tuple((attrs[0], other) for attrs in _mentions(pattern).values()
-                         for other in attrs[1:]))
-
-    def mask(self, events: np.ndarray) -> np.ndarray:
-        """Rows of ``events`` that match the pattern."""
-        mask = events["type"] == self.type_id
-        for attr, op, value in self.literals:
-            mask &= _COMPARE[op](events[attr], value)
-        for attr, other in self.equal:
-            mask &= events[other] == events[attr]
-        return mask
 
 
 def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -35,6 +35,11 @@ Readings of the paper chosen here (the semantics itself is in
 * **Sums** add values in stream order. A NaN value makes Min and Max NaN (so the
   match yields no composite), as it makes Sum and Avg NaN.
 
+This module holds the engine: batches, detection at terminators, pruning. The rule
+compiled into columns, steps and reductions is in :mod:`~specula.detectors.rules._cdp_plan`,
+the columns themselves in :mod:`~specula.detectors.rules._cdp_columns`, and the kernels
+that scan them in :mod:`~specula.detectors.rules._cdp_kernels`.
+
 Examples
 --------
 Rule R4 and the columns of Fig. 5 (windows in ticks instead of minutes):
@@ -62,316 +67,22 @@ Rule R4 and the columns of Fig. 5 (windows in ticks instead of minutes):
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
-
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules.ast import (
-    AttrRef,
-    BinOp,
-    Comparison,
-    Constraint,
-    Expr,
-    Param,
-    Pattern,
-    Rule,
-    RuleError,
-)
-from specula.detectors.rules.detector import element_dtype
+from specula.detectors.rules._cdp_columns import Store, convert, encode
+from specula.detectors.rules._cdp_plan import Plan, Reduction, Step, StoreKey, StoreSpec
+from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.engine import ORDER_SHIFT, Matches, order_key
 from specula.events import TypeRegistry
 
 __all__ = ["CDPEngine"]
 
-_SELECTION = {"each": _k.EACH, "last": _k.LAST, "first": _k.FIRST}
-_OP = {"sum": _k.SUM, "avg": _k.SUM, "count": _k.SUM, "min": _k.MIN, "max": _k.MAX}
 _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _CORE_ROW = (("ts", np.int64), ("key", np.int64), ("producer", np.int32), ("seq", np.int64))
-_MAX_WINDOW = 2**62
 _PRUNE_EVERY = 256  # relevant events between two runs of deleteOldEvents
 _NO_TS = -(2**63)
-
-
-def _encode(values: np.ndarray, is_float: bool) -> np.ndarray:
-    """Parameter keys of ``values``: int64 values, or the bits of float64 values."""
-    if not is_float:
-        return values.astype(np.int64)
-    f = values.astype(np.float64)
-    f = np.where(f == 0.0, 0.0, f)
-    keys = f.view(np.int64).copy()
-    keys[np.isnan(f)] = _k.NAN_KEY
-    return keys
-
-
-def _checks(pairs: list[tuple[int, int, bool]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(row, param, is_float)`` triples as the three check arrays of the kernels."""
-    return (np.array([p[0] for p in pairs], np.int64),
-            np.array([p[1] for p in pairs], np.int64),
-            np.array([p[2] for p in pairs], np.bool_))
-
-
-@dataclass(frozen=True)
-class _StoreKey:
-    """What decides membership of a column: type, literal constraints, and equalities
-    between attributes of one event (``A(x=$p and y=$p)`` where ``A`` binds ``$p``)."""
-
-    type: str
-    literals: tuple[Constraint, ...]
-    same: tuple[tuple[str, str, bool], ...]
-
-
-@dataclass
-class _StoreSpec:
-    key: _StoreKey
-    type_id: int
-    enc: list[tuple[str, bool]]
-    num: list[str]
-
-    def enc_row(self, attr: str, is_float: bool) -> int:
-        if (attr, is_float) not in self.enc:
-            self.enc.append((attr, is_float))
-        return self.enc.index((attr, is_float))
-
-    def num_row(self, attr: str) -> int:
-        if attr not in self.num:
-            self.num.append(attr)
-        return self.num.index(attr)
-
-
-@dataclass(frozen=True)
-class _Terminator:
-    key: _StoreKey
-    type_id: int
-    binds: tuple[tuple[str, bool, int], ...]  # (attr, is_float, param)
-
-
-@dataclass(frozen=True)
-class _Step:
-    store: int
-    window: int
-    selection: int
-    chk_col: np.ndarray
-    chk_par: np.ndarray
-    chk_nan: np.ndarray
-    bind_col: np.ndarray
-    bind_par: np.ndarray
-
-
-@dataclass(frozen=True)
-class _Reduction:
-    """An aggregate (``function`` set) or a negation (``function`` None, a count)."""
-
-    store: int
-    function: str | None
-    op: int
-    vrow: int
-    anchor: int
-    window: int | None
-    after: int | None
-    chk_col: np.ndarray
-    chk_par: np.ndarray
-    chk_nan: np.ndarray
-
-
-class _Plan:
-    """A rule compiled against a registry: columns, steps, reductions, row dtype."""
-
-    def __init__(self, rule: Rule, registry: TypeRegistry, ticks_per_second: float | None):
-        self.rule = rule
-        self.length = len(rule.chain)
-        fields = {}
-        for name in rule.input_types:
-            if name not in registry:
-                raise RuleError(f"rule {rule.name}: event type {name!r} is not registered; "
-                                "register it (with its attributes) before building an engine")
-            fields[name] = dict(registry[name].fields)
-        self.fields = fields
-        read: dict[str, set[str]] = {name: set() for name in fields}
-        patterns = list(rule.chain) + [a.pattern for a in rule.aggregates] + [
-            n.pattern for n in rule.negations]
-        for pattern in patterns:
-            read[pattern.type] |= {c.attr for c in pattern.constraints}
-        for agg in rule.aggregates:
-            if agg.attr is not None:
-                read[agg.pattern.type].add(agg.attr)
-        for expr in _expressions(rule):
-            for ref in _attr_refs(expr):
-                read[rule.chain[ref.element].type].add(ref.attr)
-        for name, attrs in read.items():
-            for attr in sorted(attrs - set(fields[name])):
-                have = ", ".join(fields[name]) or "none"
-                raise RuleError(f"rule {rule.name}: event type {name!r} has no attribute "
-                                f"{attr!r} (its attributes: {have})")
-        self.read = {name: tuple(sorted(attrs)) for name, attrs in read.items()}
-        self.dtype = element_dtype(rule, registry)
-        row = list(self.dtype.descr)
-        for name in fields:
-            for attr in self.read[name]:
-                if attr not in dict(row):
-                    row.append((attr, fields[name][attr]))
-        self.row_dtype = np.dtype(row)
-        self.type_ids = {name: registry.id(name) for name in fields}
-
-        params: list[str] = []
-        for pattern in rule.chain:
-            for p in pattern.params():
-                if p.name not in params:
-                    params.append(p.name)
-        self.params = params
-        floats = set()
-        for pattern in patterns:
-            for c in pattern.constraints:
-                if isinstance(c.value, Param) and fields[pattern.type][c.attr].kind == "f":
-                    floats.add(c.value.name)
-        self.is_float = [name in floats for name in params]
-        binder = {name: rule.binder(name) for name in params}
-
-        self.stores: list[_StoreSpec] = []
-        store_of: dict[_StoreKey, int] = {}
-
-        def bind_key(pattern: Pattern, element: int | None):
-            """Store key, plus binds and checks of ``pattern`` as chain ``element``."""
-            binds, checks, same, first = [], [], [], {}
-            for c in pattern.constraints:
-                if not isinstance(c.value, Param):
-                    continue
-                p = params.index(c.value.name)
-                if binder[c.value.name] != element:
-                    checks.append((c.attr, p))
-                elif c.value.name in first:
-                    same.append((first[c.value.name], c.attr, self.is_float[p]))
-                else:
-                    first[c.value.name] = c.attr
-                    binds.append((c.attr, p))
-            return _StoreKey(pattern.type, pattern.literals(), tuple(same)), binds, checks
-
-        def store(key: _StoreKey) -> int:
-            if key not in store_of:
-                store_of[key] = len(self.stores)
-                self.stores.append(_StoreSpec(key, self.type_ids[key.type], [], []))
-            return store_of[key]
-
-        def check_arrays(spec: _StoreSpec, checks):
-            return _checks([(spec.enc_row(a, self.is_float[p]), p, self.is_float[p])
-                            for a, p in checks])
-
-        key, binds, _ = bind_key(rule.terminator, 0)
-        self.terminator = _Terminator(key, self.type_ids[key.type],
-                                      tuple((a, self.is_float[p], p) for a, p in binds))
-        self.steps: list[_Step] = []
-        for i, st in enumerate(rule.steps, start=1):
-            key, binds, checks = bind_key(st.pattern, i)
-            si = store(key)
-            spec = self.stores[si]
-            col, par, nan = check_arrays(spec, checks)
-            bcol = np.array([spec.enc_row(a, self.is_float[p]) for a, p in binds], np.int64)
-            bpar = np.array([p for _, p in binds], np.int64)
-            self.steps.append(_Step(si, _ticks(rule, st.within, ticks_per_second),
-                                    _SELECTION[st.selection], col, par, nan, bcol, bpar))
-        self.reductions: list[_Reduction] = []
-        for agg in rule.aggregates:
-            key, _, checks = bind_key(agg.pattern, None)
-            si = store(key)
-            col, par, nan = check_arrays(self.stores[si], checks)
-            vrow = -1 if agg.attr is None else self.stores[si].num_row(agg.attr)
-            self.reductions.append(_Reduction(
-                si, agg.function, _OP[agg.function], vrow, agg.anchor,
-                _ticks(rule, agg.within, ticks_per_second), None, col, par, nan))
-        for neg in rule.negations:
-            key, _, checks = bind_key(neg.pattern, None)
-            si = store(key)
-            col, par, nan = check_arrays(self.stores[si], checks)
-            window = None if neg.within is None else _ticks(rule, neg.within, ticks_per_second)
-            self.reductions.append(_Reduction(si, None, _k.SUM, -1, neg.anchor, window,
-                                              neg.after, col, par, nan))
-
-
-def _ticks(rule: Rule, window, ticks_per_second: float | None) -> int:
-    ticks = window.ticks(ticks_per_second)
-    if ticks >= _MAX_WINDOW:
-        raise RuleError(f"rule {rule.name}: window {window.value} {window.unit} is "
-                        f"{ticks} ticks, more than the {_MAX_WINDOW} the engines support")
-    return ticks
-
-
-def _expressions(rule: Rule) -> list[Expr]:
-    exprs = [e for _, e in rule.assignments]
-    for f in rule.filters:
-        if isinstance(f, Comparison):
-            exprs += [f.left, f.right]
-    return exprs
-
-
-def _attr_refs(expr: Expr) -> list[AttrRef]:
-    if isinstance(expr, AttrRef):
-        return [expr]
-    if isinstance(expr, BinOp):
-        return _attr_refs(expr.left) + _attr_refs(expr.right)
-    return []
-
-
-class _Store:
-    """One column: rows in stream order in growable arrays, live part ``[start, end)``."""
-
-    __slots__ = ("enc", "end", "num", "rows", "start", "ts")
-
-    def __init__(self, dtype: np.dtype, n_enc: int, n_num: int, capacity: int = 256) -> None:
-        self.rows = np.zeros(capacity, dtype)
-        self.ts = np.zeros(capacity, np.int64)
-        self.enc = np.zeros((n_enc, capacity), np.int64)
-        self.num = np.zeros((n_num, capacity), np.float64)
-        self.start = 0
-        self.end = 0
-
-    def __len__(self) -> int:
-        return self.end - self.start
-
-    @property
-    def live_ts(self) -> np.ndarray:
-        return self.ts[self.start:self.end]
-
-    @property
-    def live_enc(self) -> np.ndarray:
-        return self.enc[:, self.start:self.end]
-
-    @property
-    def live_num(self) -> np.ndarray:
-        return self.num[:, self.start:self.end]
-
-    @property
-    def live_rows(self) -> np.ndarray:
-        return self.rows[self.start:self.end]
-
-    def append(self, rows: np.ndarray, enc: np.ndarray, num: np.ndarray) -> None:
-        r = len(rows)
-        capacity = len(self.ts)
-        if self.end + r > capacity:
-            live = self.end - self.start
-            if live + r > capacity // 2:
-                capacity = 2 * (live + r)
-            for name in ("rows", "ts", "enc", "num"):
-                old = getattr(self, name)
-                new = old if capacity == old.shape[-1] else np.zeros(
-                    (*old.shape[:-1], capacity), old.dtype)
-                new[..., :live] = old[..., self.start:self.end]
-                setattr(self, name, new)
-            self.start, self.end = 0, live
-        self.rows[self.end:self.end + r] = rows
-        self.ts[self.end:self.end + r] = rows["ts"]
-        self.enc[:, self.end:self.end + r] = enc
-        self.num[:, self.end:self.end + r] = num
-        self.end += r
-
-    def drop_before(self, ts: int) -> int:
-        """Forget the events older than ``ts``; return how many."""
-        k = int(np.searchsorted(self.live_ts, ts, side="left"))
-        self.start += k
-        if self.start == self.end:
-            self.start = self.end = 0
-        return k
 
 
 class CDPEngine:
@@ -407,7 +118,7 @@ class CDPEngine:
         self.rule = rule
         self.registry = registry
         self.ticks_per_second = ticks_per_second
-        self._plan = _Plan(rule, registry, ticks_per_second)
+        self._plan = Plan(rule, registry, ticks_per_second)
         self.dtype = self._plan.dtype
         ids = list(self._plan.type_ids.values())
         self._relevant = np.zeros(max(ids) + 2, np.bool_)  # the last entry catches new ids
@@ -540,7 +251,7 @@ class CDPEngine:
                              "batches; this batch goes back")
         self._last = (int(ts[-1]), last_key)
 
-    def _members(self, events: np.ndarray, types: np.ndarray, key: _StoreKey, type_id: int,
+    def _members(self, events: np.ndarray, types: np.ndarray, key: StoreKey, type_id: int,
                  of_type: dict[int, np.ndarray]) -> np.ndarray | None:
         """Mask of the rows that belong to a column (None when there are none)."""
         mask = of_type.get(type_id)
@@ -558,7 +269,7 @@ class CDPEngine:
             for c in key.literals:
                 mask &= _COMPARE[c.op](events[c.attr], c.value)
             for a, b, is_float in key.same:
-                ka, kb = _encode(events[a], is_float), _encode(events[b], is_float)
+                ka, kb = encode(events[a], is_float), encode(events[b], is_float)
                 mask &= (ka == kb) & ((ka != _k.NAN_KEY) if is_float else True)
             if not mask.any():
                 return None
@@ -566,12 +277,12 @@ class CDPEngine:
 
     def _rows(self, events: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """The rows of ``events`` under ``mask``, in the columns' dtype."""
-        return _convert(events[mask], self._plan.row_dtype)
+        return convert(events[mask], self._plan.row_dtype)
 
-    def _derive(self, spec: _StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _derive(self, spec: StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         enc = np.empty((len(spec.enc), len(rows)), np.int64)
         for r, (attr, is_float) in enumerate(spec.enc):
-            enc[r] = _encode(rows[attr], is_float)
+            enc[r] = encode(rows[attr], is_float)
         num = np.empty((len(spec.num), len(rows)), np.float64)
         for r, attr in enumerate(spec.num):
             num[r] = rows[attr]
@@ -583,7 +294,7 @@ class CDPEngine:
         plan = self._plan
         bound = np.zeros((len(tidx), len(plan.params)), np.int64)
         for attr, is_float, p in plan.terminator.binds:
-            bound[:, p] = _encode(trows[attr], is_float)
+            bound[:, p] = encode(trows[attr], is_float)
         anchor = trows["ts"].astype(np.int64)
         links = []
         for st in plan.steps:
@@ -598,11 +309,11 @@ class CDPEngine:
             picks[i] = chosen[which]
             which = parent[which]
         picks[0] = which
-        elements = [_convert(trows[which], self.dtype)]
+        elements = [convert(trows[which], self.dtype)]
         times = [trows["ts"][which]]
         for st, pick in zip(plan.steps, picks[1:], strict=True):
             store = self._stores[st.store]
-            elements.append(_convert(store.live_rows[pick], self.dtype))
+            elements.append(convert(store.live_rows[pick], self.dtype))
             times.append(store.live_ts[pick])
         m = len(which)
         n_agg = len(plan.rule.aggregates)
@@ -619,12 +330,12 @@ class CDPEngine:
                 aggregates[:, k] = _finish(red.function, value, count)
         return Matches(tidx[which], tuple(elements), aggregates, negations)
 
-    def _step(self, st: _Step, anchor: np.ndarray, bound: np.ndarray):
+    def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
         return _k.step(store.live_ts, store.live_enc, anchor, bound, st.chk_col, st.chk_par,
                        st.chk_nan, st.bind_col, st.bind_par, st.window, st.selection)
 
-    def _reduce(self, red: _Reduction, start: np.ndarray, stop: np.ndarray,
+    def _reduce(self, red: Reduction, start: np.ndarray, stop: np.ndarray,
                 bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         store = self._stores[red.store]
         return _k.reduce(store.live_ts, store.live_enc, store.live_num, red.vrow, start, stop,
@@ -667,8 +378,8 @@ class CDPEngine:
 
     # ------------------------------------------------------- hooks of the GPU engine
 
-    def _new_store(self, spec: _StoreSpec, capacity: int = 256) -> _Store:
-        return _Store(self._plan.row_dtype, len(spec.enc), len(spec.num), capacity)
+    def _new_store(self, spec: StoreSpec, capacity: int = 256) -> Store:
+        return Store(self._plan.row_dtype, len(spec.enc), len(spec.num), capacity)
 
     def _appended(self, store: int, count: int) -> None:
         """Called after ``count`` rows were appended to column ``store``."""
@@ -678,33 +389,6 @@ class CDPEngine:
 
     def _reloaded(self) -> None:
         """Called after :meth:`restore` replaced every column."""
-
-
-def _convert(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``rows`` with the fields of ``dtype`` (a copy in that dtype unless it already is)."""
-    if rows.dtype == dtype:
-        return rows
-    picker = _picker(rows.dtype, dtype)
-    if picker is not None:
-        return rows.view(picker).astype(dtype)
-    out = np.empty(len(rows), dtype)
-    for name in dtype.names:
-        out[name] = rows[name]
-    return out
-
-
-@functools.lru_cache(maxsize=64)
-def _picker(source: np.dtype, target: np.dtype) -> np.dtype | None:
-    """A dtype that views rows of ``source`` as just the fields of ``target``, in its
-    order (so one ``astype`` copies them), or None when a field differs in type."""
-    fields = source.fields
-    if any(name not in fields or fields[name][0] != target.fields[name][0]
-           for name in target.names):
-        return None
-    return np.dtype({"names": list(target.names),
-                     "formats": [fields[name][0] for name in target.names],
-                     "offsets": [fields[name][1] for name in target.names],
-                     "itemsize": source.itemsize})
 
 
 def _finish(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:

@@ -41,8 +41,9 @@ from numba import config, cuda
 
 from specula.detectors.rules import _cdp_gpu_kernels as _gk
 from specula.detectors.rules import _cdp_kernels as _k
+from specula.detectors.rules._cdp_plan import Reduction, Step
 from specula.detectors.rules.ast import Rule
-from specula.detectors.rules.cdp import CDPEngine, _Reduction, _Step
+from specula.detectors.rules.cdp import CDPEngine
 from specula.events import TypeRegistry
 
 __all__ = ["GPUCDPEngine"]
@@ -190,7 +191,7 @@ class GPUCDPEngine(CDPEngine):
     def _grid(self, width: int, m: int) -> tuple[int, int]:
         return math.ceil(width / self.threads_per_block), min(m, _MAX_GRID_Y)
 
-    def _step(self, st: _Step, anchor: np.ndarray, bound: np.ndarray):
+    def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store, ring = self._stores[st.store], self._rings[st.store]
         ts = store.live_ts
         lo, hi = self._windows(ts, anchor - st.window, anchor, bound, st.chk_par, st.chk_nan)
@@ -233,7 +234,7 @@ class GPUCDPEngine(CDPEngine):
             new_bound[:, par] = store.live_enc[col, chosen]
         return parent, chosen, new_bound, ts[chosen]
 
-    def _reduce(self, red: _Reduction, start: np.ndarray, stop: np.ndarray,
+    def _reduce(self, red: Reduction, start: np.ndarray, stop: np.ndarray,
                 bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         store, ring = self._stores[red.store], self._rings[red.store]
         lo, hi = self._windows(store.live_ts, start, stop, bound, red.chk_par, red.chk_nan)

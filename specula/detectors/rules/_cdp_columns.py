@@ -1,0 +1,117 @@
+"""The columns of the CDP engine: growable arrays of rows, and how event rows enter them.
+
+A :class:`Store` is one column: rows in stream order with, beside them, the arrays the
+kernels scan (time stamps, parameter keys, aggregated values), appended at the end and
+dropped from the front. :func:`encode` turns parameter values into the int64 keys the
+kernels compare, and :func:`convert` gives rows the fields of a target dtype (one
+``astype`` through a view when it can). The GPU engine mirrors these columns on the device.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from specula.detectors.rules import _cdp_kernels as _k
+
+__all__ = ["Store", "convert", "encode"]
+
+
+def encode(values: np.ndarray, is_float: bool) -> np.ndarray:
+    """Parameter keys of ``values``: int64 values, or the bits of float64 values."""
+    if not is_float:
+        return values.astype(np.int64)
+    f = values.astype(np.float64)
+    f = np.where(f == 0.0, 0.0, f)
+    keys = f.view(np.int64).copy()
+    keys[np.isnan(f)] = _k.NAN_KEY
+    return keys
+
+
+class Store:
+    """One column: rows in stream order in growable arrays, live part ``[start, end)``."""
+
+    __slots__ = ("enc", "end", "num", "rows", "start", "ts")
+
+    def __init__(self, dtype: np.dtype, n_enc: int, n_num: int, capacity: int = 256) -> None:
+        self.rows = np.zeros(capacity, dtype)
+        self.ts = np.zeros(capacity, np.int64)
+        self.enc = np.zeros((n_enc, capacity), np.int64)
+        self.num = np.zeros((n_num, capacity), np.float64)
+        self.start = 0
+        self.end = 0
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    @property
+    def live_ts(self) -> np.ndarray:
+        return self.ts[self.start:self.end]
+
+    @property
+    def live_enc(self) -> np.ndarray:
+        return self.enc[:, self.start:self.end]
+
+    @property
+    def live_num(self) -> np.ndarray:
+        return self.num[:, self.start:self.end]
+
+    @property
+    def live_rows(self) -> np.ndarray:
+        return self.rows[self.start:self.end]
+
+    def append(self, rows: np.ndarray, enc: np.ndarray, num: np.ndarray) -> None:
+        r = len(rows)
+        capacity = len(self.ts)
+        if self.end + r > capacity:
+            live = self.end - self.start
+            if live + r > capacity // 2:
+                capacity = 2 * (live + r)
+            for name in ("rows", "ts", "enc", "num"):
+                old = getattr(self, name)
+                new = old if capacity == old.shape[-1] else np.zeros(
+                    (*old.shape[:-1], capacity), old.dtype)
+                new[..., :live] = old[..., self.start:self.end]
+                setattr(self, name, new)
+            self.start, self.end = 0, live
+        self.rows[self.end:self.end + r] = rows
+        self.ts[self.end:self.end + r] = rows["ts"]
+        self.enc[:, self.end:self.end + r] = enc
+        self.num[:, self.end:self.end + r] = num
+        self.end += r
+
+    def drop_before(self, ts: int) -> int:
+        """Forget the events older than ``ts``; return how many."""
+        k = int(np.searchsorted(self.live_ts, ts, side="left"))
+        self.start += k
+        if self.start == self.end:
+            self.start = self.end = 0
+        return k
+
+
+def convert(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``rows`` with the fields of ``dtype`` (a copy in that dtype unless it already is)."""
+    if rows.dtype == dtype:
+        return rows
+    picker = _picker(rows.dtype, dtype)
+    if picker is not None:
+        return rows.view(picker).astype(dtype)
+    out = np.empty(len(rows), dtype)
+    for name in dtype.names:
+        out[name] = rows[name]
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _picker(source: np.dtype, target: np.dtype) -> np.dtype | None:
+    """A dtype that views rows of ``source`` as just the fields of ``target``, in its
+    order (so one ``astype`` copies them), or None when a field differs in type."""
+    fields = source.fields
+    if any(name not in fields or fields[name][0] != target.fields[name][0]
+           for name in target.names):
+        return None
+    return np.dtype({"names": list(target.names),
+                     "formats": [fields[name][0] for name in target.names],
+                     "offsets": [fields[name][1] for name in target.names],
+                     "itemsize": source.itemsize})

@@ -1,0 +1,245 @@
+"""The plan of the CDP engine: a rule compiled against a registry, before any event.
+
+:class:`~specula.detectors.rules.cdp.CDPEngine` and its GPU variant
+(:mod:`~specula.detectors.rules.cdp_gpu`) run from one :class:`Plan`: which columns to
+keep (one per distinct pattern of the steps, aggregates and negations, :class:`StoreSpec`)
+and which rows and derived arrays each holds, what a terminator binds
+(:class:`Terminator`), and, as the flat arrays the kernels of
+:mod:`~specula.detectors.rules._cdp_kernels` take, how each step scans its column
+(:class:`Step`) and how each aggregate or negation reduces its own (:class:`Reduction`).
+Compiling also checks that the registry has every type and attribute the rule reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specula.detectors.rules import _cdp_kernels as _k
+from specula.detectors.rules.ast import (
+    AttrRef,
+    BinOp,
+    Comparison,
+    Constraint,
+    Expr,
+    Param,
+    Pattern,
+    Rule,
+    RuleError,
+)
+from specula.detectors.rules.detector import element_dtype
+from specula.events import TypeRegistry
+
+__all__ = ["Plan", "Reduction", "Step", "StoreKey", "StoreSpec", "Terminator"]
+
+_SELECTION = {"each": _k.EACH, "last": _k.LAST, "first": _k.FIRST}
+_OP = {"sum": _k.SUM, "avg": _k.SUM, "count": _k.SUM, "min": _k.MIN, "max": _k.MAX}
+_MAX_WINDOW = 2**62
+
+
+def _checks(pairs: list[tuple[int, int, bool]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(row, param, is_float)`` triples as the three check arrays of the kernels."""
+    return (np.array([p[0] for p in pairs], np.int64),
+            np.array([p[1] for p in pairs], np.int64),
+            np.array([p[2] for p in pairs], np.bool_))
+
+
+@dataclass(frozen=True)
+class StoreKey:
+    """What decides membership of a column: type, literal constraints, and equalities
+    between attributes of one event (``A(x=$p and y=$p)`` where ``A`` binds ``$p``)."""
+
+    type: str
+    literals: tuple[Constraint, ...]
+    same: tuple[tuple[str, str, bool], ...]
+
+
+@dataclass
+class StoreSpec:
+    key: StoreKey
+    type_id: int
+    enc: list[tuple[str, bool]]
+    num: list[str]
+
+    def enc_row(self, attr: str, is_float: bool) -> int:
+        if (attr, is_float) not in self.enc:
+            self.enc.append((attr, is_float))
+        return self.enc.index((attr, is_float))
+
+    def num_row(self, attr: str) -> int:
+        if attr not in self.num:
+            self.num.append(attr)
+        return self.num.index(attr)
+
+
+@dataclass(frozen=True)
+class Terminator:
+    key: StoreKey
+    type_id: int
+    binds: tuple[tuple[str, bool, int], ...]  # (attr, is_float, param)
+
+
+@dataclass(frozen=True)
+class Step:
+    store: int
+    window: int
+    selection: int
+    chk_col: np.ndarray
+    chk_par: np.ndarray
+    chk_nan: np.ndarray
+    bind_col: np.ndarray
+    bind_par: np.ndarray
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """An aggregate (``function`` set) or a negation (``function`` None, a count)."""
+
+    store: int
+    function: str | None
+    op: int
+    vrow: int
+    anchor: int
+    window: int | None
+    after: int | None
+    chk_col: np.ndarray
+    chk_par: np.ndarray
+    chk_nan: np.ndarray
+
+
+class Plan:
+    """A rule compiled against a registry: columns, steps, reductions, row dtype."""
+
+    def __init__(self, rule: Rule, registry: TypeRegistry, ticks_per_second: float | None):
+        self.rule = rule
+        self.length = len(rule.chain)
+        fields = {}
+        for name in rule.input_types:
+            if name not in registry:
+                raise RuleError(f"rule {rule.name}: event type {name!r} is not registered; "
+                                "register it (with its attributes) before building an engine")
+            fields[name] = dict(registry[name].fields)
+        self.fields = fields
+        read: dict[str, set[str]] = {name: set() for name in fields}
+        patterns = list(rule.chain) + [a.pattern for a in rule.aggregates] + [
+            n.pattern for n in rule.negations]
+        for pattern in patterns:
+            read[pattern.type] |= {c.attr for c in pattern.constraints}
+        for agg in rule.aggregates:
+            if agg.attr is not None:
+                read[agg.pattern.type].add(agg.attr)
+        for expr in _expressions(rule):
+            for ref in _attr_refs(expr):
+                read[rule.chain[ref.element].type].add(ref.attr)
+        for name, attrs in read.items():
+            for attr in sorted(attrs - set(fields[name])):
+                have = ", ".join(fields[name]) or "none"
+                raise RuleError(f"rule {rule.name}: event type {name!r} has no attribute "
+                                f"{attr!r} (its attributes: {have})")
+        self.read = {name: tuple(sorted(attrs)) for name, attrs in read.items()}
+        self.dtype = element_dtype(rule, registry)
+        row = list(self.dtype.descr)
+        for name in fields:
+            for attr in self.read[name]:
+                if attr not in dict(row):
+                    row.append((attr, fields[name][attr]))
+        self.row_dtype = np.dtype(row)
+        self.type_ids = {name: registry.id(name) for name in fields}
+
+        params: list[str] = []
+        for pattern in rule.chain:
+            for p in pattern.params():
+                if p.name not in params:
+                    params.append(p.name)
+        self.params = params
+        floats = set()
+        for pattern in patterns:
+            for c in pattern.constraints:
+                if isinstance(c.value, Param) and fields[pattern.type][c.attr].kind == "f":
+                    floats.add(c.value.name)
+        self.is_float = [name in floats for name in params]
+        binder = {name: rule.binder(name) for name in params}
+
+        self.stores: list[StoreSpec] = []
+        store_of: dict[StoreKey, int] = {}
+
+        def bind_key(pattern: Pattern, element: int | None):
+            """Store key, plus binds and checks of ``pattern`` as chain ``element``."""
+            binds, checks, same, first = [], [], [], {}
+            for c in pattern.constraints:
+                if not isinstance(c.value, Param):
+                    continue
+                p = params.index(c.value.name)
+                if binder[c.value.name] != element:
+                    checks.append((c.attr, p))
+                elif c.value.name in first:
+                    same.append((first[c.value.name], c.attr, self.is_float[p]))
+                else:
+                    first[c.value.name] = c.attr
+                    binds.append((c.attr, p))
+            return StoreKey(pattern.type, pattern.literals(), tuple(same)), binds, checks
+
+        def store(key: StoreKey) -> int:
+            if key not in store_of:
+                store_of[key] = len(self.stores)
+                self.stores.append(StoreSpec(key, self.type_ids[key.type], [], []))
+            return store_of[key]
+
+        def check_arrays(spec: StoreSpec, checks):
+            return _checks([(spec.enc_row(a, self.is_float[p]), p, self.is_float[p])
+                            for a, p in checks])
+
+        key, binds, _ = bind_key(rule.terminator, 0)
+        self.terminator = Terminator(key, self.type_ids[key.type],
+                                     tuple((a, self.is_float[p], p) for a, p in binds))
+        self.steps: list[Step] = []
+        for i, st in enumerate(rule.steps, start=1):
+            key, binds, checks = bind_key(st.pattern, i)
+            si = store(key)
+            spec = self.stores[si]
+            col, par, nan = check_arrays(spec, checks)
+            bcol = np.array([spec.enc_row(a, self.is_float[p]) for a, p in binds], np.int64)
+            bpar = np.array([p for _, p in binds], np.int64)
+            self.steps.append(Step(si, _ticks(rule, st.within, ticks_per_second),
+                                   _SELECTION[st.selection], col, par, nan, bcol, bpar))
+        self.reductions: list[Reduction] = []
+        for agg in rule.aggregates:
+            key, _, checks = bind_key(agg.pattern, None)
+            si = store(key)
+            col, par, nan = check_arrays(self.stores[si], checks)
+            vrow = -1 if agg.attr is None else self.stores[si].num_row(agg.attr)
+            self.reductions.append(Reduction(
+                si, agg.function, _OP[agg.function], vrow, agg.anchor,
+                _ticks(rule, agg.within, ticks_per_second), None, col, par, nan))
+        for neg in rule.negations:
+            key, _, checks = bind_key(neg.pattern, None)
+            si = store(key)
+            col, par, nan = check_arrays(self.stores[si], checks)
+            window = None if neg.within is None else _ticks(rule, neg.within, ticks_per_second)
+            self.reductions.append(Reduction(si, None, _k.SUM, -1, neg.anchor, window,
+                                             neg.after, col, par, nan))
+
+
+def _ticks(rule: Rule, window, ticks_per_second: float | None) -> int:
+    ticks = window.ticks(ticks_per_second)
+    if ticks >= _MAX_WINDOW:
+        raise RuleError(f"rule {rule.name}: window {window.value} {window.unit} is "
+                        f"{ticks} ticks, more than the {_MAX_WINDOW} the engines support")
+    return ticks
+
+
+def _expressions(rule: Rule) -> list[Expr]:
+    exprs = [e for _, e in rule.assignments]
+    for f in rule.filters:
+        if isinstance(f, Comparison):
+            exprs += [f.left, f.right]
+    return exprs
+
+
+def _attr_refs(expr: Expr) -> list[AttrRef]:
+    if isinstance(expr, AttrRef):
+        return [expr]
+    if isinstance(expr, BinOp):
+        return _attr_refs(expr.left) + _attr_refs(expr.right)
+    return []

@@ -1,0 +1,142 @@
+"""Tokens of the rule syntax: the tokenizer, a cursor over its tokens, and the error type.
+
+:mod:`~specula.detectors.rules.parser` reads a rule's text in two stages; this module is
+the first. :func:`tokenize` cuts the text into names, numbers, ``$parameters`` and
+operators, dropping blanks and ``#`` comments, and remembers where each token starts so
+that every error can name its line and column. :class:`TokenStream` is the cursor the
+recursive-descent parser moves over those tokens: it peeks, consumes, and turns "expected
+X" into a :class:`RuleSyntaxError` at the current token. Nothing here knows the grammar.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from specula.detectors.rules.ast import RuleError
+
+__all__ = ["RuleSyntaxError", "Token", "TokenStream", "number", "tokenize"]
+
+
+class RuleSyntaxError(RuleError):
+    """A rule text that does not parse, or describes an inconsistent rule.
+
+    Parameters
+    ----------
+    line, column : int
+        Where the problem is (both 1-based).
+    reason : str
+        What is wrong, e.g. ``"expected 'within', found 'from'"``.
+    """
+
+    def __init__(self, line: int, column: int, reason: str) -> None:
+        self.line = line
+        self.column = column
+        self.reason = reason
+        super().__init__(f"line {line}, column {column}: {reason}")
+
+    def __reduce__(self) -> tuple[type[RuleSyntaxError], tuple[int, int, str]]:
+        return (type(self), (self.line, self.column, self.reason))
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token, with where it starts (``line``, ``column``) and its span in the text."""
+
+    kind: str  # "name", "number", "param", "op" or "end"
+    text: str
+    line: int
+    column: int
+    start: int
+    end: int
+
+    def describe(self) -> str:
+        return "end of text" if self.kind == "end" else repr(self.text)
+
+
+_TOKEN = re.compile(r"""
+    (?P<skip>[ \t\r\f\v]+|\#[^\n]*)
+  | (?P<newline>\n)
+  | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
+  | (?P<param>\$[A-Za-z_]\w*)
+  | (?P<name>[A-Za-z_]\w*)
+  | (?P<op><=|>=|!=|[=<>(),:.+\-*/])
+""", re.VERBOSE)
+
+
+def tokenize(text: str) -> list[Token]:
+    """The tokens of ``text``, ending with one of kind ``"end"``."""
+    tokens: list[Token] = []
+    line, line_start, pos = 1, 0, 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        column = pos - line_start + 1
+        if match is None:
+            reason = (f"expected a parameter name after '$', found {text[pos:pos + 2]!r}"
+                      if text[pos] == "$" else f"unexpected character {text[pos]!r}")
+            raise RuleSyntaxError(line, column, reason)
+        kind = match.lastgroup
+        if kind == "newline":
+            line, line_start = line + 1, match.end()
+        elif kind != "skip":
+            tokens.append(Token(kind, match.group(), line, column, pos, match.end()))
+        pos = match.end()
+    tokens.append(Token("end", "", line, pos - line_start + 1, pos, pos))
+    return tokens
+
+
+class TokenStream:
+    """A cursor over the tokens of ``text``, with the error reporting of the parser."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.pos = 0
+
+    def peek(self, ahead: int = 0) -> Token:
+        return self.tokens[min(self.pos + ahead, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        token = self.peek()
+        self.pos = min(self.pos + 1, len(self.tokens) - 1)
+        return token
+
+    def at_end(self) -> bool:
+        return self.peek().kind == "end"
+
+    def at_keyword(self, *words: str, ahead: int = 0) -> bool:
+        token = self.peek(ahead)
+        return token.kind == "name" and token.text.lower() in words
+
+    def at_op(self, *ops: str, ahead: int = 0) -> bool:
+        token = self.peek(ahead)
+        return token.kind == "op" and token.text in ops
+
+    def fail(self, expected: str, token: Token | None = None) -> RuleSyntaxError:
+        token = token or self.peek()
+        return RuleSyntaxError(token.line, token.column,
+                               f"expected {expected}, found {token.describe()}")
+
+    def expect_keyword(self, word: str) -> Token:
+        if not self.at_keyword(word):
+            raise self.fail(repr(word))
+        return self.advance()
+
+    def expect_op(self, op: str) -> Token:
+        if not self.at_op(op):
+            raise self.fail(repr(op))
+        return self.advance()
+
+    def expect_name(self, what: str) -> Token:
+        if self.peek().kind != "name":
+            raise self.fail(what)
+        return self.advance()
+
+    def expect_end(self, expected: str) -> None:
+        if not self.at_end():
+            raise self.fail(expected)
+
+
+def number(text: str) -> int | float:
+    """The value of a number token: an int unless it has a fraction or an exponent."""
+    return float(text) if any(c in text for c in ".eE") else int(text)

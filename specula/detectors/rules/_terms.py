@@ -1,0 +1,243 @@
+"""The terms of the rule syntax: patterns, windows, expressions and aggregates.
+
+These are the productions of the grammar (written out in
+:mod:`~specula.detectors.rules.parser`) that occur anywhere in a rule, in its ``from``
+clause as well as in its ``where`` clause: ``pattern``, ``constraint``, ``window``,
+``expr``, ``term``, ``unary`` and ``aggregate``. :class:`TermParser` parses them into
+nodes of :mod:`~specula.detectors.rules.ast`. It also holds :class:`RuleState`, what has
+been parsed of the current rule: the terms append aggregates to it, resolve element names
+against its chain, and note every ``$parameter`` they read, which the parser checks once
+the rule is complete. The clauses of a rule, made of these terms, are in the parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from specula.detectors.rules._lexer import RuleSyntaxError, Token, TokenStream, number
+from specula.detectors.rules.ast import (
+    COMPARATORS,
+    FUNCTIONS,
+    UNIT_SECONDS,
+    AggRef,
+    Aggregate,
+    AttrRef,
+    BinOp,
+    Comparator,
+    Comparison,
+    Const,
+    Constraint,
+    Expr,
+    Function,
+    Negation,
+    Param,
+    ParamRef,
+    Pattern,
+    RuleError,
+    Step,
+    Value,
+    Window,
+)
+
+__all__ = ["RuleState", "TermParser", "inline_aggregate_name"]
+
+
+def inline_aggregate_name(function: str, index: int) -> str:
+    """Name of an aggregate written inline, stored at ``index`` of :attr:`Rule.aggregates`.
+
+    >>> inline_aggregate_name("sum", 0)
+    'sum#0'
+    """
+    return f"{function}#{index}"
+
+
+@dataclass
+class RuleState:
+    """What has been parsed of the current rule."""
+
+    name: str
+    attributes: tuple[tuple[str, str], ...]
+    chain: list[Pattern]
+    steps: list[Step]
+    aggregates: list[Aggregate]
+    negations: list[Negation]
+    filters: list[Comparison]
+    assignments: list[tuple[str, Expr]]
+    bindings: list[Token]  # the $t of each aggregate bound in from
+    references: list[Token]  # every $x read by an expression, aggregate or negation
+
+
+class TermParser(TokenStream):
+    """The productions shared by every clause; ``state`` is the rule being parsed."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.state: RuleState | None = None
+
+    # --------------------------------------------------------------------- patterns
+
+    def pattern(self) -> Pattern:
+        type_name = self.expect_name("an event type").text
+        self.expect_op("(")
+        constraints = []
+        if not self.at_op(")"):
+            constraints.append(self.constraint())
+            while self.at_keyword("and"):
+                self.advance()
+                constraints.append(self.constraint())
+        if not self.at_op(")"):
+            raise self.fail("'and' or ')'")
+        self.advance()
+        return Pattern(type_name, tuple(constraints))
+
+    def constraint(self) -> Constraint:
+        attr = self.expect_name("an attribute name").text
+        op_token = self.peek()
+        op = self.comparator()
+        value = self.constraint_value()
+        if isinstance(value, Param) and op != "=":
+            raise RuleSyntaxError(op_token.line, op_token.column,
+                                  f"parameter {value} can only be bound with '=', found "
+                                  f"{op!r}; compare it in a filter instead")
+        return Constraint(attr, op, value)
+
+    def comparator(self) -> Comparator:
+        if not self.at_op(*COMPARATORS):
+            raise self.fail("a comparator (=, !=, <, <=, >, >=)")
+        return self.advance().text  # type: ignore[return-value]
+
+    def constraint_value(self) -> Value:
+        token = self.peek()
+        if token.kind == "param":
+            self.advance()
+            return Param(token.text[1:])
+        if self.at_keyword("true", "false"):
+            return self.advance().text.lower() == "true"
+        negative = self.at_op("-")
+        if negative:
+            self.advance()
+        if self.peek().kind != "number":
+            raise self.fail("a number" if negative else "a number, true, false or a parameter")
+        value = number(self.advance().text)
+        return -value if negative else value
+
+    def window(self) -> Window:
+        token = self.peek()
+        if token.kind != "number":
+            raise self.fail("a window length (a number of ticks or a number and a unit)")
+        value = number(self.advance().text)
+        unit = ""
+        if self.at_keyword(*UNIT_SECONDS):
+            unit = self.advance().text.lower()
+            if self.at_op("."):
+                self.advance()
+        try:
+            return Window(value, unit)
+        except RuleError as exc:
+            raise RuleSyntaxError(token.line, token.column, str(exc)) from None
+
+    # ---------------------------------------------------------------- expressions
+
+    def expr(self) -> Expr:
+        left = self.term()
+        while self.at_op("+", "-"):
+            op = self.advance().text
+            left = BinOp(op, left, self.term())  # type: ignore[arg-type]
+        return left
+
+    def term(self) -> Expr:
+        left = self.unary()
+        while self.at_op("*", "/"):
+            op = self.advance().text
+            left = BinOp(op, left, self.unary())  # type: ignore[arg-type]
+        return left
+
+    def unary(self) -> Expr:
+        token = self.peek()
+        if self.at_op("-"):
+            self.advance()
+            operand = self.unary()
+            if isinstance(operand, Const) and not isinstance(operand.value, bool):
+                return Const(-operand.value)
+            return BinOp("-", Const(0), operand)
+        if token.kind == "number":
+            return Const(number(self.advance().text))
+        if self.at_keyword("true", "false"):
+            return Const(self.advance().text.lower() == "true")
+        if token.kind == "param":
+            self.current().references.append(self.advance())
+            return ParamRef(token.text[1:])
+        if self.at_op("("):
+            self.advance()
+            inner = self.expr()
+            self.expect_op(")")
+            return inner
+        if token.kind == "name" and self.at_op("(", ahead=1):
+            return AggRef(self.aggregate(name=None))
+        if token.kind == "name" and self.at_op(".", ahead=1):
+            element = self.element(unique=True)
+            self.advance()
+            return AttrRef(element, self.expect_name("an attribute name").text)
+        raise self.fail("an expression (a number, $parameter, Type.attribute or aggregate)")
+
+    def aggregate(self, name: str | None) -> int:
+        """Parse ``Func(...)``, append it to the rule's aggregates, return its index."""
+        state = self.current()
+        token = self.advance()
+        function = token.text.lower()
+        if function not in FUNCTIONS:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"unknown aggregate function {token.text!r}; use Sum, Avg, "
+                                  "Min, Max or Count (a step starts with each, last or first)")
+        self.expect_op("(")
+        pattern = self.guarded_pattern()
+        attr = None
+        if function == "count" and self.at_op("."):
+            raise self.fail("'within' (Count counts events and takes no attribute)")
+        if function != "count":
+            if not self.at_op("."):
+                raise self.fail(f"'.' and the attribute to aggregate, as in "
+                                f"{token.text}({pattern.type}(...).value within ...)")
+            self.advance()
+            attr = self.expect_name("an attribute name").text
+        self.expect_keyword("within")
+        within = self.window()
+        self.expect_keyword("from")
+        anchor = self.element()
+        self.expect_op(")")
+        index = len(state.aggregates)
+        name = name if name is not None else inline_aggregate_name(function, index)
+        function_ = cast(Function, function)
+        state.aggregates.append(Aggregate(name, function_, pattern, attr, within, anchor))
+        return index
+
+    # ----------------------------------------------------------------- resolution
+
+    def current(self) -> RuleState:
+        assert self.state is not None
+        return self.state
+
+    def guarded_pattern(self) -> Pattern:
+        """A pattern whose parameters are read, not bound (aggregates, negations)."""
+        start = self.pos
+        pattern = self.pattern()
+        refs = [t for t in self.tokens[start:self.pos] if t.kind == "param"]
+        self.current().references.extend(refs)
+        return pattern
+
+    def element(self, unique: bool = True) -> int:
+        """Consume an element name; return its index in the chain declared so far."""
+        token = self.expect_name("the name of an element of the sequence")
+        chain = self.current().chain
+        found = [i for i, p in enumerate(chain) if p.type == token.text]
+        if not found:
+            raise RuleSyntaxError(
+                token.line, token.column,
+                f"{token.text!r} is not an element of the sequence declared so far "
+                f"({', '.join(p.type for p in chain)}); declare the step before using it")
+        if unique and len(found) > 1:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"{token.text!r} names {len(found)} elements of the "
+                                  "sequence; refer only to types that occur once")
+        return found[0]
