@@ -9,8 +9,8 @@ wherever it is given, and the message lists what would be right.
 Traceback (most recent call last):
 ...
 specula.options.OptionError: hits: retraction must be one of 'on-demand', 'full'; got 'partial'
->>> node_options(alpha="adaptive")["k0"]
-0
+>>> node_options(alpha="adaptive")["retraction"]
+'on-demand'
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ def _is_int(value: Any, low: int) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
 
 
+#: The initial K when a node gives none, in seconds of event time: above the delays a
+#: sensor network adds (the default DelayModel reaches about 0.3 s in bursts).
+DEFAULT_K0_SECONDS = 0.4
+
 #: Every option of a detector node, by name.
 NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("alpha", 1.0,
@@ -75,10 +79,12 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "What happens to an event behind the purge horizon: 'side' counts it and sends "
            "it to the late side output; 'process' also processes it out of order.",
            choices=("side", "process")),
-    Option("k0", 0,
-           "The initial K, in time-stamp ticks; dynamic K grows it as delays are seen. "
-           "Set it to the delays you expect, or the first late events are lost.",
-           valid="an integer >= 0 (ticks)", accepts=lambda v: _is_int(v, 0)),
+    Option("k0", None,
+           "The initial K, in time-stamp ticks; dynamic K grows it as delays are seen, "
+           "so events delayed more than K before it has grown are late. None: "
+           "DEFAULT_K0_SECONDS in the registry's unit, above the network delays of a "
+           "sensor stream.",
+           valid="an integer >= 0 (ticks) or None", accepts=lambda v: v is None or _is_int(v, 0)),
     Option("partitions", 1,
            "Instances of the detector; instance i gets the events with key % partitions "
            "== i (counter messages reach all of them).",

@@ -21,7 +21,7 @@ from typing import Literal
 
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
-from specula.options import node_options
+from specula.options import DEFAULT_K0_SECONDS, node_options
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.unit import LatePolicy, OrderingUnit, RetractionMode
 
@@ -99,7 +99,7 @@ class Graph:
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
             retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
-            k0: int = 0, partitions: int = 1) -> Graph:
+            k0: int | None = None, partitions: int = 1) -> Graph:
         """Add a detector under a unique ``name``; returns the graph for chaining.
 
         The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
@@ -119,6 +119,8 @@ class Graph:
                              f"{type(detector).__name__}")
         options = node_options(where=name, alpha=alpha, retraction=retraction, late=late,
                                k0=k0, partitions=partitions)
+        if options["k0"] is None:
+            options["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
         self.nodes[name] = Node(name, detector, **options)
         return self
 

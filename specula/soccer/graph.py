@@ -46,7 +46,7 @@ LEVELS = {"ball_in_play": 1, "acceleration_peak": 1, "running_intensity": 1, "ne
 
 
 def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
-                 k0_ms: float = 0.0) -> Graph:
+                 k0_ms: float = 400.0) -> Graph:
     """The whole hierarchy with one setting for every unit.
 
     ``k0_ms`` is the initial K of level 1 and should cover the network delays; level n
