@@ -3,8 +3,8 @@
 Each function here draws a kick at random, as a player would choose it (a pass to an
 open teammate ahead, a shot from near the goal, a clearance under pressure), simulates
 the ball's free flight and finds who gets it (:func:`~.meeting.resolve`). It returns a
-:class:`Kick`; the script records it and sets the ball on its way. Kicks are
-``PASS``, ``SHOT`` and ``CLEARANCE``; dribble touches belong to the carry.
+:class:`Kick` of kind ``PASS``, ``SHOT`` or ``CLEARANCE``; the script records it and
+sets the ball on its way (dribble touches, which do not free the ball, it notes itself).
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ GROUND_WIDE = 0.7  # AIM_ON_TARGET plus the chance of a ground shot aimed wide
 POST_INSET = 0.4  # shots on target are aimed this far inside the posts, m
 SHOT_HEIGHT = (0.3, 1.6)  # height above a lying ball of a shot in the air, m
 WIDE_MISS = (0.5, 4.0)  # distance outside the post of a wide shot, m
+WIDE_OF_POST0 = 0.5  # chance that a wide shot misses by the post of lower x
 HIGH_Z = (2.7, 3.5)  # height of a high shot at the goal line, m
 SHOT_SPEED = (17.0, 26.0)  # m/s
 SHOT_PULSE_MS = (8, 14)
@@ -121,20 +122,20 @@ class Kick:
     ts_end: int = -1  # a shot: when it ended (half ms), as in SHOT_DTYPE; -1 if not (yet)
 
 
-def choose_action(bodies: Bodies, rng: np.random.Generator, k: int, c: int,
+def choose_action(bodies: Bodies, rng: np.random.Generator, k: int, kicker: int,
                   must: bool) -> str:
-    """What carrier ``c`` does at knot ``k``: "shot", "clear", "pass" or "touch" (dribble
+    """What the carrier ``kicker`` does at knot ``k``: "shot", "clear", "pass" or "touch" (dribble
     on); a pass at least if he ``must`` play the ball."""
     cast = bodies.cast
-    t = cast.team[c]
-    p = bodies.position(k, c)
+    t = cast.team[kicker]
+    p = bodies.position(k, kicker)
     goal = np.array([WIDTH / 2, GOAL_Y[t]])
     to_goal = float(np.linalg.norm(goal - p))
     own = np.array([WIDTH / 2, GOAL_Y[1 - t]])
     opp = bodies.players(team=1 - t)
     pressure = float(np.hypot(bodies.x[k, opp] - p[0], bodies.y[k, opp] - p[1]).min())
     r = rng.random()
-    if cast.goalkeeper[c]:
+    if cast.goalkeeper[kicker]:
         return "clear" if r < KEEPER_CLEAR else "pass"
     if to_goal < SHOT_RANGE and abs(p[0] - WIDTH / 2) < SHOT_WIDTH and \
             r < SHOT_CHANCE + SHOT_CHANCE_NEAR * (SHOT_RANGE - to_goal) / SHOT_RANGE:
@@ -148,9 +149,9 @@ def choose_action(bodies: Bodies, rng: np.random.Generator, k: int, c: int,
     return "touch"
 
 
-def pass_kick(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int,
+def pass_kick(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, kicker: int,
               restart: bool, p_ball: np.ndarray, v_ball: np.ndarray) -> Kick | None:
-    """Up to three passes from ``c`` at ``t`` tried; the one played, or None.
+    """Up to three passes from ``kicker`` at ``t`` tried; the one played, or None.
 
     A pass goes to a teammate chosen by position (forward, open, 5-38 m away); one
     that would leave the pitch is tried again to another teammate, unless it is a
@@ -159,8 +160,8 @@ def pass_kick(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int
     all tries would go out.
     """
     cast = bodies.cast
-    team = int(cast.team[c])
-    mates = bodies.players(exclude=(c,), team=team)
+    team = int(cast.team[kicker])
+    mates = bodies.players(exclude=(kicker,), team=team)
     pos = np.stack([bodies.x[k_s, mates], bodies.y[k_s, mates]], axis=1)
     vel = np.stack([bodies.vx[k_s, mates], bodies.vy[k_s, mates]], axis=1)
     aim = pos + LEAD_TIME * vel
@@ -200,7 +201,7 @@ def pass_kick(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int
             launch = np.array([*(direction * speed), 0.0])
         pulse = draw_pulse_ms(rng, *PASS_PULSE_MS)
         flight = simulate(t, p_ball, v_ball, launch - v_ball, pulse)
-        out = resolve(bodies, flight, k_s, exclude=(c,))
+        out = resolve(bodies, flight, k_s, exclude=(kicker,))
         tries.append((flight, out, pulse, int(mates[j])))
         if out.kind == "meet" or (misplaced and out.kind == "out"):
             break
@@ -210,38 +211,38 @@ def pass_kick(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int
     if out.kind != "meet" and not restart and not misplaced:
         return None
     kind = PASS if out.kind == "meet" else CLEARANCE
-    return Kick(c, t, pulse, kind, flight, out, target=target)
+    return Kick(kicker, t, pulse, kind, flight, out, target=target)
 
 
-def _lofted_clearance(bodies: Bodies, k: int, t: int, c: int, direction: np.ndarray,
+def _lofted_clearance(bodies: Bodies, k: int, t: int, kicker: int, direction: np.ndarray,
                       speed: float, elev: float, pulse: int, p_ball: np.ndarray,
                       v_ball: np.ndarray) -> Kick:
-    """A long kick in the air from ``c`` along ``direction``: a ``CLEARANCE``."""
+    """A long kick in the air from ``kicker`` along ``direction``: a ``CLEARANCE``."""
     launch = np.array([*(direction * speed * math.cos(elev)), speed * math.sin(elev)])
     flight = simulate(t, p_ball, v_ball, launch - v_ball, pulse)
-    return Kick(c, t, pulse, CLEARANCE, flight, resolve(bodies, flight, k, exclude=(c,)))
+    return Kick(kicker, t, pulse, CLEARANCE, flight, resolve(bodies, flight, k, exclude=(kicker,)))
 
 
-def clearance(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int,
+def clearance(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, kicker: int,
               p_ball: np.ndarray, v_ball: np.ndarray) -> Kick:
-    """An untargeted long kick upfield from ``c`` at ``t``."""
-    team = int(bodies.cast.team[c])
+    """An untargeted long kick upfield from ``kicker`` at ``t``."""
+    team = int(bodies.cast.team[kicker])
     ang = math.radians(rng.uniform(-CLEAR_ANGLE, CLEAR_ANGLE))
     direction = rotate(np.array([0.0, ATTACK[team]]), ang)
     speed, elev = rng.uniform(*CLEAR_SPEED), math.radians(rng.uniform(*CLEAR_ELEVATION))
     pulse = draw_pulse_ms(rng, *CLEAR_PULSE_MS)
-    return _lofted_clearance(bodies, k_s, t, c, direction, speed, elev, pulse, p_ball, v_ball)
+    return _lofted_clearance(bodies, k_s, t, kicker, direction, speed, elev, pulse, p_ball, v_ball)
 
 
-def goal_kick(bodies: Bodies, rng: np.random.Generator, k: int, t: int, c: int,
+def goal_kick(bodies: Bodies, rng: np.random.Generator, k: int, t: int, kicker: int,
               ball: np.ndarray) -> Kick:
-    """A long goal kick upfield by the goalkeeper ``c`` from the lying ball at ``ball``."""
-    team = int(bodies.cast.team[c])
+    """A long goal kick upfield by the goalkeeper ``kicker`` from the lying ball at ``ball``."""
+    team = int(bodies.cast.team[kicker])
     ang = math.radians(rng.uniform(-GOAL_KICK_ANGLE, GOAL_KICK_ANGLE))
     direction = np.array([math.sin(ang), ATTACK[team] * math.cos(ang)])
     speed, elev = rng.uniform(*GOAL_KICK_SPEED), math.radians(rng.uniform(*CLEAR_ELEVATION))
     pulse = draw_pulse_ms(rng, *CLEAR_PULSE_MS)
-    return _lofted_clearance(bodies, k, t, c, direction, speed, elev, pulse, ball,
+    return _lofted_clearance(bodies, k, t, kicker, direction, speed, elev, pulse, ball,
                              np.zeros(3))
 
 
@@ -256,7 +257,7 @@ def _shot_target(rng: np.random.Generator, team: int) -> tuple[np.ndarray, bool]
         target = np.array([rng.uniform(post0 + POST_INSET, post1 - POST_INSET), line_y,
                            BALL_RADIUS if ground else BALL_RADIUS + rng.uniform(*SHOT_HEIGHT)])
     elif r < AIM_WIDE:
-        x = (post0 - rng.uniform(*WIDE_MISS)) if rng.random() < 0.5 else \
+        x = (post0 - rng.uniform(*WIDE_MISS)) if rng.random() < WIDE_OF_POST0 else \
             (post1 + rng.uniform(*WIDE_MISS))
         target = np.array([x, line_y,
                            BALL_RADIUS if ground else BALL_RADIUS + rng.uniform(*SHOT_HEIGHT)])
@@ -265,9 +266,9 @@ def _shot_target(rng: np.random.Generator, team: int) -> tuple[np.ndarray, bool]
     return target, ground
 
 
-def shot(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int,
+def shot(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, kicker: int,
          p_ball: np.ndarray, v_ball: np.ndarray) -> Kick:
-    """A shot by ``c`` at ``t`` at the goal his team attacks, and its end: a block by a
+    """A shot by ``kicker`` at ``t`` at the goal his team attacks, and its end: a block by a
     defender near its path, a save, or the ball flying on (in, wide, or picked up).
 
     The kick is aimed so that its simulated path (with drag) crosses the goal line at
@@ -275,7 +276,7 @@ def shot(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int,
     he can reach, with chance ``SAVE_CHANCE``), as an ``Outcome`` with ``block`` set.
     """
     cast = bodies.cast
-    team = int(cast.team[c])
+    team = int(cast.team[kicker])
     post0, post1 = GOAL_X[team]
     line_y = GOAL_Y[team]
     sign = ATTACK[team]
@@ -317,13 +318,13 @@ def shot(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, c: int,
     if meet is not None:
         meet.block = True
         meet.i_end = meet.k * KNOT_MS
-        return Kick(c, t, pulse, SHOT, flight, meet, on_target=on_target,
+        return Kick(kicker, t, pulse, SHOT, flight, meet, on_target=on_target,
                     ts_end=2 * meet.i_end)
-    out = resolve(bodies, flight, k_s, exclude=(c,))
+    out = resolve(bodies, flight, k_s, exclude=(kicker,))
     ts_end = -1
     if i_cross < len(flight.pos) and (out.kind != "meet" or out.i_end > t + i_cross):
         ts_end = 2 * (t + i_cross)
-    return Kick(c, t, pulse, SHOT, flight, out, on_target=on_target, ts_end=ts_end)
+    return Kick(kicker, t, pulse, SHOT, flight, out, on_target=on_target, ts_end=ts_end)
 
 
 def deflection(bodies: Bodies, rng: np.random.Generator, k: int, blocker: int, t: int,

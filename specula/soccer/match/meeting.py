@@ -64,30 +64,31 @@ def first_to_meet(bodies: Bodies, flight: Flight, k_s: int, people: np.ndarray,
     k_hi = min(bodies.n_knots - 1, (flight.i0 + min(i_stop, len(flight.pos)) - 1) // KNOT_MS)
     if k_hi < k_lo:
         return None
-    ks = np.arange(k_lo, k_hi + 1)
-    rel = ks * KNOT_MS - flight.i0
-    bp, bv = flight.pos[rel], flight.vel[rel]
-    ok_ball = (bp[:, 2] <= z_max) & (np.linalg.norm(bv, axis=1) <= v_max) & \
-        inside(bp[:, 0], bp[:, 1], margin)
-    if not ok_ball.any():
+    knots = np.arange(k_lo, k_hi + 1)
+    rel = knots * KNOT_MS - flight.i0
+    ball_pos, ball_vel = flight.pos[rel], flight.vel[rel]
+    playable = (ball_pos[:, 2] <= z_max) & (np.linalg.norm(ball_vel, axis=1) <= v_max) & \
+        inside(ball_pos[:, 0], ball_pos[:, 1], margin)
+    if not playable.any():
         return None
-    ks, bp, bv = ks[ok_ball], bp[ok_ball], bv[ok_ball]
+    knots, ball_pos, ball_vel = knots[playable], ball_pos[playable], ball_vel[playable]
     p0 = np.stack([bodies.x[k_s, people], bodies.y[k_s, people]], axis=1)[:, None, :]
     v0 = np.stack([bodies.vx[k_s, people], bodies.vy[k_s, people]], axis=1)[:, None, :]
-    ahead = unit(bv[:, :2])
-    moving = np.linalg.norm(bv[:, :2], axis=1) > MOVING_BALL
-    q = np.where(moving[None, :, None], bp[None, :, :2] + MEET_AHEAD * ahead[None],
-                 bp[None, :, :2] - MEET_AHEAD * unit(bp[None, :, :2] - p0))
+    ahead = unit(ball_vel[:, :2])
+    moving = np.linalg.norm(ball_vel[:, :2], axis=1) > MOVING_BALL
+    ball_xy = ball_pos[None, :, :2]
+    meet_at = np.where(moving[None, :, None], ball_xy + MEET_AHEAD * ahead[None],
+                       ball_xy - MEET_AHEAD * unit(ball_xy - p0))
     if reach > 0:  # a block: the body anywhere within ``reach`` of the ball
-        q = bp[None, :, :2] + clip_norm((p0 - bp[None, :, :2]).reshape(-1, 2),
-                                        reach).reshape(q.shape)
+        meet_at = ball_xy + clip_norm((p0 - ball_xy).reshape(-1, 2),
+                                      reach).reshape(meet_at.shape)
     lo = np.array([INSET, Y_MIN + INSET])
-    q = np.clip(q, lo, np.array([WIDTH - INSET, Y_MAX - INSET]))
-    v1 = (ahead * np.minimum(go_with, GO_WITH_SHARE * np.linalg.norm(bv[:, :2], axis=1))
-          [:, None])[None]
-    T = ((ks - k_s) * KNOT_S)[None, :, None]
-    d = q - p0
-    coef = cubic(p0, v0, q, v1, T)
+    meet_at = np.clip(meet_at, lo, np.array([WIDTH - INSET, Y_MAX - INSET]))
+    with_ball = np.minimum(go_with, GO_WITH_SHARE * np.linalg.norm(ball_vel[:, :2], axis=1))
+    meet_vel = (ahead * with_ball[:, None])[None]
+    T = ((knots - k_s) * KNOT_S)[None, :, None]
+    d = meet_at - p0
+    coef = cubic(p0, v0, meet_at, meet_vel, T)
     c2, c3 = coef[2], coef[3]
     a0 = np.linalg.norm(2 * c2, axis=2)
     a1 = np.linalg.norm(2 * c2 + 6 * c3 * T, axis=2)
@@ -98,15 +99,15 @@ def first_to_meet(bodies: Bodies, flight: Flight, k_s: int, people: np.ndarray,
     ok &= vmax <= cap[:, None]
     if not ok.any():
         return None
-    first = np.where(ok.any(axis=1), ok.argmax(axis=1), len(ks))
-    distance = np.linalg.norm(d[np.arange(len(people)), np.minimum(first, len(ks) - 1)],
+    first = np.where(ok.any(axis=1), ok.argmax(axis=1), len(knots))
+    distance = np.linalg.norm(d[np.arange(len(people)), np.minimum(first, len(knots) - 1)],
                               axis=1)
     best = np.lexsort((distance, first))[0]
-    if first[best] >= len(ks):
+    if first[best] >= len(knots):
         return None
     j = int(first[best])
-    return Outcome("meet", int(ks[j]), int(people[best]), q[best, j].copy(),
-                   v=v1[0, j].copy())
+    return Outcome("meet", int(knots[j]), int(people[best]), meet_at[best, j].copy(),
+                   v=meet_vel[0, j].copy())
 
 
 def resolve(bodies: Bodies, flight: Flight, k_s: int, exclude: tuple[int, ...]) -> Outcome:

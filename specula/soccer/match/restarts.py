@@ -62,7 +62,8 @@ TAKER_BEHIND = 0.3  # the taker stands this far behind the ball, m
 TAKER_EARLY_MS = 300  # ... from at least this long before the restart, ms
 TAKER_WAIT_MS = 100  # ... plus up to this long, drawn at random, ms
 TAKER_ACC = 4.5  # top acceleration of his run to the spot, m/s^2
-TAKER_SPEED = 7.0  # top speed of that run, m/s (checked at 9 times)
+TAKER_SPEED = 7.0  # top speed of that run, m/s ...
+TAKER_SPEED_CHECKS = 9  # ... checked at this many evenly spaced times
 TAKER_MAX_S = 30.0  # beyond this the run is taken however hard, s
 
 
@@ -146,7 +147,7 @@ def _send_taker(bodies: Bodies, k: int, taker: int, spot: np.ndarray, facing: np
         T = (k_arrive - k) * KNOT_S
         coef = cubic(p0, v0, q, np.zeros(2), T)
         a = cubic_peak_acc(coef, T)
-        s = np.linspace(0.0, T, 9)[:, None]
+        s = np.linspace(0.0, T, TAKER_SPEED_CHECKS)[:, None]
         v = np.linalg.norm(cubic_velocity(coef, s), axis=1).max()
         if (a <= TAKER_ACC and v <= TAKER_SPEED) or T > TAKER_MAX_S:
             break

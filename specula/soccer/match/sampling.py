@@ -28,15 +28,17 @@ ARM_SIDE = 0.22  # arm sensors are this far to the side of the body, m
 LIMB_SIDE = {LEFT_LEG: LEG_SIDE, RIGHT_LEG: -LEG_SIDE, LEFT_ARM: ARM_SIDE,
               RIGHT_ARM: -ARM_SIDE}
 LIMB_Z = {LEFT_LEG: FOOT_Z, RIGHT_LEG: FOOT_Z, LEFT_ARM: ARM_Z, RIGHT_ARM: ARM_Z}
+RATE_RANGE = (0.95, 1.05)  # a transmitter's own period, as a multiple of the nominal one
+JITTER = 0.01  # each reading is off its slot by up to this share of the period
 
 
 def sample_times(rng: np.random.Generator, hz: float, duration_ps: int) -> np.ndarray:
     """Reading times (ps since the start) of one transmitter: its own period within 5 %
     of ``1/hz``, a random phase and a uniform jitter of +-1 % of the period."""
-    period = 1e12 / hz * rng.uniform(0.95, 1.05)
+    period = 1e12 / hz * rng.uniform(*RATE_RANGE)
     phase = rng.uniform(0.0, period)
     n = int((duration_ps - phase) // period) + 1
-    t = phase + period * np.arange(n) + rng.uniform(-0.01, 0.01, n) * period
+    t = phase + period * np.arange(n) + rng.uniform(-JITTER, JITTER, n) * period
     t = np.round(t).astype(np.int64)
     return t[(t >= 0) & (t < duration_ps)]
 
@@ -107,21 +109,44 @@ def _put(events: np.ndarray, rows: np.ndarray, ts: np.ndarray, sid: int, type_id
            vdir, adir, player, team, limb, start_ps)
 
 
-def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generator, start_ps: int,
-            duration_ps: int) -> np.ndarray:
+def _ball_readings(ball: np.ndarray, t: np.ndarray, duration_ps: int):
+    """Position, velocity and acceleration of the ball in play at the times ``t`` (ps
+    since the start): linear interpolation on its 1 ms grid ``ball``, with velocity and
+    acceleration by central differences of the grid's positions."""
+    n_grid = int(duration_ps // 10**9) + 3
+    grid = ball[:n_grid + 1]
+    grid_vel = np.zeros_like(grid)
+    grid_acc = np.zeros_like(grid)
+    grid_vel[1:-1] = (grid[2:] - grid[:-2]) / 2e-3
+    grid_acc[1:-1] = (grid[2:] - 2 * grid[1:-1] + grid[:-2]) / 1e-6
+    grid_vel[0], grid_acc[0] = grid_vel[1], grid_acc[1]
+    t_ms = t / 1e9
+    step = np.minimum(t_ms.astype(np.int64), n_grid - 1)
+    weight = (t_ms - step)[:, None]
+
+    def lerp(a):
+        return a[step] * (1 - weight) + a[step + 1] * weight
+
+    return lerp(grid), lerp(grid_vel), lerp(grid_acc)
+
+
+def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generator,
+           start_ps: int, duration_ps: int) -> np.ndarray:
     """Sample every transmitter at its own times and return the stream sorted by ``ts``.
 
-    All reading times are drawn first, so that each transmitter's readings can be written
-    straight to their rows of the sorted stream.
+    ``bodies`` are the people's knots and ``ball`` the ball's centre on the 1 ms grid (m)
+    of the played script; ``start_ps`` is the sensor time of the first ms. All reading
+    times are drawn first, so that each transmitter's readings can be written straight
+    to their rows of the sorted stream.
     """
     registry = soccer_registry()
-    prof = cast.profile
+    profile = cast.profile
     ball_id = registry.id("ball")
-    times = [sample_times(rng, prof.ball_hz, duration_ps)
-             for _ in range(1 + len(prof.spare_balls))]
+    times = [sample_times(rng, profile.ball_hz, duration_ps)
+             for _ in range(1 + len(profile.spare_balls))]
     wearers = [(person, sid, limb) for person, sensors in enumerate(cast.sensors)
                for sid, limb in sensors]
-    times += [sample_times(rng, prof.wearer_hz, duration_ps) for _ in wearers]
+    times += [sample_times(rng, profile.wearer_hz, duration_ps) for _ in wearers]
     bounds = np.cumsum([0] + [len(t) for t in times])
     order = np.argsort(np.concatenate(times), kind="stable")
     row_of = np.empty_like(order)
@@ -131,38 +156,21 @@ def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generato
     def rows(n: int) -> np.ndarray:
         return row_of[bounds[n]:bounds[n + 1]]
 
-    # The ball in play: linear interpolation of position, velocity and acceleration on
-    # the 1 ms grid (velocity and acceleration by central differences of the positions).
-    n_grid = int(duration_ps // 10**9) + 3
-    grid = ball[:n_grid + 1]
-    gvel = np.zeros_like(grid)
-    gacc = np.zeros_like(grid)
-    gvel[1:-1] = (grid[2:] - grid[:-2]) / 2e-3
-    gacc[1:-1] = (grid[2:] - 2 * grid[1:-1] + grid[:-2]) / 1e-6
-    gvel[0], gacc[0] = gvel[1], gacc[1]
-    t = times[0]
-    f = t / 1e9
-    i = np.minimum(f.astype(np.int64), n_grid - 1)
-    w = (f - i)[:, None]
-
-    def lerp(a):
-        return a[i] * (1 - w) + a[i + 1] * w
-
-    _put(events, rows(0), t, prof.ball_in_play, ball_id, lerp(grid), lerp(gvel), lerp(gacc),
-         0, 0, 0, start_ps)
-    for j, sid in enumerate(prof.spare_balls):
+    _put(events, rows(0), times[0], profile.ball_in_play, ball_id,
+         *_ball_readings(ball, times[0], duration_ps), 0, 0, 0, start_ps)
+    for j, sid in enumerate(profile.spare_balls):
         t = times[1 + j]
         spot = np.array([*SPARE_SPOTS[j % len(SPARE_SPOTS)], BALL_RADIUS])
         zero = np.zeros((len(t), 3))
         _put(events, rows(1 + j), t, sid, ball_id, zero + spot, zero, zero, 0, 0, 0, start_ps)
     # Wearers: their limbs around the Hermite curve of the body, at their own times.
-    first = 1 + len(prof.spare_balls)
+    first = 1 + len(profile.spare_balls)
     for n, (person, sid, limb) in enumerate(wearers, start=first):
         t = times[n]
         is_ref = person == cast.referee
-        x, _, y, _, th, _ = bodies.evaluate(np.full(len(t), person), t / 1e9)
+        x, _, y, _, heading, _ = bodies.evaluate(np.full(len(t), person), t / 1e9)
         side = LIMB_SIDE[limb]
-        pos = np.stack([x - side * np.sin(th), y + side * np.cos(th),
+        pos = np.stack([x - side * np.sin(heading), y + side * np.cos(heading),
                         np.full(len(t), LIMB_Z[limb])], axis=1)
         vel, acc = finite_differences(t / 1e12, pos)
         _put(events, rows(n), t, sid, registry.id(cast.type_name[person]), pos, vel, acc,

@@ -113,10 +113,10 @@ class Script:
     def _ball_at_knot(self, k: int) -> np.ndarray:
         """Where (x, y) the ball is at knot ``k``, as the players see it."""
         if self.mode == "held":
-            c = self.spell.carrier
-            heading = self.bodies.heading[k, c]
+            carrier = self.spell.carrier
+            heading = self.bodies.heading[k, carrier]
             h = np.array([math.cos(heading), math.sin(heading)])
-            return self.bodies.position(k, c) + BALL_AHEAD * h
+            return self.bodies.position(k, carrier) + BALL_AHEAD * h
         return self.ball[min(k * KNOT_MS, self.n_ms - 1), :2].copy()
 
     # -------------------------------------------------------------- the ball carried
@@ -129,24 +129,24 @@ class Script:
     def _touch(self, k_s: int, t: int) -> None:
         """The carrier's touch at ms ``t``: a dribble touch, or the kick he chooses."""
         spell = self.spell
-        c = spell.carrier
+        carrier = spell.carrier
         age = t - spell.t_cycle
         action = "touch"
         if age >= spell.min_dribble:
-            action = kicks.choose_action(self.bodies, self.rng, k_s, c,
+            action = kicks.choose_action(self.bodies, self.rng, k_s, carrier,
                                          age >= spell.max_dribble)
         kick = None
         if action == "shot":
-            kick = kicks.shot(self.bodies, self.rng, k_s, t, c, *self._held_state(t))
+            kick = kicks.shot(self.bodies, self.rng, k_s, t, carrier, *self._held_state(t))
         elif action == "clear":
-            kick = kicks.clearance(self.bodies, self.rng, k_s, t, c, *self._held_state(t))
+            kick = kicks.clearance(self.bodies, self.rng, k_s, t, carrier, *self._held_state(t))
         elif action == "pass":
-            kick = kicks.pass_kick(self.bodies, self.rng, k_s, t, c, False,
+            kick = kicks.pass_kick(self.bodies, self.rng, k_s, t, carrier, False,
                                    *self._held_state(t))
         if kick is not None:
             self._play(kick, k_s)
         else:
-            self.log.kick(c, t, spell.touch, DRIBBLE)
+            self.log.kick(carrier, t, spell.touch, DRIBBLE)
             self.next_touch = t + spell.period
 
     def _meet(self, k: int) -> None:
