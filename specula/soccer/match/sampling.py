@@ -1,0 +1,179 @@
+"""Sensor readings from the simulated match: each transmitter at its own times.
+
+Every transmitter reads at its own rate (within 5 % of the profile's nominal one), with
+its own phase and a small jitter. The ball in play is read off its 1 ms grid by linear
+interpolation (position, and velocity and acceleration by central differences on that
+grid); the spare balls lie still; a wearer's sensor sits on his limb beside the Hermite
+curve of his body, with ``|v|`` and ``|a|`` by finite differences over its own readings.
+The readings are converted to DEBS units and written straight to their rows of the
+stream sorted by time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from specula.soccer.debs2013 import LEFT_ARM, LEFT_LEG, RIGHT_ARM, RIGHT_LEG
+from specula.soccer.match.bodies import Bodies
+from specula.soccer.match.physics import BALL_RADIUS
+from specula.soccer.match.profiles import SPARE_SPOTS, Cast
+from specula.soccer.types import soccer_registry
+
+FOOT_Z = 0.12  # height of leg sensors, m
+ARM_Z = 1.30  # height of arm sensors, m
+LEG_SIDE = 0.10  # legs are 0.2 m apart: each is this far to the side of the body, m
+ARM_SIDE = 0.22  # arm sensors are this far to the side of the body, m
+#: Offset of each limb's sensor to the left of the body (m), and its height (m).
+LIMB_SIDE = {LEFT_LEG: LEG_SIDE, RIGHT_LEG: -LEG_SIDE, LEFT_ARM: ARM_SIDE,
+              RIGHT_ARM: -ARM_SIDE}
+LIMB_Z = {LEFT_LEG: FOOT_Z, RIGHT_LEG: FOOT_Z, LEFT_ARM: ARM_Z, RIGHT_ARM: ARM_Z}
+RATE_RANGE = (0.95, 1.05)  # a transmitter's own period, as a multiple of the nominal one
+JITTER = 0.01  # each reading is off its slot by up to this share of the period
+
+
+def sample_times(rng: np.random.Generator, hz: float, duration_ps: int) -> np.ndarray:
+    """Reading times (ps since the start) of one transmitter: its own period within 5 %
+    of ``1/hz``, a random phase and a uniform jitter of +-1 % of the period."""
+    period = 1e12 / hz * rng.uniform(*RATE_RANGE)
+    phase = rng.uniform(0.0, period)
+    n = int((duration_ps - phase) // period) + 1
+    t = phase + period * np.arange(n) + rng.uniform(-JITTER, JITTER, n) * period
+    t = np.round(t).astype(np.int64)
+    return t[(t >= 0) & (t < duration_ps)]
+
+
+def finite_differences(t_s: np.ndarray, pos: np.ndarray):
+    """Velocity and acceleration of one transmitter's readings by central differences
+    on its own (non-uniform) time stamps; one-sided at the ends."""
+    n = len(t_s)
+    vel = np.zeros_like(pos)
+    acc = np.zeros_like(pos)
+    if n < 2:
+        return vel, acc
+    dt = np.diff(t_s)[:, None]
+    slope = np.diff(pos, axis=0) / dt
+    vel[1:-1] = (pos[2:] - pos[:-2]) / (t_s[2:] - t_s[:-2])[:, None]
+    vel[0], vel[-1] = slope[0], slope[-1]
+    if n >= 3:
+        acc[1:-1] = 2 * (slope[1:] - slope[:-1]) / (t_s[2:] - t_s[:-2])[:, None]
+        acc[0], acc[-1] = acc[1], acc[-2]
+    return vel, acc
+
+
+def directions(vec: np.ndarray):
+    """``|vec|`` and the direction scaled to length 10,000 (zero for a zero vector)."""
+    norm = np.linalg.norm(vec, axis=1)
+    scaled = np.divide(vec * 10_000.0, norm[:, None], out=np.zeros_like(vec),
+                       where=norm[:, None] > 1e-9)
+    return norm, np.round(scaled).astype(np.int32)
+
+
+@njit(cache=True, nogil=True)
+def _place(events, rows, ts, sid, type_id, mm, speed, accel, vdir, adir, player, team, limb,
+           start_ps):  # pragma: no cover - compiled
+    """Write one transmitter's readings (DEBS units) into ``events`` at ``rows``, a record
+    at a time (far faster than strided writes of whole columns into a structured array)."""
+    for j in range(rows.shape[0]):
+        i = rows[j]
+        r = events[i]
+        r.ts = ts[j] + start_ps
+        r.type = type_id
+        r.key = sid
+        r.seq = i
+        r.ats = ts[j] + start_ps
+        r.x = mm[j, 0]
+        r.y = mm[j, 1]
+        r.z = mm[j, 2]
+        r.v = speed[j]
+        r.a = accel[j]
+        r.vx = vdir[j, 0]
+        r.vy = vdir[j, 1]
+        r.vz = vdir[j, 2]
+        r.ax = adir[j, 0]
+        r.ay = adir[j, 1]
+        r.az = adir[j, 2]
+        r.player = player
+        r.team = team
+        r.limb = limb
+
+
+def _put(events: np.ndarray, rows: np.ndarray, ts: np.ndarray, sid: int, type_id: int,
+         pos: np.ndarray, vel: np.ndarray, acc: np.ndarray, player: int, team: int, limb: int,
+         start_ps: int) -> None:
+    """Convert one transmitter's readings (m, m/s, m/s^2) to DEBS units and place them."""
+    speed, vdir = directions(vel)
+    accel, adir = directions(acc)
+    _place(events, rows, ts, sid, type_id, np.round(pos * 1000.0).astype(np.int64),
+           np.round(speed * 1e6).astype(np.int64), np.round(accel * 1e6).astype(np.int64),
+           vdir, adir, player, team, limb, start_ps)
+
+
+def _ball_readings(ball: np.ndarray, t: np.ndarray, duration_ps: int):
+    """Position, velocity and acceleration of the ball in play at the times ``t`` (ps
+    since the start): linear interpolation on its 1 ms grid ``ball``, with velocity and
+    acceleration by central differences of the grid's positions."""
+    n_grid = int(duration_ps // 10**9) + 3
+    grid = ball[:n_grid + 1]
+    grid_vel = np.zeros_like(grid)
+    grid_acc = np.zeros_like(grid)
+    grid_vel[1:-1] = (grid[2:] - grid[:-2]) / 2e-3
+    grid_acc[1:-1] = (grid[2:] - 2 * grid[1:-1] + grid[:-2]) / 1e-6
+    grid_vel[0], grid_acc[0] = grid_vel[1], grid_acc[1]
+    t_ms = t / 1e9
+    step = np.minimum(t_ms.astype(np.int64), n_grid - 1)
+    weight = (t_ms - step)[:, None]
+
+    def lerp(a):
+        return a[step] * (1 - weight) + a[step + 1] * weight
+
+    return lerp(grid), lerp(grid_vel), lerp(grid_acc)
+
+
+def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generator,
+           start_ps: int, duration_ps: int) -> np.ndarray:
+    """Sample every transmitter at its own times and return the stream sorted by ``ts``.
+
+    ``bodies`` are the people's knots and ``ball`` the ball's centre on the 1 ms grid (m)
+    of the played script; ``start_ps`` is the sensor time of the first ms. All reading
+    times are drawn first, so that each transmitter's readings can be written straight
+    to their rows of the sorted stream.
+    """
+    registry = soccer_registry()
+    profile = cast.profile
+    ball_id = registry.id("ball")
+    times = [sample_times(rng, profile.ball_hz, duration_ps)
+             for _ in range(1 + len(profile.spare_balls))]
+    wearers = [(person, sid, limb) for person, sensors in enumerate(cast.sensors)
+               for sid, limb in sensors]
+    times += [sample_times(rng, profile.wearer_hz, duration_ps) for _ in wearers]
+    bounds = np.cumsum([0] + [len(t) for t in times])
+    order = np.argsort(np.concatenate(times), kind="stable")
+    row_of = np.empty_like(order)
+    row_of[order] = np.arange(len(order))
+    events = np.zeros(len(order), registry.dtype(["ball", "player", "referee"]))
+
+    def rows(n: int) -> np.ndarray:
+        return row_of[bounds[n]:bounds[n + 1]]
+
+    _put(events, rows(0), times[0], profile.ball_in_play, ball_id,
+         *_ball_readings(ball, times[0], duration_ps), 0, 0, 0, start_ps)
+    for j, sid in enumerate(profile.spare_balls):
+        t = times[1 + j]
+        spot = np.array([*SPARE_SPOTS[j % len(SPARE_SPOTS)], BALL_RADIUS])
+        zero = np.zeros((len(t), 3))
+        _put(events, rows(1 + j), t, sid, ball_id, zero + spot, zero, zero, 0, 0, 0, start_ps)
+    # Wearers: their limbs around the Hermite curve of the body, at their own times.
+    first = 1 + len(profile.spare_balls)
+    for n, (person, sid, limb) in enumerate(wearers, start=first):
+        t = times[n]
+        is_ref = person == cast.referee
+        x, _, y, _, heading, _ = bodies.evaluate(np.full(len(t), person), t / 1e9)
+        side = LIMB_SIDE[limb]
+        pos = np.stack([x - side * np.sin(heading), y + side * np.cos(heading),
+                        np.full(len(t), LIMB_Z[limb])], axis=1)
+        vel, acc = finite_differences(t / 1e12, pos)
+        _put(events, rows(n), t, sid, registry.id(cast.type_name[person]), pos, vel, acc,
+             -1 if is_ref else person, -1 if is_ref else int(cast.team[person]), limb,
+             start_ps)
+    return events
