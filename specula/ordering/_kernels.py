@@ -1,6 +1,7 @@
 """Numba kernels of the ordering unit: arrays and scalars in, arrays and scalars out.
 
-They are private; :mod:`specula.ordering.unit` validates inputs and wraps them.
+They are private; :mod:`specula.ordering.unit` and :mod:`specula.ordering.kslack` validate
+inputs and wrap them.
 
 Time stamps are int64. ``NO_CLOCK`` marks "no clock event seen yet" and ``NO_DELAY``
 marks "no delay measured since the last clock update"; both sit far enough from the

@@ -1,0 +1,144 @@
+"""What the two buffers of an ordering unit share: the horizon, the counters seen and
+purged per producer, the cut of a pushed batch into runs of data events and control
+messages, and the one handling of incoming retractions and updates (sec. 4.3).
+
+:class:`~specula.ordering.kslack.KSlackBuffer` and
+:class:`~specula.ordering.speculative.SpeculativeBuffer` store the events; this base
+decides what a control message does and calls their storage operations.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from specula import events as ev
+from specula.ordering import _kernels
+from specula.ordering._records import same_event, tiebreak
+
+if TYPE_CHECKING:
+    from specula.ordering.unit import OrderingUnit
+
+
+class Buffer(ABC):
+    """The events an ordering unit holds, sorted by key ``(ts, producer << 40 | seq)``.
+
+    Subclasses provide the storage operations (the abstract methods below).
+
+    Two differences between the buffers are as they have always been: the pure K-slack
+    buffer does not trace a discarded update, and it applies an update that moves a held
+    event behind the horizon (the new version is then late), where the speculative
+    buffer keeps the held version and calls the update late.
+    """
+
+    trace_discarded_updates = True
+    refuse_late_updates = True
+
+    def __init__(self, unit: OrderingUnit) -> None:
+        self.unit = unit
+        # key of the last purged event: anything below it is late
+        self._horizon: tuple[int, int] = (int(_kernels.NO_CLOCK), 0)
+        # per producer: highest counter seen, highest counter purged
+        self._seen: dict[int, int] = {}
+        self._purged_seq: dict[int, int] = {}
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Events held."""
+
+    def push(self, batch: np.ndarray, flags: np.ndarray, now: int) -> None:
+        """Take accepted arrivals: each run of data events between control messages goes
+        to the storage at once, each control message is handled on its own."""
+        ctx = self._begin(batch, flags)
+        n = len(batch)
+        cuts = np.flatnonzero(flags & (ev.RETRACTION | ev.UPDATE)).tolist() if flags.any() else []
+        start = 0
+        for c in [*cuts, n]:
+            if c > start:
+                self._run(batch, ctx, start, c, now)
+            if c < n:
+                msg = batch[c:c + 1]
+                if msg["flags"][0] & ev.RETRACTION:
+                    self._on_retraction(msg, now)
+                else:
+                    self._on_update(msg, now)
+                self._after_control(ctx, c, now)
+            start = c + 1
+
+    @abstractmethod
+    def flush(self, now: int) -> None:
+        """End of stream (the unit's clock is already at its end): emit and purge."""
+
+    # ------------------------------------------------------------ control messages
+    def _on_retraction(self, msg: np.ndarray, now: int) -> None:
+        """``RETRACTION(producer, seq)``: remove every event of ``producer`` from ``seq``
+        on; late if some of them were already purged."""
+        u = self.unit
+        u.stats.retractions_received += 1
+        producer, seq = int(msg["producer"][0]), int(msg["seq"][0])
+        if self._purged_seq.get(producer, -1) >= seq:
+            u._to_late(msg)
+        self._seen[producer] = seq - 1
+        self._revoke(producer, seq, now)
+
+    def _on_update(self, row: np.ndarray, now: int) -> None:
+        """A new version of an event: discarded if equal to the held one, else it
+        replaces it (or arrives, if none is held and it was not purged)."""
+        u = self.unit
+        producer, seq = int(row["producer"][0]), int(row["seq"][0])
+        key = (int(row["ts"][0]), int(tiebreak(row["producer"], row["seq"])[0]))
+        held = self._find(producer, seq)
+        plain = row.copy()
+        plain["flags"] &= np.uint8(0xFF ^ ev.UPDATE)
+        if held is None:
+            if seq <= self._seen.get(producer, -1):
+                u._to_late(row)  # the event it revises is already purged
+            else:
+                self._arrive(plain, key, now)
+            return
+        if same_event(self._held(held), row[0]):
+            u.stats.updates_discarded += 1
+            if self.trace_discarded_updates:
+                u._note("update", row)
+            return
+        if self.refuse_late_updates and key < self._horizon:
+            u._to_late(row)
+            return
+        u.stats.updates_applied += 1
+        self._replace(held, plain, key, now)
+
+    # ------------------------------------------------------------ storage
+    def _begin(self, batch: np.ndarray, flags: np.ndarray) -> Any:
+        """Per pushed batch, before anything else; what it returns goes to ``_run`` and
+        ``_after_control``."""
+        return None
+
+    @abstractmethod
+    def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
+        """Take the run of data events ``batch[start:end]``: insert, emit, purge."""
+
+    def _after_control(self, ctx: Any, c: int, now: int) -> None:
+        """After the control message ``batch[c]`` was handled."""
+        return None
+
+    @abstractmethod
+    def _arrive(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
+        """Take one data event (the new version of an event not held) outside a run."""
+
+    @abstractmethod
+    def _find(self, producer: int, seq: int) -> int | None:
+        """Position of the buffered event ``(producer, seq)``, or None."""
+
+    @abstractmethod
+    def _held(self, i: int) -> np.void:
+        """The buffered event at position ``i``."""
+
+    @abstractmethod
+    def _revoke(self, producer: int, seq: int, now: int) -> None:
+        """Remove (and count) the buffered events of ``producer`` from ``seq`` on."""
+
+    @abstractmethod
+    def _replace(self, i: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:
+        """Put ``row`` (key ``key``) in place of the buffered event at position ``i``."""
