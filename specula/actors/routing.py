@@ -11,8 +11,11 @@ from specula.detectors.graph import Graph
 class Router:
     """Routes the output of a detector (or the raw source, ``None``) to its subscribers.
 
-    A subscriber gets the events of its input types; counter messages of a producer go to
-    every instance of every node that subscribes to any of that producer's types.
+    A subscriber gets the events of its input types; a ``RETRACTION`` (a range of a
+    producer's counters) goes to every instance of every node that subscribes to any of
+    that producer's types. Updates and ``REVOKE`` messages carry an event's type and key
+    and travel like data: the producer makes sure they reach the consumer that holds the
+    version they revise (:mod:`specula.ordering._sent`).
     """
 
     def __init__(self, graph: Graph) -> None:
@@ -43,8 +46,8 @@ class Router:
 
 
 def split_by_key(batch: np.ndarray, partitions: int) -> list[np.ndarray]:
-    """Partition ``i`` gets the events with ``key % partitions == i``; counter messages
-    (which carry no key) go to every partition."""
+    """Partition ``i`` gets the events with ``key % partitions == i``; ``RETRACTION``
+    messages (which carry no key) go to every partition."""
     if partitions == 1:
         return [batch]
     control = (batch["flags"] & ev.RETRACTION) > 0

@@ -16,8 +16,8 @@ The core fields carry what speculative out-of-order processing needs:
   ``ats - origin`` at the sink;
 * ``producer`` and ``seq`` identify an event emitted by a detector, so that a later
   counter message can retract it (flag :data:`RETRACTION`: retract every live event
-  of ``producer`` with a sequence number ``>= seq``) or replace it (flag
-  :data:`UPDATE`);
+  of ``producer`` with a sequence number ``>= seq``; flag :data:`REVOKE`: revoke
+  exactly this one) or replace it (flag :data:`UPDATE`);
 * ``kplus`` (K+) says how prematurely the cause of a derived event was emitted
   (Mutschler & Philippsen, DEBS 2013, sec. 4.1); it is 0 for raw events.
 
@@ -43,14 +43,25 @@ True
 
 from specula.events.batches import concat, conform, empty, validate_batch
 from specula.events.codec import decode_batch, decode_event, encode_batch, encode_event
-from specula.events.core import CORE_DTYPE, CORE_FIELDS, LATE, RETRACTION, UPDATE, InvalidEvent
+from specula.events.core import (
+    CONTROL,
+    CORE_DTYPE,
+    CORE_FIELDS,
+    LATE,
+    RETRACTION,
+    REVOKE,
+    UPDATE,
+    InvalidEvent,
+)
 from specula.events.registry import EventType, TypeRegistry
 
 __all__ = [
+    "CONTROL",
     "CORE_DTYPE",
     "CORE_FIELDS",
     "LATE",
     "RETRACTION",
+    "REVOKE",
     "UPDATE",
     "EventType",
     "InvalidEvent",

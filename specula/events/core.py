@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CORE_DTYPE", "CORE_FIELDS", "LATE", "RETRACTION", "UPDATE", "InvalidEvent"]
+__all__ = ["CONTROL", "CORE_DTYPE", "CORE_FIELDS", "LATE", "RETRACTION", "REVOKE", "UPDATE",
+           "InvalidEvent"]
 
 CORE_FIELDS: tuple[tuple[str, type[np.generic]], ...] = (
     ("ts", np.int64),  # occurrence time stamp
@@ -13,7 +14,7 @@ CORE_FIELDS: tuple[tuple[str, type[np.generic]], ...] = (
     ("producer", np.int32),  # id of the producing detector instance; 0 = an external source
     ("seq", np.int64),  # the producer's event counter (unique per producer among live events)
     ("kplus", np.int64),  # K+: how prematurely the cause of this event was emitted
-    ("flags", np.uint8),  # bit flags: RETRACTION, UPDATE, LATE
+    ("flags", np.uint8),  # bit flags: RETRACTION, UPDATE, LATE, REVOKE
     ("ats", np.int64),  # arrival time stamp at the receiving unit
     ("origin", np.int64),  # arrival time of the newest raw event this event depends on
 )
@@ -31,7 +32,15 @@ UPDATE = 2
 LATE = 4
 """Flag of records on the late side output (arrived after their slack had expired)."""
 
-_MAX_FLAGS = RETRACTION | UPDATE | LATE
+REVOKE = 8
+"""Flag of a counter message that revokes the one live event ``(producer, seq)``. It
+carries the revoked version (type, time stamp, key, payload), so it is routed like that
+version was: to the subscriber and partition that hold it."""
+
+CONTROL = RETRACTION | REVOKE
+"""The flags of counter messages: records that revoke events rather than carry one."""
+
+_MAX_FLAGS = RETRACTION | UPDATE | LATE | REVOKE
 
 _CORE_NAMES: tuple[str, ...] = tuple(name for name, _ in CORE_FIELDS)
 

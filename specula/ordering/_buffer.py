@@ -40,8 +40,7 @@ class Buffer(ABC):
         self.unit = unit
         # key of the last purged event: anything below it is late
         self._horizon: tuple[int, int] = (int(_kernels.NO_CLOCK), 0)
-        # per producer: highest counter seen, highest counter purged
-        self._seen: dict[int, int] = {}
+        # per producer: highest counter purged
         self._purged_seq: dict[int, int] = {}
 
     @abstractmethod
@@ -53,15 +52,18 @@ class Buffer(ABC):
         to the storage at once, each control message is handled on its own."""
         ctx = self._begin(batch, flags)
         n = len(batch)
-        cuts = np.flatnonzero(flags & (ev.RETRACTION | ev.UPDATE)).tolist() if flags.any() else []
+        cuts = np.flatnonzero(flags & (ev.CONTROL | ev.UPDATE)).tolist() if flags.any() else []
         start = 0
         for c in [*cuts, n]:
             if c > start:
                 self._run(batch, ctx, start, c, now)
             if c < n:
                 msg = batch[c:c + 1]
-                if msg["flags"][0] & ev.RETRACTION:
+                kind = msg["flags"][0]
+                if kind & ev.RETRACTION:
                     self._on_retraction(msg, now)
+                elif kind & ev.REVOKE:
+                    self._on_revoke(msg, now)
                 else:
                     self._on_update(msg, now)
                 self._after_control(ctx, c, now)
@@ -72,6 +74,11 @@ class Buffer(ABC):
         """End of stream (the unit's clock is already at its end): emit and purge."""
 
     # ------------------------------------------------------------ control messages
+    # A producer sends each revision to the consumer that holds what it revises (see
+    # :mod:`specula.ordering._sent`): an UPDATE only where the old version went, a REVOKE
+    # routed like the version it revokes. So a revision of an event that is not held here
+    # was meant for an event this unit already purged (or called late): it is late.
+
     def _on_retraction(self, msg: np.ndarray, now: int) -> None:
         """``RETRACTION(producer, seq)``: remove every event of ``producer`` from ``seq``
         on; late if some of them were already purged."""
@@ -80,23 +87,28 @@ class Buffer(ABC):
         producer, seq = int(msg["producer"][0]), int(msg["seq"][0])
         if self._purged_seq.get(producer, -1) >= seq:
             u._to_late(msg)
-        self._seen[producer] = seq - 1
         self._revoke(producer, seq, now)
 
+    def _on_revoke(self, msg: np.ndarray, now: int) -> None:
+        """``REVOKE(producer, seq)``: remove that one event; late if it is not held."""
+        u = self.unit
+        u.stats.revocations_received += 1
+        held = self._find(int(msg["producer"][0]), int(msg["seq"][0]))
+        if held is None:
+            u._to_late(msg)
+            return
+        u.stats.events_removed += 1
+        self._drop(held, now)
+
     def _on_update(self, row: np.ndarray, now: int) -> None:
-        """A new version of an event: discarded if equal to the held one, else it
-        replaces it (or arrives, if none is held and it was not purged)."""
+        """A new version of a held event: discarded if equal to it, else it replaces it;
+        late if the event is not held."""
         u = self.unit
         producer, seq = int(row["producer"][0]), int(row["seq"][0])
         key = (int(row["ts"][0]), int(tiebreak(row["producer"], row["seq"])[0]))
         held = self._find(producer, seq)
-        plain = row.copy()
-        plain["flags"] &= np.uint8(0xFF ^ ev.UPDATE)
         if held is None:
-            if seq <= self._seen.get(producer, -1):
-                u._to_late(row)  # the event it revises is already purged
-            else:
-                self._arrive(plain, key, now)
+            u._to_late(row)
             return
         if same_event(self._held(held), row[0]):
             u.stats.updates_discarded += 1
@@ -107,6 +119,8 @@ class Buffer(ABC):
             u._to_late(row)
             return
         u.stats.updates_applied += 1
+        plain = row.copy()
+        plain["flags"] &= np.uint8(0xFF ^ ev.UPDATE)
         self._replace(held, plain, key, now)
 
     # ------------------------------------------------------------ storage
@@ -124,10 +138,6 @@ class Buffer(ABC):
         return None
 
     @abstractmethod
-    def _arrive(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
-        """Take one data event (the new version of an event not held) outside a run."""
-
-    @abstractmethod
     def _find(self, producer: int, seq: int) -> int | None:
         """Position of the buffered event ``(producer, seq)``, or None."""
 
@@ -138,6 +148,10 @@ class Buffer(ABC):
     @abstractmethod
     def _revoke(self, producer: int, seq: int, now: int) -> None:
         """Remove (and count) the buffered events of ``producer`` from ``seq`` on."""
+
+    @abstractmethod
+    def _drop(self, i: int, now: int) -> None:
+        """Remove the buffered event at position ``i``."""
 
     @abstractmethod
     def _replace(self, i: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:

@@ -56,9 +56,6 @@ class KSlackBuffer(Buffer):
     def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
         self._order(batch[start:end], now)
 
-    def _arrive(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
-        self._order(row, now)
-
     def _find(self, producer: int, seq: int) -> int | None:
         held = np.flatnonzero((self._buf["producer"] == producer) & (self._buf["seq"] == seq))
         return int(held[0]) if len(held) else None
@@ -71,10 +68,13 @@ class KSlackBuffer(Buffer):
         self.unit.stats.events_removed += int(gone.sum())
         self._keep(~gone)
 
-    def _replace(self, i: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:
+    def _drop(self, i: int, now: int) -> None:
         keep = np.ones(len(self._buf), bool)
         keep[i] = False
         self._keep(keep)
+
+    def _replace(self, i: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:
+        self._drop(i, now)
         self._order(row, now)
 
     def _keep(self, keep: np.ndarray) -> None:
@@ -86,7 +86,6 @@ class KSlackBuffer(Buffer):
     def _order(self, run: np.ndarray, now: int) -> None:
         """A run of data events through the kernel: clock, K, late events, emission."""
         u = self.unit
-        max_per_producer(run, self._seen)
         store = concat_records([self._buf, run]) if len(self._buf) else run
         process_late = u.late_policy == "process"
         (emitted, ne, late, nl, remaining, self._buf_ts, self._buf_tb, clk, k, pending,

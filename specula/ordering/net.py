@@ -13,9 +13,10 @@ class NetOutput:
 
     This is what a sink sees: an event is live from its emission until a counter message
     revokes it (``RETRACTION``: every event of that producer with ``seq >=`` the message's
-    counter) or an update with a different content replaces it. An update equal to the
-    live event changes nothing, not even its emission time, so the detection latency of
-    an event is measured from the first emission of its final version.
+    counter; ``REVOKE``: that one event) or an update with a different content replaces
+    it. An update equal to the live event changes nothing, not even its emission time, so
+    the detection latency of an event is measured from the first emission of its final
+    version.
 
     Batches are kept as they come; the live set maps ``(producer, seq)`` to a row of a
     kept batch and its first emission time.
@@ -47,6 +48,9 @@ class NetOutput:
             if f & ev.RETRACTION:
                 for gone in [x for x in live if x >= s]:
                     del live[gone]
+                continue
+            if f & ev.REVOKE:
+                live.pop(s, None)
                 continue
             held = live.get(s)
             if held is not None and f & ev.UPDATE and same_event(

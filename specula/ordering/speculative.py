@@ -86,21 +86,15 @@ class SpeculativeBuffer(Buffer):
         u.clk, u.k = ctx[3][c], ctx[4][c]
         self._emit_ready(now, purging=False)
 
-    def _arrive(self, row: np.ndarray, key: tuple[int, int], now: int) -> None:
-        self._insert_run(row, [key[0]], [key[1]], 0, 1, now)
-
     def _insert_run(self, batch: np.ndarray, ts: list[int], tb: list[int], start: int,
                     end: int, now: int) -> None:
         """Insert ``batch[start:end]`` (keys ``ts``, ``tb``) and replay once from in front
         of the first insertion into the emitted region; late events are set aside (or,
         with ``late="process"``, processed at once, after replaying what came before)."""
         u = self.unit
-        seen = self._seen
         first = last = -1  # span of insertions into the emitted region
         for j in range(start, end):
             key = (ts[j], tb[j])
-            if tb[j] >> TIEBREAK_SHIFT:
-                fold_max(seen, tb[j])
             if key < self._horizon:
                 row = batch[j:j + 1]
                 u._to_late(row)
@@ -211,6 +205,20 @@ class SpeculativeBuffer(Buffer):
             # the successor of the last removed event is the first place where the new
             # and the recorded timelines can meet again
             self._replay(first, snap, label, now, stop_from=hit[-1] - len(hit) + 1)
+
+    def _drop(self, held: int, now: int) -> None:
+        """Remove the event at ``held``; if it was emitted, go back to the state in front
+        of it and replay what followed it."""
+        if held >= self._n_emitted:
+            self._remove(held)
+            return
+        row = self._rows[held]
+        snap = self._remove(held)
+        start = held
+        if snap is None:
+            start, snap = self._anchor_before(held)
+            row = self._rows[start]
+        self._replay(start, snap, row, now, stop_from=held)
 
     def _replace(self, held: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:
         old_row = self._rows[held]
@@ -382,3 +390,7 @@ class SpeculativeBuffer(Buffer):
         del self._keys[:n], self._rows[:n], self._snaps[:n]
         self._n_emitted -= n
         u.stats.purged += n
+        if u._sent is not None:  # a replay starts at the oldest snapshot left, or later
+            oldest = self._snaps[0] if self._n_emitted else None
+            if oldest is None or isinstance(oldest, Snapshot):
+                u._sent.trim(oldest.seq if oldest is not None else u._seq)

@@ -56,9 +56,29 @@ every snapshot. With ``retraction="full"`` a relocation immediately sends one co
 message ``RETRACTION(producer, seq)`` that revokes every event the unit generated from
 ``seq`` on, and replays regenerate them. With ``retraction="on-demand"`` the replay
 compares each new snapshot with the recorded one and stops as soon as they are equal;
-regenerated events carry the ``UPDATE`` flag so that the consumer can drop an update
-equal to the event it holds, and a counter message is sent only for events that were
-not generated again.
+a counter message is sent only for the counters that were not generated again.
+
+Revisions reach whoever holds what they revise. Consumers subscribe by type and are
+partitioned by key, so an event reaches one instance of each subscribing node, chosen by
+its type and key. A ``RETRACTION`` names a range of counters, not an event, so it goes to
+every instance of every subscriber. A replay, though, numbers what it regenerates from
+the counter of the snapshot it restored: the new version of ``(producer, seq)`` is
+whatever the replay generates ``seq``-th, and its type or key may differ from the version
+sent before, which sits at another subscriber or partition. The unit therefore keeps the
+last version it sent under every counter a replay can still reach (from its oldest
+snapshot on; :class:`~specula.ordering._sent.SentLog`) and sends a regenerated event as
+
+* an ``UPDATE`` if the old version had the same type and key: it routes exactly where the
+  old one went, and the consumer drops it if it is equal to the event it holds;
+* a ``REVOKE`` carrying the old version, followed by the new version as a plain event, if
+  type or key changed: the revocation routes like the old version, the event like a new
+  one;
+* a plain event if nothing was sent under that counter yet.
+
+A consumer thus receives a revision only for an event it was sent, so a revision of an
+event it no longer holds (purged, or late itself) is late. With full retraction no
+version is kept: the range retraction reaches everybody and the regenerated events are
+plain.
 """
 
 from __future__ import annotations
@@ -78,6 +98,7 @@ from specula.ordering._records import (
     same_event,
     tiebreak,
 )
+from specula.ordering._sent import SentLog
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.emitter import Emitter
 from specula.ordering.kslack import KSlackBuffer
@@ -148,7 +169,9 @@ class UnitStats:
     retractions_sent: int = 0
     events_retracted: int = 0
     updates_sent: int = 0
+    revocations_sent: int = 0
     retractions_received: int = 0
+    revocations_received: int = 0
     events_removed: int = 0
     updates_applied: int = 0
     updates_discarded: int = 0
@@ -234,6 +257,9 @@ class OrderingUnit:
         self._seq = 0
         self._origin = 0
         self._out: list[np.ndarray] = []
+        # what a replay may revise, so that each revision goes where it applies
+        self._sent = (SentLog(self.out_dtype) if self.speculative and retraction == "on-demand"
+                      else None)
         self._buffer: Buffer = (SpeculativeBuffer(self) if self.speculative
                                 else KSlackBuffer(self))
 
@@ -291,13 +317,13 @@ class OrderingUnit:
             batch = ev.conform(batch, self.in_dtype, drop=True)
         keep = np.take(self._is_input, batch["type"], mode="clip")
         if not keep.all():
-            keep |= (batch["flags"] & ev.RETRACTION) > 0
+            keep |= (batch["flags"] & ev.CONTROL) > 0
             batch = batch[keep]
         return batch
 
     def _push(self, batch: np.ndarray, now: int) -> None:
         flags = batch["flags"]
-        n_control = int(np.count_nonzero(flags & ev.RETRACTION)) if flags.any() else 0
+        n_control = int(np.count_nonzero(flags & ev.CONTROL)) if flags.any() else 0
         self.stats.events_in += len(batch) - n_control
         self.stats.control_in += n_control
         self._buffer.push(batch, flags, now)
@@ -308,7 +334,7 @@ class OrderingUnit:
         the unit's clock and K become those after the whole batch. Returns which arrivals
         are clock events and the clock and K after each. (The pure K-slack buffer's kernel
         does the same event by event.)"""
-        is_data = (flags & ev.RETRACTION) == 0
+        is_data = (flags & ev.CONTROL) == 0
         is_clock = np.take(self._is_clock, batch["type"], mode="clip") & is_data
         clk_after, k_after, self.clk, self.k, self._pending = _kernels.advance_clock(
             batch["ts"], batch["kplus"], is_clock, is_data,
@@ -396,10 +422,13 @@ class OrderingUnit:
         out["kplus"] = kplus[cause]
         out["origin"] = origins[cause]
         out["ats"] = now
-        if update:
-            out["flags"] = ev.UPDATE
-            self.stats.updates_sent += n
         self.stats.generated += n
+        if update:
+            out, n_updates, n_revokes = self._sent.revise(out, now)
+            self.stats.updates_sent += n_updates
+            self.stats.revocations_sent += n_revokes
+        elif self._sent is not None:
+            self._sent.record(out)
         self._out.append(out)
 
     def _output_id(self, name: str) -> int:
@@ -413,6 +442,8 @@ class OrderingUnit:
         """Counter message: revoke this unit's events with seq in [from_seq, upto_seq)."""
         if upto_seq <= from_seq:
             return
+        if self._sent is not None:
+            self._sent.truncate(from_seq)
         msg = np.zeros(1, self.out_dtype)
         msg["producer"] = self.producer
         msg["seq"] = from_seq
