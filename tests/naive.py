@@ -6,6 +6,8 @@ Nothing here shares code with :mod:`specula.ordering`: it sorts lists and loops.
 from __future__ import annotations
 
 import copy
+import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -97,7 +99,7 @@ def kslack_late(rows: np.ndarray, clock_ids: set[int], alpha: float, k0: int = 0
             pending = []
         if clk is None:
             continue
-        slack = k if alpha >= 1 else int(np.ceil(alpha * k)) if k > 0 else 0
+        slack = k if alpha >= 1 else math.ceil(Fraction(repr(float(alpha))) * k) if k > 0 else 0
         for j, (kk2, em) in enumerate(buf):
             if not em and kk2[0] + slack <= clk:
                 buf[j] = (kk2, True)

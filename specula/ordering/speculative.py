@@ -15,6 +15,8 @@ readings of the paper this follows.
 from __future__ import annotations
 
 import bisect
+import functools
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -26,6 +28,20 @@ if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit
 
 _FRESH = object()  # marks events inserted into the emitted region until the replay
+
+
+def speculative_slack(alpha: float, k: int) -> int:
+    """``ceil(alpha * K)`` of eq. (1) in exact arithmetic, alpha taken as the decimal it
+    prints as: 0.55 with K = 100 gives 55 (in floating point, 0.55 * 100 rounds up to 56)."""
+    if k <= 0:
+        return 0
+    a = _exact(alpha)
+    return -(-k * a.numerator // a.denominator)
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact(alpha: float) -> Fraction:
+    return Fraction(repr(float(alpha)))
 
 
 class Snapshot(NamedTuple):
@@ -292,7 +308,7 @@ class SpeculativeBuffer(Buffer):
         if self._n_emitted >= len(self._keys):
             return
         u = self.unit
-        slack = int(np.ceil(u.alpha * u.k)) if u.k > 0 else 0
+        slack = speculative_slack(u.alpha, u.k)
         end = bisect.bisect_right(self._keys, (u.clk - slack, MAX_KEY[1]), lo=self._n_emitted)
         if end > self._n_emitted:
             keep_from = self._purge_end(end) if purging else self._n_emitted

@@ -270,3 +270,15 @@ def test_net_output_resolves_updates_and_retractions():
     net.apply(retract, now=30)
     assert net.net()["ts"].tolist() == [1, 2]
     assert sorted(net.latencies().tolist()) == [10, 10]
+
+
+def test_speculative_slack_is_exact_for_decimal_alphas():
+    from specula.ordering.speculative import speculative_slack
+
+    assert 0.55 * 100 > 55  # floating point would round this up to 56
+    assert speculative_slack(0.55, 100) == 55
+    assert speculative_slack(0.55, 101) == 56
+    assert speculative_slack(0.3, 10) == 3
+    assert speculative_slack(0.0, 10) == 0
+    assert speculative_slack(1.0, 7) == 7
+    assert speculative_slack(0.5, 0) == 0
