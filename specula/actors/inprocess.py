@@ -24,7 +24,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
-from specula.actors.routing import Router, split_by_key
+from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Graph, Instance
 from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.net import NetOutput
@@ -97,6 +97,7 @@ class InProcessRuntime:
         t0 = time.perf_counter()
         clock = ManualClock()
         units = {i.producer: self._unit(i, clock) for i in self.instances}
+        self._published: dict[int, int | None] = {}
         nets = {i.producer: NetOutput(units[i.producer].out_dtype) for i in self.instances}
         self.messages = {n: [] for n in self.graph.nodes}
         raw = prepare_raw(raw)
@@ -135,11 +136,16 @@ class InProcessRuntime:
             if self.cost_model and unit.controller is not None:
                 unit.controller.add_busy(self.cost_model.busy(before, unit.stats))
             out = [o for o in out if len(o)]
-            if out:
-                batch = out[0] if len(out) == 1 else np.concatenate(out)
+            batch = (out[0] if len(out) == 1 else np.concatenate(out)) if out else None
+            if batch is not None:
                 nets[inst.producer].apply(batch, now)
                 if self.keep_messages:
                     self.messages[name].append(batch)
+            else:
+                batch = np.empty(0, unit.out_dtype)
+            batch, self._published[inst.producer] = punctuate(
+                batch, unit, self._published.get(inst.producer), now)
+            if len(batch):
                 produced.append((name, batch))
 
     def _report(self, units: dict[int, OrderingUnit], nets: dict[int, NetOutput], n_raw: int,

@@ -6,6 +6,10 @@ import numpy as np
 
 from specula import events as ev
 from specula.detectors.graph import Graph
+from specula.ordering.unit import OrderingUnit
+
+# messages for every instance of every subscriber: they name a producer, not an event
+_BROADCAST = ev.RETRACTION | ev.PROGRESS
 
 
 class Router:
@@ -13,9 +17,10 @@ class Router:
 
     A subscriber gets the events of its input types; a ``RETRACTION`` (a range of a
     producer's counters) goes to every instance of every node that subscribes to any of
-    that producer's types. Updates and ``REVOKE`` messages carry an event's type and key
-    and travel like data: the producer makes sure they reach the consumer that holds the
-    version they revise (:mod:`specula.ordering._sent`).
+    that producer's types, and so does a ``PROGRESS`` punctuation. Updates and ``REVOKE``
+    messages carry an event's type and key and travel like data: the producer makes sure
+    they reach the consumer that holds the version they revise
+    (:mod:`specula.ordering._sent`).
     """
 
     def __init__(self, graph: Graph) -> None:
@@ -41,15 +46,31 @@ class Router:
             return batch[:0]
         keep = np.take(self._wanted[node], batch["type"], mode="clip")
         if source is not None:
-            keep |= (batch["flags"] & ev.RETRACTION) > 0
+            keep |= (batch["flags"] & _BROADCAST) > 0
         return batch if keep.all() else batch[keep]
 
 
 def split_by_key(batch: np.ndarray, partitions: int) -> list[np.ndarray]:
     """Partition ``i`` gets the events with ``key % partitions == i``; ``RETRACTION``
-    messages (which carry no key) go to every partition."""
+    messages and ``PROGRESS`` punctuations (which carry no key) go to every partition."""
     if partitions == 1:
         return [batch]
-    control = (batch["flags"] & ev.RETRACTION) > 0
+    control = (batch["flags"] & _BROADCAST) > 0
     part = np.where(control, -1, batch["key"] % partitions)
     return [batch[(part == i) | control] for i in range(partitions)]
+
+
+def punctuate(out: np.ndarray, unit: OrderingUnit, published: int | None, now: int
+              ) -> tuple[np.ndarray, int | None]:
+    """``out`` followed by a ``PROGRESS`` punctuation if the unit's progress moved past
+    ``published`` (what it last told its subscribers); returns the batch to publish and
+    the progress published."""
+    progress = unit.progress
+    if progress is None or (published is not None and progress <= published):
+        return out, published
+    mark = np.zeros(1, unit.out_dtype)
+    mark["producer"] = unit.producer
+    mark["ts"] = progress
+    mark["flags"] = ev.PROGRESS
+    mark["ats"] = now
+    return (np.concatenate([out, mark]) if len(out) else mark), progress

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from specula.actors.routing import Router, split_by_key
+from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
 from specula.ordering.net import NetOutput
@@ -72,6 +72,7 @@ class DetectorWorker:
         self.publisher = Publisher(max_in_flight)
         self.router: Router | None = None
         self.routes: list[Route] = []
+        self._published: int | None = None  # the progress last told the subscribers
         self.series: list[dict[str, float]] = []
         self.busy_s = 0.0
 
@@ -122,9 +123,11 @@ class DetectorWorker:
                 "busy_s": self.busy_s}
 
     def _publish(self, out: np.ndarray, now: int) -> None:
+        if len(out):
+            self.net.apply(out, now)
+        out, self._published = punctuate(out, self.unit, self._published, now)
         if not len(out):
             return
-        self.net.apply(out, now)
         name = self.instance.node.name
         for route in self.routes:
             part = self.router.select(route.node, name, out)

@@ -59,11 +59,18 @@ class Node:
 
 @dataclass(frozen=True)
 class Instance:
-    """One running copy of a node: partition ``index`` of ``node.partitions``."""
+    """One running copy of a node: partition ``index`` of ``node.partitions``.
+
+    ``channels`` are the producer ids of the instances that publish the node's clock
+    types (0: raw sources): the unit is clocked by their punctuations
+    (:class:`~specula.ordering.clock.ChannelClock`); only raw ones (or none): by its
+    clock events.
+    """
 
     node: Node
     index: int
     producer: int
+    channels: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -81,7 +88,7 @@ class Instance:
         return OrderingUnit(copy.deepcopy(node.detector), registry, producer=self.producer,
                             inputs=node.inputs, outputs=node.outputs, clock=node.clock,
                             alpha=alpha, retraction=node.retraction, late=node.late,
-                            k0=node.k0, trace=trace, name=self.label)
+                            k0=node.k0, trace=trace, name=self.label, channels=self.channels)
 
 
 class Graph:
@@ -130,11 +137,15 @@ class Graph:
         return self.registry.ticks_per_second
 
     def instances(self) -> list[Instance]:
-        """Every detector instance in topological order, with its producer id (from 1)."""
+        """Every detector instance in topological order, with its producer id (from 1) and
+        the producers whose progress clocks it."""
         out: list[Instance] = []
         for node in self.topological_order():
+            clock = set(node.clock)
+            channels = {0} if clock & set(self.sources) else set()
+            channels |= {i.producer for i in out if clock & set(i.node.outputs)}
             for i in range(node.partitions):
-                out.append(Instance(node, i, len(out) + 1))
+                out.append(Instance(node, i, len(out) + 1, tuple(sorted(channels))))
         return out
 
     def producers_of(self, type_name: str) -> list[Node]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CONTROL", "CORE_DTYPE", "CORE_FIELDS", "LATE", "RETRACTION", "REVOKE", "UPDATE",
-           "InvalidEvent"]
+__all__ = ["CONTROL", "CORE_DTYPE", "CORE_FIELDS", "LATE", "PROGRESS", "RETRACTION", "REVOKE",
+           "UPDATE", "InvalidEvent"]
 
 CORE_FIELDS: tuple[tuple[str, type[np.generic]], ...] = (
     ("ts", np.int64),  # occurrence time stamp
@@ -14,7 +14,7 @@ CORE_FIELDS: tuple[tuple[str, type[np.generic]], ...] = (
     ("producer", np.int32),  # id of the producing detector instance; 0 = an external source
     ("seq", np.int64),  # the producer's event counter (unique per producer among live events)
     ("kplus", np.int64),  # K+: how prematurely the cause of this event was emitted
-    ("flags", np.uint8),  # bit flags: RETRACTION, UPDATE, LATE, REVOKE
+    ("flags", np.uint8),  # bit flags: RETRACTION, UPDATE, LATE, REVOKE, PROGRESS
     ("ats", np.int64),  # arrival time stamp at the receiving unit
     ("origin", np.int64),  # arrival time of the newest raw event this event depends on
 )
@@ -40,7 +40,12 @@ version was: to the subscriber and partition that hold it."""
 CONTROL = RETRACTION | REVOKE
 """The flags of counter messages: records that revoke events rather than carry one."""
 
-_MAX_FLAGS = RETRACTION | UPDATE | LATE | REVOKE
+PROGRESS = 16
+"""Flag of a punctuation from ``producer``: it has handed its detector all of its input
+up to time stamp ``ts``, so what it sends later stems from later input or revises what it
+sent. Consumers clock each input channel by it (a low watermark over their producers)."""
+
+_MAX_FLAGS = RETRACTION | UPDATE | LATE | REVOKE | PROGRESS
 
 _CORE_NAMES: tuple[str, ...] = tuple(name for name, _ in CORE_FIELDS)
 

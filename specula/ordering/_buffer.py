@@ -52,7 +52,8 @@ class Buffer(ABC):
         to the storage at once, each control message is handled on its own."""
         ctx = self._begin(batch, flags)
         n = len(batch)
-        cuts = np.flatnonzero(flags & (ev.CONTROL | ev.UPDATE)).tolist() if flags.any() else []
+        cuts = (np.flatnonzero(flags & (ev.CONTROL | ev.UPDATE | ev.PROGRESS)).tolist()
+                if flags.any() else [])
         start = 0
         for c in [*cuts, n]:
             if c > start:
@@ -64,8 +65,9 @@ class Buffer(ABC):
                     self._on_retraction(msg, now)
                 elif kind & ev.REVOKE:
                     self._on_revoke(msg, now)
-                else:
+                elif kind & ev.UPDATE:
                     self._on_update(msg, now)
+                # a punctuation only moves the clock, which _after_control applies
                 self._after_control(ctx, c, now)
             start = c + 1
 
@@ -134,7 +136,7 @@ class Buffer(ABC):
         """Take the run of data events ``batch[start:end]``: insert, emit, purge."""
 
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
-        """After the control message ``batch[c]`` was handled."""
+        """After the control message or punctuation ``batch[c]`` was handled."""
         return None
 
     @abstractmethod

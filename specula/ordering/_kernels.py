@@ -18,34 +18,75 @@ NO_DELAY = np.int64(-(2**62))
 
 
 @njit(cache=True, nogil=True)
-def advance_clock(ts, kplus, is_clock, is_data, clk, k, pending):  # pragma: no cover - jit
+def _clock_step(delay, is_data, proposal, immediate, clk, k, pending):  # pragma: no cover
+    """One arrival's effect on the clock and K (see :func:`advance_clock`)."""
+    if is_data:
+        if immediate:
+            if clk != NO_CLOCK and clk + delay > k:
+                k = clk + delay
+        elif delay > pending:
+            pending = delay
+    if proposal != NO_CLOCK:
+        if proposal > clk:
+            clk = proposal
+        if pending != NO_DELAY and clk + pending > k:
+            k = clk + pending
+        pending = NO_DELAY
+    return clk, k, pending
+
+
+@njit(cache=True, nogil=True)
+def advance_clock(ts, kplus, proposal, is_data, immediate, clk, k, pending):  # pragma: no cover
     """Clock extraction and dynamic K for a batch of arrivals, in arrival order.
 
     For every arriving event ``j`` this returns the local clock and K *after* its arrival.
-    ``pending`` is ``max(kplus - ts)`` over the data events received since the last
-    clock update. On a clock event the clock becomes ``max(clk, ts)`` (a clock event that
-    arrives out of order never moves the clock back) and K grows to the largest delay of
-    those events measured against the *new* clock, ``clk + pending`` (paper sec. 3.2: the
-    delay of an event is known only at the next clock update; Fig. 4 sets K = 3 for C1 at
-    A4, not K = 1 at its arrival). Control messages (``is_data`` false) carry no delay.
+    ``proposal[j]`` is the clock arrival ``j`` proposes (``NO_CLOCK``: none); the clock
+    becomes ``max(clk, proposal)``, so it never moves back. The delay of a data event is
+    ``clk - ts + kplus``:
+
+    * clocked by its own events (``immediate`` false: a clock event proposes its time
+      stamp), the delay is measured against the *new* clock at the next clock update
+      (paper sec. 3.2: the delay of an event is known only at the next clock update;
+      Fig. 4 sets K = 3 for C1 at A4, not K = 1 at its arrival); ``pending`` is
+      ``max(kplus - ts)`` over the data events received since the last update;
+    * clocked by its producers' progress (``immediate`` true), the clock already says
+      how far every producer has come, so the delay is measured at arrival.
+
+    Control messages (``is_data`` false) carry no delay.
     """
     n = ts.shape[0]
     clk_out = np.empty(n, np.int64)
     k_out = np.empty(n, np.int64)
     for j in range(n):
-        if is_data[j]:
-            d = kplus[j] - ts[j]
-            if d > pending:
-                pending = d
-            if is_clock[j]:
-                if ts[j] > clk:
-                    clk = ts[j]
-                if pending != NO_DELAY and clk + pending > k:
-                    k = clk + pending
-                pending = NO_DELAY
+        clk, k, pending = _clock_step(kplus[j] - ts[j], is_data[j], proposal[j], immediate,
+                                      clk, k, pending)
         clk_out[j] = clk
         k_out[j] = k
     return clk_out, k_out, clk, k, pending
+
+
+@njit(cache=True, nogil=True)
+def progress_proposals(producer, ts, proposes, slot, channel):  # pragma: no cover - jit
+    """The clock each arrival proposes when a unit is clocked by its input channels.
+
+    ``proposes[j]`` marks arrivals that advance their channel (punctuations, and raw
+    clock events where raw input is a channel); ``slot[producer]`` is the channel's
+    index in ``channel`` (the channels' clocks, updated in place; -1: not a channel).
+    An arrival that advances its channel proposes the minimum over all channels (the
+    low watermark), else ``NO_CLOCK``.
+    """
+    n = ts.shape[0]
+    out = np.full(n, NO_CLOCK, np.int64)
+    for j in range(n):
+        if not proposes[j]:
+            continue
+        p = producer[j]
+        s = slot[p] if p < slot.shape[0] else -1
+        if s < 0 or ts[j] <= channel[s]:
+            continue
+        channel[s] = ts[j]
+        out[j] = channel.min()
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -106,15 +147,15 @@ def _heap_pop(h_ts, h_tb, h_ix, size):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, clk, k,
+def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, clk, k,
                  pending, h_ts, h_tb, process_late, first_ix, shift):  # pragma: no cover - jit
     """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order.
 
     ``buf_ts``/``buf_tb`` is the sorted buffer (time stamp, tie-break); its events have
     store indices ``0..len-1`` and the arriving ones ``first_ix + j``. Per arrival: the
-    clock and K advance as in :func:`advance_clock` (``clock_table[type]`` marks clock
-    types); the event is late if its key is below the horizon ``(h_ts, h_tb)`` (the key
-    of the last emitted event); then every buffered event with ``ts + K <= clk`` is
+    clock and K advance as in :func:`advance_clock` (``proposal``, ``immediate``); the
+    event is late if its key is below the horizon ``(h_ts, h_tb)`` (the key of the last
+    emitted event); then every buffered event with ``ts + K <= clk`` is
     emitted and purged, smallest key first (equal keys in arrival order).
 
     The buffer is a sorted run that in-order arrivals extend at the tail in O(1), plus a
@@ -150,15 +191,8 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, c
         t = ts[j]
         b = (np.int64(producer[j]) << shift) | seq[j]
         x = first_ix + j
-        d = kplus[j] - t
-        if d > pending:
-            pending = d
-        if clock_table[types[j]]:
-            if t > clk:
-                clk = t
-            if pending != NO_DELAY and clk + pending > k:
-                k = clk + pending
-            pending = NO_DELAY
+        clk, k, pending = _clock_step(kplus[j] - t, True, proposal[j], immediate, clk, k,
+                                      pending)
         if _key_less(t, b, h_ts, h_tb):
             late[nl] = x
             nl += 1

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specula import events as ev
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import TIEBREAK_SHIFT, concat_records, max_per_producer, tiebreak
@@ -38,6 +39,10 @@ class KSlackBuffer(Buffer):
 
     def flush(self, now: int) -> None:
         """Emit and purge every buffered event with ``ts + K <= clk``."""
+        self._release(now)
+
+    def _release(self, now: int) -> None:
+        """Emit and purge every buffered event with ``ts + K <= clk``."""
         u = self.unit
         ready = int(np.searchsorted(self._buf_ts, u.clk - u.k, side="right"))
         if ready:
@@ -52,9 +57,20 @@ class KSlackBuffer(Buffer):
                     u._note("emit", r)
             u._process(out, None, now, update=False)
 
+    def _begin(self, batch: np.ndarray, flags: np.ndarray) -> Any:
+        return self.unit._proposals(batch, flags), flags
+
+    def _after_control(self, ctx: Any, c: int, now: int) -> None:
+        """After a punctuation that moved the clock: release what is ready."""
+        proposal, flags = ctx
+        u = self.unit
+        if flags[c] & ev.PROGRESS and proposal[c] > u.clk:
+            u.clk = int(proposal[c])
+            self._release(now)
+
     # ------------------------------------------------------------ storage
     def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
-        self._order(batch[start:end], now)
+        self._order(batch[start:end], ctx[0][start:end], now)
 
     def _find(self, producer: int, seq: int) -> int | None:
         held = np.flatnonzero((self._buf["producer"] == producer) & (self._buf["seq"] == seq))
@@ -75,7 +91,7 @@ class KSlackBuffer(Buffer):
 
     def _replace(self, i: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:
         self._drop(i, now)
-        self._order(row, now)
+        self._order(row, self.unit._proposals(row, row["flags"]), now)
 
     def _keep(self, keep: np.ndarray) -> None:
         self._buf = self._buf[keep]
@@ -83,15 +99,17 @@ class KSlackBuffer(Buffer):
         self._buf_tb = self._buf_tb[keep]
 
     # ------------------------------------------------------------ the kernel
-    def _order(self, run: np.ndarray, now: int) -> None:
-        """A run of data events through the kernel: clock, K, late events, emission."""
+    def _order(self, run: np.ndarray, proposal: np.ndarray, now: int) -> None:
+        """A run of data events through the kernel: clock (``proposal`` per event), K,
+        late events, emission."""
         u = self.unit
         store = concat_records([self._buf, run]) if len(self._buf) else run
         process_late = u.late_policy == "process"
         (emitted, ne, late, nl, remaining, self._buf_ts, self._buf_tb, clk, k, pending,
          h_ts, h_tb) = _kernels.kslack_order(
             self._buf_ts, self._buf_tb, run["ts"], run["producer"], run["seq"], run["kplus"],
-            run["type"], u._is_clock, np.int64(u.clk), np.int64(u.k),
+            np.ascontiguousarray(proposal), u.clock_source.immediate, np.int64(u.clk),
+            np.int64(u.k),
             np.int64(u._pending), np.int64(self._horizon[0]), np.int64(self._horizon[1]),
             process_late, np.int64(len(self._buf)), TIEBREAK_SHIFT)
         u.clk, u.k, u._pending = int(clk), int(k), int(pending)

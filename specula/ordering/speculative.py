@@ -100,7 +100,10 @@ class SpeculativeBuffer(Buffer):
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
         u = self.unit
         u.clk, u.k = ctx[3][c], ctx[4][c]
-        self._emit_ready(now, purging=False)
+        clock_step = ctx[2][c]  # a punctuation that moved the clock
+        self._emit_ready(now, purging=clock_step)
+        if clock_step:
+            self._purge()
 
     def _insert_run(self, batch: np.ndarray, ts: list[int], tb: list[int], start: int,
                     end: int, now: int) -> None:

@@ -100,9 +100,10 @@ from specula.ordering._records import (
 )
 from specula.ordering._sent import SentLog
 from specula.ordering.adaptation import AlphaController
+from specula.ordering.clock import ChannelClock, EventClock
 from specula.ordering.emitter import Emitter
 from specula.ordering.kslack import KSlackBuffer
-from specula.ordering.speculative import SpeculativeBuffer
+from specula.ordering.speculative import SpeculativeBuffer, speculative_slack
 
 __all__ = [
     "TIEBREAK_SHIFT",
@@ -172,6 +173,7 @@ class UnitStats:
     revocations_sent: int = 0
     retractions_received: int = 0
     revocations_received: int = 0
+    progress_in: int = 0
     events_removed: int = 0
     updates_applied: int = 0
     updates_discarded: int = 0
@@ -205,6 +207,10 @@ class OrderingUnit:
         Record a :class:`TraceEntry` for every step (for tests and demos; slow).
     name
         The detector's name in error messages (default: its class name).
+    channels
+        The producers whose punctuations clock this unit (0: raw clock events), when it
+        subscribes to other detectors; empty (default): clocked by its clock events
+        (see :mod:`specula.ordering.clock`).
 
     The events wait in one of two buffers: :class:`~specula.ordering.kslack.KSlackBuffer`
     for pure K-slack, :class:`~specula.ordering.speculative.SpeculativeBuffer` otherwise;
@@ -215,7 +221,7 @@ class OrderingUnit:
                  inputs: Sequence[str], outputs: Sequence[str], clock: Sequence[str],
                  alpha: float | AlphaController = 1.0, retraction: RetractionMode = "on-demand",
                  late: LatePolicy = "side", k0: int = 0, trace: bool = False,
-                 name: str | None = None) -> None:
+                 name: str | None = None, channels: Sequence[int] = ()) -> None:
         if producer <= 0:
             raise ValueError(f"producer must be > 0 (0 marks external sources), got {producer}")
         if retraction not in ("full", "on-demand"):
@@ -242,8 +248,11 @@ class OrderingUnit:
             self._type_names[t.id] = t.name
         self._is_input = np.zeros(len(self._type_names), bool)
         self._is_input[[registry.id(n) for n in inputs]] = True
-        self._is_clock = np.zeros(len(self._type_names), bool)
-        self._is_clock[[registry.id(n) for n in clock]] = True
+        is_clock = np.zeros(len(self._type_names), bool)
+        is_clock[[registry.id(n) for n in clock]] = True
+        self.clock_source: EventClock | ChannelClock = (
+            ChannelClock(channels, is_clock) if any(c != 0 for c in channels)
+            else EventClock(is_clock))
         self._output_ids = {n: registry.id(n) for n in outputs}
         self.stats = UnitStats()
         self.trace: list[TraceEntry] | None = [] if trace else None
@@ -267,6 +276,17 @@ class OrderingUnit:
     @property
     def alpha(self) -> float:
         return self.controller.alpha if self.controller else self._fixed_alpha
+
+    @property
+    def progress(self) -> int | None:
+        """The time stamp up to which every input has been handed to the detector
+        (``clk - ceil(alpha*K)``; None before the first clock): what the unit sends
+        later stems from later input, or revises what it sent. Runtimes publish it to
+        the subscribers as a ``PROGRESS`` punctuation."""
+        if self.clk == _kernels.NO_CLOCK:
+            return None
+        return self.clk - (speculative_slack(self.alpha, self.k) if self.speculative
+                           else self.k)
 
     def __len__(self) -> int:
         """Events held in the buffer."""
@@ -317,29 +337,38 @@ class OrderingUnit:
             batch = ev.conform(batch, self.in_dtype, drop=True)
         keep = np.take(self._is_input, batch["type"], mode="clip")
         if not keep.all():
-            keep |= (batch["flags"] & ev.CONTROL) > 0
+            keep |= (batch["flags"] & (ev.CONTROL | ev.PROGRESS)) > 0
             batch = batch[keep]
         return batch
 
     def _push(self, batch: np.ndarray, now: int) -> None:
         flags = batch["flags"]
-        n_control = int(np.count_nonzero(flags & ev.CONTROL)) if flags.any() else 0
-        self.stats.events_in += len(batch) - n_control
+        n_control = n_progress = 0
+        if flags.any():
+            n_control = int(np.count_nonzero(flags & ev.CONTROL))
+            n_progress = int(np.count_nonzero(flags & ev.PROGRESS))
+        self.stats.events_in += len(batch) - n_control - n_progress
         self.stats.control_in += n_control
+        self.stats.progress_in += n_progress
         self._buffer.push(batch, flags, now)
+
+    def _proposals(self, batch: np.ndarray, flags: np.ndarray) -> np.ndarray:
+        """The clock each arrival of ``batch`` proposes (see :mod:`.clock`); call once per
+        pushed batch: a channel clock takes the punctuations in."""
+        return self.clock_source.proposals(batch, (flags & (ev.CONTROL | ev.PROGRESS)) == 0)
 
     def _advance_clock(self, batch: np.ndarray,
                        flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Clock and K after each arrival of ``batch`` (see :func:`_kernels.advance_clock`);
         the unit's clock and K become those after the whole batch. Returns which arrivals
-        are clock events and the clock and K after each. (The pure K-slack buffer's kernel
-        does the same event by event.)"""
-        is_data = (flags & ev.CONTROL) == 0
-        is_clock = np.take(self._is_clock, batch["type"], mode="clip") & is_data
+        advance the clock and the clock and K after each. (The pure K-slack buffer's
+        kernel does the same event by event.)"""
+        is_data = (flags & (ev.CONTROL | ev.PROGRESS)) == 0
+        proposal = self._proposals(batch, flags)
         clk_after, k_after, self.clk, self.k, self._pending = _kernels.advance_clock(
-            batch["ts"], batch["kplus"], is_clock, is_data,
+            batch["ts"], batch["kplus"], proposal, is_data, self.clock_source.immediate,
             np.int64(self.clk), np.int64(self.k), np.int64(self._pending))
-        return is_clock, clk_after, k_after
+        return proposal != _kernels.NO_CLOCK, clk_after, k_after
 
     def _take_output(self) -> np.ndarray:
         if not self._out:
