@@ -151,6 +151,7 @@ class InProcessRuntime:
     def _report(self, units: dict[int, OrderingUnit], nets: dict[int, NetOutput], n_raw: int,
                 wall: float) -> RunReport:
         detectors, by_node = {}, {}
+        levels = self.graph.levels()
         for name in self.graph.nodes:
             insts = [i for i in self.instances if i.node.name == name]
             us = [units[i.producer] for i in insts]
@@ -161,7 +162,8 @@ class InProcessRuntime:
                 stats=sum_stats([u.stats for u in us]),
                 late=ev.concat([u.late_events() for u in us], us[0].in_dtype),
                 alpha={i.label: u.controller.history for i, u in zip(insts, us, strict=True)
-                       if u.controller is not None})
+                       if u.controller is not None},
+                k=max(u.k for u in us), level=levels[name])
         return RunReport("in-process", detectors, n_raw, wall, 1.0 / self.ticks_per_second,
                          units=by_node)
 

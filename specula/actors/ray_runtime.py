@@ -113,6 +113,7 @@ class RayRuntime:
 
     def _report(self, reports: list[dict], n_raw: int, wall: float) -> RunReport:
         detectors = {}
+        levels = self.graph.levels()
         for name, node in self.graph.nodes.items():
             mine = [r for r in reports if r["label"].split("[")[0] == name]
             dtype = self.graph.registry.dtype(node.inputs)
@@ -122,7 +123,8 @@ class RayRuntime:
                 stats=sum_stats([r["stats"] for r in mine]),
                 late=ev.concat([r["late"] for r in mine], dtype),
                 alpha={r["label"]: r["alpha"] for r in mine if r["alpha"]},
-                series=[dict(s, instance=r["label"]) for r in mine for s in r["series"]])
+                series=[dict(s, instance=r["label"]) for r in mine for s in r["series"]],
+                k=max(r["k"] for r in mine), level=levels[name])
         return RunReport("ray", detectors, n_raw, wall, 1e-9)
 
 

@@ -24,6 +24,10 @@ class DetectorReport:
     late: np.ndarray
     alpha: dict[str, list[AlphaSample]] = field(default_factory=dict)
     series: list[dict[str, float]] = field(default_factory=list)
+    #: the largest K of its instances at the end, in time-stamp ticks
+    k: int = 0
+    #: 1 for detectors of raw events, else one more than the highest of their producers
+    level: int = 1
 
     def summary(self, seconds_per_tick: float) -> dict[str, Any]:
         lat = self.net.latencies() * seconds_per_tick
@@ -34,6 +38,8 @@ class DetectorReport:
             "latency_mean_s": float(lat.mean()) if len(lat) else None,
             "latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else None,
             "alpha_mean": float(np.mean(alphas)) if alphas else None,
+            "level": self.level,
+            "k": self.k,
             **self.stats.as_dict(),
         }
 
@@ -106,12 +112,13 @@ class RunReport:
 
 def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
     """Lines of a table of per-detector summaries (``RunReport.summary()["detectors"]``):
-    net events, late, replays, retracted, latency mean and p99."""
-    lines = [f"{'detector':<17} {'net':>8} {'late':>6} {'replays':>8} {'retracted':>9} "
-             f"{'latency mean':>13} {'p99':>10}"]
+    level, final K in ticks, net events, late, replays, retracted, latency mean and p99."""
+    lines = [f"{'detector':<17} {'level':>5} {'K':>10} {'net':>8} {'late':>6} {'replays':>8} "
+             f"{'retracted':>9} {'latency mean':>13} {'p99':>10}"]
     for name, d in detectors.items():
         mean, p99 = d["latency_mean_s"], d["latency_p99_s"]
-        lines.append(f"{name:<17} {d['net_events']:>8,} {d['late']:>6,} {d['relocations']:>8,} "
+        lines.append(f"{name:<17} {d.get('level', 1):>5} {d.get('k', 0):>10,} "
+                     f"{d['net_events']:>8,} {d['late']:>6,} {d['relocations']:>8,} "
                      f"{d['events_retracted']:>9,} "
                      f"{'-' if mean is None else f'{mean * 1e3:.1f} ms':>13} "
                      f"{'-' if p99 is None else f'{p99 * 1e3:.1f} ms':>10}")

@@ -120,7 +120,7 @@ class DetectorWorker:
         return {"producer": self.instance.producer, "label": self.instance.label,
                 "net": self.net, "stats": self.unit.stats, "late": self.unit.late_events(),
                 "alpha": c.history if c is not None else [], "series": self.series,
-                "busy_s": self.busy_s}
+                "busy_s": self.busy_s, "k": self.unit.k}
 
     def _publish(self, out: np.ndarray, now: int) -> None:
         if len(out):

@@ -148,6 +148,15 @@ class Graph:
                 out.append(Instance(node, i, len(out) + 1, tuple(sorted(channels))))
         return out
 
+    def levels(self) -> dict[str, int]:
+        """Each node's level: 1 if it hears only raw sources, else one more than the
+        highest level among its producers."""
+        level: dict[str, int] = {}
+        for node in self.topological_order():
+            level[node.name] = 1 + max((level[p.name] for t in node.inputs
+                                        for p in self.producers_of(t)), default=0)
+        return level
+
     def producers_of(self, type_name: str) -> list[Node]:
         return [n for n in self.nodes.values() if type_name in n.outputs]
 
