@@ -277,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,
                    default="on-demand", help=NODE_OPTIONS["retraction"].doc)
     s.add_argument("--k0-ms", type=_milliseconds, default=400.0,
-                   help="initial K of level 1 (doubling per level), milliseconds")
+                   help="initial K of every detector, milliseconds")
     s.add_argument("--speed", type=float, default=None,
                    help="pace as a multiple of real time (default: as fast as possible)")
     s.add_argument("--batch-size", type=int, default=1_000,

@@ -163,7 +163,8 @@ class InProcessRuntime:
                 late=ev.concat([u.late_events() for u in us], us[0].in_dtype),
                 alpha={i.label: u.controller.history for i, u in zip(insts, us, strict=True)
                        if u.controller is not None},
-                k=max(u.k for u in us), level=levels[name])
+                k_s=max(u.k for u in us) / self.graph.ticks_per_second,
+                level=levels[name])
         return RunReport("in-process", detectors, n_raw, wall, 1.0 / self.ticks_per_second,
                          units=by_node)
 

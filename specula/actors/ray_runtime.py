@@ -124,7 +124,8 @@ class RayRuntime:
                 late=ev.concat([r["late"] for r in mine], dtype),
                 alpha={r["label"]: r["alpha"] for r in mine if r["alpha"]},
                 series=[dict(s, instance=r["label"]) for r in mine for s in r["series"]],
-                k=max(r["k"] for r in mine), level=levels[name])
+                k_s=max(r["k"] for r in mine) / self.graph.ticks_per_second,
+                level=levels[name])
         return RunReport("ray", detectors, n_raw, wall, 1e-9)
 
 

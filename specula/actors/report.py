@@ -24,8 +24,8 @@ class DetectorReport:
     late: np.ndarray
     alpha: dict[str, list[AlphaSample]] = field(default_factory=dict)
     series: list[dict[str, float]] = field(default_factory=list)
-    #: the largest K of its instances at the end, in time-stamp ticks
-    k: int = 0
+    #: the largest K of its instances at the end, in seconds of event time
+    k_s: float = 0.0
     #: 1 for detectors of raw events, else one more than the highest of their producers
     level: int = 1
 
@@ -39,7 +39,7 @@ class DetectorReport:
             "latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else None,
             "alpha_mean": float(np.mean(alphas)) if alphas else None,
             "level": self.level,
-            "k": self.k,
+            "k_s": self.k_s,
             **self.stats.as_dict(),
         }
 
@@ -112,12 +112,12 @@ class RunReport:
 
 def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
     """Lines of a table of per-detector summaries (``RunReport.summary()["detectors"]``):
-    level, final K in ticks, net events, late, replays, retracted, latency mean and p99."""
-    lines = [f"{'detector':<17} {'level':>5} {'K':>10} {'net':>8} {'late':>6} {'replays':>8} "
+    level, final K, net events, late, replays, retracted, latency mean and p99."""
+    lines = [f"{'detector':<17} {'level':>5} {'K':>9} {'net':>8} {'late':>6} {'replays':>8} "
              f"{'retracted':>9} {'latency mean':>13} {'p99':>10}"]
     for name, d in detectors.items():
         mean, p99 = d["latency_mean_s"], d["latency_p99_s"]
-        lines.append(f"{name:<17} {d.get('level', 1):>5} {d.get('k', 0):>10,} "
+        lines.append(f"{name:<17} {d.get('level', 1):>5} {d.get('k_s', 0) * 1e3:>6.0f} ms "
                      f"{d['net_events']:>8,} {d['late']:>6,} {d['relocations']:>8,} "
                      f"{d['events_retracted']:>9,} "
                      f"{'-' if mean is None else f'{mean * 1e3:.1f} ms':>13} "

@@ -61,10 +61,11 @@ class Node:
 class Instance:
     """One running copy of a node: partition ``index`` of ``node.partitions``.
 
-    ``channels`` are the producer ids of the instances that publish the node's clock
-    types (0: raw sources): the unit is clocked by their punctuations
-    (:class:`~specula.ordering.clock.ChannelClock`); only raw ones (or none): by its
-    clock events.
+    ``channels`` clock the instance's unit: the producer ids of the instances that
+    publish any of the node's inputs, and 0 if some clock type is a raw source. With a
+    producer among them the unit is clocked by the low watermark of their punctuations
+    and of its raw clock events (:class:`~specula.ordering.clock.ChannelClock`); with
+    raw ones only, by its clock events, as in the paper.
     """
 
     node: Node
@@ -141,9 +142,8 @@ class Graph:
         the producers whose progress clocks it."""
         out: list[Instance] = []
         for node in self.topological_order():
-            clock = set(node.clock)
-            channels = {0} if clock & set(self.sources) else set()
-            channels |= {i.producer for i in out if clock & set(i.node.outputs)}
+            channels = {0} if set(node.clock) & set(self.sources) else set()
+            channels |= {i.producer for i in out if set(node.inputs) & set(i.node.outputs)}
             for i in range(node.partitions):
                 out.append(Instance(node, i, len(out) + 1, tuple(sorted(channels))))
         return out

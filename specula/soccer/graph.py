@@ -40,20 +40,14 @@ DETECTORS = {
 }
 
 
-LEVELS = {"ball_in_play": 1, "acceleration_peak": 1, "running_intensity": 1, "near_foot": 2,
-          "hits": 3, "possession": 4, "passes": 4, "interceptions": 4, "shots": 4,
-          "double_passes": 5, "blocked_shots": 5, "combination_shots": 6}
-
-
 def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
                  k0_ms: float = 400.0) -> Graph:
     """The whole hierarchy with one setting for every unit.
 
-    ``k0_ms`` is the initial K of level 1 and should cover the network delays; level n
-    starts at 2**(n-1) times that, more than all levels below together, because a unit
-    that also hears raw events (near_foot, shots) gets the generated ones only after
-    every level below has buffered them, and the first of them would otherwise be late
-    (dynamic K learns a delay only once it has seen it).
+    ``k0_ms`` is the initial K of every unit and should cover the network delays. Units
+    above level 1 are clocked by the progress their producers publish (and by the ball
+    where they also hear raw readings), so they need no K for the depth of the levels
+    below.
     """
     g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
     for name, cls in DETECTORS.items():
@@ -61,6 +55,6 @@ def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-dem
         # that comes late (a slow sibling on a fast replay) is still better processed out
         # of order than dropped, or the ball would never become active
         g.add(name, cls(), alpha=alpha, retraction=retraction,
-              k0=int(k0_ms * 1e9) * 2 ** (LEVELS[name] - 1),
+              k0=int(k0_ms * 1e9),
               late="process" if name == "near_foot" else "side")
     return g
