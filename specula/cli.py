@@ -194,7 +194,8 @@ def _source(spec: str, graph: Graph) -> tuple[np.ndarray, ev.TypeRegistry | None
     """Raw events from a DEBS 2013 position log (``.csv``, ``.csv.gz``), a ``.npy`` file, a
     msgpack batch file (``encode_batch``), or a ``MODULE:FUNCTION`` returning an array of
     raw events (``ats`` sets arrival order), and the registry they were made with: the
-    soccer registry for a position log; None (the graph's) for the others."""
+    soccer registry for a position log, the one a msgpack file was encoded with (if
+    any); None (the graph's) for the others."""
     path = Path(spec)
     if spec.endswith((".csv", ".csv.gz")) and path.exists():
         from specula.soccer.debs2013 import read_all
@@ -206,22 +207,24 @@ def _source(spec: str, graph: Graph) -> tuple[np.ndarray, ev.TypeRegistry | None
         if quarantined:
             print(f"{len(quarantined)} bad records quarantined", file=sys.stderr)
         return raw, soccer_registry()
+    made_with = None
     if path.suffix == ".npy" and path.exists():
         raw = np.load(path)
     elif path.suffix in (".msgpack", ".mpk") and path.exists():
-        raw = ev.decode_batch(path.read_bytes())
+        data = path.read_bytes()
+        raw, made_with = ev.decode_batch(data), ev.batch_registry(data)
     elif ":" in spec and not path.exists():
         raw = _load(spec)()
     else:
         raise SystemExit(f"source {spec!r}: not a .csv[.gz], .npy or .msgpack file, "
                          "nor MODULE:FUNCTION")
-    bad, errors = ev.validate_batch(raw, graph.registry)
+    bad, errors = ev.validate_batch(raw, graph.registry if made_with is None else made_with)
     if bad.any():
         for e in errors[:5]:
             print(f"quarantined: {e}", file=sys.stderr)
         print(f"{int(bad.sum())} bad records quarantined", file=sys.stderr)
         raw = raw[~bad]
-    return raw, None
+    return raw, made_with
 
 
 def _summary_table(report: RunReport) -> str:

@@ -47,7 +47,13 @@ True
 """
 
 from specula.events.batches import concat, conform, empty, validate_batch
-from specula.events.codec import decode_batch, decode_event, encode_batch, encode_event
+from specula.events.codec import (
+    batch_registry,
+    decode_batch,
+    decode_event,
+    encode_batch,
+    encode_event,
+)
 from specula.events.core import CORE_DTYPE, CORE_FIELDS, LATE, RETRACTION, UPDATE, InvalidEvent
 from specula.events.registry import EventType, TypeRegistry
 from specula.events.translate import RegistryMismatchError, translate_types, type_table
@@ -62,6 +68,7 @@ __all__ = [
     "InvalidEvent",
     "RegistryMismatchError",
     "TypeRegistry",
+    "batch_registry",
     "concat",
     "conform",
     "decode_batch",

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import msgpack
 import numpy as np
 import pytest
 
-from specula.events import RegistryMismatchError, TypeRegistry, translate_types, type_table
+from specula.events import (
+    RegistryMismatchError,
+    TypeRegistry,
+    batch_registry,
+    decode_batch,
+    encode_batch,
+    translate_types,
+    type_table,
+)
 from specula.soccer.types import POSITION_FIELDS, WEARER_FIELDS, soccer_registry
 
 RAW = ("ball", "player", "referee")
@@ -83,3 +92,20 @@ def test_other_fields_or_another_time_unit_are_refused():
                        r"registry they are read with declares 1; create it with "
                        r"TypeRegistry\(ticks_per_second=1e\+12\)"):
         type_table(_registry(), _registry(ticks=1), needed=RAW)
+
+
+def test_an_encoded_batch_carries_the_registry_it_was_made_with():
+    made = _registry(("player", "ball", "referee"))
+    batch = made.batch("ball", ts=[5, 6], dtype=made.dtype(RAW))
+    data = encode_batch(batch, made)
+    assert np.array_equal(decode_batch(data), batch)
+    assert batch_registry(data).fingerprint() == made.fingerprint()
+    assert batch_registry(encode_batch(batch)) is None  # encoded without one
+
+
+def test_a_malformed_type_table_is_refused():
+    batch = _registry().batch("ball", ts=[5])
+    message = msgpack.unpackb(encode_batch(batch, _registry()))
+    message["types"]["types"][0][1] = [["x", "U3"]]
+    with pytest.raises(ValueError, match="malformed batch: unreadable type table"):
+        batch_registry(msgpack.packb(message))
