@@ -21,6 +21,7 @@ Ray and Spark are shut down on success, on errors and on Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -98,7 +99,8 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
 
         check_reachable(config.ray_address, "Ray cluster")  # before Spark spends a minute
     graph = replay_graph(config, kind)
-    raw_type_table(graph, kind.registry)  # refuse events the graph cannot read, before Spark
+    graph.validate()  # refuse what cannot run before Spark starts: the graph,
+    raw_type_table(graph, kind.registry)  # and events it cannot read
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     log, truth = config.log, None
@@ -164,7 +166,7 @@ def replay_graph(config: ReplayConfig, kind: LogKind) -> Graph:
 def with_k0_ms(graph: Graph, k0_ms: float) -> Graph:
     """A copy of ``graph`` whose level-1 nodes start with K = ``k0_ms`` milliseconds
     of event time, and level n with 2**(n-1) times that (:meth:`Graph.levels`)."""
-    if not (isinstance(k0_ms, int | float) and k0_ms >= 0):
+    if isinstance(k0_ms, bool) or not (isinstance(k0_ms, numbers.Real) and k0_ms >= 0):
         raise OptionError(f"k0_ms must be a number of milliseconds >= 0; got {k0_ms!r}")
     k0 = round(k0_ms * graph.ticks_per_second / 1000)
     for name, level in graph.levels().items():
