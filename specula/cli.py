@@ -87,13 +87,14 @@ def run(args: argparse.Namespace) -> int:
         graph = graph()
     if not isinstance(graph, Graph):
         raise SystemExit(f"{args.graph} is not a specula Graph (nor a function returning one)")
-    raw = _source(args.source, graph)
+    raw, made_with = _source(args.source, graph)
     if args.in_process:
-        report = InProcessRuntime(graph).run(raw)
+        report = InProcessRuntime(graph).run(raw, registry=made_with)
     else:
         from specula.actors.ray_runtime import RayRuntime
 
-        report = RayRuntime(graph, address=args.address, batch_size=args.batch_size).run(raw)
+        report = RayRuntime(graph, address=args.address, batch_size=args.batch_size).run(
+            raw, registry=made_with)
     print(_summary_table(report))
     if args.report:
         Path(args.report).write_text(report.to_json())
@@ -113,7 +114,6 @@ def replay(args: argparse.Namespace) -> int:
     from specula.soccer.scoring import format_scores, score_match
     from specula.soccer.spark_log import PositionLog
 
-    alpha = args.alpha
     if args.log and not os.path.exists(args.log):
         raise SystemExit(f"specula replay: {args.log}: no such file or directory")
     if args.watch and (args.in_process or not (args.log and os.path.isdir(args.log))):
@@ -128,7 +128,8 @@ def replay(args: argparse.Namespace) -> int:
                              "one)")
     config = ReplayConfig(
         log=args.log, graph=graph, seconds=args.seconds, profile=args.profile, seed=args.seed,
-        delays=not args.no_delays, alpha=alpha, retraction=args.retraction, k0_ms=args.k0_ms,
+        delays=not args.no_delays, alpha=args.alpha, retraction=args.retraction,
+        k0_ms=args.k0_ms,
         speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
         ray_address=args.ray_address, in_process=args.in_process, plots=not args.no_plots,
         progress=not args.no_progress, watch=args.watch,
@@ -143,6 +144,11 @@ def replay(args: argparse.Namespace) -> int:
     print(f"complex events, emissions, late events, quarantine and metrics (Parquet), "
           f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
     return 0
+
+
+#: How the replay options' help ends: their default, and what a user graph does.
+_GRAPH_KEEPS = (" Default: {} for the soccer graph; a --graph keeps its own unless this is "
+                "given, then it applies to every node.")
 
 
 def _option(name: str) -> Any:
@@ -184,36 +190,41 @@ def _load(spec: str) -> Any:
         raise SystemExit(f"cannot load {spec}: {exc}") from exc
 
 
-def _source(spec: str, graph: Graph) -> np.ndarray:
+def _source(spec: str, graph: Graph) -> tuple[np.ndarray, ev.TypeRegistry | None]:
     """Raw events from a DEBS 2013 position log (``.csv``, ``.csv.gz``), a ``.npy`` file, a
     msgpack batch file (``encode_batch``), or a ``MODULE:FUNCTION`` returning an array of
-    raw events (``ats`` sets arrival order)."""
+    raw events (``ats`` sets arrival order), and the registry they were made with: the
+    soccer registry for a position log, the one a msgpack file was encoded with (if
+    any); None (the graph's) for the others."""
     path = Path(spec)
     if spec.endswith((".csv", ".csv.gz")) and path.exists():
         from specula.soccer.debs2013 import read_all
+        from specula.soccer.types import soccer_registry
 
         raw, quarantined = read_all(path)
         for q in quarantined[:5]:
             print(f"quarantined: {q}", file=sys.stderr)
         if quarantined:
             print(f"{len(quarantined)} bad records quarantined", file=sys.stderr)
-        return raw
+        return raw, soccer_registry()
+    made_with = None
     if path.suffix == ".npy" and path.exists():
         raw = np.load(path)
     elif path.suffix in (".msgpack", ".mpk") and path.exists():
-        raw = ev.decode_batch(path.read_bytes())
+        data = path.read_bytes()
+        raw, made_with = ev.decode_batch(data), ev.batch_registry(data)
     elif ":" in spec and not path.exists():
         raw = _load(spec)()
     else:
         raise SystemExit(f"source {spec!r}: not a .csv[.gz], .npy or .msgpack file, "
                          "nor MODULE:FUNCTION")
-    bad, errors = ev.validate_batch(raw, graph.registry)
+    bad, errors = ev.validate_batch(raw, graph.registry if made_with is None else made_with)
     if bad.any():
         for e in errors[:5]:
             print(f"quarantined: {e}", file=sys.stderr)
         print(f"{int(bad.sum())} bad records quarantined", file=sys.stderr)
         raw = raw[~bad]
-    return raw
+    return raw, made_with
 
 
 def _summary_table(report: RunReport) -> str:
@@ -259,7 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a DEBS 2013 position log: .csv, .csv.gz, Parquet with the 13 "
                         "position columns, or a directory of them; default: generate a match")
     s.add_argument("--graph", default="soccer",
-                   help="'soccer' (default) or MODULE:GRAPH, a graph over the soccer types")
+                   help="'soccer' (default) or MODULE:GRAPH, a graph whose sources are "
+                        "soccer types (ball, player, referee) with the soccer fields; ids "
+                        "are matched by name")
     s.add_argument("--out", default=None, help="output folder (default: runs/<time stamp>)")
     s.add_argument("--spark-master", default=None,
                    help="Spark master URL (default: an embedded local-cluster)")
@@ -272,12 +285,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=0, help="seed of the match and the delays")
     s.add_argument("--no-delays", action="store_true",
                    help="keep the recorded order instead of modelling network delays")
-    s.add_argument("--alpha", type=_option("alpha"), default="adaptive",
-                   help=NODE_OPTIONS["alpha"].doc)
+    s.add_argument("--alpha", type=_option("alpha"), default=None,
+                   help=NODE_OPTIONS["alpha"].doc + _GRAPH_KEEPS.format("adaptive"))
     s.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,
-                   default="on-demand", help=NODE_OPTIONS["retraction"].doc)
-    s.add_argument("--k0-ms", type=_milliseconds, default=400.0,
-                   help="initial K of every detector, milliseconds")
+                   default=None,
+                   help=NODE_OPTIONS["retraction"].doc + _GRAPH_KEEPS.format("on-demand"))
+    s.add_argument("--k0-ms", type=_milliseconds, default=None,
+                   help="initial K of every detector, milliseconds" + _GRAPH_KEEPS.format("400"))
     s.add_argument("--speed", type=float, default=None,
                    help="pace as a multiple of real time (default: as fast as possible)")
     s.add_argument("--batch-size", type=int, default=1_000,
@@ -294,12 +308,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from specula.cluster import ClusterError
     from specula.cluster.java import JavaNotFoundError
+    from specula.detectors.graph import GraphError
     from specula.pipelines.logs import LogError
 
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return args.func(args)
-    except (LogError, JavaNotFoundError, ClusterError) as exc:
+    except (LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError, GraphError,
+            OptionError) as exc:
         print(f"specula {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ import pytest
 from specula import events as ev
 from specula.cli import main
 from specula.detectors.examples import example_registry
+from specula.events import TypeRegistry
 from specula.pipelines.synthetic import abc_stream
 
 MODULE = '''
@@ -88,3 +89,22 @@ def test_options_are_checked_from_the_one_table(capsys):
     with pytest.raises(SystemExit):
         main(["replay", "--retraction", "partial"])
     assert "'on-demand', 'full'" in capsys.readouterr().err
+
+
+def test_run_reads_a_msgpack_file_by_the_registry_it_was_encoded_with(project, capsys):
+    canonical = example_registry()
+    raw = abc_stream(canonical, 3_000, seed=2, max_delay=20)
+    reordered = TypeRegistry()  # the same types, ids the other way round
+    for t in reversed(canonical.types()):
+        reordered.register(t.name, **dict(t.fields))
+    theirs = raw.copy()
+    theirs["type"] = [reordered.id(canonical.name(int(i))) for i in raw["type"]]
+    (project / "canonical.msgpack").write_bytes(ev.encode_batch(raw))
+    (project / "theirs.msgpack").write_bytes(ev.encode_batch(theirs, reordered))
+    nets = {}
+    for name in ("canonical", "theirs"):
+        assert main(["run", "cli_graph:graph", "--source", f"{name}.msgpack", "--in-process",
+                     "--report", f"{name}.json"]) == 0
+        detectors = json.loads((project / f"{name}.json").read_text())["summary"]["detectors"]
+        nets[name] = {d: s["net_events"] for d, s in detectors.items()}
+    assert nets["theirs"] == nets["canonical"] and nets["canonical"]["a_not_bc"] > 0

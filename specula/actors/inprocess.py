@@ -24,7 +24,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
-from specula.actors.routing import Router, punctuate, split_by_key
+from specula.actors.routing import Router, punctuate, raw_type_table, split_by_key
 from specula.detectors.graph import Graph, Instance
 from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.net import NetOutput
@@ -84,8 +84,14 @@ class InProcessRuntime:
         self.router = Router(graph)
         self.messages: dict[str, list[np.ndarray]] = {}
 
-    def run(self, raw: np.ndarray, *, batch_ticks: int | None = None) -> RunReport:
+    def run(self, raw: np.ndarray, *, batch_ticks: int | None = None,
+            registry: ev.TypeRegistry | None = None) -> RunReport:
         """Deliver ``raw`` (with ``ats`` set) in arrival order, then flush level by level.
+
+        ``registry`` is the one the raw events were made with (default: the graph's).
+        When it is another, their type ids are translated by name into the graph's,
+        and a source type of the graph that it lacks, or declares with other fields or
+        another time unit, is refused (:class:`~specula.events.RegistryMismatchError`).
 
         Raw events whose arrival falls within ``batch_ticks`` of the first event of a
         step are delivered together in that step; the default is
@@ -94,13 +100,14 @@ class InProcessRuntime:
         should carry their source's counter in ``seq`` (it orders events with equal time
         stamps); if no event has one, they are numbered in time-stamp order.
         """
+        table = raw_type_table(self.graph, registry)
         t0 = time.perf_counter()
         clock = ManualClock()
         units = {i.producer: self._unit(i, clock) for i in self.instances}
         self._published: dict[int, int | None] = {}
         nets = {i.producer: NetOutput(units[i.producer].out_dtype) for i in self.instances}
         self.messages = {n: [] for n in self.graph.nodes}
-        raw = prepare_raw(raw)
+        raw = prepare_raw(raw, table)
         if batch_ticks is None:
             batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
         for batch, now in _steps(raw, batch_ticks):
@@ -169,10 +176,11 @@ class InProcessRuntime:
                          units=by_node)
 
 
-def prepare_raw(raw: np.ndarray) -> np.ndarray:
+def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     """Raw events in arrival order, numbered if they carry no counter, with their origin
-    (the arrival of the newest raw event a detection depends on) set to their arrival."""
-    raw = raw.copy()
+    (the arrival of the newest raw event a detection depends on) set to their arrival,
+    and their type ids read through ``table`` (:func:`~specula.events.type_table`)."""
+    raw = ev.translate_types(raw, table)
     if len(raw) and not raw["seq"].any() and not raw["producer"].any():
         raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(len(raw))
     raw = raw[np.argsort(raw["ats"], kind="stable")]

@@ -18,7 +18,7 @@ import numpy as np
 from specula import events as ev
 from specula.actors.inprocess import prepare_raw
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
-from specula.actors.routing import Router, split_by_key
+from specula.actors.routing import Router, raw_type_table, split_by_key
 from specula.actors.worker import DetectorWorker, Publisher, Route
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
@@ -55,13 +55,22 @@ class RayRuntime:
         self.max_in_flight = max_in_flight
         self.speed = speed
 
-    def run(self, raw: np.ndarray | Iterable[np.ndarray]) -> RunReport:
+    def run(self, raw: np.ndarray | Iterable[np.ndarray], *,
+            registry: ev.TypeRegistry | None = None) -> RunReport:
         """Feed raw events (one array in arrival order by ``ats``, or an iterable of
-        batches already in arrival order) through the graph and report."""
-        with ray_session(self.address):
-            return self._run(raw)
+        batches already in arrival order) through the graph and report.
 
-    def _run(self, raw: np.ndarray | Iterable[np.ndarray]) -> RunReport:
+        ``registry`` is the one the raw events were made with (default: the graph's);
+        it is checked before Ray starts, as :meth:`InProcessRuntime.run
+        <specula.actors.inprocess.InProcessRuntime.run>` checks it, and the type ids of
+        every batch are translated by name when it differs from the graph's.
+        """
+        table = raw_type_table(self.graph, registry)
+        with ray_session(self.address):
+            return self._run(raw, table)
+
+    def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None
+             ) -> RunReport:
         import ray
 
         graph, router = self.graph, Router(self.graph)
@@ -77,7 +86,7 @@ class RayRuntime:
                 for n in graph.nodes.values() if router.hears(n.name, i.node.name)])
                 for i in instances])
             t0 = time.perf_counter()
-            n_raw = self._feed(raw, router, of_node)
+            n_raw = self._feed(raw, table, router, of_node)
             for node in graph.topological_order():
                 ray.get([a.flush.remote() for a in of_node[node.name]])
             wall = time.perf_counter() - t0
@@ -87,8 +96,8 @@ class RayRuntime:
                 ray.kill(a)
         return self._report(reports, n_raw, wall)
 
-    def _feed(self, raw: np.ndarray | Iterable[np.ndarray], router: Router,
-              of_node: dict[str, list]) -> int:
+    def _feed(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
+              router: Router, of_node: dict[str, list]) -> int:
         """Send raw batches to their subscribers; returns the number of raw events."""
         publisher = Publisher(self.max_in_flight)
         subscribers = [n for n in self.graph.nodes.values() if router.hears(n.name, None)]
@@ -99,7 +108,7 @@ class RayRuntime:
                 ts0 = int(batch["ts"].min()) if ts0 is None else ts0
                 due = (int(batch["ts"].min()) - ts0) / self.graph.ticks_per_second / self.speed
                 time.sleep(max(0.0, start + due - time.perf_counter()))
-            batch = batch.copy()
+            batch = ev.translate_types(batch, table)  # a copy
             batch["ats"] = batch["origin"] = time.time_ns()
             n_raw += len(batch)
             for node in subscribers:

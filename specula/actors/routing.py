@@ -25,7 +25,8 @@ class Router:
 
     def __init__(self, graph: Graph) -> None:
         reg = graph.registry
-        n_types = max(t.id for t in reg.types()) + 1
+        # one slot past the last id, never wanted: ids beyond the registry clip to it
+        n_types = max(t.id for t in reg.types()) + 2
         self._wanted: dict[str, np.ndarray] = {}
         for node in graph.nodes.values():
             mask = np.zeros(n_types, bool)
@@ -48,6 +49,31 @@ class Router:
         if source is not None:
             keep |= (batch["flags"] & _BROADCAST) > 0
         return batch if keep.all() else batch[keep]
+
+
+def raw_type_table(graph: Graph, registry: ev.TypeRegistry | None) -> np.ndarray | None:
+    """How raw events made with ``registry`` read in ``graph``'s (None: they were made
+    with the graph's), from :func:`specula.events.type_table`: None when their ids
+    already mean the same, else the id translation by name.
+
+    Raises :class:`~specula.events.RegistryMismatchError` naming the source type of the
+    graph that the events cannot carry, or carry with other fields or another time unit.
+    """
+    if registry is None:
+        return None
+    for name in graph.sources:
+        if name not in registry:
+            raise ev.RegistryMismatchError(
+                f"the graph takes {name!r} events from outside (a source), but the raw events "
+                f"were made with a registry that has no type {name!r} "
+                f"({', '.join(t.name for t in registry.types())}), so none can arrive; take "
+                f"{name!r} out of the graph's sources, or feed events made with a registry "
+                "that has it")
+    try:
+        return ev.type_table(registry, graph.registry, needed=graph.sources)
+    except ev.RegistryMismatchError as exc:
+        raise ev.RegistryMismatchError(
+            f"the raw events do not fit the graph's registry: {exc}") from None
 
 
 def split_by_key(batch: np.ndarray, partitions: int) -> list[np.ndarray]:

@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
-from specula.options import DEFAULT_K0_SECONDS, node_options
+from specula.options import DEFAULT_K0_SECONDS, check_option, node_options
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.unit import LatePolicy, OrderingUnit, RetractionMode
 
@@ -132,6 +133,43 @@ class Graph:
         self.nodes[name] = Node(name, detector, **options)
         return self
 
+    def with_options(self, nodes: Iterable[str] | None = None, **options: Any) -> Graph:
+        """A copy of the graph whose nodes (all, or those named in ``nodes``) have
+        ``options`` instead of their own.
+
+        The options are those of :data:`specula.options.NODE_OPTIONS`, checked there
+        with the node's name in the message; ``k0=None`` is the default K, as in
+        :meth:`add`. The copy shares the detectors (every run copies them) and leaves
+        this graph as it is.
+
+        >>> from specula.detectors.examples import Threshold, example_registry
+        >>> g = Graph(example_registry(), sources=("C",)).add("big_c", Threshold())
+        >>> g.with_options(alpha=0.5).nodes["big_c"].alpha, g.nodes["big_c"].alpha
+        (0.5, 1.0)
+        """
+        names = list(self.nodes) if nodes is None else list(nodes)
+        for name in names:
+            if name not in self.nodes:
+                raise GraphError(f"no detector named {name!r} in the graph; it has "
+                                 f"{', '.join(self.nodes) or 'none'}")
+        out = Graph(self.registry, sources=self.sources)
+        out.nodes = dict(self.nodes)
+        for name in names:
+            given = {o: check_option(o, v, where=name) for o, v in options.items()}
+            if "k0" in given and given["k0"] is None:
+                given["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
+            out.nodes[name] = dataclasses.replace(self.nodes[name], **given)
+        return out
+
+    def levels(self) -> dict[str, int]:
+        """Each node's level: 1 if it hears only sources, else one more than the highest
+        level among the producers of its inputs."""
+        level: dict[str, int] = {}
+        for node in self.topological_order():
+            level[node.name] = 1 + max((level[p.name] for t in node.inputs
+                                        for p in self.producers_of(t)), default=0)
+        return level
+
     @property
     def ticks_per_second(self) -> float:
         """Time-stamp ticks per second, as the registry declares them."""
@@ -147,15 +185,6 @@ class Graph:
             for i in range(node.partitions):
                 out.append(Instance(node, i, len(out) + 1, tuple(sorted(channels))))
         return out
-
-    def levels(self) -> dict[str, int]:
-        """Each node's level: 1 if it hears only raw sources, else one more than the
-        highest level among its producers."""
-        level: dict[str, int] = {}
-        for node in self.topological_order():
-            level[node.name] = 1 + max((level[p.name] for t in node.inputs
-                                        for p in self.producers_of(t)), default=0)
-        return level
 
     def producers_of(self, type_name: str) -> list[Node]:
         return [n for n in self.nodes.values() if type_name in n.outputs]

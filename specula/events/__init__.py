@@ -27,6 +27,11 @@ state far away from where it entered. Two msgpack codecs are provided: a per-eve
 map for external interfaces and a raw columnar form for batches, which round-trips
 arrays byte for byte.
 
+A type id means something only in its registry. :meth:`TypeRegistry.fingerprint`
+digests the registry's (id, name, fields) table and time unit; :func:`type_table`
+checks events made with one registry against another and translates their ids by
+name, or raises :class:`RegistryMismatchError` naming the type that does not match.
+
 Examples
 --------
 >>> import numpy as np
@@ -42,7 +47,13 @@ True
 """
 
 from specula.events.batches import concat, conform, empty, validate_batch
-from specula.events.codec import decode_batch, decode_event, encode_batch, encode_event
+from specula.events.codec import (
+    batch_registry,
+    decode_batch,
+    decode_event,
+    encode_batch,
+    encode_event,
+)
 from specula.events.core import (
     CONTROL,
     CORE_DTYPE,
@@ -55,6 +66,7 @@ from specula.events.core import (
     InvalidEvent,
 )
 from specula.events.registry import EventType, TypeRegistry
+from specula.events.translate import RegistryMismatchError, translate_types, type_table
 
 __all__ = [
     "CONTROL",
@@ -67,7 +79,9 @@ __all__ = [
     "UPDATE",
     "EventType",
     "InvalidEvent",
+    "RegistryMismatchError",
     "TypeRegistry",
+    "batch_registry",
     "concat",
     "conform",
     "decode_batch",
@@ -75,5 +89,7 @@ __all__ = [
     "empty",
     "encode_batch",
     "encode_event",
+    "translate_types",
+    "type_table",
     "validate_batch",
 ]

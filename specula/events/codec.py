@@ -12,11 +12,12 @@ from specula.events.batches import _require_structured
 from specula.events.core import _CORE_NAMES, _SETTABLE_CORE, InvalidEvent
 from specula.events.registry import TypeRegistry
 
-__all__ = ["decode_batch", "decode_event", "encode_batch", "encode_event"]
+__all__ = ["batch_registry", "decode_batch", "decode_event", "encode_batch", "encode_event"]
 
 _CODEC_VERSION = 1
 
 _CODEC_KEYS = frozenset({"v", "fields", "n", "data"})
+_OPTIONAL_KEYS = frozenset({"types"})
 
 
 def encode_event(record: np.void | Mapping[str, Any], registry: TypeRegistry) -> bytes:
@@ -127,7 +128,7 @@ def _unpack(data: bytes) -> Any:
         raise ValueError(f"malformed msgpack data: {exc}") from exc
 
 
-def encode_batch(batch: np.ndarray) -> bytes:
+def encode_batch(batch: np.ndarray, registry: TypeRegistry | None = None) -> bytes:
     """Encode a batch as a msgpack map holding its raw little-endian columns.
 
     Parameters
@@ -135,6 +136,11 @@ def encode_batch(batch: np.ndarray) -> bytes:
     batch : numpy.ndarray
         One-dimensional structured array whose fields are bool, integer or float of at
         most 64 bits.
+    registry : TypeRegistry, optional
+        The registry the batch was made with. Its type table goes with the batch
+        (``"types": {"ticks_per_second": ..., "types": [[name, [[field, dtype.str],
+        ...]], ...]}``, ids in order from 1), so a reader can check the ids against its
+        own registry (:func:`batch_registry`).
 
     Returns
     -------
@@ -170,7 +176,33 @@ def encode_batch(batch: np.ndarray) -> bytes:
         "n": len(batch),
         "data": data,
     }
+    if registry is not None:
+        message["types"] = {
+            "ticks_per_second": float(registry.ticks_per_second),
+            "types": [[t.name, [[f, d.str] for f, d in t.fields]] for t in registry.types()],
+        }
     return msgpack.packb(message, use_bin_type=True)
+
+
+def batch_registry(data: bytes) -> TypeRegistry | None:
+    """The registry an encoded batch was made with, rebuilt from the type table
+    :func:`encode_batch` wrote with it; None if it was encoded without one.
+
+    Hand it to a runtime with the decoded batch (``run(batch, registry=...)``): the ids
+    are then translated by name into the graph's registry, or refused where they do not
+    fit. Raises ValueError for a malformed table.
+    """
+    message = _unpack(data)
+    table = message.get("types") if isinstance(message, dict) else None
+    if table is None:
+        return None
+    try:
+        registry = TypeRegistry(ticks_per_second=table["ticks_per_second"])
+        for name, fields in table["types"]:
+            registry.register(name, **dict(fields))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed batch: unreadable type table ({exc})") from None
+    return registry
 
 
 def decode_batch(data: bytes) -> np.ndarray:
@@ -197,7 +229,7 @@ def decode_batch(data: bytes) -> np.ndarray:
     message = _unpack(data)
     if not isinstance(message, dict):
         raise ValueError(f"an encoded batch must be a msgpack map, got {type(message).__name__}")
-    keys = set(message)
+    keys = set(message) - _OPTIONAL_KEYS
     if keys != _CODEC_KEYS:
         missing, extra = sorted(_CODEC_KEYS - keys), sorted(keys - _CODEC_KEYS, key=repr)
         raise ValueError(f"malformed batch: missing keys {missing}, unexpected keys {extra}")

@@ -51,7 +51,9 @@ class LogKind(Protocol):
 
     #: What the log is, for messages ("DEBS 2013 position log").
     name: str
-    #: The event types its events have.
+    #: The registry its events are made with: their ``type`` column holds its ids. A
+    #: replay hands it to the runtime, which translates the ids by name into the
+    #: graph's registry or refuses a graph whose source types it lacks.
     registry: TypeRegistry
     #: Columns of the arrival table, in the order written; the core fields among them.
     event_columns: tuple[str, ...]

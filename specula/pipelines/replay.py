@@ -21,6 +21,7 @@ Ray and Spark are shut down on success, on errors and on Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -31,8 +32,15 @@ from typing import Any
 import numpy as np
 
 from specula.actors.report import RunReport, format_detectors
+from specula.actors.routing import raw_type_table
 from specula.detectors.graph import Graph
+from specula.events import TypeRegistry
+from specula.options import NODE_OPTIONS, OptionError
 from specula.pipelines.logs import LogKind
+
+#: The options of the kind's default graph where the config leaves them unset.
+DEFAULT_OPTIONS: dict[str, Any] = {"alpha": "adaptive", "retraction": "on-demand",
+                                   "k0_ms": 400.0}
 
 
 @dataclass
@@ -40,7 +48,10 @@ class ReplayConfig:
     """What to replay and how; the defaults are the README's main command.
 
     Without ``log``, the log kind generates ``seconds`` of it (``profile``, ``seed``);
-    without ``graph``, the kind's default graph runs.
+    without ``graph``, the kind's default graph runs. ``alpha``, ``retraction`` and
+    ``k0_ms`` (initial K in milliseconds of event time) apply to every node of
+    the graph that runs; left at None, the default graph gets :data:`DEFAULT_OPTIONS`
+    and a given graph keeps its nodes' own (see :func:`replay_graph`).
     """
 
     log: str | None = None
@@ -49,9 +60,9 @@ class ReplayConfig:
     profile: str = "debs2013"
     seed: int = 0
     delays: bool = True
-    alpha: float | str = "adaptive"
-    retraction: str = "on-demand"
-    k0_ms: float = 400.0
+    alpha: float | str | None = None
+    retraction: str | None = None
+    k0_ms: float | None = None
     speed: float | None = None
     batch_size: int = 1_000
     out: Path = field(default_factory=lambda: Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
@@ -87,7 +98,9 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         from specula.cluster import check_reachable
 
         check_reachable(config.ray_address, "Ray cluster")  # before Spark spends a minute
-    graph = config.graph or kind.default_graph(config.alpha, config.retraction, config.k0_ms)
+    graph = replay_graph(config, kind)
+    graph.validate()  # refuse what cannot run before Spark starts: the graph,
+    raw_type_table(graph, kind.registry)  # and events it cannot read
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     log, truth = config.log, None
@@ -109,12 +122,12 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
             if config.progress:
                 batches = _progress(batches, count_rows(ingested.events_path))
         if config.in_process:
-            report = _run_in_process(graph, batches)
+            report = _run_in_process(graph, batches, kind.registry)
         else:
             cluster = (contextlib.nullcontext(config.ray_address) if config.ray_address
                        else ray_on_spark(spark, log=out / "logs" / "ray-on-spark.log"))
             with cluster as address:
-                report = _run_on_ray(graph, address, batches, config)
+                report = _run_on_ray(graph, address, batches, kind.registry, config)
         if config.watch:
             ingested = counts_as_ingested(watcher.counts)
         summary = summarize(report, graph, ingested, config)
@@ -126,9 +139,47 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     return ReplayResult(report, summary, paths, truth)
 
 
+def replay_graph(config: ReplayConfig, kind: LogKind) -> Graph:
+    """The graph a replay runs, with the config's options applied.
+
+    Without ``config.graph``: the kind's default graph, with the options the config
+    sets and :data:`DEFAULT_OPTIONS` for the others. With it: a copy of that graph in
+    which every option the config sets replaces the nodes' own (``k0_ms`` is every
+    node's initial K, as in the default graph); the options it leaves at
+    None stay as the graph's author set them. Values are checked by
+    :mod:`specula.options`.
+    """
+    if config.graph is None:
+        given = {name: default if getattr(config, name) is None else getattr(config, name)
+                 for name, default in DEFAULT_OPTIONS.items()}
+        return kind.default_graph(given["alpha"], given["retraction"], given["k0_ms"])
+    graph = config.graph
+    given = {name: getattr(config, name) for name in ("alpha", "retraction")
+             if getattr(config, name) is not None}
+    if given:
+        graph = graph.with_options(**given)
+    if config.k0_ms is not None:
+        graph = with_k0_ms(graph, config.k0_ms)
+    return graph
+
+
+def with_k0_ms(graph: Graph, k0_ms: float) -> Graph:
+    """A copy of ``graph`` whose nodes all start with K = ``k0_ms`` milliseconds of
+    event time (levels above the first are clocked by their producers' progress, so
+    none needs more for the depth of the graph)."""
+    if isinstance(k0_ms, bool) or not (isinstance(k0_ms, numbers.Real) and k0_ms >= 0):
+        raise OptionError(f"k0_ms must be a number of milliseconds >= 0; got {k0_ms!r}")
+    return graph.with_options(k0=round(k0_ms * graph.ticks_per_second / 1000))
+
+
 def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConfig
               ) -> dict[str, Any]:
-    """Events in, quarantined, late, detections per type, latency and real-time factor."""
+    """Events in, quarantined, late, detections per type, latency and real-time factor.
+
+    The options are read from the nodes of ``graph``, the graph that ran: ``options``
+    per node, and ``alpha`` and ``retraction`` where every node has the same (else
+    None).
+    """
     span_s = max(0, ingested.last_ts - ingested.first_ts) / graph.ticks_per_second
     detectors = report.summary()["detectors"]
     detected: dict[str, int] = {}
@@ -151,10 +202,18 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         # a watch waits for files: its wall time says nothing of speed
         "realtime_factor": span_s / report.wall_seconds
         if report.wall_seconds and not config.watch else None,
-        "alpha": config.alpha,
-        "retraction": config.retraction,
+        "alpha": common_option(graph, "alpha"),
+        "retraction": common_option(graph, "retraction"),
+        "options": {name: {o: getattr(node, o) for o in NODE_OPTIONS}
+                    for name, node in graph.nodes.items()},
         "detectors": detectors,
     }
+
+
+def common_option(graph: Graph, name: str) -> Any:
+    """The value of node option ``name`` that every node of ``graph`` has, else None."""
+    values = {getattr(node, name) for node in graph.nodes.values()}
+    return values.pop() if len(values) == 1 else None
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -171,21 +230,22 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _run_in_process(graph: Graph, batches: Iterable[np.ndarray]) -> RunReport:
+def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeRegistry
+                    ) -> RunReport:
     from specula.actors.inprocess import InProcessRuntime
 
     parts = list(batches)
-    raw = np.concatenate(parts) if parts else np.zeros(0, graph.registry.dtype())
-    return InProcessRuntime(graph).run(raw)
+    raw = np.concatenate(parts) if parts else np.zeros(0, registry.dtype())
+    return InProcessRuntime(graph).run(raw, registry=registry)
 
 
 def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
-                config: ReplayConfig) -> RunReport:
+                registry: TypeRegistry, config: ReplayConfig) -> RunReport:
     from specula.actors.ray_runtime import RayRuntime
 
     runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
                          speed=config.speed)
-    return runtime.run(batches)
+    return runtime.run(batches, registry=registry)
 
 
 def _progress(batches: Iterable[np.ndarray], total: int) -> Iterator[np.ndarray]:
@@ -215,7 +275,9 @@ def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig
         names = tuple(n.name for n in graph.nodes.values() if not set(n.outputs) & consumed)
     for name in names:
         if name in report.detectors:
-            paths[f"plot_{name}"] = str(plot_latency({str(config.alpha): report}, name,
+            alpha = common_option(graph, "alpha")
+            label = f"alpha {'per node' if alpha is None else alpha}"
+            paths[f"plot_{name}"] = str(plot_latency({label: report}, name,
                                                      folder / f"{name}_latency.png"))
     for name, d in report.detectors.items():
         if d.alpha:

@@ -12,7 +12,7 @@ given.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,7 +80,7 @@ class PositionLog:
     def check(self, spark: SparkSession, rows: DataFrame) -> DataFrame:
         """``rows`` with the 13 values (long), the wearer columns and ``field``/``reason``
         of the first failing check (both NULL for a valid row)."""
-        return check_rows(rows, roles_frame(spark, self.metadata))
+        return check_rows(rows, roles_frame(spark, self.metadata, self.registry))
 
     def events(self, clean: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
@@ -93,6 +93,8 @@ class PositionLog:
             F.col("player"), F.col("team"), F.col("limb"))
 
     def default_graph(self, alpha: float | str, retraction: str, k0_ms: float) -> Graph:
+        """The soccer hierarchy (:func:`~specula.soccer.graph.soccer_graph`) with these
+        options for every unit."""
         from specula.soccer.graph import soccer_graph
 
         return soccer_graph(alpha, retraction, k0_ms=k0_ms)  # type: ignore[arg-type]
@@ -104,7 +106,7 @@ class PositionLog:
         match = generate_match(seconds, profile=profile, seed=seed)
         path = folder / "match.parquet"
         write_position_parquet(match.events, path)
-        return GeneratedLog(str(path), PositionLog(match.metadata), match)
+        return GeneratedLog(str(path), replace(self, metadata=match.metadata), match)
 
 
 def write_position_parquet(events: np.ndarray, path: Path) -> None:
@@ -118,10 +120,12 @@ def write_position_parquet(events: np.ndarray, path: Path) -> None:
                    path)
 
 
-def roles_frame(spark: SparkSession, metadata: Metadata) -> DataFrame:
-    """Sensor id -> event type id and wearer columns, as :func:`read_positions` sets them
-    (zero for balls; the referee is player and team -1)."""
-    registry = soccer_registry()
+def roles_frame(spark: SparkSession, metadata: Metadata,
+                registry: TypeRegistry | None = None) -> DataFrame:
+    """Sensor id -> event type id in ``registry`` (default: :func:`soccer_registry`) and
+    wearer columns, as :func:`read_positions` sets them (zero for balls; the referee is
+    player and team -1)."""
+    registry = soccer_registry() if registry is None else registry
     rows = [(sid, registry.id(kind), *((0, 0, 0) if kind == "ball" else (player, team, limb)))
             for sid, (kind, player, team, limb) in metadata.sensor_roles().items()]
     return spark.createDataFrame(rows, "sid long, type int, player int, team byte, limb byte")

@@ -7,6 +7,7 @@ at the processes left on the machine.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from specula.actors.inprocess import InProcessRuntime
 from specula.cluster.spark import stray_processes
 from specula.pipelines.spark_ingest import arrival_batches
 from specula.soccer.debs2013 import RECORDING_PS, position_dtype, read_all, write_positions
-from specula.soccer.graph import soccer_graph
+from specula.soccer.graph import DETECTORS, soccer_graph
 from specula.soccer.match import generate_match
 from specula.soccer.spark_log import PositionLog
 
@@ -197,6 +198,49 @@ def test_a_failing_run_leaves_no_process_behind(tmp_path):
     assert done.returncode != 0
     assert "breaks on purpose" in done.stderr
     _assert_no_strays(before)
+
+
+REORDERED_GRAPH = '''
+from specula import Graph, TypeRegistry
+from specula.soccer.graph import DETECTORS
+from specula.soccer.types import DERIVED_TYPES, PICOS_PER_SECOND, POSITION_FIELDS, WEARER_FIELDS
+
+registry = TypeRegistry(ticks_per_second=PICOS_PER_SECOND)
+for name in ("player", "ball", "referee"):  # soccer_registry() has ball, player, referee
+    registry.register(name, **POSITION_FIELDS, **({} if name == "ball" else WEARER_FIELDS))
+for name, fields in DERIVED_TYPES.items():
+    registry.register(name, **fields)
+graph = Graph(registry, sources=("ball", "player", "referee"))
+for name, cls in DETECTORS.items():
+    graph.add(name, cls(), alpha=1.0, late="process" if name == "near_foot" else "side")
+'''
+
+
+def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(tmp_path):
+    """``--graph`` over the soccer types in another order: the log's ids are read by name,
+    and --alpha, --retraction and --k0-ms are the options its nodes ran with."""
+    (tmp_path / "reordered_graph.py").write_text(REORDERED_GRAPH)
+    out = tmp_path / "run"
+    done = _run(["replay", "--seconds", "4", "--graph", "reordered_graph:graph", "--alpha",
+                 "0.5", "--retraction", "full", "--k0-ms", "300", "--in-process",
+                 "--no-plots", "--no-progress", "--out", str(out)],
+                env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["alpha"], summary["retraction"]) == (0.5, "full")
+    for name in DETECTORS:
+        assert summary["options"][name]["k0"] == 300 * 10**9, name
+        assert summary["options"][name]["alpha"] == 0.5
+    raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
+    canonical = soccer_graph(0.5, "full", k0_ms=300)
+    expected = InProcessRuntime(canonical).run(raw)
+    detected = {}
+    for name, node in canonical.nodes.items():
+        for t in node.outputs:
+            detected[t] = detected.get(t, 0) + int(np.count_nonzero(
+                expected.net(name)["type"] == canonical.registry.id(t)))
+    assert summary["detected"] == detected
+    assert detected["hit"] > 0 and sum(detected.values()) > 50, detected
 
 
 def test_sigterm_stops_a_paced_run_and_everything_it_started(tmp_path):

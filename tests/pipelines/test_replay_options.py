@@ -1,0 +1,160 @@
+"""The replay job's options reach the graph that runs, and only those reach the summary.
+
+These run without Spark: the graph a replay runs, its summary from an in-process run,
+and the refusals that come before Spark starts.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from specula import Graph, InProcessRuntime, TypeRegistry
+from specula.cli import main
+from specula.detectors.examples import ANotBC, FollowedWithin, Threshold, example_registry
+from specula.events import RegistryMismatchError
+from specula.options import OptionError
+from specula.pipelines.replay import ReplayConfig, replay, replay_graph, summarize
+from specula.pipelines.synthetic import abc_stream
+from specula.soccer.spark_log import PositionLog
+from specula.soccer.types import PICOS_PER_SECOND, POSITION_FIELDS, WEARER_FIELDS
+
+PS_PER_MS = 10**9
+
+
+def _user_graph() -> Graph:
+    """Two levels with options of its own: a_not_bc and big_c, then d_then_e."""
+    g = Graph(example_registry(), sources=("A", "B", "C"))
+    g.add("a_not_bc", ANotBC(), alpha=1.0, retraction="on-demand", k0=7, late="process")
+    g.add("big_c", Threshold(), alpha=0.2, retraction="full", k0=9)
+    g.add("d_then_e", FollowedWithin(), alpha=1.0, k0=11, partitions=2)
+    return g
+
+
+def _options(graph: Graph) -> dict[str, tuple]:
+    return {n: (x.alpha, x.retraction, x.k0, x.late, x.partitions)
+            for n, x in graph.nodes.items()}
+
+
+def test_replay_graph_applies_alpha_retraction_and_k0_to_every_node_of_a_user_graph():
+    mine = _user_graph()
+    before = _options(mine)
+    graph = replay_graph(ReplayConfig(graph=mine, alpha=0.5, retraction="full", k0_ms=300),
+                         PositionLog())
+    # the example registry counts seconds: 300 ms is K = 0 ticks (milliseconds below)
+    assert {n: o[:3] for n, o in _options(graph).items()} == {
+        n: (0.5, "full", 0) for n in mine.nodes}
+    assert _options(mine) == before  # the user's graph is not changed
+    assert [_options(graph)[n][3:] for n in mine.nodes] == [
+        ("process", 1), ("side", 1), ("side", 2)]  # options not given stay the graph's
+
+    fine = TypeRegistry(ticks_per_second=1_000)  # milliseconds
+    for t in example_registry().types():
+        fine.register(t.name, **dict(t.fields))
+    g = Graph(fine, sources=("A", "B", "C"))
+    g.add("a_not_bc", ANotBC()).add("big_c", Threshold()).add("d_then_e", FollowedWithin())
+    graph = replay_graph(ReplayConfig(graph=g, k0_ms=300), PositionLog())
+    assert {n: x.k0 for n, x in graph.nodes.items()} == {
+        "a_not_bc": 300, "big_c": 300, "d_then_e": 300}  # every level alike
+    assert {n: x.alpha for n, x in graph.nodes.items()} == {n: 1.0 for n in g.nodes}
+
+
+def test_replay_graph_leaves_a_user_graph_alone_without_options():
+    mine = _user_graph()
+    assert _options(replay_graph(ReplayConfig(graph=mine), PositionLog())) == _options(mine)
+
+
+def test_the_default_graph_gets_the_given_options_and_defaults_for_the_rest():
+    graph = replay_graph(ReplayConfig(retraction="full", k0_ms=250), PositionLog())
+    for node in graph.nodes.values():
+        assert (node.alpha, node.retraction) == ("adaptive", "full")
+        assert node.k0 == 250 * PS_PER_MS
+    graph = replay_graph(ReplayConfig(), PositionLog())
+    assert graph.nodes["ball_in_play"].k0 == 400 * PS_PER_MS
+
+
+def test_invalid_options_for_a_user_graph_name_the_node_and_the_valid_values():
+    with pytest.raises(OptionError, match=r"a_not_bc: alpha must be a number in \[0, 1\] "
+                       r"or 'adaptive'; got 2"):
+        replay_graph(ReplayConfig(graph=_user_graph(), alpha=2), PositionLog())
+    with pytest.raises(OptionError, match="retraction must be one of 'on-demand', 'full'"):
+        replay_graph(ReplayConfig(graph=_user_graph(), retraction="partial"), PositionLog())
+    with pytest.raises(OptionError, match="k0_ms must be a number of milliseconds >= 0"):
+        replay_graph(ReplayConfig(graph=_user_graph(), k0_ms=-1), PositionLog())
+
+
+def test_the_summary_records_the_options_of_the_nodes_that_ran():
+    mine = replay_graph(ReplayConfig(graph=_user_graph(), alpha=0.5), PositionLog())
+    raw = abc_stream(example_registry(), 500, seed=1)
+    report = InProcessRuntime(mine).run(raw)
+    ingested = SimpleNamespace(rows=500, events=500, quarantined=0,
+                               first_ts=int(raw["ts"].min()), last_ts=int(raw["ts"].max()))
+    summary = summarize(report, mine, ingested, ReplayConfig(graph=mine, alpha=0.5))
+    assert summary["alpha"] == 0.5
+    assert summary["retraction"] is None  # it differs per node: no one value is claimed
+    assert summary["options"]["a_not_bc"] == {"alpha": 0.5, "retraction": "on-demand",
+                                              "late": "process", "k0": 7, "partitions": 1}
+    assert summary["options"]["d_then_e"]["partitions"] == 2
+    json.dumps(summary)  # what summary.json holds
+
+
+def _soccer_types(raw_order: tuple[str, ...], vx: str = "i4") -> TypeRegistry:
+    reg = TypeRegistry(ticks_per_second=PICOS_PER_SECOND)
+    for name in raw_order:
+        wearer = {} if name == "ball" else WEARER_FIELDS
+        reg.register(name, **{**POSITION_FIELDS, "vx": vx}, **wearer)
+    reg.register("seen", n="i8")
+    return reg
+
+
+class _Seen(ANotBC):
+    """Any position event, seen."""
+
+    inputs, outputs, clock = ("ball", "player"), ("seen",), ("ball", "player")
+
+    def on_event(self, event, emit):
+        emit("seen", event.ts, n=1)
+
+
+def test_replay_refuses_a_graph_the_log_cannot_feed_before_spark_starts(tmp_path):
+    other_fields = Graph(_soccer_types(("player", "ball"), vx="i8"),
+                         sources=("ball", "player")).add("seen", _Seen())
+    with pytest.raises(RegistryMismatchError, match=r"event type 'ball' has fields"):
+        replay(ReplayConfig(graph=other_fields, out=tmp_path / "run"), PositionLog())
+    assert not (tmp_path / "run").exists()
+    # the same names in another order are fine: the ids are translated by name
+    reordered = Graph(_soccer_types(("player", "ball")), sources=("ball", "player"))
+    reordered.add("seen", _Seen())
+    assert replay_graph(ReplayConfig(graph=reordered), PositionLog()) is reordered
+
+
+CLI_GRAPH = '''
+from specula import Detector, Graph, TypeRegistry
+from specula.soccer.types import PICOS_PER_SECOND, POSITION_FIELDS
+
+class Seen(Detector):
+    """Any ball reading, seen."""
+    inputs, outputs = ("ball",), ("seen",)
+    def on_event(self, event, emit):
+        emit("seen", event.ts)
+
+registry = TypeRegistry(ticks_per_second=PICOS_PER_SECOND)
+registry.register("ball", **{**POSITION_FIELDS, "vx": "i8"})
+registry.register("seen")
+graph = Graph(registry, sources=("ball",)).add("seen", Seen())
+'''
+
+
+def test_cli_replay_refuses_a_mismatched_graph_with_exit_status_2(tmp_path, monkeypatch,
+                                                                  capsys):
+    (tmp_path / "mismatched.py").write_text(CLI_GRAPH)
+    monkeypatch.chdir(tmp_path)
+    code = main(["replay", "--graph", "mismatched:graph", "--out", str(tmp_path / "run"),
+                 "--in-process", "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "specula replay: error: the raw events do not fit the graph's registry: event " \
+           "type 'ball' has fields" in err and "register it with the same fields" in err
+    assert not (tmp_path / "run").exists()
