@@ -210,3 +210,47 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, types, clock_table, c
             r_ix[i] = p_ix[0]
             hs = _heap_pop(p_ts, p_tb, p_ix, hs)
     return emitted, ne, late, nl, r_ix, r_ts, r_tb, clk, k, pending, h_ts, h_tb
+
+
+@njit(cache=True, nogil=True)
+def keys_below(ts, tb, key_ts, key_tb):  # pragma: no cover - jit
+    """Which of the keys ``(ts, tb)`` are below the key ``(key_ts, key_tb)``, and how many."""
+    n = ts.shape[0]
+    out = np.empty(n, np.bool_)
+    count = 0
+    for j in range(n):
+        out[j] = _key_less(ts[j], tb[j], key_ts, key_tb)
+        count += out[j]
+    return out, count
+
+
+@njit(cache=True, nogil=True)
+def merge_positions(buf_ts, buf_tb, n_emitted, ts, tb, order):  # pragma: no cover - jit
+    """Where arriving events go when merged into a sorted buffer.
+
+    ``buf_ts``/``buf_tb`` are the buffer's keys (sorted), its first ``n_emitted`` events
+    the emitted ones; ``ts``/``tb`` are the keys of the arrivals in arrival order, and
+    ``order`` sorts them by key, stably (arrival order on equal keys). Returns, per
+    arrival, its position in the merged buffer (behind buffered events with an equal key
+    and behind earlier arrivals with an equal key: what inserting them one by one with
+    ``bisect_right`` gives) and whether it lands in front of the last emitted event; then
+    how many do, and whether all arrivals simply extend the buffer in arrival order.
+    """
+    n = ts.shape[0]
+    nb = buf_ts.shape[0]
+    pos = np.empty(n, np.int64)
+    inside = np.zeros(n, np.bool_)
+    n_inside = 0
+    at_tail = True
+    i = 0
+    for r in range(n):
+        j = order[r]
+        while i < nb and not _key_less(ts[j], tb[j], buf_ts[i], buf_tb[i]):
+            i += 1
+        pos[j] = i + r
+        if i < n_emitted:
+            inside[j] = True
+            n_inside += 1
+        if j != r or i < nb:
+            at_tail = False
+    return pos, inside, n_inside, at_tail

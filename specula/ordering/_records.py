@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import numpy as np
 
 TIEBREAK_SHIFT = 40
-MAX_KEY = (2**63 - 1, 2**63 - 1)
 
 
 def tiebreak(producer: np.ndarray, seq: np.ndarray) -> np.ndarray:
@@ -29,12 +28,19 @@ def same_event(a: np.void, b: np.void) -> bool:
     return all(a[n] == b[n] for n in names)
 
 
-def fold_max(into: dict[int, int], tb: int) -> None:
-    """Fold the counter packed in tie-break ``tb`` into ``into[producer]`` (a maximum)."""
+def fold_max(into: dict[int, int], tb: np.ndarray) -> None:
+    """Fold the counters packed in tie-breaks ``tb`` into ``into[producer]`` (a maximum per
+    producer); external events (producer 0) have none."""
     producer = tb >> TIEBREAK_SHIFT
-    seq = tb & ((1 << TIEBREAK_SHIFT) - 1)
-    if seq > into.get(producer, -1):
-        into[producer] = seq
+    if not np.count_nonzero(producer):
+        return
+    gen = producer != 0
+    producer = producer[gen]
+    seq = tb[gen] & ((1 << TIEBREAK_SHIFT) - 1)
+    for p in np.unique(producer).tolist():
+        m = int(seq[producer == p].max())
+        if m > into.get(p, -1):
+            into[p] = m
 
 
 def max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:
