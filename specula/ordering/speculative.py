@@ -382,9 +382,9 @@ class SpeculativeBuffer(Buffer):
         """Positions in [start, end) that get a snapshot in front: the first event that
         stays buffered and, on a replay, every position that has one recorded (to replace
         or compare)."""
-        points = set()
-        if replay:
-            points.update((np.flatnonzero(self._has_snap(start, end)) + start).tolist())
+        if not replay:
+            return [first_kept] if first_kept < end else []
+        points = set((np.flatnonzero(self._has_snap(start, end)) + start).tolist())
         if first_kept < end:
             points.add(first_kept)
         return sorted(points)
@@ -427,7 +427,7 @@ class SpeculativeBuffer(Buffer):
                 u._note("purge", r)
         fold_max(self._purged_seq, self._tb[:n])
         self._horizon = self._key(n - 1)
-        self._rows, self._ts, self._tb, self._snaps = (
-            a[n:] for a in (self._rows, self._ts, self._tb, self._snaps))
+        self._rows, self._ts, self._tb = self._rows[n:], self._ts[n:], self._tb[n:]
+        self._snaps = self._snaps[n:]
         self._n_emitted -= n
         u.stats.purged += n
