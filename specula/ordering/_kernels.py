@@ -254,3 +254,36 @@ def merge_positions(buf_ts, buf_tb, n_emitted, ts, tb, order):  # pragma: no cov
         if j != r or i < nb:
             at_tail = False
     return pos, inside, n_inside, at_tail
+
+
+@njit(cache=True, nogil=True)
+def max_seq_per_producer(tb, shift):  # pragma: no cover - jit
+    """The largest counter per producer packed in the tie-breaks ``tb`` (``producer <<
+    shift | seq``), external events (producer 0) left out. Returns the producers, in order
+    of first appearance, and their largest counters. Events come in runs of one producer,
+    so the producer of the previous event is tried first."""
+    n = tb.shape[0]
+    producers = np.empty(n, np.int64)
+    largest = np.empty(n, np.int64)
+    mask = (np.int64(1) << shift) - 1
+    k = 0
+    at = -1
+    for j in range(n):
+        p = tb[j] >> shift
+        if p == 0:
+            continue
+        s = tb[j] & mask
+        if at < 0 or producers[at] != p:
+            at = -1
+            for i in range(k):
+                if producers[i] == p:
+                    at = i
+                    break
+            if at < 0:
+                at = k
+                producers[k] = p
+                largest[k] = s
+                k += 1
+        if s > largest[at]:
+            largest[at] = s
+    return producers[:k], largest[:k]

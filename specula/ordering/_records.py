@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specula.ordering import _kernels
+
 TIEBREAK_SHIFT = 40
 
 
@@ -31,14 +33,8 @@ def same_event(a: np.void, b: np.void) -> bool:
 def fold_max(into: dict[int, int], tb: np.ndarray) -> None:
     """Fold the counters packed in tie-breaks ``tb`` into ``into[producer]`` (a maximum per
     producer); external events (producer 0) have none."""
-    producer = tb >> TIEBREAK_SHIFT
-    if not np.count_nonzero(producer):
-        return
-    gen = producer != 0
-    producer = producer[gen]
-    seq = tb[gen] & ((1 << TIEBREAK_SHIFT) - 1)
-    for p in np.unique(producer).tolist():
-        m = int(seq[producer == p].max())
+    producers, largest = _kernels.max_seq_per_producer(tb, TIEBREAK_SHIFT)
+    for p, m in zip(producers.tolist(), largest.tolist(), strict=True):
         if m > into.get(p, -1):
             into[p] = m
 

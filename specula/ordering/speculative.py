@@ -170,6 +170,13 @@ class SpeculativeBuffer(Buffer):
         self._rows = grown[0].view(self._rows.dtype)
         self._ts, self._tb, self._snaps = grown[1:]
 
+    def _delete(self, pos: int) -> None:
+        """Remove the event at position ``pos`` from the arrays."""
+        raw = self._rows.view(self._raw)
+        self._rows = np.concatenate((raw[:pos], raw[pos + 1:])).view(self._rows.dtype)
+        self._ts, self._tb, self._snaps = (np.concatenate((a[:pos], a[pos + 1:]))
+                                           for a in (self._ts, self._tb, self._snaps))
+
     def _insert(self, row: np.ndarray, key: tuple[int, int]) -> tuple[int, bool]:
         """Insertion-sort ``row``; returns its position and whether it landed in the emitted
         region (then it is marked new, and the caller replays)."""
@@ -232,8 +239,7 @@ class SpeculativeBuffer(Buffer):
     def _remove(self, pos: int) -> Snapshot | None:
         """Remove the event at ``pos``; return its snapshot if it had been emitted."""
         snap = self._snaps[pos] if pos < self._n_emitted else None
-        self._rows, self._ts, self._tb, self._snaps = (
-            np.delete(a, pos) for a in (self._rows, self._ts, self._tb, self._snaps))
+        self._delete(pos)
         if pos < self._n_emitted:
             self._n_emitted -= 1
         return snap
