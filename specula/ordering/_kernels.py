@@ -1,7 +1,8 @@
 """Numba kernels of the ordering unit: arrays and scalars in, arrays and scalars out.
 
-They are private; :mod:`specula.ordering.unit` and :mod:`specula.ordering.kslack` validate
-inputs and wrap them.
+They are private; :mod:`specula.ordering.unit`, :mod:`specula.ordering.kslack`,
+:mod:`specula.ordering.speculative` and :mod:`specula.ordering._records` validate inputs
+and wrap them.
 
 Time stamps are int64. ``NO_CLOCK`` marks "no clock event seen yet" and ``NO_DELAY``
 marks "no delay measured since the last clock update"; both sit far enough from the
@@ -242,7 +243,17 @@ def merge_positions(buf_ts, buf_tb, n_emitted, ts, tb, order):  # pragma: no cov
     inside = np.zeros(n, np.bool_)
     n_inside = 0
     at_tail = True
+    # binary search for the place of the smallest arrival, then walk along
     i = 0
+    hi = nb
+    if n:
+        t, b = ts[order[0]], tb[order[0]]
+        while i < hi:
+            mid = (i + hi) // 2
+            if _key_less(t, b, buf_ts[mid], buf_tb[mid]):
+                hi = mid
+            else:
+                i = mid + 1
     for r in range(n):
         j = order[r]
         while i < nb and not _key_less(ts[j], tb[j], buf_ts[i], buf_tb[i]):
