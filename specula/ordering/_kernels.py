@@ -1,7 +1,8 @@
 """Numba kernels of the ordering unit: arrays and scalars in, arrays and scalars out.
 
-They are private; :mod:`specula.ordering.unit` and :mod:`specula.ordering.kslack` validate
-inputs and wrap them.
+They are private; :mod:`specula.ordering.unit`, :mod:`specula.ordering.kslack`,
+:mod:`specula.ordering.speculative` and :mod:`specula.ordering._records` validate inputs
+and wrap them.
 
 Time stamps are int64. ``NO_CLOCK`` marks "no clock event seen yet" and ``NO_DELAY``
 marks "no delay measured since the last clock update"; both sit far enough from the
@@ -244,3 +245,90 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, 
             r_ix[i] = p_ix[0]
             hs = _heap_pop(p_ts, p_tb, p_ix, hs)
     return emitted, ne, late, nl, r_ix, r_ts, r_tb, clk, k, pending, h_ts, h_tb
+
+
+@njit(cache=True, nogil=True)
+def keys_below(ts, tb, key_ts, key_tb):  # pragma: no cover - jit
+    """Which of the keys ``(ts, tb)`` are below the key ``(key_ts, key_tb)``, and how many."""
+    n = ts.shape[0]
+    out = np.empty(n, np.bool_)
+    count = 0
+    for j in range(n):
+        out[j] = _key_less(ts[j], tb[j], key_ts, key_tb)
+        count += out[j]
+    return out, count
+
+
+@njit(cache=True, nogil=True)
+def merge_positions(buf_ts, buf_tb, n_emitted, ts, tb, order):  # pragma: no cover - jit
+    """Where arriving events go when merged into a sorted buffer.
+
+    ``buf_ts``/``buf_tb`` are the buffer's keys (sorted), its first ``n_emitted`` events
+    the emitted ones; ``ts``/``tb`` are the keys of the arrivals in arrival order, and
+    ``order`` sorts them by key, stably (arrival order on equal keys). Returns, per
+    arrival, its position in the merged buffer (behind buffered events with an equal key
+    and behind earlier arrivals with an equal key: what inserting them one by one with
+    ``bisect_right`` gives) and whether it lands in front of the last emitted event; then
+    how many do, and whether all arrivals simply extend the buffer in arrival order.
+    """
+    n = ts.shape[0]
+    nb = buf_ts.shape[0]
+    pos = np.empty(n, np.int64)
+    inside = np.zeros(n, np.bool_)
+    n_inside = 0
+    at_tail = True
+    # binary search for the place of the smallest arrival, then walk along
+    i = 0
+    hi = nb
+    if n:
+        t, b = ts[order[0]], tb[order[0]]
+        while i < hi:
+            mid = (i + hi) // 2
+            if _key_less(t, b, buf_ts[mid], buf_tb[mid]):
+                hi = mid
+            else:
+                i = mid + 1
+    for r in range(n):
+        j = order[r]
+        while i < nb and not _key_less(ts[j], tb[j], buf_ts[i], buf_tb[i]):
+            i += 1
+        pos[j] = i + r
+        if i < n_emitted:
+            inside[j] = True
+            n_inside += 1
+        if j != r or i < nb:
+            at_tail = False
+    return pos, inside, n_inside, at_tail
+
+
+@njit(cache=True, nogil=True)
+def max_seq_per_producer(tb, shift):  # pragma: no cover - jit
+    """The largest counter per producer packed in the tie-breaks ``tb`` (``producer <<
+    shift | seq``), external events (producer 0) left out. Returns the producers, in order
+    of first appearance, and their largest counters. Events come in runs of one producer,
+    so the producer of the previous event is tried first."""
+    n = tb.shape[0]
+    producers = np.empty(n, np.int64)
+    largest = np.empty(n, np.int64)
+    mask = (np.int64(1) << shift) - 1
+    k = 0
+    at = -1
+    for j in range(n):
+        p = tb[j] >> shift
+        if p == 0:
+            continue
+        s = tb[j] & mask
+        if at < 0 or producers[at] != p:
+            at = -1
+            for i in range(k):
+                if producers[i] == p:
+                    at = i
+                    break
+            if at < 0:
+                at = k
+                producers[k] = p
+                largest[k] = s
+                k += 1
+        if s > largest[at]:
+            largest[at] = s
+    return producers[:k], largest[:k]

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specula.ordering import _kernels
+
 TIEBREAK_SHIFT = 40
-MAX_KEY = (2**63 - 1, 2**63 - 1)
 
 
 def tiebreak(producer: np.ndarray, seq: np.ndarray) -> np.ndarray:
@@ -29,12 +30,13 @@ def same_event(a: np.void, b: np.void) -> bool:
     return all(a[n] == b[n] for n in names)
 
 
-def fold_max(into: dict[int, int], tb: int) -> None:
-    """Fold the counter packed in tie-break ``tb`` into ``into[producer]`` (a maximum)."""
-    producer = tb >> TIEBREAK_SHIFT
-    seq = tb & ((1 << TIEBREAK_SHIFT) - 1)
-    if seq > into.get(producer, -1):
-        into[producer] = seq
+def fold_max(into: dict[int, int], tb: np.ndarray) -> None:
+    """Fold the counters packed in tie-breaks ``tb`` into ``into[producer]`` (a maximum per
+    producer); external events (producer 0) have none."""
+    producers, largest = _kernels.max_seq_per_producer(tb, TIEBREAK_SHIFT)
+    for p, m in zip(producers.tolist(), largest.tolist(), strict=True):
+        if m > into.get(p, -1):
+            into[p] = m
 
 
 def max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:

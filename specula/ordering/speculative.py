@@ -1,33 +1,40 @@
 """The speculative buffer (``alpha < 1`` or adaptive) of an ordering unit (Alg. 1 and 2).
 
-The buffer is three parallel lists sorted by key: keys, one-row records and snapshots.
-Its first ``n_emitted`` events have been emitted to the detector (the emitted prefix);
-the others wait for eq. (1). Snapshots of the detector are taken in front of the first
-event of each emission run that stays buffered; an insertion or removal in the emitted
-prefix restores the nearest snapshot at or in front of it and replays the prefix from
-there, and with on-demand retraction the replay stops where a new snapshot equals the
-recorded one. The purge drops emitted events with ``ts + K <= clk`` but keeps the last
+The buffer is a record array sorted by key, the keys as two int64 arrays (time stamp,
+tie-break) and an object array with the snapshot taken in front of each position (or
+None). Its first ``n_emitted`` events have been emitted to the detector (the emitted
+prefix); the others wait for eq. (1). Snapshots of the detector are taken in front of the
+first event of each emission run that stays buffered; an insertion or removal in the
+emitted prefix restores the nearest snapshot at or in front of it and replays the prefix
+from there, and with on-demand retraction the replay stops where a new snapshot equals
+the recorded one. The purge drops emitted events with ``ts + K <= clk`` but keeps the last
 emitted one and the oldest one that carries a snapshot. Control messages are handled by
 :class:`~specula.ordering._buffer.Buffer`; see :mod:`specula.ordering.unit` for the
 readings of the paper this follows.
+
+The work is done per run of events, not per event: a run is sorted and merged into the
+buffer at once (:func:`~specula.ordering._kernels.merge_positions`), emitted as slices
+of the record array and purged as one slice.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
-from specula.ordering._records import MAX_KEY, TIEBREAK_SHIFT, concat_records, fold_max, tiebreak
+from specula.ordering._records import fold_max, tiebreak
 
 if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit
 
 _FRESH = object()  # marks events inserted into the emitted region until the replay
+_FIRST = np.zeros(1, np.int64)  # the order of a single arrival
+_NONE = np.empty(0, np.int64)  # no positions
 
 
 def speculative_slack(alpha: float, k: int) -> int:
@@ -57,19 +64,34 @@ def same_state(a: Snapshot, b: Snapshot) -> bool:
     return a.seq == b.seq and a.state == b.state
 
 
+def _spliced(old: np.ndarray, new: np.ndarray, pos: np.ndarray,
+             at_old: np.ndarray) -> np.ndarray:
+    """``old`` grown by ``new``, whose elements go to positions ``pos``; ``at_old`` marks
+    the other positions, which take the elements of ``old`` in their order."""
+    out = np.empty(len(old) + len(new), old.dtype)
+    out[pos] = new
+    out[at_old] = old
+    return out
+
+
 class SpeculativeBuffer(Buffer):
     """Events sorted by key with an emitted prefix, snapshots, replay and purge."""
 
     def __init__(self, unit: OrderingUnit) -> None:
         super().__init__(unit)
-        self._keys: list[tuple[int, int]] = []
-        self._rows: list[np.ndarray] = []
-        self._snaps: list[Snapshot | None] = []
+        self._rows = np.empty(0, unit.in_dtype)
+        self._ts = np.empty(0, np.int64)
+        self._tb = np.empty(0, np.int64)
+        self._snaps = np.empty(0, object)  # Snapshot, None or _FRESH per position
+        self._raw = np.dtype((np.void, unit.in_dtype.itemsize))  # records moved as bytes
         self._n_emitted = 0
         self._last_snap: Snapshot | None = None  # shared when the next one is equal
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._ts)
+
+    def _key(self, i: int) -> tuple[int, int]:
+        return int(self._ts[i]), int(self._tb[i])
 
     def flush(self, now: int) -> None:
         """Emit everything, then purge everything, the last emitted event too."""
@@ -79,8 +101,8 @@ class SpeculativeBuffer(Buffer):
     # ------------------------------------------------------------ arrivals
     def _begin(self, batch: np.ndarray, flags: np.ndarray) -> Any:
         is_clock, clk_after, k_after = self.unit._advance_clock(batch, flags)
-        return (batch["ts"].tolist(), tiebreak(batch["producer"], batch["seq"]).tolist(),
-                is_clock.tolist(), clk_after.tolist(), k_after.tolist())
+        return (batch["ts"].astype(np.int64), tiebreak(batch["producer"], batch["seq"]),
+                is_clock, clk_after, k_after)
 
     def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
         """Speculative step per run of data events between control messages: insert the
@@ -89,80 +111,110 @@ class SpeculativeBuffer(Buffer):
         the paper's algorithm; longer runs take the same decisions once per run, so a
         vectorised detector sees runs of events rather than single ones."""
         ts, tb, clocks, clks, ks = ctx
-        self._insert_run(batch, ts, tb, start, end, now)
+        self._insert_run(batch[start:end], ts[start:end], tb[start:end], now)
         u = self.unit
-        u.clk, u.k = clks[end - 1], ks[end - 1]
-        clock_step = any(clocks[start:end])
+        u.clk, u.k = int(clks[end - 1]), int(ks[end - 1])
+        clock_step = np.count_nonzero(clocks[start:end]) > 0
         self._emit_ready(now, purging=clock_step)
         if clock_step:
             self._purge()
 
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
         u = self.unit
-        u.clk, u.k = ctx[3][c], ctx[4][c]
+        u.clk, u.k = int(ctx[3][c]), int(ctx[4][c])
         clock_step = ctx[2][c]  # a punctuation that moved the clock
         self._emit_ready(now, purging=clock_step)
         if clock_step:
             self._purge()
 
-    def _insert_run(self, batch: np.ndarray, ts: list[int], tb: list[int], start: int,
-                    end: int, now: int) -> None:
-        """Insert ``batch[start:end]`` (keys ``ts``, ``tb``) and replay once from in front
-        of the first insertion into the emitted region; late events are set aside (or,
-        with ``late="process"``, processed at once, after replaying what came before)."""
+    def _insert_run(self, run: np.ndarray, ts: np.ndarray, tb: np.ndarray, now: int) -> None:
+        """Insert ``run`` (keys ``ts``, ``tb``) and replay once from in front of the first
+        insertion into the emitted region; late events are set aside (or, with
+        ``late="process"``, processed at once, after replaying what came before)."""
         u = self.unit
-        first = last = -1  # span of insertions into the emitted region
-        for j in range(start, end):
-            key = (ts[j], tb[j])
-            if key < self._horizon:
-                row = batch[j:j + 1]
-                u._to_late(row)
-                if u.late_policy == "process":
-                    u.stats.late_processed += 1
-                    self._settle(first, last, now)
-                    first = last = -1
-                    self._insert_late(row, now)
-                continue
-            pos, inside = self._insert(batch[j:j + 1], key)
-            if inside:
-                if first < 0:
-                    first = last = pos
-                else:
-                    last = last + 1 if pos <= last else last
-                    last = max(last, pos)
-                    first = min(first, pos)
-        self._settle(first, last, now)
+        late, n_late = _kernels.keys_below(ts, tb, *self._horizon)
+        if not n_late:
+            self._settle(self._merge(run, ts, tb)[1], now)
+        elif u.late_policy == "side":
+            u._to_late(run[late])
+            keep = ~late
+            self._settle(self._merge(run[keep], ts[keep], tb[keep])[1], now)
+        else:
+            start = 0
+            for j in np.flatnonzero(late).tolist():
+                _, fresh = self._merge(run[start:j], ts[start:j], tb[start:j])
+                u._to_late(run[j:j + 1])
+                u.stats.late_processed += 1
+                self._settle(fresh, now)
+                self._insert_late(run[j:j + 1], now)
+                start = j + 1
+            self._settle(self._merge(run[start:], ts[start:], tb[start:])[1], now)
+
+    def _merge(self, rows: np.ndarray, ts: np.ndarray,
+               tb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Insert ``rows`` (keys ``ts``, ``tb``) in key order, each behind buffered events
+        with an equal key and behind the rows before it with an equal key. Rows that land
+        in the emitted region join it, marked new until the replay. Returns the rows'
+        positions and the positions of those in the emitted region."""
+        if not len(rows):
+            return _NONE, _NONE
+        order = np.lexsort((tb, ts)) if len(rows) > 1 else _FIRST
+        pos, inside, n_inside, at_tail = _kernels.merge_positions(
+            self._ts, self._tb, self._n_emitted, ts, tb, order)
+        snaps = np.empty(len(rows), object)
+        if n_inside:
+            snaps[inside] = _FRESH
+            self._n_emitted += n_inside
+        self._splice(None if at_tail else pos, rows, ts, tb, snaps)
+        return pos, pos[inside] if n_inside else _NONE
+
+    def _splice(self, pos: np.ndarray | None, rows: np.ndarray, ts: np.ndarray,
+                tb: np.ndarray, snaps: np.ndarray) -> None:
+        """Put new events at positions ``pos`` of the grown buffer (None: at its tail, in
+        order); the caller keeps the keys sorted."""
+        raw = self._raw
+        pairs = ((self._rows.view(raw), rows.view(raw)), (self._ts, ts), (self._tb, tb),
+                 (self._snaps, snaps))
+        if pos is None:
+            grown = [np.concatenate(pair) for pair in pairs]
+        else:
+            at_old = np.ones(len(self._ts) + len(pos), bool)
+            at_old[pos] = False
+            grown = [_spliced(old, new, pos, at_old) for old, new in pairs]
+        self._rows = grown[0].view(self._rows.dtype)
+        self._ts, self._tb, self._snaps = grown[1:]
+
+    def _delete(self, pos: int) -> None:
+        """Remove the event at position ``pos`` from the arrays."""
+        raw = self._rows.view(self._raw)
+        self._rows = np.concatenate((raw[:pos], raw[pos + 1:])).view(self._rows.dtype)
+        self._ts, self._tb, self._snaps = (np.concatenate((a[:pos], a[pos + 1:]))
+                                           for a in (self._ts, self._tb, self._snaps))
 
     def _insert(self, row: np.ndarray, key: tuple[int, int]) -> tuple[int, bool]:
         """Insertion-sort ``row``; returns its position and whether it landed in the emitted
         region (then it is marked new, and the caller replays)."""
-        pos = bisect.bisect_right(self._keys, key)
-        inside = pos < self._n_emitted
-        self._keys.insert(pos, key)
-        self._rows.insert(pos, row)
-        self._snaps.insert(pos, _FRESH if inside else None)
-        if inside:
-            self._n_emitted += 1
-        return pos, inside
+        pos, fresh = self._merge(row, np.array([key[0]], np.int64),
+                                 np.array([key[1]], np.int64))
+        return int(pos[0]), len(fresh) > 0
 
     def _insert_late(self, row: np.ndarray, now: int) -> None:
         """Process a late event right away, after the last emitted event."""
         pos = self._n_emitted
-        key = self._keys[pos - 1] if pos else self._horizon
-        self._keys.insert(pos, key)
-        self._rows.insert(pos, row)
-        self._snaps.insert(pos, None)
+        key = self._key(pos - 1) if pos else self._horizon
+        self._splice(np.array([pos]), row, np.array([key[0]], np.int64),
+                     np.array([key[1]], np.int64), np.empty(1, object))
         self._emit_range(pos, pos + 1, now, replay=False, keep_from=pos)
 
-    def _settle(self, first: int, last: int, now: int) -> None:
-        """After insertions at buffer positions first..last of the emitted region, go back
-        to the nearest snapshot at or before ``first`` and replay."""
-        if first < 0:
+    def _settle(self, fresh: np.ndarray, now: int) -> None:
+        """After insertions at buffer positions ``fresh`` of the emitted region, go back
+        to the nearest snapshot at or before the first of them and replay."""
+        if not len(fresh):
             return
-        pos, snap, label = self._anchor(first)
-        self._replay(pos, snap, label, now, stop_from=last + 1)
+        pos, snap, label = self._anchor(int(fresh.min()))
+        self._replay(pos, snap, label, now, stop_from=int(fresh.max()) + 1)
 
-    def _anchor(self, pos: int) -> tuple[int, Snapshot, np.ndarray]:
+    def _anchor(self, pos: int) -> tuple[int, Snapshot, np.void]:
         """Where to replay from after new events were inserted into the emitted region,
         the first of them at ``pos``: the snapshot of the first old event behind the new
         ones at ``pos`` (the state in front of them), or else the nearest snapshot in
@@ -192,23 +244,23 @@ class SpeculativeBuffer(Buffer):
 
     # ------------------------------------------------------------ control messages
     def _find(self, producer: int, seq: int) -> int | None:
-        return next((i for i, r in enumerate(self._rows)
-                     if int(r["producer"][0]) == producer and int(r["seq"][0]) == seq), None)
+        held = np.flatnonzero((self._rows["producer"] == producer) & (self._rows["seq"] == seq))
+        return int(held[0]) if len(held) else None
 
     def _held(self, i: int) -> np.void:
-        return self._rows[i][0]
+        return self._rows[i]
 
     def _remove(self, pos: int) -> Snapshot | None:
         """Remove the event at ``pos``; return its snapshot if it had been emitted."""
         snap = self._snaps[pos] if pos < self._n_emitted else None
-        del self._keys[pos], self._rows[pos], self._snaps[pos]
+        self._delete(pos)
         if pos < self._n_emitted:
             self._n_emitted -= 1
         return snap
 
     def _revoke(self, producer: int, seq: int, now: int) -> None:
-        hit = [i for i, r in enumerate(self._rows)
-               if int(r["producer"][0]) == producer and int(r["seq"][0]) >= seq]
+        hit = np.flatnonzero((self._rows["producer"] == producer)
+                             & (self._rows["seq"] >= seq)).tolist()
         first, snap, label = -1, None, None
         for i in reversed(hit):
             row = self._rows[i]
@@ -272,7 +324,7 @@ class SpeculativeBuffer(Buffer):
         u._seq = snap.seq
         u._origin = snap.origin
 
-    def _replay(self, pos: int, snap: Snapshot, snap_of: np.ndarray, now: int, *,
+    def _replay(self, pos: int, snap: Snapshot, snap_of: np.void, now: int, *,
                 stop_from: int) -> None:
         """Restore ``snap`` (the state before buffer position ``pos``, taken when event
         ``snap_of`` was emitted) and re-emit the emitted region from ``pos`` on
@@ -308,11 +360,11 @@ class SpeculativeBuffer(Buffer):
         run with one snapshot in front of its first event that stays buffered (events the
         purge right after drops need none; ``purging``: this step advanced the clock).
         """
-        if self._n_emitted >= len(self._keys):
+        if self._n_emitted >= len(self):
             return
         u = self.unit
         slack = speculative_slack(u.alpha, u.k)
-        end = bisect.bisect_right(self._keys, (u.clk - slack, MAX_KEY[1]), lo=self._n_emitted)
+        end = int(self._ts.searchsorted(u.clk - slack, "right"))
         if end > self._n_emitted:
             keep_from = self._purge_end(end) if purging else self._n_emitted
             self._emit_range(self._n_emitted, end, now, replay=False, keep_from=keep_from)
@@ -321,7 +373,7 @@ class SpeculativeBuffer(Buffer):
         """Buffer index up to which emitted events are purged: ``ts + K <= clk``, but never
         the last emitted event."""
         u = self.unit
-        ready = bisect.bisect_right(self._keys, (u.clk - u.k, MAX_KEY[1]))
+        ready = int(self._ts.searchsorted(u.clk - u.k, "right"))
         return min(ready, emitted_end - 1)
 
     def _emit_range(self, start: int, end: int, now: int, *, replay: bool, keep_from: int,
@@ -329,51 +381,55 @@ class SpeculativeBuffer(Buffer):
         """Emit buffer positions [start, end) to the detector in as few batches as possible:
         a snapshot is taken in front of the first event that stays buffered (position
         ``keep_from`` or later) and, on a replay, wherever a recorded snapshot is replaced.
+        Each event with a snapshot in front goes to the detector on its own, the events
+        between them as one batch.
 
         With ``stop_from``, from that position on each new snapshot is compared with the
         recorded one; returns the position where they were equal (the replay stops
         there), else None.
         """
-        first_kept = max(start, keep_from)
         stats = self.unit.stats
-
-        def compare(i: int) -> bool:
-            return stop_from is not None and i >= stop_from and self._snaps[i] is not None
-
-        def batchable(i: int) -> bool:
-            # one snapshot in front of the first event that stays buffered; on a replay
-            # also where a recorded snapshot is to be replaced or compared
-            return i != first_kept and not (replay and self._snaps[i] is not None)
-
         i = start
-        while i < end:
-            if batchable(i):
-                j = i + 1
-                while j < end and batchable(j):
-                    j += 1
-                self._emit_run(i, j, now, replay)
-                i = j
-                continue
+        for p in self._snapshot_points(start, end, max(start, keep_from), replay):
+            if p > i:
+                self._emit_run(i, p, now, replay)
             snap = self._snapshot()
-            old = self._snaps[i]
-            if compare(i):
+            old = self._snaps[p]
+            if stop_from is not None and p >= stop_from and old is not None:
                 stats.snapshot_comparisons += 1
                 if same_state(snap, old):
-                    return i
+                    return p
             prev = self._last_snap
             if prev is not None and same_state(prev, snap) and prev.origin == snap.origin:
                 snap = prev
                 stats.snapshots_shared += 1
             self._last_snap = snap
-            self._snaps[i] = snap if i >= keep_from else None
-            self._emit_run(i, i + 1, now, replay)
-            i += 1
+            self._snaps[p] = snap if p >= keep_from else None
+            self._emit_run(p, p + 1, now, replay)
+            i = p + 1
+        if i < end:
+            self._emit_run(i, end, now, replay)
         return None
+
+    def _snapshot_points(self, start: int, end: int, first_kept: int,
+                         replay: bool) -> list[int]:
+        """Positions in [start, end) that get a snapshot in front: the first event that
+        stays buffered and, on a replay, every position that has one recorded (to replace
+        or compare)."""
+        if not replay:
+            return [first_kept] if first_kept < end else []
+        points = set((np.flatnonzero(self._has_snap(start, end)) + start).tolist())
+        if first_kept < end:
+            points.add(first_kept)
+        return sorted(points)
+
+    def _has_snap(self, start: int, end: int) -> np.ndarray:
+        """Which of the positions [start, end) carry a snapshot (or a new-event mark)."""
+        return np.not_equal(self._snaps[start:end], None)
 
     def _emit_run(self, i: int, j: int, now: int, replay: bool) -> None:
         u = self.unit
-        rows = self._rows[i:j]
-        events = rows[0] if len(rows) == 1 else concat_records(rows)
+        events = self._rows[i:j]
         if replay:
             u.stats.replayed += len(events)
         if u.trace is not None:
@@ -382,8 +438,8 @@ class SpeculativeBuffer(Buffer):
         # K+ (sec. 4.1): how long pure K-slack would still have held each event
         cut = u.clk - u.k
         kplus = None
-        if self._keys[j - 1][0] > cut:
-            kplus = [max(t - cut, 0) for t, _ in self._keys[i:j]]
+        if self._ts[j - 1] > cut:
+            kplus = np.maximum(self._ts[i:j] - cut, 0)
         self._n_emitted = j
         u._process(events, kplus, now, update=replay and u.retraction == "on-demand")
 
@@ -394,19 +450,19 @@ class SpeculativeBuffer(Buffer):
         if n is None:
             n = self._purge_end(self._n_emitted) if self._n_emitted else 0
             # the oldest emitted event left must carry a snapshot to replay from
-            while 0 < n < self._n_emitted and self._snaps[n] is None:
-                n -= 1
+            if 0 < n < self._n_emitted and self._snaps[n] is None:
+                held = np.flatnonzero(self._has_snap(0, n))
+                n = int(held[-1]) if len(held) else 0
         if n <= 0:
             return
         u = self.unit
         if u.trace is not None:
             for r in self._rows[:n]:
                 u._note("purge", r)
-        for _, tb in self._keys[:n]:
-            if tb >> TIEBREAK_SHIFT:
-                fold_max(self._purged_seq, tb)
-        self._horizon = self._keys[n - 1]
-        del self._keys[:n], self._rows[:n], self._snaps[:n]
+        fold_max(self._purged_seq, self._tb[:n])
+        self._horizon = self._key(n - 1)
+        self._rows, self._ts, self._tb = self._rows[n:], self._ts[n:], self._tb[n:]
+        self._snaps = self._snaps[n:]
         self._n_emitted -= n
         u.stats.purged += n
         if u._sent is not None:  # a replay starts at the oldest snapshot left, or later

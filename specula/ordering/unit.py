@@ -298,7 +298,7 @@ class OrderingUnit:
         return self._buffer._n_emitted
 
     @property
-    def _snaps(self) -> list[Any]:
+    def _snaps(self) -> np.ndarray:
         return self._buffer._snaps
 
     def late_events(self) -> np.ndarray:
