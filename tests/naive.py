@@ -208,12 +208,29 @@ def purged(revoked: list[np.void], checked: list[tuple[int, bool, tuple[int, int
 
 def kept_choices(undecided: list[list[np.void]]) -> Iterator[list[np.void]]:
     """Every set of the ``undecided`` events (of one producer) its late retractions may
-    have left processed: at each retraction, those with a key up to the consumer's
-    horizon then, a horizon that only grows from one retraction to the next."""
+    have left processed, each once.
+
+    At each retraction the consumer's horizon h (the key of its last purged event) had
+    some value, growing from one retraction to the next: the events with a key below h
+    were purged, those above were not, and one with a key equal to h may or may not
+    be the one purged (another version of an event can share its key). The sets that
+    keep the most come first.
+    """
     below_all = (-(2**63), 0)
-    options = [below_all, *sorted({key(r) for u in undecided for r in u})]
-    for horizons in itertools.combinations_with_replacement(options, len(undecided)):
-        yield [r for u, h in zip(undecided, horizons, strict=True) for r in u if key(r) <= h]
+    options = [*sorted({key(r) for u in undecided for r in u}, reverse=True), below_all]
+    seen = set()
+    for falling in itertools.combinations_with_replacement(options, len(undecided)):
+        horizons = falling[::-1]
+        picked = [[(n, i) for i, r in enumerate(u) if key(r) < h]
+                  for n, (u, h) in enumerate(zip(undecided, horizons, strict=True))]
+        ties = [(n, i) for n, (u, h) in enumerate(zip(undecided, horizons, strict=True))
+                for i, r in enumerate(u) if key(r) == h]
+        for mask in itertools.product((True, False), repeat=len(ties)):
+            chosen = tuple(sorted([x for p in picked for x in p]
+                                  + [t for t, m in zip(ties, mask, strict=True) if m]))
+            if chosen not in seen:
+                seen.add(chosen)
+                yield [undecided[n][i] for n, i in chosen]
 
 
 def align(stream: Sequence[np.void], late: Sequence[np.void]
