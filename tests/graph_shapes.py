@@ -13,6 +13,7 @@ where shrinking goes: one partition, pure K-slack, full retraction, nothing late
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -266,10 +267,17 @@ class Chooser(Protocol):
 
     def integer(self, lo: int, hi: int) -> int: ...
     def choice(self, options: Sequence[T]) -> T: ...
-    def sample(self, options: Sequence[T], k: int) -> list[T]: ...
+    def repeat(self, make: Callable[[Chooser], T], lo: int, hi: int) -> list[T]: ...
+
+    def sample(self, options: Sequence[T], k: int) -> list[T]:
+        """``k`` distinct options, in the order picked."""
+        left, out = list(options), []
+        for _ in range(k):
+            out.append(left.pop(self.integer(0, len(left) - 1)))
+        return out
 
 
-class RngChooser:
+class RngChooser(Chooser):
     """Decisions from a seeded NumPy generator."""
 
     def __init__(self, seed: int) -> None:
@@ -281,26 +289,31 @@ class RngChooser:
     def choice(self, options: Sequence[T]) -> T:
         return options[int(self.rng.integers(len(options)))]
 
-    def sample(self, options: Sequence[T], k: int) -> list[T]:
-        return [options[i] for i in self.rng.permutation(len(options))[:k]]
+    def repeat(self, make: Callable[[Chooser], T], lo: int, hi: int) -> list[T]:
+        return [make(self) for _ in range(self.integer(lo, hi))]
 
 
-class DrawChooser:
-    """Decisions drawn inside a Hypothesis test, so that they shrink."""
+@functools.lru_cache
+def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+class DrawChooser(Chooser):
+    """Decisions drawn inside a Hypothesis test, so that they shrink; a repeated part is
+    a list, whose elements Hypothesis can delete one by one."""
 
     def __init__(self, draw: Callable[[st.SearchStrategy], Any]) -> None:
         self.draw = draw
 
     def integer(self, lo: int, hi: int) -> int:
-        return self.draw(st.integers(lo, hi))
+        return self.draw(_integers(lo, hi))
 
     def choice(self, options: Sequence[T]) -> T:
-        return options[self.draw(st.integers(0, len(options) - 1))]
+        return options[self.draw(_integers(0, len(options) - 1))]
 
-    def sample(self, options: Sequence[T], k: int) -> list[T]:
-        idx = self.draw(st.lists(st.integers(0, len(options) - 1), min_size=k, max_size=k,
-                                 unique=True))
-        return [options[i] for i in idx]
+    def repeat(self, make: Callable[[Chooser], T], lo: int, hi: int) -> list[T]:
+        one = st.composite(lambda draw: make(DrawChooser(draw)))()
+        return self.draw(st.lists(one, min_size=lo, max_size=hi))
 
 
 # ------------------------------------------------------------------ generation
@@ -378,15 +391,23 @@ def random_stream(ch: Chooser, max_events: int) -> tuple[tuple[str, int, int, in
     """Raw events in occurrence order: time stamps step by 0-3 (ties), 4 keys, v in 0..9,
     each delayed by up to a random maximum, and up to two bursts: runs of events held
     back and delivered together (equal arrival times)."""
-    n = ch.integer(1, max_events)
     max_delay = ch.choice((0, 3, 10, 30))
+
+    def event(c: Chooser) -> tuple[str, int, int, int, int]:
+        # one draw per event (cheap to generate, shrinks towards A, +1, key 0, v 0, on time)
+        n = c.integer(0, 3 * 4 * 4 * 10 * (max_delay + 1) - 1)
+        n, kind = divmod(n, 3)
+        n, step = divmod(n, 4)
+        n, k = divmod(n, 4)
+        delay, v = divmod(n, 10)
+        return RAW[kind], (1, 0, 2, 3)[step], k, v, delay
+
     ts, events = 0, []
-    for _ in range(n):
-        ts += ch.choice((1, 0, 2, 3))
-        events.append([ch.choice(RAW), ts, ch.integer(0, 3), ch.integer(0, 9),
-                       ts + ch.integer(0, max_delay)])
+    for kind, step, k, v, delay in ch.repeat(event, 1, max_events):
+        ts += step
+        events.append([kind, ts, k, v, ts + delay])
     for _ in range(ch.integer(0, 2)):
-        start = ch.integer(0, n - 1)
+        start = ch.integer(0, len(events) - 1)
         run = events[start:start + ch.integer(1, 8)]
         arrive = max(e[4] for e in run) + ch.integer(0, 40)
         for e in run:
