@@ -299,8 +299,9 @@ def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
 
 
 class DrawChooser(Chooser):
-    """Decisions drawn inside a Hypothesis test, so that they shrink; a repeated part is
-    a list, whose elements Hypothesis can delete one by one."""
+    """Decisions drawn inside a Hypothesis test, so that they shrink. A repeated part is
+    a list, whose elements Hypothesis can delete one by one; its minimum size is drawn
+    first (up to half the maximum), since Hypothesis keeps lists short otherwise."""
 
     def __init__(self, draw: Callable[[st.SearchStrategy], Any]) -> None:
         self.draw = draw
@@ -313,7 +314,8 @@ class DrawChooser(Chooser):
 
     def repeat(self, make: Callable[[Chooser], T], lo: int, hi: int) -> list[T]:
         one = st.composite(lambda draw: make(DrawChooser(draw)))()
-        return self.draw(st.lists(one, min_size=lo, max_size=hi))
+        floor = self.integer(lo, max(lo, hi // 2))
+        return self.draw(st.lists(one, min_size=floor, max_size=hi))
 
 
 # ------------------------------------------------------------------ generation
@@ -337,14 +339,24 @@ def random_graph(ch: Chooser, modes: Sequence[str]) -> tuple[Spec, ...]:
     fresh = iter(DERIVED)
     specs: list[Spec] = []
     for level in range(1, ch.integer(2, 4) + 1):
-        published: list[str] = []
-        for j in range(ch.integer(1, 2)):
-            detector = random_detector(ch, previous, below, published, fresh)
-            specs.append(random_options(ch, f"n{level}{'ab'[j]}", detector, modes))
-            published += [t for t in detector.outputs if t not in published]
+        nodes, published = random_level(ch, previous, below, fresh, modes)
+        specs += [replace(s, name=f"n{level}{'ab'[j]}") for j, s in enumerate(nodes)]
         below += [t for t in published if t not in below]
         previous = published
     return tuple(specs)
+
+
+def random_level(ch: Chooser, previous: list[str], below: list[str], fresh: Any,
+                 modes: Sequence[str]) -> tuple[list[Spec], list[str]]:
+    """The 1-2 nodes of one level (not yet named) and the types they publish."""
+    published: list[str] = []
+
+    def node(c: Chooser) -> Spec:
+        detector = random_detector(c, previous, below, published, fresh)
+        published.extend(t for t in detector.outputs if t not in published)
+        return random_options(c, "", detector, modes)
+
+    return ch.repeat(node, 1, 2), published
 
 
 def random_detector(ch: Chooser, previous: list[str], below: list[str], published: list[str],
