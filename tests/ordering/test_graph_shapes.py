@@ -1,0 +1,376 @@
+"""Speculation never changes the answer, in any graph shape.
+
+Hypothesis draws cases from ``tests/graph_shapes.py``: graphs of 2-4 levels mixing
+multi-output detectors, type-subset subscribers, partitioned subscribers, fan-ins of
+several producers and stateful detectors, with random alpha (adaptive too), retraction
+mode, K and partitions per node, over raw streams with random delays, bursts and equal
+time stamps, run on the in-process runtime in steps of random size. For every detector
+instance, none skipped:
+
+1. **Net output.** Its net output equals the in-order output of what it must have
+   processed: the raw events and its producers' net outputs of its input types and
+   partition, minus the events it declared late. A late update leaves the version it
+   revises processed; a late retraction leaves processed the part of the events it
+   revokes that the instance had already purged, which is a prefix in key order of
+   them (every prefix is tried).
+2. **Late records.** Each one is a copy of a message its producer sent, and a late
+   update revises an event the instance could hold (its type and partition).
+3. **Whole graph.** With nothing late anywhere, every instance's net output equals its
+   output in the in-order graph (``naive.reference_instances``).
+4. **Counters.** After the flush the buffer is empty, ``late`` is the size of the late
+   side output, ``control_in == retractions_received`` and every arrival is accounted
+   for: an event or update that arrives is late, discarded as equal to the held
+   version, replaces the held version, or enters the buffer, which it leaves by purge
+   or by a retraction::
+
+       events_in == (late - late retractions) + updates_discarded + updates_applied
+                    + purged + events_removed
+
+   A producer counts every message it sends (``generated + retractions_sent``); with
+   full retraction its net output holds ``generated - events_retracted`` events, with
+   on-demand between that minus ``updates_sent`` and that.
+
+``SPECULA_SOAK=1`` runs the ``soak`` tests: many more, longer cases, for minutes
+(``SPECULA_SOAK_EXAMPLES`` sets how many per test, default 2000).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from graph_shapes import (
+    Case,
+    Count,
+    Echo,
+    Spec,
+    Split,
+    cases,
+    seeded_case,
+)
+from hypothesis import HealthCheck, given, settings
+from naive import (
+    consumed,
+    content,
+    in_view,
+    instances,
+    kept_choices,
+    key,
+    reference_instances,
+    run_detector,
+    show,
+)
+
+from specula import CostModel, InProcessRuntime
+from specula import events as ev
+from specula.detectors.graph import Node
+from specula.ordering.unit import OrderingUnit
+
+SOAK = os.environ.get("SPECULA_SOAK") == "1"
+#: At most this many choices of what late retractions left processed are tried.
+MAX_CHOICES = 256
+
+
+# ------------------------------------------------------------------ running a case
+
+
+class Run:
+    """A case run on the in-process runtime (deterministic adaptation), with the net
+    outputs and messages of every instance at hand."""
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        self.graph = case.graph()
+        self.registry = self.graph.registry
+        self.raw = case.raw(self.registry)
+        runtime = InProcessRuntime(self.graph, cost_model=CostModel(per_event=0.02),
+                                   ticks_per_second=1.0)
+        self.result = runtime.run(self.raw, batch_ticks=case.batch_ticks)
+        self.instances = instances(self.graph)
+        self._nets = {name: self.result.net(name) for name in self.graph.nodes}
+        self._sent: dict[int, list[np.void]] = {p: [] for _, _, p in self.instances}
+        for name in self.graph.nodes:
+            for r in self.result.detectors[name].net.emissions():
+                self._sent[int(r["producer"])].append(r)
+
+    def net(self, node: Node, producer: int) -> np.ndarray:
+        """The net output of one instance."""
+        net = self._nets[node.name]
+        return net[net["producer"] == producer]
+
+    def sent(self, producer: int) -> list[np.void]:
+        """Every message an instance sent, in order."""
+        return self._sent[producer]
+
+    def unit(self, node: Node, index: int) -> OrderingUnit:
+        return self.result.units[node.name][index]
+
+
+def check(case: Case) -> None:
+    """Every property of the module docstring, on every instance of ``case``."""
+    run = Run(case)
+    for node, index, producer in run.instances:
+        check_counters(run, node, index, producer)
+        check_net_output(run, node, index, producer)
+    check_whole_graph(run)
+
+
+def label(node: Node, index: int, producer: int) -> str:
+    where = f"[{index}]" if node.partitions > 1 else ""
+    return (f"{node.name}{where} (producer {producer}: {node.detector!r}, alpha={node.alpha}, "
+            f"{node.retraction}, k0={node.k0}, partitions={node.partitions})")
+
+
+def difference(expect: np.ndarray, got: np.ndarray) -> tuple[list[np.void], list[np.void]]:
+    """Rows of ``expect`` missing from ``got``, and rows of ``got`` not expected (as
+    multisets, by content)."""
+
+    def one(r: np.void) -> tuple:
+        return content(np.array([r]))[0]
+
+    def minus(a: np.ndarray, b: np.ndarray) -> list[np.void]:
+        left = Counter(one(r) for r in b)
+        out = []
+        for r in a:
+            if left[one(r)]:
+                left[one(r)] -= 1
+            else:
+                out.append(r)
+        return out
+
+    return minus(expect, got), minus(got, expect)
+
+
+def rows_text(rows, registry, limit: int = 40) -> str:
+    """Rows one a line, at most ``limit`` of them."""
+    lines = [show(r, registry) for r in list(rows)[:limit]]
+    if len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more")
+    return "\n    ".join(lines) or "(none)"
+
+
+# ------------------------------------------------------------------ property 1 and 2
+
+
+def check_net_output(run: Run, node: Node, index: int, producer: int) -> None:
+    """Properties 1 and 2 for one instance."""
+    reg = run.registry
+    late = run.unit(node, index).late_events()
+    inputs = consumed_input(run, node, index, late)
+    where = label(node, index, producer)
+    assert not inputs.problems, f"{where}: unexplained late records:\n  " + "\n  ".join(
+        inputs.problems)
+    got = run.net(node, producer)
+    actual = content(got)
+    best = None
+    for kept in kept_sets(inputs.undecided):
+        expect = run_detector(node.detector, kept + inputs.rows, reg, producer,
+                              reg.dtype(node.outputs))
+        if content(expect) == actual:
+            return
+        missing, extra = difference(expect, got)
+        if best is None or len(missing) + len(extra) < len(best[1]) + len(best[2]):
+            best = (kept, missing, extra)
+    kept, missing, extra = best
+    ordered = sorted(kept + inputs.rows, key=key)
+    n_late = sum(len(u) for u in inputs.undecided)
+    raise AssertionError(
+        f"{where}: net output is not the in-order output of its net input minus its late "
+        f"events\n  input, in order:\n    {rows_text(ordered, reg)}"
+        f"\n  late records:\n    {rows_text(late, reg)}"
+        f"\n  expected but not in the net output:\n    {rows_text(missing, reg)}"
+        f"\n  in the net output but not expected:\n    {rows_text(extra, reg)}"
+        + (f"\n  (late retractions left some of {n_late} events processed: the closest of "
+           f"at most {MAX_CHOICES} choices is shown)" if n_late else ""))
+
+
+def kept_sets(undecided: list[list[list[np.void]]]) -> Iterator[list[np.void]]:
+    """At most :data:`MAX_CHOICES` sets of events the late retractions may have left
+    processed, producer by producer (``undecided`` per producer, see
+    :func:`naive.kept_choices`)."""
+    per_producer = [list(itertools.islice(kept_choices(u), MAX_CHOICES)) for u in undecided]
+    for parts in itertools.islice(itertools.product(*per_producer), MAX_CHOICES):
+        yield [r for part in parts for r in part]
+
+
+@dataclass
+class Input:
+    """What an instance must have processed: ``rows`` for sure, and per producer the
+    events its late retractions may have left processed (see :func:`naive.consumed`)."""
+
+    rows: list[np.void] = field(default_factory=list)
+    undecided: list[list[list[np.void]]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def consumed_input(run: Run, node: Node, index: int, late: np.ndarray) -> Input:
+    """What the instance must have processed, from the raw stream and every message of
+    the producers it hears, with its late records."""
+    reg = run.registry
+
+    def wanted(row: np.void) -> bool:
+        return in_view(row, node, index, reg)
+
+    streams = {0: list(run.raw)}
+    for src, _, p in run.instances:
+        if set(src.outputs) & set(node.inputs):
+            streams[p] = run.sent(p)
+    total = Input()
+    for p, stream in streams.items():
+        part = consumed(stream, [r for r in late if int(r["producer"]) == p], wanted, reg)
+        total.rows += part.rows
+        if any(part.undecided):
+            total.undecided.append(part.undecided)
+        total.problems += part.problems
+    total.problems += [f"late record {show(r, reg)} from a producer it does not hear"
+                       for r in late if int(r["producer"]) not in streams]
+    return total
+
+
+# ------------------------------------------------------------------ property 3
+
+
+def check_whole_graph(run: Run) -> None:
+    """Property 3: with nothing late anywhere, the graph equals the in-order graph."""
+    if any(run.result.stats(name).late for name in run.graph.nodes):
+        return
+    reference = reference_instances(run.graph, run.raw)
+    for node, index, producer in run.instances:
+        expect = content(reference[node.name, index])
+        got = run.net(node, producer)
+        if content(got) != expect:
+            reg = run.registry
+            raise AssertionError(
+                f"{label(node, index, producer)}: nothing was late, but its net output "
+                f"differs from the in-order graph's\n  in-order:\n    "
+                f"{rows_text(reference[node.name, index], reg)}\n  net output:\n    "
+                f"{rows_text(got, reg)}")
+
+
+# ------------------------------------------------------------------ property 4
+
+
+def check_counters(run: Run, node: Node, index: int, producer: int) -> None:
+    """Property 4 for one instance, as a consumer and as a producer."""
+    unit = run.unit(node, index)
+    s = unit.stats
+    late = unit.late_events()
+    late_control = int(np.count_nonzero(late["flags"] & ev.CONTROL))
+    where = label(node, index, producer)
+    assert len(unit) == 0, f"{where}: {len(unit)} events still buffered after the flush"
+    assert s.late == len(late), f"{where}: late={s.late}, late side output {len(late)}"
+    assert s.control_in == s.retractions_received + s.revocations_received, f"{where}: {s}"
+    # every event that came in was late, a discarded or applied update, purged after
+    # emission, or removed by a retraction or revocation
+    accounted = (s.late - late_control + s.updates_discarded + s.updates_applied
+                 + s.purged + s.events_removed)
+    assert s.events_in == accounted, (
+        f"{where}: events_in={s.events_in} but late events + discarded + applied updates "
+        f"+ purged + removed = {accounted}\n  {s}")
+    messages = run.sent(producer)
+    n_retractions = sum(1 for m in messages if m["flags"] & ev.RETRACTION)
+    n_revocations = sum(1 for m in messages if m["flags"] & ev.REVOKE)
+    assert (s.generated, s.retractions_sent, s.revocations_sent) == (
+        len(messages) - n_retractions - n_revocations, n_retractions, n_revocations), (
+        f"{where}: {s}")
+    live = len(run.net(node, producer))
+    most = s.generated - s.events_retracted - s.revocations_sent
+    least = most - (s.updates_sent if node.retraction == "on-demand" else 0)
+    assert least <= live <= most, f"{where}: {live} net events, counters say {least}..{most}"
+
+
+# ------------------------------------------------------------------ the properties
+
+# The default budget shrinks one failure per test (shrinking is most of a red run's time).
+BUDGET = settings(max_examples=300, deadline=None, print_blob=True, report_multiple_bugs=False,
+                  suppress_health_check=list(HealthCheck))
+SOAK_BUDGET = settings(BUDGET, report_multiple_bugs=True,
+                       max_examples=int(os.environ.get("SPECULA_SOAK_EXAMPLES", 2000)))
+soak = pytest.mark.skipif(not SOAK, reason="set SPECULA_SOAK=1 for the long runs")
+
+
+@BUDGET
+@given(cases(modes=("full",)))
+def test_full_retraction_in_any_graph(case):
+    check(case)
+
+
+@BUDGET
+@given(cases())
+def test_any_retraction_in_any_graph(case):
+    check(case)
+
+
+@pytest.mark.soak
+@soak
+@SOAK_BUDGET
+@given(cases(modes=("full",), max_events=80))
+def test_soak_full_retraction(case):
+    check(case)
+
+
+@pytest.mark.soak
+@soak
+@SOAK_BUDGET
+@given(cases(max_events=80))
+def test_soak_any_retraction(case):
+    check(case)
+
+
+# ------------------------------------------------------------------ the generator
+
+
+def test_the_generator_makes_every_shape():
+    """Over a few hundred seeds every detector kind, multi-output producers, shared
+    output types, partitions, 2 to 4 levels, adaptive alpha and bursts all occur."""
+    seen = set()
+    for seed in range(300):
+        case = seeded_case(seed)
+        for s in case.nodes:
+            seen.add(type(s.detector).__name__)
+            seen.add(f"partitions={s.partitions}")
+            seen.add(f"alpha={'adaptive' if s.alpha == 'adaptive' else 'fixed'}")
+            seen.add(f"outputs={len(s.detector.outputs)}")
+        seen.add(f"levels={len({s.name[1] for s in case.nodes})}")
+        graph = case.graph()
+        graph.validate()
+        if any(len(graph.producers_of(t)) > 1 for s in case.nodes for t in s.detector.outputs):
+            seen.add("shared type")
+        if len({e[4] for e in case.events}) < len(case.events):
+            seen.add("equal arrivals")
+    kinds = {"Echo", "Split", "Count", "Repeat", "Sum", "Within", "NotBetween", "Recent"}
+    assert kinds | {"partitions=3", "alpha=adaptive", "outputs=3", "levels=2", "levels=4",
+                    "shared type", "equal arrivals"} <= seen
+
+
+def test_instances_are_numbered_as_the_runtime_numbers_them():
+    graph = seeded_case(7).graph()
+    assert [(n.name, i, p) for n, i, p in instances(graph)] == [
+        (i.node.name, i.index, i.producer) for i in graph.instances()]
+
+
+# ------------------------------------------------------------------ named cases
+
+
+def test_update_that_changes_type_reaches_the_old_subscriber():
+    """An on-demand replay renumbers: A@1 (odd, T1) takes counter 0, and A@2 (even, T0),
+    which had counter 0, is regenerated as an update with counter 1; the counter of T0
+    must not see it twice."""
+    check(Case(nodes=(
+        Spec("n1a", Split(("A",), ("T0", "T1")), alpha=0.0, retraction="on-demand"),
+        Spec("n2a", Count(("T0",), ("T2",)), alpha=0.0, retraction="on-demand"),
+    ), events=(("A", 1, 0, 1, 1), ("A", 2, 0, 0, 0)), batch_ticks=0))
+
+
+def test_update_that_changes_key_reaches_the_old_partition():
+    """The same renumbering across partitions: the update with counter 1 goes to
+    partition 0, which already holds the event as counter 0."""
+    check(Case(nodes=(
+        Spec("n1a", Echo(("A",), ("T0",)), alpha=0.0, retraction="on-demand"),
+        Spec("n2a", Count(("T0",), ("T1",)), alpha=0.0, retraction="on-demand", partitions=2),
+    ), events=(("A", 1, 1, 0, 1), ("A", 2, 0, 0, 0), ("A", 3, 1, 0, 2)), batch_ticks=0))
