@@ -50,6 +50,7 @@ from graph_shapes import (
     Echo,
     Spec,
     Split,
+    Sum,
     cases,
     seeded_case,
 )
@@ -431,3 +432,16 @@ def test_event_sent_again_after_a_late_retraction_is_processed_once():
         Spec("n2a", Echo(("T0",), ("T1",)), alpha=0.0, k0=0),
         Spec("n3a", Echo(("T1",), ("T2",)), k0=0),
     ), events=(("A", 1, 0, 0, 1),), batch_ticks=0))
+
+
+def test_late_retractions_leave_purged_events_processed():
+    """Passes: a full-retraction hierarchy whose last node gets three late retractions,
+    some of whose events it had purged (they stay processed) and some not (removed),
+    with versions of one event sharing a key. The check must accept it."""
+    check(Case(nodes=(
+        Spec("n1a", Echo(("B",), ("T0",)), k0=2, partitions=2),
+        Spec("n2b", Echo(("T0", "B"), ("T1",)), alpha=0.0, k0=2),
+        Spec("n3a", Sum(("B", "C", "T1"), ("T2",)), alpha=0.0, k0=20),
+        Spec("n4a", Echo(("T2",), ("T3",)), k0=20),
+    ), events=(("B", 56, 1, 4, 56), ("B", 58, 0, 0, 73), ("C", 77, 0, 0, 77),
+               ("B", 85, 1, 0, 85)), batch_ticks=4))
