@@ -299,9 +299,10 @@ def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
 
 
 class DrawChooser(Chooser):
-    """Decisions drawn inside a Hypothesis test, so that they shrink. A repeated part is
-    a list, whose elements Hypothesis can delete one by one; its minimum size is drawn
-    first (up to half the maximum), since Hypothesis keeps lists short otherwise."""
+    """Decisions drawn inside a Hypothesis test, so that they shrink. A repeated part
+    draws a minimum size (up to half the maximum) and then, per further element, whether
+    there is one more: the shrinker can drop elements from the end and, by deleting
+    their draws, from anywhere."""
 
     def __init__(self, draw: Callable[[st.SearchStrategy], Any]) -> None:
         self.draw = draw
@@ -313,9 +314,11 @@ class DrawChooser(Chooser):
         return options[self.draw(_integers(0, len(options) - 1))]
 
     def repeat(self, make: Callable[[Chooser], T], lo: int, hi: int) -> list[T]:
-        one = st.composite(lambda draw: make(DrawChooser(draw)))()
         floor = self.integer(lo, max(lo, hi // 2))
-        return self.draw(st.lists(one, min_size=floor, max_size=hi))
+        out: list[T] = []
+        while len(out) < hi and (len(out) < floor or self.integer(0, 1)):
+            out.append(make(self))
+        return out
 
 
 # ------------------------------------------------------------------ generation

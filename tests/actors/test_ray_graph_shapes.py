@@ -1,0 +1,77 @@
+"""On generated graphs of every shape, the Ray runtime gives the in-process runtime's answers.
+
+The graphs come from the generator of ``tests/graph_shapes.py`` (multi-output producers,
+type-subset and partitioned subscribers, fan-ins, stateful detectors), with every K
+starting above the stream's span, so that nothing is late whatever the timing on Ray:
+then every detector's net output must be the same on both runtimes.
+"""
+
+from __future__ import annotations
+
+import pytest
+from graph_shapes import Case, seeded_case
+from naive import content, reference_graph
+
+from specula import InProcessRuntime
+from specula.actors.ray_runtime import RayRuntime
+
+pytestmark = pytest.mark.slow  # starts embedded Ray
+
+ray = pytest.importorskip("ray")
+
+#: Actors are processes: keep each graph small.
+MAX_INSTANCES = 6
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """Embedded Ray; the test detectors travel by value (workers cannot import tests/)."""
+    import graph_shapes
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(graph_shapes)
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+             log_to_driver=False)
+    yield
+    ray.shutdown()
+    cloudpickle.unregister_pickle_by_value(graph_shapes)
+
+
+def small_cases(modes: tuple[str, ...], n: int) -> list:
+    """The first ``n`` seeds whose graph has 3 nodes or more but at most
+    :data:`MAX_INSTANCES` instances, with nothing late, as test parameters."""
+    found = []
+    seed = 0
+    while len(found) < n:
+        case = seeded_case(seed, modes=modes, max_events=60)
+        if len(case.nodes) >= 3 and sum(s.partitions for s in case.nodes) <= MAX_INSTANCES:
+            found.append(pytest.param(case.nothing_late(), id=f"seed{seed}"))
+        seed += 1
+    return found
+
+
+def same_answers(case: Case) -> None:
+    """Nothing late on either runtime, and every net output the same on both. A failure
+    says which of the two equals the in-order graph."""
+    graph = case.graph()
+    raw = case.raw(graph.registry)
+    here = InProcessRuntime(graph).run(raw, batch_ticks=case.batch_ticks)
+    on_ray = RayRuntime(graph, batch_size=5, max_in_flight=2).run(raw)
+    in_order = reference_graph(graph, raw)
+    for name in graph.nodes:
+        assert len(here.late(name)) == len(on_ray.late(name)) == 0, name
+        if content(on_ray.net(name)) != content(here.net(name)):
+            agree = {runtime: content(report.net(name)) == content(in_order[name])
+                     for runtime, report in (("Ray", on_ray), ("in-process", here))}
+            raise AssertionError(f"{name}: Ray and in-process differ (equal to the in-order "
+                                 f"graph: {agree}) on\n{case!r}")
+
+
+@pytest.mark.parametrize("case", small_cases(("full",), 3))
+def test_full_retraction_on_ray_equals_in_process(local_ray, case):
+    same_answers(case)
+
+
+@pytest.mark.parametrize("case", small_cases(("full", "on-demand"), 3))
+def test_any_retraction_on_ray_equals_in_process(local_ray, case):
+    same_answers(case)
