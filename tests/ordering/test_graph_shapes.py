@@ -9,8 +9,8 @@ instance, none skipped:
 
 1. **Net output.** Its net output equals the in-order output of what it must have
    processed: the raw events and its producers' net outputs of its input types and
-   partition, minus the events it declared late. A late update leaves the version it
-   revises processed; a late retraction leaves processed the part of the events it
+   partition, minus the events it declared late. A late update or revocation leaves the
+   version it revises processed; a late retraction leaves processed the part of the events it
    revokes that the instance had already purged, which is a prefix in key order of
    them (every prefix is tried).
 2. **Late records.** Each one is a copy of a message its producer sent, and a late
@@ -18,17 +18,18 @@ instance, none skipped:
 3. **Whole graph.** With nothing late anywhere, every instance's net output equals its
    output in the in-order graph (``naive.reference_instances``).
 4. **Counters.** After the flush the buffer is empty, ``late`` is the size of the late
-   side output, ``control_in == retractions_received`` and every arrival is accounted
-   for: an event or update that arrives is late, discarded as equal to the held
-   version, replaces the held version, or enters the buffer, which it leaves by purge
-   or by a retraction::
+   side output, ``control_in == retractions_received + revocations_received`` and every
+   arrival is accounted for: an event or update that arrives is late, discarded as
+   equal to the held version, replaces the held version, or enters the buffer, which it
+   leaves by purge or by a retraction or revocation::
 
-       events_in == (late - late retractions) + updates_discarded + updates_applied
-                    + purged + events_removed
+       events_in == (late - late counter messages) + updates_discarded
+                    + updates_applied + purged + events_removed
 
-   A producer counts every message it sends (``generated + retractions_sent``); with
-   full retraction its net output holds ``generated - events_retracted`` events, with
-   on-demand between that minus ``updates_sent`` and that.
+   A producer counts every message it sends (``generated + retractions_sent +
+   revocations_sent``); with full retraction its net output holds
+   ``generated - events_retracted`` events, with on-demand between that minus
+   ``revocations_sent + updates_sent`` and that minus ``revocations_sent``.
 
 ``SPECULA_SOAK=1`` runs the ``soak`` tests: many more, longer cases, for minutes
 (``SPECULA_SOAK_EXAMPLES`` sets how many per test, default 2000).
