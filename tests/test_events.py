@@ -327,8 +327,8 @@ def test_batch_shape_errors(registry: TypeRegistry) -> None:
         ("x", np.array([1.0, 1e300]), 1, "overflows float32 (1e+300)"),
         ("x", ["a"], 0, "not a number ('a')"),
         ("x", np.array([2**24 + 1]), 0, "not exactly representable as float32 (16777217)"),
-        ("flags", np.array([0, 7, 8]), 2, "out of range 0..7 (8)"),
-        ("flags", [9], 0, "out of range 0..7 (9)"),
+        ("flags", np.array([0, 31, 32]), 2, "out of range 0..31 (32)"),
+        ("flags", [33], 0, "out of range 0..31 (33)"),
     ],
 )
 def test_batch_validates_columns(
@@ -421,7 +421,7 @@ def _valid_prefix() -> list[dict[str, Any]]:
          "not exactly representable as float64 (9007199254740993)"),
         ({"type": "pos", "ts": 1, "speed": 1.0}, "speed", "not a field of type 'pos'"),
         ({"type": "pos", "ts": 1, "other": 1}, "other", "not a field of type 'pos'"),
-        ({"type": "pos", "ts": 1, "flags": 8}, "flags", "out of range 0..7 (8)"),
+        ({"type": "pos", "ts": 1, "flags": 32}, "flags", "out of range 0..31 (32)"),
         ({"type": "pos", "ts": 1, "flags": -1}, "flags", "out of range for uint8 (-1)"),
         ({"type": "pos", "ts": 1, "key": 1.0}, "key", "not an integer (1.0)"),
         ({"type": "pos", "ts": 1, "seq": "3"}, "seq", "not an integer ('3')"),
@@ -482,7 +482,7 @@ def test_validate_batch_flags_bad_rows(registry: TypeRegistry) -> None:
     events = registry.batch("pos", ts=np.arange(5))
     events["type"][1] = 0
     events["type"][3] = 17
-    events["flags"][3] = 8
+    events["flags"][3] = 32
     events["flags"][4] = 255
     bad, errors = validate_batch(events, registry)
     assert bad.dtype == np.bool_
@@ -490,8 +490,8 @@ def test_validate_batch_flags_bad_rows(registry: TypeRegistry) -> None:
     assert [(e.record, e.field, e.reason) for e in errors] == [
         (1, "type", "unknown event type id 0"),
         (3, "type", "unknown event type id 17"),
-        (3, "flags", "out of range 0..7 (8)"),
-        (4, "flags", "out of range 0..7 (255)"),
+        (3, "flags", "out of range 0..31 (32)"),
+        (4, "flags", "out of range 0..31 (255)"),
     ]
 
 
@@ -610,7 +610,7 @@ def test_encode_event_validates(registry: TypeRegistry) -> None:
         encode_event({"type": "pos", "ts": 1.5}, registry)
     assert _invalid(excinfo) == (None, "ts", "not an integer (1.5)")
     row = registry.batch("pos", ts=1)
-    row["flags"] = 9
+    row["flags"] = 33
     with pytest.raises(InvalidEvent, match="flags"):
         encode_event(row[0], registry)
     row["type"] = 42

@@ -27,7 +27,7 @@ def validate_batch(
     Returns
     -------
     bad : numpy.ndarray of bool
-        True for rows with an unregistered type id or flags outside 0..7.
+        True for rows with an unregistered type id or flags outside 0..31.
     errors : list of InvalidEvent
         One entry per problem, ordered by row (type before flags within a row).
 

@@ -358,7 +358,7 @@ class TypeRegistry:
         InvalidEvent
             At the first invalid record: a missing or unregistered type, a missing
             ``ts``, a field that does not belong to the type, a value that cannot be
-            stored without loss, or flags outside 0..7. ``record`` is the index of the
+            stored without loss, or flags outside 0..31. ``record`` is the index of the
             record in ``records``.
         ValueError
             If ``dtype`` lacks a field needed by the records.
