@@ -9,10 +9,12 @@ instance, none skipped:
 
 1. **Net output.** Its net output equals the in-order output of what it must have
    processed: the raw events and its producers' net outputs of its input types and
-   partition, minus the events it declared late. A late update leaves the version it
-   revises processed; a late retraction leaves processed the part of the events it
-   revokes that the instance had already purged, which is a prefix in key order of
-   them (every prefix is tried).
+   partition, minus the events it declared late, each version of an event once. A
+   late update leaves the version it revises processed; a late retraction leaves
+   processed the events it revokes that the instance had already purged: those with
+   a key below its horizon then (one equal to it may be another version), a horizon
+   that only grows. The late and accepted events around a retraction bound it; the
+   choices left are tried (``naive.consumed``, ``naive.kept_choices``).
 2. **Late records.** Each one is a copy of a message its producer sent, and a late
    update revises an event the instance could hold (its type and partition).
 3. **Whole graph.** With nothing late anywhere, every instance's net output equals its
