@@ -117,7 +117,8 @@ class Buffer(ABC):
             if self.trace_discarded_updates:
                 u._note("update", row)
             return
-        if self.refuse_late_updates and key < self._horizon:
+        if self.refuse_late_updates and (key < self._horizon or (
+                key == self._horizon and key[1] >= _kernels.GENERATED_TB)):
             u._to_late(row)
             return
         u.stats.updates_applied += 1

@@ -95,6 +95,20 @@ def _key_less(ts_a, tb_a, ts_b, tb_b):  # pragma: no cover - jit
     return ts_a < ts_b or (ts_a == ts_b and tb_a < tb_b)
 
 
+GENERATED_TB = np.int64(1 << 40)
+"""Tie-breaks from this value on belong to generated events (producer >= 1)."""
+
+
+@njit(cache=True, nogil=True)
+def _behind(ts, tb, h_ts, h_tb):  # pragma: no cover - jit
+    """Whether an arrival with key ``(ts, tb)`` is late against the horizon: below it,
+    or, for a generated event, equal to it. A generated key names one event (producer
+    and counter), so a key equal to the horizon is a copy of the purged event; raw
+    events may share keys, so for them only a smaller key is late."""
+    return _key_less(ts, tb, h_ts, h_tb) or (ts == h_ts and tb == h_tb
+                                              and tb >= GENERATED_TB)
+
+
 @njit(cache=True, nogil=True)
 def _less3(a_ts, a_tb, a_ix, b_ts, b_tb, b_ix):  # pragma: no cover - jit
     if a_ts != b_ts:
@@ -194,7 +208,7 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, 
         x = first_ix + j
         clk, k, pending = _clock_step(kplus[j] - t, True, proposal[j], immediate, clk, k,
                                       pending)
-        if _key_less(t, b, h_ts, h_tb):
+        if _behind(t, b, h_ts, h_tb):
             late[nl] = x
             nl += 1
             if process_late:
@@ -248,13 +262,14 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, 
 
 
 @njit(cache=True, nogil=True)
-def keys_below(ts, tb, key_ts, key_tb):  # pragma: no cover - jit
-    """Which of the keys ``(ts, tb)`` are below the key ``(key_ts, key_tb)``, and how many."""
+def keys_behind(ts, tb, key_ts, key_tb):  # pragma: no cover - jit
+    """Which of the keys ``(ts, tb)`` are behind the horizon ``(key_ts, key_tb)`` (see
+    :func:`_behind`), and how many."""
     n = ts.shape[0]
     out = np.empty(n, np.bool_)
     count = 0
     for j in range(n):
-        out[j] = _key_less(ts[j], tb[j], key_ts, key_tb)
+        out[j] = _behind(ts[j], tb[j], key_ts, key_tb)
         count += out[j]
     return out, count
 

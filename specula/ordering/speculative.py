@@ -132,7 +132,7 @@ class SpeculativeBuffer(Buffer):
         insertion into the emitted region; late events are set aside (or, with
         ``late="process"``, processed at once, after replaying what came before)."""
         u = self.unit
-        late, n_late = _kernels.keys_below(ts, tb, *self._horizon)
+        late, n_late = _kernels.keys_behind(ts, tb, *self._horizon)
         if not n_late:
             self._settle(self._merge(run, ts, tb)[1], now)
         elif u.late_policy == "side":

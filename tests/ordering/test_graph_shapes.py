@@ -430,15 +430,30 @@ def test_event_sent_again_after_a_late_retraction_is_processed_once():
     """Full retraction, one event, no delay. n1b passes T0@1 on at once, n1a only at the
     flush, and its T0@1 sorts first; n2a replays, retracts counter 0 (T1@1) and sends
     counter 0 again (made from n1a's T0, identical) and counter 1 (from n1b's). n3a had
-    already purged counter 0: the retraction is late, so it stays processed, and n3a
-    takes the identical copy again, since its key equals the horizon and is not below
-    it. Three T2@1 where the in-order graph has two."""
+    already purged counter 0: the retraction is late, so it stays processed. The
+    identical copy that follows has a key equal to the horizon; a generated key names one
+    event, so it is a copy of the purged one and late, not a second T1@1 (which would
+    make three T2@1 where the in-order graph has two)."""
     check(Case(nodes=(
         Spec("n1a", Echo(("A",), ("T0",)), k0=1000),
         Spec("n1b", Echo(("A",), ("T0",)), k0=0),
         Spec("n2a", Echo(("T0",), ("T1",)), alpha=0.0, k0=0),
         Spec("n3a", Echo(("T1",), ("T2",)), k0=0),
     ), events=(("A", 1, 0, 0, 1),), batch_ticks=0))
+
+
+def test_copy_of_a_purged_event_behind_a_late_retraction_is_late():
+    """The same with partitions and four events (found by the property suite): n2a[1]
+    purges T0@1 at once (k0=0); n1a's late full retraction resends T0@1 as counter 0,
+    identical, with T0@3 and T0@4 behind it. The copy is late; T0@3 and T0@4 are
+    processed once each."""
+    check(Case(nodes=(
+        Spec("n1a", Echo(("A",), ("T0",)), alpha=0.0, k0=1000, partitions=2),
+        Spec("n1b", Echo(("A",), ("T1",)), k0=1000),
+        Spec("n2a", Echo(("T0",), ("T2",)), k0=0, partitions=2),
+        Spec("n2b", Echo(("T0",), ("T3",)), k0=1000),
+    ), events=(("A", 1, 1, 1, 1), ("A", 2, 0, 0, 6), ("A", 3, 1, 1, 6), ("A", 4, 1, 4, 4)),
+        batch_ticks=4))
 
 
 def test_late_retractions_leave_purged_events_processed():
