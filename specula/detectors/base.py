@@ -65,6 +65,11 @@ class Detector:
             emit.at(i)
             self.on_event(EventView(events[i], type_names[types[i]]), emit)
 
+    def on_end(self, emit: Emitter) -> None:
+        """End of stream: generate what the detector still holds (a window or an episode
+        still open, events waiting for their time stamp to complete). The default does
+        nothing. Events emitted here take the last input event as their cause."""
+
     def snapshot(self) -> Any:
         """Return the detector's state; the default pickles the instance attributes."""
         return pickle.dumps(self.__dict__, protocol=pickle.HIGHEST_PROTOCOL)

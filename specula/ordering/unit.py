@@ -329,6 +329,7 @@ class OrderingUnit:
         """End of stream: emit and purge everything still buffered."""
         self.clk = 2**62
         self._buffer.flush(now)
+        self._end(now)
         return self._take_output()
 
     # --------------------------------------------------------------- plumbing
@@ -418,6 +419,19 @@ class OrderingUnit:
                 self._origin = o
         else:
             self._origin = max(self._origin, int(events["origin"].max()))
+
+    def _end(self, now: int) -> None:
+        """Let the detector emit what it still holds, caused by the last input event."""
+        emit = self._emit
+        emit.clear()
+        try:
+            self.detector.on_end(emit)
+        except Exception as exc:
+            raise DetectorError(f"detector {self.name!r} failed at the end of the stream: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        if len(emit):
+            self._stamp(emit, np.zeros(1, np.int64), np.array([self._origin], np.int64), now,
+                        update=False)
 
     def _stamp(self, emit: Any, kplus: np.ndarray, origins: np.ndarray, now: int,
                update: bool) -> None:

@@ -66,6 +66,7 @@ class RuleState:
     assignments: list[tuple[str, Expr]]
     bindings: list[Token]  # the $t of each aggregate bound in from
     references: list[Token]  # every $x read by an expression, aggregate or negation
+    unwindowed: list[tuple[int, Token]]  # steps written without 'within', with the token
 
 
 class TermParser(TokenStream):
@@ -74,22 +75,75 @@ class TermParser(TokenStream):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.state: RuleState | None = None
+        self.own: int | None = None  # the chain element whose pattern is being parsed
 
     # --------------------------------------------------------------------- patterns
 
-    def pattern(self) -> Pattern:
+    def pattern(self, element: int | None = None) -> Pattern:
+        """``Type(items) [as alias]``; ``element`` is the pattern's index in the chain, or
+        None for the patterns of aggregates and negations (which take no predicates and
+        no alias)."""
         type_name = self.expect_name("an event type").text
         self.expect_op("(")
-        constraints = []
-        if not self.at_op(")"):
-            constraints.append(self.constraint())
-            while self.at_keyword("and"):
-                self.advance()
-                constraints.append(self.constraint())
+        constraints: list[Constraint] = []
+        predicates: list[Comparison] = []
+        self.own = element
+        try:
+            if not self.at_op(")"):
+                self.pattern_item(constraints, predicates)
+                while self.at_keyword("and"):
+                    self.advance()
+                    self.pattern_item(constraints, predicates)
+        finally:
+            self.own = None
         if not self.at_op(")"):
             raise self.fail("'and' or ')'")
         self.advance()
-        return Pattern(type_name, tuple(constraints))
+        alias = ""
+        if element is not None and self.at_keyword("as"):
+            self.advance()
+            token = self.expect_name("an alias for the element")
+            alias = token.text
+            chain = self.current().chain
+            if alias in [p.name for p in chain] + [p.type for p in chain]:
+                raise RuleSyntaxError(token.line, token.column,
+                                      f"{alias!r} already names an element of the sequence")
+        return Pattern(type_name, tuple(constraints), tuple(predicates), alias)
+
+    def pattern_item(self, constraints: list[Constraint],
+                     predicates: list[Comparison]) -> None:
+        """A constraint ``attr op literal`` / ``attr=$x``, else a predicate."""
+        if self.at_constraint():
+            constraints.append(self.constraint())
+            return
+        token = self.peek()
+        if self.own is None:
+            raise RuleSyntaxError(token.line, token.column,
+                                  "an aggregate or negation pattern takes constraints "
+                                  "'attr op literal' and 'attr=$param' only; predicates over "
+                                  "expressions belong to elements of the sequence")
+        left = self.expr()
+        op = self.comparator()
+        predicates.append(Comparison(left, op, self.expr()))
+
+    def at_constraint(self) -> bool:
+        """Whether the next tokens are ``attr op value`` followed by ``and`` or ``)``:
+        a literal, a negative literal, or ``=$param``."""
+        if (self.peek().kind != "name" or self.peek().text == "ts"
+                or not self.at_op(*COMPARATORS, ahead=1)):
+            return False
+        value = self.peek(2)
+        if value.kind == "param":
+            if self.peek(1).text != "=" and self.own is not None:
+                return False
+            end = 3
+        elif value.kind == "number" or self.at_keyword("true", "false", ahead=2):
+            end = 3
+        elif self.at_op("-", ahead=2) and self.peek(3).kind == "number":
+            end = 4
+        else:
+            return False
+        return self.at_keyword("and", ahead=end) or self.at_op(")", ahead=end)
 
     def constraint(self) -> Constraint:
         attr = self.expect_name("an attribute name").text
@@ -179,7 +233,10 @@ class TermParser(TokenStream):
             element = self.element(unique=True)
             self.advance()
             return AttrRef(element, self.expect_name("an attribute name").text)
-        raise self.fail("an expression (a number, $parameter, Type.attribute or aggregate)")
+        if token.kind == "name" and self.own is not None:
+            self.advance()
+            return AttrRef(self.own, token.text)
+        raise self.fail("an expression (a number, $parameter, name.attribute or aggregate)")
 
     def aggregate(self, name: str | None) -> int:
         """Parse ``Func(...)``, append it to the rule's aggregates, return its index."""
@@ -230,12 +287,12 @@ class TermParser(TokenStream):
         """Consume an element name; return its index in the chain declared so far."""
         token = self.expect_name("the name of an element of the sequence")
         chain = self.current().chain
-        found = [i for i, p in enumerate(chain) if p.type == token.text]
+        found = [i for i, p in enumerate(chain) if p.name == token.text]
         if not found:
             raise RuleSyntaxError(
                 token.line, token.column,
                 f"{token.text!r} is not an element of the sequence declared so far "
-                f"({', '.join(p.type for p in chain)}); declare the step before using it")
+                f"({', '.join(p.name for p in chain)}); declare the step before using it")
         if unique and len(found) > 1:
             raise RuleSyntaxError(token.line, token.column,
                                   f"{token.text!r} names {len(found)} elements of the "

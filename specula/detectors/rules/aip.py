@@ -428,6 +428,10 @@ class AIPEngine:
                                                   strict=True)]
         return tables
 
+    def flush(self) -> Matches:
+        """End of stream: the matches of terminators still held (none yet)."""
+        return Matches.empty(self.rule, self._dtype if hasattr(self, "_dtype") else self.dtype)
+
     def snapshot(self) -> bytes:
         """The live state as bytes: equal bytes for equal states, however the stream
         was cut into batches (expired rows that lazy deletion keeps are left out)."""

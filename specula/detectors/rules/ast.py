@@ -39,11 +39,28 @@ order an ordering unit delivers. That order key is an event's *position*.
 * **Terminator.** Every event matching ``chain[0]`` (type and literal constraints; its
   own parameters are free) starts one evaluation; composite events get the
   terminator's ``ts`` and ``key``. No other event produces output.
-* **Steps.** Given the chosen anchor ``a = element[i-1]`` and the parameters bound by
-  elements ``0..i-1``, the *candidates* of step ``i`` are the events ``e`` matching its
-  pattern (literal constraints, and parameters already bound) with
-  ``a.ts - window <= e.ts < a.ts`` (strictly earlier in time; equal time stamps never
-  form a sequence). ``each`` takes every candidate, ``last`` the candidate with the
+* **Aliases.** ``AMZN() as b`` names an element ``b``; an element without an alias is
+  named by its type. ``from``, ``between`` and ``name.attr`` refer to elements by name,
+  and a name must denote one element (an alias may not repeat or equal a type of the
+  chain), so one type can occur several times and still be referred to.
+* **Predicates.** Inside an element's parentheses, a comparison that is not ``attr op
+  literal`` or ``attr=$x`` is a predicate: ``AMZN(open < c.open and open * 2 > ts)``.
+  A bare attribute is the event's own; ``name.attr`` reads an element *before* it in the
+  chain (declared earlier in the text), and ``$x`` a parameter bound by one. ``ts`` is
+  addressable like an attribute, everywhere. Predicates are part of the pattern: they
+  decide the candidates, so ``last`` and ``first`` select among the events that
+  satisfy them. They compute in float64 (exact for integers up to 2**53). The
+  predicates of a ``last``/``first`` step may read only the event itself and the
+  element the step follows (which keeps the automaton engine exact without knowing the
+  future); ``each`` steps may read every element before them.
+* **Steps.** Given the chosen anchor ``a = element[i-1]`` and the elements ``0..i-1``
+  chosen so far, the *candidates* of step ``i`` are the events ``e`` matching its
+  pattern (literal constraints, parameters already bound, predicates) with
+  ``a.ts - window <= e.ts < a.ts`` under ``ties strict`` (the default: equal time
+  stamps never form a sequence) or ``a.ts - window <= e.ts <= a.ts`` under ``ties
+  nonstrict``, where ``e`` must also differ from every event already in the match (an
+  event with the anchor's time stamp may precede it, whatever their arrival order, as
+  in OpenCEP and FlinkCEP on event time). ``each`` takes every candidate, ``last`` the candidate with the
   greatest position, ``first`` the one with the smallest. Selection is local: ``last``
   picks the latest candidate even if no event for a later step exists behind it (then
   that partial sequence yields nothing; the engine does not fall back to an earlier
@@ -51,6 +68,16 @@ order an ordering unit delivers. That order key is an event's *position*.
   a parameter bound by an element *before* it in the chain but *later* in time than
   its own candidates' successors; AIP then keeps the newest candidate per parameter
   value, so all engines still select the same event.)
+* **Pattern window.** ``within W`` after the sequence bounds the whole match: every
+  element ``e`` has ``e.ts >= T.ts - W`` (``T`` the terminator). It filters matches
+  after selection, like the span limit of FlinkCEP's ``within``: for ``each`` and
+  ``last`` steps that is the same as narrowing their candidates; a ``first`` step picks
+  the earliest candidate of its own window and the match is dropped if that one lies
+  outside ``W``. A step written without ``within`` takes ``W`` as its window.
+* **Equal time stamps under ``ties nonstrict``.** A terminator can only be evaluated
+  once every event with its time stamp has arrived, so engines hold the events of the
+  newest time stamp until a later one arrives (or the stream ends, ``flush``).
+  Aggregates and negations keep their strict windows under either policy.
 * **Aggregates.** ``Sum | Avg | Min | Max (T(constraints).attr within W from E)`` and
   ``Count(T(constraints) within W from E)`` range over the events ``e`` matching the
   pattern (parameters bound by the match) with ``E.ts - W <= e.ts < E.ts`` where ``E``
@@ -66,9 +93,8 @@ order an ordering unit delivers. That order key is an event's *position*.
   that must be 0.
 * **Filters.** ``45 < $t`` and other comparisons of expressions must all hold.
 * **Where.** Each composite attribute is assigned an expression over literals,
-  parameters, aggregate values, payload attributes of chain elements (``Type.attr``,
-  the type naming a chain element, which must then be unique in the chain; core fields
-  such as ``ts`` are not attributes) and ``+ - * /``. Aggregates written inline in
+  parameters, aggregate values, payload attributes of chain elements (``name.attr``,
+  ``name`` an alias or a type that occurs once in the chain; ``ts`` included) and ``+ - * /``. Aggregates written inline in
   ``where`` are named ``<function>#<index>`` (``sum#0``), a name no ``$x`` can spell.
   Attributes not assigned are 0. The composite's type is registered with the
   attributes of ``define`` (``int`` -> int64, ``float``/``double`` -> float64,
@@ -88,11 +114,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Selection = Literal["each", "last", "first"]
+Ties = Literal["strict", "nonstrict"]
 Comparator = Literal["=", "!=", "<", "<=", ">", ">="]
 Function = Literal["sum", "avg", "min", "max", "count"]
 Arith = Literal["+", "-", "*", "/"]
 
 SELECTIONS: tuple[Selection, ...] = ("each", "last", "first")
+TIES: tuple[Ties, ...] = ("strict", "nonstrict")
 COMPARATORS: tuple[Comparator, ...] = ("=", "!=", "<", "<=", ">", ">=")
 FUNCTIONS: tuple[Function, ...] = ("sum", "avg", "min", "max", "count")
 ATTRIBUTE_TYPES: dict[str, str] = {
@@ -136,10 +164,22 @@ class Constraint:
 
 @dataclass(frozen=True)
 class Pattern:
-    """An event type with content constraints (``Temp(area=$a and value>45)``)."""
+    """An event type with content constraints (``Temp(area=$a and value>45)``).
+
+    ``predicates`` are comparisons of expressions over the event itself and over chain
+    elements before it (``AMZN(open < c.open)``), checked while matching; ``alias`` is
+    the name the rule gives the element (``AMZN() as b``), empty when it has none.
+    """
 
     type: str
     constraints: tuple[Constraint, ...] = ()
+    predicates: tuple[Comparison, ...] = ()
+    alias: str = ""
+
+    @property
+    def name(self) -> str:
+        """How the rule names this element: its alias, else its type."""
+        return self.alias or self.type
 
     def params(self) -> tuple[Param, ...]:
         return tuple(c.value for c in self.constraints if isinstance(c.value, Param))
@@ -267,6 +307,8 @@ class Rule:
     negations: tuple[Negation, ...] = ()
     filters: tuple[Comparison, ...] = ()
     assignments: tuple[tuple[str, Expr], ...] = ()
+    within: Window | None = None
+    ties: Ties = "strict"
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -319,6 +361,10 @@ class Rule:
             if (neg.within is None) == (neg.after is None):
                 raise RuleError(f"rule {self.name}: negation of {neg.pattern.type} needs "
                                 "either 'within' or 'between'")
+        if self.ties not in TIES:
+            raise RuleError(f"rule {self.name}: ties must be strict or nonstrict, got "
+                            f"{self.ties!r}")
+        self._check_patterns()
         mentioned = {p.name for pat in self.chain for p in pat.params()}
         used = {p.name for a in self.aggregates for p in a.pattern.params()}
         used |= {p.name for g in self.negations for p in g.pattern.params()}
@@ -334,6 +380,68 @@ class Rule:
         for expr in [e for _, e in self.assignments] + [x for f in self.filters
                                                         for x in (f.left, f.right)]:
             _check_expr(self, expr, mentioned | agg_names)
+
+    def _check_patterns(self) -> None:
+        """Aliases name one element each; predicates read only what matching knows."""
+        aliases = [p.alias for p in self.chain if p.alias]
+        for alias in aliases:
+            if aliases.count(alias) > 1 or any(p.type == alias for p in self.chain):
+                raise RuleError(f"rule {self.name}: {alias!r} names more than one element "
+                                "of the sequence")
+        for pattern in [a.pattern for a in self.aggregates] + [n.pattern for n in
+                                                               self.negations]:
+            if pattern.alias or pattern.predicates:
+                raise RuleError(f"rule {self.name}: aliases and predicates over other "
+                                "elements belong to elements of the sequence, not to "
+                                f"aggregates or negations ({pattern.type})")
+        for i, pattern in enumerate(self.chain):
+            for comparison in pattern.predicates:
+                for expr in (comparison.left, comparison.right):
+                    self._check_predicate(i, expr)
+
+    def _check_predicate(self, i: int, expr: Expr) -> None:
+        where = f"rule {self.name}: a predicate of {self.chain[i].name}"
+        if isinstance(expr, BinOp):
+            self._check_predicate(i, expr.left)
+            self._check_predicate(i, expr.right)
+        elif isinstance(expr, AggRef):
+            raise RuleError(f"{where} uses an aggregate; aggregates are computed after "
+                            "matching, compare them in where")
+        elif isinstance(expr, ParamRef):
+            binder = self.binder(expr.name)
+            if binder > i:
+                raise RuleError(f"{where} reads ${expr.name}, which a later element of the "
+                                f"sequence ({self.chain[binder].name}) binds")
+        elif isinstance(expr, AttrRef):
+            if not 0 <= expr.element <= i:
+                raise RuleError(f"{where} reads an element that comes after it in the "
+                                "sequence; a predicate may read the event itself and the "
+                                "elements before it")
+            selection = self.steps[i - 1].selection if i else "each"
+            if selection != "each" and expr.element < i - 1:
+                raise RuleError(
+                    f"{where} reads {self.chain[expr.element].name}, but a '{selection}' "
+                    f"step may only compare with the element it follows "
+                    f"({self.chain[i - 1].name}); use 'each', or compare in where")
+
+    def predicate_reads(self, i: int) -> set[int]:
+        """The chain elements that the predicates of element ``i`` read (``i`` included
+        when they read the event itself); parameters count as their binder."""
+        found: set[int] = set()
+
+        def visit(expr: Expr) -> None:
+            if isinstance(expr, BinOp):
+                visit(expr.left)
+                visit(expr.right)
+            elif isinstance(expr, AttrRef):
+                found.add(expr.element)
+            elif isinstance(expr, ParamRef):
+                found.add(self.binder(expr.name))
+
+        for comparison in self.chain[i].predicates:
+            visit(comparison.left)
+            visit(comparison.right)
+        return found
 
     def __str__(self) -> str:
         return self.source or repr(self)

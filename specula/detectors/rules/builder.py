@@ -369,8 +369,9 @@ class RuleBuilder:
         --------
         >>> r = (rule("Quiet").when("C").last("B", within=10)
         ...      .absent("D", between=("B", "C")).build())
-        >>> r.negations
-        (Negation(pattern=Pattern(type='D', constraints=()), anchor=0, within=None, after=1),)
+        >>> n = r.negations[0]
+        >>> n.pattern.type, n.anchor, n.after, n.within
+        ('D', 0, 1, None)
         """
         self._need_terminator("absent")
         pattern = _pattern(type, constraints)

@@ -173,6 +173,10 @@ class CDPEngine:
             self._settle()
         return found
 
+    def flush(self) -> Matches:
+        """End of stream: the matches of terminators still held (none yet)."""
+        return Matches.empty(self.rule, self._dtype if hasattr(self, "_dtype") else self.dtype)
+
     def snapshot(self) -> bytes:
         """The engine's state: the rows of every column and the last position seen.
 

@@ -25,7 +25,7 @@ from specula.detectors.rules.ast import (
     RuleError,
     Window,
 )
-from specula.detectors.rules.engine import Engine, compose, register_composite
+from specula.detectors.rules.engine import Engine, Matches, compose, register_composite
 from specula.events import TypeRegistry
 
 __all__ = ["ENGINES", "RuleDetector", "check_rule", "element_dtype", "engine_class"]
@@ -78,10 +78,12 @@ def check_rule(rule: Rule, registry: TypeRegistry,
     for agg in rule.aggregates:
         if agg.attr is not None:
             _require(rule, agg.pattern.type, agg.attr, _fields(rule, agg.pattern.type, registry))
-    for ref in _attr_refs(rule):
+    for ref in attr_refs(rule):
         t = rule.chain[ref.element].type
-        _require(rule, t, ref.attr, _fields(rule, t, registry))
+        if ref.attr != "ts":
+            _require(rule, t, ref.attr, _fields(rule, t, registry))
     windows: list[Window] = [s.within for s in rule.steps]
+    windows += [rule.within] if rule.within is not None else []
     windows += [a.within for a in rule.aggregates]
     windows += [n.within for n in rule.negations if n.within is not None]
     for w in windows:
@@ -101,7 +103,7 @@ def element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:
     ('ts', 'key', 'producer', 'seq', 'x')
     """
     attrs = [c.attr for p in rule.chain for c in p.constraints]
-    attrs += [r.attr for r in _attr_refs(rule)]
+    attrs += [r.attr for r in attr_refs(rule) if r.attr != "ts"]
     fields = {}
     for p in rule.chain:
         fields.update(registry[p.type].fields)
@@ -182,14 +184,13 @@ class RuleDetector(Detector):
         """Run every rule's engine on the batch and emit its composite events, each caused
         by its terminator."""
         for rule, engine in zip(self.rules, self.engines(), strict=True):
-            matches = engine.process(events)
-            if not len(matches):
-                continue
-            kept, columns = compose(rule, matches)
-            if len(kept):
-                terminators = matches.elements[0][kept]
-                emit.many(rule.name, ts=terminators["ts"], cause=matches.terminator[kept],
-                          key=terminators["key"], **columns)
+            _emit(rule, engine.process(events), emit)
+
+    def on_end(self, emit: Emitter) -> None:
+        """End of stream: the matches of terminators an engine still holds (rules with
+        ``ties nonstrict`` wait for the time stamp after theirs)."""
+        for rule, engine in zip(self.rules, self.engines(), strict=True):
+            _emit(rule, engine.flush(), emit)
 
     def snapshot(self) -> tuple[bytes, ...]:
         """One snapshot per engine (pickled where an engine's snapshot is not bytes)."""
@@ -203,6 +204,17 @@ class RuleDetector(Detector):
 
     def __repr__(self) -> str:
         return f"RuleDetector({', '.join(r.name for r in self.rules)}, engine={self.engine!r})"
+
+
+def _emit(rule: Rule, matches: Matches, emit: Emitter) -> None:
+    """Emit the composite events of ``matches``, each caused by its terminator."""
+    if not len(matches):
+        return
+    kept, columns = compose(rule, matches)
+    if len(kept):
+        terminators = matches.elements[0][kept]
+        emit.many(rule.name, ts=terminators["ts"], cause=matches.terminator[kept],
+                  key=terminators["key"], **columns)
 
 
 class _Pickled(bytes):
@@ -250,9 +262,11 @@ def _require(rule: Rule, type_name: str, attr: str, fields: tuple[str, ...]) -> 
                         f"{attr!r}; its attributes are {have}")
 
 
-def _attr_refs(rule: Rule) -> list[AttrRef]:
+def attr_refs(rule: Rule) -> list[AttrRef]:
+    """Every ``name.attr`` the rule reads: in where, filters and predicates."""
     exprs: list[Expr] = [e for _, e in rule.assignments]
-    exprs += [x for f in rule.filters for x in (f.left, f.right)]
+    comparisons = [*rule.filters, *(c for p in rule.chain for c in p.predicates)]
+    exprs += [x for f in comparisons for x in (f.left, f.right)]
     out: list[AttrRef] = []
     while exprs:
         e = exprs.pop()

@@ -10,6 +10,7 @@ and lives here, in :func:`compose`, so the engines differ only in how they find 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -51,6 +52,20 @@ class Matches:
     def __len__(self) -> int:
         return len(self.terminator)
 
+    def select(self, keep: np.ndarray) -> Matches:
+        """The matches where ``keep`` (a mask or indices) holds."""
+        return Matches(self.terminator[keep], tuple(e[keep] for e in self.elements),
+                       self.aggregates[keep], self.negations[keep])
+
+    def within(self, rule: Rule, ticks_per_second: float | None) -> Matches:
+        """The matches inside the rule's pattern window (all of them if it has none):
+        the oldest element no earlier than the terminator's ``ts`` minus the window."""
+        if rule.within is None or not len(self):
+            return self
+        oldest = self.elements[-1]["ts"]
+        return self.select(oldest >= self.elements[0]["ts"] - rule.within.ticks(
+            ticks_per_second))
+
     @classmethod
     def empty(cls, rule: Rule, dtype: np.dtype) -> Matches:
         return cls(np.zeros(0, np.int64), tuple(np.zeros(0, dtype) for _ in rule.chain),
@@ -78,6 +93,94 @@ class Engine(Protocol):
     def restore(self, state: Any) -> None:
         """Return to a state produced by :meth:`snapshot`."""
         ...
+
+    def flush(self) -> Matches:
+        """End of stream: the matches of terminators still held (``ties nonstrict``
+        holds the newest time stamp's); ``terminator`` is 0 for each."""
+        ...
+
+
+def predicate_value(expr: Expr, values: Callable[[int, str], np.ndarray | float]
+                    ) -> np.ndarray | float:
+    """Value, in float64, of an expression of a predicate; ``values(element, attr)``
+    gives the values of ``element.attr`` (parameters are resolved to their binder's
+    attribute first, see :func:`resolve_params`)."""
+    if isinstance(expr, Const):
+        return float(expr.value)
+    if isinstance(expr, AttrRef):
+        return np.asarray(values(expr.element, expr.attr), np.float64)
+    if isinstance(expr, BinOp):
+        left = predicate_value(expr.left, values)
+        right = predicate_value(expr.right, values)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {"+": np.add, "-": np.subtract, "*": np.multiply,
+                    "/": np.true_divide}[expr.op](left, right)
+    raise TypeError(f"not an expression of a predicate: {expr!r}")
+
+
+def predicates_hold(comparisons: Sequence[Comparison],
+                    values: Callable[[int, str], np.ndarray | float]) -> np.ndarray | bool:
+    """Whether every comparison holds (elementwise), in float64."""
+    ok: np.ndarray | bool = True
+    for c in comparisons:
+        ok = ok & _COMPARE[c.op](predicate_value(c.left, values),
+                                 predicate_value(c.right, values))
+    return ok
+
+
+def resolve_params(rule: Rule, expr: Expr) -> Expr:
+    """``expr`` with every ``$x`` replaced by the attribute of the element that binds it."""
+    if isinstance(expr, ParamRef):
+        element = rule.binder(expr.name)
+        attr = next(c.attr for c in rule.chain[element].constraints
+                    if c.value == Param(expr.name))
+        return AttrRef(element, attr)
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, resolve_params(rule, expr.left), resolve_params(rule, expr.right))
+    return expr
+
+
+def resolved_predicates(rule: Rule, element: int) -> tuple[Comparison, ...]:
+    """The predicates of chain ``element`` with parameters resolved to attributes."""
+    return tuple(Comparison(resolve_params(rule, c.left), c.op, resolve_params(rule, c.right))
+                 for c in rule.chain[element].predicates)
+
+
+class TieHold:
+    """Rows of the newest time stamp, held back until a later time stamp arrives.
+
+    Under ``ties nonstrict`` an event may precede another of equal time stamp whatever
+    their arrival order, so whatever needs *every* event up to a time stamp (a
+    terminator's evaluation) waits until a later one arrives, or the stream ends.
+    :meth:`take` returns the rows whose time stamp is complete, the held ones first,
+    and for each the index, in the new batch, of its cause: its own index, or for a row
+    held from an earlier batch the first row of the new batch with a later time stamp.
+    """
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.held = np.zeros(0, dtype)
+
+    def take(self, rows: np.ndarray, index: np.ndarray, batch_ts: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """Hold ``rows`` (at ``index`` of a batch whose time stamps are ``batch_ts``);
+        return the complete rows and their causes."""
+        newest = int(batch_ts[-1]) if len(batch_ts) else None
+        if newest is None:
+            return self.held[:0], np.zeros(0, np.int64)
+        rows = np.concatenate([self.held, rows]) if len(self.held) else rows
+        held_cause = np.full(len(self.held), 0, np.int64)
+        if len(self.held):
+            held_cause[:] = int(np.searchsorted(batch_ts, int(self.held["ts"][0]),
+                                                side="right"))
+        causes = np.concatenate([held_cause, index.astype(np.int64)])
+        done = rows["ts"] < newest
+        self.held = rows[~done]
+        return rows[done], causes[done]
+
+    def flush(self) -> np.ndarray:
+        """Everything held; the stream has ended."""
+        rows, self.held = self.held, self.held[:0]
+        return rows
 
 
 def order_key(rows: np.ndarray) -> np.ndarray:
@@ -151,6 +254,7 @@ _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal
 
 
 def _holds(rule: Rule, matches: Matches, comparison: Comparison) -> np.ndarray:
+    """Whether a filter of ``where`` holds, per match."""
     left = evaluate(rule, matches, comparison.left)
     right = evaluate(rule, matches, comparison.right)
     return np.broadcast_to(_COMPARE[comparison.op](left, right), (len(matches),))

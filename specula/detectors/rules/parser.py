@@ -65,7 +65,7 @@ Examples
 ...     parse_rule("define F() from A() and last B() from A")
 ... except RuleSyntaxError as exc:
 ...     print(exc)
-line 1, column 34: expected 'within', found 'from'
+line 1, column 34: expected 'within' (a step needs a window unless the whole sequence has one: 'within 5 min' after the sequence), found 'from'
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     COMPARATORS,
     SELECTIONS,
+    TIES,
     Comparison,
     Expr,
     Negation,
@@ -167,12 +168,24 @@ class _Parser(TermParser):
         define = self.expect_keyword("define")
         name = self.expect_name("the name of the composite event type").text
         self.state = state = RuleState(name, self.attributes(), [], [], [], [], [], [], [],
-                                       [])
+                                       [], [])
         self.expect_keyword("from")
-        state.chain.append(self.pattern())
+        state.chain.append(self.pattern(0))
         while self.at_keyword("and"):
             self.advance()
             self.from_item()
+        within = None
+        if self.at_keyword("within"):
+            self.advance()
+            within = self.window()
+        self.fill_windows(within)
+        ties = "strict"
+        if self.at_keyword("ties"):
+            self.advance()
+            if not self.at_keyword(*TIES):
+                raise self.fail("'strict' or 'nonstrict' (how equal time stamps follow "
+                                "each other)")
+            ties = self.advance().text.lower()
         if self.at_keyword("where"):
             self.advance()
             self.where_item()
@@ -180,13 +193,16 @@ class _Parser(TermParser):
                 self.advance()
                 self.where_item()
         if not (self.at_end() or self.at_keyword("define")):
-            raise self.fail("'and', 'where', 'define' or end of text")
+            raise self.fail("'and', 'within', 'ties', 'where', 'define' or end of text"
+                            if not state.assignments and not state.filters
+                            else "'and', 'define' or end of text")
         self.check_parameters()
         source = self.text[define.start:self.tokens[self.pos - 1].end]
         try:
             return Rule(name, state.attributes, state.chain[0], tuple(state.steps),
                         tuple(state.aggregates), tuple(state.negations),
-                        tuple(state.filters), tuple(state.assignments), source=source)
+                        tuple(state.filters), tuple(state.assignments), within=within,
+                        ties=ties, source=source)  # type: ignore[arg-type]
         except RuleError as exc:
             raise RuleSyntaxError(define.line, define.column, str(exc)) from None
 
@@ -225,11 +241,17 @@ class _Parser(TermParser):
     def step(self) -> None:
         state = self.current()
         selection = self.advance().text.lower()
-        pattern = self.pattern()
-        self.expect_keyword("within")
-        within = self.window()
+        pattern = self.pattern(len(state.chain))
+        within = None
+        if self.at_keyword("within"):
+            self.advance()
+            within = self.window()
+        elif self.at_keyword("from"):
+            state.unwindowed.append((len(state.steps), self.peek()))
+        else:
+            raise self.fail("'within' or 'from'")
         self.expect_keyword("from")
-        previous = state.chain[-1].type
+        previous = state.chain[-1].name
         anchor = self.peek()
         if anchor.kind != "name" or anchor.text != previous:
             raise self.fail(f"{previous!r} (a step follows the element just before it: "
@@ -237,6 +259,16 @@ class _Parser(TermParser):
         self.advance()
         state.chain.append(pattern)
         state.steps.append(Step(selection, pattern, within))  # type: ignore[arg-type]
+
+    def fill_windows(self, within: Window | None) -> None:
+        """Give the steps written without 'within' the window of the whole sequence."""
+        state = self.current()
+        for index, token in state.unwindowed:
+            if within is None:
+                raise self.fail("'within' (a step needs a window unless the whole sequence "
+                                "has one: 'within 5 min' after the sequence)", token)
+            step = state.steps[index]
+            state.steps[index] = Step(step.selection, step.pattern, within)
 
     def negation(self) -> None:
         state = self.current()

@@ -74,7 +74,7 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
     out: list[tuple] = []
     for terminator in rows:
         bound = _match(terminator, rule.terminator, {})
-        if bound is None:
+        if bound is None or not _predicates_hold(rule.terminator, [terminator], bound):
             continue
         found = []
         for elements, params in _sequences(rule, rows, [terminator], bound, ticks_per_second):
@@ -124,11 +124,18 @@ def _sequences(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
     step = rule.steps[len(elements) - 1]
     anchor = elements[-1]
     window = step.within.ticks(tps)
+    strict = rule.ties == "strict"
     candidates = []
     for event in rows:  # rows are in stream order
-        if anchor["ts"] - window <= event["ts"] < anchor["ts"]:
+        if strict:
+            inside = anchor["ts"] - window <= event["ts"] < anchor["ts"]
+        else:
+            inside = (anchor["ts"] - window <= event["ts"] <= anchor["ts"]
+                      and all(event is not e for e in elements))
+        if inside:
             extended = _match(event, step.pattern, params)
-            if extended is not None:
+            if extended is not None and _predicates_hold(step.pattern, [*elements, event],
+                                                         extended):
                 candidates.append((event, extended))
     if step.selection == "last":
         candidates = candidates[-1:]
@@ -138,9 +145,45 @@ def _sequences(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
         yield from _sequences(rule, rows, [*elements, event], extended, tps)
 
 
+def _predicates_hold(pattern: Pattern, elements: list[dict[str, Any]],
+                     params: dict[str, Any]) -> bool:
+    """Whether the predicates of ``pattern`` hold for its event, ``elements[-1]``,
+    computed in float64 as the semantics says."""
+    return all(_TESTS[p.op](_real(p.left, elements, params), _real(p.right, elements, params))
+               for p in pattern.predicates)
+
+
+def _real(expr: Expr, elements: list[dict[str, Any]], params: dict[str, Any]) -> float:
+    if isinstance(expr, Const):
+        return float(expr.value)
+    if isinstance(expr, ParamRef):
+        return float(params[expr.name])
+    if isinstance(expr, AttrRef):
+        return float(elements[expr.element][expr.attr])
+    assert isinstance(expr, BinOp)
+    return _arith(expr.op, _real(expr.left, elements, params),
+                  _real(expr.right, elements, params))
+
+
+def _arith(op: str, left: Any, right: Any) -> Any:
+    if op == "+":
+        return left + right
+    if op == "-":
+        return left - right
+    if op == "*":
+        return left * right
+    if right == 0:  # IEEE division, as NumPy does it
+        return math.nan if left == 0 or math.isnan(left) else math.copysign(math.inf, left)
+    return left / right
+
+
 def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, Any]],
                params: dict[str, Any], tps: float | None) -> tuple | None:
-    """The composite tuple of one match, or None if an aggregate, negation or filter drops it."""
+    """The composite tuple of one match, or None if the pattern window, an aggregate, a
+    negation or a filter drops it."""
+    if rule.within is not None and (elements[-1]["ts"]
+                                    < elements[0]["ts"] - rule.within.ticks(tps)):
+        return None
     aggregates = []
     for agg in rule.aggregates:
         end = elements[agg.anchor]["ts"]
@@ -197,17 +240,8 @@ def _evaluate(expr: Expr, elements: list[dict[str, Any]], params: dict[str, Any]
     if isinstance(expr, AggRef):
         return aggregates[expr.index]
     assert isinstance(expr, BinOp)
-    left = _evaluate(expr.left, elements, params, names, aggregates)
-    right = _evaluate(expr.right, elements, params, names, aggregates)
-    if expr.op == "+":
-        return left + right
-    if expr.op == "-":
-        return left - right
-    if expr.op == "*":
-        return left * right
-    if right == 0:  # IEEE division, as NumPy does it
-        return math.nan if left == 0 or math.isnan(left) else math.copysign(math.inf, left)
-    return left / right
+    return _arith(expr.op, _evaluate(expr.left, elements, params, names, aggregates),
+                  _evaluate(expr.right, elements, params, names, aggregates))
 
 
 # ------------------------------------------------------------------------ streams
@@ -381,6 +415,53 @@ def _cases() -> dict[str, Case]:
             from C(p=$x) and each A(p=$x) within 4 s from C where x=$x and s=A.n""",
              ticks_per_second=1.0, **_ABC),
     ]
+    cases += [
+        # aliases, predicates inside the pattern, a window on the whole pattern, ties
+        Case("stock", """define ST(c: int, b: int, a: int)
+            from C() as c and each B(v < c.v) as b from c and each A(v < b.v) as a from b
+            within 6 ties nonstrict
+            where c=c.n and b=b.n and a=a.n""", **_ABC),
+        Case("stock_strict", """define ST(c: int, b: int, a: int)
+            from C() as c and each B(v < c.v) as b from c and each A(v < b.v) as a from b
+            within 6
+            where c=c.n and b=b.n and a=a.n""", **_ABC),
+        Case("alias_same_type", """define AA(early: int, late: int)
+            from A() as a2 and each A(v < a2.v) as a1 within 5 from a2
+            where early=a1.n and late=a2.n""", **_ABC),
+        Case("pred_single", """define PS(b: int, a: int)
+            from C(v > 1) as c and last B(v > c.v - 3) as b within 6 from c
+              and first A(v * 2 >= b.v + 1 and ts > b.ts - 3) as a within 4 from b
+            where b=b.n and a=a.n""", **_ABC),
+        Case("pred_params", """define PP(x: int, b: int, a: int)
+            from C(p=$x) and last B(p=$x and v != $x + 1) within 6 from C
+              and each A(v <= $x * 3 and att=$x) within 4 from B
+            where x=$x and b=B.n and a=A.n""", **_ABC),
+        Case("pred_terminator", """define PT(c: int, b: int)
+            from C(v * 2 > p + 3 and v != att) and each B() within 3 from C
+            where c=C.n and b=B.n""", **_ABC),
+        Case("pred_far_each", """define PF(b: int, a: int)
+            from C() as c and last B(v > 2) within 4 from c and each A(v < c.v) within 4 from B
+            where b=B.n and a=A.n""", **_ABC),
+        Case("window_first", """define WF(b: int, a: int)
+            from C() as c and first B() as b from c and last A(v > 1) as a from b
+            within 5
+            where b=b.n and a=a.n""", **_ABC),
+        Case("window_mixed", """define WM(b: int, a: int, span: int)
+            from C(p=$x) as c and each B(p=$x) as b within 4 from c
+              and first A() as a from b and not D(p=$x) between a and c
+            within 6
+            where b=b.n and a=a.n and span=c.ts - a.ts""", **_ABC),
+        Case("nonstrict_same_type", """define NS(x: int, y: int, z: int)
+            from A() as x and last A() as y within 3 from x
+              and each A(v >= y.v) as z within 3 from y
+            ties nonstrict
+            where x=x.n and y=y.n and z=z.n""", **_ABC),
+        Case("nonstrict_first_params", """define NF(x: int, b: int, a: int)
+            from C(p=$x) and first B(p=$x) within 3 from C and last A(p=$x) within 2 from B
+              and $s=Sum(A(p=$x).v within 3 from C)
+            ties nonstrict
+            where x=$x and b=B.n and a=A.n""", **_ABC),
+    ]
     for function in ("Sum", "Avg", "Min", "Max"):
         cases.append(Case(f"agg_{function.lower()}", f"""define G(x: int, y: double, b: int)
             from C(p=$x) and last B(p=$x) within 5 from C
@@ -427,11 +508,11 @@ CASES: dict[str, Case] = _cases()
 
 
 def engine_output(engine: Any, batches: Sequence[np.ndarray]) -> list[tuple]:
-    """Feed ``batches`` to ``engine``; its composites as :func:`reference` lists them."""
+    """Feed ``batches`` to ``engine``, then end the stream (``flush``); its composites
+    as :func:`reference` lists them."""
     rule: Rule = engine.rule
     out: list[tuple] = []
-    for batch in batches:
-        matches = engine.process(batch)
+    for matches in [*(engine.process(batch) for batch in batches), engine.flush()]:
         kept, columns = compose(rule, matches)
         terminators = matches.elements[0][kept]
         for j in range(len(kept)):

@@ -194,7 +194,7 @@ def test_a_type_may_repeat_in_the_chain():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("define F() from A()\n  and last B() from A",
-     "line 2, column 16: expected 'within', found 'from'"),
+     "line 2, column 16: expected 'within' (a step needs a window unless the whole sequence has one: 'within 5 min' after the sequence), found 'from'"),
     ("define F() from A() and last B() within 3 from C",
      "line 1, column 48: expected 'A' (a step follows the element just before it: chains "
      "are linear), found 'C'"),
@@ -212,9 +212,14 @@ def test_a_type_may_repeat_in_the_chain():
     ("define F() from A(p $x)",
      "line 1, column 21: expected a comparator (=, !=, <, <=, >, >=), found '$x'"),
     ("define F() from A(p>$x)",
-     "line 1, column 20: parameter $x can only be bound with '=', found '>'; compare it in "
+     "line 1, column 21: $x is not bound: mention it in an element of the sequence (e.g. "
+     "A(attr=$x)) or bind an aggregate to it ($x=Sum(...))"),
+    ("define F() from C(p=$x) and each A() within 5 from C and $y=Sum(B(v>$x).v within 3 "
+     "from C)",
+     "line 1, column 68: parameter $x can only be bound with '=', found '>'; compare it in "
      "a filter instead"),
-    ("define F() from A(p=-$x)", "line 1, column 22: expected a number, found '$x'"),
+    ("define F() from A(p=-$x)", "line 1, column 22: $x is not bound: mention it in an "
+     "element of the sequence (e.g. A(attr=$x)) or bind an aggregate to it ($x=Sum(...))"),
     ("define F() from A() and each B() within 5 hours from A",
      "line 1, column 43: expected 'from', found 'hours'"),
     ("define F() from A() and each B() within soon from A",
@@ -265,11 +270,11 @@ def test_a_type_may_repeat_in_the_chain():
     ("define F(y: int) from C() where y=1 and 3",
      "line 1, column 42: expected a comparator (=, !=, <, <=, >, >=), found end of text"),
     ("define F(y: int) from C() where y=", "line 1, column 35: expected an expression (a "
-     "number, $parameter, Type.attribute or aggregate), found end of text"),
+     "number, $parameter, name.attribute or aggregate), found end of text"),
     ("define F() from C() and 3", "line 1, column 26: expected a comparator (=, !=, <, <=, "
      ">, >=), found end of text"),
     ("define F() from C() or D()",
-     "line 1, column 21: expected 'and', 'where', 'define' or end of text, found 'or'"),
+     "line 1, column 21: expected 'and', 'within', 'ties', 'where', 'define' or end of text, found 'or'"),
     ("define F() from C() & D()", "line 1, column 21: unexpected character '&'"),
     ("define F() from C(p=$)",
      "line 1, column 21: expected a parameter name after '$', found '$)'"),
