@@ -211,3 +211,157 @@ def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
         value[s] = acc
         count[s] = c
     return value, count
+
+
+# ----------------------------------------------------------- predicates and ties
+
+OP_CONST, OP_CTX, OP_NUM, OP_TS, OP_REQUIRE = 0, 1, 2, 3, 4
+OP_ADD, OP_SUB, OP_MUL, OP_DIV = 5, 6, 7, 8
+OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE = 9, 10, 11, 12, 13, 14
+"""Opcodes of a predicate program: rows ``(opcode, argument)`` run on a float64 stack.
+``CONST k`` pushes ``consts[k]``, ``CTX q`` the sequence's context value ``q`` (an
+attribute of an element chosen before), ``NUM r`` the candidate's aggregated-value row
+``r``, ``TS`` its time stamp; arithmetic and comparisons pop two values and push one
+(comparisons push 1.0 or 0.0); ``REQUIRE`` pops one and fails the candidate if it is 0."""
+
+NO_FLOOR = np.int64(-(2**62))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
+    """Whether candidate ``j`` of sequence ``s`` passes the predicate program ``ops``."""
+    sp = 0
+    for q in range(ops.shape[0]):
+        code = ops[q, 0]
+        arg = ops[q, 1]
+        if code == OP_CONST:
+            stack[sp] = consts[arg]
+            sp += 1
+        elif code == OP_CTX:
+            stack[sp] = ctx[s, arg]
+            sp += 1
+        elif code == OP_NUM:
+            stack[sp] = num[arg, j]
+            sp += 1
+        elif code == OP_TS:
+            stack[sp] = np.float64(ts[j])
+            sp += 1
+        elif code == OP_REQUIRE:
+            sp -= 1
+            if stack[sp] == 0.0:
+                return False
+        else:
+            sp -= 1
+            b = stack[sp]
+            a = stack[sp - 1]
+            if code == OP_ADD:
+                r = a + b
+            elif code == OP_SUB:
+                r = a - b
+            elif code == OP_MUL:
+                r = a * b
+            elif code == OP_DIV:
+                r = a / b
+            elif code == OP_EQ:
+                r = 1.0 if a == b else 0.0
+            elif code == OP_NE:
+                r = 1.0 if a != b else 0.0
+            elif code == OP_LT:
+                r = 1.0 if a < b else 0.0
+            elif code == OP_LE:
+                r = 1.0 if a <= b else 0.0
+            elif code == OP_GT:
+                r = 1.0 if a > b else 0.0
+            else:
+                r = 1.0 if a >= b else 0.0
+            stack[sp - 1] = r
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _taken(enc, pos_row, j, taken, s):  # pragma: no cover - jit
+    """Whether event ``j`` is already an element of sequence ``s``."""
+    key = enc[pos_row, j]
+    for q in range(taken.shape[1]):  # noqa: SIM110 - loops compile best in Numba
+        if taken[s, q] == key:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, chk_nan,
+                 bind_col, bind_par, window, selection, strict, pos_row, ops, consts,
+                 fill_slot, fill_row):  # pragma: no cover - jit
+    """:func:`step` with predicates, a floor and either ties policy.
+
+    The candidates of sequence ``s`` are the events ``j`` with
+    ``max(anchor[s] - window, floor[s]) <= ts[j]`` and ``ts[j] < anchor[s]`` (``strict``)
+    or ``ts[j] <= anchor[s]`` and ``j`` not yet in the sequence (``taken[s]`` holds the
+    position keys of its elements; ``enc[pos_row]`` those of the column), that pass
+    the parameter checks and the predicate program ``ops``. ``ctx[s]`` holds the values
+    the programs read from earlier elements; the chosen event fills context slot
+    ``fill_slot[f]`` from its value row ``fill_row[f]`` (-1: its time stamp).
+
+    Returns ``parent``, ``chosen`` and the new ``bound``, ``anchor``, ``floor``, ``ctx``
+    and ``taken`` (the parent's, with the chosen event's key appended).
+    """
+    m = anchor.shape[0]
+    n = ts.shape[0]
+    cap = max(16, m)
+    parent = np.empty(cap, np.int64)
+    chosen = np.empty(cap, np.int64)
+    stack = np.empty(max(1, ops.shape[0]), np.float64)
+    k = 0
+    for s in range(m):
+        if _blocked(bound, s, chk_par, chk_nan):
+            continue
+        low = anchor[s] - window
+        if floor[s] > low:
+            low = floor[s]
+        lo = _lower(ts, 0, n, low)
+        hi = _lower(ts, lo, n, anchor[s] if strict else anchor[s] + 1)
+        if selection == LAST:
+            stop = lo - 1
+            inc = -1
+            j = hi - 1
+        else:
+            stop = hi
+            inc = 1
+            j = lo
+        while True:
+            j = _next(enc, j, stop, inc, bound, s, chk_col, chk_par)
+            if j == stop:
+                break
+            if ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
+                    and _holds(ops, consts, stack, ts, num, j, ctx, s)):
+                if k == cap:
+                    cap *= 2
+                    parent = _grow(parent, cap)
+                    chosen = _grow(chosen, cap)
+                parent[k] = s
+                chosen[k] = j
+                k += 1
+                if selection != EACH:
+                    break
+            j += inc
+    parent = parent[:k].copy()
+    chosen = chosen[:k].copy()
+    out = np.empty((k, bound.shape[1]), np.int64)
+    new_anchor = np.empty(k, np.int64)
+    new_floor = np.empty(k, np.int64)
+    new_ctx = np.empty((k, ctx.shape[1]), np.float64)
+    new_taken = np.empty((k, taken.shape[1] + 1), np.int64)
+    for r in range(k):
+        p = parent[r]
+        c = chosen[r]
+        out[r, :] = bound[p, :]
+        for b in range(bind_col.shape[0]):
+            out[r, bind_par[b]] = enc[bind_col[b], c]
+        new_anchor[r] = ts[c]
+        new_floor[r] = floor[p]
+        new_ctx[r, :] = ctx[p, :]
+        for f in range(fill_slot.shape[0]):
+            new_ctx[r, fill_slot[f]] = ts[c] if fill_row[f] < 0 else num[fill_row[f], c]
+        new_taken[r, :taken.shape[1]] = taken[p, :]
+        new_taken[r, taken.shape[1]] = enc[pos_row, c] if pos_row >= 0 else 0
+    return parent, chosen, out, new_anchor, new_floor, new_ctx, new_taken

@@ -12,7 +12,7 @@ Compiling also checks that the registry has every type and attribute the rule re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from specula.detectors.rules.ast import (
     AttrRef,
     BinOp,
     Comparison,
+    Const,
     Constraint,
     Expr,
     Param,
@@ -28,7 +29,8 @@ from specula.detectors.rules.ast import (
     Rule,
     RuleError,
 )
-from specula.detectors.rules.detector import element_dtype
+from specula.detectors.rules.detector import attr_refs, element_dtype
+from specula.detectors.rules.engine import resolved_predicates
 from specula.events import TypeRegistry
 
 __all__ = ["Plan", "Reduction", "Step", "StoreKey", "StoreSpec", "Terminator"]
@@ -47,12 +49,14 @@ def _checks(pairs: list[tuple[int, int, bool]]) -> tuple[np.ndarray, np.ndarray,
 
 @dataclass(frozen=True)
 class StoreKey:
-    """What decides membership of a column: type, literal constraints, and equalities
-    between attributes of one event (``A(x=$p and y=$p)`` where ``A`` binds ``$p``)."""
+    """What decides membership of a column: type, literal constraints, equalities
+    between attributes of one event (``A(x=$p and y=$p)`` where ``A`` binds ``$p``), and
+    predicates that read only the event itself (``A(v * 2 > ts)``)."""
 
     type: str
     literals: tuple[Constraint, ...]
     same: tuple[tuple[str, str, bool], ...]
+    predicates: tuple[Comparison, ...] = ()
 
 
 @dataclass
@@ -78,10 +82,17 @@ class Terminator:
     key: StoreKey
     type_id: int
     binds: tuple[tuple[str, bool, int], ...]  # (attr, is_float, param)
+    fills: tuple[tuple[int, str], ...] = ()  # (context slot, attr or "ts")
 
 
 @dataclass(frozen=True)
 class Step:
+    """How one step scans its column. ``general`` steps (predicates over earlier
+    elements, a pattern-window floor, or ``ties nonstrict``) run
+    :func:`~specula.detectors.rules._cdp_kernels.step_general` with the program
+    ``ops``/``consts`` and the context slots the chosen event fills; the others run the
+    plain :func:`~specula.detectors.rules._cdp_kernels.step`."""
+
     store: int
     window: int
     selection: int
@@ -90,6 +101,13 @@ class Step:
     chk_nan: np.ndarray
     bind_col: np.ndarray
     bind_par: np.ndarray
+    general: bool = False
+    floor: bool = False
+    ops: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    consts: np.ndarray = field(default_factory=lambda: np.zeros(1, np.float64))
+    fill_slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    fill_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pos_row: int = -1
 
 
 @dataclass(frozen=True)
@@ -129,8 +147,8 @@ class Plan:
         for agg in rule.aggregates:
             if agg.attr is not None:
                 read[agg.pattern.type].add(agg.attr)
-        for expr in _expressions(rule):
-            for ref in _attr_refs(expr):
+        for ref in attr_refs(rule):
+            if ref.attr != "ts":
                 read[rule.chain[ref.element].type].add(ref.attr)
         for name, attrs in read.items():
             for attr in sorted(attrs - set(fields[name])):
@@ -178,7 +196,13 @@ class Plan:
                 else:
                     first[c.value.name] = c.attr
                     binds.append((c.attr, p))
-            return StoreKey(pattern.type, pattern.literals(), tuple(same)), binds, checks
+            own = ()
+            if element is not None:
+                own = tuple(c for c, reads in zip(resolved_predicates(rule, element),
+                                                  _reads(rule, element), strict=True)
+                            if reads <= {element})
+            key = StoreKey(pattern.type, pattern.literals(), tuple(same), own)
+            return key, binds, checks
 
         def store(key: StoreKey) -> int:
             if key not in store_of:
@@ -190,9 +214,15 @@ class Plan:
             return _checks([(spec.enc_row(a, self.is_float[p]), p, self.is_float[p])
                             for a, p in checks])
 
+        self.slots = _slots(rule)
         key, binds, _ = bind_key(rule.terminator, 0)
         self.terminator = Terminator(key, self.type_ids[key.type],
-                                     tuple((a, self.is_float[p], p) for a, p in binds))
+                                     tuple((a, self.is_float[p], p) for a, p in binds),
+                                     tuple((q, a) for q, (e, a) in enumerate(self.slots)
+                                           if e == 0))
+        self.strict = rule.ties == "strict"
+        self.window = None if rule.within is None else _ticks(rule, rule.within,
+                                                                ticks_per_second)
         self.steps: list[Step] = []
         for i, st in enumerate(rule.steps, start=1):
             key, binds, checks = bind_key(st.pattern, i)
@@ -201,8 +231,19 @@ class Plan:
             col, par, nan = check_arrays(spec, checks)
             bcol = np.array([spec.enc_row(a, self.is_float[p]) for a, p in binds], np.int64)
             bpar = np.array([p for _, p in binds], np.int64)
-            self.steps.append(Step(si, _ticks(rule, st.within, ticks_per_second),
-                                   _SELECTION[st.selection], col, par, nan, bcol, bpar))
+            linked = [c for c, reads in zip(resolved_predicates(rule, i), _reads(rule, i),
+                                            strict=True) if reads - {i}]
+            ops, consts = _program(linked, i, self.slots, spec)
+            fills = [(q, a) for q, (e, a) in enumerate(self.slots) if e == i]
+            floor = self.window is not None and st.selection != "first"
+            self.steps.append(Step(
+                si, _ticks(rule, st.within, ticks_per_second), _SELECTION[st.selection], col,
+                par, nan, bcol, bpar, general=bool(linked) or floor or not self.strict,
+                floor=floor, ops=ops, consts=consts,
+                fill_slot=np.array([q for q, _ in fills], np.int64),
+                fill_row=np.array([-1 if a == "ts" else spec.num_row(a) for _, a in fills],
+                                  np.int64),
+                pos_row=-1 if self.strict else spec.enc_row(POSITION, False)))
         self.reductions: list[Reduction] = []
         for agg in rule.aggregates:
             key, _, checks = bind_key(agg.pattern, None)
@@ -229,17 +270,66 @@ def _ticks(rule: Rule, window, ticks_per_second: float | None) -> int:
     return ticks
 
 
-def _expressions(rule: Rule) -> list[Expr]:
-    exprs = [e for _, e in rule.assignments]
-    for f in rule.filters:
-        if isinstance(f, Comparison):
-            exprs += [f.left, f.right]
-    return exprs
+POSITION = "#position"
+"""The pseudo-attribute whose encoded row holds each event's position key
+(``producer << 40 | seq``), kept where ``ties nonstrict`` must tell events apart."""
+
+_OPS = {"+": _k.OP_ADD, "-": _k.OP_SUB, "*": _k.OP_MUL, "/": _k.OP_DIV,
+        "=": _k.OP_EQ, "!=": _k.OP_NE, "<": _k.OP_LT, "<=": _k.OP_LE, ">": _k.OP_GT,
+        ">=": _k.OP_GE}
 
 
-def _attr_refs(expr: Expr) -> list[AttrRef]:
+def _reads(rule: Rule, element: int) -> list[set[int]]:
+    """Per resolved predicate of ``element``, the elements it reads."""
+    return [{r.element for r in _refs(c.left) + _refs(c.right)}
+            for c in resolved_predicates(rule, element)]
+
+
+def _slots(rule: Rule) -> list[tuple[int, str]]:
+    """Context slots: ``(element, attr)`` that predicates of later elements read."""
+    slots: list[tuple[int, str]] = []
+    for i in range(1, len(rule.chain)):
+        for c in resolved_predicates(rule, i):
+            for ref in _refs(c.left) + _refs(c.right):
+                if ref.element < i and (ref.element, ref.attr) not in slots:
+                    slots.append((ref.element, ref.attr))
+    return slots
+
+
+def _program(predicates: list[Comparison], element: int, slots: list[tuple[int, str]],
+             spec: StoreSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The predicate program (see :mod:`._cdp_kernels`) of a step's linked predicates."""
+    ops: list[tuple[int, int]] = []
+    consts: list[float] = []
+
+    def emit(expr: Expr) -> None:
+        if isinstance(expr, Const):
+            ops.append((_k.OP_CONST, len(consts)))
+            consts.append(float(expr.value))
+        elif isinstance(expr, AttrRef) and expr.element == element:
+            ops.append((_k.OP_TS, 0) if expr.attr == "ts"
+                       else (_k.OP_NUM, spec.num_row(expr.attr)))
+        elif isinstance(expr, AttrRef):
+            ops.append((_k.OP_CTX, slots.index((expr.element, expr.attr))))
+        elif isinstance(expr, BinOp):
+            emit(expr.left)
+            emit(expr.right)
+            ops.append((_OPS[expr.op], 0))
+        else:
+            raise TypeError(f"not an expression of a predicate: {expr!r}")
+
+    for c in predicates:
+        emit(c.left)
+        emit(c.right)
+        ops.append((_OPS[c.op], 0))
+        ops.append((_k.OP_REQUIRE, 0))
+    return (np.array(ops, np.int64).reshape(-1, 2),
+            np.array(consts or [0.0], np.float64))
+
+
+def _refs(expr: Expr) -> list[AttrRef]:
     if isinstance(expr, AttrRef):
         return [expr]
     if isinstance(expr, BinOp):
-        return _attr_refs(expr.left) + _attr_refs(expr.right)
+        return _refs(expr.left) + _refs(expr.right)
     return []

@@ -55,18 +55,18 @@ order an ordering unit delivers. That order key is an event's *position*.
   future); ``each`` steps may read every element before them.
 * **Steps.** Given the chosen anchor ``a = element[i-1]`` and the elements ``0..i-1``
   chosen so far, the *candidates* of step ``i`` are the events ``e`` matching its
-  pattern (literal constraints, parameters already bound, predicates) with
-  ``a.ts - window <= e.ts < a.ts`` under ``ties strict`` (the default: equal time
-  stamps never form a sequence) or ``a.ts - window <= e.ts <= a.ts`` under ``ties
-  nonstrict``, where ``e`` must also differ from every event already in the match (an
-  event with the anchor's time stamp may precede it, whatever their arrival order, as
-  in OpenCEP and FlinkCEP on event time). ``each`` takes every candidate, ``last`` the candidate with the
-  greatest position, ``first`` the one with the smallest. Selection is local: ``last``
-  picks the latest candidate even if no event for a later step exists behind it (then
-  that partial sequence yields nothing; the engine does not fall back to an earlier
-  candidate). No candidate: no match from that partial sequence. (A step may depend on
-  a parameter bound by an element *before* it in the chain but *later* in time than
-  its own candidates' successors; AIP then keeps the newest candidate per parameter
+  pattern (literal constraints, parameters already bound, predicates) with ``a.ts -
+  window <= e.ts < a.ts`` under ``ties strict`` (the default: equal time stamps never
+  form a sequence) or ``a.ts - window <= e.ts <= a.ts`` under ``ties nonstrict``, where
+  ``e`` must also differ from every event already in the match (an event with the
+  anchor's time stamp may precede it, whatever their arrival order, as in OpenCEP and
+  FlinkCEP on event time). ``each`` takes every candidate, ``last`` the candidate with
+  the greatest position, ``first`` the one with the smallest. Selection is local:
+  ``last`` picks the latest candidate even if no event for a later step exists behind it
+  (then that partial sequence yields nothing; the engine does not fall back to an
+  earlier candidate). No candidate: no match from that partial sequence. (A step may
+  depend on a parameter bound by an element *before* it in the chain but *later* in time
+  than its own candidates' successors; AIP then keeps the newest candidate per parameter
   value, so all engines still select the same event.)
 * **Pattern window.** ``within W`` after the sequence bounds the whole match: every
   element ``e`` has ``e.ts >= T.ts - W`` (``T`` the terminator). It filters matches
@@ -94,11 +94,12 @@ order an ordering unit delivers. That order key is an event's *position*.
 * **Filters.** ``45 < $t`` and other comparisons of expressions must all hold.
 * **Where.** Each composite attribute is assigned an expression over literals,
   parameters, aggregate values, payload attributes of chain elements (``name.attr``,
-  ``name`` an alias or a type that occurs once in the chain; ``ts`` included) and ``+ - * /``. Aggregates written inline in
-  ``where`` are named ``<function>#<index>`` (``sum#0``), a name no ``$x`` can spell.
-  Attributes not assigned are 0. The composite's type is registered with the
-  attributes of ``define`` (``int`` -> int64, ``float``/``double`` -> float64,
-  ``bool`` -> bool, ``string`` -> int64 category codes: payload columns are numeric).
+  ``name`` an alias or a type that occurs once in the chain; ``ts`` included) and ``+ -
+  * /``. Aggregates written inline in ``where`` are named ``<function>#<index>``
+  (``sum#0``), a name no ``$x`` can spell. Attributes not assigned are 0. The
+  composite's type is registered with the attributes of ``define`` (``int`` -> int64,
+  ``float``/``double`` -> float64, ``bool`` -> bool, ``string`` -> int64 category codes:
+  payload columns are numeric).
 * **Output order.** The composites of one terminator come in ascending order of the
   positions of elements 1, 2, ... (lexicographically); terminators in stream order.
 

@@ -71,9 +71,22 @@ import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
 from specula.detectors.rules._cdp_columns import Store, convert, encode
-from specula.detectors.rules._cdp_plan import Plan, Reduction, Step, StoreKey, StoreSpec
+from specula.detectors.rules._cdp_plan import (
+    POSITION,
+    Plan,
+    Reduction,
+    Step,
+    StoreKey,
+    StoreSpec,
+)
 from specula.detectors.rules.ast import Rule
-from specula.detectors.rules.engine import ORDER_SHIFT, Matches, order_key
+from specula.detectors.rules.engine import (
+    ORDER_SHIFT,
+    Matches,
+    TieHold,
+    order_key,
+    predicates_hold,
+)
 from specula.events import TypeRegistry
 
 __all__ = ["CDPEngine"]
@@ -124,6 +137,9 @@ class CDPEngine:
         self._relevant = np.zeros(max(ids) + 2, np.bool_)  # the last entry catches new ids
         self._relevant[ids] = True
         self._stores = [self._new_store(spec) for spec in self._plan.stores]
+        self._plan_rows = np.zeros(0, self._plan.row_dtype)
+        self._hold = None if self._plan.strict else TieHold(self._plan.row_dtype)
+        self.partials = 0
         self._last = (_NO_TS, -1)
         self._unpruned = 0
         self._checked: set[np.dtype] = set()
@@ -166,41 +182,59 @@ class CDPEngine:
             self._appended(si, len(rows))
         term = plan.terminator
         mask = self._members(events, types, term.key, term.type_id, of_type)
-        found = (self._empty() if mask is None
-                 else self._detect(np.flatnonzero(mask), self._rows(events, mask)))
+        if self._hold is None:
+            found = (self._empty() if mask is None
+                     else self._detect(np.flatnonzero(mask), self._rows(events, mask)))
+        else:
+            tidx = np.zeros(0, np.int64) if mask is None else np.flatnonzero(mask)
+            trows = self._rows(events, mask) if mask is not None else self._hold.held[:0]
+            trows, tidx = self._hold.take(trows, tidx, events["ts"][ridx])
+            found = self._detect(tidx, trows) if len(trows) else self._empty()
         self._unpruned += len(ridx)
         if self._unpruned >= _PRUNE_EVERY:
             self._settle()
         return found
 
     def flush(self) -> Matches:
-        """End of stream: the matches of terminators still held (none yet)."""
-        return Matches.empty(self.rule, self._dtype if hasattr(self, "_dtype") else self.dtype)
+        """End of stream: the matches of the terminators held for their time stamp to
+        complete (``ties nonstrict``); ``terminator`` is 0 for each."""
+        if self._hold is None or not len(self._hold.held):
+            return self._empty()
+        rows = self._hold.flush()
+        return self._detect(np.zeros(len(rows), np.int64), rows)
 
     def snapshot(self) -> bytes:
-        """The engine's state: the rows of every column and the last position seen.
+        """The engine's state: the rows of every column, the terminators held for their
+        time stamp to complete, and the last position seen.
 
         Equal states give equal bytes; restoring rebuilds the kernels' arrays from the
         rows.
         """
         self._settle()
-        header = np.array([self._last[0], self._last[1], *(len(s) for s in self._stores)],
-                          np.int64)
-        return b"".join([header.tobytes(), *(s.live_rows.tobytes() for s in self._stores)])
+        held = self._hold.held if self._hold is not None else self._plan_rows[:0]
+        header = np.array([self._last[0], self._last[1], len(held),
+                           *(len(s) for s in self._stores)], np.int64)
+        return b"".join([header.tobytes(), held.tobytes(),
+                         *(s.live_rows.tobytes() for s in self._stores)])
 
     def restore(self, state: bytes) -> None:
         """Return to a state produced by :meth:`snapshot` of an engine of the same rule."""
         n = len(self._stores)
-        if not isinstance(state, bytes) or len(state) < 8 * (2 + n):
+        if not isinstance(state, bytes) or len(state) < 8 * (3 + n):
             raise ValueError("not a snapshot of this engine: expected the bytes that "
                              "CDPEngine.snapshot returned for the same rule")
-        header = np.frombuffer(state, np.int64, 2 + n)
-        sizes = header[2:]
-        offset = 8 * (2 + n)
+        header = np.frombuffer(state, np.int64, 3 + n)
+        sizes = header[3:]
+        offset = 8 * (3 + n)
         itemsize = self._plan.row_dtype.itemsize
-        if (sizes < 0).any() or len(state) != offset + int(sizes.sum()) * itemsize:
+        n_held = int(header[2])
+        if (sizes < 0).any() or n_held < 0 or (n_held and self._hold is None) or len(
+                state) != offset + (int(sizes.sum()) + n_held) * itemsize:
             raise ValueError("not a snapshot of this engine: its sizes do not match the "
                              "rule's columns")
+        if self._hold is not None:
+            self._hold.held = np.frombuffer(state, self._plan.row_dtype, n_held, offset).copy()
+        offset += n_held * itemsize
         stores = []
         for spec, size in zip(self._plan.stores, sizes, strict=True):
             rows = np.frombuffer(state, self._plan.row_dtype, int(size), offset)
@@ -268,13 +302,15 @@ class CDPEngine:
             if attr not in names:
                 raise ValueError(f"the batch holds events of type {key.type!r} but has no "
                                  f"column {attr!r}; build it with the registry's dtype")
-        if key.literals or key.same:
+        if key.literals or key.same or key.predicates:
             mask = mask.copy()
             for c in key.literals:
                 mask &= _COMPARE[c.op](events[c.attr], c.value)
             for a, b, is_float in key.same:
                 ka, kb = encode(events[a], is_float), encode(events[b], is_float)
                 mask &= (ka == kb) & ((ka != _k.NAN_KEY) if is_float else True)
+            if key.predicates:
+                mask &= predicates_hold(key.predicates, lambda _, attr: events[attr])
             if not mask.any():
                 return None
         return mask
@@ -286,7 +322,7 @@ class CDPEngine:
     def _derive(self, spec: StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         enc = np.empty((len(spec.enc), len(rows)), np.int64)
         for r, (attr, is_float) in enumerate(spec.enc):
-            enc[r] = encode(rows[attr], is_float)
+            enc[r] = order_key(rows) if attr == POSITION else encode(rows[attr], is_float)
         num = np.empty((len(spec.num), len(rows)), np.float64)
         for r, attr in enumerate(spec.num):
             num[r] = rows[attr]
@@ -300,9 +336,17 @@ class CDPEngine:
         for attr, is_float, p in plan.terminator.binds:
             bound[:, p] = encode(trows[attr], is_float)
         anchor = trows["ts"].astype(np.int64)
+        seqs = _Sequences(plan, trows, anchor) if any(st.general for st in plan.steps) else None
         links = []
         for st in plan.steps:
-            parent, chosen, bound, anchor = self._step(st, anchor, bound)
+            if st.general:
+                parent, chosen, bound, anchor = seqs.step(self._stores[st.store], st, anchor,
+                                                          bound)
+            else:
+                parent, chosen, bound, anchor = self._step(st, anchor, bound)
+                if seqs is not None:
+                    seqs.follow(parent)
+            self.partials += len(parent)
             if len(parent) == 0:
                 return self._empty()
             links.append((parent, chosen))
@@ -332,7 +376,8 @@ class CDPEngine:
                 negations[:, k - n_agg] = count
             else:
                 aggregates[:, k] = _finish(red.function, value, count)
-        return Matches(tidx[which], tuple(elements), aggregates, negations)
+        return Matches(tidx[which], tuple(elements), aggregates, negations).within(
+            plan.rule, self.ticks_per_second)
 
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
@@ -393,6 +438,40 @@ class CDPEngine:
 
     def _reloaded(self) -> None:
         """Called after :meth:`restore` replaced every column."""
+
+
+class _Sequences:
+    """What general steps carry per partial sequence besides its anchor and parameters:
+    the pattern-window floor, the context values predicates read, and the position
+    keys of its elements (``ties nonstrict``)."""
+
+    def __init__(self, plan: Plan, trows: np.ndarray, anchor: np.ndarray) -> None:
+        m = len(trows)
+        self.floor = (anchor - plan.window if plan.window is not None
+                      else np.full(m, _k.NO_FLOOR, np.int64))
+        self.ctx = np.zeros((m, len(plan.slots)), np.float64)
+        for q, attr in plan.terminator.fills:
+            self.ctx[:, q] = trows[attr]
+        self.taken = order_key(trows)[:, None] if not plan.strict else np.zeros((m, 1),
+                                                                                 np.int64)
+
+    def step(self, store: Store, st: Step, anchor: np.ndarray, bound: np.ndarray):
+        floor = self.floor if st.floor else np.full(len(anchor), _k.NO_FLOOR, np.int64)
+        parent, chosen, bound, anchor, _, self.ctx, self.taken = _k.step_general(
+            store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
+            self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
+            st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
+            st.fill_slot, st.fill_row)
+        self.follow(parent, extend=False)
+        return parent, chosen, bound, anchor
+
+    def follow(self, parent: np.ndarray, extend: bool = True) -> None:
+        """Carry the per-sequence values to the sequences a step made from ``parent``."""
+        self.floor = self.floor[parent]
+        if extend:
+            self.ctx = self.ctx[parent]
+            self.taken = np.column_stack([self.taken[parent],
+                                          np.zeros(len(parent), np.int64)])
 
 
 def _finish(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:

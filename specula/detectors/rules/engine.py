@@ -9,8 +9,8 @@ and lives here, in :func:`compose`, so the engines differ only in how they find 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -211,8 +211,8 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
             keep &= _holds(rule, matches, comparison)
     kept = np.flatnonzero(keep)
     if len(kept) > 1:
-        keys = [matches.terminator[kept]]
-        for element in matches.elements[1:]:
+        keys = []
+        for element in matches.elements:  # the terminator's position first
             rows = element[kept]
             keys += [rows["ts"], order_key(rows)]
         kept = kept[np.lexsort(keys[::-1])]

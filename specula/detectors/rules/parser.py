@@ -65,7 +65,7 @@ Examples
 ...     parse_rule("define F() from A() and last B() from A")
 ... except RuleSyntaxError as exc:
 ...     print(exc)
-line 1, column 34: expected 'within' (a step needs a window unless the whole sequence has one: 'within 5 min' after the sequence), found 'from'
+line 1, column 34: expected 'within' (or 'within W' after the whole sequence), found 'from'
 """
 
 from __future__ import annotations
@@ -265,8 +265,7 @@ class _Parser(TermParser):
         state = self.current()
         for index, token in state.unwindowed:
             if within is None:
-                raise self.fail("'within' (a step needs a window unless the whole sequence "
-                                "has one: 'within 5 min' after the sequence)", token)
+                raise self.fail("'within' (or 'within W' after the whole sequence)", token)
             step = state.steps[index]
             state.steps[index] = Step(step.selection, step.pattern, within)
 

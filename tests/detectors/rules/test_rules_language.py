@@ -194,7 +194,8 @@ def test_a_type_may_repeat_in_the_chain():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("define F() from A()\n  and last B() from A",
-     "line 2, column 16: expected 'within' (a step needs a window unless the whole sequence has one: 'within 5 min' after the sequence), found 'from'"),
+     "line 2, column 16: expected 'within' (or 'within W' after the whole "
+     "sequence), found 'from'"),
     ("define F() from A() and last B() within 3 from C",
      "line 1, column 48: expected 'A' (a step follows the element just before it: chains "
      "are linear), found 'C'"),
@@ -274,7 +275,8 @@ def test_a_type_may_repeat_in_the_chain():
     ("define F() from C() and 3", "line 1, column 26: expected a comparator (=, !=, <, <=, "
      ">, >=), found end of text"),
     ("define F() from C() or D()",
-     "line 1, column 21: expected 'and', 'within', 'ties', 'where', 'define' or end of text, found 'or'"),
+     "line 1, column 21: expected 'and', 'within', 'ties', 'where', 'define' or end of "
+     "text, found 'or'"),
     ("define F() from C() & D()", "line 1, column 21: unexpected character '&'"),
     ("define F() from C(p=$)",
      "line 1, column 21: expected a parameter name after '$', found '$)'"),
