@@ -63,12 +63,17 @@ from specula.detectors.rules._aip_plan import (
     column_spec,
     mentions_of,
     plan_columns,
+    plan_horizons,
+    plan_predicates,
+    plan_reads,
     plan_scans,
 )
+from specula.detectors.rules._aip_accept import chosen, column_values
 from specula.detectors.rules._aip_tables import Table, restore_tables, snapshot_tables
+from specula.detectors.rules._aip_ties import Held, pass_order
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.detector import check_rule, element_dtype
-from specula.detectors.rules.engine import Matches
+from specula.detectors.rules.engine import Matches, predicates_hold
 from specula.events import TypeRegistry
 
 __all__ = ["AIPEngine"]
@@ -121,20 +126,31 @@ class AIPEngine:
         self.ticks_per_second = ticks_per_second
         chain = rule.chain
         self._n = n = len(chain)
-        self._filters = tuple(Filter.of(p, registry) for p in chain)
+        self._predicates = predicates = plan_predicates(rule)
+        self._filters = tuple(Filter.of(p, registry, predicates.own[i])
+                              for i, p in enumerate(chain))
         self._windows = (0, *(s.within.ticks(ticks_per_second) for s in rule.steps))
         self._offsets = tuple(int(x) for x in np.cumsum(self._windows))
-        self._mentions = tuple(mentions_of(p) for p in chain)
+        self._mentions = mentions = tuple(mentions_of(p) for p in chain)
+        self._scans = plan_scans(rule, mentions, self._windows, predicates)
+        self._deferred = tuple(s for s in self._scans[1:] if s.deferred)
+        self._late = any(predicates.late)
+        self._horizons, self._store_horizon = plan_horizons(
+            rule, self._windows, ticks_per_second, bool(self._deferred))
+        self._anchor_attrs, self._bound = plan_reads(rule, mentions, predicates)
         self._dtype = element_dtype(rule, registry)
         attrs = [name for name in self._dtype.names if name not in _CORE]
         store_spec = (("ts", np.dtype(np.int64), 0), ("key", np.dtype(np.int64), 0),
                       ("producer", np.dtype(np.int32), 0), ("seq", np.dtype(np.int64), 0),
-                      *((a, self._dtype[a], 0) for a in attrs))
+                      *((a, self._dtype[a], 0) for a in attrs),
+                      *((("_roles", np.dtype(np.int64), 0),) if self._deferred else ()))
         self._store = Table(store_spec)
         self._states: list[Table | None] = [None] + [
             Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k)))
             for k in range(1, n)]
-        self._scans = plan_scans(rule, self._mentions, self._windows)
+        self._held = None if rule.ties == "strict" else Held(np.dtype(
+            [("type", registry.dtype(rule.input_types)["type"]),
+             *((name, self._dtype[name]) for name in self._dtype.names)]))
         self._columns = plan_columns(rule, self._mentions, self._offsets, ticks_per_second)
         self._column_tables = [Table(column_spec(c, registry)) for c in self._columns]
         self._column_filters = tuple(Filter.of(c.pattern, registry) for c in self._columns)
@@ -163,15 +179,28 @@ class AIPEngine:
         self._check_fields(events)
         self._fill_columns(events)
         roles = [f.mask(events) for f in self._filters]
-        ids = self._fill_store(events, roles)
         relevant = np.flatnonzero(np.logical_or.reduce(roles))
-        found: list[tuple[int, np.ndarray]] = []
-        if len(relevant):
-            self._run(events, roles, ids, relevant, found)
-        matches = self._matches(events, found)
+        if self._held is None:
+            ids = self._fill_store(events, roles)
+            found: list[tuple[int, np.ndarray]] = []
+            if len(relevant):
+                self._run(events, roles, ids, relevant, found)
+            matches = self._matches(events, found, ids)
+        else:  # ties nonstrict: evaluate the complete time stamps, hold the newest
+            matches = self._evaluate(*self._held.take(events, relevant))
         self._now = int(events["ts"][-1])
         self._purge()
         return matches
+
+    def _evaluate(self, rows: np.ndarray, causes: np.ndarray) -> Matches:
+        """Process complete groups of equal time stamps; ``causes[r]`` is the index that
+        the matches of terminator ``rows[r]`` get."""
+        roles = [f.mask(rows) for f in self._filters]
+        ids = self._fill_store(rows, roles)
+        found: list[tuple[int, np.ndarray]] = []
+        if len(rows):
+            self._run(rows, roles, ids, np.arange(len(rows)), found)
+        return self._matches(rows, found, ids, causes)
 
     def _check_fields(self, events: np.ndarray) -> None:
         missing = (self._needed | set(self._dtype.names)) - set(events.dtype.names)
@@ -204,47 +233,48 @@ class AIPEngine:
         store.reserve(len(stored))
         end = store.n + len(stored)
         for name in store.cols:
-            store.cols[name][store.n:end] = events[name][stored]
+            if name != "_roles":
+                store.cols[name][store.n:end] = events[name][stored]
+        if self._deferred:  # which elements each event matches, to check choices again
+            store.cols["_roles"][store.n:end] = sum(
+                roles[j][stored].astype(np.int64) << j for j in range(1, self._n))
         ids[stored] = np.arange(store.base + store.n, store.base + end)
         store.n = end
         return ids
 
     def _run(self, events: np.ndarray, roles: list[np.ndarray], ids: np.ndarray,
              relevant: np.ndarray, found: list[tuple[int, np.ndarray]]) -> None:
-        """Alg. 1 for every relevant event, in stream order."""
+        """Alg. 1 for every relevant event, in stream order (in role passes per time
+        stamp under ``ties nonstrict``, see :func:`pass_order`)."""
         n = self._n
-        bits = np.zeros(len(relevant), np.int64)
-        for j, mask in enumerate(roles):
-            bits |= mask[relevant].astype(np.int64) << j
-        values = [{a: events[a][relevant].tolist() for a, *_ in self._mentions[j].values()}
+        flags = np.stack([mask[relevant] for mask in roles], axis=1)
+        times = events["ts"][relevant]
+        order = pass_order(times, flags, self._held is not None)
+        values = [{a: events[a][relevant].tolist() for a in self._anchor_attrs[j]}
                   for j in range(n)]
-        ts_list = events["ts"][relevant].tolist()
-        id_list = ids[relevant].tolist()
-        for r, (i, b, ts, eid) in enumerate(zip(relevant.tolist(), bits.tolist(), ts_list,
-                                                id_list, strict=True)):
-            for j in range(n):
-                if not b >> j & 1:
-                    continue
-                if j == n - 1 and j > 0:
-                    self._append(j, ts, np.array([eid], np.int64))
-                    continue
-                if n == 1:
-                    found.append((i, np.empty((1, 0), np.int64)))
-                    continue
-                anchor = {a: column[r] for a, column in values[j].items()}
-                rows = self._advance(self._scans[j + 1], ts, anchor)
-                table = self._states[j + 1]
-                if j == 0:
-                    if len(rows):
-                        found.append((i, table.cols["ids"][rows]))
-                elif len(rows):
-                    deeper = table.cols["ids"][rows]
-                    self._append(j, ts, np.column_stack(
-                        [np.full(len(rows), eid, np.int64), deeper]))
-                elif self._scans[j].dead_ends:
-                    dead = np.full((1, n - j), -1, np.int64)
-                    dead[0, 0] = eid
-                    self._append(j, ts, dead)
+        rel, ts_list, id_list = relevant.tolist(), times.tolist(), ids[relevant].tolist()
+        for r, j in zip(*(o.tolist() for o in order), strict=True):
+            i, ts, eid = rel[r], ts_list[r], id_list[r]
+            if j == n - 1 and j > 0:
+                self._append(j, ts, np.array([eid], np.int64))
+                continue
+            if n == 1:
+                found.append((i, np.empty((1, 0), np.int64)))
+                continue
+            anchor = {a: column[r] for a, column in values[j].items()}
+            rows = self._advance(self._scans[j + 1], ts, anchor, eid)
+            table = self._states[j + 1]
+            if j == 0:
+                if len(rows):
+                    found.append((i, table.cols["ids"][rows]))
+            elif len(rows):
+                deeper = table.cols["ids"][rows]
+                self._append(j, ts, np.column_stack(
+                    [np.full(len(rows), eid, np.int64), deeper]))
+            elif self._scans[j].dead_ends:
+                dead = np.full((1, n - j), -1, np.int64)
+                dead[0, 0] = eid
+                self._append(j, ts, dead)
 
     def _append(self, k: int, ts: int, ids: np.ndarray) -> None:
         table = self._states[k]
@@ -256,27 +286,45 @@ class AIPEngine:
         table.cols["ids"][table.n:end] = ids
         table.n = end
 
-    def _advance(self, scan: Scan, ts: int, anchor: dict) -> np.ndarray:
-        """Rows of state ``scan.k`` that an anchor at ``ts`` selects and may advance."""
+    def _advance(self, scan: Scan, ts: int, anchor: dict, eid: int) -> np.ndarray:
+        """Rows of state ``scan.k`` that an anchor at ``ts`` (store id ``eid``) selects and
+        may advance."""
         table = self._states[scan.k]
         times = table.cols["ts"]
         lo = table.start + int(np.searchsorted(times[table.start:table.n], ts - scan.window))
         table.start = lo  # the expired tail (Alg. 1, line 4)
-        hi = lo + int(np.searchsorted(times[lo:table.n], ts))  # strictly earlier
+        # strictly earlier, or no later under ties nonstrict
+        hi = lo + int(np.searchsorted(times[lo:table.n], ts,
+                                      side="right" if scan.inclusive else "left"))
         if hi <= lo:
             return np.empty(0, np.int64)
-        if scan.selection == "each" or scan.unknown:
-            cand = lo + np.flatnonzero(self._known(scan, lo, hi, anchor))
-            rows = cand if scan.selection == "each" else self._per_value(scan, cand)
+        if scan.selection == "each" or scan.unknown or scan.deferred:
+            cand = lo + np.flatnonzero(self._qualify(scan, lo, hi, anchor, eid))
+            rows = (cand if scan.selection == "each" or scan.deferred
+                    else self._per_value(scan, cand))
         else:
-            idx = self._single(scan, lo, hi, anchor)
+            idx = self._single(scan, lo, hi, anchor, eid)
             if idx < 0:
                 return np.empty(0, np.int64)
             first = table.cols["ids"][lo:hi, 0]
             event = first[idx - lo]
             rows = lo + np.arange(np.searchsorted(first, event),
                                   np.searchsorted(first, event, side="right"))
-        return self._consistent(scan, rows, anchor)
+        return self._consistent(scan, rows, anchor, eid)
+
+    def _qualify(self, scan: Scan, lo: int, hi: int, anchor: dict, eid: int) -> np.ndarray:
+        """Whether the events of element k in rows ``lo:hi`` are candidates for the anchor:
+        its parameters, the predicates that read it, and not the anchor itself."""
+        ok = self._known(scan, lo, hi, anchor)
+        first = self._states[scan.k].cols["ids"][lo:hi, 0]
+        if scan.near:
+            store = self._store
+            refs = first - store.base
+            ok &= predicates_hold(scan.near, lambda element, attr: store.cols[attr][refs]
+                                  if element == scan.k else anchor[attr])
+        if 0 in scan.own:
+            ok &= first != eid
+        return ok
 
     def _known(self, scan: Scan, lo: int, hi: int, anchor: dict) -> np.ndarray:
         """Whether the events of element k in rows ``lo:hi`` match the anchor's parameters."""
@@ -289,17 +337,17 @@ class AIPEngine:
             ok &= store.cols[mine][refs] == anchor[theirs]
         return ok
 
-    def _single(self, scan: Scan, lo: int, hi: int, anchor: dict) -> int:
+    def _single(self, scan: Scan, lo: int, hi: int, anchor: dict, eid: int) -> int:
         """The newest (``last``) or oldest (``first``) qualifying row, or -1: the scan
         tests growing slices from that end and stops at the first hit."""
-        if not scan.known:
+        if not scan.tested:
             return hi - 1 if scan.selection == "last" else lo
         size = _FIRST_CHUNK
         if scan.selection == "last":
             end = hi
             while end > lo:
                 begin = max(lo, end - size)
-                hits = np.flatnonzero(self._known(scan, begin, end, anchor))
+                hits = np.flatnonzero(self._qualify(scan, begin, end, anchor, eid))
                 if len(hits):
                     return begin + int(hits[-1])
                 end, size = begin, size * 8
@@ -307,7 +355,7 @@ class AIPEngine:
             begin = lo
             while begin < hi:
                 end = min(hi, begin + size)
-                hits = np.flatnonzero(self._known(scan, begin, end, anchor))
+                hits = np.flatnonzero(self._qualify(scan, begin, end, anchor, eid))
                 if len(hits):
                     return begin + int(hits[0])
                 begin, size = end, size * 8
@@ -326,13 +374,18 @@ class AIPEngine:
         chosen = events[order][first]
         return cand[np.isin(events, chosen)]
 
-    def _consistent(self, scan: Scan, rows: np.ndarray, anchor: dict) -> np.ndarray:
-        """Drop dead ends and instances whose deeper events disagree with the anchor."""
+    def _consistent(self, scan: Scan, rows: np.ndarray, anchor: dict, eid: int
+                    ) -> np.ndarray:
+        """Drop dead ends and instances whose deeper events disagree with the anchor or
+        repeat it."""
         if not len(rows):
             return rows
         ids = self._states[scan.k].cols["ids"]
         if scan.dead_ends:
             rows = rows[ids[rows, 1] >= 0]
+        for column in scan.own:
+            if column and eid >= 0:
+                rows = rows[ids[rows, column] != eid]
         store = self._store
         for column, attr, theirs in scan.deeper:
             if not len(rows):
@@ -342,14 +395,18 @@ class AIPEngine:
 
     # ------------------------------------------------------------------ detection
 
-    def _matches(self, events: np.ndarray, found: list[tuple[int, np.ndarray]]) -> Matches:
-        """Matches of the batch, with aggregates and negations (sec. 4.3)."""
+    def _matches(self, events: np.ndarray, found: list[tuple[int, np.ndarray]],
+                 ids: np.ndarray, causes: np.ndarray | None = None) -> Matches:
+        """Matches of the accepted sequences: inside the pattern window, with the late
+        predicates and deferred choices checked, and their aggregates and negations
+        (sec. 4.3). ``found`` holds (terminator row, deeper store ids); a terminator's
+        matches get ``causes[row]`` as index (``row`` itself by default)."""
         rule = self.rule
         if not found:
             return Matches.empty(rule, self._dtype)
-        terminator = np.concatenate([np.full(len(r), i, np.int64) for i, r in found])
+        local = np.concatenate([np.full(len(r), i, np.int64) for i, r in found])
         deeper = np.concatenate([r for _, r in found])
-        elements = [_as_elements(events[terminator], self._dtype)]
+        elements = [_as_elements(events[local], self._dtype)]
         store = self._store
         for k in range(1, self._n):
             refs = deeper[:, k - 1] - store.base
@@ -357,46 +414,40 @@ class AIPEngine:
             for name in self._dtype.names:
                 rows[name] = store.cols[name][refs]
             elements.append(rows)
-        n_agg = len(rule.aggregates)
-        aggregates = np.zeros((len(terminator), n_agg))
-        negations = np.zeros((len(terminator), len(rule.negations)), np.int64)
-        for c in range(len(self._columns)):
+        n_agg, count = len(rule.aggregates), len(local)
+        # the row number stands in for the terminator until the filters have run
+        matches = Matches(np.arange(count), tuple(elements), np.zeros((count, n_agg)),
+                          np.zeros((count, len(rule.negations)), np.int64))
+        matches = matches.within(rule, self.ticks_per_second)
+        if self._late or self._deferred:
+            pick = matches.terminator
+            matches = matches.select(self._accepted(
+                matches, np.column_stack([ids[local[pick]], deeper[pick]])))
+        terminator = local[matches.terminator]
+        matches.terminator = terminator if causes is None else causes[terminator]
+        elements = list(matches.elements)
+        for c, (column, table) in enumerate(zip(self._columns, self._column_tables,
+                                                strict=True)):
+            values = column_values(column, table, elements)
             if c < n_agg:
-                aggregates[:, c] = self._aggregate(c, elements)
+                matches.aggregates[:, c] = values
             else:
-                negations[:, c - n_agg] = self._aggregate(c, elements)
-        return Matches(terminator, tuple(elements), aggregates, negations)
+                matches.negations[:, c - n_agg] = values
+        return matches
 
-    def _aggregate(self, c: int, elements: list[np.ndarray]) -> np.ndarray:
-        """Value of column ``c``'s aggregate (or negation count) for every match."""
-        column, table = self._columns[c], self._column_tables[c]
-        if c < len(self.rule.aggregates):
-            agg = self.rule.aggregates[c]
-            function = agg.function
-            end = elements[agg.anchor]["ts"]
-            begin = end - agg.within.ticks(self.ticks_per_second)
-            first = np.searchsorted(table.cols["ts"][table.start:table.n], begin)
-        else:
-            neg = self.rule.negations[c - len(self.rule.aggregates)]
-            function = "count"
-            end = elements[neg.anchor]["ts"]
-            times = table.cols["ts"][table.start:table.n]
-            if neg.within is not None:
-                first = np.searchsorted(times, end - neg.within.ticks(self.ticks_per_second))
-            else:
-                first = np.searchsorted(times, elements[neg.after]["ts"], side="right")
-        times = table.cols["ts"][table.start:table.n]
-        last = np.searchsorted(times, end)
-        bound = [elements[binder][attr] for _, binder, attr in column.params]
-        out = np.zeros(len(end))
-        for m, (b, e) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
-            b, e = table.start + b, table.start + e
-            keep = np.ones(max(0, e - b), bool)
-            for (attr, _, _), values in zip(column.params, bound, strict=True):
-                keep &= table.cols[attr][b:e] == values[m]
-            out[m] = _reduce(function, table.cols["_value"][b:e][keep]
-                             if column.value else keep)
-        return out
+    def _accepted(self, matches: Matches, ids: np.ndarray) -> np.ndarray:
+        """Which sequences hold the predicates that read elements before their anchor
+        (exact for ``each``) and chose what deferred steps choose (``ids``: the store
+        ids of the elements, -1 for a terminator that is not stored)."""
+        elements = list(matches.elements)
+        keep = np.ones(len(matches), bool)
+        for k, late in enumerate(self._predicates.late):
+            if late and not self._scans[k].deferred:
+                keep &= predicates_hold(late, lambda element, attr: elements[element][attr])
+        for scan in self._deferred:
+            predicates = self._predicates.near[scan.k] + self._predicates.late[scan.k]
+            keep &= chosen(scan, self._store, self._bound[scan.k], predicates, elements, ids)
+        return keep
 
     # ------------------------------------------------------------------ state
 
@@ -415,22 +466,28 @@ class AIPEngine:
         now = self._now
         for k in range(1, self._n):
             table = self._states[k]
-            table.start = table.cut(now - self._windows[k])
-        self._store.start = self._store.cut(now - self._offsets[-1])
+            table.start = table.cut(now - self._horizons[k])
+        self._store.start = self._store.cut(now - self._store_horizon)
         for column, table in zip(self._columns, self._column_tables, strict=True):
             table.start = table.cut(now - column.horizon)
 
     def _tables(self) -> list[tuple[Table, int]]:
         """Every table with its horizon (ticks before the newest event)."""
-        tables = [(self._store, self._offsets[-1])]
-        tables += [(self._states[k], self._windows[k]) for k in range(1, self._n)]
+        tables = [(self._store, self._store_horizon)]
+        tables += [(self._states[k], self._horizons[k]) for k in range(1, self._n)]
         tables += [(t, c.horizon) for c, t in zip(self._columns, self._column_tables,
                                                   strict=True)]
+        if self._held is not None:
+            tables.append((self._held.table, 0))  # the newest time stamp's events
         return tables
 
     def flush(self) -> Matches:
-        """End of stream: the matches of terminators still held (none yet)."""
-        return Matches.empty(self.rule, self._dtype if hasattr(self, "_dtype") else self.dtype)
+        """End of stream: the matches of the terminators held back under ``ties
+        nonstrict`` (the newest time stamp's), each with terminator index 0."""
+        if self._held is None or not len(self._held):
+            return Matches.empty(self.rule, self._dtype)
+        rows = self._held.flush()
+        return self._evaluate(rows, np.zeros(len(rows), np.int64))
 
     def snapshot(self) -> bytes:
         """The live state as bytes: equal bytes for equal states, however the stream
@@ -451,12 +508,3 @@ def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
         out[name] = rows[name]
     return out
 
-
-def _reduce(function: str, values: np.ndarray) -> float:
-    if function == "count":
-        return float(np.count_nonzero(values))
-    if function == "sum":
-        return float(values.sum())
-    if not len(values):
-        return float("nan")
-    return float({"avg": np.mean, "min": np.min, "max": np.max}[function](values))
