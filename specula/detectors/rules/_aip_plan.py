@@ -166,7 +166,7 @@ def plan_scans(rule: Rule, mentions: tuple[dict[str, list[str]], ...],
         selection = rule.steps[k - 1].selection
         own = tuple(c for c in range(n - k) if ties and types[k + c] == types[k - 1])
         deferred = selection != "each" and bool(
-            predicates.late[k] or ties and types[k] in types[:k - 1])
+            predicates.late[k] or (ties and types[k] in types[:k - 1]))
         return Scan(k, windows[k], selection, known, unknown, tuple(deeper),
                     dead_ends=selection != "each" and not deferred and k < n - 1,
                     near=predicates.near[k], inclusive=ties, own=own, deferred=deferred)

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specula.detectors.rules._aip_accept import chosen, column_values
 from specula.detectors.rules._aip_plan import (
     Filter,
     Scan,
@@ -68,7 +69,6 @@ from specula.detectors.rules._aip_plan import (
     plan_reads,
     plan_scans,
 )
-from specula.detectors.rules._aip_accept import chosen, column_values
 from specula.detectors.rules._aip_tables import Table, restore_tables, snapshot_tables
 from specula.detectors.rules._aip_ties import Held, pass_order
 from specula.detectors.rules.ast import Rule
