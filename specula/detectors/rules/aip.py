@@ -12,12 +12,13 @@ Implementation (sec. 5.1 and Alg. 1)
   event that triggered their last transition; a row holds that time stamp and the ids
   of the events the instance has seen: references into one event store per rule, never
   copies of events.
-* An event that matches element ``j`` (type and literal constraints, one vectorised
-  test per batch) advances the instances of state ``j + 1``: the table is scanned from
-  the most recent instance; instances too old for the step's window are the tail of the
-  table, deleted when the scan meets the first of them (Alg. 1, line 4). Each advanced
-  instance is duplicated into state ``j`` with the event added (lines 6-11); the
-  original stays. Scans run over NumPy slices of the table, newest chunk first.
+* An event that matches element ``j`` (type, literal constraints and the predicates that
+  read only the event itself, one vectorised test per batch) advances the instances of
+  state ``j + 1``: the table is scanned from the most recent instance; instances too old
+  for the step's window are the tail of the table, deleted when the scan meets the first
+  of them (Alg. 1, line 4). Each advanced instance is duplicated into state ``j`` with
+  the event added (lines 6-11); the original stays. Scans run over NumPy slices of the
+  table, newest chunk first.
 * Single selection (``last``): the scan stops at the first event that qualifies (Alg. 1,
   line 12); ``first`` takes the oldest one in the window. Parameters are checked on the
   instances (line 5); they are equality constraints, checked by dereferencing the
@@ -27,6 +28,39 @@ Implementation (sec. 5.1 and Alg. 1)
   by its window (sec. 4.3).
 * Everything older than the longest time horizon the rule can still need is purged at
   the end of every batch.
+
+Predicates, the pattern window and equal time stamps
+----------------------------------------------------
+* **Predicates** are sorted once per rule by what they read. Those of the event alone
+  join its pattern's test (the terminator's too). Those that read the event and its
+  anchor are evaluated by the scan, vectorised over the candidate rows (the event's
+  attributes from the store, the anchor's as scalars; dead ends included, since a dead
+  end keeps its own event id), so ``last``/``first`` choose among the events that
+  satisfy them. Those of an ``each`` step that read elements before its anchor are
+  checked when the terminator accepts the sequence, which is exact for ``each``.
+* **Deferred choices.** A ``last``/``first`` step whose candidates depend on elements
+  its anchor has not seen (a predicate on a parameter bound before the anchor, or under
+  ``ties nonstrict`` an earlier element of the same type that may share the anchor's
+  time stamp and so be excluded from the candidates) keeps every candidate at the scan
+  and no dead ends; at acceptance the choice is recomputed from the event store, which
+  then records which elements each event matched, and the match is kept only if its
+  event is the one chosen (:mod:`~specula.detectors.rules._aip_accept`).
+* **Pattern window** ``within W``: matches are filtered with ``Matches.within`` after
+  selection. Instances of ``each``/``last`` steps older than the newest time stamp minus
+  ``W`` are purged: every match through them would fall outside ``W``, and a ``last``
+  that would choose one of them has only such candidates. ``first`` steps keep their
+  window's candidates (choosing one outside ``W`` drops the match), and the store keeps
+  what live instances refer to.
+* **ties nonstrict.** An event may precede another of equal time stamp whatever their
+  arrival order, so the events of the newest time stamp are held
+  (:mod:`~specula.detectors.rules._aip_ties`, part of the snapshot) until a later time
+  stamp arrives, or :meth:`AIPEngine.flush`. A complete group is processed in role
+  passes: the events of the deepest element first, then the next, down to the
+  terminators, each pass in stream order, so that events of equal time stamp are in the
+  states their anchors scan. Scans then include the anchor's time stamp, and an instance
+  never holds one event twice (the anchor is no candidate for itself). A held
+  terminator's matches get the index of the first row of the batch with a later time
+  stamp (0 at ``flush``). Strict rules hold nothing.
 
 Local selection
 ---------------
@@ -48,9 +82,11 @@ Two refinements keep Alg. 1 exact for every rule the model allows:
   element that binds them later keeps the instances whose values agree. Without such
   parameters (R1-R5 of the paper) this is the plain break-after-the-first shortcut.
 
-The engine's storage (:mod:`~specula.detectors.rules._aip_tables`) and what it plans once
-per rule (:mod:`~specula.detectors.rules._aip_plan`) are in modules of their own; this
-module drives them, event by event.
+The engine's storage (:mod:`~specula.detectors.rules._aip_tables`), what it plans once
+per rule (:mod:`~specula.detectors.rules._aip_plan`), what it computes at acceptance
+(:mod:`~specula.detectors.rules._aip_accept`) and the held time stamps
+(:mod:`~specula.detectors.rules._aip_ties`) are in modules of their own; this module
+drives them, event by event.
 """
 
 from __future__ import annotations
