@@ -246,7 +246,10 @@ def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(tmp
 def test_sigterm_stops_a_paced_run_and_everything_it_started(tmp_path):
     before = set(stray_processes())
     out = tmp_path / "run"
-    proc = subprocess.Popen([*SPECULA, "replay", "--seconds", "60", "--speed", "1",
+    # Paced at real time, 12 s of match outlast the 5 s the stream flows before the
+    # SIGTERM (the actors start after the Ray worker, then the stream takes 12 s); a
+    # longer match only costs its generation and ingestion up front.
+    proc = subprocess.Popen([*SPECULA, "replay", "--seconds", "12", "--speed", "1",
                              "--out", str(out), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
