@@ -32,6 +32,10 @@ pytestmark = pytest.mark.slow  # Spark and Ray on Spark in subprocesses
 
 SPECULA = [sys.executable, "-m", "specula.cli"]
 IGNORED = ("flags", "ats", "kplus", "origin")
+#: The step (arrival time, ps) of the in-process reference runs in this process. With
+#: nothing late (asserted) a graph's net outputs are its in-order outputs whatever the
+#: step; 100 ms steps compute them >10x sooner than the default 5 ms.
+REFERENCE_STEP = 100 * 10**9
 
 
 def _run(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 400
@@ -70,7 +74,8 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path):
     # The persisted net outputs equal the in-process runtime's on the same arrival stream.
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
     graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0)
-    expected = InProcessRuntime(graph).run(raw)
+    expected = InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+    assert not any(len(expected.late(name)) for name in graph.nodes)
     persisted = _persisted(out, "complex")
     late = _persisted(out, "late")
     assert not late, "a late event makes Ray and in-process answers differ"
@@ -260,7 +265,9 @@ def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(
         assert summary["options"][name]["alpha"] == 0.5
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
     canonical = soccer_graph(0.5, "full", k0_ms=300)
-    expected = InProcessRuntime(canonical).run(raw)
+    expected = InProcessRuntime(canonical).run(raw, batch_ticks=REFERENCE_STEP)
+    assert summary["late"] == 0
+    assert not any(len(expected.late(name)) for name in canonical.nodes)
     detected = {}
     for name, node in canonical.nodes.items():
         for t in node.outputs:
