@@ -138,13 +138,7 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
             stop = hi
             j = _next(enc, lo, stop, 1, bound, s, chk_col, chk_par)
         while j != stop:
-            if k == cap:
-                cap *= 2
-                parent = _grow(parent, cap)
-                chosen = _grow(chosen, cap)
-            parent[k] = s
-            chosen[k] = j
-            k += 1
+            parent, chosen, k = _pair(parent, chosen, k, s, j)
             if selection != EACH:
                 break
             j = _next(enc, j + 1, stop, 1, bound, s, chk_col, chk_par)
@@ -158,6 +152,18 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
             out[r, bind_par[b]] = enc[bind_col[b], chosen[r]]
         new_anchor[r] = ts[chosen[r]]
     return parent, chosen, out, new_anchor
+
+
+@njit(cache=True, nogil=True)
+def _pair(parent, chosen, k, s, j):  # pragma: no cover - jit
+    """Append the pair (sequence ``s``, event ``j``) at ``k``, doubling the arrays when
+    full; return them and the new count."""
+    if k == parent.shape[0]:
+        parent = _grow(parent, 2 * k)
+        chosen = _grow(chosen, 2 * k)
+    parent[k] = s
+    chosen[k] = j
+    return parent, chosen, k + 1
 
 
 @njit(cache=True, nogil=True)
@@ -334,13 +340,7 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
                 break
             if ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
                     and _holds(ops, consts, stack, ts, num, j, ctx, s)):
-                if k == cap:
-                    cap *= 2
-                    parent = _grow(parent, cap)
-                    chosen = _grow(chosen, cap)
-                parent[k] = s
-                chosen[k] = j
-                k += 1
+                parent, chosen, k = _pair(parent, chosen, k, s, j)
                 if selection != EACH:
                     break
             j += inc
