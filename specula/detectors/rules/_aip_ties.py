@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from specula.detectors.rules._aip_tables import Table
+from specula.detectors.rules.engine import TieHold
 
 __all__ = ["Held", "pass_order"]
 
@@ -25,6 +26,7 @@ class Held:
 
     def __init__(self, dtype: np.dtype) -> None:
         self.dtype = dtype
+        self.hold = TieHold(dtype)
         self.table = Table(tuple((name, dtype[name], 0) for name in dtype.names))
 
     def __len__(self) -> int:
@@ -48,20 +50,16 @@ class Held:
 
     def take(self, events: np.ndarray, relevant: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Hold the ``relevant`` rows of the batch ``events``; return the events whose time
-        stamp is complete (the held ones first) and, for each, its index in ``events``,
-        or for one held from an earlier batch the index of the first row of ``events``
-        with a later time stamp (as :class:`~specula.detectors.rules.engine.TieHold`)."""
-        batch_ts = events["ts"]
+        stamp is complete and their causes, as
+        :meth:`~specula.detectors.rules.engine.TieHold.take` does (the table is the state
+        a snapshot keeps, so the hold starts from it)."""
         new = np.zeros(len(relevant), self.dtype)
         for name in self.dtype.names:
             new[name] = events[name][relevant]
-        held = self.rows()
-        rows = np.concatenate([held, new]) if len(held) else new
-        causes = np.concatenate([np.searchsorted(batch_ts, held["ts"], side="right"),
-                                 relevant]).astype(np.int64)
-        cut = int(np.searchsorted(rows["ts"], batch_ts[-1]))
-        self._keep(rows[cut:])
-        return rows[:cut], causes[:cut]
+        self.hold.held = self.rows()
+        done, causes = self.hold.take(new, relevant, events["ts"])
+        self._keep(self.hold.held)
+        return done, causes
 
     def flush(self) -> np.ndarray:
         """Everything held; the stream has ended."""

@@ -137,7 +137,6 @@ class CDPEngine:
         self._relevant = np.zeros(max(ids) + 2, np.bool_)  # the last entry catches new ids
         self._relevant[ids] = True
         self._stores = [self._new_store(spec) for spec in self._plan.stores]
-        self._plan_rows = np.zeros(0, self._plan.row_dtype)
         self._hold = None if self._plan.strict else TieHold(self._plan.row_dtype)
         self.partials = 0
         self._last = (_NO_TS, -1)
@@ -211,7 +210,8 @@ class CDPEngine:
         rows.
         """
         self._settle()
-        held = self._hold.held if self._hold is not None else self._plan_rows[:0]
+        held = (self._hold.held if self._hold is not None
+                else np.zeros(0, self._plan.row_dtype))
         header = np.array([self._last[0], self._last[1], len(held),
                            *(len(s) for s in self._stores)], np.int64)
         return b"".join([header.tobytes(), held.tobytes(),
