@@ -88,7 +88,8 @@ class Terminator:
 @dataclass(frozen=True)
 class Step:
     """How one step scans its column. ``general`` steps (predicates over earlier
-    elements, a pattern-window floor, or ``ties nonstrict``) run
+    elements, an event later predicates read, a pattern-window floor, or ``ties
+    nonstrict``) run
     :func:`~specula.detectors.rules._cdp_kernels.step_general` with the program
     ``ops``/``consts`` and the context slots the chosen event fills; the others run the
     plain :func:`~specula.detectors.rules._cdp_kernels.step`."""
@@ -238,7 +239,8 @@ class Plan:
             floor = self.window is not None and st.selection != "first"
             self.steps.append(Step(
                 si, _ticks(rule, st.within, ticks_per_second), _SELECTION[st.selection], col,
-                par, nan, bcol, bpar, general=bool(linked) or floor or not self.strict,
+                par, nan, bcol, bpar,
+                general=bool(linked) or bool(fills) or floor or not self.strict,
                 floor=floor, ops=ops, consts=consts,
                 fill_slot=np.array([q for q, _ in fills], np.int64),
                 fill_row=np.array([-1 if a == "ts" else spec.num_row(a) for _, a in fills],
