@@ -12,7 +12,7 @@ the rule is complete. The clauses of a rule, made of these terms, are in the par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from specula.detectors.rules._lexer import RuleSyntaxError, Token, TokenStream, number
@@ -29,6 +29,7 @@ from specula.detectors.rules.ast import (
     Const,
     Constraint,
     Expr,
+    Fold,
     Function,
     Negation,
     Param,
@@ -76,13 +77,70 @@ class TermParser(TokenStream):
         super().__init__(text)
         self.state: RuleState | None = None
         self.own: int | None = None  # the chain element whose pattern is being parsed
+        self.self_refs: list[Token] = []  # bs[i] / bs[i+1] read by the element being parsed
 
     # --------------------------------------------------------------------- patterns
 
+    def element_pattern(self, element: int, closure: bool
+                        ) -> tuple[Pattern, tuple[int, int] | None]:
+        """An element of the sequence: ``Type(items)`` or ``(P1 | P2 ...)``, then, for a
+        step (``closure``), an optional length ``{n,m}``, then ``as alias``; returns the
+        pattern and the length (None when it is one event)."""
+        self.self_refs = []
+        if self.at_op("("):
+            self.advance()
+            options = [self.pattern(element)]
+            while self.at_op("|"):
+                self.advance()
+                options.append(self.pattern(element))
+            self.expect_op(")")
+            pattern = Pattern(options[0].type, options[0].constraints, options[0].predicates,
+                              alternatives=tuple(options[1:]))
+        else:
+            pattern = self.pattern(element)
+        times = self.times() if closure and self.at_op("{", "+", "*") else None
+        alias = ""
+        if self.at_keyword("as"):
+            self.advance()
+            token = self.expect_name("an alias for the element")
+            alias = token.text
+            chain = self.current().chain
+            if alias in [p.name for p in chain] + [t for p in chain for t in p.types]:
+                raise RuleSyntaxError(token.line, token.column,
+                                      f"{alias!r} already names an element of the sequence")
+        for token in self.self_refs:
+            if times is None or token.text != (alias or pattern.type):
+                raise RuleSyntaxError(token.line, token.column,
+                                      f"{token.text}[i] and {token.text}[i+1] name items of "
+                                      "the closure being declared (B(...){n,m} as "
+                                      f"{token.text}); {token.text} is not that closure")
+        return replace(pattern, alias=alias), times
+
+    def times(self) -> tuple[int, int]:
+        """A closure's length ``{n,m}`` or ``{n}``."""
+        if not self.at_op("{"):
+            raise self.fail("'{n,m}': a closure needs bounds on its length, as in "
+                            "B(...){1,8} (unbounded closures are not supported)")
+        self.advance()
+        bounds = [self.count()]
+        if self.at_op(","):
+            self.advance()
+            if self.at_op("}"):
+                raise self.fail("an upper bound (unbounded closures are not supported)")
+            bounds.append(self.count())
+        self.expect_op("}")
+        return bounds[0], bounds[-1]
+
+    def count(self) -> int:
+        token = self.peek()
+        if token.kind != "number" or not isinstance(number(token.text), int):
+            raise self.fail("a whole number of events")
+        self.advance()
+        return int(token.text)
+
     def pattern(self, element: int | None = None) -> Pattern:
-        """``Type(items) [as alias]``; ``element`` is the pattern's index in the chain, or
-        None for the patterns of aggregates and negations (which take no predicates and
-        no alias)."""
+        """``Type(items)``; ``element`` is the pattern's index in the chain, or None for
+        the patterns of aggregates and negations (which take no predicates)."""
         type_name = self.expect_name("an event type").text
         self.expect_op("(")
         constraints: list[Constraint] = []
@@ -99,16 +157,7 @@ class TermParser(TokenStream):
         if not self.at_op(")"):
             raise self.fail("'and' or ')'")
         self.advance()
-        alias = ""
-        if element is not None and self.at_keyword("as"):
-            self.advance()
-            token = self.expect_name("an alias for the element")
-            alias = token.text
-            chain = self.current().chain
-            if alias in [p.name for p in chain] + [p.type for p in chain]:
-                raise RuleSyntaxError(token.line, token.column,
-                                      f"{alias!r} already names an element of the sequence")
-        return Pattern(type_name, tuple(constraints), tuple(predicates), alias)
+        return Pattern(type_name, tuple(constraints), tuple(predicates))
 
     def pattern_item(self, constraints: list[Constraint],
                      predicates: list[Comparison]) -> None:
@@ -227,8 +276,12 @@ class TermParser(TokenStream):
             inner = self.expr()
             self.expect_op(")")
             return inner
+        if token.kind == "name" and self.at_op("(", ahead=1) and self.at_fold():
+            return self.fold()
         if token.kind == "name" and self.at_op("(", ahead=1):
             return AggRef(self.aggregate(name=None))
+        if token.kind == "name" and self.at_op("[", ahead=1):
+            return self.item()
         if token.kind == "name" and self.at_op(".", ahead=1):
             element = self.element(unique=True)
             self.advance()
@@ -237,6 +290,60 @@ class TermParser(TokenStream):
             self.advance()
             return AttrRef(self.own, token.text)
         raise self.fail("an expression (a number, $parameter, name.attribute or aggregate)")
+
+    def item(self) -> AttrRef:
+        """``bs[first].x`` / ``bs[last].x`` of a closure declared before, or ``bs[i].x``
+        / ``bs[i+1].x`` in the closure's own pattern (checked once its name is known)."""
+        token = self.peek()
+        known = any(p.name == token.text for p in self.current().chain)
+        if known:
+            element = self.element()
+        else:
+            self.advance()
+            element = self.own
+        self.expect_op("[")
+        if self.at_keyword("first", "last") and known:
+            item = self.advance().text.lower()
+        elif self.at_keyword("i") and not known and element is not None:
+            self.advance()
+            item = ""
+            if self.at_op("+"):
+                self.advance()
+                if self.peek().text != "1":
+                    raise self.fail("'1' (bs[i+1] is the next item)")
+                self.advance()
+                item = "next"
+            self.self_refs.append(token)
+        else:
+            raise self.fail("'first' or 'last' (or, in the closure's own pattern, 'i' or "
+                            "'i+1')" if known or self.own is not None else
+                            f"'first' or 'last' of a closure declared before {token.text!r}")
+        self.expect_op("]")
+        self.expect_op(".")
+        attr = self.expect_name("an attribute name").text
+        return AttrRef(element, attr, item)  # type: ignore[arg-type]
+
+    def at_fold(self) -> bool:
+        """Whether the next tokens are ``Func(name)`` or ``Func(name.attr)``."""
+        return self.peek(2).kind == "name" and (
+            self.at_op(")", ahead=3) or (self.at_op(".", ahead=3) and self.at_op(")", ahead=5)))
+
+    def fold(self) -> Fold:
+        """``Count(bs)`` or ``Func(bs.attr)`` over the items of a closure."""
+        token = self.advance()
+        function = token.text.lower()
+        if function not in FUNCTIONS:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"unknown aggregate function {token.text!r}; use Sum, Avg, "
+                                  "Min, Max or Count")
+        self.expect_op("(")
+        element = self.element()
+        attr = None
+        if self.at_op("."):
+            self.advance()
+            attr = self.expect_name("an attribute name").text
+        self.expect_op(")")
+        return Fold(cast(Function, function), element, attr)
 
     def aggregate(self, name: str | None) -> int:
         """Parse ``Func(...)``, append it to the rule's aggregates, return its index."""

@@ -102,6 +102,9 @@ order an ordering unit delivers. That order key is an event's *position*.
   payload columns are numeric).
 * **Output order.** The composites of one terminator come in ascending order of the
   positions of elements 1, 2, ... (lexicographically); terminators in stream order.
+* **Closures and disjunctions** (``each B(...){n,m} as bs``, ``(A(...) | B(...)) as
+  x``): a rule with them means the union of plain rules; see
+  :mod:`~specula.detectors.rules.expand`.
 
 Windows are written as a number of ticks (``within 100000``) or with a unit
 (``within 5 min.``, ``ms``, ``s``, ``min``, ``h``) that :meth:`Window.ticks` converts
@@ -118,7 +121,8 @@ Selection = Literal["each", "last", "first"]
 Ties = Literal["strict", "nonstrict"]
 Comparator = Literal["=", "!=", "<", "<=", ">", ">="]
 Function = Literal["sum", "avg", "min", "max", "count"]
-Arith = Literal["+", "-", "*", "/"]
+Arith = Literal["+", "-", "*", "/", "min", "max"]
+Item = Literal["", "first", "last", "next"]
 
 SELECTIONS: tuple[Selection, ...] = ("each", "last", "first")
 TIES: tuple[Ties, ...] = ("strict", "nonstrict")
@@ -176,11 +180,24 @@ class Pattern:
     constraints: tuple[Constraint, ...] = ()
     predicates: tuple[Comparison, ...] = ()
     alias: str = ""
+    alternatives: tuple[Pattern, ...] = ()
 
     @property
     def name(self) -> str:
         """How the rule names this element: its alias, else its type."""
         return self.alias or self.type
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """The event types the element may match: its type, then its alternatives'."""
+        return (self.type, *(a.type for a in self.alternatives))
+
+    def options(self) -> tuple[Pattern, ...]:
+        """The plain patterns of a disjunction ``(A(...) | B(...)) as x``, each named
+        ``x``; ``(self,)`` for a pattern without alternatives."""
+        first = Pattern(self.type, self.constraints, self.predicates, self.alias)
+        return (first, *(Pattern(a.type, a.constraints, a.predicates, self.alias)
+                         for a in self.alternatives))
 
     def params(self) -> tuple[Param, ...]:
         return tuple(c.value for c in self.constraints if isinstance(c.value, Param))
@@ -214,11 +231,13 @@ class Window:
 
 @dataclass(frozen=True)
 class Step:
-    """Chain element ``i >= 1``: ``<selection> <pattern> within <window> from <i-1>``."""
+    """Chain element ``i >= 1``: ``<selection> <pattern> within <window> from <i-1>``;
+    ``times = (n, m)`` makes it a closure ``<pattern>{n,m}`` of ``n`` to ``m`` events."""
 
     selection: Selection
     pattern: Pattern
     within: Window
+    times: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -262,10 +281,23 @@ class ParamRef:
 
 @dataclass(frozen=True)
 class AttrRef:
-    """Attribute ``attr`` of the event chosen for ``chain[element]``."""
+    """Attribute ``attr`` of the event chosen for ``chain[element]``; of a closure, of
+    its ``first`` or ``last`` item, or (in the closure's own predicates) of the ``next``
+    item in time (``bs[i+1].attr``)."""
 
     element: int
     attr: str
+    item: Item = ""
+
+
+@dataclass(frozen=True)
+class Fold:
+    """``function(name.attr)`` over the items of the closure ``chain[element]``
+    (``Count(bs)``, ``Sum(bs.value)``); ``attr`` is None for ``count``."""
+
+    function: Function
+    element: int
+    attr: str | None
 
 
 @dataclass(frozen=True)
@@ -277,14 +309,15 @@ class AggRef:
 
 @dataclass(frozen=True)
 class BinOp:
-    """``left op right`` with ``+ - * /`` (true division)."""
+    """``left op right`` with ``+ - * /`` (true division); ``min`` and ``max`` occur
+    only in expanded closures (:mod:`~specula.detectors.rules.expand`)."""
 
     op: Arith
     left: Expr
     right: Expr
 
 
-Expr = Const | ParamRef | AttrRef | AggRef | BinOp
+Expr = Const | ParamRef | AttrRef | AggRef | BinOp | Fold
 
 
 @dataclass(frozen=True)
@@ -323,10 +356,22 @@ class Rule:
     @property
     def input_types(self) -> tuple[str, ...]:
         """Every event type the rule reads, in first-mention order."""
-        names = [p.type for p in self.chain]
+        names = [t for p in self.chain for t in p.types]
         names += [a.pattern.type for a in self.aggregates]
         names += [n.pattern.type for n in self.negations]
         return tuple(dict.fromkeys(names))
+
+    @property
+    def plain(self) -> bool:
+        """Whether every element is one event of one pattern: no closure, no
+        disjunction. Engines run plain rules; others run as the union of their
+        expansions (:func:`~specula.detectors.rules.expand.expand`)."""
+        return (all(s.times is None for s in self.steps)
+                and not any(p.alternatives for p in self.chain))
+
+    def closure(self, element: int) -> bool:
+        """Whether chain ``element`` is a closure ``T(...){n,m}``."""
+        return element > 0 and self.steps[element - 1].times is not None
 
     def binder(self, name: str) -> int:
         """Index of the chain element that binds parameter ``name``."""
@@ -385,16 +430,20 @@ class Rule:
     def _check_patterns(self) -> None:
         """Aliases name one element each; predicates read only what matching knows."""
         aliases = [p.alias for p in self.chain if p.alias]
+        types = [t for p in self.chain for t in p.types]
         for alias in aliases:
-            if aliases.count(alias) > 1 or any(p.type == alias for p in self.chain):
+            if aliases.count(alias) > 1 or alias in types:
                 raise RuleError(f"rule {self.name}: {alias!r} names more than one element "
                                 "of the sequence")
         for pattern in [a.pattern for a in self.aggregates] + [n.pattern for n in
                                                                self.negations]:
-            if pattern.alias or pattern.predicates:
-                raise RuleError(f"rule {self.name}: aliases and predicates over other "
-                                "elements belong to elements of the sequence, not to "
-                                f"aggregates or negations ({pattern.type})")
+            if pattern.alias or pattern.predicates or pattern.alternatives:
+                raise RuleError(f"rule {self.name}: aliases, alternatives and predicates "
+                                "over other elements belong to elements of the sequence, "
+                                f"not to aggregates or negations ({pattern.type})")
+        from specula.detectors.rules.expand import check_shapes  # expand imports this
+
+        check_shapes(self)
         for i, pattern in enumerate(self.chain):
             for comparison in pattern.predicates:
                 for expr in (comparison.left, comparison.right):
@@ -405,7 +454,7 @@ class Rule:
         if isinstance(expr, BinOp):
             self._check_predicate(i, expr.left)
             self._check_predicate(i, expr.right)
-        elif isinstance(expr, AggRef):
+        elif isinstance(expr, AggRef | Fold):
             raise RuleError(f"{where} uses an aggregate; aggregates are computed after "
                             "matching, compare them in where")
         elif isinstance(expr, ParamRef):
@@ -418,8 +467,18 @@ class Rule:
                 raise RuleError(f"{where} reads an element that comes after it in the "
                                 "sequence; a predicate may read the event itself and the "
                                 "elements before it")
+            if expr.element == i:
+                if expr.item not in ("", "next") or (expr.item and not self.closure(i)):
+                    raise RuleError(f"{where} reads {expr.item or 'an'} item of itself; "
+                                    "only a closure's items read the next one (bs[i+1])")
+                return
+            _check_item(self, expr)
             selection = self.steps[i - 1].selection if i else "each"
-            if selection != "each" and expr.element < i - 1:
+            if selection != "each" and self.closure(i):
+                raise RuleError(f"{where} reads {self.chain[expr.element].name}, but a "
+                                "'last' closure may compare each item only with itself "
+                                "and the next one (bs[i+1]); use 'each', or compare in where")
+            if selection != "each" and (expr.element < i - 1 or expr.item == "last"):
                 raise RuleError(
                     f"{where} reads {self.chain[expr.element].name}, but a '{selection}' "
                     f"step may only compare with the element it follows "
@@ -458,5 +517,28 @@ def _check_expr(rule: Rule, expr: Expr, known: set[str]) -> None:
     elif isinstance(expr, AttrRef) and not 0 <= expr.element < len(rule.chain):
         raise RuleError(f"rule {rule.name}: attribute {expr.attr!r} refers to element "
                         f"{expr.element}, which does not exist")
+    elif isinstance(expr, AttrRef) and expr.item == "next":
+        raise RuleError(f"rule {rule.name}: {rule.chain[expr.element].name}[i+1] means "
+                        "the next item only in the closure's own pattern")
+    elif isinstance(expr, AttrRef):
+        _check_item(rule, expr)
+    elif isinstance(expr, Fold) and not rule.closure(expr.element):
+        raise RuleError(f"rule {rule.name}: {expr.function.capitalize()}(...) over "
+                        f"{rule.chain[expr.element].name}, which is not a closure")
+    elif isinstance(expr, Fold) and (expr.attr is None) != (expr.function == "count"):
+        raise RuleError(f"rule {rule.name}: Count takes no attribute, the other functions "
+                        "need one")
     elif isinstance(expr, AggRef) and not 0 <= expr.index < len(rule.aggregates):
         raise RuleError(f"rule {rule.name}: aggregate #{expr.index} does not exist")
+
+
+def _check_item(rule: Rule, ref: AttrRef) -> None:
+    """A closure is read through one of its items, any other element directly."""
+    name = rule.chain[ref.element].name
+    if rule.closure(ref.element) and not ref.item:
+        raise RuleError(f"rule {rule.name}: {name} is a closure of several events; read "
+                        f"{name}[first].{ref.attr} or {name}[last].{ref.attr}, or aggregate "
+                        f"over it (Sum({name}.{ref.attr}))")
+    if ref.item and not rule.closure(ref.element):
+        raise RuleError(f"rule {rule.name}: {name} is one event, not a closure; write "
+                        f"{name}.{ref.attr}")

@@ -25,7 +25,8 @@ from specula.detectors.rules.ast import (
     RuleError,
     Window,
 )
-from specula.detectors.rules.engine import Engine, Matches, compose, register_composite
+from specula.detectors.rules.engine import Engine, register_composite
+from specula.detectors.rules.expand import Composites, Union, expand
 from specula.events import TypeRegistry
 
 __all__ = ["ENGINES", "RuleDetector", "check_rule", "element_dtype", "engine_class"]
@@ -163,34 +164,40 @@ class RuleDetector(Detector):
         self.ticks_per_second = ticks_per_second = registry.ticks_per_second
         _check_no_self_input(self.rules)
         for rule in self.rules:
-            check_rule(rule, registry, ticks_per_second)
+            for plain in expand(rule, ticks_per_second):
+                check_rule(plain, registry, ticks_per_second)
         for rule in self.rules:
             register_composite(rule, registry)
         self.registry = registry
         self.inputs = tuple(dict.fromkeys(t for r in self.rules for t in r.input_types))
         self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
         self.num_gpus = 1.0 if engine == "gpu" else 0.0
-        self._engines: list[Engine] | None = None
+        self._unions: list[Union] | None = None
+
+    def unions(self) -> list[Union]:
+        """Per rule, the engines of its expansions, created (and their module imported)
+        on first use."""
+        if self._unions is None:
+            cls = engine_class(self.engine)
+            self._unions = [Union(rule, cls, self.registry, self.ticks_per_second)
+                            for rule in self.rules]
+        return self._unions
 
     def engines(self) -> list[Engine]:
-        """The rules' engines, created (and their module imported) on first use."""
-        if self._engines is None:
-            cls = engine_class(self.engine)
-            self._engines = [cls(rule, self.registry, ticks_per_second=self.ticks_per_second)
-                             for rule in self.rules]
-        return self._engines
+        """Every engine of every rule, in rule order."""
+        return [e for union in self.unions() for e in union.engines]
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        """Run every rule's engine on the batch and emit its composite events, each caused
+        """Run every rule's engines on the batch and emit its composite events, each caused
         by its terminator."""
-        for rule, engine in zip(self.rules, self.engines(), strict=True):
-            _emit(rule, engine.process(events), emit)
+        for union in self.unions():
+            _emit(union.rule, union.process(events), emit)
 
     def on_end(self, emit: Emitter) -> None:
         """End of stream: the matches of terminators an engine still holds (rules with
         ``ties nonstrict`` wait for the time stamp after theirs)."""
-        for rule, engine in zip(self.rules, self.engines(), strict=True):
-            _emit(rule, engine.flush(), emit)
+        for union in self.unions():
+            _emit(union.rule, union.flush(), emit)
 
     def snapshot(self) -> tuple[bytes, ...]:
         """One snapshot per engine (pickled where an engine's snapshot is not bytes)."""
@@ -206,15 +213,11 @@ class RuleDetector(Detector):
         return f"RuleDetector({', '.join(r.name for r in self.rules)}, engine={self.engine!r})"
 
 
-def _emit(rule: Rule, matches: Matches, emit: Emitter) -> None:
-    """Emit the composite events of ``matches``, each caused by its terminator."""
-    if not len(matches):
-        return
-    kept, columns = compose(rule, matches)
-    if len(kept):
-        terminators = matches.elements[0][kept]
-        emit.many(rule.name, ts=terminators["ts"], cause=matches.terminator[kept],
-                  key=terminators["key"], **columns)
+def _emit(rule: Rule, composites: Composites, emit: Emitter) -> None:
+    """Emit ``composites``, each caused by its terminator."""
+    if len(composites):
+        emit.many(rule.name, ts=composites.terminators["ts"], cause=composites.causes,
+                  key=composites.terminators["key"], **composites.columns)
 
 
 class _Pickled(bytes):

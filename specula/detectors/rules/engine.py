@@ -113,8 +113,7 @@ def predicate_value(expr: Expr, values: Callable[[int, str], np.ndarray | float]
         left = predicate_value(expr.left, values)
         right = predicate_value(expr.right, values)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return {"+": np.add, "-": np.subtract, "*": np.multiply,
-                    "/": np.true_divide}[expr.op](left, right)
+            return _ARITH[expr.op](left, right)
     raise TypeError(f"not an expression of a predicate: {expr!r}")
 
 
@@ -244,11 +243,12 @@ def evaluate(rule: Rule, matches: Matches, expr: Expr) -> np.ndarray:
         left = evaluate(rule, matches, expr.left)
         right = evaluate(rule, matches, expr.right)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return {"+": np.add, "-": np.subtract, "*": np.multiply,
-                    "/": np.true_divide}[expr.op](left, right)
+            return _ARITH[expr.op](left, right)
     raise TypeError(f"not an expression: {expr!r}")
 
 
+_ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+          "min": np.minimum, "max": np.maximum}
 _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 

@@ -5,11 +5,15 @@ complex event processing on parallel hardware"), plus negations and free filters
 
     rules      := rule+
     rule       := 'define' NAME '(' [NAME ':' TYPE (',' NAME ':' TYPE)*] ')'
-                  'from' pattern ('and' from_item)*
+                  'from' element ('and' from_item)* ['within' window]
+                  ['ties' ('strict' | 'nonstrict')]
                   ['where' where_item ('and' where_item)*]
-    pattern    := NAME '(' [constraint ('and' constraint)*] ')'
+    element    := (pattern | '(' pattern ('|' pattern)+ ')') [times] ['as' NAME]
+    times      := '{' INT [',' INT] '}'        (a closure; steps only)
+    pattern    := NAME '(' [pattern_item ('and' pattern_item)*] ')'
+    pattern_item := constraint | expr comparator expr      (a predicate)
     constraint := NAME comparator (NUMBER | '-' NUMBER | 'true' | 'false' | PARAM)
-    from_item  := ('each' | 'last' | 'first') pattern 'within' window 'from' NAME
+    from_item  := ('each' | 'last' | 'first') element ['within' window] 'from' NAME
                 | 'not' pattern ('within' window 'from' NAME | 'between' NAME 'and' NAME)
                 | side [comparator side]
     side       := PARAM '=' aggregate          (binds the aggregate to the parameter)
@@ -19,8 +23,10 @@ complex event processing on parallel hardware"), plus negations and free filters
     expr       := term (('+' | '-') term)*
     term       := unary (('*' | '/') unary)*
     unary      := '-' unary | NUMBER | 'true' | 'false' | PARAM | NAME '.' NAME
-                | aggregate | '(' expr ')'
+                | NAME '[' ('first' | 'last' | 'i' | 'i' '+' '1') ']' '.' NAME
+                | aggregate | fold | '(' expr ')'
     aggregate  := FUNC '(' pattern ['.' NAME] 'within' window 'from' NAME ')'
+    fold       := FUNC '(' NAME ['.' NAME] ')'   (over the items of a closure)
     window     := NUMBER [('ms' | 's' | 'min' | 'h') ['.']]
 
 Decisions the paper leaves open:
@@ -69,6 +75,8 @@ line 1, column 34: expected 'within' (or 'within W' after the whole sequence), f
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from specula.detectors.rules._lexer import RuleSyntaxError
 from specula.detectors.rules._terms import RuleState, TermParser, inline_aggregate_name
@@ -170,7 +178,7 @@ class _Parser(TermParser):
         self.state = state = RuleState(name, self.attributes(), [], [], [], [], [], [], [],
                                        [], [])
         self.expect_keyword("from")
-        state.chain.append(self.pattern(0))
+        state.chain.append(self.element_pattern(0, closure=False)[0])
         while self.at_keyword("and"):
             self.advance()
             self.from_item()
@@ -241,7 +249,7 @@ class _Parser(TermParser):
     def step(self) -> None:
         state = self.current()
         selection = self.advance().text.lower()
-        pattern = self.pattern(len(state.chain))
+        pattern, times = self.element_pattern(len(state.chain), closure=True)
         within = None
         if self.at_keyword("within"):
             self.advance()
@@ -258,7 +266,7 @@ class _Parser(TermParser):
                             "chains are linear)", anchor)
         self.advance()
         state.chain.append(pattern)
-        state.steps.append(Step(selection, pattern, within))  # type: ignore[arg-type]
+        state.steps.append(Step(selection, pattern, within, times))  # type: ignore[arg-type]
 
     def fill_windows(self, within: Window | None) -> None:
         """Give the steps written without 'within' the window of the whole sequence."""
@@ -267,7 +275,7 @@ class _Parser(TermParser):
             if within is None:
                 raise self.fail("'within' (or 'within W' after the whole sequence)", token)
             step = state.steps[index]
-            state.steps[index] = Step(step.selection, step.pattern, within)
+            state.steps[index] = replace(step, within=within)
 
     def negation(self) -> None:
         state = self.current()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.detector import RuleDetector
+from specula.detectors.rules.expand import expand
 from specula.events import TypeRegistry
 
 __all__ = ["GPU_THRESHOLD", "Placement", "RuleCost", "cost", "is_heavy", "plan"]
@@ -87,6 +88,13 @@ def cost(rule: Rule, rates: Mapping[str, float], *,
     >>> round(c.events_per_column), round(c.per_terminator)
     (33333, 66667)
     """
+    if not rule.plain:  # the union of its expansions, each on its own engine
+        parts = [cost(r, rates, ticks_per_second=ticks_per_second)
+                 for r in expand(rule, ticks_per_second)]
+        return RuleCost(tuple(c for p in parts for c in p.columns),
+                        sum(p.per_terminator for p in parts),
+                        sum(p.terminators for p in parts))
+
     def rate(type_name: str) -> float:
         if type_name not in rates:
             raise KeyError(f"rule {rule.name}: rates has no entry for event type "

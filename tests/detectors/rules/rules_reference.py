@@ -43,12 +43,14 @@ from specula.detectors.rules.ast import (
     BinOp,
     Const,
     Expr,
+    Fold,
     Param,
     ParamRef,
     Pattern,
     Rule,
 )
 from specula.detectors.rules.engine import compose
+from specula.detectors.rules.expand import Composites, Union
 from specula.detectors.rules.parser import parse_rule
 from specula.events import TypeRegistry
 
@@ -80,10 +82,22 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
         for elements, params in _sequences(rule, rows, [terminator], bound, ticks_per_second):
             composite = _composite(rule, rows, elements, params, ticks_per_second)
             if composite is not None:
-                found.append(([e["_pos"] for e in elements[1:]], composite))
+                found.append((_order(rule, elements), composite))
         found.sort(key=lambda item: item[0])
         out += [composite for _, composite in found]
     return out
+
+
+def _order(rule: Rule, elements: list) -> tuple:
+    """Where a match comes among those of its terminator: its expansion (per element,
+    the closure's length and each item's alternative, latest item first), then the
+    positions of the elements after the terminator (a closure's items latest first)."""
+    expansion, positions = [], []
+    for i, (pattern, chosen) in enumerate(zip(rule.chain, elements, strict=True)):
+        items = list(reversed(chosen)) if isinstance(chosen, tuple) else [chosen]
+        expansion.append((len(items), *(pattern.types.index(e["_type"]) for e in items)))
+        positions += [e["_pos"] for e in items] if i else []
+    return tuple(expansion), positions
 
 
 def _rows(registry: TypeRegistry, events: np.ndarray) -> list[dict[str, Any]]:
@@ -99,8 +113,10 @@ def _rows(registry: TypeRegistry, events: np.ndarray) -> list[dict[str, Any]]:
 
 def _match(event: dict[str, Any], pattern: Pattern,
            bound: dict[str, Any]) -> dict[str, Any] | None:
-    """The parameters after ``event`` matches ``pattern`` given ``bound``; None if not."""
-    if event["_type"] != pattern.type:
+    """The parameters after ``event`` matches ``pattern`` (or, for a disjunction, the
+    alternative of its type) given ``bound``; None if not."""
+    pattern = next((p for p in pattern.options() if p.type == event["_type"]), None)
+    if pattern is None:
         return None
     params = dict(bound)
     for c in pattern.constraints:
@@ -122,47 +138,105 @@ def _sequences(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
         yield elements, params
         return
     step = rule.steps[len(elements) - 1]
-    anchor = elements[-1]
+    anchor = _earliest(elements[-1])
+    if step.times is None:
+        for event, extended in _candidates(rule, rows, elements, params, step, anchor, tps):
+            yield from _sequences(rule, rows, [*elements, event], extended, tps)
+        return
+    for items, extended in _closures(rule, rows, elements, params, step, (), anchor, tps):
+        yield from _sequences(rule, rows, [*elements, items], extended, tps)
+
+
+def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: dict[str, Any],
+              step: Any, items: tuple, anchor: dict[str, Any], tps: float | None
+              ) -> Iterator[tuple[tuple, dict]]:
+    """Every closure of ``step`` extending ``items`` (in time order) back in time; the
+    window is measured from ``anchor``, the element the closure follows."""
+    lo, hi = step.times
+    if len(items) >= lo:
+        yield items, params
+    if len(items) == hi:
+        return
+    after = items[0] if items else anchor
+    for event, extended in _candidates(rule, rows, elements, params, step, after, tps,
+                                       anchor=anchor, items=items):
+        yield from _closures(rule, rows, elements, extended, step, (event, *items), anchor,
+                             tps)
+
+
+def _candidates(rule: Rule, rows: list[dict[str, Any]], elements: list,
+                params: dict[str, Any], step: Any, after: dict[str, Any], tps: float | None,
+                anchor: dict[str, Any] | None = None, items: tuple = ()) -> list[tuple]:
+    """The events a step (or a closure's next item) chooses before ``after``: in the
+    window before ``anchor`` (``after`` itself for a plain step), matching, selected."""
+    anchor = after if anchor is None else anchor
     window = step.within.ticks(tps)
-    strict = rule.ties == "strict"
+    chosen = [e for x in elements for e in (x if isinstance(x, tuple) else (x,))] + list(items)
     candidates = []
     for event in rows:  # rows are in stream order
-        if strict:
-            inside = anchor["ts"] - window <= event["ts"] < anchor["ts"]
+        if rule.ties == "strict":
+            inside = anchor["ts"] - window <= event["ts"] < after["ts"]
         else:
-            inside = (anchor["ts"] - window <= event["ts"] <= anchor["ts"]
-                      and all(event is not e for e in elements))
+            inside = (anchor["ts"] - window <= event["ts"] <= after["ts"]
+                      and all(event is not e for e in chosen))
         if inside:
             extended = _match(event, step.pattern, params)
-            if extended is not None and _predicates_hold(step.pattern, [*elements, event],
-                                                         extended):
+            if extended is not None and _predicates_hold(
+                    step.pattern, [*elements, event], extended, items[0] if items else None):
                 candidates.append((event, extended))
     if step.selection == "last":
-        candidates = candidates[-1:]
-    elif step.selection == "first":
-        candidates = candidates[:1]
-    for event, extended in candidates:
-        yield from _sequences(rule, rows, [*elements, event], extended, tps)
+        return candidates[-1:]
+    if step.selection == "first":
+        return candidates[:1]
+    return candidates
 
 
-def _predicates_hold(pattern: Pattern, elements: list[dict[str, Any]],
-                     params: dict[str, Any]) -> bool:
-    """Whether the predicates of ``pattern`` hold for its event, ``elements[-1]``,
-    computed in float64 as the semantics says."""
-    return all(_TESTS[p.op](_real(p.left, elements, params), _real(p.right, elements, params))
-               for p in pattern.predicates)
+def _earliest(element: Any) -> dict[str, Any]:
+    """The event of a plain element; the first item of a closure."""
+    return element[0] if isinstance(element, tuple) else element
 
 
-def _real(expr: Expr, elements: list[dict[str, Any]], params: dict[str, Any]) -> float:
+def _predicates_hold(pattern: Pattern, elements: list, params: dict[str, Any],
+                     following: dict[str, Any] | None = None) -> bool:
+    """Whether the predicates of ``pattern`` (of the alternative of its type) hold for
+    its event, ``elements[-1]``, computed in float64 as the semantics says; for a
+    closure's item, ``following`` is the next item (None for the latest: comparisons
+    that read ``bs[i+1]`` then hold)."""
+    own = elements[-1]
+    pattern = next(p for p in pattern.options() if p.type == own["_type"])
+    for p in pattern.predicates:
+        try:
+            left = _real(p.left, elements, params, following)
+            right = _real(p.right, elements, params, following)
+        except LookupError:
+            continue
+        if not _TESTS[p.op](left, right):
+            return False
+    return True
+
+
+def _real(expr: Expr, elements: list, params: dict[str, Any],
+          following: dict[str, Any] | None = None) -> float:
     if isinstance(expr, Const):
         return float(expr.value)
     if isinstance(expr, ParamRef):
         return float(params[expr.name])
     if isinstance(expr, AttrRef):
-        return float(elements[expr.element][expr.attr])
+        if expr.item == "next":
+            if following is None:
+                raise LookupError("the latest item has no next one")
+            return float(following[expr.attr])
+        return float(_item(elements[expr.element], expr.item)[expr.attr])
     assert isinstance(expr, BinOp)
-    return _arith(expr.op, _real(expr.left, elements, params),
-                  _real(expr.right, elements, params))
+    return _arith(expr.op, _real(expr.left, elements, params, following),
+                  _real(expr.right, elements, params, following))
+
+
+def _item(element: Any, item: str) -> dict[str, Any]:
+    """An element's event: a closure's ``first`` or ``last`` item."""
+    if not isinstance(element, tuple):
+        return element
+    return element[-1] if item == "last" else element[0]
 
 
 def _arith(op: str, left: Any, right: Any) -> Any:
@@ -181,12 +255,12 @@ def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
                params: dict[str, Any], tps: float | None) -> tuple | None:
     """The composite tuple of one match, or None if the pattern window, an aggregate, a
     negation or a filter drops it."""
-    if rule.within is not None and (elements[-1]["ts"]
+    if rule.within is not None and (_earliest(elements[-1])["ts"]
                                     < elements[0]["ts"] - rule.within.ticks(tps)):
         return None
     aggregates = []
     for agg in rule.aggregates:
-        end = elements[agg.anchor]["ts"]
+        end = _earliest(elements[agg.anchor])["ts"]
         start = end - agg.within.ticks(tps)
         values = [1.0 if agg.attr is None else float(e[agg.attr]) for e in rows
                   if start <= e["ts"] < end and _match(e, agg.pattern, params) is not None]
@@ -194,10 +268,10 @@ def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
     if any(math.isnan(v) for v in aggregates):
         return None
     for neg in rule.negations:
-        end = elements[neg.anchor]["ts"]
+        end = _earliest(elements[neg.anchor])["ts"]
         for e in rows:
             if neg.after is not None:
-                inside = elements[neg.after]["ts"] < e["ts"] < end
+                inside = _item(elements[neg.after], "last")["ts"] < e["ts"] < end
             else:
                 inside = end - neg.within.ticks(tps) <= e["ts"] < end
             if inside and _match(e, neg.pattern, params) is not None:
@@ -217,7 +291,9 @@ def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
     return (terminator["ts"], terminator["key"], *attributes)
 
 
-def _aggregate(function: str, values: list[float]) -> float:
+def _aggregate(function: str, values: list[float], fold: bool = False) -> float:
+    """A window aggregate; or, with ``fold``, a fold over a closure's items (NaN
+    propagates through Min and Max)."""
     if function == "count":
         return float(len(values))
     if function == "sum":
@@ -226,6 +302,8 @@ def _aggregate(function: str, values: list[float]) -> float:
         return math.nan
     if function == "avg":
         return math.fsum(values) / len(values)
+    if fold and any(math.isnan(v) for v in values):
+        return math.nan
     return min(values) if function == "min" else max(values)
 
 
@@ -236,9 +314,13 @@ def _evaluate(expr: Expr, elements: list[dict[str, Any]], params: dict[str, Any]
     if isinstance(expr, ParamRef):
         return names[expr.name] if expr.name in names else params[expr.name]
     if isinstance(expr, AttrRef):
-        return elements[expr.element][expr.attr]
+        return _item(elements[expr.element], expr.item)[expr.attr]
     if isinstance(expr, AggRef):
         return aggregates[expr.index]
+    if isinstance(expr, Fold):
+        items = elements[expr.element]
+        return _aggregate(expr.function, [1.0 if expr.attr is None else float(e[expr.attr])
+                                          for e in items], fold=True)
     assert isinstance(expr, BinOp)
     return _arith(expr.op, _evaluate(expr.left, elements, params, names, aggregates),
                   _evaluate(expr.right, elements, params, names, aggregates))
@@ -311,6 +393,13 @@ def fire_registry() -> TypeRegistry:
     registry.register("Smoke", area="i8")
     registry.register("Temp", area="i8", value="f8")
     registry.register("Rain", area="i8")
+    return registry
+
+
+def trips_registry() -> TypeRegistry:
+    """Bike trips: the bike, the stations where a trip starts and ends."""
+    registry = TypeRegistry()
+    registry.register("Trip", bike="i8", start="i8", end="i8")
     return registry
 
 
@@ -497,6 +586,64 @@ def _cases() -> dict[str, Case]:
               and B.v > A.v and $x != 1
             where x=$x and {_IDS} and A.value * 2 >= C.v""", **_ABC),
     ]
+    cases.append(  # a predicate reads the event a step without predicates chose
+        Case("pred_after_plain_step", f"""define PP({_ID_ATTRS})
+            from C() and last B() within 6 from C and last A(v != B.v) within 6 from B
+            where {_IDS}""", **_ABC))
+    _KLEENE = "x: int, c: double, f: int, l: int, s: double"
+    cases += [
+        # closures and disjunctions (expanded into plain rules by the engines)
+        Case("closure_each", f"""define K1({_KLEENE})
+            from C(p=$x) and each B(p=$x){{1,3}} as bs within 5 from C
+              and last A(p=$x) within 3 from bs
+            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n
+              and s=Sum(bs.value)""", **_ABC),
+        Case("closure_next", f"""define K2({_KLEENE}, m: double)
+            from C() and each B(v >= bs[i+1].v and v < C.v + 4){{2,3}} as bs within 6 from C
+              and each A(v < bs[first].v) within 3 from bs
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and s=Avg(bs.value)
+              and m=Max(bs.value) - Min(bs.v)""", **_ABC),
+        Case("closure_last", f"""define K3({_KLEENE})
+            from C(p=$x) and last B(v != bs[i+1].v and p=$x){{1,3}} as bs within 6 from C
+              and each A() within 4 from bs
+            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n
+              and s=Sum(bs.v) * 2""", **_ABC),
+        Case("closure_anchors", f"""define K4({_KLEENE})
+            from C(p=$x) and each B(){{1,2}} as bs within 5 from C
+              and not D(p=$x) between bs and C and $t=Sum(A(p=$x).value within 3 from bs)
+              and Count(bs) + $t > 1
+            where x=$x and f=bs[first].n and l=bs[last].n and s=$t""", **_ABC),
+        Case("closure_nonstrict", f"""define K5({_KLEENE})
+            from C(p=$x) and each B(p=$x and v > bs[i+1].v){{1,3}} as bs within 3 from C
+              and last A(p=$x) within 2 from bs
+            within 4 ties nonstrict
+            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("disjunction", """define OR(x: int, t: int, e: int, k: int)
+            from (C(p=$x) | D(p=$x and v > 2)) as t and each (A(v>2 and p=$x) | B(p=$x)) as e
+              within 5 from t and last N() within 3 from e
+            where x=$x and t=t.n and e=e.n and k=N.n""", **_ABC),
+        Case("closure_of_disjunction", """define KO(c: double, f: int, l: int)
+            from C() and each (A(v < 4) | B(v > 3)){1,2} as bs within 4 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        # the hybrid-shedding paper's Q2: SEQ(A a, A+ b[], B c, C d), b[i].V = a.V, same
+        # ID, a.V + c.V = d.V
+        Case("hybrid_q2", """define Q2(x: int, c: double, a: int)
+            from C(p=$x) as d and each B(p=$x) as c within 8 from d
+              and each A(p=$x and v = bs[i+1].v){1,3} as bs within 8 from c
+              and each A(p=$x and v = bs[first].v and v + c.v = d.v) as a within 8 from bs
+            within 12
+            where x=$x and c=Count(bs) and a=a.n""", abc_registry, ("A", "A", "B", "C"),
+             stream=dict(max_gap=1, serial="n", ranges={"p": (0, 2), "v": (0, 3)})),
+        # 'hot path' (SASE): a bike's trips, each starting where the one before ended,
+        # before a trip that ends at station 7, 8 or 9
+        Case("hot_path", """define HotPath(bike: int, trips: double, start: int)
+            from Trip(end >= 7 and bike=$b) as t
+              and each Trip(bike=$b and end = ps[i+1].start){2,4} as ps within 20 from t
+            within 20
+            where bike=$b and trips=Count(ps) + 1 and start=ps[first].start""",
+             trips_registry, ("Trip",),
+             stream=dict(max_gap=2, ranges={"bike": (0, 2), "start": (0, 9), "end": (0, 9)})),
+    ]
     return {case.name: case for case in cases}
 
 
@@ -512,10 +659,13 @@ def engine_output(engine: Any, batches: Sequence[np.ndarray]) -> list[tuple]:
     as :func:`reference` lists them."""
     rule: Rule = engine.rule
     out: list[tuple] = []
-    for matches in [*(engine.process(batch) for batch in batches), engine.flush()]:
-        kept, columns = compose(rule, matches)
-        terminators = matches.elements[0][kept]
-        for j in range(len(kept)):
+    for found in [*(engine.process(batch) for batch in batches), engine.flush()]:
+        if isinstance(found, Composites):  # a Union of engines
+            terminators, columns = found.terminators, found.columns
+        else:
+            kept, columns = compose(rule, found)
+            terminators = found.elements[0][kept]
+        for j in range(len(terminators)):
             values = [columns[attr][j].item() for attr, _ in rule.attributes]
             out.append((int(terminators["ts"][j]), int(terminators["key"][j]), *values))
     return out
@@ -554,7 +704,7 @@ def check_case(engine_class: Any, case: Case, *, seed: int, n: int,
     rule = case.rule()
     events = case.events(registry, n, seed)
     expected = reference(rule, registry, events, case.ticks_per_second)
-    engine = engine_class(rule, registry, ticks_per_second=case.ticks_per_second)
+    engine = Union(rule, engine_class, registry, ticks_per_second=case.ticks_per_second)
     actual = engine_output(engine, random_batches(events, seed=seed + 1, max_size=max_batch))
     found = difference(expected, actual)
     return f"case {case.name}, seed {seed}, {n} events:\n{found}" if found else ""

@@ -208,7 +208,7 @@ def test_a_gpu_placement_asks_ray_for_a_gpu():
     options = {i.node.name: actor_options(i) for i in g.instances()}
     assert options[gpu.name] == {"num_gpus": 1.0}
     assert all(o == {} for name, o in options.items() if name != gpu.name)
-    assert g.nodes[gpu.name].detector._engines is None
+    assert g.nodes[gpu.name].detector._unions is None
 
 
 # --------------------------------------------------------------------------- Ray

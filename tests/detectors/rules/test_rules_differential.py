@@ -34,6 +34,7 @@ from rules_reference import (
 )
 
 from specula.detectors.rules import parse_rule
+from specula.detectors.rules.expand import Union
 from specula.events import TypeRegistry
 
 MINUTE = 1 / 60  # ticks per second such that "5 min." is 5 ticks, as in the paper's figures
@@ -245,7 +246,7 @@ def test_engine_matches_reference(engine: str, case: str):
 
 
 @pytest.mark.parametrize("case", ["R5", "each_each", "agg_inline", "neg_between", "stock",
-                                  "nonstrict_same_type"])
+                                  "nonstrict_same_type", "closure_last", "disjunction"])
 @pytest.mark.parametrize("engine", ["aip", "cdp"])
 def test_engine_snapshot_restore_continues_alike(engine: str, case: str):
     cls, spec = engine_class(engine), CASES[case]
@@ -254,14 +255,14 @@ def test_engine_snapshot_restore_continues_alike(engine: str, case: str):
     untouched = events.copy()
     batches = random_batches(events, seed=8)
     cut = len(batches) // 2
-    first = cls(rule, registry, ticks_per_second=spec.ticks_per_second)
+    first = Union(rule, cls, registry, ticks_per_second=spec.ticks_per_second)
     head = engine_output(first, batches[:cut])
     state = first.snapshot()
     tail = engine_output(first, batches[cut:])
     assert head + tail == reference(rule, registry, events, spec.ticks_per_second)
     first.restore(state)
     assert engine_output(first, batches[cut:]) == tail
-    second = cls(rule, registry, ticks_per_second=spec.ticks_per_second)
+    second = Union(rule, cls, registry, ticks_per_second=spec.ticks_per_second)
     second.restore(state)
     assert engine_output(second, batches[cut:]) == tail
     assert (events == untouched).all(), "an engine changed its input"

@@ -1,0 +1,309 @@
+"""Closures and disjunctions: what they mean, and how they run as plain sequences.
+
+A *closure* ``each B(...){n,m} as bs within W from a`` is a step that chooses ``n`` to
+``m`` events instead of one (Kleene closure with a bounded length, as FlinkCEP's
+``times(n, m)`` or Esper's ``B{n,m}``); a *disjunction* ``(A(...) | B(...)) as x`` is an
+element that one event of any of the listed types may fill.
+
+Semantics
+---------
+* **Items.** The events a closure chose are its *items*, ``bs[first]`` the earliest and
+  ``bs[last]`` the latest. ``bs[last]`` is a candidate of the step as a plain step
+  would define it (anchored at ``a``); each earlier item is a candidate with the
+  previous item as anchor and, in addition, no earlier than ``a.ts - W``: every item
+  lies in the step's window before ``a``. ``each`` takes every candidate at every item
+  (skip-till-any-match: every subsequence of ``n`` to ``m`` candidates), ``last`` the
+  latest one (for each length, the latest events, one after another back from ``a``).
+  ``first`` is refused: it would choose the same earliest event for every item.
+* **Predicates of a closure** hold for every item. Bare attributes (and ``bs[i].x``)
+  are the item's own; ``bs[i+1].x`` is the next item in time, and a comparison that
+  reads it holds vacuously for ``bs[last]``, which has none (SASE's ``a[i+1].x``). A
+  ``last`` closure may read only the item and ``bs[i+1]``.
+* **Reading a closure.** Outside its pattern a closure is read through ``bs[first].x``
+  and ``bs[last].x``, or folded in ``where`` and filters: ``Count(bs)``, ``Sum(bs.x)``,
+  ``Avg``, ``Min``, ``Max`` (float64, summed in time order; NaN propagates). A step
+  ``from bs``, an aggregate or negation window ``from bs`` and the later bound of
+  ``between`` refer to ``bs[first]``; the earlier bound of ``between`` (``between bs
+  and C``) to ``bs[last]``.
+* **Disjunctions.** Every alternative must be of a different type and mention the same
+  parameters; ``x.attr`` reads the attribute of whichever alternative matched, which
+  therefore must exist in every one. A disjunction may be the terminator, a step, or the
+  pattern of a closure (each item chooses its alternative). Selection is per
+  alternative for now: only ``each`` steps and terminators take disjunctions.
+* **Union.** A rule with closures or disjunctions means the union of its *expansions*:
+  the plain rules obtained by choosing, for each disjunction, one alternative and, for
+  each closure, a length ``k`` and ``k`` copies of its step, each anchored at the one
+  before (the ``n``-th copy is ``bs[first]``). Expansions are enumerated element by
+  element in chain order: alternatives in the order written, closure lengths from
+  ``n`` up. The composites of one terminator come expansion by expansion in that
+  order, and within one as for a plain rule.
+
+Each expansion runs on its own engine (:class:`Union`), so every engine supports
+closures and disjunctions with the semantics of plain rules, exactly; the cost is one
+engine per expansion, bounded by :data:`MAX_EXPANSIONS`. Unbounded closures (``B()+``)
+are not supported.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from specula.detectors.rules.ast import (
+    AttrRef,
+    BinOp,
+    Comparison,
+    Const,
+    Expr,
+    Fold,
+    Pattern,
+    Rule,
+    RuleError,
+    Step,
+)
+from specula.detectors.rules.engine import Matches, compose, order_key
+from specula.events import TypeRegistry
+
+__all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand"]
+
+MAX_CLOSURE = 16
+"""The longest closure: every length is one more plain sequence to run."""
+MAX_EXPANSIONS = 64
+"""The plain sequences one rule may expand to (one engine each)."""
+_TERMINATOR = np.dtype([("ts", np.int64), ("key", np.int64), ("producer", np.int32),
+                        ("seq", np.int64)])
+
+
+def check_shapes(rule: Rule) -> None:
+    """Raise :class:`RuleError` unless the rule's disjunctions are named, of distinct
+    types and bind one set of parameters, and its closures are bounded and expand to at
+    most :data:`MAX_EXPANSIONS` plain rules."""
+    count = 1
+    for i, pattern in enumerate(rule.chain):
+        _check_alternatives(rule, pattern)
+        step = rule.steps[i - 1] if i else None
+        options = len(pattern.types)
+        if pattern.alternatives and step is not None and step.selection != "each":
+            raise RuleError(f"rule {rule.name}: a disjunction ({pattern.name}) is a step "
+                            f"of 'each' only for now, not '{step.selection}'")
+        if step is None or step.times is None:
+            count *= options
+            continue
+        lo, hi = step.times
+        if not 1 <= lo <= hi <= MAX_CLOSURE:
+            raise RuleError(f"rule {rule.name}: closure {pattern.name}{{{lo},{hi}}} needs "
+                            f"1 <= n <= m <= {MAX_CLOSURE}")
+        if step.selection == "first":
+            raise RuleError(f"rule {rule.name}: closure {pattern.name} collects events back "
+                            "from the element it follows: use 'each' (every subsequence) or "
+                            "'last' (the latest events)")
+        count *= sum(options ** k for k in range(lo, hi + 1))
+    if count > MAX_EXPANSIONS:
+        raise RuleError(f"rule {rule.name}: its closures and disjunctions expand to {count} "
+                        f"plain sequences, more than {MAX_EXPANSIONS}; bound the closures "
+                        "more tightly")
+
+
+def _check_alternatives(rule: Rule, pattern: Pattern) -> None:
+    if not pattern.alternatives:
+        return
+    listed = " | ".join(pattern.types)
+    if not pattern.alias:
+        raise RuleError(f"rule {rule.name}: the disjunction {listed} needs a name: "
+                        f"({listed}) as x")
+    if len(set(pattern.types)) < len(pattern.types):
+        raise RuleError(f"rule {rule.name}: the alternatives of {pattern.alias} must be of "
+                        f"different types ({listed}); put the conditions of one type in "
+                        "one pattern")
+    for option in pattern.alternatives:
+        if option.alias or option.alternatives:
+            raise RuleError(f"rule {rule.name}: an alternative of {pattern.alias} takes no "
+                            "alias and no alternatives of its own")
+    if len({frozenset(p.params()) for p in pattern.options()}) > 1:
+        raise RuleError(f"rule {rule.name}: every alternative of {pattern.alias} must "
+                        "mention the same parameters")
+
+
+# ------------------------------------------------------------------------ expansion
+
+
+def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...]:
+    """The plain rules whose union ``rule`` means, in the order of the semantics;
+    ``(rule,)`` for a plain rule. ``ticks_per_second`` converts closure windows written
+    with a unit.
+
+    >>> from specula.detectors.rules.parser import parse_rule
+    >>> rule = parse_rule('''define P(n: double) from C() and each B(){1,2} as bs
+    ...     within 5 from C where n=Count(bs)''')
+    >>> [len(r.chain) for r in expand(rule)]
+    [2, 3]
+    """
+    if rule.plain:
+        return (rule,)
+    return tuple(_expansion(rule, choice, ticks_per_second) for choice in _choices(rule))
+
+
+def _choices(rule: Rule) -> Iterator[tuple[tuple[Pattern, ...], ...]]:
+    """Per element, the patterns of its copies (one for a plain element, ``k`` for a
+    closure of length ``k``), for every expansion in order."""
+    per_element = []
+    for i, pattern in enumerate(rule.chain):
+        times = rule.steps[i - 1].times if i else None
+        lo, hi = times if times is not None else (1, 1)
+        per_element.append([copies for k in range(lo, hi + 1)
+                            for copies in itertools.product(pattern.options(), repeat=k)])
+    return itertools.product(*per_element)
+
+
+def _expansion(rule: Rule, choice: tuple[tuple[Pattern, ...], ...],
+               tps: float | None) -> Rule:
+    # new[i]: the new chain indices of element i's copies, bs[last] first
+    new: list[list[int]] = []
+    for copies in choice:
+        start = new[-1][-1] + 1 if new else 0
+        new.append(list(range(start, start + len(copies))))
+
+    def ref(expr: Expr, own: int | None = None, copy: int = 0) -> Expr | None:
+        """``expr`` in the expansion; None when it reads ``bs[i+1]`` of ``bs[last]``."""
+        if isinstance(expr, BinOp):
+            left, right = ref(expr.left, own, copy), ref(expr.right, own, copy)
+            return None if left is None or right is None else BinOp(expr.op, left, right)
+        if isinstance(expr, Fold):
+            return _fold(expr, new[expr.element])
+        if not isinstance(expr, AttrRef):
+            return expr
+        copies = new[expr.element]
+        if expr.element == own:
+            if expr.item == "next":
+                return AttrRef(copies[copy - 1], expr.attr) if copy else None
+            return AttrRef(copies[copy], expr.attr)
+        return AttrRef(copies[-1] if expr.item == "first" else copies[0], expr.attr)
+
+    def comparisons(items: tuple[Comparison, ...], own: int | None = None,
+                    copy: int = 0) -> tuple[Comparison, ...]:
+        out = []
+        for c in items:
+            left, right = ref(c.left, own, copy), ref(c.right, own, copy)
+            if left is not None and right is not None:
+                out.append(Comparison(left, c.op, right))
+        return tuple(out)
+
+    chain: list[Pattern] = []
+    steps: list[Step] = []
+    filters: list[Comparison] = []
+    for i, copies in enumerate(choice):
+        step = rule.steps[i - 1] if i else None
+        for j, option in enumerate(copies):
+            pattern = replace(option, predicates=comparisons(option.predicates, i, j))
+            if step is not None and step.times is not None:  # names the item: bs[0] first
+                pattern = replace(pattern, alias=f"{option.name}[{len(copies) - 1 - j}]")
+            chain.append(pattern)
+            if step is None:
+                continue
+            steps.append(Step(step.selection, pattern, step.within))
+            if j:  # every item in the window before the closure's anchor
+                anchor = new[i - 1][-1]
+                window = Const(step.within.ticks(tps))
+                filters.append(Comparison(AttrRef(new[i][j], "ts"), ">=",
+                                          BinOp("-", AttrRef(anchor, "ts"), window)))
+    aggregates = tuple(replace(a, anchor=new[a.anchor][-1]) for a in rule.aggregates)
+    negations = tuple(replace(n, anchor=new[n.anchor][-1],
+                              after=None if n.after is None else new[n.after][0])
+                      for n in rule.negations)
+    filters += comparisons(rule.filters)
+    assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
+    return Rule(rule.name, rule.attributes, chain[0], tuple(steps), aggregates, negations,
+                tuple(filters), assignments, within=rule.within,  # type: ignore[arg-type]
+                ties=rule.ties, source=rule.source)
+
+
+def _fold(fold: Fold, copies: list[int]) -> Expr:
+    """A fold over a closure's items as arithmetic over its copies, in time order."""
+    k = float(len(copies))
+    if fold.function == "count":
+        return Const(k)
+    assert fold.attr is not None
+    op = {"sum": "+", "avg": "+", "min": "min", "max": "max"}[fold.function]
+    value: Expr = AttrRef(copies[-1], fold.attr)
+    for element in reversed(copies[:-1]):
+        value = BinOp(op, value, AttrRef(element, fold.attr))  # type: ignore[arg-type]
+    return BinOp("/", value, Const(k)) if fold.function == "avg" else value
+
+
+# -------------------------------------------------------------------------- union
+
+
+@dataclass
+class Composites:
+    """Composite events of one rule: for each, its terminator (``ts``, ``key`` and the
+    stream position), the index of its cause in the processed batch, and the values of
+    the attributes of ``define``."""
+
+    terminators: np.ndarray
+    causes: np.ndarray
+    columns: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.causes)
+
+
+class Union:
+    """One rule run as the union of its expansions, each on its own engine.
+
+    Parameters
+    ----------
+    rule : Rule
+        Any rule; a plain one runs on one engine.
+    engine_class : type
+        The engine of every expansion (AIP, CDP or GPU CDP).
+    registry, ticks_per_second
+        As the engines take them.
+    """
+
+    def __init__(self, rule: Rule, engine_class: type, registry: TypeRegistry,
+                 ticks_per_second: float | None = None) -> None:
+        self.rule = rule
+        self.expansions = expand(rule, ticks_per_second)
+        self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
+                        for r in self.expansions]
+
+    def process(self, events: np.ndarray) -> Composites:
+        """The composites whose terminators are complete after ``events``."""
+        return self._union([e.process(events) for e in self.engines])
+
+    def flush(self) -> Composites:
+        """End of stream: the composites of terminators the engines still hold."""
+        return self._union([e.flush() for e in self.engines])
+
+    def snapshot(self) -> list[Any]:
+        """One snapshot per engine."""
+        return [e.snapshot() for e in self.engines]
+
+    def restore(self, state: list[Any]) -> None:
+        """Return every engine to its state in ``state``."""
+        for engine, s in zip(self.engines, state, strict=True):
+            engine.restore(s)
+
+    def _union(self, found: list[Matches]) -> Composites:
+        parts = []
+        for rule, matches in zip(self.expansions, found, strict=True):
+            if not len(matches) and parts:
+                continue
+            kept, columns = compose(rule, matches)
+            rows = matches.elements[0][kept]
+            terminators = np.zeros(len(kept), _TERMINATOR)
+            for name in _TERMINATOR.names:
+                terminators[name] = rows[name]
+            parts.append(Composites(terminators, matches.terminator[kept], columns))
+        if len(parts) == 1:
+            return parts[0]
+        terminators = np.concatenate([p.terminators for p in parts])
+        order = np.lexsort((order_key(terminators), terminators["ts"]))  # stable
+        return Composites(terminators[order],
+                          np.concatenate([p.causes for p in parts])[order],
+                          {a: np.concatenate([p.columns[a] for p in parts])[order]
+                           for a, _ in self.rule.attributes})

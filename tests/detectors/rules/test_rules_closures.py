@@ -1,0 +1,124 @@
+"""Closures ``B(...){n,m} as bs`` and disjunctions ``(A(...) | B(...)) as x``: their
+syntax, the messages for what they do not allow, their expansion into plain rules,
+and a detector running them behind a speculative ordering unit.
+
+Their answers are checked against the brute-force reference, which enumerates
+closures and disjunctions itself, by the catalogue cases ``closure_*``,
+``disjunction``, ``hybrid_q2`` and ``hot_path`` in ``test_rules_differential.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from rules_reference import CASES, random_events, reference
+
+from specula.detectors import Emitter
+from specula.detectors.rules import RuleDetector, RuleError, parse_rule
+from specula.detectors.rules.ast import AttrRef, Fold
+from specula.detectors.rules.expand import MAX_EXPANSIONS, expand
+from specula.detectors.rules.placement import cost
+
+HEAD = "define K(n: double) from C() and "
+
+
+def test_closure_parses_to_a_step_with_bounds_items_and_folds():
+    rule = parse_rule(HEAD + """each B(v > bs[i+1].v and v < C.v){2,4} as bs within 5 from C
+        and last A(v = bs[first].v) within 3 from bs
+        where n = Sum(bs.v) + bs[last].v""")
+    step = rule.steps[0]
+    assert step.times == (2, 4) and step.pattern.alias == "bs"
+    own, nxt = step.pattern.predicates[0].left, step.pattern.predicates[0].right
+    assert own == AttrRef(1, "v") and nxt == AttrRef(1, "v", "next")
+    assert rule.steps[1].pattern.predicates[0].right == AttrRef(1, "v", "first")
+    total = rule.assignments[0][1]
+    assert total.left == Fold("sum", 1, "v") and total.right == AttrRef(1, "v", "last")
+    assert not rule.plain and rule.closure(1) and not rule.closure(2)
+
+
+def test_expansion_copies_the_step_per_length_and_anchors_later_steps_at_the_first_item():
+    rule = parse_rule(HEAD + """each B(v > bs[i+1].v){1,3} as bs within 5 from C
+        and last A() within 3 from bs where n = Count(bs)""")
+    plain = expand(rule)
+    assert [[p.name for p in r.chain] for r in plain] == [
+        ["C", "bs[0]", "A"], ["C", "bs[1]", "bs[0]", "A"], ["C", "bs[2]", "bs[1]", "bs[0]", "A"]]
+    assert [r.assignments[0][1].value for r in plain] == [1.0, 2.0, 3.0]
+    # the latest item has no next one; the others compare with the copy after them
+    assert plain[2].chain[1].predicates == ()
+    assert str(plain[2].chain[2].predicates[0]).count("element=1") == 1
+    # every item after the latest stays in the window before C
+    assert len(plain[0].filters) == 0 and len(plain[2].filters) == 2
+    assert all(r.plain for r in plain)
+
+
+def test_disjunction_expands_per_alternative_in_the_order_written():
+    rule = parse_rule("""define O(n: int) from (C(p=$x) | D(p=$x)) as t
+        and each (A(p=$x) | B(p=$x and v > 1)) as e within 5 from t where n = e.n""")
+    assert rule.input_types == ("C", "D", "A", "B")
+    assert [[p.type for p in r.chain] for r in expand(rule)] == [
+        ["C", "A"], ["C", "B"], ["D", "A"], ["D", "B"]]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("each B()+ as bs within 5 from C",
+     "'{n,m}': a closure needs bounds on its length, as in B(...){1,8} (unbounded closures "
+     "are not supported)"),
+    ("each B(){2,} as bs within 5 from C", "an upper bound (unbounded closures are not "
+                                           "supported)"),
+    ("each B(){0,2} as bs within 5 from C", "closure bs{0,2} needs 1 <= n <= m <= 16"),
+    ("each B(){3,2} as bs within 5 from C", "closure bs{3,2} needs 1 <= n <= m <= 16"),
+    ("first B(){1,2} as bs within 5 from C", "closure bs collects events back from the "
+                                             "element it follows: use 'each'"),
+    ("last B(v > C.v){1,2} as bs within 5 from C", "a 'last' closure may compare each item "
+                                                   "only with itself and the next one"),
+    ("each B(v > bs[i+1].v) as bs within 5 from C", "bs[i] and bs[i+1] name items of the "
+                                                    "closure being declared"),
+    ("each B(){1,2} as bs within 5 from C where n = bs.v", "bs is a closure of several "
+                                                           "events; read bs[first].v"),
+    ("each B(){1,2} as bs within 5 from C where n = bs[i+1].v", "'first' or 'last'"),
+    ("each B() within 5 from C where n = Count(B)", "Count(...) over B, which is not a "
+                                                    "closure"),
+    ("each B() within 5 from C where n = B[first].v", "B is one event, not a closure"),
+    ("each B(){1,2} as bs within 5 from C and each A(v > Count(bs)) within 3 from bs",
+     "uses an aggregate"),
+    ("each (A() | B()) within 5 from C", "the disjunction A | B needs a name"),
+    ("each (A() | A(v > 1)) as x within 5 from C", "must be of different types"),
+    ("each (A(p=$y) | B()) as x within 5 from C", "must mention the same parameters"),
+    ("last (A() | B()) as x within 5 from C", "a step of 'each' only for now"),
+    ("each (A() | B()){1,6} as x within 5 from C", f"more than {MAX_EXPANSIONS}"),
+])
+def test_what_closures_and_disjunctions_refuse(text: str, message: str):
+    with pytest.raises(RuleError) as info:
+        parse_rule(HEAD + text)
+    assert message in str(info.value)
+
+
+def test_placement_costs_a_closure_as_its_expansions():
+    rule = parse_rule(HEAD + "each B(){1,3} as bs within 10 from C")
+    plain = cost(parse_rule(HEAD + "each B() within 10 from C"), {"B": 1.0, "C": 1.0})
+    assert cost(rule, {"B": 1.0, "C": 1.0}).per_terminator == pytest.approx(
+        plain.per_terminator * (1 + 2 + 3))
+
+
+@pytest.mark.parametrize("engine", ["aip", "cdp"])
+@pytest.mark.parametrize("name", ["closure_last", "disjunction", "hot_path"])
+def test_detector_runs_a_union_and_restores_it(engine: str, name: str):
+    case = CASES[name]
+    registry, rule = case.registry(), case.rule()
+    events = random_events(registry, case.types, 240, seed=3, **case.stream)
+    expected = reference(rule, registry, events, case.ticks_per_second)
+    det = RuleDetector([rule], registry, engine=engine)  # type: ignore[arg-type]
+    names = [t.name for t in registry.types()]
+    half = len(events) // 2
+    emit = Emitter()
+    det.on_batch(events[:half], names, emit)
+    state = det.snapshot()
+    det.on_batch(events[half:], names, emit)
+    det.on_end(emit)
+    got = [(int(ts), int(key)) for _, cols, _ in emit.column_batches
+           for ts, key in zip(cols["ts"], cols["key"], strict=True)]
+    assert got == [c[:2] for c in expected]
+    det.restore(state)
+    again = Emitter()
+    det.on_batch(events[half:], names, again)
+    det.on_end(again)
+    assert again.column_batches and len(emit.column_batches) >= len(again.column_batches)
