@@ -86,8 +86,8 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "sensor stream.",
            valid="an integer >= 0 (ticks) or None", accepts=lambda v: v is None or _is_int(v, 0)),
     Option("partitions", 1,
-           "Instances of the detector; instance i gets the events with key % partitions "
-           "== i (counter messages reach all of them).",
+           "Instances of the detector; instance i gets the events whose key hashes to i "
+           "(partition_of; counter messages reach all of them).",
            valid="an integer >= 1", accepts=lambda v: _is_int(v, 1)),
 )}
 

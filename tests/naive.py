@@ -16,6 +16,7 @@ import numpy as np
 
 from specula.detectors.graph import Graph, Node
 from specula.events import RETRACTION, REVOKE, UPDATE
+from specula.events.hashing import partition_of
 from specula.ordering.emitter import Emitter
 
 TB_SHIFT = 40
@@ -69,9 +70,9 @@ def instances(graph: Graph) -> list[tuple[Node, int, int]]:
 
 def in_view(row: np.void, node: Node, index: int, registry) -> bool:
     """Is ``row`` for partition ``index`` of ``node``: one of its input types, with
-    ``key % partitions == index``?"""
+    a key that hashes to ``index``?"""
     return (registry.name(int(row["type"])) in node.inputs
-            and int(row["key"]) % node.partitions == index)
+            and int(partition_of(int(row["key"]), node.partitions)) == index)
 
 
 def reference_instances(graph: Graph, raw: np.ndarray) -> dict[tuple[str, int], np.ndarray]:

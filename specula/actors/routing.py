@@ -6,6 +6,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.detectors.graph import Graph
+from specula.events.hashing import partition_of
 from specula.ordering.unit import OrderingUnit
 
 # messages for every instance of every subscriber: they name a producer, not an event
@@ -77,12 +78,13 @@ def raw_type_table(graph: Graph, registry: ev.TypeRegistry | None) -> np.ndarray
 
 
 def split_by_key(batch: np.ndarray, partitions: int) -> list[np.ndarray]:
-    """Partition ``i`` gets the events with ``key % partitions == i``; ``RETRACTION``
-    messages and ``PROGRESS`` punctuations (which carry no key) go to every partition."""
+    """Partition ``i`` gets the events whose key hashes to ``i``
+    (:func:`~specula.events.hashing.partition_of`); ``RETRACTION`` messages and
+    ``PROGRESS`` punctuations (which carry no key) go to every partition."""
     if partitions == 1:
         return [batch]
     control = (batch["flags"] & _BROADCAST) > 0
-    part = np.where(control, -1, batch["key"] % partitions)
+    part = np.where(control, -1, partition_of(batch["key"], partitions))
     return [batch[(part == i) | control] for i in range(partitions)]
 
 

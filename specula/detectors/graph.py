@@ -113,9 +113,9 @@ class Graph:
 
         The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
         retraction, late, k0 in ticks, partitions). ``partitions > 1`` runs that many
-        instances of the detector, each on the events whose ``key % partitions`` is its
-        index (counter messages reach all of them): for detectors whose state is per
-        key, e.g. one per player.
+        instances of the detector, each on the events whose key hashes to its index
+        (:func:`~specula.events.hashing.partition_of`; counter messages reach all of
+        them): for detectors whose state is per key, e.g. one per player.
         """
         if name in self.nodes:
             raise GraphError(f"a detector named {name!r} is already in the graph; "

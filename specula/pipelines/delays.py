@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specula.events.hashing import mix64
+
 __all__ = ["DelayModel", "out_of_order_fraction"]
 
 _PS_PER_MS = 10**9
@@ -177,20 +179,13 @@ _BASE, _JITTER, _COUNT, _START, _HOLD, _SIZE, _GROUP = range(1, 8)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser: a bijective scramble of 64-bit integers."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
 def _uniform(seed: int, tag: int, *keys: np.ndarray | int) -> np.ndarray:
     """Uniform numbers in [0, 1), one per element of the broadcast ``keys``: a hash of
     ``(seed, tag, *keys)``."""
     with np.errstate(over="ignore"):
-        h = _mix(np.asarray(seed, np.int64).astype(np.uint64) + np.uint64(tag) * _GOLDEN)
+        h = mix64(np.asarray(seed, np.int64).astype(np.uint64) + np.uint64(tag) * _GOLDEN)
         for key in keys:
-            h = _mix(h ^ (np.asarray(key, np.int64).astype(np.uint64) + _GOLDEN))
+            h = mix64(h ^ (np.asarray(key, np.int64).astype(np.uint64) + _GOLDEN))
     return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
