@@ -102,9 +102,9 @@ order an ordering unit delivers. That order key is an event's *position*.
   payload columns are numeric).
 * **Output order.** The composites of one terminator come in ascending order of the
   positions of elements 1, 2, ... (lexicographically); terminators in stream order.
-* **Closures and disjunctions** (``each B(...){n,m} as bs``, ``(A(...) | B(...)) as
-  x``): a rule with them means the union of plain rules; see
-  :mod:`~specula.detectors.rules.expand`.
+* **Closures, disjunctions, partitions** (``each B(...){n,m} as bs``, ``(A(...) |
+  B(...)) as x``, ``partition by attr``): a rule with them means a union of plain
+  rules; see :mod:`~specula.detectors.rules.expand`.
 
 Windows are written as a number of ticks (``within 100000``) or with a unit
 (``within 5 min.``, ``ms``, ``s``, ``min``, ``h``) that :meth:`Window.ticks` converts
@@ -343,6 +343,7 @@ class Rule:
     assignments: tuple[tuple[str, Expr], ...] = ()
     within: Window | None = None
     ties: Ties = "strict"
+    partition: str = ""
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -363,10 +364,11 @@ class Rule:
 
     @property
     def plain(self) -> bool:
-        """Whether every element is one event of one pattern: no closure, no
-        disjunction. Engines run plain rules; others run as the union of their
-        expansions (:func:`~specula.detectors.rules.expand.expand`)."""
-        return (all(s.times is None for s in self.steps)
+        """Whether every element is one event of one pattern (no closure, no
+        disjunction) and there is no ``partition by``. Engines run plain rules; others
+        run as the union of their expansions
+        (:func:`~specula.detectors.rules.expand.expand`)."""
+        return (all(s.times is None for s in self.steps) and not self.partition
                 and not any(p.alternatives for p in self.chain))
 
     def closure(self, element: int) -> bool:
@@ -407,6 +409,9 @@ class Rule:
             if (neg.within is None) == (neg.after is None):
                 raise RuleError(f"rule {self.name}: negation of {neg.pattern.type} needs "
                                 "either 'within' or 'between'")
+        if self.partition and not self.partition.isidentifier():
+            raise RuleError(f"rule {self.name}: partition by {self.partition!r}: not an "
+                            "attribute name")
         if self.ties not in TIES:
             raise RuleError(f"rule {self.name}: ties must be strict or nonstrict, got "
                             f"{self.ties!r}")

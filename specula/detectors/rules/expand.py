@@ -1,4 +1,5 @@
-"""Closures and disjunctions: what they mean, and how they run as plain sequences.
+"""Closures, disjunctions and partitions: what they mean, and how they run as plain
+sequences.
 
 A *closure* ``each B(...){n,m} as bs within W from a`` is a step that chooses ``n`` to
 ``m`` events instead of one (Kleene closure with a bounded length, as FlinkCEP's
@@ -30,6 +31,11 @@ Semantics
   therefore must exist in every one. A disjunction may be the terminator, a step, or the
   pattern of a closure (each item chooses its alternative). Selection is per
   alternative for now: only ``each`` steps and terminators take disjunctions.
+* **Partition by** ``partition by player``: every element (each alternative), every
+  aggregate and every negation matches only events whose ``player`` equals the
+  terminator's, as if each pattern had ``player=$p``: the rule runs as one independent
+  instance per value, exactly, whatever partitions the graph gives the detector. The
+  attribute must exist in every type the rule reads.
 * **Union.** A rule with closures or disjunctions means the union of its *expansions*:
   the plain rules obtained by choosing, for each disjunction, one alternative and, for
   each closure, a length ``k`` and ``k`` copies of its step, each anchored at the one
@@ -58,8 +64,10 @@ from specula.detectors.rules.ast import (
     BinOp,
     Comparison,
     Const,
+    Constraint,
     Expr,
     Fold,
+    Param,
     Pattern,
     Rule,
     RuleError,
@@ -142,9 +150,28 @@ def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...
     >>> [len(r.chain) for r in expand(rule)]
     [2, 3]
     """
+    if rule.partition:
+        rule = _partitioned(rule)
     if rule.plain:
         return (rule,)
     return tuple(_expansion(rule, choice, ticks_per_second) for choice in _choices(rule))
+
+
+def _partitioned(rule: Rule) -> Rule:
+    """``rule`` without ``partition by attr``: every pattern binds ``attr`` to one
+    parameter, named so that no rule text can spell it."""
+    key = Constraint(rule.partition, "=", Param(f"partition#{rule.partition}"))
+
+    def bind(pattern: Pattern) -> Pattern:
+        return replace(pattern, constraints=(*pattern.constraints, key),
+                       alternatives=tuple(bind(a) for a in pattern.alternatives))
+
+    return replace(rule, terminator=bind(rule.terminator), partition="",
+                   steps=tuple(replace(s, pattern=bind(s.pattern)) for s in rule.steps),
+                   aggregates=tuple(replace(a, pattern=bind(a.pattern))
+                                    for a in rule.aggregates),
+                   negations=tuple(replace(n, pattern=bind(n.pattern))
+                                   for n in rule.negations))
 
 
 def _choices(rule: Rule) -> Iterator[tuple[tuple[Pattern, ...], ...]]:

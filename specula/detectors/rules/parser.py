@@ -6,7 +6,7 @@ complex event processing on parallel hardware"), plus negations and free filters
     rules      := rule+
     rule       := 'define' NAME '(' [NAME ':' TYPE (',' NAME ':' TYPE)*] ')'
                   'from' element ('and' from_item)* ['within' window]
-                  ['ties' ('strict' | 'nonstrict')]
+                  ['partition' 'by' NAME] ['ties' ('strict' | 'nonstrict')]
                   ['where' where_item ('and' where_item)*]
     element    := (pattern | '(' pattern ('|' pattern)+ ')') [times] ['as' NAME]
     times      := '{' INT [',' INT] '}'        (a closure; steps only)
@@ -187,6 +187,11 @@ class _Parser(TermParser):
             self.advance()
             within = self.window()
         self.fill_windows(within)
+        partition = ""
+        if self.at_keyword("partition"):
+            self.advance()
+            self.expect_keyword("by")
+            partition = self.expect_name("the attribute to partition by").text
         ties = "strict"
         if self.at_keyword("ties"):
             self.advance()
@@ -201,7 +206,8 @@ class _Parser(TermParser):
                 self.advance()
                 self.where_item()
         if not (self.at_end() or self.at_keyword("define")):
-            raise self.fail("'and', 'within', 'ties', 'where', 'define' or end of text"
+            raise self.fail("'and', 'within', 'partition by', 'ties', 'where', 'define' or "
+                            "end of text"
                             if not state.assignments and not state.filters
                             else "'and', 'define' or end of text")
         self.check_parameters()
@@ -210,7 +216,7 @@ class _Parser(TermParser):
             return Rule(name, state.attributes, state.chain[0], tuple(state.steps),
                         tuple(state.aggregates), tuple(state.negations),
                         tuple(state.filters), tuple(state.assignments), within=within,
-                        ties=ties, source=source)  # type: ignore[arg-type]
+                        ties=ties, partition=partition, source=source)  # type: ignore[arg-type]
         except RuleError as exc:
             raise RuleSyntaxError(define.line, define.column, str(exc)) from None
 

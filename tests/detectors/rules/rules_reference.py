@@ -72,12 +72,15 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
     ``(ts, producer << 40 | seq)``). Attribute values are in the order of ``define``,
     cast to the attribute's dtype and returned as Python scalars.
     """
-    rows = _rows(registry, events)
+    everything = _rows(registry, events)
     out: list[tuple] = []
-    for terminator in rows:
+    for terminator in everything:
         bound = _match(terminator, rule.terminator, {})
         if bound is None or not _predicates_hold(rule.terminator, [terminator], bound):
             continue
+        rows = everything  # under partition by: the terminator's partition only
+        if rule.partition:
+            rows = [r for r in rows if r[rule.partition] == terminator[rule.partition]]
         found = []
         for elements, params in _sequences(rule, rows, [terminator], bound, ticks_per_second):
             composite = _composite(rule, rows, elements, params, ticks_per_second)
@@ -625,6 +628,15 @@ def _cases() -> dict[str, Case]:
         Case("closure_of_disjunction", """define KO(c: double, f: int, l: int)
             from C() and each (A(v < 4) | B(v > 3)){1,2} as bs within 4 from C
             where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("partition_by", f"""define PB(x: int, {_ID_ATTRS}, s: double)
+            from C() and last B(v > 1) within 6 from C and each A() within 4 from B
+              and not D() between A and C and $s=Sum(N().value within 5 from C)
+            partition by p
+            where x=C.p and {_IDS} and s=$s""", **_ABC),
+        Case("partition_union", """define PU(x: int, c: double, f: int)
+            from (C() | D(v > 3)) as t and each B(att=$y){1,2} as bs within 5 from t
+            partition by p
+            where x=t.p + $y * 10 and c=Count(bs) and f=bs[first].n""", **_ABC),
         # the hybrid-shedding paper's Q2: SEQ(A a, A+ b[], B c, C d), b[i].V = a.V, same
         # ID, a.V + c.V = d.V
         Case("hybrid_q2", """define Q2(x: int, c: double, a: int)

@@ -1,10 +1,10 @@
-"""Closures ``B(...){n,m} as bs`` and disjunctions ``(A(...) | B(...)) as x``: their
-syntax, the messages for what they do not allow, their expansion into plain rules,
-and a detector running them behind a speculative ordering unit.
+"""Closures ``B(...){n,m} as bs``, disjunctions ``(A(...) | B(...)) as x`` and
+``partition by``: their syntax, the messages for what they do not allow, their
+expansion into plain rules, and a detector running them.
 
 Their answers are checked against the brute-force reference, which enumerates
 closures and disjunctions itself, by the catalogue cases ``closure_*``,
-``disjunction``, ``hybrid_q2`` and ``hot_path`` in ``test_rules_differential.py``.
+``disjunction``, ``partition_*``, ``hybrid_q2`` and ``hot_path`` in ``test_rules_differential.py``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from rules_reference import CASES, random_events, reference
 
 from specula.detectors import Emitter
 from specula.detectors.rules import RuleDetector, RuleError, parse_rule
-from specula.detectors.rules.ast import AttrRef, Fold
+from specula.detectors.rules.ast import AttrRef, Constraint, Fold, Param
 from specula.detectors.rules.expand import MAX_EXPANSIONS, expand
 from specula.detectors.rules.placement import cost
+from specula.events import TypeRegistry
 
 HEAD = "define K(n: double) from C() and "
 
@@ -122,3 +123,23 @@ def test_detector_runs_a_union_and_restores_it(engine: str, name: str):
     det.on_batch(events[half:], names, again)
     det.on_end(again)
     assert again.column_batches and len(emit.column_batches) >= len(again.column_batches)
+
+
+def test_partition_by_binds_the_attribute_in_every_pattern():
+    rule = parse_rule("""define P(n: int) from C() and each B() within 5 from C
+        and not D() within 3 from C and $s=Sum(A().v within 5 from C)
+        partition by p ties nonstrict where n=C.p""")
+    assert rule.partition == "p" and rule.ties == "nonstrict" and not rule.plain
+    (plain,) = expand(rule)
+    key = Constraint("p", "=", Param("partition#p"))
+    patterns = [*plain.chain, plain.aggregates[0].pattern, plain.negations[0].pattern]
+    assert all(p.constraints[-1] == key for p in patterns)
+
+
+def test_partition_by_an_attribute_a_type_lacks_is_refused():
+    registry = TypeRegistry()
+    registry.register("C", p="i8")
+    registry.register("B", q="i8")
+    rule = parse_rule("define P() from C() and each B() within 5 from C partition by p")
+    with pytest.raises(RuleError, match="event type 'B' has no attribute 'p'"):
+        RuleDetector([rule], registry)

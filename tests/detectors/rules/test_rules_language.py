@@ -275,8 +275,8 @@ def test_a_type_may_repeat_in_the_chain():
     ("define F() from C() and 3", "line 1, column 26: expected a comparator (=, !=, <, <=, "
      ">, >=), found end of text"),
     ("define F() from C() or D()",
-     "line 1, column 21: expected 'and', 'within', 'ties', 'where', 'define' or end of "
-     "text, found 'or'"),
+     "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
+     "'define' or end of text, found 'or'"),
     ("define F() from C() & D()", "line 1, column 21: unexpected character '&'"),
     ("define F() from C(p=$)",
      "line 1, column 21: expected a parameter name after '$', found '$)'"),
