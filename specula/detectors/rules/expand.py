@@ -96,8 +96,8 @@ def check_shapes(rule: Rule) -> None:
         step = rule.steps[i - 1] if i else None
         options = len(pattern.types)
         if pattern.alternatives and step is not None and step.selection != "each":
-            raise RuleError(f"rule {rule.name}: a disjunction ({pattern.name}) is a step "
-                            f"of 'each' only for now, not '{step.selection}'")
+            raise RuleError(f"rule {rule.name}: the disjunction {pattern.name} can only be "
+                            f"an 'each' step for now, not '{step.selection}'")
         if step is None or step.times is None:
             count *= options
             continue
