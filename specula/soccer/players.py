@@ -45,13 +45,17 @@ class RunningIntensity(Detector):
 
 
 class BallNearFoot(Detector):
-    """The active ball comes within 1 m of one of a player's feet (``near``), or moves
-    away from all of them again (``not_near``); key and ``player`` name the player.
+    """The ball in play comes within 1 m of one of a player's feet (``near``), or moves
+    away from all of them again (``not_near``); key and ``player`` name the player,
+    ``ball`` the ball.
 
-    Which ball is active comes from :class:`~specula.soccer.ball.BallInPlay`
-    (``ball_in`` / ``ball_out``); feet are the players' leg sensors. A Numba kernel walks
-    the time-ordered batch, updating foot positions and measuring, for every reading of
-    the active ball, each player's nearest foot.
+    Which ball is in play comes from :class:`~specula.soccer.ball.BallInPlay`
+    (``ball_in`` / ``ball_out``); only its readings are measured, so spare balls never
+    make a player "near", and the state is one per player. When the ball in play changes
+    or leaves the pitch, every player near it gets a ``not_near`` (distance -1): "near"
+    always refers to the ball in play. Feet are the players' leg sensors. A Numba kernel
+    walks the time-ordered batch, updating foot positions and measuring, for every
+    reading of the ball in play, each player's nearest foot.
     """
 
     inputs = ("player", "ball", "ball_in", "ball_out")
@@ -60,7 +64,7 @@ class BallNearFoot(Detector):
 
     def __init__(self, radius: int = NEAR_FOOT_MM) -> None:
         self.radius = radius
-        self.active: dict[int, bool] = {}
+        self.in_play = -1  # sensor id of the ball in play, -1: none
         self.foot_slot: dict[int, int] = {}
         self.foot_player = np.zeros(0, np.int64)
         self.foot_team: dict[int, int] = {}
@@ -72,19 +76,20 @@ class BallNearFoot(Detector):
         kind = np.asarray(type_names, dtype=object)[events["type"]]
         is_ball = kind == "ball"
         self._learn_feet(events, kind)
-        active = self._active(events, kind, is_ball)
+        active, release = self._active(events, kind, is_ball)
         slots = np.array([self.foot_slot.get(s, -1) for s in events["key"].tolist()], np.int64)
         slots[kind != "player"] = -1
         idx, player, now_near, dist = _kernels.near_foot(
-            is_ball, active, slots, events["x"], events["y"], events["z"], self.foot_xyz,
-            self.foot_seen, self.foot_player, self.near, self.radius, len(self.near))
+            is_ball, active, release, slots, events["x"], events["y"], events["z"],
+            self.foot_xyz, self.foot_seen, self.foot_player, self.near, self.radius,
+            len(self.near))
         for k, name in ((1, "near"), (0, "not_near")):
             sel = now_near == k
             if sel.any():
                 emit.many(name, ts=events["ts"][idx[sel]], key=player[sel], cause=idx[sel],
                           player=player[sel],
                           team=np.array([self.foot_team[p] for p in player[sel].tolist()]),
-                          dist=dist[sel])
+                          ball=events["key"][idx[sel]], dist=dist[sel])
 
     def _learn_feet(self, events: np.ndarray, kind: np.ndarray) -> None:
         feet = np.flatnonzero((kind == "player") & (events["limb"] <= 1))
@@ -103,19 +108,23 @@ class BallNearFoot(Detector):
         if n_players > len(self.near):
             self.near = np.concatenate([self.near, np.zeros(n_players - len(self.near), bool)])
 
-    def _active(self, events: np.ndarray, kind: np.ndarray, is_ball: np.ndarray) -> np.ndarray:
-        """Per reading: is it from the active ball (the last ball_in/ball_out of its sensor,
-        in this batch or before, was a ball_in)?"""
-        active = np.zeros(len(events), bool)
+    def _active(self, events: np.ndarray, kind: np.ndarray,
+                is_ball: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: is it a reading of the ball in play (the last ``ball_in`` before it,
+        in this batch or before, named its ball, and no ``ball_out`` of that ball came
+        since), and does it change the ball in play (a ``ball_in`` of another ball, or
+        the ``ball_out`` of the ball in play)?"""
         flips = np.flatnonzero((kind == "ball_in") | (kind == "ball_out"))
-        keys = events["key"]
-        for sid in np.unique(keys[is_ball]).tolist():
-            readings = np.flatnonzero(is_ball & (keys == sid))
-            mine = flips[keys[flips] == sid]
-            state = np.concatenate(([self.active.get(sid, False)], kind[mine] == "ball_in"))
-            last = np.searchsorted(mine, readings, side="right")
-            active[readings] = state[last]
-            self.active[sid] = bool(state[-1])
-        for i in flips.tolist():  # flips of balls without readings in this batch
-            self.active[int(keys[i])] = kind[i] == "ball_in"
-        return active
+        release = np.zeros(len(events), bool)
+        state = [self.in_play]
+        for i in flips.tolist():
+            key = int(events["key"][i])
+            if kind[i] == "ball_in":
+                state.append(key)
+            else:
+                state.append(-1 if key == state[-1] else state[-1])
+            release[i] = state[-1] != state[-2]
+        self.in_play = state[-1]
+        in_play = np.array(state, np.int64)[np.searchsorted(flips, np.arange(len(events)),
+                                                            side="right")]
+        return is_ball & (events["key"] == in_play), release
