@@ -77,17 +77,18 @@ def ball_in_play(slot, inside, a, threshold, seen, was_inside, state):
 
 
 @njit(cache=True, nogil=True)
-def near_foot(is_ball, active, release, foot_slot, x, y, z, foot_xyz, foot_seen,
-              foot_player, near_player, radius, n_players):
+def near_foot(is_ball, active, release, foot_slot, ts, x, y, z, foot_xyz, foot_ts,
+              foot_player, near_player, radius, stale, n_players):
     """Track, reading by reading, which players have a foot within ``radius`` of the
     ball in play.
 
-    Player readings (``foot_slot >= 0``) update the foot positions; each reading of the
-    ball in play (``active``) computes every player's nearest foot (3-D distance), and
-    reports changes of the "near" state per player. A ``release`` row (the ball in play
-    changed) ends every "near": the state refers to one ball. Returns (batch index,
-    player, 1 near / 0 not near, distance, -1 if none) of every change; ``near_player``
-    carries the state.
+    Player readings (``foot_slot >= 0``) update the foot positions and their times
+    (``foot_ts``); each reading of the ball in play (``active``) computes every player's
+    nearest foot (3-D distance) among those read at most ``stale`` ago, and reports
+    changes of the "near" state per player. A ``release`` row (the ball in play changed)
+    ends every "near": the state refers to one ball. Returns (batch index, player,
+    1 near / 0 not near, distance, -1 if none) of every change; ``near_player`` carries
+    the state.
     """
     cap = 64
     out_i = np.empty(cap, np.int64)
@@ -106,14 +107,14 @@ def near_foot(is_ball, active, release, foot_slot, x, y, z, foot_xyz, foot_seen,
                 foot_xyz[f, 0] = x[i]
                 foot_xyz[f, 1] = y[i]
                 foot_xyz[f, 2] = z[i]
-                foot_seen[f] = True
+                foot_ts[f] = ts[i]
             continue
         elif not active[i]:
             continue
         else:
             best[:] = far
             for f in range(foot_xyz.shape[0]):
-                if foot_seen[f]:
+                if ts[i] - foot_ts[f] <= stale:
                     dx = float(foot_xyz[f, 0] - x[i])
                     dy = float(foot_xyz[f, 1] - y[i])
                     dz = float(foot_xyz[f, 2] - z[i])

@@ -8,7 +8,7 @@ import numpy as np
 
 from specula.detectors import Detector, Emitter
 from specula.soccer import _kernels
-from specula.soccer.geometry import NEAR_FOOT_MM
+from specula.soccer.geometry import NEAR_FOOT_MM, SENSOR_STALE_PS
 
 #: DEBS 2013 query 1 speed classes, upper bounds in km/h: standing, trot, low, medium, high;
 #: above the last one: sprint.
@@ -53,23 +53,27 @@ class BallNearFoot(Detector):
     (``ball_in`` / ``ball_out``); only its readings are measured, so spare balls never
     make a player "near", and the state is one per player. When the ball in play changes
     or leaves the pitch, every player near it gets a ``not_near`` (distance -1): "near"
-    always refers to the ball in play. Feet are the players' leg sensors. A Numba kernel
-    walks the time-ordered batch, updating foot positions and measuring, for every
-    reading of the ball in play, each player's nearest foot.
+    always refers to the ball in play. Feet are the players' leg sensors; a foot's last
+    position counts for ``stale_ps`` (:data:`~specula.soccer.geometry.SENSOR_STALE_PS`)
+    after its reading, so a short dropout keeps a player while a sensor silent for
+    longer (switched off, a player gone) no longer counts. A Numba kernel walks the
+    time-ordered batch, updating foot positions and measuring, for every reading of the
+    ball in play, each player's nearest fresh foot.
     """
 
     inputs = ("player", "ball", "ball_in", "ball_out")
     outputs = ("near", "not_near")
     clock = ("ball",)
 
-    def __init__(self, radius: int = NEAR_FOOT_MM) -> None:
+    def __init__(self, radius: int = NEAR_FOOT_MM, stale_ps: int = SENSOR_STALE_PS) -> None:
         self.radius = radius
+        self.stale_ps = stale_ps
         self.in_play = -1  # sensor id of the ball in play, -1: none
         self.foot_slot: dict[int, int] = {}
         self.foot_player = np.zeros(0, np.int64)
         self.foot_team: dict[int, int] = {}
         self.foot_xyz = np.zeros((0, 3), np.int64)
-        self.foot_seen = np.zeros(0, bool)
+        self.foot_ts = np.zeros(0, np.int64)  # time of each foot's last reading
         self.near = np.zeros(0, bool)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
@@ -80,9 +84,9 @@ class BallNearFoot(Detector):
         slots = np.array([self.foot_slot.get(s, -1) for s in events["key"].tolist()], np.int64)
         slots[kind != "player"] = -1
         idx, player, now_near, dist = _kernels.near_foot(
-            is_ball, active, release, slots, events["x"], events["y"], events["z"],
-            self.foot_xyz, self.foot_seen, self.foot_player, self.near, self.radius,
-            len(self.near))
+            is_ball, active, release, slots, events["ts"], events["x"], events["y"],
+            events["z"], self.foot_xyz, self.foot_ts, self.foot_player, self.near,
+            self.radius, self.stale_ps, len(self.near))
         for k, name in ((1, "near"), (0, "not_near")):
             sel = now_near == k
             if sel.any():
@@ -100,10 +104,10 @@ class BallNearFoot(Detector):
             self.foot_slot[int(row["key"])] = len(self.foot_slot)
             self.foot_player = np.append(self.foot_player, int(row["player"]))
             self.foot_team[int(row["player"])] = int(row["team"])
-        grow = len(self.foot_slot) - len(self.foot_seen)
+        grow = len(self.foot_slot) - len(self.foot_ts)
         if grow:
             self.foot_xyz = np.concatenate([self.foot_xyz, np.zeros((grow, 3), np.int64)])
-            self.foot_seen = np.concatenate([self.foot_seen, np.zeros(grow, bool)])
+            self.foot_ts = np.concatenate([self.foot_ts, np.full(grow, -(1 << 62), np.int64)])
         n_players = int(self.foot_player.max()) + 1 if len(self.foot_player) else 0
         if n_players > len(self.near):
             self.near = np.concatenate([self.near, np.zeros(n_players - len(self.near), bool)])
