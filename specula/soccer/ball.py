@@ -68,6 +68,9 @@ class AccelerationPeak(Detector):
     time stamp is that of the strongest reading, so it lies in the past when it is
     generated (a detection delay). ``az`` is the vertical component of the acceleration's
     direction (scaled to 10,000): a bounce on the ground points up.
+
+    An excursion still open when the stream ends (a log cut during a kick) is reported
+    by :meth:`on_end`, at its strongest reading so far, rather than lost.
     """
 
     inputs = ("ball",)
@@ -95,3 +98,12 @@ class AccelerationPeak(Detector):
             cause = out[:, 6]
             emit.many("peak", ts=out[:, 0], key=events["key"][cause], cause=cause,
                       a=out[:, 1], x=out[:, 2], y=out[:, 3], z=out[:, 4], az=out[:, 5])
+
+    def on_end(self, emit: Emitter) -> None:
+        """End of stream: one ``peak`` per ball whose acceleration is still above the
+        threshold, at the strongest reading of the open excursion."""
+        sid_of = {slot: sid for sid, slot in self.slots.items()}
+        for slot in np.flatnonzero(self.in_excursion).tolist():
+            a, ts, x, y, z, az = self.best[slot].tolist()
+            emit("peak", ts, sid_of[slot], a=a, x=x, y=y, z=z, az=az)
+            self.in_excursion[slot] = False

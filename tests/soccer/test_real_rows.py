@@ -28,6 +28,8 @@ import pytest
 
 from specula import CostModel, InProcessRuntime
 from specula.actors.report import RunReport
+from specula.ordering.emitter import Emitter
+from specula.soccer.ball import AccelerationPeak
 from specula.soccer.debs2013 import HALF_START_PS, Metadata, read_all
 from specula.soccer.geometry import SENSOR_STALE_PS
 from specula.soccer.graph import soccer_graph
@@ -181,3 +183,27 @@ def test_a_dropout_like_the_samples_keeps_the_kicker_and_a_longer_one_does_not(s
     else:  # near from the kick (the ball comes into play) on, through the dropout
         assert 0 < got[0][1] < 5 and all(t > 52 for kind, t, _ in got if kind == "not_near")
         assert report.net("hits")["player"].tolist() == [KICKER.id]
+
+
+# ---------------------------------------------------------------- end of the log
+
+
+def test_an_excursion_open_at_the_end_of_the_log_is_reported():
+    cut = KICK + 6 * MS  # the log ends during the kick, |a| still above 55 m/s^2
+    events = scene(end=cut)
+    ball = events[events["key"] == 4]
+    assert ball["a"][-1] > 55 * 10**6
+    strongest = ball[np.argmax(ball["a"])]
+    detector = AccelerationPeak()
+    names = ["?"] * (len(REG) + 1)
+    for t in REG.types():
+        names[t.id] = t.name
+    emit = Emitter()
+    detector.on_batch(ball, names, emit)
+    assert len(emit) == 0  # still open
+    detector.on_end(emit)
+    assert [(r[0], r[1], r[2], r[3]["a"]) for r in emit.rows] == [
+        ("peak", int(strongest["ts"]), 4, int(strongest["a"]))]
+    report = run(events)
+    assert report.net("acceleration_peak")["ts"].tolist() == [int(strongest["ts"])]
+    assert report.net("hits")["player"].tolist() == [KICKER.id]
