@@ -29,6 +29,7 @@ import pytest
 from specula import CostModel, InProcessRuntime
 from specula.actors.report import RunReport
 from specula.ordering.emitter import Emitter
+from specula.pipelines.delays import DelayModel
 from specula.soccer.ball import AccelerationPeak
 from specula.soccer.debs2013 import HALF_START_PS, Metadata, read_all
 from specula.soccer.geometry import SENSOR_STALE_PS
@@ -207,3 +208,19 @@ def test_an_excursion_open_at_the_end_of_the_log_is_reported():
     report = run(events)
     assert report.net("acceleration_peak")["ts"].tolist() == [int(strongest["ts"])]
     assert report.net("hits")["player"].tolist() == [KICKER.id]
+
+
+# ------------------------------------------------------------------- speculation
+
+
+def test_speculation_gives_the_in_order_answer_on_the_kickoff_rows():
+    """Ball in play, foot times and the excursion open at the end are restored from
+    snapshots: a fully speculative run (alpha 0) nets the in-order answer."""
+    events = scene(spare="carried_in", kicker_gap=(KICK - 60 * MS, KICK + 53 * MS),
+                   end=KICK + 6 * MS)
+    raw = DelayModel(seed=3).arrival(events)
+    ordered, speculative = run(raw), run(raw, alpha=0.0)
+    for node in ("ball_in_play", "near_foot", "acceleration_peak"):  # their new state
+        assert speculative.stats(node).restores > 0, node
+    for node in ordered.detectors:
+        assert np.array_equal(ordered.net(node), speculative.net(node)), node
