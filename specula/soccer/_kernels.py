@@ -43,15 +43,52 @@ def acceleration_peaks(slot, ts, a, x, y, z, az, threshold, in_exc, best):
 
 
 @njit(cache=True, nogil=True)
-def near_foot(is_ball, active, foot_slot, x, y, z, foot_xyz, foot_seen, foot_player,
-              near_player, radius, n_players):
-    """Track, reading by reading, which players have a foot within ``radius`` of the
-    active ball.
+def ball_in_play(slot, inside, a, threshold, seen, was_inside, state):
+    """Walk the time-ordered ball readings and say when the ball in play changes.
 
-    Player readings (``foot_slot >= 0``) update the foot positions; each reading of an
-    active ball computes every player's nearest foot (3-D distance) and reports changes
-    of the "near" state per player. Returns (batch index, player, 1 near / 0 not near,
-    distance) of every change; ``near_player`` carries the state.
+    ``slot`` is each reading's ball, ``inside`` whether it lies inside the pitch. The
+    ball in play (``state[0]``, a slot or -1 for none) leaves play with its first reading
+    outside the pitch. Another ball takes play with a reading inside the pitch whose
+    acceleration exceeds ``threshold`` (it was kicked there), or, while no ball is in
+    play, with one that follows a reading of it outside (it was thrown or brought in).
+    ``seen`` and ``was_inside`` per slot carry each ball's last reading across batches.
+    Returns the batch index and 1 (``ball_in``) or 0 (``ball_out``) of every change.
+    """
+    out_i = np.empty(slot.shape[0], np.int64)
+    out_k = np.empty(slot.shape[0], np.int64)
+    n = 0
+    for i in range(slot.shape[0]):
+        s = slot[i]
+        if s == state[0]:
+            if not inside[i]:
+                out_i[n] = i
+                out_k[n] = 0
+                n += 1
+                state[0] = -1
+        elif inside[i] and (a[i] > threshold
+                            or (state[0] < 0 and seen[s] and not was_inside[s])):
+            out_i[n] = i
+            out_k[n] = 1
+            n += 1
+            state[0] = s
+        seen[s] = True
+        was_inside[s] = inside[i]
+    return out_i[:n], out_k[:n]
+
+
+@njit(cache=True, nogil=True)
+def near_foot(is_ball, active, release, foot_slot, ts, x, y, z, foot_xyz, foot_ts,
+              foot_player, near_player, radius, stale, n_players):
+    """Track, reading by reading, which players have a foot within ``radius`` of the
+    ball in play.
+
+    Player readings (``foot_slot >= 0``) update the foot positions and their times
+    (``foot_ts``); each reading of the ball in play (``active``) computes every player's
+    nearest foot (3-D distance) among those read at most ``stale`` ago, and reports
+    changes of the "near" state per player. A ``release`` row (the ball in play changed)
+    ends every "near": the state refers to one ball. Returns (batch index, player,
+    1 near / 0 not near, distance, -1 if none) of every change; ``near_player`` carries
+    the state.
     """
     cap = 64
     out_i = np.empty(cap, np.int64)
@@ -60,28 +97,31 @@ def near_foot(is_ball, active, foot_slot, x, y, z, foot_xyz, foot_seen, foot_pla
     out_d = np.empty(cap, np.int64)
     n = 0
     best = np.empty(n_players, np.int64)
+    far = np.int64(1 << 62)
     for i in range(x.shape[0]):
-        if not is_ball[i]:
+        if release[i]:
+            best[:] = far
+        elif not is_ball[i]:
             f = foot_slot[i]
             if f >= 0:
                 foot_xyz[f, 0] = x[i]
                 foot_xyz[f, 1] = y[i]
                 foot_xyz[f, 2] = z[i]
-                foot_seen[f] = True
+                foot_ts[f] = ts[i]
             continue
-        if not active[i]:
+        elif not active[i]:
             continue
-        for p in range(n_players):
-            best[p] = 1 << 62
-        for f in range(foot_xyz.shape[0]):
-            if foot_seen[f]:
-                dx = float(foot_xyz[f, 0] - x[i])
-                dy = float(foot_xyz[f, 1] - y[i])
-                dz = float(foot_xyz[f, 2] - z[i])
-                d = np.int64(np.sqrt(dx * dx + dy * dy + dz * dz))
-                p = foot_player[f]
-                if d < best[p]:
-                    best[p] = d
+        else:
+            best[:] = far
+            for f in range(foot_xyz.shape[0]):
+                if ts[i] - foot_ts[f] <= stale:
+                    dx = float(foot_xyz[f, 0] - x[i])
+                    dy = float(foot_xyz[f, 1] - y[i])
+                    dz = float(foot_xyz[f, 2] - z[i])
+                    d = np.int64(np.sqrt(dx * dx + dy * dy + dz * dz))
+                    p = foot_player[f]
+                    if d < best[p]:
+                        best[p] = d
         for p in range(n_players):
             now = best[p] <= radius
             if now != near_player[p]:
@@ -95,7 +135,7 @@ def near_foot(is_ball, active, foot_slot, x, y, z, foot_xyz, foot_seen, foot_pla
                 out_i[n] = i
                 out_p[n] = p
                 out_k[n] = 1 if now else 0
-                out_d[n] = best[p] if best[p] < (1 << 62) else -1
+                out_d[n] = best[p] if best[p] < far else -1
                 n += 1
     return out_i[:n], out_p[:n], out_k[:n], out_d[:n]
 

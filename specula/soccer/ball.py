@@ -12,32 +12,54 @@ from specula.soccer.geometry import KICK_ACCELERATION, in_pitch
 
 
 class BallInPlay(Detector):
-    """A ball that enters the pitch is the active ball (``ball_in``); ``ball_out`` when it
-    crosses a touch or goal line. Balls lying beside the pitch never become active.
+    """Which ball is in play: ``ball_in`` when a ball becomes the ball in play,
+    ``ball_out`` when the ball in play crosses a touch or goal line. At most one ball is
+    in play at a time, so a ``ball_in`` also ends the play of the ball before it.
 
-    Vectorised: per ball sensor, the readings where inside/outside flips.
+    A game has several balls (the DEBS 2013 game uses three in the first half and four
+    in the second): one in the game, the others held or lying beside the pitch, and a
+    spare may also lie inside the lines. Following the DEBS 2013 rule that the ball in
+    play is the one inside the field, a ball inside the pitch takes play when it is
+    kicked (its acceleration exceeds ``threshold``, 55 m/s^2 as for a kick) or, while no
+    ball is in play, when it comes in from outside (a throw-in, a ball brought back);
+    it keeps play until it leaves the pitch or another ball is kicked inside it. A
+    ball lying still, inside the pitch or beside it, never takes play, and one carried
+    onto the pitch while another is in play does not take it either: a spare does not
+    steal play. A ball first seen inside the pitch (the kick-off ball at the start of a
+    log) is in play from its first kick.
+
+    Deciding here, once, which ball is in play lets every detector above follow one ball
+    with one state per player, instead of keeping state per ball and each having to tell
+    the ball in play from spares. A Numba kernel walks the readings (the ball in play
+    couples the balls, so this is sequential).
     """
 
     inputs = ("ball",)
     outputs = ("ball_in", "ball_out")
 
-    def __init__(self) -> None:
-        self.inside: dict[int, bool] = {}
+    def __init__(self, threshold: int = KICK_ACCELERATION) -> None:
+        self.threshold = threshold
+        self.slots: dict[int, int] = {}
+        self.seen = np.zeros(0, bool)
+        self.was_inside = np.zeros(0, bool)
+        self.state = np.full(1, -1, np.int64)  # slot of the ball in play, -1: none
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        inside = in_pitch(events["x"], events["y"])
         keys = events["key"]
         for sid in np.unique(keys).tolist():
-            idx = np.flatnonzero(keys == sid)
-            now = inside[idx]
-            before = np.concatenate(([self.inside.get(sid, False)], now[:-1]))
-            flips = idx[now != before]
-            self.inside[sid] = bool(now[-1])
-            for kind, sel in (("ball_in", inside[flips]), ("ball_out", ~inside[flips])):
-                at = flips[sel]
-                if len(at):
-                    emit.many(kind, ts=events["ts"][at], key=sid, cause=at,
-                              x=events["x"][at], y=events["y"][at])
+            if sid not in self.slots:
+                self.slots[sid] = len(self.slots)
+                self.seen = np.append(self.seen, False)
+                self.was_inside = np.append(self.was_inside, False)
+        slot = np.array([self.slots[s] for s in keys.tolist()], np.int64)
+        inside = np.asarray(in_pitch(events["x"], events["y"]))
+        at, kind = _kernels.ball_in_play(slot, inside, events["a"], self.threshold,
+                                         self.seen, self.was_inside, self.state)
+        for k, name in ((1, "ball_in"), (0, "ball_out")):
+            sel = at[kind == k]
+            if len(sel):
+                emit.many(name, ts=events["ts"][sel], key=keys[sel], cause=sel,
+                          x=events["x"][sel], y=events["y"][sel])
 
 
 class AccelerationPeak(Detector):
@@ -46,6 +68,9 @@ class AccelerationPeak(Detector):
     time stamp is that of the strongest reading, so it lies in the past when it is
     generated (a detection delay). ``az`` is the vertical component of the acceleration's
     direction (scaled to 10,000): a bounce on the ground points up.
+
+    An excursion still open when the stream ends (a log cut during a kick) is reported
+    by :meth:`on_end`, at its strongest reading so far, rather than lost.
     """
 
     inputs = ("ball",)
@@ -73,3 +98,12 @@ class AccelerationPeak(Detector):
             cause = out[:, 6]
             emit.many("peak", ts=out[:, 0], key=events["key"][cause], cause=cause,
                       a=out[:, 1], x=out[:, 2], y=out[:, 3], z=out[:, 4], az=out[:, 5])
+
+    def on_end(self, emit: Emitter) -> None:
+        """End of stream: one ``peak`` per ball whose acceleration is still above the
+        threshold, at the strongest reading of the open excursion."""
+        sid_of = {slot: sid for sid, slot in self.slots.items()}
+        for slot in np.flatnonzero(self.in_excursion).tolist():
+            a, ts, x, y, z, az = self.best[slot].tolist()
+            emit("peak", ts, sid_of[slot], a=a, x=x, y=y, z=z, az=az)
+            self.in_excursion[slot] = False

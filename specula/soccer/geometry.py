@@ -15,6 +15,11 @@ GOALS = (
 KICK_ACCELERATION = 55_000_000  # um/s^2
 #: The ball is near a foot within 1 m.
 NEAR_FOOT_MM = 1_000
+#: A sensor's last position counts for this long, then it is stale (the sensor dropped
+#: out or was switched off). Players' sensors report about every 5 ms; the real sample
+#: holds a dropout of 113 ms, which this bound tolerates with room to spare, while a
+#: player moving at 4 m/s has gone 1 m (the near-foot radius) by the time it expires.
+SENSOR_STALE_PS = 250_000_000_000
 #: A shot on goal: the projected path reaches the goal within 1.5 s (DEBS 2013 query 4).
 SHOT_HORIZON_PS = 1_500_000_000_000
 PS = 1_000_000_000_000  # picoseconds per second

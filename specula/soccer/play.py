@@ -12,12 +12,14 @@ from specula.soccer.geometry import PS
 
 class PlayerHitsBall(Detector):
     """The paper's A!BC: the ball came near a player's foot (A), then an acceleration
-    peak (C), with no ``not_near`` of that player (B) in between: the player hit the ball.
+    peak (C) of that ball, with no ``not_near`` of that player (B) in between: the player
+    hit the ball.
 
-    If several players are near at the peak, the one the ball reached last hit it. A peak
-    whose acceleration points more up or down than sideways (``|az|`` above
-    ``max_vertical``, i.e. beyond 45 degrees) is the ball bouncing on the ground, not a
-    kick.
+    If several players are near at the peak, the one the ball reached last hit it. A
+    peak of another ball than the one the player is near (a spare kicked beside the
+    pitch) is no hit of his. A peak whose acceleration points more up or down than
+    sideways (``|az|`` above ``max_vertical``, i.e. beyond 45 degrees) is the ball
+    bouncing on the ground, not a kick.
     Raw ``ball`` readings only drive the clock: near, not_near and peak events are sparse,
     and a clock that advanced only with them would hold a hit until the next one came.
     """
@@ -28,7 +30,7 @@ class PlayerHitsBall(Detector):
 
     def __init__(self, max_vertical: int = 7_071) -> None:
         self.max_vertical = max_vertical
-        self.near: dict[int, tuple[int, int]] = {}  # player -> (since, team)
+        self.near: dict[int, tuple[int, int, int]] = {}  # player -> (since, team, ball)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         kind = np.asarray(type_names, dtype=object)[events["type"]]
@@ -38,13 +40,16 @@ class PlayerHitsBall(Detector):
 
     def on_event(self, event: EventView, emit: Emitter) -> None:
         if event.type == "near":
-            self.near[event["player"]] = (event.ts, event["team"])
+            self.near[event["player"]] = (event.ts, event["team"], event["ball"])
         elif event.type == "not_near":
             self.near.pop(event["player"], None)
-        elif self.near and abs(event["az"]) <= self.max_vertical:
-            player = max(self.near, key=lambda p: (self.near[p][0], p))
-            emit("hit", event.ts, player, player=player, team=self.near[player][1],
-                 ball=event.key, a=event["a"], x=event["x"], y=event["y"], z=event["z"])
+        elif abs(event["az"]) <= self.max_vertical:
+            near = [p for p, (_, _, ball) in self.near.items() if ball == event.key]
+            if near:
+                player = max(near, key=lambda p: (self.near[p][0], p))
+                emit("hit", event.ts, player, player=player, team=self.near[player][1],
+                     ball=event.key, a=event["a"], x=event["x"], y=event["y"],
+                     z=event["z"])
 
 
 class BallPossession(Detector):

@@ -8,7 +8,7 @@ import numpy as np
 
 from specula.detectors import Detector, Emitter
 from specula.soccer import _kernels
-from specula.soccer.geometry import NEAR_FOOT_MM
+from specula.soccer.geometry import NEAR_FOOT_MM, SENSOR_STALE_PS
 
 #: DEBS 2013 query 1 speed classes, upper bounds in km/h: standing, trot, low, medium, high;
 #: above the last one: sprint.
@@ -45,46 +45,55 @@ class RunningIntensity(Detector):
 
 
 class BallNearFoot(Detector):
-    """The active ball comes within 1 m of one of a player's feet (``near``), or moves
-    away from all of them again (``not_near``); key and ``player`` name the player.
+    """The ball in play comes within 1 m of one of a player's feet (``near``), or moves
+    away from all of them again (``not_near``); key and ``player`` name the player,
+    ``ball`` the ball.
 
-    Which ball is active comes from :class:`~specula.soccer.ball.BallInPlay`
-    (``ball_in`` / ``ball_out``); feet are the players' leg sensors. A Numba kernel walks
-    the time-ordered batch, updating foot positions and measuring, for every reading of
-    the active ball, each player's nearest foot.
+    Which ball is in play comes from :class:`~specula.soccer.ball.BallInPlay`
+    (``ball_in`` / ``ball_out``); only its readings are measured, so spare balls never
+    make a player "near", and the state is one per player. When the ball in play changes
+    or leaves the pitch, every player near it gets a ``not_near`` (distance -1): "near"
+    always refers to the ball in play. Feet are the players' leg sensors; a foot's last
+    position counts for ``stale_ps`` (:data:`~specula.soccer.geometry.SENSOR_STALE_PS`)
+    after its reading, so a short dropout keeps a player while a sensor silent for
+    longer (switched off, a player gone) no longer counts. A Numba kernel walks the
+    time-ordered batch, updating foot positions and measuring, for every reading of the
+    ball in play, each player's nearest fresh foot.
     """
 
     inputs = ("player", "ball", "ball_in", "ball_out")
     outputs = ("near", "not_near")
     clock = ("ball",)
 
-    def __init__(self, radius: int = NEAR_FOOT_MM) -> None:
+    def __init__(self, radius: int = NEAR_FOOT_MM, stale_ps: int = SENSOR_STALE_PS) -> None:
         self.radius = radius
-        self.active: dict[int, bool] = {}
+        self.stale_ps = stale_ps
+        self.in_play = -1  # sensor id of the ball in play, -1: none
         self.foot_slot: dict[int, int] = {}
         self.foot_player = np.zeros(0, np.int64)
         self.foot_team: dict[int, int] = {}
         self.foot_xyz = np.zeros((0, 3), np.int64)
-        self.foot_seen = np.zeros(0, bool)
+        self.foot_ts = np.zeros(0, np.int64)  # time of each foot's last reading
         self.near = np.zeros(0, bool)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         kind = np.asarray(type_names, dtype=object)[events["type"]]
         is_ball = kind == "ball"
         self._learn_feet(events, kind)
-        active = self._active(events, kind, is_ball)
+        active, release = self._active(events, kind, is_ball)
         slots = np.array([self.foot_slot.get(s, -1) for s in events["key"].tolist()], np.int64)
         slots[kind != "player"] = -1
         idx, player, now_near, dist = _kernels.near_foot(
-            is_ball, active, slots, events["x"], events["y"], events["z"], self.foot_xyz,
-            self.foot_seen, self.foot_player, self.near, self.radius, len(self.near))
+            is_ball, active, release, slots, events["ts"], events["x"], events["y"],
+            events["z"], self.foot_xyz, self.foot_ts, self.foot_player, self.near,
+            self.radius, self.stale_ps, len(self.near))
         for k, name in ((1, "near"), (0, "not_near")):
             sel = now_near == k
             if sel.any():
                 emit.many(name, ts=events["ts"][idx[sel]], key=player[sel], cause=idx[sel],
                           player=player[sel],
                           team=np.array([self.foot_team[p] for p in player[sel].tolist()]),
-                          dist=dist[sel])
+                          ball=events["key"][idx[sel]], dist=dist[sel])
 
     def _learn_feet(self, events: np.ndarray, kind: np.ndarray) -> None:
         feet = np.flatnonzero((kind == "player") & (events["limb"] <= 1))
@@ -95,27 +104,31 @@ class BallNearFoot(Detector):
             self.foot_slot[int(row["key"])] = len(self.foot_slot)
             self.foot_player = np.append(self.foot_player, int(row["player"]))
             self.foot_team[int(row["player"])] = int(row["team"])
-        grow = len(self.foot_slot) - len(self.foot_seen)
+        grow = len(self.foot_slot) - len(self.foot_ts)
         if grow:
             self.foot_xyz = np.concatenate([self.foot_xyz, np.zeros((grow, 3), np.int64)])
-            self.foot_seen = np.concatenate([self.foot_seen, np.zeros(grow, bool)])
+            self.foot_ts = np.concatenate([self.foot_ts, np.full(grow, -(1 << 62), np.int64)])
         n_players = int(self.foot_player.max()) + 1 if len(self.foot_player) else 0
         if n_players > len(self.near):
             self.near = np.concatenate([self.near, np.zeros(n_players - len(self.near), bool)])
 
-    def _active(self, events: np.ndarray, kind: np.ndarray, is_ball: np.ndarray) -> np.ndarray:
-        """Per reading: is it from the active ball (the last ball_in/ball_out of its sensor,
-        in this batch or before, was a ball_in)?"""
-        active = np.zeros(len(events), bool)
+    def _active(self, events: np.ndarray, kind: np.ndarray,
+                is_ball: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: is it a reading of the ball in play (the last ``ball_in`` before it,
+        in this batch or before, named its ball, and no ``ball_out`` of that ball came
+        since), and does it change the ball in play (a ``ball_in`` of another ball, or
+        the ``ball_out`` of the ball in play)?"""
         flips = np.flatnonzero((kind == "ball_in") | (kind == "ball_out"))
-        keys = events["key"]
-        for sid in np.unique(keys[is_ball]).tolist():
-            readings = np.flatnonzero(is_ball & (keys == sid))
-            mine = flips[keys[flips] == sid]
-            state = np.concatenate(([self.active.get(sid, False)], kind[mine] == "ball_in"))
-            last = np.searchsorted(mine, readings, side="right")
-            active[readings] = state[last]
-            self.active[sid] = bool(state[-1])
-        for i in flips.tolist():  # flips of balls without readings in this batch
-            self.active[int(keys[i])] = kind[i] == "ball_in"
-        return active
+        release = np.zeros(len(events), bool)
+        state = [self.in_play]
+        for i in flips.tolist():
+            key = int(events["key"][i])
+            if kind[i] == "ball_in":
+                state.append(key)
+            else:
+                state.append(-1 if key == state[-1] else state[-1])
+            release[i] = state[-1] != state[-2]
+        self.in_play = state[-1]
+        in_play = np.array(state, np.int64)[np.searchsorted(flips, np.arange(len(events)),
+                                                            side="right")]
+        return is_ball & (events["key"] == in_play), release

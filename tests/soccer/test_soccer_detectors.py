@@ -60,6 +60,20 @@ def test_ball_in_play_flags_entering_and_leaving_the_pitch():
     assert [(n, ts, k) for n, ts, k, _ in got] == [("ball_in", 2, 4), ("ball_out", 4, 4)]
 
 
+@pytest.mark.parametrize("cut", [None, 1, 3])
+def test_one_ball_is_in_play_taken_by_a_kick_or_by_coming_in_while_none_is(cut):
+    kick = 60 * 10**6
+    rows = [ball(1, 9_000, 0),  # first seen inside, at rest: not in play
+            ball(2, -500, 0, sid=8), ball(3, 500, 0, sid=8),  # comes in: play was free
+            ball(4, 9_000, 0, a=kick),  # kicked inside: takes play from ball 8
+            ball(5, -500, 9, sid=10), ball(6, 500, 9, sid=10),  # comes in: 4 is in play
+            ball(7, 9_000, 40_000),  # 4 leaves the pitch
+            ball(8, 500, 9, sid=10), ball(9, 500, 9, sid=10, a=kick)]  # 10 is kicked
+    got = feed(BallInPlay(), rows, cut)
+    assert [(n, ts, k) for n, ts, k, _ in got] == [
+        ("ball_in", 3, 8), ("ball_in", 4, 4), ("ball_out", 7, 4), ("ball_in", 9, 10)]
+
+
 @pytest.mark.parametrize("cut", [None, 1, 2])
 def test_acceleration_peak_reports_the_strongest_reading_of_each_excursion(cut):
     a = [10, 60, 80, 70, 20, 90, 10]
@@ -80,7 +94,7 @@ def test_ball_near_foot_needs_the_active_ball():
 
 
 def test_player_hits_ball_is_near_then_peak_without_not_near():
-    near = {"type": "near", "player": 7, "team": 1, "dist": 300, "key": 7}
+    near = {"type": "near", "player": 7, "team": 1, "ball": 4, "dist": 300, "key": 7}
     rows = [{**near, "ts": 1}, {"type": "peak", "ts": 2, "key": 4, "a": 9 * 10**7},
             {"type": "not_near", "ts": 3, "key": 7, "player": 7, "team": 1},
             {"type": "peak", "ts": 4, "key": 4, "a": 9 * 10**7}]
@@ -90,7 +104,7 @@ def test_player_hits_ball_is_near_then_peak_without_not_near():
 
 
 def test_a_bounce_near_a_player_is_no_hit():
-    near = {"type": "near", "ts": 1, "key": 7, "player": 7, "team": 1, "dist": 300}
+    near = {"type": "near", "ts": 1, "key": 7, "player": 7, "team": 1, "ball": 4, "dist": 300}
     bounce = {"type": "peak", "ts": 2, "key": 4, "a": 9 * 10**7, "az": 9_700}
     kick = {"type": "peak", "ts": 3, "key": 4, "a": 9 * 10**7, "az": 1_000}
     got = feed(PlayerHitsBall(), [near, bounce, kick])
