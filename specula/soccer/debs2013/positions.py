@@ -25,9 +25,12 @@ from specula.soccer.debs2013._position_lines import (
     _INT64_MIN,
     _N_COLUMNS,
     _NL,
+    ACCELERATION_BOUND,
     DIRECTION_BOUND,
+    MOTION_BOUNDS,
     POSITION_COLUMNS,
     RECORDING_PS,
+    SPEED_BOUND,
     X_BOUNDS,
     Y_BOUNDS,
     Z_BOUNDS,
@@ -43,9 +46,12 @@ from specula.soccer.debs2013.metadata import Metadata
 from specula.soccer.types import soccer_registry
 
 __all__ = [
+    "ACCELERATION_BOUND",
     "DIRECTION_BOUND",
+    "MOTION_BOUNDS",
     "POSITION_COLUMNS",
     "RECORDING_PS",
+    "SPEED_BOUND",
     "X_BOUNDS",
     "Y_BOUNDS",
     "Z_BOUNDS",
@@ -154,7 +160,8 @@ def read_positions(
       :data:`Y_BOUNDS`, :data:`Z_BOUNDS`, which surrounds the pitch x in [0, 52483],
       y in [-33960, 33965] generously: it rejects impossible values, not readings
       beside the pitch;
-    * ``|v|`` (``v``) or ``|a|`` (``a``) is negative;
+    * ``|v|`` (``v``) or ``|a|`` (``a``) is negative, or above the physical bound
+      :data:`SPEED_BOUND` (150 m/s) or :data:`ACCELERATION_BOUND` (100,000 m/s^2);
     * a direction component is outside ``[-DIRECTION_BOUND, DIRECTION_BOUND]``.
 
     One record per rejected line names the first failing check, in this order. Lines
