@@ -9,6 +9,7 @@ files with them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -172,6 +173,35 @@ def _first_violation(row: np.ndarray, known: bool) -> tuple[str, str]:
                 f"direction component outside [{-DIRECTION_BOUND}, {DIRECTION_BOUND}] ({value})"
             )
     raise AssertionError("row has no violation")  # pragma: no cover - caller checked
+
+
+def _duplicate_rows(values: np.ndarray, text: Callable[[int], bytes]) -> dict[int, int]:
+    """Rows of an (n, 13) value matrix whose line repeats an earlier row's exactly, each
+    mapped to the first row with that line.
+
+    Rows of equal values are found by a hash of the values (one sort of n hashes); only
+    those are compared by their text (``text(row)``), which is what Spark ingestion
+    compares too.
+    """
+    if len(values) < 2:
+        return {}
+    hashes = np.full(len(values), 0xCBF29CE484222325, np.uint64)  # FNV-1a over the values
+    for column in np.ascontiguousarray(values).view(np.uint64).T:
+        hashes = (hashes ^ column) * np.uint64(0x100000001B3)
+    order = np.argsort(hashes, kind="stable")
+    same = hashes[order][1:] == hashes[order][:-1]
+    if not same.any():
+        return {}
+    candidate = np.zeros(len(values), bool)
+    candidate[order[1:][same]] = True
+    candidate[order[:-1][same]] = True
+    first: dict[bytes, int] = {}
+    found = {}
+    for row in np.flatnonzero(candidate).tolist():
+        original = first.setdefault(text(row), row)
+        if original != row:
+            found[row] = original
+    return found
 
 
 class _BlockLines:
