@@ -54,16 +54,13 @@ def quarantined_rows(checked: DataFrame) -> DataFrame:
     Spark formats it)."""
     from pyspark.sql import functions as F
 
-    escape = F.udf(lambda raw: escape_text(raw), "string")
+    # Inline, so that Spark's Python workers unpickle it without importing specula.
+    escape = F.udf(lambda raw: None if raw is None else bytes(raw).decode(
+        "utf-8", "backslashreplace"), "string")
     text = F.when(F.is_valid_utf8("text"), F.col("text")).otherwise(
         escape(F.col("text").cast("binary")))
     return checked.where("reason IS NOT NULL").select(
         *[text.alias(c) if c == "text" else F.col(c) for c in QUARANTINE_COLUMNS])
-
-
-def escape_text(raw: bytes | None) -> str | None:
-    """Bytes as text, those that are not UTF-8 as backslash escapes."""
-    return None if raw is None else bytes(raw).decode("utf-8", "backslashreplace")
 
 
 def damage_rows(spark: SparkSession, damaged: Sequence[Damage]) -> DataFrame:

@@ -197,6 +197,11 @@ def test_malformed_rows_are_quarantined_and_counted_without_java(in_process_repl
     assert all(quarantine["text"].to_numpy() == [lines[n - 1].decode()
                                                   for n in quarantine["line"]])
     assert f"quarantined {len(expected):,}" in done.stdout
+    first = min(expected)  # the summary shows the first records as a user reads them
+    field, reason = expected[first]
+    shown = f", field {field!r}" if field else ""
+    assert f"quarantined: {out.parent / 'match.csv'} line {first}{shown}: {reason}" \
+        in done.stdout
     assert f"events in {len(lines) - len(expected):,} of {len(lines):,} rows" in done.stdout
 
 
