@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import math
 import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -82,11 +83,11 @@ def _mean(x: np.ndarray) -> float:
 def run(args: argparse.Namespace) -> int:
     """Run a graph defined in a Python module against a source, on Ray (embedded by
     default, ``--address`` to join a cluster) or in-process, and print the report."""
-    graph = _load(args.graph)
-    if callable(graph) and not isinstance(graph, Graph):
-        graph = graph()
-    if not isinstance(graph, Graph):
-        raise SystemExit(f"{args.graph} is not a specula Graph (nor a function returning one)")
+    if args.in_process and args.address:
+        raise UsageError("--address joins a Ray cluster; --in-process runs without Ray")
+    if args.report:
+        _check_writable_file(args.report, "--report")
+    graph = _graph(args.graph, "MODULE:GRAPH")
     raw, made_with = _source(args.source, graph)
     if args.in_process:
         report = InProcessRuntime(graph).run(raw, registry=made_with)
@@ -119,22 +120,22 @@ def replay(args: argparse.Namespace) -> int:
     if args.watch and (args.in_process or not (args.log and os.path.isdir(args.log))):
         raise SystemExit("specula replay: --watch needs LOG to be a directory, and Ray "
                          "(not --in-process)")
-    graph = None
-    if args.graph != "soccer":
-        graph = _load(args.graph)
-        graph = graph() if callable(graph) and not isinstance(graph, Graph) else graph
-        if not isinstance(graph, Graph):
-            raise SystemExit(f"{args.graph} is not a specula Graph (nor a function returning "
-                             "one)")
+    _check_replay_combinations(args)
+    if args.out:
+        _check_writable_folder(args.out, "--out")
+    graph = None if args.graph == "soccer" else _graph(args.graph, "--graph")
     config = ReplayConfig(
-        log=args.log, graph=graph, seconds=args.seconds, profile=args.profile, seed=args.seed,
+        log=args.log, graph=graph, seed=args.seed,
+        seconds=20.0 if args.seconds is None else args.seconds,
+        profile=args.profile or "debs2013",
         delays=not args.no_delays, alpha=args.alpha, retraction=args.retraction,
         k0_ms=args.k0_ms,
         speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
         ray_address=args.ray_address, in_process=args.in_process, plots=not args.no_plots,
         progress=not args.no_progress, watch=args.watch,
         latency_plots=("passes", "hits") if graph is None else None,
-        idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
+        idle_timeout=_IDLE_TIMEOUT if args.idle_timeout is None
+        else args.idle_timeout if args.idle_timeout > 0 else None,
         **({"out": Path(args.out)} if args.out else {}))
     print(f"writing to {config.out}/", flush=True)
     result = run_replay(config, PositionLog())
@@ -144,6 +145,94 @@ def replay(args: argparse.Namespace) -> int:
     print(f"complex events, emissions, late events, quarantine and metrics (Parquet), "
           f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
     return 0
+
+
+class UsageError(Exception):
+    """Arguments that cannot run: ``main`` prints one line and exits with status 2."""
+
+
+#: Seconds a watch waits for a new file before it stops, unless --idle-timeout says.
+_IDLE_TIMEOUT = 30.0
+
+
+def _check_replay_combinations(args: argparse.Namespace) -> None:
+    """Refuse options that the rest of the command line makes meaningless."""
+    if args.in_process and args.speed is not None:
+        raise UsageError("--speed paces the run on Ray; --in-process runs as fast as it can")
+    if args.in_process and args.ray_address:
+        raise UsageError("--ray-address joins a Ray cluster; --in-process runs without Ray")
+    if args.log and (args.seconds is not None or args.profile is not None):
+        raise UsageError("--seconds and --profile describe a generated match; LOG is "
+                         "replayed as it is")
+    if args.idle_timeout is not None and not args.watch:
+        raise UsageError("--idle-timeout applies to --watch only")
+
+
+def _check_writable_folder(folder: str, option: str) -> None:
+    """Prove ``folder`` can be made (or is there) and written, without making it."""
+    target = Path(folder).absolute()
+    existing = next(p for p in (target, *target.parents) if p.exists())
+    if not existing.is_dir():
+        raise UsageError(f"{option} {folder}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {folder}: cannot write in {existing} (permission denied)")
+
+
+def _check_writable_file(path: str, option: str) -> None:
+    """Prove ``path`` can be written, without writing it."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"{option} {path}: is a folder")
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: no folder {folder}")
+    if not os.access(target if target.exists() else folder, os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write there (permission denied)")
+
+
+def _graph(spec: str, option: str) -> Graph:
+    """The graph ``spec`` names: a Graph, or a function returning one, called here."""
+    graph = _load(spec)
+    if callable(graph) and not isinstance(graph, Graph):
+        try:
+            graph = graph()
+        except Exception as exc:  # a user's function: any error is its own
+            raise UsageError(f"{option} {spec}: calling it raised {type(exc).__name__}: "
+                             f"{exc}") from None
+    if not isinstance(graph, Graph):
+        raise SystemExit(f"{spec} is not a specula Graph (nor a function returning one)")
+    return graph
+
+
+def _number(kind: type, low: float, *, above: bool) -> Any:
+    """An argparse ``type``: a finite ``kind`` (int or float) above (or at least) ``low``."""
+    word = "an integer" if kind is int else "a number"
+    bound = f"{'>' if above else '>='} {low:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(f"expected {word} {bound}, got {text!r}")
+        return value
+
+    parse.__name__ = f"{word} {bound}"
+    return parse
+
+
+_POSITIVE_INT = _number(int, 0, above=True)
+_POSITIVE = _number(float, 0, above=True)
+_NOT_NEGATIVE_INT = _number(int, 0, above=False)
+_NOT_NEGATIVE = _number(float, 0, above=False)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line: ``specula replay: error: ... (see --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 #: How the replay options' help ends: their default, and what a user graph does.
@@ -188,6 +277,9 @@ def _load(spec: str) -> Any:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
         raise SystemExit(f"cannot load {spec}: {exc}") from exc
+    except Exception as exc:  # the module itself fails to import
+        raise SystemExit(f"cannot load {spec}: importing it raised {type(exc).__name__}: "
+                         f"{exc}") from exc
 
 
 def _source(spec: str, graph: Graph) -> tuple[np.ndarray, ev.TypeRegistry | None]:
@@ -236,21 +328,21 @@ def _summary_table(report: RunReport) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="specula", description=__doc__)
+    parser = _Parser(prog="specula", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="speculative ordering on a synthetic out-of-order stream",
                        description=demo.__doc__)
-    p.add_argument("--events", type=int, default=50_000)
+    p.add_argument("--events", type=_POSITIVE_INT, default=50_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-delay", type=int, default=20, help="ticks")
+    p.add_argument("--max-delay", type=_NOT_NEGATIVE_INT, default=20, help="ticks")
     p.add_argument("--k0", type=_option("k0"), default=100,
                    help="initial K of level-1 units, ticks")
     p.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,
                    default="on-demand", help=NODE_OPTIONS["retraction"].doc)
-    p.add_argument("--batch-ticks", type=int, default=5,
+    p.add_argument("--batch-ticks", type=_POSITIVE_INT, default=5,
                    help="raw events arriving within this many ticks form one delivery")
-    p.add_argument("--ticks-per-second", type=float, default=1_000.0)
-    p.add_argument("--cost-us", type=float, default=600.0,
+    p.add_argument("--ticks-per-second", type=_POSITIVE, default=1_000.0)
+    p.add_argument("--cost-us", type=_NOT_NEGATIVE, default=600.0,
                    help="modelled busy time per processed event, microseconds")
     p.set_defaults(func=demo)
     r = sub.add_parser("run", help="run a graph from a Python module against a source",
@@ -261,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a .npy or .msgpack file of raw events, or MODULE:FUNCTION")
     r.add_argument("--address", default=None, help="join this Ray cluster (default: embedded)")
     r.add_argument("--in-process", action="store_true", help="run without Ray")
-    r.add_argument("--batch-size", type=int, default=10_000)
+    r.add_argument("--batch-size", type=_POSITIVE_INT, default=10_000)
     r.add_argument("--report", default=None, help="write the JSON report here")
     r.set_defaults(func=run)
     s = sub.add_parser("replay", help="replay a DEBS 2013 log or a generated match through "
@@ -280,8 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="join this Ray cluster instead of starting Ray on Spark")
     s.add_argument("--in-process", action="store_true",
                    help="run the detectors in this process instead of on Ray")
-    s.add_argument("--seconds", type=float, default=20.0, help="length of a generated match")
-    s.add_argument("--profile", choices=["debs2013", "paper"], default="debs2013")
+    s.add_argument("--seconds", type=_POSITIVE, default=None,
+                   help="length of a generated match (default 20)")
+    s.add_argument("--profile", choices=["debs2013", "paper"], default=None,
+                   help="kind of generated match (default debs2013)")
     s.add_argument("--seed", type=int, default=0, help="seed of the match and the delays")
     s.add_argument("--no-delays", action="store_true",
                    help="keep the recorded order instead of modelling network delays")
@@ -292,18 +386,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help=NODE_OPTIONS["retraction"].doc + _GRAPH_KEEPS.format("on-demand"))
     s.add_argument("--k0-ms", type=_milliseconds, default=None,
                    help="initial K of every detector, milliseconds" + _GRAPH_KEEPS.format("400"))
-    s.add_argument("--speed", type=float, default=None,
+    s.add_argument("--speed", type=_POSITIVE, default=None,
                    help="pace as a multiple of real time (default: as fast as possible)")
-    s.add_argument("--batch-size", type=int, default=1_000,
+    s.add_argument("--batch-size", type=_POSITIVE_INT, default=1_000,
                    help="raw events per batch; K at fan-ins must cover a few batches")
     s.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--watch", action="store_true",
                    help="live mode: LOG is a directory; process log files as they land in it "
                         "(Spark Structured Streaming)")
-    s.add_argument("--idle-timeout", type=float, default=30.0,
+    s.add_argument("--idle-timeout", type=_NOT_NEGATIVE, default=None,
                    help="with --watch: stop after this many seconds without a new file "
-                        "(0: run until Ctrl-C)")
+                        "(default 30; 0: run until Ctrl-C)")
     s.set_defaults(func=replay)
     args = parser.parse_args(argv)
     from specula.cluster import ClusterError
@@ -314,8 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return args.func(args)
-    except (LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError, GraphError,
-            OptionError) as exc:
+    except (UsageError, LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError,
+            GraphError, OptionError) as exc:
         print(f"specula {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -108,3 +108,55 @@ def test_run_reads_a_msgpack_file_by_the_registry_it_was_encoded_with(project, c
         detectors = json.loads((project / f"{name}.json").read_text())["summary"]["detectors"]
         nets[name] = {d: s["net_events"] for d, s in detectors.items()}
     assert nets["theirs"] == nets["canonical"] and nets["canonical"]["a_not_bc"] > 0
+
+
+RAISING_GRAPH = '''
+def graph():
+    raise RuntimeError("no graph today")
+'''
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["replay", "--speed", "-1"],
+     "specula replay: error: argument --speed: expected a number > 0, got '-1' "
+     "(see specula replay --help)"),
+    (["replay", "--seconds", "0"],
+     "specula replay: error: argument --seconds: expected a number > 0, got '0' "
+     "(see specula replay --help)"),
+    (["replay", "--batch-size", "0"],
+     "specula replay: error: argument --batch-size: expected an integer > 0, got '0' "
+     "(see specula replay --help)"),
+    (["replay", "--speed", "2", "--in-process"],
+     "specula replay: error: --speed paces the run on Ray; --in-process runs as fast as it "
+     "can"),
+    (["replay", "data.csv", "--seconds", "5"],
+     "specula replay: error: --seconds and --profile describe a generated match; LOG is "
+     "replayed as it is"),
+    (["replay", "--graph", "raising:graph", "--in-process"],
+     "specula replay: error: --graph raising:graph: calling it raised RuntimeError: "
+     "no graph today"),
+    (["replay", "--in-process", "--out", "data.csv/run"],
+     "specula replay: error: --out data.csv/run: {project}/data.csv is not a folder"),
+    (["run", "cli_graph:graph", "--source", "cli_graph:source", "--batch-size", "-3"],
+     "specula run: error: argument --batch-size: expected an integer > 0, got '-3' "
+     "(see specula run --help)"),
+    (["run", "raising:graph", "--source", "cli_graph:source", "--in-process"],
+     "specula run: error: MODULE:GRAPH raising:graph: calling it raised RuntimeError: "
+     "no graph today"),
+    (["run", "cli_graph:graph", "--source", "cli_graph:source", "--report", "no/r.json"],
+     "specula run: error: --report no/r.json: no folder no"),
+    (["demo", "--events", "0"],
+     "specula demo: error: argument --events: expected an integer > 0, got '0' "
+     "(see specula demo --help)"),
+])
+def test_arguments_are_checked_before_anything_starts(project, capsys, argv, message):
+    """One line on stderr and exit status 2, before Spark, Ray or a run starts."""
+    (project / "raising.py").write_text(RAISING_GRAPH)
+    (project / "data.csv").write_text("")
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse exits by itself
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err == message.format(project=project) + "\n"

@@ -11,6 +11,7 @@ and a generator of logs with a known truth. The soccer domain's DEBS 2013 positi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -62,8 +63,9 @@ class LogKind(Protocol):
         """The dtype of the event batches read back from the arrival table."""
         ...
 
-    def read_table(self, spark: SparkSession, path: str) -> DataFrame:
-        """A table log (Parquet) as rows; raises :class:`LogError` for a wrong schema."""
+    def read_table(self, spark: SparkSession, log: str, files: Sequence[str]) -> DataFrame:
+        """The ``files`` of the table log ``log`` (Parquet) as rows; raises
+        :class:`LogError` for a wrong schema."""
         ...
 
     def check(self, spark: SparkSession, rows: DataFrame) -> DataFrame:

@@ -195,6 +195,8 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         "rows": ingested.rows,
         "events_in": ingested.events,
         "quarantined": ingested.quarantined,
+        "duplicates": ingested.duplicates,
+        "first_quarantined": list(ingested.first_quarantined),
         "late": sum(d["late"] for d in detectors.values()),
         "detected": detected,
         "stream_seconds": span_s,
@@ -219,14 +221,22 @@ def common_option(graph: Graph, name: str) -> Any:
 def format_summary(summary: dict[str, Any]) -> str:
     """The table ``specula replay`` prints at the end."""
     rtf = summary["realtime_factor"]
+    duplicates = summary.get("duplicates", 0)
     lines = [
         f"{summary['log']} on {summary['runtime']}",
         f"events in {summary['events_in']:,} of {summary['rows']:,} rows, quarantined "
-        f"{summary['quarantined']:,}, late {summary['late']:,}; "
+        f"{summary['quarantined']:,}"
+        f"{f' ({duplicates:,} exact duplicates)' if duplicates else ''}, "
+        f"late {summary['late']:,}; "
         f"{summary['stream_seconds']:.1f} s of stream in {summary['wall_seconds']:.1f} s "
         f"(real-time factor {'-' if rtf is None else f'{rtf:.1f}'})",
         *format_detectors(summary["detectors"]),
     ]
+    first = summary.get("first_quarantined", [])
+    if first:
+        more = summary["quarantined"] - len(first)
+        lines += [f"quarantined: {record}" for record in first]
+        lines += [f"quarantined: {more:,} more, all in quarantine/"] if more else []
     return "\n".join(lines)
 
 

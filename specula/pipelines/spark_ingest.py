@@ -1,10 +1,13 @@
 """Ingestion on Spark: a sensor log in, validated events in arrival order out.
 
 :func:`ingest` reads a log (text files: ``.csv``, ``.csv.gz``, a directory of them; or
-a table the log's :class:`~specula.pipelines.logs.LogKind` reads, e.g. Parquet), numbers
-its lines per file, checks every row with the kind's checks, splits the rows into a
-clean table and a quarantine table that holds each rejected line with its line number,
-field and reason, turns the clean rows into events, applies the
+a table the log's :class:`~specula.pipelines.logs.LogKind` reads, e.g. Parquet), after
+looking at each of its files (:mod:`~specula.pipelines.log_files`: a damaged file is
+read up to the damage and quarantined as one record, the others are read whole),
+numbers its lines per file, checks every row with the kind's checks and for exact
+duplicates, splits the rows into a clean table and a quarantine table
+(:mod:`~specula.pipelines.spark_quarantine`) that holds each rejected line with its file, line
+number, field and reason, turns the clean rows into events, applies the
 :class:`~specula.pipelines.delays.DelayModel` per partition (its delays depend only on
 the reading) and writes the events sorted by arrival time as Parquet. Spark does all
 of it in bounded memory: nothing is collected on the driver but counts and the list
@@ -26,7 +29,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specula.pipelines.delays import DelayModel
-from specula.pipelines.logs import QUARANTINE_COLUMNS, LogError, LogKind
+from specula.pipelines.log_files import Damage, log_files
+from specula.pipelines.logs import LogError, LogKind
+from specula.pipelines.spark_quarantine import (
+    damage_rows,
+    describe,
+    mark_duplicates,
+    quarantined_rows,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +44,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Ingested:
-    """What :func:`ingest` wrote and counted."""
+    """What :func:`ingest` wrote and counted.
+
+    ``rows`` counts the rows read and the damaged files, ``quarantined`` the rejected
+    rows (``duplicates`` of them exact duplicates) and the damaged files;
+    ``first_quarantined`` describes the first few records (:func:`describe`).
+    """
 
     events_path: str
     quarantine_path: str
@@ -44,6 +59,12 @@ class Ingested:
     sensors: tuple[int, ...]
     first_ts: int
     last_ts: int
+    duplicates: int = 0
+    first_quarantined: tuple[str, ...] = ()
+
+
+#: Quarantine records that :attr:`Ingested.first_quarantined` describes.
+FIRST_QUARANTINED = 5
 
 
 def ingest(spark: SparkSession, kind: LogKind, log: str | os.PathLike[str],
@@ -52,36 +73,41 @@ def ingest(spark: SparkSession, kind: LogKind, log: str | os.PathLike[str],
 
     Writes ``out/arrival`` (Parquet, the kind's event columns, sorted by ``ats`` then
     ``seq`` across and within its part files) and ``out/quarantine`` (Parquet,
-    :data:`~specula.pipelines.logs.QUARANTINE_COLUMNS`). ``delays=None`` keeps the
-    recorded order (``ats = ts``). Raises :class:`LogError` for a missing log, a table
-    the kind cannot read, or a log in which no row is valid.
+    :data:`~specula.pipelines.logs.QUARANTINE_COLUMNS`: rejected rows, exact duplicates
+    and damaged files, see :mod:`~specula.pipelines.spark_quarantine`). ``delays=None`` keeps
+    the recorded order (``ats = ts``). Raises :class:`LogError` for a missing log, a
+    table the kind cannot read, or a log in which no row is valid.
     """
-    rows = _read(spark, kind, str(log))
-    checked = kind.check(spark, rows)
+    rows, damaged = _read(spark, kind, str(log))
+    checked = mark_duplicates(kind.check(spark, rows))
     checked.persist()
     try:
-        quarantine = checked.where("reason IS NOT NULL").select(*QUARANTINE_COLUMNS)
+        quarantine = quarantined_rows(checked)
+        if damaged:
+            quarantine = quarantine.unionByName(damage_rows(spark, damaged))
+        quarantine = quarantine.orderBy("file", "line")
         quarantine_path = str(Path(out) / "quarantine")
-        quarantine.orderBy("file", "line").write.mode("overwrite").parquet(quarantine_path)
+        quarantine.write.mode("overwrite").parquet(quarantine_path)
         counts = checked.selectExpr("count(*) AS rows", "count(reason) AS bad",
+                                    "count_if(duplicate) AS duplicates",
                                     "min(IF(reason IS NULL, ts, NULL)) AS first",
                                     "max(IF(reason IS NULL, ts, NULL)) AS last").first()
+        first = tuple(describe(r) for r in quarantine.limit(FIRST_QUARANTINED).collect())
         clean = checked.where("reason IS NULL")
         events = kind.events(clean)
         sensors = tuple(r[0] for r in events.select("key").distinct().orderBy("key").collect())
         if not sensors:
-            first_bad = quarantine.orderBy("file", "line").first()
-            where = f"; first rejected line: {first_bad.line}: {first_bad.reason}" \
-                if first_bad else ""
+            where = f"; first rejected: {first[0]}" if first else ""
             raise LogError(f"{log}: no valid rows; is this a {kind.name}?{where}")
         events = _arrive(events, delays, np.asarray(sensors, np.int64))
         events_path = str(Path(out) / "arrival")
         events.orderBy("ats", "seq").write.mode("overwrite").parquet(events_path)
     finally:
         checked.unpersist()
-    return Ingested(events_path, quarantine_path, rows=counts.rows,
-                    events=counts.rows - counts.bad, quarantined=counts.bad,
-                    sensors=sensors, first_ts=counts.first, last_ts=counts.last)
+    return Ingested(events_path, quarantine_path, rows=counts.rows + len(damaged),
+                    events=counts.rows - counts.bad, quarantined=counts.bad + len(damaged),
+                    sensors=sensors, first_ts=counts.first, last_ts=counts.last,
+                    duplicates=counts.duplicates, first_quarantined=first)
 
 
 def arrival_batches(path: str | os.PathLike[str], dtype: np.dtype, batch_size: int = 10_000
@@ -109,14 +135,24 @@ def count_rows(path: str | os.PathLike[str]) -> int:
 # ----------------------------------------------------------------------------- reading
 
 
-def _read(spark: SparkSession, kind: LogKind, log: str) -> DataFrame:
-    """Rows ``file, line, row, text, parts`` of a text log, or of a Parquet log."""
-
-    if not os.path.exists(log):
-        raise LogError(f"{log}: no such file or directory")
-    if log.endswith(".parquet") or (os.path.isdir(log) and glob.glob(f"{log}/*.parquet")):
-        return kind.read_table(spark, log)
-    return text_rows(spark.read.text(log))
+def _read(spark: SparkSession, kind: LogKind, log: str) -> tuple[DataFrame, tuple[Damage, ...]]:
+    """Rows ``file, line, row, text, parts`` of a text log or a Parquet log, and the
+    damaged files (:func:`~specula.pipelines.log_files.log_files`): of a damaged text
+    file the lines before the damage are read, of a damaged table file nothing."""
+    files = log_files(log)
+    partial = [d.path for d in files.damaged if d.lines and not files.table]
+    if not files.readable and not partial:
+        first = files.damaged[0]
+        raise LogError(f"{log}: no readable file; {first.path}: {first.reason}")
+    if files.table:
+        return kind.read_table(spark, log, list(files.readable)), files.damaged
+    readers = []
+    if files.readable:
+        readers.append(spark.read.text(list(files.readable)))
+    if partial:  # Spark stops at the damage and keeps the lines before it
+        readers.append(spark.read.option("ignoreCorruptFiles", "true").text(partial))
+    lines = readers[0] if len(readers) == 1 else readers[0].unionByName(readers[1])
+    return text_rows(lines), files.damaged
 
 
 def text_rows(lines: DataFrame) -> DataFrame:
@@ -135,11 +171,14 @@ def text_rows(lines: DataFrame) -> DataFrame:
 
 
 def number_rows(df: DataFrame, name: str, *, per_file: bool = True) -> DataFrame:
-    """Add ``name``: 1-based row number per file (or over all files), in file order.
+    """Add ``name``: 1-based row number per file (or over all files, file by file), in
+    file order.
 
-    Spark's file splits keep the order of a file across partition ids; the number is
-    the row's index in its partition plus the rows (of the file) in earlier partitions,
-    computed from per-partition counts (no shuffle of the rows).
+    Spark's file splits keep the order of a file across partition ids, and the rows of
+    one split are consecutive in its partition, beside other files' splits. A row's
+    number is its index in its partition, less the index of its split's first row,
+    plus the rows of the earlier splits (of the file, or of all files): counted per
+    split, with no shuffle of the rows.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -148,12 +187,14 @@ def number_rows(df: DataFrame, name: str, *, per_file: bool = True) -> DataFrame
         "_mid", F.monotonically_increasing_id())
     # monotonically_increasing_id = partition id << 33 | index within the partition
     df = df.withColumn("_idx", F.col("_mid") - F.shiftleft(F.col("_pid").cast("long"), 33))
-    counts = df.groupBy("file", "_pid").agg(F.count("*").alias("_n"))
+    splits = df.groupBy("file", "_pid").agg(F.count("*").alias("_n"),
+                                            F.min("_idx").alias("_first"))
     group = ["file"] if per_file else []
-    before = Window.partitionBy(*group).orderBy("_pid", "file").rowsBetween(
+    before = Window.partitionBy(*group).orderBy("file", "_pid").rowsBetween(
         Window.unboundedPreceding, -1)
-    counts = counts.withColumn("_off", F.coalesce(F.sum("_n").over(before), F.lit(0)))
-    df = df.join(F.broadcast(counts.select("file", "_pid", "_off")), ["file", "_pid"])
+    splits = splits.withColumn("_off", F.coalesce(F.sum("_n").over(before), F.lit(0))
+                               - F.col("_first"))
+    df = df.join(F.broadcast(splits.select("file", "_pid", "_off")), ["file", "_pid"])
     return df.withColumn(name, F.col("_off") + F.col("_idx") + 1).drop("_pid", "_mid", "_idx",
                                                                        "_off")
 

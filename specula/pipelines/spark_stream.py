@@ -2,11 +2,12 @@
 
 :class:`LogWatcher` runs a Spark Structured Streaming query with the file source over a
 directory. Each micro-batch (one new file at a time by default) is validated exactly as
-:func:`~specula.pipelines.spark_ingest.ingest` validates a whole log: rejected rows are
-appended to the quarantine table, valid rows become position events, sorted by time
-stamp within the file, numbered across files, and handed to the caller through a
-bounded queue. A full queue blocks the query, so a slow detector graph slows the
-reading of new files (backpressure) instead of filling memory.
+:func:`~specula.pipelines.spark_ingest.ingest` validates a whole log (exact duplicates
+within the micro-batch included): rejected rows are appended to the quarantine table,
+valid rows become position events, sorted by time stamp within the file, numbered
+across files, and handed to the caller through a bounded queue. A full queue blocks
+the query, so a slow detector graph slows the reading of new files (backpressure)
+instead of filling memory.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specula.pipelines.logs import QUARANTINE_COLUMNS, LogKind
+from specula.pipelines.logs import LogKind
 from specula.pipelines.spark_ingest import Ingested, text_rows
+from specula.pipelines.spark_quarantine import mark_duplicates, quarantined_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,9 +112,9 @@ class LogWatcher:
     def _micro_batch(self, lines: DataFrame, batch_id: int) -> None:
         """Validate one micro-batch; quarantine the bad rows, queue the events."""
 
-        checked = self.kind.check(self.spark, text_rows(lines)).persist()
+        checked = mark_duplicates(self.kind.check(self.spark, text_rows(lines))).persist()
         try:
-            bad = checked.where("reason IS NOT NULL").select(*QUARANTINE_COLUMNS)
+            bad = quarantined_rows(checked)
             bad.write.mode("append").parquet(str(self.out / "quarantine"))
             clean = checked.where("reason IS NULL")
             table = self.kind.events(clean).orderBy("ts", "seq").toArrow()

@@ -12,6 +12,7 @@ given.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from specula.pipelines.logs import GeneratedLog, LogError
 from specula.pipelines.spark_ingest import number_rows
 from specula.soccer.debs2013 import (
     DIRECTION_BOUND,
+    MOTION_BOUNDS,
     POSITION_COLUMNS,
     RECORDING_PS,
     X_BOUNDS,
@@ -56,18 +58,18 @@ class PositionLog:
     def event_dtype(self) -> np.dtype:
         return position_dtype()
 
-    def read_table(self, spark: SparkSession, path: str) -> DataFrame:
-        """A Parquet log with the 13 integer position columns, as rows."""
+    def read_table(self, spark: SparkSession, log: str, files: Sequence[str]) -> DataFrame:
+        """The Parquet ``files`` of ``log``, with the 13 integer position columns, as rows."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import IntegralType
 
-        df = spark.read.parquet(path)
+        df = spark.read.parquet(*files)
         types = {f.name: f.dataType for f in df.schema.fields}
         missing = [c for c in POSITION_COLUMNS if c not in types]
         wrong = [f"{c} ({types[c].simpleString()})" for c in POSITION_COLUMNS
                  if c in types and not isinstance(types[c], IntegralType)]
         if missing or wrong:
-            raise LogError(f"{path}: not a DEBS 2013 position table: "
+            raise LogError(f"{log}: not a DEBS 2013 position table: "
                            + "; ".join(filter(None, [
                                f"missing columns {', '.join(missing)}" if missing else "",
                                f"columns not integers: {', '.join(wrong)}" if wrong else ""]))
@@ -162,6 +164,9 @@ def check_rows(rows: DataFrame, roles: DataFrame) -> DataFrame:
             f"outside the sanity bounds [{lo}, {hi}] mm (%d)", F.col(c))))
     for c in ("v", "a"):
         checks.append((F.col(c) < 0, F.lit(c), F.format_string("negative (%d)", F.col(c))))
+    for c, (bound, what) in MOTION_BOUNDS.items():
+        checks.append((F.col(c) > bound, F.lit(c), F.format_string(
+            f"above {bound} {what}, not physically possible (%d)", F.col(c))))
     for c in POSITION_COLUMNS[7:]:
         checks.append((F.abs(c) > DIRECTION_BOUND, F.lit(c), F.format_string(
             f"direction component outside [{-DIRECTION_BOUND}, {DIRECTION_BOUND}] (%d)",

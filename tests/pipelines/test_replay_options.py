@@ -89,8 +89,9 @@ def test_the_summary_records_the_options_of_the_nodes_that_ran():
     mine = replay_graph(ReplayConfig(graph=_user_graph(), alpha=0.5), PositionLog())
     raw = abc_stream(example_registry(), 500, seed=1)
     report = InProcessRuntime(mine).run(raw)
-    ingested = SimpleNamespace(rows=500, events=500, quarantined=0,
-                               first_ts=int(raw["ts"].min()), last_ts=int(raw["ts"].max()))
+    ingested = SimpleNamespace(rows=500, events=500, quarantined=0, duplicates=0,
+                               first_quarantined=(), first_ts=int(raw["ts"].min()),
+                               last_ts=int(raw["ts"].max()))
     summary = summarize(report, mine, ingested, ReplayConfig(graph=mine, alpha=0.5))
     assert summary["alpha"] == 0.5
     assert summary["retraction"] is None  # it differs per node: no one value is claimed

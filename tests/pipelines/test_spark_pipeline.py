@@ -197,6 +197,11 @@ def test_malformed_rows_are_quarantined_and_counted_without_java(in_process_repl
     assert all(quarantine["text"].to_numpy() == [lines[n - 1].decode()
                                                   for n in quarantine["line"]])
     assert f"quarantined {len(expected):,}" in done.stdout
+    first = min(expected)  # the summary shows the first records as a user reads them
+    field, reason = expected[first]
+    shown = f", field {field!r}" if field else ""
+    assert f"quarantined: {out.parent / 'match.csv'} line {first}{shown}: {reason}" \
+        in done.stdout
     assert f"events in {len(lines) - len(expected):,} of {len(lines):,} rows" in done.stdout
 
 
@@ -315,8 +320,7 @@ def test_clear_errors_for_a_missing_log_and_a_wrong_table(tmp_path):
     assert "not a DEBS 2013 position table: missing columns ts, x" in done.stderr
 
 
-def test_watch_reads_log_files_as_they_land(tmp_path):
-    from specula.cluster.spark import spark_session
+def test_watch_reads_log_files_as_they_land(tmp_path, spark):
     from specula.pipelines.spark_stream import LogWatcher
 
     match = generate_match(2.0, seed=5)
@@ -335,16 +339,15 @@ def test_watch_reads_log_files_as_they_land(tmp_path):
         (staging / f"part{i}.csv").rename(watched / f"part{i}.csv")
 
     land(0)
-    with spark_session("local[2]") as spark:
-        watcher = LogWatcher(spark, PositionLog(), watched, tmp_path / "run",
-                             idle_timeout=6.0, batch_size=1_000)
-        batches, landed = [], False
-        for batch in watcher.batches():
-            batches.append(batch)
-            if not landed and sum(map(len, batches)) == watcher.counts.events:
-                land(1)  # the first file is through: the second lands while we watch
-                landed = True
-        quarantine = spark.read.parquet(str(tmp_path / "run" / "quarantine")).collect()
+    watcher = LogWatcher(spark, PositionLog(), watched, tmp_path / "run",
+                         idle_timeout=6.0, batch_size=1_000)
+    batches, landed = [], False
+    for batch in watcher.batches():
+        batches.append(batch)
+        if not landed and sum(map(len, batches)) == watcher.counts.events:
+            land(1)  # the first file is through: the second lands while we watch
+            landed = True
+    quarantine = spark.read.parquet(str(tmp_path / "run" / "quarantine")).collect()
     assert landed and max(map(len, batches)) == 1_000
     got = np.concatenate(batches)
     for name in ("ts", "key", "x", "y", "z", "v", "a", "az", "player", "team"):

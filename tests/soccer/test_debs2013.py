@@ -7,6 +7,7 @@ import csv
 import gzip
 import io
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 from specula.events import InvalidEvent
 from specula.soccer.debs2013 import (
+    ACCELERATION_BOUND,
     HALF_START_PS,
     POSITION_COLUMNS,
     RECORDING_PS,
@@ -224,6 +226,59 @@ def test_chunk_rows_must_be_positive() -> None:
         read_positions(io.BytesIO(b""), chunk_rows=0)
     events, quarantine = read_all(io.BytesIO(b""))
     assert len(events) == 0 and quarantine == []
+
+
+def test_a_truncated_gzip_file_keeps_its_readable_rows(
+    tmp_path: Path, sample_lines: list[bytes], clean: np.ndarray
+) -> None:
+    data = gzip.compress(b"".join(sample_lines))
+    path = tmp_path / "cut.csv.gz"
+    path.write_bytes(data[: len(data) // 2])
+    whole = zlib.decompressobj(31).decompress(data[: len(data) // 2]).count(b"\n")
+    events, quarantine = read_all(path)
+    assert np.array_equal(events, clean[:whole]) and whole > 100
+    assert [str(q) for q in quarantine] == [
+        f"line {whole + 1}: truncated gzip file: the compressed data ends early; the "
+        f"{whole:,} complete lines before it were read, the rest of the file is lost"]
+    path.write_bytes(b"not gzip at all\n")
+    events, quarantine = read_all(path)
+    assert len(events) == 0
+    assert str(quarantine[0]).startswith("line 1: damaged gzip data (Error -3 ")
+
+
+def test_a_byte_order_mark_and_cr_line_ends_cost_no_row(
+    sample_lines: list[bytes], clean: np.ndarray
+) -> None:
+    lines = [line.rstrip(b"\r\n") for line in sample_lines]
+    for data in (b"\xef\xbb\xbf" + b"\r\n".join(lines), b"\r".join(lines) + b"\r"):
+        for chunk_rows in (1_000_000, 7):
+            chunks = list(read_positions(io.BytesIO(data), chunk_rows=chunk_rows))
+            assert [q for c in chunks for q in c.quarantine] == []
+            assert np.array_equal(np.concatenate([c.events for c in chunks]), clean)
+
+
+def test_exact_duplicate_lines_are_quarantined(sample_lines: list[bytes]) -> None:
+    lines = [line.rstrip(b"\r\n") for line in sample_lines[:10]]
+    data = b"\n".join([*lines, lines[3], lines[0], lines[3]])
+    events, quarantine = read_all(io.BytesIO(data))
+    assert len(events) == 10
+    assert [str(q) for q in quarantine] == [
+        "line 11: exact duplicate of line 4", "line 12: exact duplicate of line 1",
+        "line 13: exact duplicate of line 4"]
+
+
+def test_physically_impossible_speed_and_acceleration_are_rejected() -> None:
+    good = b"4,10753295594424116,100,-200,0,0,0,0,0,0,0,0,0"
+    lines = [_field(good, 6, b"9223372036854775807").rstrip(b"\r\n"),
+             _field(good, 5, b"150000001").rstrip(b"\r\n"),
+             _field(good, 6, b"100000000000").rstrip(b"\r\n")]
+    events, quarantine = read_all(io.BytesIO(b"\n".join(lines)))
+    assert [str(q) for q in quarantine] == [
+        "line 1, field 'a': above 100000000000 um/s^2 (100,000 m/s^2), not physically "
+        "possible (9223372036854775807)",
+        "line 2, field 'v': above 150000000 um/s (150 m/s), not physically possible "
+        "(150000001)"]
+    assert events["a"].tolist() == [ACCELERATION_BOUND]
 
 
 # ---------------------------------------------------------------------------- writing

@@ -43,9 +43,12 @@ from specula.soccer.debs2013.metadata import (
     read_metadata,
 )
 from specula.soccer.debs2013.positions import (
+    ACCELERATION_BOUND,
     DIRECTION_BOUND,
+    MOTION_BOUNDS,
     POSITION_COLUMNS,
     RECORDING_PS,
+    SPEED_BOUND,
     X_BOUNDS,
     Y_BOUNDS,
     Z_BOUNDS,
@@ -65,18 +68,21 @@ from specula.soccer.debs2013.referee import (
 )
 
 __all__ = [
+    "ACCELERATION_BOUND",
     "DIRECTION_BOUND",
     "HALF_END_PS",
     "HALF_START_PS",
     "INTERRUPTION_DTYPE",
     "LEFT_ARM",
     "LEFT_LEG",
+    "MOTION_BOUNDS",
     "POSITION_COLUMNS",
     "POSSESSION_DTYPE",
     "RECORDING_PS",
     "RIGHT_ARM",
     "RIGHT_LEG",
     "SHOT_DTYPE",
+    "SPEED_BOUND",
     "X_BOUNDS",
     "Y_BOUNDS",
     "Z_BOUNDS",

@@ -9,6 +9,7 @@ files with them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +37,23 @@ Z_BOUNDS = (-5_000, 40_000)
 #: Largest absolute direction component: the vectors are scaled to length 10,000, and
 #: rounding of the components can exceed that by one.
 DIRECTION_BOUND = 10_001
+
+#: Largest ``|v|`` (um/s) a reading may have: 150 m/s. The fastest shots measured reach
+#: about 60 m/s (211 km/h), sprinters 12 m/s; a sensor moving faster than 150 m/s is not
+#: on a player or a ball in play.
+SPEED_BOUND = 150_000_000
+
+#: Largest ``|a|`` (um/s^2) a reading may have: 100,000 m/s^2 (about 10,000 g). A hard
+#: kick takes a ball from rest to 30-60 m/s in 8-12 ms of contact (a few thousand
+#: m/s^2 on average, peaks perhaps twice that); the detectors see a kick above 55 m/s^2,
+#: so a reading above the bound would be a false peak, not a harder kick.
+ACCELERATION_BOUND = 100_000_000_000
+
+#: The upper bound of ``v`` and ``a`` and how a reason names it.
+MOTION_BOUNDS: dict[str, tuple[int, str]] = {
+    "v": (SPEED_BOUND, "um/s (150 m/s)"),
+    "a": (ACCELERATION_BOUND, "um/s^2 (100,000 m/s^2)"),
+}
 
 #: Sensor time stamps (ps) a reading of the game may carry: from 30 minutes before the
 #: first half to 30 minutes after the second (the published sample is from before the
@@ -118,6 +136,7 @@ def _parse_line(text: bytes) -> tuple[list[int] | None, str | None, str]:
 def _violations(values: np.ndarray, known: np.ndarray) -> np.ndarray:
     """Rows of an (n, 13) value matrix that fail a check of :func:`read_positions`."""
     bad = ~known | (values[:, 1] <= 0) | (values[:, 5] < 0) | (values[:, 6] < 0)
+    bad |= (values[:, 5] > SPEED_BOUND) | (values[:, 6] > ACCELERATION_BOUND)
     bad |= (values[:, 1] < RECORDING_PS[0]) | (values[:, 1] > RECORDING_PS[1])
     for column, (low, high) in zip((2, 3, 4), (X_BOUNDS, Y_BOUNDS, Z_BOUNDS), strict=True):
         bad |= (values[:, column] < low) | (values[:, column] > high)
@@ -144,12 +163,45 @@ def _first_violation(row: np.ndarray, known: bool) -> tuple[str, str]:
     for name, value in (("v", v), ("a", a)):
         if value < 0:
             return name, f"negative ({value})"
+    for name, value in (("v", v), ("a", a)):
+        bound, what = MOTION_BOUNDS[name]
+        if value > bound:
+            return name, f"above {bound} {what}, not physically possible ({value})"
     for name, value in zip(POSITION_COLUMNS[7:], row[7:].tolist(), strict=True):
         if abs(value) > DIRECTION_BOUND:
             return name, (
                 f"direction component outside [{-DIRECTION_BOUND}, {DIRECTION_BOUND}] ({value})"
             )
     raise AssertionError("row has no violation")  # pragma: no cover - caller checked
+
+
+def _duplicate_rows(values: np.ndarray, text: Callable[[int], bytes]) -> dict[int, int]:
+    """Rows of an (n, 13) value matrix whose line repeats an earlier row's exactly, each
+    mapped to the first row with that line.
+
+    Rows of equal values are found by a hash of the values (one sort of n hashes); only
+    those are compared by their text (``text(row)``), which is what Spark ingestion
+    compares too.
+    """
+    if len(values) < 2:
+        return {}
+    hashes = np.full(len(values), 0xCBF29CE484222325, np.uint64)  # FNV-1a over the values
+    for column in np.ascontiguousarray(values).view(np.uint64).T:
+        hashes = (hashes ^ column) * np.uint64(0x100000001B3)
+    order = np.argsort(hashes, kind="stable")
+    same = hashes[order][1:] == hashes[order][:-1]
+    if not same.any():
+        return {}
+    candidate = np.zeros(len(values), bool)
+    candidate[order[1:][same]] = True
+    candidate[order[:-1][same]] = True
+    first: dict[bytes, int] = {}
+    found = {}
+    for row in np.flatnonzero(candidate).tolist():
+        original = first.setdefault(text(row), row)
+        if original != row:
+            found[row] = original
+    return found
 
 
 class _BlockLines:

@@ -19,20 +19,26 @@ from typing import IO, Any
 import numpy as np
 
 from specula.events import InvalidEvent
+from specula.pipelines.log_files import GzipReader
 from specula.soccer.debs2013._common import PathLike
 from specula.soccer.debs2013._position_lines import (
+    _CR,
     _INT64_MAX,
     _INT64_MIN,
     _N_COLUMNS,
     _NL,
+    ACCELERATION_BOUND,
     DIRECTION_BOUND,
+    MOTION_BOUNDS,
     POSITION_COLUMNS,
     RECORDING_PS,
+    SPEED_BOUND,
     X_BOUNDS,
     Y_BOUNDS,
     Z_BOUNDS,
     _BlockLines,
     _convert,
+    _duplicate_rows,
     _events,
     _first_violation,
     _parse_line,
@@ -43,9 +49,12 @@ from specula.soccer.debs2013.metadata import Metadata
 from specula.soccer.types import soccer_registry
 
 __all__ = [
+    "ACCELERATION_BOUND",
     "DIRECTION_BOUND",
+    "MOTION_BOUNDS",
     "POSITION_COLUMNS",
     "RECORDING_PS",
+    "SPEED_BOUND",
     "X_BOUNDS",
     "Y_BOUNDS",
     "Z_BOUNDS",
@@ -60,6 +69,8 @@ __all__ = [
 _READ_BYTES_PER_ROW = 100  # a little more than the ~85 bytes of a real line
 
 _WRITE_ROWS = 100_000  # rows formatted at a time by write_positions
+
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark
 
 
 def position_dtype() -> np.dtype:
@@ -154,12 +165,19 @@ def read_positions(
       :data:`Y_BOUNDS`, :data:`Z_BOUNDS`, which surrounds the pitch x in [0, 52483],
       y in [-33960, 33965] generously: it rejects impossible values, not readings
       beside the pitch;
-    * ``|v|`` (``v``) or ``|a|`` (``a``) is negative;
+    * ``|v|`` (``v``) or ``|a|`` (``a``) is negative, or above the physical bound
+      :data:`SPEED_BOUND` (150 m/s) or :data:`ACCELERATION_BOUND` (100,000 m/s^2);
     * a direction component is outside ``[-DIRECTION_BOUND, DIRECTION_BOUND]``.
 
-    One record per rejected line names the first failing check, in this order. Lines
-    that are empty or hold only whitespace are skipped silently. Lines may end in LF or
-    CR LF.
+    A valid line that repeats an earlier line of its chunk exactly is rejected too
+    (``"exact duplicate of line N"``; Spark ingestion finds duplicates across the whole
+    log). One record per rejected line names the first failing check, in this order.
+    Lines that are empty or hold only whitespace are skipped silently. Lines may end in
+    LF, CR LF or CR; a UTF-8 byte order mark at the start is skipped.
+
+    A ``.gz`` file that is truncated or damaged is read up to the damage: its complete
+    lines before it are read, and one record at the first lost line (field None) says
+    what went wrong, instead of an ``EOFError``.
 
     Lines are checked and converted with whole-array NumPy operations; only lines the
     vectorised checks cannot prove well-formed are parsed one by one, which also
@@ -181,6 +199,11 @@ def _read_positions(
             first_line += len(newlines)
             first_row += rows
             yield chunk
+        damage = getattr(stream, "damage", None)
+    if damage is not None:  # the lines before it were read; the file ends there
+        reason = (f"{damage}; the {first_line - 1:,} complete lines before it were read, "
+                  "the rest of the file is lost")
+        yield PositionChunk(np.zeros(0, roles.dtype), [Quarantined(first_line, "", None, reason)])
 
 
 def read_all(
@@ -281,33 +304,42 @@ class _RoleTable:
 def _open_binary(source: PathLike | IO[bytes]) -> Iterator[IO[bytes]]:
     """A binary stream of a path (gzip by the ``.gz`` suffix) or of a caller's file object.
 
-    Streams the caller opened stay open; files opened here are closed.
+    A gzip file is decoded by :class:`~specula.pipelines.log_files.GzipReader`: a damaged
+    one reads up to the damage and then ends, with the stream's ``damage`` set. Streams
+    the caller opened stay open; files opened here are closed.
     """
     if not isinstance(source, str | os.PathLike):
         yield source
         return
     name = os.fspath(source)
-    with gzip.open(name, "rb") if name.endswith(".gz") else open(name, "rb") as stream:
-        yield stream
+    with open(name, "rb") as stream:
+        yield GzipReader(stream) if name.endswith(".gz") else stream  # type: ignore[misc]
 
 
 def _line_blocks(stream: IO[Any], chunk_rows: int) -> Iterator[tuple[bytes, np.ndarray]]:
     """Split a stream into blocks of at most ``chunk_rows`` whole lines.
 
     Yields ``(blob, newlines)``: the bytes of the lines, each ending in a newline (one
-    is added to an unterminated last line), and the offsets of the newlines in the blob.
+    is added to an unterminated last line, unless the stream ends at damage: then that
+    partial line is lost with the rest), and the offsets of the newlines in the blob.
+    A UTF-8 byte order mark at the start is skipped, and a lone CR ends a line like LF
+    (as Spark's text source splits lines).
     """
     read_size = max(chunk_rows * _READ_BYTES_PER_ROW, 1 << 16)
     pending = b""
-    eof = False
+    eof, first = False, True
     while not eof:
         data = stream.read(read_size)
         if isinstance(data, str):
             data = data.encode("utf-8")
+        if first and data.startswith(_BOM):
+            data = data[len(_BOM):]
+        first = False
         eof = not data
-        buffer = pending + data if pending else data
+        buffer = _lone_cr_to_lf(pending + data if pending else data, eof)
         if eof and buffer and not buffer.endswith(b"\n"):
-            buffer += b"\n"
+            damaged = getattr(stream, "damage", None) is not None
+            buffer = buffer[: buffer.rfind(b"\n") + 1] if damaged else buffer + b"\n"
         newlines = np.flatnonzero(np.frombuffer(buffer, np.uint8) == _NL)
         start, taken = 0, 0
         while len(newlines) - taken >= chunk_rows or (eof and taken < len(newlines)):
@@ -316,6 +348,20 @@ def _line_blocks(stream: IO[Any], chunk_rows: int) -> Iterator[tuple[bytes, np.n
             yield buffer[start:end], newlines[taken : taken + count] - start
             start, taken = end, taken + count
         pending = buffer[start:]
+
+
+def _lone_cr_to_lf(buffer: bytes, eof: bool) -> bytes:
+    """``buffer`` with each CR that no LF follows made an LF (a CR at the very end only
+    at ``eof``: its LF may come with the next read)."""
+    if buffer.count(b"\r") == buffer.count(b"\r\n"):
+        return buffer
+    data = np.frombuffer(buffer, np.uint8)
+    cr = np.flatnonzero(data == _CR)
+    following = np.append(data, 0 if eof else _NL)[cr + 1]
+    lone = cr[following != _NL]
+    out = data.copy()
+    out[lone] = _NL
+    return out.tobytes()
 
 
 def _parse_block(
@@ -363,6 +409,13 @@ def _parse_block(
     for row in np.flatnonzero(bad).tolist():
         quarantine.append((int(line_index[row]), *_first_violation(values[row], bool(known[row]))))
     good = ~bad
+    good_rows = np.flatnonzero(good)
+    duplicates = _duplicate_rows(values[good_rows],
+                                 lambda row: lines.text(int(line_index[good_rows[row]])))
+    for row, original in duplicates.items():
+        quarantine.append((int(line_index[good_rows[row]]), None, "exact duplicate of line "
+                           f"{first_line + int(line_index[good_rows[original]])}"))
+        good[good_rows[row]] = False
     empty_index = np.array(empty, np.int64)
     seq = first_row + line_index[good] - np.searchsorted(empty_index, line_index[good])
     events = _events(values[good], role[good], seq, roles)
