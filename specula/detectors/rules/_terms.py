@@ -330,12 +330,7 @@ class TermParser(TokenStream):
 
     def fold(self) -> Fold:
         """``Count(bs)`` or ``Func(bs.attr)`` over the items of a closure."""
-        token = self.advance()
-        function = token.text.lower()
-        if function not in FUNCTIONS:
-            raise RuleSyntaxError(token.line, token.column,
-                                  f"unknown aggregate function {token.text!r}; use Sum, Avg, "
-                                  "Min, Max or Count")
+        function = self.function()
         self.expect_op("(")
         element = self.element()
         attr = None
@@ -343,17 +338,23 @@ class TermParser(TokenStream):
             self.advance()
             attr = self.expect_name("an attribute name").text
         self.expect_op(")")
-        return Fold(cast(Function, function), element, attr)
+        return Fold(function, element, attr)
 
-    def aggregate(self, name: str | None) -> int:
-        """Parse ``Func(...)``, append it to the rule's aggregates, return its index."""
-        state = self.current()
+    def function(self, hint: str = "") -> Function:
+        """An aggregate function's name (case-insensitive)."""
         token = self.advance()
         function = token.text.lower()
         if function not in FUNCTIONS:
             raise RuleSyntaxError(token.line, token.column,
                                   f"unknown aggregate function {token.text!r}; use Sum, Avg, "
-                                  "Min, Max or Count (a step starts with each, last or first)")
+                                  f"Min, Max or Count{hint}")
+        return cast(Function, function)
+
+    def aggregate(self, name: str | None) -> int:
+        """Parse ``Func(...)``, append it to the rule's aggregates, return its index."""
+        state = self.current()
+        token = self.peek()
+        function = self.function(" (a step starts with each, last or first)")
         self.expect_op("(")
         pattern = self.guarded_pattern()
         attr = None
@@ -372,8 +373,7 @@ class TermParser(TokenStream):
         self.expect_op(")")
         index = len(state.aggregates)
         name = name if name is not None else inline_aggregate_name(function, index)
-        function_ = cast(Function, function)
-        state.aggregates.append(Aggregate(name, function_, pattern, attr, within, anchor))
+        state.aggregates.append(Aggregate(name, function, pattern, attr, within, anchor))
         return index
 
     # ----------------------------------------------------------------- resolution

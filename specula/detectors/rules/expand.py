@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from specula.detectors.rules.ast import (
+    ATTRIBUTE_TYPES,
     AttrRef,
     BinOp,
     Comparison,
@@ -297,6 +298,8 @@ class Union:
         self.expansions = expand(rule, ticks_per_second)
         self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]
+        self._none = Composites(np.zeros(0, _TERMINATOR), np.zeros(0, np.int64), {
+            a: np.zeros(0, ATTRIBUTE_TYPES[k]) for a, k in rule.attributes})
 
     def process(self, events: np.ndarray) -> Composites:
         """The composites whose terminators are complete after ``events``."""
@@ -318,7 +321,7 @@ class Union:
     def _union(self, found: list[Matches]) -> Composites:
         parts = []
         for rule, matches in zip(self.expansions, found, strict=True):
-            if not len(matches) and parts:
+            if not len(matches):
                 continue
             kept, columns = compose(rule, matches)
             rows = matches.elements[0][kept]
@@ -326,8 +329,8 @@ class Union:
             for name in _TERMINATOR.names:
                 terminators[name] = rows[name]
             parts.append(Composites(terminators, matches.terminator[kept], columns))
-        if len(parts) == 1:
-            return parts[0]
+        if len(parts) < 2:
+            return parts[0] if parts else self._none
         terminators = np.concatenate([p.terminators for p in parts])
         order = np.lexsort((order_key(terminators), terminators["ts"]))  # stable
         return Composites(terminators[order],
