@@ -7,7 +7,11 @@ Margara, JPDC 2012, Fig. 8) and the window sweep of Fig. 10.
 Same scenario, stream and method as ``benchmarks/rules.py`` (rule R5 with ``last`` and
 with ``each``, prefill of one window, then the measured events in batches and one per
 call, medians of interleaved repeats, composites compared between the engines); ratios
-are CPU time over GPU time. The last line printed is one JSON object.
+are CPU time over GPU time. ``gpu`` launches a kernel for every step (the paper's
+engine: what the sweep reproduces); ``auto`` is the engine as deployed, which runs
+steps with less work than ``MIN_GPU_WORK`` on the CPU. ``restore_ms_*`` is a rollback
+by one batch, as a speculative ordering unit does it. The last line printed is one JSON
+object.
 
 Without a GPU it prints one line saying so and exits with status 3 ("nothing measured"),
 so that a script running it can tell a skipped benchmark from a passed one (0) and from a
@@ -19,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 from typing import Any
 
+import numpy as np
 from numba import config, cuda
-from rules import SELECTIONS, VALUES, compare, measure, registry, rule, stream
+from rules import SELECTIONS, VALUES, compare, feed, measure, registry, rule, stream
 
 from specula.detectors.rules.cdp import CDPEngine
 
@@ -35,8 +42,29 @@ def engines_for(selection: str, window: int, reg, threads: int | None):
     from specula.detectors.rules.cdp_gpu import GPUCDPEngine
 
     r = rule(selection, window)
-    return {"gpu": lambda: GPUCDPEngine(r, reg, threads_per_block=threads),
+    return {"gpu": lambda: GPUCDPEngine(r, reg, threads_per_block=threads, min_gpu_work=0),
+            "auto": lambda: GPUCDPEngine(r, reg, threads_per_block=threads),
             "cdp": lambda: CDPEngine(r, reg)}
+
+
+def restore_ms(engines: dict, events: np.ndarray, batch: int, repeat: int = 5
+               ) -> dict[str, float]:
+    """Median time of a restore to the state one batch back, per engine (prefilled
+    with ``events[:-repeat * batch]``)."""
+    times: dict[str, list[float]] = {}
+    for name, make in engines.items():
+        engine = make()
+        head = len(events) - repeat * batch
+        feed(engine, events[:head], 10_000)
+        for r in range(repeat):
+            part = events[head + r * batch:head + (r + 1) * batch]
+            state = engine.snapshot()
+            feed(engine, part, batch)
+            t0 = time.perf_counter()
+            engine.restore(state)
+            times.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
+            feed(engine, part, batch)
+    return {name: round(statistics.median(v), 3) for name, v in times.items()}
 
 
 def main() -> int:
@@ -80,6 +108,13 @@ def main() -> int:
         got = measure(engines_for(selection, window, reg, args.threads), events, window, n,
                       args.repeat, args.batch, single)
         result.update(compare(got, selection, ("cdp", "CDP-CPU"), ("gpu", "CDP-GPU"), single))
+        result.update(compare(got, selection, ("cdp", "CDP-CPU"), ("auto", "CDP-GPU auto"),
+                              single))
+        restore = restore_ms(engines_for(selection, window, reg, args.threads),
+                             events[:window + 10 * args.batch], args.batch)
+        print(f"  {selection:<5} restore one batch back: " + "  ".join(
+            f"{k} {v} ms" for k, v in restore.items()))
+        result.update({f"restore_ms_{k}_{selection}": v for k, v in restore.items()})
     windows = [int(w) for w in args.sweep.split(",") if w]
     if windows:
         sweep_n = max(1, n // 4) if args.quick else min(n, 20_000)
@@ -90,8 +125,9 @@ def main() -> int:
             events = stream(reg, w + args.repeat * sweep_n, args.seed)
             row: dict[str, float] = {}
             for selection in SELECTIONS:
-                got = measure(engines_for(selection, w, reg, args.threads), events, w,
-                              sweep_n, args.repeat, args.batch, 0)
+                both = engines_for(selection, w, reg, args.threads)
+                del both["auto"]
+                got = measure(both, events, w, sweep_n, args.repeat, args.batch, 0)
                 row[f"gpu_{selection}"] = round(got["gpu_ms"], 5)
                 row[f"cdp_{selection}"] = round(got["cdp_ms"], 5)
                 row[f"gpu_vs_cdp_{selection}"] = round(got["cdp_ms"] / got["gpu_ms"], 2)

@@ -7,9 +7,11 @@ A column on the device is a circular buffer: ``enc`` (one row per encoded attrib
 and ``num`` (one row per aggregated attribute) hold ``cap`` events, the oldest at
 physical index ``head``; the kernels take logical indices ``j`` (0 = oldest) and read
 ``(head + j) % cap``. The CPU has already found, by binary search on its copy of the
-column, the window ``[lo[s], hi[s])`` of every partial sequence ``s``, so a thread only
-checks parameters: ``enc[chk_col[c]]`` against ``bound[s, chk_par[c]]`` for
-``c < nchk`` (check arrays are padded to length 1, so ``nchk`` may be 0).
+column, the window ``[lo, hi)`` of every partial sequence ``s``: row ``s`` of ``seqs``
+is ``[lo, hi, result, parameters...]`` (see :mod:`._cdp_gpu_buffers`), and only its
+first ``m`` rows are in use. So a thread only checks parameters: ``enc[chk_col[c]]``
+against parameter ``chk_par[c]`` of its sequence, for ``c < nchk`` (check arrays are
+padded to length 1, so ``nchk`` may be 0).
 
 Grids are two-dimensional as in the paper: ``blockIdx.y`` picks the partial sequence
 (striding by ``gridDim.y`` when there are more than a grid holds), the threads of the
@@ -28,10 +30,13 @@ SUM, MIN, MAX = 0, 1, 2
 """Combining operators of the reduction (as in :mod:`._cdp_kernels`)."""
 
 
+_LO, _HI, _RESULT, _PARAMS = 0, 1, 2, 3  # the columns of a row of ``seqs``
+
+
 @cuda.jit(device=True)
-def _fits(enc, phys, bound, s, chk_col, chk_par, nchk):  # pragma: no cover - device code
+def _fits(enc, phys, seqs, s, chk_col, chk_par, nchk):  # pragma: no cover - device code
     for c in range(nchk):  # noqa: SIM110 - device code: no generators
-        if enc[chk_col[c], phys] != bound[s, chk_par[c]]:
+        if enc[chk_col[c], phys] != seqs[s, _PARAMS + chk_par[c]]:
             return False
     return True
 
@@ -56,38 +61,51 @@ def _neutral(op):  # pragma: no cover - device code
 
 
 @cuda.jit
-def multi_select(enc, head, cap, lo, hi, bound, chk_col, chk_par, nchk, counter, out_parent,
-                 out_chosen):  # pragma: no cover - device code
-    """Multiple selection: every fitting (sequence, event) pair takes the next free slot
-    of ``out_*`` from ``counter`` (atomic add). Pairs beyond the output's length are
-    counted but not written; the caller grows the output and launches again."""
-    m = lo.shape[0]
+def multi_select(enc, head, cap, seqs, m, chk_col, chk_par, nchk, counter,
+                 out):  # pragma: no cover - device code
+    """Multiple selection: every fitting (sequence, event) pair takes the next free row
+    of ``out`` from ``counter`` (atomic add). The caller sizes ``out`` for every event
+    of every window, so no pair is lost."""
     s = cuda.blockIdx.y
     while s < m:
-        j = lo[s] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        if j < hi[s] and _fits(enc, (head + j) % cap, bound, s, chk_col, chk_par, nchk):
+        j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        if j < seqs[s, _HI] and _fits(enc, (head + j) % cap, seqs, s, chk_col, chk_par,
+                                      nchk):
             k = cuda.atomic.add(counter, 0, 1)
-            if k < out_parent.shape[0]:
-                out_parent[k] = s
-                out_chosen[k] = j
+            out[k, 0] = s
+            out[k, 1] = j
         s += cuda.gridDim.y
 
 
 @cuda.jit
-def single_select(enc, head, cap, lo, hi, bound, chk_col, chk_par, nchk, last,
-                  index):  # pragma: no cover - device code
-    """Single selection: ``index[s]`` becomes the greatest (``last``, atomic max over -1)
-    or smallest (atomic min over a sentinel) fitting event of sequence ``s``."""
-    m = lo.shape[0]
+def single_select(enc, head, cap, seqs, m, chk_col, chk_par, nchk,
+                  last):  # pragma: no cover - device code
+    """Single selection: ``seqs[s, result]`` becomes the greatest (``last``, atomic max
+    over -1) or smallest (atomic min over a sentinel) fitting event of sequence ``s``."""
     s = cuda.blockIdx.y
     while s < m:
-        j = lo[s] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        if j < hi[s] and _fits(enc, (head + j) % cap, bound, s, chk_col, chk_par, nchk):
+        j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        if j < seqs[s, _HI] and _fits(enc, (head + j) % cap, seqs, s, chk_col, chk_par,
+                                      nchk):
             if last:
-                cuda.atomic.max(index, s, j)
+                cuda.atomic.max(seqs, (s, _RESULT), j)
             else:
-                cuda.atomic.min(index, s, j)
+                cuda.atomic.min(seqs, (s, _RESULT), j)
         s += cuda.gridDim.y
+
+
+@cuda.jit
+def scatter(stage_enc, n_enc, stage_num, n_num, w, ring_enc, ring_num, pos,
+            cap):  # pragma: no cover - device code
+    """Copy ``w`` staged events (row ``a`` of each kind at ``a * w``) into a ring from
+    physical index ``pos`` on, wrapping around at ``cap``."""
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i < w:
+        phys = (pos + i) % cap
+        for a in range(n_enc):
+            ring_enc[a, phys] = stage_enc[a * w + i]
+        for a in range(n_num):
+            ring_num[a, phys] = stage_num[a * w + i]
 
 
 @cache
@@ -97,8 +115,9 @@ def reductions(tpb: int):
     ``reduce_column`` gives one partial ``(value, count)`` per block and sequence: each
     thread reads events ``x`` and ``x + tpb`` of its block's ``2 * tpb``, the fitting
     ones enter the tree in shared memory, and thread 0 writes the block's result.
-    ``reduce_partials`` folds those partials the same way; the caller applies it until
-    one partial per sequence is left (sec. 5.4, recursive over blocks).
+    ``reduce_partials`` folds the first ``n`` partials the same way; the caller applies
+    it until one partial per sequence is left (sec. 5.4, recursive over blocks).
+    Partials are block-major: ``out_value[block, s]``, so the final results are row 0.
     """
 
     @cuda.jit(device=True)
@@ -118,25 +137,24 @@ def reductions(tpb: int):
             cuda.syncthreads()
             stride //= 2
         if tx == 0:
-            out_value[s, cuda.blockIdx.x] = value[0]
-            out_count[s, cuda.blockIdx.x] = count[0]
+            out_value[cuda.blockIdx.x, s] = value[0]
+            out_count[cuda.blockIdx.x, s] = count[0]
 
     @cuda.jit
-    def reduce_column(enc, num, vrow, head, cap, lo, hi, bound, chk_col, chk_par, nchk, op,
+    def reduce_column(enc, num, vrow, head, cap, seqs, m, chk_col, chk_par, nchk, op,
                       out_value, out_count):  # pragma: no cover - device code
         value = cuda.shared.array(tpb, float64)
         count = cuda.shared.array(tpb, int64)
         tx = cuda.threadIdx.x
-        m = lo.shape[0]
         s = cuda.blockIdx.y
         while s < m:
             acc = _neutral(op)
             c = 0
-            j = lo[s] + cuda.blockIdx.x * 2 * tpb + tx
+            j = seqs[s, _LO] + cuda.blockIdx.x * 2 * tpb + tx
             for _ in range(2):
-                if j < hi[s]:
+                if j < seqs[s, _HI]:
                     phys = (head + j) % cap
-                    if _fits(enc, phys, bound, s, chk_col, chk_par, nchk):
+                    if _fits(enc, phys, seqs, s, chk_col, chk_par, nchk):
                         c += 1
                         if vrow >= 0:
                             acc = _combine(op, acc, num[vrow, phys])
@@ -146,13 +164,11 @@ def reductions(tpb: int):
             s += cuda.gridDim.y
 
     @cuda.jit
-    def reduce_partials(in_value, in_count, op, out_value,
+    def reduce_partials(in_value, in_count, n, m, op, out_value,
                         out_count):  # pragma: no cover - device code
         value = cuda.shared.array(tpb, float64)
         count = cuda.shared.array(tpb, int64)
         tx = cuda.threadIdx.x
-        m = in_value.shape[0]
-        n = in_value.shape[1]
         s = cuda.blockIdx.y
         while s < m:
             acc = _neutral(op)
@@ -160,8 +176,8 @@ def reductions(tpb: int):
             j = cuda.blockIdx.x * 2 * tpb + tx
             for _ in range(2):
                 if j < n:
-                    acc = _combine(op, acc, in_value[s, j])
-                    c += in_count[s, j]
+                    acc = _combine(op, acc, in_value[j, s])
+                    c += in_count[j, s]
                 j += tpb
             _block_result(value, count, acc, c, op, out_value, out_count, s)
             cuda.syncthreads()

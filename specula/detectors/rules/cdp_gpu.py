@@ -3,10 +3,12 @@
 :class:`GPUCDPEngine` is :class:`~specula.detectors.rules.cdp.CDPEngine` with the scans
 moved to the GPU. The CPU keeps its copy of every column (which the snapshot, the
 pruning and the binary searches use); each column also lives on the device as a
-preallocated circular buffer of the parameter keys and aggregated values, into which
-new events are copied as they arrive and from which pruned events leave by moving the
-head. A full buffer is reallocated twice as large and refilled from the CPU copy (the
-paper sizes buffers statically for the worst case; this grows them instead).
+circular buffer of the parameter keys and aggregated values, into which new events are
+copied as they arrive and from which pruned events leave by moving the head. A full
+buffer is reallocated twice as large and refilled from the CPU copy (the paper sizes
+buffers statically for the worst case; this grows them instead). A restore uploads only
+the events the device columns do not already hold (the CPU columns they mirrored tell
+which), so the rollbacks of a speculative ordering unit stay cheap.
 
 When terminators arrive, each step runs as in sec. 5.3: the CPU finds every partial
 sequence's window by binary search on its copy, then one kernel launch checks all
@@ -24,7 +26,17 @@ Readings chosen here:
   the CPU sorts the pairs a multiple-selection launch returns (the atomic counter hands
   out slots in no particular order), so matches come in the same order as on the CPU.
 * Windows are exact per sequence, so threads check parameters only.
-* Copies to the device are synchronous (the paper's are asynchronous).
+* All device memory is allocated once and grown, never per step; every copy goes
+  through pinned host memory on the engine's own CUDA stream, and a step waits for the
+  GPU once (a single selection) or twice (a multiple selection: the count, then the
+  pairs). :mod:`~specula.detectors.rules._cdp_gpu_buffers` holds the buffers.
+* A step or reduction with little work (fewer pairs to check than ``min_gpu_work``)
+  runs on the CPU copy with the CPU engine's kernels: a launch has a fixed cost of tens
+  of microseconds that a scan of a few thousand events does not repay. The device
+  columns catch up with their CPU copies only before a launch, in one transfer.
+* A multiple selection is launched over runs of sequences whose windows hold at most
+  :data:`_MAX_PAIRS` events together, so its output always has room and no launch is
+  repeated.
 * Sums and averages add in tree order, so they can differ from the CPU engine's in the
   last bits of non-integer values; minima, maxima, counts and integer sums are equal.
 
@@ -39,6 +51,7 @@ import math
 import numpy as np
 from numba import config, cuda
 
+from specula.detectors.rules import _cdp_gpu_buffers as _b
 from specula.detectors.rules import _cdp_gpu_kernels as _gk
 from specula.detectors.rules import _cdp_kernels as _k
 from specula.detectors.rules._cdp_plan import Reduction, Step
@@ -46,68 +59,24 @@ from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.cdp import CDPEngine
 from specula.events import TypeRegistry
 
-__all__ = ["GPUCDPEngine"]
+__all__ = ["MIN_GPU_WORK", "GPUCDPEngine"]
 
 _MAX_GRID_Y = 65535
 _RING_CAPACITY = 1024  # events a device column holds before its first reallocation
+_MAX_PAIRS = 1 << 22  # pairs one multiple-selection launch may output (64 MiB)
+MIN_GPU_WORK = 1 << 23
+"""(sequence, event) pairs a step must check to be worth a launch. On one H100 a step on
+the device costs a fixed few hundred microseconds (launches, transfers, waiting for the
+result) while the CPU kernel stops a single selection at its first fit: with rule R5 the
+CPU was 4.5 times faster at 333 sequences over windows of 1,333 events (4.4e5 pairs)
+and the two were even at 333 over 33,333 (1.1e7 pairs); one event per call (3.3e4 pairs)
+took 0.1 ms on the CPU and 0.56 ms on the device. See docs/architecture.md, facts measured
+on a lent GPU."""
 
 
 def _padded(a: np.ndarray) -> np.ndarray:
     """``a`` with at least one element (device arrays of size 0 are avoided)."""
     return a if len(a) else np.zeros(1, a.dtype)
-
-
-class _Ring:
-    """A column on the device: circular buffers of keys and values, logical index 0 at
-    physical index ``head``."""
-
-    def __init__(self, n_enc: int, n_num: int, capacity: int | None = None) -> None:
-        capacity = capacity or _RING_CAPACITY
-        self.n_enc, self.n_num = n_enc, n_num
-        self.capacity = capacity
-        self.enc = cuda.device_array((max(1, n_enc), capacity), np.int64)
-        self.num = cuda.device_array((max(1, n_num), capacity), np.float64)
-        self.head = 0
-        self.size = 0
-
-    def push(self, enc: np.ndarray, num: np.ndarray, live_enc: np.ndarray,
-             live_num: np.ndarray) -> None:
-        """Append the events ``enc``/``num`` (one column each); ``live_*`` are the CPU
-        copy of the whole column, new events included, to refill a grown buffer."""
-        r = enc.shape[1]
-        if self.size + r > self.capacity:
-            self.reload(live_enc, live_num)
-            return
-        pos = (self.head + self.size) % self.capacity
-        first = min(r, self.capacity - pos)
-        self._write(pos, enc[:, :first], num[:, :first])
-        if first < r:
-            self._write(0, enc[:, first:], num[:, first:])
-        self.size += r
-
-    def drop(self, k: int) -> None:
-        """Forget the ``k`` oldest events."""
-        self.head = (self.head + k) % self.capacity
-        self.size -= k
-
-    def reload(self, live_enc: np.ndarray, live_num: np.ndarray) -> None:
-        """Hold exactly ``live_*``, reallocating if they do not fit."""
-        n = live_enc.shape[1]
-        if n > self.capacity:
-            self.__init__(self.n_enc, self.n_num, max(2 * self.capacity, 2 * n))
-        self.head = 0
-        self.size = 0
-        self._write(0, live_enc, live_num)
-        self.size = n
-
-    def _write(self, pos: int, enc: np.ndarray, num: np.ndarray) -> None:
-        w = enc.shape[1]
-        if w == 0:
-            return
-        for a in range(self.n_enc):
-            self.enc[a, pos:pos + w].copy_to_device(np.ascontiguousarray(enc[a]))
-        for a in range(self.n_num):
-            self.num[a, pos:pos + w].copy_to_device(np.ascontiguousarray(num[a]))
 
 
 class GPUCDPEngine(CDPEngine):
@@ -124,6 +93,10 @@ class GPUCDPEngine(CDPEngine):
     threads_per_block : int, optional
         A power of two up to 1024; 128 on a GPU and 8 in Numba's CUDA simulator by
         default.
+    min_gpu_work : int, optional
+        Steps and reductions that check fewer (sequence, event) pairs than this (the
+        number of sequences times the widest window) run on the CPU's copy of the
+        columns instead; default :data:`MIN_GPU_WORK` on a GPU, 0 in the simulator.
 
     Raises
     ------
@@ -138,7 +111,8 @@ class GPUCDPEngine(CDPEngine):
 
     def __init__(self, rule: Rule, registry: TypeRegistry,
                  ticks_per_second: float | None = None, *,
-                 threads_per_block: int | None = None) -> None:
+                 threads_per_block: int | None = None,
+                 min_gpu_work: int | None = None) -> None:
         if not cuda.is_available():
             raise RuntimeError(
                 "GPUCDPEngine needs a CUDA GPU and Numba finds none on this machine "
@@ -152,27 +126,52 @@ class GPUCDPEngine(CDPEngine):
             raise ValueError(f"threads_per_block must be a power of two from 1 to 1024, "
                              f"got {threads_per_block}")
         self.threads_per_block = threads_per_block
+        if min_gpu_work is None:
+            min_gpu_work = 0 if config.ENABLE_CUDASIM else MIN_GPU_WORK
+        self.min_gpu_work = min_gpu_work
+        self._stream = cuda.stream()
         super().__init__(rule, registry, ticks_per_second)
         self._reduce_column, self._reduce_partials = _gk.reductions(threads_per_block)
-        self._rings = [_Ring(len(s.enc), len(s.num)) for s in self._plan.stores]
+        self._rings = [_b.Ring(len(s.enc), len(s.num), self._stream, _RING_CAPACITY)
+                       for s in self._plan.stores]
+        self._sequences = _b.Sequences(len(self._plan.params), self._stream)
+        self._pairs = _b.Pairs(self._stream)
+        self._partials = _b.Partials(self._stream)
         self._device_checks = {
-            id(x): (cuda.to_device(_padded(x.chk_col)), cuda.to_device(_padded(x.chk_par)),
-                    len(x.chk_col))
+            id(x): (cuda.to_device(_padded(x.chk_col), stream=self._stream),
+                    cuda.to_device(_padded(x.chk_par), stream=self._stream), len(x.chk_col))
             for x in [*self._plan.steps, *self._plan.reductions]}
+        self._previous = None
+        self.uploaded = 0
+
+    def restore(self, state: bytes) -> None:
+        """As :meth:`CDPEngine.restore`; the device columns keep the events they already
+        hold that the restored columns hold too, and only the others are uploaded (the
+        number of events uploaded adds up in :attr:`uploaded`)."""
+        self._previous = self._stores
+        try:
+            super().restore(state)
+        finally:
+            self._previous = None
 
     # ----------------------------------------------------------- device columns
-
-    def _appended(self, store: int, count: int) -> None:
-        s = self._stores[store]
-        enc, num = s.live_enc, s.live_num
-        self._rings[store].push(enc[:, -count:], num[:, -count:], enc, num)
 
     def _dropped(self, store: int, count: int) -> None:
         self._rings[store].drop(count)
 
     def _reloaded(self) -> None:
-        for ring, s in zip(self._rings, self._stores, strict=True):
-            ring.reload(s.live_enc, s.live_num)
+        old = self._previous or [None] * len(self._stores)
+        for ring, before, after in zip(self._rings, old, self._stores, strict=True):
+            if before is None:
+                ring.size = 0
+            else:
+                self.uploaded += ring.resync(before, after)
+
+    def _ring(self, store: int) -> _b.Ring:
+        """Column ``store`` on the device, with every live event uploaded."""
+        ring = self._rings[store]
+        self.uploaded += ring.sync(self._stores[store])
+        return ring
 
     # ----------------------------------------------------------------- kernels
 
@@ -192,72 +191,94 @@ class GPUCDPEngine(CDPEngine):
         return math.ceil(width / self.threads_per_block), min(m, _MAX_GRID_Y)
 
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
-        store, ring = self._stores[st.store], self._rings[st.store]
+        store = self._stores[st.store]
         ts = store.live_ts
         lo, hi = self._windows(ts, anchor - st.window, anchor, bound, st.chk_par, st.chk_nan)
-        m = len(anchor)
-        width = int((hi - lo).max()) if m else 0
+        width = int((hi - lo).max()) if len(anchor) else 0
         if width == 0:
             empty = np.zeros(0, np.int64)
             return empty, empty, bound[:0], empty
-        chk_col, chk_par, nchk = self._device_checks[id(st)]
-        args = (ring.enc, ring.head, ring.capacity, cuda.to_device(lo), cuda.to_device(hi),
-                cuda.to_device(bound if bound.shape[1] else np.zeros((m, 1), np.int64)),
-                chk_col, chk_par, nchk)
-        grid = self._grid(width, m)
-        tpb = self.threads_per_block
+        if len(anchor) * width < self.min_gpu_work:
+            return super()._step(st, anchor, bound)
+        ring = self._ring(st.store)
         if st.selection == _k.EACH:
-            capacity = max(1024, 2 * m)
-            while True:
-                counter = cuda.to_device(np.zeros(1, np.int64))
-                out_parent = cuda.device_array(capacity, np.int64)
-                out_chosen = cuda.device_array(capacity, np.int64)
-                _gk.multi_select[grid, tpb](*args, counter, out_parent, out_chosen)
-                count = int(counter.copy_to_host()[0])
-                if count <= capacity:
-                    break
-                capacity = count
-            parent = out_parent.copy_to_host()[:count]
-            chosen = out_chosen.copy_to_host()[:count]
-            order = np.lexsort((chosen, parent))
-            parent, chosen = parent[order], chosen[order]
+            parent, chosen = self._select_each(st, ring, lo, hi, bound)
         else:
-            last = st.selection == _k.LAST
-            none = -1 if last else _gk.NO_INDEX_FIRST
-            index = cuda.to_device(np.full(m, none, np.int64))
-            _gk.single_select[grid, tpb](*args, last, index)
-            found = index.copy_to_host()
-            parent = np.flatnonzero(found != none)
-            chosen = found[parent]
+            parent, chosen = self._select_one(st, ring, lo, hi, bound, width)
         new_bound = bound[parent]
         for col, par in zip(st.bind_col, st.bind_par, strict=True):
             new_bound[:, par] = store.live_enc[col, chosen]
         return parent, chosen, new_bound, ts[chosen]
 
+    def _select_one(self, st: Step, ring: _b.Ring, lo, hi, bound, width: int):
+        """``last``/``first``: one launch; the result comes back in the sequences' rows."""
+        last = st.selection == _k.LAST
+        none = -1 if last else _gk.NO_INDEX_FIRST
+        chk_col, chk_par, nchk = self._device_checks[id(st)]
+        m = len(lo)
+        host, dev = self._sequences.upload(lo, hi, bound, none)
+        _gk.single_select[self._grid(width, m), self.threads_per_block, self._stream](
+            ring.enc, ring.head, ring.capacity, dev, m, chk_col, chk_par, nchk, last)
+        found = self._sequences.download(host, dev)[:m, _b.RESULT]
+        parent = np.flatnonzero(found != none)
+        return parent, found[parent]
+
+    def _select_each(self, st: Step, ring: _b.Ring, lo, hi, bound):
+        """``each``: launches over runs of sequences whose windows hold at most
+        :data:`_MAX_PAIRS` events together, so the output always has room."""
+        chk_col, chk_par, nchk = self._device_checks[id(st)]
+        sizes = hi - lo
+        ends = np.cumsum(sizes)
+        parents, chosen = [], []
+        first = 0
+        while first < len(lo):
+            base = ends[first - 1] if first else 0
+            last = max(first + 1, int(np.searchsorted(ends, base + _MAX_PAIRS, side="right")))
+            run = slice(first, last)
+            self._pairs.grow(int(ends[last - 1] - base))
+            self._pairs.reset()
+            m = last - first
+            _, dev = self._sequences.upload(lo[run], hi[run], bound[run])
+            _gk.multi_select[self._grid(int(sizes[run].max()), m), self.threads_per_block,
+                             self._stream](ring.enc, ring.head, ring.capacity, dev, m,
+                                           chk_col, chk_par, nchk, self._pairs.counter,
+                                           self._pairs.out)
+            pairs = self._pairs.download()
+            parents.append(pairs[:, 0] + first)
+            chosen.append(pairs[:, 1])
+            first = last
+        parent, chosen = np.concatenate(parents), np.concatenate(chosen)
+        order = np.lexsort((chosen, parent))  # the counter hands out rows in any order
+        return parent[order], chosen[order]
+
     def _reduce(self, red: Reduction, start: np.ndarray, stop: np.ndarray,
                 bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        store, ring = self._stores[red.store], self._rings[red.store]
+        store = self._stores[red.store]
         lo, hi = self._windows(store.live_ts, start, stop, bound, red.chk_par, red.chk_nan)
         m = len(start)
         width = int((hi - lo).max()) if m else 0
         if width == 0:
             neutral = {_k.MIN: np.inf, _k.MAX: -np.inf}.get(red.op, 0.0)
             return np.full(m, neutral), np.zeros(m, np.int64)
+        if m * width < self.min_gpu_work:
+            return super()._reduce(red, start, stop, bound)
+        ring = self._ring(red.store)
         chk_col, chk_par, nchk = self._device_checks[id(red)]
-        per_block = 2 * self.threads_per_block
+        tpb = self.threads_per_block
+        per_block = 2 * tpb
         blocks = math.ceil(width / per_block)
-        value = cuda.device_array((m, blocks), np.float64)
-        count = cuda.device_array((m, blocks), np.int64)
-        self._reduce_column[(blocks, min(m, _MAX_GRID_Y)), self.threads_per_block](
-            ring.enc, ring.num, red.vrow, ring.head, ring.capacity, cuda.to_device(lo),
-            cuda.to_device(hi),
-            cuda.to_device(bound if bound.shape[1] else np.zeros((m, 1), np.int64)),
-            chk_col, chk_par, nchk, red.op, value, count)
+        partials = self._partials
+        partials.ensure(m, blocks)
+        _, dev = self._sequences.upload(lo, hi, bound)
+        grid_y = min(m, _MAX_GRID_Y)
+        self._reduce_column[(blocks, grid_y), tpb, self._stream](
+            ring.enc, ring.num, red.vrow, ring.head, ring.capacity, dev, m, chk_col, chk_par,
+            nchk, red.op, partials.value[0], partials.count[0])
+        which = 0
         while blocks > 1:
-            blocks = math.ceil(blocks / per_block)
-            next_value = cuda.device_array((m, blocks), np.float64)
-            next_count = cuda.device_array((m, blocks), np.int64)
-            self._reduce_partials[(blocks, min(m, _MAX_GRID_Y)), self.threads_per_block](
-                value, count, red.op, next_value, next_count)
-            value, count = next_value, next_count
-        return value.copy_to_host()[:, 0], count.copy_to_host()[:, 0]
+            n, blocks = blocks, math.ceil(blocks / per_block)
+            self._reduce_partials[(blocks, grid_y), tpb, self._stream](
+                partials.value[which], partials.count[which], n, m, red.op,
+                partials.value[1 - which], partials.count[1 - which])
+            which = 1 - which
+        return partials.download(which, m)

@@ -32,7 +32,15 @@ from C(x=$p) and first B() within 6 from C and last A(x=$p) within 6 from B
 where v=A.v + B.v
 """
 
-ENGINES = ["aip", "cdp"]
+def _engines() -> list[str]:
+    """The CPU engines, and the GPU one where a real CUDA GPU is present."""
+    from numba import config, cuda
+
+    gpu = cuda.is_available() and not config.ENABLE_CUDASIM
+    return ["aip", "cdp", "gpu"] if gpu else ["aip", "cdp"]
+
+
+ENGINES = _engines()
 
 
 def registry() -> TypeRegistry:
@@ -138,8 +146,8 @@ def test_a_gpu_detector_is_declared_anywhere_and_fails_clearly_without_a_gpu():
 
 
 PLACED = """
-define Big(x: int) from C(x=$p) and last B(x=$p) within 5000 from C
-  and last A(x=$p) within 5000 from B where x=$p
+define Big(x: int) from C(x=$p) and last B(x=$p) within 200000 from C
+  and last A(x=$p) within 200000 from B where x=$p
 define Small1() from C() and last A() within 10 from C
 define Small2() from B() and each A() within 10 from B
 define Small3() from D() and last C() within 10 from D
@@ -150,12 +158,12 @@ RATES = {"A": 0.3, "B": 0.3, "C": 0.3, "D": 0.1}
 
 def test_cost_grows_with_windows_and_rates_and_single_selection_is_cheaper():
     big, small1, small2, *_ = parse_rules(PLACED)
-    assert cost(big, RATES).columns == (1500.0, 1500.0)
-    assert cost(big, RATES).per_terminator == 1500.0  # two last steps: half a column each
+    assert cost(big, RATES).columns == (60000.0, 60000.0)
+    assert cost(big, RATES).per_terminator == 60000.0  # two last steps: half a column each
     assert cost(small2, RATES).per_terminator == 3.0  # each: the whole column
     assert cost(small1, RATES).per_terminator == 1.5
     assert is_heavy(big, RATES) and not is_heavy(small1, RATES)
-    assert not is_heavy(big, {"A": 0.1, "B": 0.1, "C": 0.1})  # 500 events per column
+    assert not is_heavy(big, {"A": 0.1, "B": 0.1, "C": 0.1})  # 20000 events per column
     with pytest.raises(KeyError, match="give its events per tick"):
         cost(big, {"A": 1.0})
 
@@ -177,6 +185,20 @@ def test_plan_puts_heavy_rules_on_gpus_and_packs_simple_ones():
     assert [p.num_gpus for p in plan(two, RATES, gpus=1)[:2]] == [0.5, 0.5]
 
 
+def test_a_gpu_takes_at_most_max_rules_per_gpu_the_heaviest_first(caplog):
+    big = PLACED.split("define Small1")[0]
+    text = "".join(big.replace("Big", f"Big{i}").replace("200000", str(200000 + 1000 * i))
+                   for i in range(5))
+    rules = parse_rules(text)
+    with caplog.at_level(logging.WARNING, logger="specula.detectors.rules.placement"):
+        placements = plan(rules, RATES, gpus=1.5, max_rules_per_gpu=2)
+    assert [(p.rules[0].name, p.engine, p.num_gpus) for p in placements] == [
+        ("Big0", "cdp", 0.0), ("Big1", "cdp", 0.0), ("Big2", "gpu", 0.5),
+        ("Big3", "gpu", 0.5), ("Big4", "gpu", 0.5)]
+    assert sum("GPUs already hold 3 heavier rules (2 per GPU)" in m
+               for m in caplog.messages) == 2
+
+
 def test_without_gpus_heavy_rules_fall_back_to_the_cpu_with_a_warning(caplog):
     rules = parse_rules(PLACED)
     with caplog.at_level(logging.WARNING, logger="specula.detectors.rules.placement"):
@@ -189,7 +211,7 @@ def test_without_gpus_heavy_rules_fall_back_to_the_cpu_with_a_warning(caplog):
 def test_add_rules_without_gpus_runs_in_a_graph():
     reg = registry()
     g = Graph(reg, sources=("A", "B", "C", "D"))
-    placements = add_rules(g, PLACED.replace("5000", "8"), rates=RATES, gpus=0,
+    placements = add_rules(g, PLACED.replace("200000", "8"), rates=RATES, gpus=0,
                            cpu_engine="aip", alpha=0.5)
     assert all(p.engine == "aip" for p in placements)
     raw = make_stream(reg, 5, 300, max_delay=5)

@@ -38,8 +38,11 @@ RULES = {
 }
 
 
-def _compare(threads_per_block: int, seed: int) -> list[str]:
-    """Run every rule on both engines over one random stream; describe differences."""
+def _compare(threads_per_block: int, seed: int, min_gpu_work: int = 0) -> list[str]:
+    """Run every rule on both engines over one random stream; describe differences.
+
+    With ``min_gpu_work`` above 0, small steps run on the CPU and large ones on the
+    device, so the device columns catch up with the CPU ones in between."""
     from specula.detectors.rules import cdp_gpu
     from specula.detectors.rules.cdp import CDPEngine
     from specula.detectors.rules.parser import parse_rule
@@ -63,9 +66,12 @@ def _compare(threads_per_block: int, seed: int) -> list[str]:
     for name, text in RULES.items():
         rule = parse_rule(text)
         cpu = CDPEngine(rule, reg)
-        gpu = cdp_gpu.GPUCDPEngine(rule, reg, threads_per_block=threads_per_block)
-        total = 0
-        for a, b in zip([0, *cuts], [*cuts, n], strict=True):
+        gpu = cdp_gpu.GPUCDPEngine(rule, reg, threads_per_block=threads_per_block,
+                                   min_gpu_work=min_gpu_work)
+        spans = list(zip([0, *cuts], [*cuts, n], strict=True))
+        states, total = [], 0
+        for a, b in spans:
+            states.append(cpu.snapshot())
             want, got = cpu.process(events[a:b]), gpu.process(events[a:b])
             total += len(want)
             why = _difference(want, got)
@@ -76,6 +82,75 @@ def _compare(threads_per_block: int, seed: int) -> list[str]:
             problems.append(f"{name}: snapshots differ")
         if total == 0:
             problems.append(f"{name}: no matches at all; the stream does not exercise it")
+        problems += _replays(name, cpu, gpu, events, spans, states, rng)
+    return problems
+
+
+def _replays(name, cpu, gpu, events, spans, states, rng) -> list[str]:
+    """Restore both engines to random earlier states (older and newer than the one the
+    GPU engine holds, so that its device columns keep some events and upload others)
+    and replay the stream from there; outputs must stay equal."""
+    problems = []
+    before = gpu.uploaded
+    gpu.restore(gpu.snapshot())
+    if gpu.uploaded != before:
+        problems.append(f"{name}: restoring the state it holds uploaded events")
+    for start in rng.choice(len(spans), 4):
+        cpu.restore(states[start])
+        gpu.restore(states[start])
+        for a, b in spans[start:start + 3]:
+            why = _difference(cpu.process(events[a:b]), gpu.process(events[a:b]))
+            if why:
+                problems.append(f"{name}, replay from batch {spans[start][0]}, {a}:{b}: {why}")
+                break
+        if cpu.snapshot() != gpu.snapshot():
+            problems.append(f"{name}: snapshots differ after a replay")
+    return problems
+
+
+def _resync_cases(seed: int) -> list[str]:
+    """A device column told that its CPU column went from one slice of a stream to
+    another (overlapping either way, disjoint, changed in a value) holds exactly the new
+    slice and uploads only the events it did not hold."""
+    from numba import cuda
+
+    from specula.detectors.rules._cdp_columns import Store
+    from specula.detectors.rules._cdp_gpu_buffers import Ring
+
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype([("ts", "i8"), ("key", "i8"), ("producer", "i4"), ("seq", "i8")])
+    n = 40
+    rows = np.zeros(n, dtype)
+    rows["ts"], rows["seq"] = np.arange(n) // 2, np.arange(n)
+    enc = rng.integers(0, 5, (2, n))
+    num = rng.random((1, n))
+
+    def store(a: int, b: int, changed: int | None = None) -> Store:
+        s = Store(dtype, 2, 1)
+        e = enc[:, a:b].copy()
+        if changed is not None:
+            e[0, changed - a] += 1
+        s.append(rows[a:b], e, num[:, a:b])
+        return s
+
+    problems = []
+    cases = {"newer": ((5, 20), (12, 30), 10), "older": ((12, 30), (5, 20), 7),
+             "same": ((3, 9), (3, 9), 0), "disjoint": ((0, 10), (20, 30), 10),
+             "changed": ((0, 20), (5, 20, 11), 9), "empty": ((0, 10), (0, 0), 0)}
+    for name, ((a, b, *c0), (x, y, *c1), uploads) in cases.items():
+        ring = Ring(2, 1, cuda.stream(), 32)
+        ring.head = int(rng.integers(0, 32))  # start anywhere in the circle
+        old, new = store(a, b, *c0), store(x, y, *c1)
+        ring.fill(old.live_enc, old.live_num)
+        got = ring.resync(old, new) + ring.sync(new)
+        phys = (ring.head + np.arange(ring.size)) % ring.capacity
+        held_enc = ring.enc.copy_to_host()[:, phys]
+        held_num = ring.num.copy_to_host()[:, phys]
+        if not (np.array_equal(held_enc, new.live_enc) and np.array_equal(held_num,
+                                                                          new.live_num)):
+            problems.append(f"resync {name}: the device column differs from the CPU one")
+        if got != uploads:
+            problems.append(f"resync {name}: {got} events uploaded, {uploads} expected")
     return problems
 
 
@@ -100,7 +175,8 @@ def _main() -> None:
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
     problems = []
     for tpb, seed in ((2, 0), (8, 1)):
-        problems += _compare(tpb, seed)
+        problems += _compare(tpb, seed) + _resync_cases(seed)
+    problems += _compare(4, 2, min_gpu_work=40)
     print(json.dumps(problems))
 
 

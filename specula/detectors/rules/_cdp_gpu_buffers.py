@@ -1,0 +1,304 @@
+"""Device memory of the CDP engine on GPU, kept across steps and batches.
+
+Every transfer goes through a pinned host buffer on the engine's one CUDA stream, and no
+buffer is allocated per step: buffers grow (to powers of two) and stay. Numba makes
+each device-array operation costly on the host (allocation, slicing, argument checks),
+so the hot path takes views of fixed sizes that were cut once, and copies a power-of-two
+prefix (at most twice what is needed) rather than slicing to the exact length.
+
+* :class:`Ring` is one column on the device: circular buffers of parameter keys and
+  aggregated values. New events are staged in one flat pinned buffer, copied in one
+  transfer and scattered into the ring by one kernel launch. It holds a prefix of its
+  CPU column and catches up (:meth:`Ring.sync`) only before a kernel reads it, so
+  batches that need no launch cost no transfer. After a restore it keeps the events it
+  already holds that the restored column also holds (the CPU column it mirrored is the
+  host copy they are compared with).
+* :class:`Sequences` holds the partial sequences a step or a reduction works on, one
+  row each: ``[lo, hi, result, parameters...]``, copied to the device in one transfer;
+  single selections write their result into the ``result`` column, which comes back
+  with the same buffer.
+* :class:`Pairs` is the output of multiple selections: an atomic counter and
+  ``(sequence, event)`` pairs.
+* :class:`Partials` holds the per-block results of the reductions, block-major, so
+  that the final results are the first row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from specula.detectors.rules import _cdp_gpu_kernels as _gk
+
+LO, HI, RESULT, PARAMS = 0, 1, 2, 3
+"""Columns of a :class:`Sequences` row (the parameters start at ``PARAMS``)."""
+
+_MIN_ROWS = 64
+
+
+def size_class(n: int, least: int = _MIN_ROWS) -> int:
+    """The smallest power of two that is at least ``n`` and ``least``.
+
+    >>> size_class(1), size_class(65), size_class(1000, 16)
+    (64, 128, 1024)
+    """
+    return max(least, 1 << max(0, int(n) - 1).bit_length())
+
+
+class _Prefixes:
+    """Views of the first ``2**k`` elements of a device array, cut once each."""
+
+    def __init__(self, array) -> None:
+        self.array = array
+        self._views: dict[int, object] = {}
+
+    def __call__(self, n: int):
+        size = min(size_class(n, 1), self.array.shape[0])
+        view = self._views.get(size)
+        if view is None:
+            view = self._views[size] = self.array[:size]
+        return view, size
+
+
+class Ring:
+    """A column on the device: ``enc`` and ``num`` rows of ``capacity`` events, logical
+    index 0 at physical index ``head``."""
+
+    def __init__(self, n_enc: int, n_num: int, stream, capacity: int) -> None:
+        self.n_enc, self.n_num = n_enc, n_num
+        self.stream = stream
+        self.capacity = capacity
+        self.enc = cuda.device_array((max(1, n_enc), capacity), np.int64, stream=stream)
+        self.num = cuda.device_array((max(1, n_num), capacity), np.float64, stream=stream)
+        self.head = 0
+        self.size = 0
+        self._stage_cap = 0
+        self._stage(1)
+
+    def sync(self, store) -> int:
+        """Hold every live event of the CPU column ``store`` (a
+        :class:`~specula.detectors.rules._cdp_columns.Store` whose first :attr:`size`
+        events the ring holds); return how many events were uploaded."""
+        n, held = len(store), self.size
+        if n == held:
+            return 0
+        if n > self.capacity:
+            self.fill(store.live_enc, store.live_num)
+            return n
+        self._write((self.head + held) % self.capacity, store.live_enc[:, held:],
+                    store.live_num[:, held:])
+        self.size = n
+        return n - held
+
+    def drop(self, k: int) -> None:
+        """The ``k`` oldest events of the CPU column were dropped (some of them, or
+        events after them, may not have been uploaded yet)."""
+        k = min(k, self.size)
+        self.head = (self.head + k) % self.capacity
+        self.size -= k
+
+    def fill(self, enc: np.ndarray, num: np.ndarray) -> None:
+        """Hold exactly ``enc``/``num``, growing the ring if they do not fit."""
+        n = enc.shape[1]
+        if n > self.capacity:
+            self.__init__(self.n_enc, self.n_num, self.stream, size_class(2 * n))
+        self._write(self.head, enc, num)
+        self.size = n
+
+    def resync(self, old, new) -> int:
+        """The CPU column went from ``old`` to ``new`` (a restore): keep the events of
+        ``new`` the ring already holds, as the first events of the ring; return how many
+        events were uploaded (the rest come with the next :meth:`sync`).
+
+        Events are matched by ``(ts, producer, seq)`` and must agree in every key and
+        value; the longest run that both hold in the same order stays on the device.
+        Events of ``new`` older than that run (ones the ring had already dropped) are
+        written before it.
+        """
+        n = len(new)
+        run = _common_run(old, self.size, new) if 0 < n <= self.capacity else None
+        if run is None:
+            self.size = 0
+            return 0
+        s, j, k = run  # old[s:s + k] == new[j:j + k]
+        self.drop(s)
+        self.size = k
+        if j:
+            self.head = (self.head - j) % self.capacity
+            self._write(self.head, new.live_enc[:, :j], new.live_num[:, :j])
+            self.size += j
+        return j
+
+    def _stage(self, w: int) -> None:
+        """Pinned and device staging of ``w`` events (grown to a power of two)."""
+        if w <= self._stage_cap:
+            return
+        self._stage_cap = size_class(w)
+        n_enc, n_num = max(1, self.n_enc), max(1, self.n_num)
+        self._host_enc = cuda.pinned_array(n_enc * self._stage_cap, np.int64)
+        self._host_num = cuda.pinned_array(n_num * self._stage_cap, np.float64)
+        self._dev_enc = _Prefixes(cuda.device_array(n_enc * self._stage_cap, np.int64,
+                                                    stream=self.stream))
+        self._dev_num = _Prefixes(cuda.device_array(n_num * self._stage_cap, np.float64,
+                                                    stream=self.stream))
+
+    def _write(self, pos: int, enc: np.ndarray, num: np.ndarray) -> None:
+        """Write events at physical index ``pos`` (wrapping around): one transfer per
+        array kind and one scatter launch."""
+        w = enc.shape[1]
+        if w == 0:
+            return
+        self._stage(w)
+        self.stream.synchronize()  # the staging buffers may still be in flight
+        ne, nn = self.n_enc * w, self.n_num * w
+        self._host_enc[:ne].reshape(self.n_enc, w)[:] = enc
+        self._host_num[:nn].reshape(self.n_num, w)[:] = num
+        dev_enc, size_e = self._dev_enc(max(1, ne))
+        dev_num, size_n = self._dev_num(max(1, nn))
+        dev_enc.copy_to_device(self._host_enc[:size_e], stream=self.stream)
+        dev_num.copy_to_device(self._host_num[:size_n], stream=self.stream)
+        tpb = 128
+        _gk.scatter[(w + tpb - 1) // tpb, tpb, self.stream](
+            self._dev_enc.array, self.n_enc, self._dev_num.array, self.n_num, w, self.enc,
+            self.num, pos, self.capacity)
+
+
+def _common_run(old, held: int, new) -> tuple[int, int, int] | None:
+    """``(s, j, k)`` with ``old[s:s + k] == new[j:j + k]`` among the first ``held``
+    events of ``old``, ``s == 0 or j == 0``, and ``k`` as long as possible from there;
+    None when they share no event."""
+    if not held:
+        return None
+    ko, kn = _identity(old, held), _identity(new, len(new))
+    s = np.flatnonzero((ko[0] == kn[0][0]) & (ko[1] == kn[1][0]) & (ko[2] == kn[2][0]))
+    if len(s):
+        s, j = int(s[0]), 0
+    else:
+        j = np.flatnonzero((kn[0] == ko[0][0]) & (kn[1] == ko[1][0]) & (kn[2] == ko[2][0]))
+        if not len(j):
+            return None
+        s, j = 0, int(j[0])
+    k = min(held - s, len(new) - j)
+    a, b = slice(s, s + k), slice(j, j + k)
+    same = ((ko[0][a] == kn[0][b]) & (ko[1][a] == kn[1][b]) & (ko[2][a] == kn[2][b])
+            & (old.live_enc[:, a] == new.live_enc[:, b]).all(axis=0)
+            & (old.live_num[:, a].view(np.int64) == new.live_num[:, b].view(np.int64)
+               ).all(axis=0))
+    differ = np.flatnonzero(~same)
+    k = int(differ[0]) if len(differ) else k
+    return (s, j, k) if k else None
+
+
+def _identity(store, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ts, producer, seq)`` of the first ``n`` events of a column."""
+    rows = store.live_rows[:n]
+    return store.live_ts[:n], rows["producer"], rows["seq"]
+
+
+class Sequences:
+    """Rows ``[lo, hi, result, parameters...]`` of partial sequences, pinned on the host
+    and on the device, in size classes of powers of two."""
+
+    def __init__(self, n_params: int, stream) -> None:
+        self.width = PARAMS + n_params
+        self.stream = stream
+        self._classes: dict[int, tuple[np.ndarray, object]] = {}
+
+    def upload(self, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray,
+               result: int = 0):
+        """Copy the sequences to the device; returns ``(host, device)`` buffers of at
+        least ``len(lo)`` rows (the host one is valid until the next upload)."""
+        m = len(lo)
+        rows = size_class(m)
+        pair = self._classes.get(rows)
+        if pair is None:
+            pair = self._classes[rows] = (
+                cuda.pinned_array((rows, self.width), np.int64),
+                cuda.device_array((rows, self.width), np.int64, stream=self.stream))
+        host, dev = pair
+        self.stream.synchronize()  # the host buffer may still be in flight
+        host[:m, LO] = lo
+        host[:m, HI] = hi
+        host[:m, RESULT] = result
+        host[:m, PARAMS:] = bound
+        dev.copy_to_device(host, stream=self.stream)
+        return host, dev
+
+    def download(self, host: np.ndarray, dev) -> np.ndarray:
+        """The rows back from the device (waits for the stream)."""
+        dev.copy_to_host(host, stream=self.stream)
+        self.stream.synchronize()
+        return host
+
+
+class Pairs:
+    """Output of a multiple selection: ``(sequence, event)`` pairs and their counter."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.counter = cuda.device_array(1, np.int64, stream=stream)
+        self._zero = cuda.pinned_array(1, np.int64)
+        self._zero[0] = 0
+        self._count = cuda.pinned_array(1, np.int64)
+        self.capacity = 0
+        self.grow(1)
+
+    def grow(self, n: int) -> None:
+        """Make room for at least ``n`` pairs."""
+        if n <= self.capacity:
+            return
+        self.capacity = size_class(n, 1024)
+        self.out = cuda.device_array((self.capacity, 2), np.int64, stream=self.stream)
+        self._host = cuda.pinned_array((self.capacity, 2), np.int64)
+        self._prefix = _Prefixes(self.out)
+
+    def reset(self) -> None:
+        self.counter.copy_to_device(self._zero, stream=self.stream)
+
+    def download(self) -> np.ndarray:
+        """The pairs found since :meth:`reset`, as an ``(n, 2)`` array (a copy)."""
+        self.counter.copy_to_host(self._count, stream=self.stream)
+        self.stream.synchronize()
+        n = int(self._count[0])
+        if n > self.capacity:
+            raise AssertionError("more pairs than the output holds")  # sized by the windows
+        if n == 0:
+            return np.zeros((0, 2), np.int64)
+        view, size = self._prefix(n)
+        view.copy_to_host(self._host[:size], stream=self.stream)
+        self.stream.synchronize()
+        return self._host[:n].copy()
+
+
+class Partials:
+    """Two block-major buffers of per-block ``(value, count)``, used in turn by the
+    levels of a reduction; the final results are row 0 of one of them."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.rows = self.blocks = 0
+        self.value_host = self.count_host = None
+
+    def ensure(self, rows: int, blocks: int) -> None:
+        """Room for ``blocks`` partials of ``rows`` sequences."""
+        if rows <= self.rows and blocks <= self.blocks:
+            return
+        self.rows = max(self.rows, size_class(rows))
+        self.blocks = max(self.blocks, size_class(blocks, 1))
+        shape = (self.blocks, self.rows)
+        self.value = [cuda.device_array(shape, np.float64, stream=self.stream)
+                      for _ in range(2)]
+        self.count = [cuda.device_array(shape, np.int64, stream=self.stream)
+                      for _ in range(2)]
+        self._first = [(_Prefixes(v[0]), _Prefixes(c[0]))
+                       for v, c in zip(self.value, self.count, strict=True)]
+        self.value_host = cuda.pinned_array(self.rows, np.float64)
+        self.count_host = cuda.pinned_array(self.rows, np.int64)
+
+    def download(self, which: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row 0 of buffer ``which``: the results of ``m`` sequences (copies)."""
+        (value, size), (count, _) = (prefix(m) for prefix in self._first[which])
+        value.copy_to_host(self.value_host[:size], stream=self.stream)
+        count.copy_to_host(self.count_host[:size], stream=self.stream)
+        self.stream.synchronize()
+        return self.value_host[:m].copy(), self.count_host[:m].copy()
