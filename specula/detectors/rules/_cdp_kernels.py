@@ -33,7 +33,7 @@ _BLOCK = 64
 
 
 @njit(cache=True, nogil=True)
-def _lower(ts, lo, hi, x):  # pragma: no cover - jit
+def lower(ts, lo, hi, x):  # pragma: no cover - jit
     """First index in ``[lo, hi)`` with ``ts >= x`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -129,8 +129,8 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
     for s in range(m):
         if _blocked(bound, s, chk_par, chk_nan):
             continue
-        lo = _lower(ts, 0, n, anchor[s] - window)
-        hi = _lower(ts, lo, n, anchor[s])
+        lo = lower(ts, 0, n, anchor[s] - window)
+        hi = lower(ts, lo, n, anchor[s])
         if selection == LAST:
             stop = lo - 1
             j = _next(enc, hi - 1, stop, -1, bound, s, chk_col, chk_par)
@@ -138,7 +138,7 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
             stop = hi
             j = _next(enc, lo, stop, 1, bound, s, chk_col, chk_par)
         while j != stop:
-            parent, chosen, k = _pair(parent, chosen, k, s, j)
+            parent, chosen, k = pair(parent, chosen, k, s, j)
             if selection != EACH:
                 break
             j = _next(enc, j + 1, stop, 1, bound, s, chk_col, chk_par)
@@ -155,7 +155,7 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
 
 
 @njit(cache=True, nogil=True)
-def _pair(parent, chosen, k, s, j):  # pragma: no cover - jit
+def pair(parent, chosen, k, s, j):  # pragma: no cover - jit
     """Append the pair (sequence ``s``, event ``j``) at ``k``, doubling the arrays when
     full; return them and the new count."""
     if k == parent.shape[0]:
@@ -188,8 +188,8 @@ def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
     value = np.empty(m, np.float64)
     count = np.zeros(m, np.int64)
     for s in range(m):
-        lo = _lower(ts, 0, n, start[s])
-        hi = _lower(ts, lo, n, stop[s])
+        lo = lower(ts, 0, n, start[s])
+        hi = lower(ts, lo, n, stop[s])
         if op == MIN:
             acc = np.inf
         elif op == MAX:
@@ -234,7 +234,7 @@ NO_FLOOR = np.int64(-(2**62))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
+def holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
     """Whether candidate ``j`` of sequence ``s`` passes the predicate program ``ops``."""
     sp = 0
     for q in range(ops.shape[0]):
@@ -324,8 +324,8 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
         low = anchor[s] - window
         if floor[s] > low:
             low = floor[s]
-        lo = _lower(ts, 0, n, low)
-        hi = _lower(ts, lo, n, anchor[s] if strict else anchor[s] + 1)
+        lo = lower(ts, 0, n, low)
+        hi = lower(ts, lo, n, anchor[s] if strict else anchor[s] + 1)
         if selection == LAST:
             stop = lo - 1
             inc = -1
@@ -339,8 +339,8 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
             if j == stop:
                 break
             if ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
-                    and _holds(ops, consts, stack, ts, num, j, ctx, s)):
-                parent, chosen, k = _pair(parent, chosen, k, s, j)
+                    and holds(ops, consts, stack, ts, num, j, ctx, s)):
+                parent, chosen, k = pair(parent, chosen, k, s, j)
                 if selection != EACH:
                     break
             j += inc

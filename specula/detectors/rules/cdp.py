@@ -84,6 +84,7 @@ from specula.detectors.rules.engine import (
     ORDER_SHIFT,
     Matches,
     TieHold,
+    aggregate_value,
     order_key,
     predicates_hold,
 )
@@ -375,7 +376,7 @@ class CDPEngine:
             if red.function is None:
                 negations[:, k - n_agg] = count
             else:
-                aggregates[:, k] = _finish(red.function, value, count)
+                aggregates[:, k] = aggregate_value(red.function, value, count)
         return Matches(tidx[which], tuple(elements), aggregates, negations).within(
             plan.rule, self.ticks_per_second)
 
@@ -472,16 +473,3 @@ class _Sequences:
             self.ctx = self.ctx[parent]
             self.taken = np.column_stack([self.taken[parent],
                                           np.zeros(len(parent), np.int64)])
-
-
-def _finish(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Aggregate values from the kernels' ``(value, count)``; NaN where undefined."""
-    if function == "count":
-        return count.astype(np.float64)
-    if function == "sum":
-        return value
-    empty = count == 0
-    if function == "avg":
-        with np.errstate(invalid="ignore", divide="ignore"):
-            value = value / count
-    return np.where(empty, np.nan, value)
