@@ -45,7 +45,7 @@ def lower(ts, lo, hi, x):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def _blocked(bound, s, chk_par, chk_nan):  # pragma: no cover - jit
+def blocked(bound, s, chk_par, chk_nan):  # pragma: no cover - jit
     """Whether sequence ``s`` checks a NaN parameter value, which no event equals."""
     for c in range(chk_par.shape[0]):  # noqa: SIM110 - loops compile best in Numba
         if chk_nan[c] and bound[s, chk_par[c]] == NAN_KEY:
@@ -90,7 +90,7 @@ def _seek(row, j, stop, inc, target):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def _next(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover - jit
+def next_fit(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover - jit
     """First event from ``j`` on (moving by ``inc``, before ``stop``) that passes the
     checks of sequence ``s``; ``stop`` if none. The first check's attribute row is
     searched, the other checks are tested where it holds."""
@@ -127,21 +127,21 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
     chosen = np.empty(cap, np.int64)
     k = 0
     for s in range(m):
-        if _blocked(bound, s, chk_par, chk_nan):
+        if blocked(bound, s, chk_par, chk_nan):
             continue
         lo = lower(ts, 0, n, anchor[s] - window)
         hi = lower(ts, lo, n, anchor[s])
         if selection == LAST:
             stop = lo - 1
-            j = _next(enc, hi - 1, stop, -1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, hi - 1, stop, -1, bound, s, chk_col, chk_par)
         else:
             stop = hi
-            j = _next(enc, lo, stop, 1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, lo, stop, 1, bound, s, chk_col, chk_par)
         while j != stop:
             parent, chosen, k = pair(parent, chosen, k, s, j)
             if selection != EACH:
                 break
-            j = _next(enc, j + 1, stop, 1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, j + 1, stop, 1, bound, s, chk_col, chk_par)
     parent = parent[:k].copy()
     chosen = chosen[:k].copy()
     out = np.empty((k, bound.shape[1]), np.int64)
@@ -197,9 +197,9 @@ def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
         else:
             acc = 0.0
         c = 0
-        j = hi if _blocked(bound, s, chk_par, chk_nan) else lo
+        j = hi if blocked(bound, s, chk_par, chk_nan) else lo
         while True:
-            j = _next(enc, j, hi, 1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, j, hi, 1, bound, s, chk_col, chk_par)
             if j == hi:
                 break
             c += 1
@@ -319,7 +319,7 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     stack = np.empty(max(1, ops.shape[0]), np.float64)
     k = 0
     for s in range(m):
-        if _blocked(bound, s, chk_par, chk_nan):
+        if blocked(bound, s, chk_par, chk_nan):
             continue
         low = anchor[s] - window
         if floor[s] > low:
@@ -335,7 +335,7 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
             inc = 1
             j = lo
         while True:
-            j = _next(enc, j, stop, inc, bound, s, chk_col, chk_par)
+            j = next_fit(enc, j, stop, inc, bound, s, chk_col, chk_par)
             if j == stop:
                 break
             if ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
