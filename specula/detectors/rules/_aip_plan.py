@@ -320,9 +320,15 @@ class Filter:
                    tuple((attrs[0], other) for attrs in mentions_of(pattern).values()
                          for other in attrs[1:]), predicates)
 
-    def mask(self, events: np.ndarray) -> np.ndarray:
-        """Rows of ``events`` that match the pattern."""
-        mask = events["type"] == self.type_id
+    def mask(self, events: np.ndarray, of_type: dict[int, np.ndarray]) -> np.ndarray:
+        """Rows of ``events`` that match the pattern; ``of_type`` caches the rows of each
+        type id in this batch (filters of one type share them; never modified)."""
+        mask = of_type.get(self.type_id)
+        if mask is None:
+            mask = of_type[self.type_id] = events["type"] == self.type_id
+        if not (self.literals or self.equal or self.predicates):
+            return mask
+        mask = mask.copy()
         for attr, op, value in self.literals:
             mask &= _COMPARE[op](events[attr], value)
         for attr, other in self.equal:

@@ -126,6 +126,8 @@ from specula.events import TypeRegistry
 
 __all__ = ["AIPEngine"]
 
+_PURGE_EVERY = 256  # events between two purges
+
 
 class AIPEngine:
     """Automata-based incremental processing of one rule (the paper's CPU baseline).
@@ -212,6 +214,7 @@ class AIPEngine:
         self._needed = needed | {c.value for c in self._columns if c.value} | set(self._fields)
         self._checked: set[np.dtype] = set()
         self._now: int | None = None
+        self._unpurged = 0  # events since the last purge
         self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self._dtype) for _ in chain),
                           np.zeros((0, len(rule.aggregates))),
                           np.zeros((0, len(rule.negations)), np.int64))
@@ -235,16 +238,18 @@ class AIPEngine:
             return self._empty()
         if events.dtype not in self._checked:
             self._check_fields(events)
-        self._fill_columns(events)
-        roles = [f.mask(events) for f in self._filters]
+        of_type: dict[int, np.ndarray] = {}
+        self._fill_columns(events, of_type)
+        roles = [f.mask(events, of_type) for f in self._filters]
         if self._held is None:
             matches = self._evaluate(events, roles)
         else:  # ties nonstrict: evaluate the complete time stamps, hold the newest
-            relevant = np.flatnonzero(np.logical_or.reduce(roles))
-            rows, causes = self._held.take(events, relevant)
-            matches = self._evaluate(rows, [f.mask(rows) for f in self._filters], causes)
+            rows, causes = self._held.take(events, _any(roles).nonzero()[0])
+            matches = self._evaluate(rows, self._roles(rows), causes)
         self._now = int(events["ts"][-1])
-        self._purge()
+        self._unpurged += len(events)
+        if self._unpurged >= _PURGE_EVERY:
+            self._purge()
         return matches
 
     def _evaluate(self, rows: np.ndarray, roles: list[np.ndarray],
@@ -256,7 +261,7 @@ class AIPEngine:
         ids = self._fill_store(rows, roles)
         local = deeper = None
         for j in range(n - 1, -1, -1):
-            anchors = np.flatnonzero(roles[j])
+            anchors = roles[j].nonzero()[0]
             if not len(anchors):
                 continue
             if j == n - 1 and j > 0:  # the deepest element: an instance per event
@@ -280,10 +285,15 @@ class AIPEngine:
                              f"build batches with registry.dtype({list(self.rule.input_types)})")
         self._checked.add(events.dtype)
 
-    def _fill_columns(self, events: np.ndarray) -> None:
+    def _roles(self, rows: np.ndarray) -> list[np.ndarray]:
+        """Per chain element, which ``rows`` match it."""
+        of_type: dict[int, np.ndarray] = {}
+        return [f.mask(rows, of_type) for f in self._filters]
+
+    def _fill_columns(self, events: np.ndarray, of_type: dict[int, np.ndarray]) -> None:
         for column, table, test in zip(self._columns, self._column_tables,
                                        self._column_filters, strict=True):
-            rows = np.flatnonzero(test.mask(events))
+            rows = test.mask(events, of_type).nonzero()[0]
             if not len(rows):
                 continue
             table.reserve(len(rows))
@@ -301,7 +311,7 @@ class AIPEngine:
         ids = np.full(len(events), -1, np.int64)
         if self._n == 1:
             return ids
-        stored = np.flatnonzero(np.logical_or.reduce(roles[1:]))
+        stored = _any(roles[1:]).nonzero()[0]
         if not len(stored):
             return ids
         store = self._store
@@ -414,16 +424,25 @@ class AIPEngine:
     def automata(self) -> list[int]:
         """Automata per state: entry ``k >= 1`` counts the instances that saw element
         ``k`` last (dead ends included); entry 0 is the initial automaton."""
+        self._purge()
         return [1, *(len(t) for t in self._states[1:])]
 
     def stored(self) -> dict[str, int | list[int]]:
         """Events kept: in the rule's event store, and per aggregate/negation column."""
+        self._purge()
         return {"events": len(self._store), "columns": [len(t) for t in self._column_tables]}
 
     def _purge(self) -> None:
         """Delete what no future event can use: instances whose next step's window has
-        passed, and stored events older than the rule's longest horizon."""
+        passed, and stored events older than the rule's longest horizon.
+
+        It runs every few hundred events and before the state is counted: until then
+        the rows stay where every search bounds them by time stamp, so when it runs
+        changes no result (snapshots leave them out by their horizon anyway)."""
+        self._unpurged = 0
         now = self._now
+        if now is None:
+            return
         for k in range(1, self._n):
             table = self._states[k]
             table.start = table.cut(now - self._horizons[k])
@@ -447,8 +466,7 @@ class AIPEngine:
         if self._held is None or not len(self._held):
             return self._empty()
         rows = self._held.flush()
-        return self._evaluate(rows, [f.mask(rows) for f in self._filters],
-                              np.zeros(len(rows), np.int64))
+        return self._evaluate(rows, self._roles(rows), np.zeros(len(rows), np.int64))
 
     def snapshot(self) -> bytes:
         """The live state as bytes: equal bytes for equal states, however the stream
@@ -465,6 +483,14 @@ def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
     out = np.zeros(len(rows), dtype)
     for name in dtype.names:
         out[name] = rows[name]
+    return out
+
+
+def _any(masks: list[np.ndarray]) -> np.ndarray:
+    """Rows where any of ``masks`` holds."""
+    out = masks[0]
+    for mask in masks[1:]:
+        out = out | mask
     return out
 
 
