@@ -1,7 +1,9 @@
 """Numba kernels of the CDP engine on CPU: arrays and scalars in, arrays and scalars out.
 
 They are private; :class:`specula.detectors.rules.cdp.CDPEngine` validates inputs and
-wraps them.
+wraps them. The AIP engine's kernel (:mod:`~specula.detectors.rules._aip_kernels`)
+reuses :func:`lower`, :func:`pair`, :func:`blocked`, :func:`next_fit` and
+:func:`holds`, and its aggregates run on :func:`reduce`.
 
 A column is the live part of a store: ``ts`` (ascending, int64), ``enc`` (one row per
 encoded attribute, one column per event: parameter values as int64 keys, see
