@@ -11,12 +11,16 @@ Scenario (Table 1): one rule, R5, with ``last`` (and its ``each`` variant: both 
 with the tick; windows of 100,000 ticks. As in the paper, window-size events are
 submitted first (not measured), then the measured events; the time per event is the
 measured total over their number. AIP and CDP get the same events; their composite
-events are compared, so a faster wrong engine cannot pass.
+events are compared, so a faster wrong engine cannot pass. The AIP engine whose
+per-event loop ran in Python (a frozen copy, ``benchmarks/aip_python_loop``) runs beside
+them: ``aip_vs_python_loop`` is its time over the Numba AIP's, the smaller of the two
+selections.
 
 Events go to the engines in batches (``--batch``, 1,000 by default), as the ordering
 units deliver them; the figure reported is still the time per event. The paper submits
 events one at a time, so ``--single`` more events are also fed one per call, which adds
-the per-call cost of NumPy and Python (``*_single`` keys). Every measurement is repeated
+the per-call cost of NumPy and Python (``*_single`` keys; ``*_single_vs_batch_*``:
+one event per call over batches, per event). Every measurement is repeated
 ``--repeat`` times on consecutive parts of the stream, the engines interleaved, and the
 median is reported; ratios are AIP time over CDP time. The last line printed is one JSON
 object.
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from aip_python_loop.aip import AIPEngine as PythonLoopAIP
 
 from specula import InProcessRuntime
 from specula.detectors.graph import Graph
@@ -120,16 +125,21 @@ def measure(engines: dict[str, Callable[[], Any]], events: np.ndarray, window: i
     return result
 
 
-def engines_for(selection: str, window: int, reg: TypeRegistry) -> dict[str, Callable[[], Any]]:
+def engines_for(selection: str, window: int, reg: TypeRegistry,
+                loop: bool = True) -> dict[str, Callable[[], Any]]:
+    """The engines to compare on R5; ``loop``: with the Python-loop AIP."""
     r = rule(selection, window)
-    return {"aip": lambda: AIPEngine(r, reg), "cdp": lambda: CDPEngine(r, reg)}
+    engines = {"aip_loop": lambda: PythonLoopAIP(r, reg)} if loop else {}
+    return {**engines, "aip": lambda: AIPEngine(r, reg), "cdp": lambda: CDPEngine(r, reg)}
 
 
 def warm_up(reg: TypeRegistry) -> None:
-    """Compile the Numba kernels (cached on disk after the first run)."""
+    """Compile the Numba kernels (cached on disk after the first run) and load them."""
     events = stream(reg, 3_000, seed=99)
     for selection in SELECTIONS:
-        feed(CDPEngine(rule(selection, 1_000), reg), events, 500)
+        for engine in (AIPEngine, CDPEngine):
+            feed(engine(rule(selection, 1_000), reg), events, 500)
+            feed(engine(rule(selection, 1_000), reg), events[:50], 1)
 
 
 def compare(got: dict[str, Any], selection: str, slow: tuple[str, str],
@@ -181,6 +191,16 @@ def main() -> None:
         got = measure(engines_for(selection, window, reg), events, window, n, repeat,
                       args.batch, single)
         result.update(compare(got, selection, ("aip", "AIP"), ("cdp", "CDP"), single))
+        loop = compare(got, selection, ("aip_loop", "Python-loop AIP"), ("aip", "AIP"),
+                       single)
+        result[f"aip_vs_python_loop_{selection}"] = loop[f"aip_vs_aip_loop_{selection}"]
+        if single:
+            result[f"aip_loop_ms_per_event_{selection}_single"] = loop[
+                f"aip_loop_ms_per_event_{selection}_single"]
+            for name in ("aip", "cdp"):  # the fixed cost of a call, as a factor
+                result[f"{name}_single_vs_batch_{selection}"] = round(
+                    got[f"{name}_single_ms"] / got[f"{name}_ms"], 1)
+    result["aip_vs_python_loop"] = min(result[f"aip_vs_python_loop_{s}"] for s in SELECTIONS)
     result.update(stock(args.quick, args.seed))
     if not args.quick:
         result["sweep"] = sweep(reg, args.batch, args.seed)
@@ -232,8 +252,8 @@ def sweep(reg: TypeRegistry, batch: int, seed: int, n: int = 20_000,
         events = stream(reg, window + repeat * n, seed)
         row: dict[str, float] = {}
         for selection in SELECTIONS:
-            got = measure(engines_for(selection, window, reg), events, window, n, repeat,
-                          batch, 0)
+            got = measure(engines_for(selection, window, reg, loop=False), events, window,
+                          n, repeat, batch, 0)
             row[f"aip_{selection}"] = round(got["aip_ms"], 5)
             row[f"cdp_{selection}"] = round(got["cdp_ms"], 5)
         print(f"  window {window:>7,}: " + "  ".join(f"{k} {v:.4f}" for k, v in row.items())

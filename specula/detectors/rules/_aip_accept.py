@@ -3,9 +3,10 @@
 :class:`~specula.detectors.rules.aip.AIPEngine` finds sequences with its automata;
 once the terminator has accepted one, the whole match is known and two things are read
 from its tables: the value of each aggregate or negation column for the match
-(:func:`column_values`, sec. 4.3 of the paper), and whether a *deferred* ``last`` or
-``first`` step chose the event the semantics chooses (:func:`chosen`; see
-:class:`~specula.detectors.rules._aip_plan.Scan` for when a step is deferred).
+(:func:`column_values`, sec. 4.3 of the paper, on the reduction kernel of the CDP
+engine), and whether a *deferred* ``last`` or ``first`` step chose the event the
+semantics chooses (:func:`chosen`; see :class:`~specula.detectors.rules._aip_plan.Scan`
+for when a step is deferred).
 """
 
 from __future__ import annotations
@@ -16,42 +17,39 @@ import numpy as np
 
 from specula.detectors.rules._aip_plan import Column, Scan
 from specula.detectors.rules._aip_tables import Table
+from specula.detectors.rules._cdp_columns import encode
+from specula.detectors.rules._cdp_kernels import MAX, MIN, SUM, reduce
 from specula.detectors.rules.ast import Comparison
-from specula.detectors.rules.engine import predicates_hold
+from specula.detectors.rules.engine import aggregate_value, predicates_hold
 
 __all__ = ["chosen", "column_values"]
 
 
 def column_values(column: Column, table: Table, elements: list[np.ndarray]) -> np.ndarray:
     """The aggregate (or negation count) of ``column`` for every match, ``elements``
-    holding the chosen events per chain element."""
-    times = table.cols["ts"][table.start:table.n]
-    end = elements[column.anchor]["ts"]
+    holding the chosen events per chain element: the CDP kernel ``reduce`` over the
+    column's events in ``[anchor.ts - window, anchor.ts)``, or after element ``after``,
+    whose parameters agree with the match (values summed in stream order)."""
+    stop = elements[column.anchor]["ts"].astype(np.int64)
     if column.window is not None:
-        first = np.searchsorted(times, end - column.window)
+        start = stop - column.window
     else:
-        first = np.searchsorted(times, elements[column.after]["ts"], side="right")
-    last = np.searchsorted(times, end)
-    bound = [elements[binder][attr] for _, binder, attr in column.params]
-    out = np.zeros(len(end))
-    for m, (b, e) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
-        b, e = table.start + b, table.start + e
-        keep = np.ones(max(0, e - b), bool)
-        for (attr, _, _), values in zip(column.params, bound, strict=True):
-            keep &= table.cols[attr][b:e] == values[m]
-        out[m] = _reduce(column.function, table.cols["_value"][b:e][keep]
-                         if column.value else keep)
-    return out
+        start = elements[column.after]["ts"].astype(np.int64) + 1
+    count = len(column.params)
+    bound = np.zeros((len(stop), max(1, count)), np.int64)
+    for c, (_, binder, attr, is_float) in enumerate(column.params):
+        bound[:, c] = encode(elements[binder][attr], is_float)
+    checks = np.arange(count, dtype=np.int64)
+    live = slice(table.start, table.n)
+    value, found = reduce(table.cols["ts"][live], table.cols["_key"][:, live],
+                          table.cols["_num"][:, live], 0 if column.value else -1, start, stop,
+                          bound, checks, checks,
+                          np.array([p[3] for p in column.params], np.bool_),
+                          _OP[column.function])
+    return aggregate_value(column.function, value, found)
 
 
-def _reduce(function: str, values: np.ndarray) -> float:
-    if function == "count":
-        return float(np.count_nonzero(values))
-    if function == "sum":
-        return float(values.sum())
-    if not len(values):
-        return float("nan")
-    return float({"avg": np.mean, "min": np.min, "max": np.max}[function](values))
+_OP = {"sum": SUM, "avg": SUM, "count": SUM, "min": MIN, "max": MAX}
 
 
 def chosen(scan: Scan, store: Table, bound: tuple[tuple[str, int, str], ...],

@@ -24,8 +24,10 @@ _MIN_CAPACITY = 64
 class Table:
     """Rows appended in time order; rows before ``start`` are deleted.
 
-    ``columns`` maps a name to ``(dtype, width)``; width 0 is a 1-D column. Row ``i``
-    of the arrays has the logical id ``base + i``, which survives compaction.
+    ``spec`` lists ``(name, dtype, width)``; width 0 is a 1-D column, a column of width
+    ``w`` is a ``(w, capacity)`` array, so that each of its ``w`` values is a contiguous
+    row the kernels scan. Row ``i`` of the arrays has the logical id ``base + i``, which
+    survives compaction.
     """
 
     __slots__ = ("base", "cols", "n", "spec", "start")
@@ -52,7 +54,7 @@ class Table:
         for name, dtype, w in self.spec:
             old = self.cols[name]
             new = old if size == capacity else np.empty(_shape(size, w), dtype)
-            new[:live] = old[self.start:self.n]
+            new[..., :live] = old[..., self.start:self.n]
             self.cols[name] = new
         self.base += self.start
         self.n = live
@@ -64,11 +66,11 @@ class Table:
         return self.start + int(np.searchsorted(ts[self.start:self.n], horizon))
 
     def live(self, start: int) -> list[np.ndarray]:
-        return [self.cols[name][start:self.n] for name, _, _ in self.spec]
+        return [self.cols[name][..., start:self.n] for name, _, _ in self.spec]
 
 
 def _shape(n: int, width: int) -> tuple[int, ...]:
-    return (n, width) if width else (n,)
+    return (width, n) if width else (n,)
 
 
 def snapshot_tables(tables: list[tuple[Table, int]], now: int | None) -> bytes:
@@ -98,7 +100,7 @@ def restore_tables(state: bytes, tables: list[tuple[Table, int]]) -> int | None:
         for name, dtype, w in table.spec:
             count = rows * max(w, 1)
             data = np.frombuffer(state, dtype, count=count, offset=offset)
-            table.cols[name][:rows] = data.reshape(_shape(rows, w))
+            table.cols[name][..., :rows] = data.reshape(_shape(rows, w))
             offset += data.nbytes
         table.n = rows
     tables[0][0].base = int(head[2])

@@ -4,8 +4,7 @@ Under ``ties nonstrict`` an event may precede another of the same time stamp wha
 their arrival order, so :class:`~specula.detectors.rules.aip.AIPEngine` evaluates a time
 stamp only once all its events have arrived: :class:`Held` keeps the events of the
 newest time stamp (in a :class:`~specula.detectors.rules._aip_tables.Table`, so that a
-snapshot includes them) until a later time stamp arrives, and :func:`pass_order` puts a
-complete group of equal time stamps into role passes, deepest element first.
+snapshot includes them) until a later time stamp arrives.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import numpy as np
 from specula.detectors.rules._aip_tables import Table
 from specula.detectors.rules.engine import TieHold
 
-__all__ = ["Held", "pass_order"]
+__all__ = ["Held"]
 
 
 class Held:
@@ -67,15 +66,3 @@ class Held:
         self._keep(rows[:0])
         return rows
 
-
-def pass_order(ts: np.ndarray, flags: np.ndarray, ties: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The (event, element) pairs to process, from ``flags[r, j]`` (event ``r`` matches
-    element ``j``): in stream order, an event's elements in ascending order; with
-    ``ties`` (nonstrict), per group of equal time stamps the deepest element first,
-    each element's events in stream order, so that events of equal time stamp are in
-    the states an anchor scans whatever their order."""
-    rows, elements = np.nonzero(flags)
-    if ties:
-        order = np.lexsort((rows, -elements, ts[rows]))
-        rows, elements = rows[order], elements[order]
-    return rows, elements

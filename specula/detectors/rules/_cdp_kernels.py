@@ -1,7 +1,9 @@
 """Numba kernels of the CDP engine on CPU: arrays and scalars in, arrays and scalars out.
 
 They are private; :class:`specula.detectors.rules.cdp.CDPEngine` validates inputs and
-wraps them.
+wraps them. The AIP engine's kernel (:mod:`~specula.detectors.rules._aip_kernels`)
+reuses :func:`lower`, :func:`pair`, :func:`blocked`, :func:`next_fit` and
+:func:`holds`, and its aggregates run on :func:`reduce`.
 
 A column is the live part of a store: ``ts`` (ascending, int64), ``enc`` (one row per
 encoded attribute, one column per event: parameter values as int64 keys, see
@@ -33,7 +35,7 @@ _BLOCK = 64
 
 
 @njit(cache=True, nogil=True)
-def _lower(ts, lo, hi, x):  # pragma: no cover - jit
+def lower(ts, lo, hi, x):  # pragma: no cover - jit
     """First index in ``[lo, hi)`` with ``ts >= x`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -45,7 +47,7 @@ def _lower(ts, lo, hi, x):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def _blocked(bound, s, chk_par, chk_nan):  # pragma: no cover - jit
+def blocked(bound, s, chk_par, chk_nan):  # pragma: no cover - jit
     """Whether sequence ``s`` checks a NaN parameter value, which no event equals."""
     for c in range(chk_par.shape[0]):  # noqa: SIM110 - loops compile best in Numba
         if chk_nan[c] and bound[s, chk_par[c]] == NAN_KEY:
@@ -90,7 +92,7 @@ def _seek(row, j, stop, inc, target):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def _next(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover - jit
+def next_fit(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover - jit
     """First event from ``j`` on (moving by ``inc``, before ``stop``) that passes the
     checks of sequence ``s``; ``stop`` if none. The first check's attribute row is
     searched, the other checks are tested where it holds."""
@@ -127,21 +129,21 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
     chosen = np.empty(cap, np.int64)
     k = 0
     for s in range(m):
-        if _blocked(bound, s, chk_par, chk_nan):
+        if blocked(bound, s, chk_par, chk_nan):
             continue
-        lo = _lower(ts, 0, n, anchor[s] - window)
-        hi = _lower(ts, lo, n, anchor[s])
+        lo = lower(ts, 0, n, anchor[s] - window)
+        hi = lower(ts, lo, n, anchor[s])
         if selection == LAST:
             stop = lo - 1
-            j = _next(enc, hi - 1, stop, -1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, hi - 1, stop, -1, bound, s, chk_col, chk_par)
         else:
             stop = hi
-            j = _next(enc, lo, stop, 1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, lo, stop, 1, bound, s, chk_col, chk_par)
         while j != stop:
-            parent, chosen, k = _pair(parent, chosen, k, s, j)
+            parent, chosen, k = pair(parent, chosen, k, s, j)
             if selection != EACH:
                 break
-            j = _next(enc, j + 1, stop, 1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, j + 1, stop, 1, bound, s, chk_col, chk_par)
     parent = parent[:k].copy()
     chosen = chosen[:k].copy()
     out = np.empty((k, bound.shape[1]), np.int64)
@@ -155,7 +157,7 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
 
 
 @njit(cache=True, nogil=True)
-def _pair(parent, chosen, k, s, j):  # pragma: no cover - jit
+def pair(parent, chosen, k, s, j):  # pragma: no cover - jit
     """Append the pair (sequence ``s``, event ``j``) at ``k``, doubling the arrays when
     full; return them and the new count."""
     if k == parent.shape[0]:
@@ -188,8 +190,8 @@ def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
     value = np.empty(m, np.float64)
     count = np.zeros(m, np.int64)
     for s in range(m):
-        lo = _lower(ts, 0, n, start[s])
-        hi = _lower(ts, lo, n, stop[s])
+        lo = lower(ts, 0, n, start[s])
+        hi = lower(ts, lo, n, stop[s])
         if op == MIN:
             acc = np.inf
         elif op == MAX:
@@ -197,9 +199,9 @@ def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
         else:
             acc = 0.0
         c = 0
-        j = hi if _blocked(bound, s, chk_par, chk_nan) else lo
+        j = hi if blocked(bound, s, chk_par, chk_nan) else lo
         while True:
-            j = _next(enc, j, hi, 1, bound, s, chk_col, chk_par)
+            j = next_fit(enc, j, hi, 1, bound, s, chk_col, chk_par)
             if j == hi:
                 break
             c += 1
@@ -234,7 +236,7 @@ NO_FLOOR = np.int64(-(2**62))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
+def holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
     """Whether candidate ``j`` of sequence ``s`` passes the predicate program ``ops``."""
     sp = 0
     for q in range(ops.shape[0]):
@@ -319,13 +321,13 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     stack = np.empty(max(1, ops.shape[0]), np.float64)
     k = 0
     for s in range(m):
-        if _blocked(bound, s, chk_par, chk_nan):
+        if blocked(bound, s, chk_par, chk_nan):
             continue
         low = anchor[s] - window
         if floor[s] > low:
             low = floor[s]
-        lo = _lower(ts, 0, n, low)
-        hi = _lower(ts, lo, n, anchor[s] if strict else anchor[s] + 1)
+        lo = lower(ts, 0, n, low)
+        hi = lower(ts, lo, n, anchor[s] if strict else anchor[s] + 1)
         if selection == LAST:
             stop = lo - 1
             inc = -1
@@ -335,12 +337,12 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
             inc = 1
             j = lo
         while True:
-            j = _next(enc, j, stop, inc, bound, s, chk_col, chk_par)
+            j = next_fit(enc, j, stop, inc, bound, s, chk_col, chk_par)
             if j == stop:
                 break
             if ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
-                    and _holds(ops, consts, stack, ts, num, j, ctx, s)):
-                parent, chosen, k = _pair(parent, chosen, k, s, j)
+                    and holds(ops, consts, stack, ts, num, j, ctx, s)):
+                parent, chosen, k = pair(parent, chosen, k, s, j)
                 if selection != EACH:
                     break
             j += inc

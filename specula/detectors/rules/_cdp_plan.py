@@ -12,6 +12,7 @@ Compiling also checks that the registry has every type and attribute the rule re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,10 +31,10 @@ from specula.detectors.rules.ast import (
     RuleError,
 )
 from specula.detectors.rules.detector import attr_refs, element_dtype
-from specula.detectors.rules.engine import resolved_predicates
+from specula.detectors.rules.engine import float_params, resolved_predicates
 from specula.events import TypeRegistry
 
-__all__ = ["Plan", "Reduction", "Step", "StoreKey", "StoreSpec", "Terminator"]
+__all__ = ["Plan", "Reduction", "Step", "StoreKey", "StoreSpec", "Terminator", "program"]
 
 _SELECTION = {"each": _k.EACH, "last": _k.LAST, "first": _k.FIRST}
 _OP = {"sum": _k.SUM, "avg": _k.SUM, "count": _k.SUM, "min": _k.MIN, "max": _k.MAX}
@@ -172,11 +173,7 @@ class Plan:
                 if p.name not in params:
                     params.append(p.name)
         self.params = params
-        floats = set()
-        for pattern in patterns:
-            for c in pattern.constraints:
-                if isinstance(c.value, Param) and fields[pattern.type][c.attr].kind == "f":
-                    floats.add(c.value.name)
+        floats = float_params(rule, registry)
         self.is_float = [name in floats for name in params]
         binder = {name: rule.binder(name) for name in params}
 
@@ -234,7 +231,7 @@ class Plan:
             bpar = np.array([p for _, p in binds], np.int64)
             linked = [c for c, reads in zip(resolved_predicates(rule, i), _reads(rule, i),
                                             strict=True) if reads - {i}]
-            ops, consts = _program(linked, i, self.slots, spec)
+            ops, consts = program(linked, i, self.slots, spec.num_row)
             fills = [(q, a) for q, (e, a) in enumerate(self.slots) if e == i]
             floor = self.window is not None and st.selection != "first"
             self.steps.append(Step(
@@ -298,9 +295,12 @@ def _slots(rule: Rule) -> list[tuple[int, str]]:
     return slots
 
 
-def _program(predicates: list[Comparison], element: int, slots: list[tuple[int, str]],
-             spec: StoreSpec) -> tuple[np.ndarray, np.ndarray]:
-    """The predicate program (see :mod:`._cdp_kernels`) of a step's linked predicates."""
+def program(predicates: list[Comparison], element: int, slots: list[tuple[int, str]],
+            num_row: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
+    """The predicate program (see :mod:`._cdp_kernels`) of ``predicates``, run per candidate
+    of chain ``element``: its attributes are read from the value row ``num_row(attr)``
+    (its time stamp directly), those of other elements from the context slot ``slots``
+    lists them at. Both engines compile their predicates with it."""
     ops: list[tuple[int, int]] = []
     consts: list[float] = []
 
@@ -310,7 +310,7 @@ def _program(predicates: list[Comparison], element: int, slots: list[tuple[int, 
             consts.append(float(expr.value))
         elif isinstance(expr, AttrRef) and expr.element == element:
             ops.append((_k.OP_TS, 0) if expr.attr == "ts"
-                       else (_k.OP_NUM, spec.num_row(expr.attr)))
+                       else (_k.OP_NUM, num_row(expr.attr)))
         elif isinstance(expr, AttrRef):
             ops.append((_k.OP_CTX, slots.index((expr.element, expr.attr))))
         elif isinstance(expr, BinOp):

@@ -17,15 +17,24 @@ Implementation (sec. 5.1 and Alg. 1)
   state ``j + 1``: the table is scanned from the most recent instance; instances too old
   for the step's window are the tail of the table, deleted when the scan meets the first
   of them (Alg. 1, line 4). Each advanced instance is duplicated into state ``j`` with
-  the event added (lines 6-11); the original stays. Scans run over NumPy slices of the
-  table, newest chunk first.
+  the event added (lines 6-11); the original stays.
+* **Role passes.** A batch is processed one element at a time, the deepest first: the
+  events of element ``j`` (in stream order) scan state ``j + 1``, which already holds
+  every instance the batch's deeper events made, and fill state ``j``, which only the
+  next pass reads. A scan sees only instances older than its event (or as old, under
+  ``ties nonstrict``), so this is exactly Alg. 1 event by event in stream order, and the
+  events of one pass are independent of each other: one Numba kernel call scans state
+  ``j + 1`` for all of them (:mod:`~specula.detectors.rules._aip_kernels`), and what it
+  returns is appended to state ``j`` at once.
 * Single selection (``last``): the scan stops at the first event that qualifies (Alg. 1,
   line 12); ``first`` takes the oldest one in the window. Parameters are checked on the
   instances (line 5); they are equality constraints, checked by dereferencing the
-  event ids.
+  event ids into the store's rows of parameter keys (int64 values, or the bits of
+  float64 values for a parameter bound to a float attribute; NaN equals nothing).
 * Aggregates and negations are computed when a sequence is accepted, from one column
   per aggregate (and per negation) holding the events that match its pattern, pruned
-  by its window (sec. 4.3).
+  by its window (sec. 4.3), with the reduction kernel of the CDP engine (sums in
+  stream order).
 * Everything older than the longest time horizon the rule can still need is purged at
   the end of every batch.
 
@@ -54,11 +63,10 @@ Predicates, the pattern window and equal time stamps
 * **ties nonstrict.** An event may precede another of equal time stamp whatever their
   arrival order, so the events of the newest time stamp are held
   (:mod:`~specula.detectors.rules._aip_ties`, part of the snapshot) until a later time
-  stamp arrives, or :meth:`AIPEngine.flush`. A complete group is processed in role
-  passes: the events of the deepest element first, then the next, down to the
-  terminators, each pass in stream order, so that events of equal time stamp are in the
-  states their anchors scan. Scans then include the anchor's time stamp, and an instance
-  never holds one event twice (the anchor is no candidate for itself). A held
+  stamp arrives, or :meth:`AIPEngine.flush`. The role passes put events of equal time
+  stamp in the states their anchors scan whatever their order; scans then include the
+  anchor's time stamp, and an instance never holds one event twice (the anchor is no
+  candidate for itself). A held
   terminator's matches get the index of the first row of the batch with a later time
   stamp (0 at ``flush``). Strict rules hold nothing.
 
@@ -85,36 +93,40 @@ Two refinements keep Alg. 1 exact for every rule the model allows:
 The engine's storage (:mod:`~specula.detectors.rules._aip_tables`), what it plans once
 per rule (:mod:`~specula.detectors.rules._aip_plan`), what it computes at acceptance
 (:mod:`~specula.detectors.rules._aip_accept`) and the held time stamps
-(:mod:`~specula.detectors.rules._aip_ties`) are in modules of their own; this module
-drives them, event by event.
+(:mod:`~specula.detectors.rules._aip_ties`) and the kernel that scans a state
+(:mod:`~specula.detectors.rules._aip_kernels`) are in modules of their own; this module
+drives them, batch by batch.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from specula.detectors.rules import _aip_kernels
 from specula.detectors.rules._aip_accept import chosen, column_values
 from specula.detectors.rules._aip_plan import (
     Filter,
-    Scan,
+    StoreRows,
     column_spec,
     mentions_of,
+    plan_bound,
     plan_columns,
     plan_horizons,
     plan_predicates,
-    plan_reads,
     plan_scans,
+    scan_code,
 )
 from specula.detectors.rules._aip_tables import Table, restore_tables, snapshot_tables
-from specula.detectors.rules._aip_ties import Held, pass_order
+from specula.detectors.rules._aip_ties import Held
+from specula.detectors.rules._cdp_columns import encode
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.detector import check_rule, element_dtype
-from specula.detectors.rules.engine import Matches, predicates_hold
+from specula.detectors.rules.engine import Matches, float_params, predicates_hold
 from specula.events import TypeRegistry
 
 __all__ = ["AIPEngine"]
 
-_FIRST_CHUNK = 1024  # instances tested in the first slice of a single-selection scan
+_PURGE_EVERY = 256  # events between two purges
 
 
 class AIPEngine:
@@ -167,33 +179,45 @@ class AIPEngine:
                               for i, p in enumerate(chain))
         self._windows = (0, *(s.within.ticks(ticks_per_second) for s in rule.steps))
         self._offsets = tuple(int(x) for x in np.cumsum(self._windows))
-        self._mentions = mentions = tuple(mentions_of(p) for p in chain)
-        self._scans = plan_scans(rule, mentions, self._windows, predicates)
+        floats = float_params(rule, registry)
+        mentions = tuple(mentions_of(p) for p in chain)
+        self._scans = plan_scans(rule, mentions, self._windows, predicates, floats)
         self._deferred = tuple(s for s in self._scans[1:] if s.deferred)
         self._late = any(predicates.late)
         self._horizons, self._store_horizon = plan_horizons(
             rule, self._windows, ticks_per_second, bool(self._deferred))
-        self._anchor_attrs, self._bound = plan_reads(rule, mentions, predicates)
+        self._bound = plan_bound(rule, mentions)
         self._dtype = element_dtype(rule, registry)
-        attrs = [name for name in self._dtype.names if name not in _CORE]
-        store_spec = (("ts", np.dtype(np.int64), 0), ("key", np.dtype(np.int64), 0),
-                      ("producer", np.dtype(np.int32), 0), ("seq", np.dtype(np.int64), 0),
-                      *((a, self._dtype[a], 0) for a in attrs),
-                      *((("_roles", np.dtype(np.int64), 0),) if self._deferred else ()))
+        rows = self._rows = StoreRows()
+        # an anchor of element k - 1 that advances nothing leaves a dead end in state k - 1
+        self._codes = (None, *(scan_code(self._scans[k], rows, k > 1 and self._scans[k - 1]
+                                         .dead_ends) for k in range(1, n)))
+        self._fields = tuple(name for name in self._dtype.names)
+        store_spec = (*((name, self._dtype[name], 0) for name in self._fields),
+                      *((("_roles", np.dtype(np.int64), 0),) if self._deferred else ()),
+                      ("_key", np.dtype(np.int64), max(1, len(rows.keys))))
         self._store = Table(store_spec)
+        # key and value tables have at least one row (of zeros) so that they are 2-D
         self._states: list[Table | None] = [None] + [
-            Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k)))
+            Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k),
+                   ("keys", np.dtype(np.int64), max(1, len(self._codes[k].state_keys))),
+                   ("values", np.dtype(np.float64), max(1, len(self._codes[k].state_values)))))
             for k in range(1, n)]
         self._held = None if rule.ties == "strict" else Held(np.dtype(
             [("type", registry.dtype(rule.input_types)["type"]),
              *((name, self._dtype[name]) for name in self._dtype.names)]))
-        self._columns = plan_columns(rule, self._mentions, self._offsets, ticks_per_second)
-        self._column_tables = [Table(column_spec(c, registry)) for c in self._columns]
+        self._columns = plan_columns(rule, mentions, self._offsets, ticks_per_second, floats)
+        self._column_tables = [Table(column_spec(c)) for c in self._columns]
         self._column_filters = tuple(Filter.of(c.pattern, registry) for c in self._columns)
-        self._needed = {a for p in (*chain, *(c.pattern for c in self._columns))
-                        for a in (c.attr for c in p.constraints)}
-        self._needed |= {c.value for c in self._columns if c.value}
+        needed = {a for p in (*chain, *(c.pattern for c in self._columns))
+                  for a in (c.attr for c in p.constraints)}
+        self._needed = needed | {c.value for c in self._columns if c.value} | set(self._fields)
+        self._checked: set[np.dtype] = set()
         self._now: int | None = None
+        self._unpurged = 0  # events since the last purge
+        self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self._dtype) for _ in chain),
+                          np.zeros((0, len(rule.aggregates))),
+                          np.zeros((0, len(rule.negations)), np.int64))
 
     # ------------------------------------------------------------------ processing
 
@@ -211,243 +235,153 @@ class AIPEngine:
             One row per match, ``terminator`` indexing ``events``.
         """
         if not len(events):
-            return Matches.empty(self.rule, self._dtype)
-        self._check_fields(events)
-        self._fill_columns(events)
-        roles = [f.mask(events) for f in self._filters]
-        relevant = np.flatnonzero(np.logical_or.reduce(roles))
+            return self._empty()
+        if events.dtype not in self._checked:
+            self._check_fields(events)
+        of_type: dict[int, np.ndarray] = {}
+        self._fill_columns(events, of_type)
+        roles = [f.mask(events, of_type) for f in self._filters]
         if self._held is None:
-            ids = self._fill_store(events, roles)
-            found: list[tuple[int, np.ndarray]] = []
-            if len(relevant):
-                self._run(events, roles, ids, relevant, found)
-            matches = self._matches(events, found, ids)
+            matches = self._evaluate(events, roles)
         else:  # ties nonstrict: evaluate the complete time stamps, hold the newest
-            matches = self._evaluate(*self._held.take(events, relevant))
+            rows, causes = self._held.take(events, _any(roles).nonzero()[0])
+            matches = self._evaluate(rows, self._roles(rows), causes)
         self._now = int(events["ts"][-1])
-        self._purge()
+        self._unpurged += len(events)
+        if self._unpurged >= _PURGE_EVERY:
+            self._purge()
         return matches
 
-    def _evaluate(self, rows: np.ndarray, causes: np.ndarray) -> Matches:
-        """Process complete groups of equal time stamps; ``causes[r]`` is the index that
-        the matches of terminator ``rows[r]`` get."""
-        roles = [f.mask(rows) for f in self._filters]
+    def _evaluate(self, rows: np.ndarray, roles: list[np.ndarray],
+                  causes: np.ndarray | None = None) -> Matches:
+        """Alg. 1 for the ``rows`` (``roles[j]``: those that match element ``j``), in role
+        passes, the deepest element first; the matches of terminator ``rows[r]`` get the
+        index ``causes[r]`` (``r`` by default)."""
+        n = self._n
         ids = self._fill_store(rows, roles)
-        found: list[tuple[int, np.ndarray]] = []
-        if len(rows):
-            self._run(rows, roles, ids, np.arange(len(rows)), found)
-        return self._matches(rows, found, ids, causes)
+        local = deeper = None
+        for j in range(n - 1, -1, -1):
+            anchors = roles[j].nonzero()[0]
+            if not len(anchors):
+                continue
+            if j == n - 1 and j > 0:  # the deepest element: an instance per event
+                self._append(j, rows, anchors, np.arange(len(anchors)), ids[anchors][None, :])
+            elif n == 1:
+                local, deeper = anchors, np.empty((0, len(anchors)), np.int64)
+            else:
+                owner, made = self._scan(j + 1, rows, anchors, ids)
+                if j:
+                    self._append(j, rows, anchors, owner, made)
+                else:
+                    local, deeper = anchors[owner], made[1:]
+        if local is None or not len(local):
+            return self._empty()
+        return self._matches(rows, local, deeper, ids, causes)
 
     def _check_fields(self, events: np.ndarray) -> None:
-        missing = (self._needed | set(self._dtype.names)) - set(events.dtype.names)
+        missing = self._needed - set(events.dtype.names or ())
         if missing:
             raise ValueError(f"rule {self.rule.name}: the batch lacks fields {sorted(missing)}; "
                              f"build batches with registry.dtype({list(self.rule.input_types)})")
+        self._checked.add(events.dtype)
 
-    def _fill_columns(self, events: np.ndarray) -> None:
+    def _roles(self, rows: np.ndarray) -> list[np.ndarray]:
+        """Per chain element, which ``rows`` match it."""
+        of_type: dict[int, np.ndarray] = {}
+        return [f.mask(rows, of_type) for f in self._filters]
+
+    def _fill_columns(self, events: np.ndarray, of_type: dict[int, np.ndarray]) -> None:
         for column, table, test in zip(self._columns, self._column_tables,
                                        self._column_filters, strict=True):
-            rows = events[test.mask(events)]
+            rows = test.mask(events, of_type).nonzero()[0]
             if not len(rows):
                 continue
             table.reserve(len(rows))
-            end = table.n + len(rows)
-            table.cols["ts"][table.n:end] = rows["ts"]
-            if column.value:
-                table.cols["_value"][table.n:end] = rows[column.value]
-            for attr, _, _ in column.params:
-                table.cols[attr][table.n:end] = rows[attr]
-            table.n = end
+            live = slice(table.n, table.n + len(rows))
+            table.cols["ts"][live] = events["ts"][rows]
+            table.cols["_num"][0, live] = events[column.value][rows] if column.value else 0
+            keys = table.cols["_key"]
+            keys[:, live] = 0  # the row of a column without parameters
+            for c, (attr, _, _, is_float) in enumerate(column.params):
+                keys[c, live] = encode(events[attr][rows], is_float)
+            table.n = live.stop
 
     def _fill_store(self, events: np.ndarray, roles: list[np.ndarray]) -> np.ndarray:
         """Append the events of non-terminator elements; return each row's id (or -1)."""
         ids = np.full(len(events), -1, np.int64)
         if self._n == 1:
             return ids
-        stored = np.flatnonzero(np.logical_or.reduce(roles[1:]))
+        stored = _any(roles[1:]).nonzero()[0]
+        if not len(stored):
+            return ids
         store = self._store
         store.reserve(len(stored))
-        end = store.n + len(stored)
-        for name in store.cols:
-            if name != "_roles":
-                store.cols[name][store.n:end] = events[name][stored]
+        live = slice(store.n, store.n + len(stored))
+        cols = store.cols
+        for name in self._fields:
+            cols[name][live] = events[name][stored]
         if self._deferred:  # which elements each event matches, to check choices again
-            store.cols["_roles"][store.n:end] = sum(
+            cols["_roles"][live] = sum(
                 roles[j][stored].astype(np.int64) << j for j in range(1, self._n))
-        ids[stored] = np.arange(store.base + store.n, store.base + end)
-        store.n = end
+        _fill_keys(cols["_key"], live, self._rows.keys, events, stored)
+        ids[stored] = np.arange(store.base + live.start, store.base + live.stop)
+        store.n = live.stop
         return ids
 
-    def _run(self, events: np.ndarray, roles: list[np.ndarray], ids: np.ndarray,
-             relevant: np.ndarray, found: list[tuple[int, np.ndarray]]) -> None:
-        """Alg. 1 for every relevant event, in stream order (in role passes per time
-        stamp under ``ties nonstrict``, see :func:`pass_order`)."""
-        n = self._n
-        flags = np.stack([mask[relevant] for mask in roles], axis=1)
-        times = events["ts"][relevant]
-        order = pass_order(times, flags, self._held is not None)
-        values = [{a: events[a][relevant].tolist() for a in self._anchor_attrs[j]}
-                  for j in range(n)]
-        rel, ts_list, id_list = relevant.tolist(), times.tolist(), ids[relevant].tolist()
-        for r, j in zip(*(o.tolist() for o in order), strict=True):
-            i, ts, eid = rel[r], ts_list[r], id_list[r]
-            if j == n - 1 and j > 0:
-                self._append(j, ts, np.array([eid], np.int64))
-                continue
-            if n == 1:
-                found.append((i, np.empty((1, 0), np.int64)))
-                continue
-            anchor = {a: column[r] for a, column in values[j].items()}
-            rows = self._advance(self._scans[j + 1], ts, anchor, eid)
-            table = self._states[j + 1]
-            if j == 0:
-                if len(rows):
-                    found.append((i, table.cols["ids"][rows]))
-            elif len(rows):
-                deeper = table.cols["ids"][rows]
-                self._append(j, ts, np.column_stack(
-                    [np.full(len(rows), eid, np.int64), deeper]))
-            elif self._scans[j].dead_ends:
-                dead = np.full((1, n - j), -1, np.int64)
-                dead[0, 0] = eid
-                self._append(j, ts, dead)
+    def _scan(self, k: int, rows: np.ndarray, anchors: np.ndarray, ids: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """State ``k`` scanned for the ``anchors`` (rows of element ``k - 1``): the anchor
+        of each new instance of state ``k - 1`` and the instance's ids."""
+        code, table, store = self._codes[k], self._states[k], self._store
+        keys = np.empty((len(anchors), len(code.anchor_keys)), np.int64)
+        for c, (attr, is_float) in enumerate(code.anchor_keys):
+            keys[:, c] = encode(rows[attr][anchors], is_float)
+        values = np.empty((len(anchors), len(code.anchor_values)), np.float64)
+        for c, attr in enumerate(code.anchor_values):
+            values[:, c] = rows[attr][anchors]
+        cols = table.cols
+        owner, made, table.start = _aip_kernels.scan(
+            cols["ts"], cols["ids"], cols["keys"], cols["values"], table.start, table.n,
+            rows["ts"][anchors], ids[anchors], keys, values, store.cols["_key"], store.base,
+            code.cfg, code.checks, code.nan, code.deeper, code.own, code.ops, code.consts)
+        return owner, made
 
-    def _append(self, k: int, ts: int, ids: np.ndarray) -> None:
-        table = self._states[k]
-        if ids.ndim == 1:
-            ids = ids[None, :]
-        table.reserve(len(ids))
-        end = table.n + len(ids)
-        table.cols["ts"][table.n:end] = ts
-        table.cols["ids"][table.n:end] = ids
-        table.n = end
+    def _append(self, k: int, rows: np.ndarray, anchors: np.ndarray, owner: np.ndarray,
+                ids: np.ndarray) -> None:
+        """Append instances to state ``k``: instance ``i`` has the ids ``ids[:, i]`` and
+        its event of element ``k`` is ``rows[anchors[owner[i]]]``."""
+        table, code = self._states[k], self._codes[k]
+        events = anchors[owner]
+        table.reserve(len(events))
+        live = slice(table.n, table.n + len(events))
+        cols = table.cols
+        cols["ts"][live] = rows["ts"][events]
+        cols["ids"][:, live] = ids
+        _fill_keys(cols["keys"], live, code.state_keys, rows, events)
+        cols["values"][:, live] = 0
+        for r, attr in enumerate(code.state_values):
+            cols["values"][r, live] = rows[attr][events]
+        table.n = live.stop
 
-    def _advance(self, scan: Scan, ts: int, anchor: dict, eid: int) -> np.ndarray:
-        """Rows of state ``scan.k`` that an anchor at ``ts`` (store id ``eid``) selects and
-        may advance."""
-        table = self._states[scan.k]
-        times = table.cols["ts"]
-        lo = table.start + int(np.searchsorted(times[table.start:table.n], ts - scan.window))
-        table.start = lo  # the expired tail (Alg. 1, line 4)
-        # strictly earlier, or no later under ties nonstrict
-        hi = lo + int(np.searchsorted(times[lo:table.n], ts,
-                                      side="right" if scan.inclusive else "left"))
-        if hi <= lo:
-            return np.empty(0, np.int64)
-        if scan.selection == "each" or scan.unknown or scan.deferred:
-            cand = lo + np.flatnonzero(self._qualify(scan, lo, hi, anchor, eid))
-            rows = (cand if scan.selection == "each" or scan.deferred
-                    else self._per_value(scan, cand))
-        else:
-            idx = self._single(scan, lo, hi, anchor, eid)
-            if idx < 0:
-                return np.empty(0, np.int64)
-            first = table.cols["ids"][lo:hi, 0]
-            event = first[idx - lo]
-            rows = lo + np.arange(np.searchsorted(first, event),
-                                  np.searchsorted(first, event, side="right"))
-        return self._consistent(scan, rows, anchor, eid)
-
-    def _qualify(self, scan: Scan, lo: int, hi: int, anchor: dict, eid: int) -> np.ndarray:
-        """Whether the events of element k in rows ``lo:hi`` are candidates for the anchor:
-        its parameters, the predicates that read it, and not the anchor itself."""
-        ok = self._known(scan, lo, hi, anchor)
-        first = self._states[scan.k].cols["ids"][lo:hi, 0]
-        if scan.near:
-            store = self._store
-            refs = first - store.base
-            ok &= predicates_hold(scan.near, lambda element, attr: store.cols[attr][refs]
-                                  if element == scan.k else anchor[attr])
-        if 0 in scan.own:
-            ok &= first != eid
-        return ok
-
-    def _known(self, scan: Scan, lo: int, hi: int, anchor: dict) -> np.ndarray:
-        """Whether the events of element k in rows ``lo:hi`` match the anchor's parameters."""
-        if not scan.known:
-            return np.ones(hi - lo, bool)
-        store = self._store
-        refs = self._states[scan.k].cols["ids"][lo:hi, 0] - store.base
-        ok = store.cols[scan.known[0][0]][refs] == anchor[scan.known[0][1]]
-        for mine, theirs in scan.known[1:]:
-            ok &= store.cols[mine][refs] == anchor[theirs]
-        return ok
-
-    def _single(self, scan: Scan, lo: int, hi: int, anchor: dict, eid: int) -> int:
-        """The newest (``last``) or oldest (``first``) qualifying row, or -1: the scan
-        tests growing slices from that end and stops at the first hit."""
-        if not scan.tested:
-            return hi - 1 if scan.selection == "last" else lo
-        size = _FIRST_CHUNK
-        if scan.selection == "last":
-            end = hi
-            while end > lo:
-                begin = max(lo, end - size)
-                hits = np.flatnonzero(self._qualify(scan, begin, end, anchor, eid))
-                if len(hits):
-                    return begin + int(hits[-1])
-                end, size = begin, size * 8
-        else:
-            begin = lo
-            while begin < hi:
-                end = min(hi, begin + size)
-                hits = np.flatnonzero(self._qualify(scan, begin, end, anchor, eid))
-                if len(hits):
-                    return begin + int(hits[0])
-                begin, size = end, size * 8
-        return -1
-
-    def _per_value(self, scan: Scan, cand: np.ndarray) -> np.ndarray:
-        """Rows of the newest/oldest candidate event per value of the unknown parameters."""
-        if not len(cand):
-            return cand
-        store = self._store
-        events = self._states[scan.k].cols["ids"][cand, 0]
-        refs = events - store.base
-        values = np.stack([store.cols[a][refs] for a in scan.unknown], axis=1)
-        order = slice(None, None, -1) if scan.selection == "last" else slice(None)
-        _, first = np.unique(values[order], axis=0, return_index=True)
-        chosen = events[order][first]
-        return cand[np.isin(events, chosen)]
-
-    def _consistent(self, scan: Scan, rows: np.ndarray, anchor: dict, eid: int
-                    ) -> np.ndarray:
-        """Drop dead ends and instances whose deeper events disagree with the anchor or
-        repeat it."""
-        if not len(rows):
-            return rows
-        ids = self._states[scan.k].cols["ids"]
-        if scan.dead_ends:
-            rows = rows[ids[rows, 1] >= 0]
-        for column in scan.own:
-            if column and eid >= 0:
-                rows = rows[ids[rows, column] != eid]
-        store = self._store
-        for column, attr, theirs in scan.deeper:
-            if not len(rows):
-                break
-            rows = rows[store.cols[attr][ids[rows, column] - store.base] == anchor[theirs]]
-        return rows
+    def _empty(self) -> Matches:
+        return Matches(*self._no_match)
 
     # ------------------------------------------------------------------ detection
 
-    def _matches(self, events: np.ndarray, found: list[tuple[int, np.ndarray]],
+    def _matches(self, events: np.ndarray, local: np.ndarray, deeper: np.ndarray,
                  ids: np.ndarray, causes: np.ndarray | None = None) -> Matches:
         """Matches of the accepted sequences: inside the pattern window, with the late
         predicates and deferred choices checked, and their aggregates and negations
-        (sec. 4.3). ``found`` holds (terminator row, deeper store ids); a terminator's
-        matches get ``causes[row]`` as index (``row`` itself by default)."""
+        (sec. 4.3). ``local`` holds the terminator rows, ``deeper[k - 1]`` the store ids
+        of element ``k``; a terminator's matches get ``causes[row]`` as index (``row``
+        itself by default)."""
         rule = self.rule
-        if not found:
-            return Matches.empty(rule, self._dtype)
-        local = np.concatenate([np.full(len(r), i, np.int64) for i, r in found])
-        deeper = np.concatenate([r for _, r in found])
         elements = [_as_elements(events[local], self._dtype)]
         store = self._store
         for k in range(1, self._n):
-            refs = deeper[:, k - 1] - store.base
+            refs = deeper[k - 1] - store.base
             rows = np.zeros(len(refs), self._dtype)
-            for name in self._dtype.names:
+            for name in self._fields:
                 rows[name] = store.cols[name][refs]
             elements.append(rows)
         n_agg, count = len(rule.aggregates), len(local)
@@ -458,7 +392,7 @@ class AIPEngine:
         if self._late or self._deferred:
             pick = matches.terminator
             matches = matches.select(self._accepted(
-                matches, np.column_stack([ids[local[pick]], deeper[pick]])))
+                matches, np.vstack([ids[local[pick]], deeper[:, pick]]).T))
         terminator = local[matches.terminator]
         matches.terminator = terminator if causes is None else causes[terminator]
         elements = list(matches.elements)
@@ -490,16 +424,25 @@ class AIPEngine:
     def automata(self) -> list[int]:
         """Automata per state: entry ``k >= 1`` counts the instances that saw element
         ``k`` last (dead ends included); entry 0 is the initial automaton."""
+        self._purge()
         return [1, *(len(t) for t in self._states[1:])]
 
     def stored(self) -> dict[str, int | list[int]]:
         """Events kept: in the rule's event store, and per aggregate/negation column."""
+        self._purge()
         return {"events": len(self._store), "columns": [len(t) for t in self._column_tables]}
 
     def _purge(self) -> None:
         """Delete what no future event can use: instances whose next step's window has
-        passed, and stored events older than the rule's longest horizon."""
+        passed, and stored events older than the rule's longest horizon.
+
+        It runs every few hundred events and before the state is counted: until then
+        the rows stay where every search bounds them by time stamp, so when it runs
+        changes no result (snapshots leave them out by their horizon anyway)."""
+        self._unpurged = 0
         now = self._now
+        if now is None:
+            return
         for k in range(1, self._n):
             table = self._states[k]
             table.start = table.cut(now - self._horizons[k])
@@ -521,9 +464,9 @@ class AIPEngine:
         """End of stream: the matches of the terminators held back under ``ties
         nonstrict`` (the newest time stamp's), each with terminator index 0."""
         if self._held is None or not len(self._held):
-            return Matches.empty(self.rule, self._dtype)
+            return self._empty()
         rows = self._held.flush()
-        return self._evaluate(rows, np.zeros(len(rows), np.int64))
+        return self._evaluate(rows, self._roles(rows), np.zeros(len(rows), np.int64))
 
     def snapshot(self) -> bytes:
         """The live state as bytes: equal bytes for equal states, however the stream
@@ -535,8 +478,6 @@ class AIPEngine:
         self._now = restore_tables(state, self._tables())
 
 
-_CORE = ("ts", "key", "producer", "seq")
-
 
 def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
     out = np.zeros(len(rows), dtype)
@@ -544,3 +485,19 @@ def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
         out[name] = rows[name]
     return out
 
+
+def _any(masks: list[np.ndarray]) -> np.ndarray:
+    """Rows where any of ``masks`` holds."""
+    out = masks[0]
+    for mask in masks[1:]:
+        out = out | mask
+    return out
+
+
+def _fill_keys(keys: np.ndarray, live: slice, attrs: tuple[tuple[str, bool], ...] | list,
+               events: np.ndarray, rows: np.ndarray) -> None:
+    """Fill columns ``live`` of the key rows ``keys`` with the keys of ``attrs``
+    (attribute, float) of ``events[rows]``; rows beyond them are zeros."""
+    keys[:, live] = 0
+    for r, (attr, is_float) in enumerate(attrs):
+        keys[r, live] = encode(events[attr][rows], is_float)

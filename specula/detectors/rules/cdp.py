@@ -84,6 +84,7 @@ from specula.detectors.rules.engine import (
     ORDER_SHIFT,
     Matches,
     TieHold,
+    aggregate_value,
     order_key,
     predicates_hold,
 )
@@ -141,7 +142,7 @@ class CDPEngine:
         self.partials = 0
         self._last = (_NO_TS, -1)
         self._unpruned = 0
-        self._checked: set[np.dtype] = set()
+        self._lacking: dict[np.dtype, set[str]] = {}
         n = len(rule.chain)
         self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self.dtype) for _ in range(n)),
                           np.zeros((0, len(rule.aggregates))),
@@ -166,13 +167,16 @@ class CDPEngine:
         plan = self._plan
         self._check_dtype(events)
         types = events["type"]
-        ridx = np.flatnonzero(self._relevant.take(types, mode="clip"))
+        ridx = self._relevant.take(types, mode="clip").nonzero()[0]
         if len(ridx) == 0:
             return self._empty()
         self._check_order(events, ridx)
+        # the relevant types this batch holds: a column of any other has nothing to add
+        rtypes = types[ridx]
+        present = set((rtypes if len(rtypes) <= 64 else np.unique(rtypes)).tolist())
         of_type: dict[int, np.ndarray] = {}
         for si, spec in enumerate(plan.stores):
-            mask = self._members(events, types, spec.key, spec.type_id, of_type)
+            mask = self._members(events, types, spec.key, spec.type_id, of_type, present)
             if mask is None:
                 continue
             rows = self._rows(events, mask)
@@ -180,12 +184,12 @@ class CDPEngine:
             self._stores[si].append(rows, enc, num)
             self._appended(si, len(rows))
         term = plan.terminator
-        mask = self._members(events, types, term.key, term.type_id, of_type)
+        mask = self._members(events, types, term.key, term.type_id, of_type, present)
         if self._hold is None:
             found = (self._empty() if mask is None
-                     else self._detect(np.flatnonzero(mask), self._rows(events, mask)))
+                     else self._detect(mask.nonzero()[0], self._rows(events, mask)))
         else:
-            tidx = np.zeros(0, np.int64) if mask is None else np.flatnonzero(mask)
+            tidx = np.zeros(0, np.int64) if mask is None else mask.nonzero()[0]
             trows = self._rows(events, mask) if mask is not None else self._hold.held[:0]
             trows, tidx = self._hold.take(trows, tidx, events["ts"][ridx])
             found = self._detect(tidx, trows) if len(trows) else self._empty()
@@ -257,14 +261,18 @@ class CDPEngine:
     # ---------------------------------------------------------------------- batches
 
     def _check_dtype(self, events: np.ndarray) -> None:
+        """Raise unless ``events`` is a structured batch with the core fields; remember,
+        per dtype, the types whose attributes it lacks (an error once such an event
+        comes)."""
         dtype = getattr(events, "dtype", None)
-        if dtype in self._checked:
+        if dtype in self._lacking:
             return
         if (not isinstance(events, np.ndarray) or events.ndim != 1 or dtype.names is None
                 or any(f not in dtype.names for f, _ in _CORE_ROW)):
             raise TypeError("process() takes a one-dimensional structured batch with the "
                             "core fields of specula.events (build it with TypeRegistry.batch)")
-        self._checked.add(dtype)
+        self._lacking[dtype] = {name for name, attrs in self._plan.read.items()
+                                if any(a not in dtype.names for a in attrs)}
 
     def _check_order(self, events: np.ndarray, ridx: np.ndarray) -> None:
         """Raise unless the rows ``ridx`` continue the stream order; remember the last."""
@@ -290,18 +298,18 @@ class CDPEngine:
         self._last = (int(ts[-1]), last_key)
 
     def _members(self, events: np.ndarray, types: np.ndarray, key: StoreKey, type_id: int,
-                 of_type: dict[int, np.ndarray]) -> np.ndarray | None:
-        """Mask of the rows that belong to a column (None when there are none)."""
+                 of_type: dict[int, np.ndarray], present: set[int]) -> np.ndarray | None:
+        """Mask of the rows that belong to a column (None when there are none);
+        ``present``: the type ids in the batch, ``of_type`` caches their rows."""
+        if type_id not in present:
+            return None
         mask = of_type.get(type_id)
         if mask is None:
             mask = of_type[type_id] = types == type_id
-        if not mask.any():
-            return None
-        names = events.dtype.names
-        for attr in self._plan.read[key.type]:
-            if attr not in names:
-                raise ValueError(f"the batch holds events of type {key.type!r} but has no "
-                                 f"column {attr!r}; build it with the registry's dtype")
+        if key.type in self._lacking[events.dtype]:
+            attr = next(a for a in self._plan.read[key.type] if a not in events.dtype.names)
+            raise ValueError(f"the batch holds events of type {key.type!r} but has no "
+                             f"column {attr!r}; build it with the registry's dtype")
         if key.literals or key.same or key.predicates:
             mask = mask.copy()
             for c in key.literals:
@@ -375,7 +383,7 @@ class CDPEngine:
             if red.function is None:
                 negations[:, k - n_agg] = count
             else:
-                aggregates[:, k] = _finish(red.function, value, count)
+                aggregates[:, k] = aggregate_value(red.function, value, count)
         return Matches(tidx[which], tuple(elements), aggregates, negations).within(
             plan.rule, self.ticks_per_second)
 
@@ -472,16 +480,3 @@ class _Sequences:
             self.ctx = self.ctx[parent]
             self.taken = np.column_stack([self.taken[parent],
                                           np.zeros(len(parent), np.int64)])
-
-
-def _finish(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Aggregate values from the kernels' ``(value, count)``; NaN where undefined."""
-    if function == "count":
-        return count.astype(np.float64)
-    if function == "sum":
-        return value
-    empty = count == 0
-    if function == "avg":
-        with np.errstate(invalid="ignore", divide="ignore"):
-            value = value / count
-    return np.where(empty, np.nan, value)

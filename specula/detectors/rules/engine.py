@@ -182,6 +182,31 @@ class TieHold:
         return rows
 
 
+def aggregate_value(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Values of an aggregate ``function`` from what the kernels' ``reduce`` gives per
+    match: the sum (or minimum, maximum) of the events' values and their ``count``.
+    NaN where undefined (``Avg``, ``Min`` and ``Max`` of nothing)."""
+    if function == "count":
+        return count.astype(np.float64)
+    if function == "sum":
+        return value
+    empty = count == 0
+    if function == "avg":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = value / count
+    return np.where(empty, np.nan, value)
+
+
+def float_params(rule: Rule, registry: TypeRegistry) -> set[str]:
+    """The parameters of ``rule`` bound to a float attribute somewhere (chain elements,
+    aggregates, negations): their values compare as float64, the others as int64."""
+    patterns = [*rule.chain, *(a.pattern for a in rule.aggregates),
+                *(n.pattern for n in rule.negations)]
+    return {c.value.name for p in patterns for c in p.constraints
+            if isinstance(c.value, Param)
+            and dict(registry[p.type].fields)[c.attr].kind == "f"}
+
+
 def order_key(rows: np.ndarray) -> np.ndarray:
     """Tie-breaker of equal time stamps: ``producer << 40 | seq`` (the stream position)."""
     return (rows["producer"].astype(np.int64) << ORDER_SHIFT) | rows["seq"].astype(np.int64)

@@ -1,0 +1,82 @@
+"""Equal time stamps under ``ties nonstrict`` in the AIP engine.
+
+Under ``ties nonstrict`` an event may precede another of the same time stamp whatever
+their arrival order, so :class:`~specula.detectors.rules.aip.AIPEngine` evaluates a time
+stamp only once all its events have arrived: :class:`Held` keeps the events of the
+newest time stamp (in a :class:`~specula.detectors.rules._aip_tables.Table`, so that a
+snapshot includes them) until a later time stamp arrives, and :func:`pass_order` puts a
+complete group of equal time stamps into role passes, deepest element first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specula.detectors.rules.engine import TieHold
+
+from ._aip_tables import Table
+
+__all__ = ["Held", "pass_order"]
+
+
+class Held:
+    """The relevant events of the newest time stamp, until a later time stamp arrives.
+
+    ``dtype`` holds every field the engine reads of a chain element, and ``type``.
+    """
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.dtype = dtype
+        self.hold = TieHold(dtype)
+        self.table = Table(tuple((name, dtype[name], 0) for name in dtype.names))
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def rows(self) -> np.ndarray:
+        """The held events, in stream order."""
+        table = self.table
+        out = np.zeros(len(table), self.dtype)
+        for name in self.dtype.names:
+            out[name] = table.cols[name][table.start:table.n]
+        return out
+
+    def _keep(self, rows: np.ndarray) -> None:
+        table = self.table
+        table.start = table.n = 0
+        table.reserve(len(rows))
+        for name in self.dtype.names:
+            table.cols[name][:len(rows)] = rows[name]
+        table.n = len(rows)
+
+    def take(self, events: np.ndarray, relevant: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hold the ``relevant`` rows of the batch ``events``; return the events whose time
+        stamp is complete and their causes, as
+        :meth:`~specula.detectors.rules.engine.TieHold.take` does (the table is the state
+        a snapshot keeps, so the hold starts from it)."""
+        new = np.zeros(len(relevant), self.dtype)
+        for name in self.dtype.names:
+            new[name] = events[name][relevant]
+        self.hold.held = self.rows()
+        done, causes = self.hold.take(new, relevant, events["ts"])
+        self._keep(self.hold.held)
+        return done, causes
+
+    def flush(self) -> np.ndarray:
+        """Everything held; the stream has ended."""
+        rows = self.rows()
+        self._keep(rows[:0])
+        return rows
+
+
+def pass_order(ts: np.ndarray, flags: np.ndarray, ties: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The (event, element) pairs to process, from ``flags[r, j]`` (event ``r`` matches
+    element ``j``): in stream order, an event's elements in ascending order; with
+    ``ties`` (nonstrict), per group of equal time stamps the deepest element first,
+    each element's events in stream order, so that events of equal time stamp are in
+    the states an anchor scans whatever their order."""
+    rows, elements = np.nonzero(flags)
+    if ties:
+        order = np.lexsort((rows, -elements, ts[rows]))
+        rows, elements = rows[order], elements[order]
+    return rows, elements
