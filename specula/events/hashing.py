@@ -40,7 +40,7 @@ def uniform(seed: int, tag: int, *keys: np.ndarray | int) -> np.ndarray:
     ``(seed, tag, *keys)``; ``tag`` keeps the numbers of different purposes independent.
 
     >>> a = uniform(7, 1, np.arange(4))
-    >>> bool(((0 <= a) & (a < 1)).all()), a[2] == uniform(7, 1, 2)
+    >>> bool(((0 <= a) & (a < 1)).all()), bool(a[2] == uniform(7, 1, 2))
     (True, True)
     """
     with np.errstate(over="ignore"):
