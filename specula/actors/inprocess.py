@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,19 +42,27 @@ DEFAULT_BATCH_SECONDS = 0.005
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds of busy time per unit of work, for deterministic alpha-adaptation."""
+    """Seconds of busy time per unit of work, for deterministic alpha-adaptation and
+    queueing.
+
+    ``slower`` multiplies the busy time of the named nodes (default 1): one expensive
+    detector in a graph of cheap ones, e.g. the node a shedding experiment overloads.
+    """
 
     per_event: float = 2e-6
     per_snapshot: float = 1e-6
     per_restore: float = 1e-6
     per_comparison: float = 0.5e-6
+    slower: Mapping[str, float] = field(default_factory=dict)
 
-    def busy(self, before: UnitStats, after: UnitStats) -> float:
-        return ((after.emitted - before.emitted) * self.per_event
+    def busy(self, before: UnitStats, after: UnitStats, node: str | None = None) -> float:
+        """Busy time of the work between two readings of a unit's counters (of ``node``)."""
+        work = ((after.emitted - before.emitted) * self.per_event
                 + (after.snapshots - before.snapshots) * self.per_snapshot
                 + (after.restores - before.restores) * self.per_restore
                 + (after.snapshot_comparisons - before.snapshot_comparisons)
                 * self.per_comparison)
+        return work * self.slower.get(node, 1.0) if node is not None else work
 
 
 class InProcessRuntime:
@@ -164,7 +172,7 @@ class InProcessRuntime:
             if flush:
                 out.append(unit.flush(now))
             if self.cost_model and unit.controller is not None:
-                unit.controller.add_busy(self.cost_model.busy(before, unit.stats))
+                unit.controller.add_busy(self.cost_model.busy(before, unit.stats, name))
             out = [o for o in out if len(o)]
             batch = (out[0] if len(out) == 1 else np.concatenate(out)) if out else None
             if batch is not None:

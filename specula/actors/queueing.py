@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -71,29 +72,37 @@ def queued_step(rt: InProcessRuntime, stations: dict[int, Station],
             if len(piece):
                 station.inbox.push(ev.conform(piece, unit.in_dtype, drop=True), t)
                 station.gate.arrived(len(piece), t)
-        outs = _serve(rt, station, unit, now, flush)
+        for out, t in _serve(rt, inst, station, unit, now, flush):
+            _hand_over(rt, inst, unit, nets, out, t, produced)
         if flush:
             end = max(float(now), station.free_at)
-            outs.append((unit.flush(math.ceil(end)), end))
-        for out, t in outs:
-            stamp = math.ceil(t)
-            if len(out):
-                nets[inst.producer].apply(out, stamp)
-                if rt.keep_messages:
-                    rt.messages[name].append(out)
-            out, rt._published[inst.producer] = punctuate(
-                out, unit, rt._published.get(inst.producer), stamp)
-            if len(out):
-                produced.append((name, out, t))
+            _hand_over(rt, inst, unit, nets, unit.flush(math.ceil(end)), end, produced)
 
 
-def _serve(rt: InProcessRuntime, station: Station, unit: OrderingUnit, now: int,
-           drain: bool) -> list[tuple[np.ndarray, float]]:
+def _hand_over(rt: InProcessRuntime, inst: Instance, unit: OrderingUnit,
+               nets: dict[int, NetOutput], out: np.ndarray, t: float,
+               produced: list[tuple[str | None, np.ndarray, float]]) -> None:
+    """Record what ``unit`` generated at ``t`` and hand it, with a progress punctuation
+    if its progress moved, to the subscribers: right after the call that generated it,
+    so that no punctuation runs ahead of the events it vouches for."""
+    stamp = math.ceil(t)
+    if len(out):
+        nets[inst.producer].apply(out, stamp)
+        if rt.keep_messages:
+            rt.messages[inst.node.name].append(out)
+    out, rt._published[inst.producer] = punctuate(
+        out, unit, rt._published.get(inst.producer), stamp)
+    if len(out):
+        produced.append((inst.node.name, out, t))
+
+
+def _serve(rt: InProcessRuntime, inst: Instance, station: Station, unit: OrderingUnit,
+           now: int, drain: bool) -> Iterator[tuple[np.ndarray, float]]:
     """Take batches while the instance is free by ``now`` (all of them if ``drain``);
-    returns what the unit generated for each, with the time it was done."""
+    yields what the unit generated for each, with the time it was done, before taking
+    the next."""
     inbox, gate = station.inbox, station.gate
     spt = 1.0 / rt.ticks_per_second
-    outs = []
     while len(inbox):
         start = max(station.free_at, inbox.head_arrival)
         if start > now and not drain:
@@ -105,7 +114,7 @@ def _serve(rt: InProcessRuntime, station: Station, unit: OrderingUnit, now: int,
         t0 = time.perf_counter()
         out = unit.push(kept, math.ceil(start)) if len(kept) else np.empty(0, unit.out_dtype)
         if rt.cost_model:
-            busy = rt.cost_model.busy(before, unit.stats)
+            busy = rt.cost_model.busy(before, unit.stats, inst.node.name)
             if unit.controller is not None:
                 unit.controller.add_busy(busy)
         else:
@@ -116,5 +125,4 @@ def _serve(rt: InProcessRuntime, station: Station, unit: OrderingUnit, now: int,
         station.series.append({"time_ns": done * spt * 1e9, "inbox_events": inbox.events,
                                "wait_s": (start - arrival) * spt, "shed": gate.shed_total,
                                "violations": gate.stats.violations, "alpha": unit.alpha})
-        outs.append((out, done))
-    return outs
+        yield out, done

@@ -30,8 +30,9 @@ class DropCommand:
     """
 
     #: The fraction, in [0, 1], of the batch's plain events (flags == 0) to drop; 0 when
-    #: the node is not overloaded. eSPICE's trigger asks for δ / R = x / p_size, the
-    #: hybrid paper's for (μ - θ) / μ.
+    #: the node is not overloaded. eSPICE's trigger asks for δ / R = x / p_size (or more,
+    #: to shorten a queue beyond f·q_max: :func:`~.overload.backlog_share`), the hybrid
+    #: paper's for (μ - θ) / μ.
     share: float
     #: Events (rows) in the inbox when the batch was taken, the batch included (q_size).
     q_size: int = 0

@@ -10,6 +10,12 @@ Two triggers, from the two shedding papers:
   q_max - f · q_max for the drops to take effect. The amount: with the input rate R above
   the throughput by δ = R - th, x = δ · p_size / R events of every dropping interval of
   p_size events, i.e. the share x / p_size = δ / R of the input.
+
+  That share holds the queue where it is. A burst that has already filled the queue
+  beyond f · q_max (or arrived all at once, so that R cannot be measured) would stay,
+  and a queue beyond q_max violates the bound, so we also drop at least the share of the
+  queue beyond f · q_max, 1 - f · q_max / q_size (:func:`backlog_share`, our addition):
+  what is kept of the queue then takes f · LB to process.
 - **Hybrid shedding** (``trigger="latency"``). Shed while the query latency μ(k), a
   sliding average over the last measurements (1,000 in the paper), exceeds the bound
   θ; the relative extent of the violation, (μ - θ) / μ, is how much of the load to shed.
@@ -70,6 +76,17 @@ def rate_share(rate_in: float, throughput: float) -> float:
     if not rate_in > 0 or rate_in <= throughput:
         return 0.0
     return (rate_in - throughput) / rate_in
+
+
+def backlog_share(q_size: float, q_max: float, f: float) -> float:
+    """The share of a queue of ``q_size`` events to drop so that what is kept is
+    f · q_max events, f · LB of processing: 1 - f · q_max / q_size; 0 when the queue is
+    not longer than that. Not in eSPICE, which drops δ / R only (see the module).
+
+    >>> backlog_share(1_000, 500.0, 0.8)  # keep 400 of 1,000
+    0.6
+    """
+    return 1.0 - f * q_max / q_size if q_size > f * q_max else 0.0
 
 
 def dropping_amount(rate_in: float, throughput: float, p_size: float) -> float:
@@ -188,6 +205,8 @@ class OverloadDetector:
     >>> for t in range(11): d.arrived(60, t * 0.05)   # R = 1200 events/s
     >>> d.command(400).share, round(d.command(401).share, 4)   # f·q_max = 400
     (0.0, 0.5833)
+    >>> d.command(2_000).share   # a long queue: keep 400 of it
+    0.8
     """
 
     def __init__(self, config: Shedding) -> None:
@@ -230,7 +249,8 @@ class OverloadDetector:
         q_max = max_queue(cfg.latency_bound_s, self.lp_s)
         rate, th = self.arrivals.rate, self.throughput
         if cfg.trigger == "queue":
-            share = rate_share(rate, th) if queue_overloaded(q_size, q_max, cfg.f) else 0.0
+            share = max(rate_share(rate, th), backlog_share(q_size, q_max, cfg.f)) \
+                if queue_overloaded(q_size, q_max, cfg.f) else 0.0
         else:
             share = latency_share(self.mu_s, cfg.latency_bound_s)
         if share <= 0:
