@@ -221,7 +221,8 @@ class DetectorWorker:
     def _take(self, batch: np.ndarray, arrival: int, start: int, command: Any) -> None:
         kept = self.gate.admit(batch, command)
         t0 = time.perf_counter()
-        out = self.unit.push(kept, time.time_ns()) if len(kept) else kept[:0]
+        out = self.unit.push(kept, time.time_ns()) if len(kept) \
+            else np.empty(0, self.unit.out_dtype)
         busy = time.perf_counter() - t0
         self.busy_s += busy
         self._publish(out, time.time_ns())
