@@ -1,5 +1,5 @@
 """The options of a detector node, in one table: what they mean, their defaults, and
-what values they take.
+what values they take; and :class:`Shedding`, the value of the ``shedding`` option.
 
 :func:`specula.detectors.Graph.add`, the :class:`~specula.ordering.OrderingUnit` and the
 ``specula`` command all check options here, so a wrong value gets the same message
@@ -15,10 +15,11 @@ specula.options.OptionError: hits: retraction must be one of 'on-demand', 'full'
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 class OptionError(ValueError):
@@ -58,6 +59,97 @@ def _is_int(value: Any, low: int) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
 
 
+#: The input shedding strategies a :class:`Shedding` can name; :mod:`specula.shedding`
+#: implements each (``make_shedder``). A strategy can also be given as an object.
+SHEDDING_STRATEGIES: tuple[str, ...] = ("random",)
+#: When a node sheds: ``"queue"``, eSPICE's queue bound; ``"latency"``, the hybrid
+#: shedding paper's bound on the smoothed latency (:mod:`specula.shedding.overload`).
+SHEDDING_TRIGGERS: tuple[str, ...] = ("queue", "latency")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Shedding:
+    """Load shedding on a node's inbox: the latency bound to keep, when to shed and what.
+
+    An event's latency at a node is the time from its arrival in the node's inbox to the
+    end of the processing of the batch it was taken in (eSPICE's l(e) = l(q) + l(p)).
+    When that latency is at risk the node drops a share of the plain events it takes
+    from its inbox before its ordering unit sees them; punctuations, retractions,
+    updates and revocations are never dropped. Every dropped event is counted, per node
+    and event type, in the run report.
+
+    Parameters
+    ----------
+    latency_bound_s
+        The bound, in seconds: eSPICE's LB, the hybrid paper's θ.
+    f
+        eSPICE's margin, in (0, 1]: shed once the queue holds more than ``f`` times the
+        events the bound allows (q_size > f·q_max), before the bound is reached.
+    trigger
+        ``"queue"`` (eSPICE sec. 3.4: q_max = LB / l(p), with l(p) the measured
+        processing time per event), or ``"latency"`` (the hybrid paper: shed while the
+        latency averaged over the last ``smoothing`` events, μ, exceeds θ).
+    strategy
+        Which events to drop: a name in :data:`SHEDDING_STRATEGIES` (``"random"``: RI,
+        random input shedding), or an object implementing
+        :class:`specula.shedding.InputShedder`, which every instance of the node copies.
+    seed
+        Seed of the hashed random numbers of ``"random"``.
+    smoothing
+        Events the measured processing time per event and μ are averaged over (the
+        hybrid paper's sliding average over 1,000 measurements).
+
+    >>> Shedding(latency_bound_s=0.5).f
+    0.8
+    >>> Shedding(latency_bound_s=0)
+    Traceback (most recent call last):
+    ...
+    specula.options.OptionError: Shedding: latency_bound_s must be a number of seconds > 0; got 0
+    """
+
+    latency_bound_s: float
+    f: float = 0.8
+    trigger: Literal["queue", "latency"] = "queue"
+    strategy: Any = "random"
+    seed: int = 0
+    smoothing: int = 1000
+
+    def __post_init__(self) -> None:
+        def bad(field: str, valid: str) -> OptionError:
+            return OptionError(f"Shedding: {field} must be {valid}; got "
+                               f"{getattr(self, field)!r}")
+
+        if not (_is_number(self.latency_bound_s) and self.latency_bound_s > 0):
+            raise bad("latency_bound_s", "a number of seconds > 0")
+        if not (_is_number(self.f) and 0 < self.f <= 1):
+            raise bad("f", "a number in (0, 1]")
+        if self.trigger not in SHEDDING_TRIGGERS:
+            raise bad("trigger", "one of " + ", ".join(map(repr, SHEDDING_TRIGGERS)))
+        if isinstance(self.strategy, str):
+            if self.strategy not in SHEDDING_STRATEGIES:
+                raise bad("strategy", "one of " + ", ".join(map(repr, SHEDDING_STRATEGIES))
+                          + " or an InputShedder object")
+        elif not callable(getattr(self.strategy, "keep", None)):
+            raise bad("strategy", "one of " + ", ".join(map(repr, SHEDDING_STRATEGIES))
+                      + " or an InputShedder object (with a keep(batch, command) method)")
+        if not _is_int(self.seed, 0):
+            raise bad("seed", "an integer >= 0")
+        if not _is_int(self.smoothing, 1):
+            raise bad("smoothing", "an integer >= 1 (events)")
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as plain values (the strategy by name or class name), for JSON."""
+        strategy = self.strategy if isinstance(self.strategy, str) \
+            else type(self.strategy).__name__
+        return {"latency_bound_s": self.latency_bound_s, "f": self.f, "trigger": self.trigger,
+                "strategy": strategy, "seed": self.seed, "smoothing": self.smoothing}
+
+
 #: The initial K when a node gives none, in seconds of event time: above the delays a
 #: sensor network adds (the default DelayModel reaches about 0.3 s in bursts).
 DEFAULT_K0_SECONDS = 0.4
@@ -89,6 +181,12 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "Instances of the detector; instance i gets the events whose key hashes to i "
            "(partition_of; counter messages reach all of them).",
            valid="an integer >= 1", accepts=lambda v: _is_int(v, 1)),
+    Option("shedding", None,
+           "Load shedding on the node's inbox: None never drops an event; a "
+           "Shedding(latency_bound_s=...) drops a share of the input when the latency "
+           "bound is at risk, and counts what it dropped.",
+           valid="None or a Shedding(latency_bound_s=...) (specula.shedding.Shedding)",
+           accepts=lambda v: v is None or isinstance(v, Shedding)),
 )}
 
 

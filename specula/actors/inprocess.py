@@ -11,18 +11,24 @@ raw event it depends on.
 With ``cost_model`` the busy time of each unit is not measured but computed from the
 work it did (events processed, snapshots, restores, comparisons), and alpha-adaptation
 runs on the virtual clock: runs are deterministic.
+
+With ``queueing`` (on by default when a node sheds) processing takes virtual time: each
+instance has an inbox on the virtual clock, a busy instance's arrivals wait in it, and
+latencies include the waits (:mod:`specula.actors.queueing`).
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from specula import events as ev
+from specula.actors.inbox import InboxStats
+from specula.actors.queueing import Station, queued_step
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, punctuate, raw_type_table, split_by_key
 from specula.detectors.graph import Graph, Instance
@@ -36,19 +42,27 @@ DEFAULT_BATCH_SECONDS = 0.005
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds of busy time per unit of work, for deterministic alpha-adaptation."""
+    """Seconds of busy time per unit of work, for deterministic alpha-adaptation and
+    queueing.
+
+    ``slower`` multiplies the busy time of the named nodes (default 1): one expensive
+    detector in a graph of cheap ones, e.g. the node a shedding experiment overloads.
+    """
 
     per_event: float = 2e-6
     per_snapshot: float = 1e-6
     per_restore: float = 1e-6
     per_comparison: float = 0.5e-6
+    slower: Mapping[str, float] = field(default_factory=dict)
 
-    def busy(self, before: UnitStats, after: UnitStats) -> float:
-        return ((after.emitted - before.emitted) * self.per_event
+    def busy(self, before: UnitStats, after: UnitStats, node: str | None = None) -> float:
+        """Busy time of the work between two readings of a unit's counters (of ``node``)."""
+        work = ((after.emitted - before.emitted) * self.per_event
                 + (after.snapshots - before.snapshots) * self.per_snapshot
                 + (after.restores - before.restores) * self.per_restore
                 + (after.snapshot_comparisons - before.snapshot_comparisons)
                 * self.per_comparison)
+        return work * self.slower.get(node, 1.0) if node is not None else work
 
 
 class InProcessRuntime:
@@ -69,15 +83,24 @@ class InProcessRuntime:
         Record every step of every unit (see :class:`~specula.ordering.TraceEntry`).
     keep_messages
         Keep every message each detector sent, in ``self.messages`` (for tests).
+    queueing
+        Model every instance's inbox on the virtual clock: processing takes the busy time
+        (of ``cost_model``, else measured), arrivals wait while their instance is busy,
+        and nodes with :class:`~specula.options.Shedding` shed. None (the default): on
+        when some node sheds. Off, an instance takes what arrived in a step in that step
+        and processing takes no virtual time (the report then has no inbox figures).
     """
 
     def __init__(self, graph: Graph, *, ticks_per_second: float | None = None,
                  cost_model: CostModel | None = None, trace: bool = False,
-                 keep_messages: bool = False) -> None:
+                 keep_messages: bool = False, queueing: bool | None = None) -> None:
         graph.validate()
         self.graph = graph
         self.ticks_per_second = ticks_per_second or graph.ticks_per_second
         self.cost_model = cost_model
+        if queueing is None:
+            queueing = any(n.shedding is not None for n in graph.nodes.values())
+        self.queueing = queueing
         self.trace = trace
         self.keep_messages = keep_messages
         self.instances = graph.instances()
@@ -110,11 +133,19 @@ class InProcessRuntime:
         raw = prepare_raw(raw, table)
         if batch_ticks is None:
             batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
+        stations = {i.producer: Station(i, self) for i in self.instances} \
+            if self.queueing else None
+
+        def step(batch: np.ndarray, now: int, flush: bool) -> None:
+            if stations is None:
+                self._step(units, nets, clock, batch, now, flush)
+            else:
+                queued_step(self, stations, units, nets, clock, batch, now, flush)
+
         for batch, now in _steps(raw, batch_ticks):
-            self._step(units, nets, clock, batch, now, flush=False)
-        now = int(raw["ats"][-1]) if len(raw) else 0
-        self._step(units, nets, clock, raw[:0], now, flush=True)
-        return self._report(units, nets, len(raw), time.perf_counter() - t0)
+            step(batch, now, flush=False)
+        step(raw[:0], int(raw["ats"][-1]) if len(raw) else 0, flush=True)
+        return self._report(units, nets, len(raw), time.perf_counter() - t0, stations)
 
     def _unit(self, instance: Instance, clock: ManualClock) -> OrderingUnit:
         controller = None
@@ -141,7 +172,7 @@ class InProcessRuntime:
             if flush:
                 out.append(unit.flush(now))
             if self.cost_model and unit.controller is not None:
-                unit.controller.add_busy(self.cost_model.busy(before, unit.stats))
+                unit.controller.add_busy(self.cost_model.busy(before, unit.stats, name))
             out = [o for o in out if len(o)]
             batch = (out[0] if len(out) == 1 else np.concatenate(out)) if out else None
             if batch is not None:
@@ -156,7 +187,7 @@ class InProcessRuntime:
                 produced.append((name, batch))
 
     def _report(self, units: dict[int, OrderingUnit], nets: dict[int, NetOutput], n_raw: int,
-                wall: float) -> RunReport:
+                wall: float, stations: dict[int, Station] | None) -> RunReport:
         detectors, by_node = {}, {}
         levels = self.graph.levels()
         for name in self.graph.nodes:
@@ -171,7 +202,11 @@ class InProcessRuntime:
                 alpha={i.label: u.controller.history for i, u in zip(insts, us, strict=True)
                        if u.controller is not None},
                 k_s=max(u.k for u in us) / self.graph.ticks_per_second,
-                level=levels[name])
+                level=levels[name],
+                series=[dict(s, instance=i.label) for i in insts
+                        for s in stations[i.producer].series] if stations else [],
+                inbox=InboxStats.merge([stations[i.producer].gate.report(
+                    stations[i.producer].inbox) for i in insts]) if stations else None)
         return RunReport("in-process", detectors, n_raw, wall, 1.0 / self.ticks_per_second,
                          units=by_node)
 

@@ -2,10 +2,12 @@
 
 The driver is the source: it feeds raw batches in arrival order to the actors that
 subscribe to raw types, stamping each batch's arrival (and origin) with the wall clock
-at injection. Actors publish to each other directly, with bounded in-flight calls per
-edge. At the end of the stream the driver flushes the actors level by level (a flush
-returns once its consumers have processed everything it sent), collects the reports
-and kills the actors.
+at injection. Each actor is a threaded Ray actor with a bounded inbox that its
+processing thread drains (:mod:`specula.actors.worker`); actors push to each other
+directly, and a full inbox makes its producers wait. At the end of the stream the
+driver flushes the actors level by level (a flush returns once the actor's inbox is
+empty and what it generated is in its consumers' inboxes), collects the reports and
+kills the actors.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from collections.abc import Iterable
 import numpy as np
 
 from specula import events as ev
+from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table, split_by_key
-from specula.actors.worker import DetectorWorker, Publisher, Route
+from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker, Publisher, Route
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
 
@@ -37,7 +40,11 @@ class RayRuntime:
     batch_size
         Raw events per batch sent by the source.
     max_in_flight
-        Unacknowledged calls allowed per edge before the sender waits.
+        Pushes a sender may have unacknowledged per consumer before it waits (a push is
+        acknowledged once its batch is in the consumer's inbox).
+    inbox_events
+        Rows an actor's inbox holds before its producers wait (backpressure). A node with
+        a latency bound should hold more than it allows (LB / l(p) events).
     speed
         Pace of the source: ``None`` as fast as the actors take the batches, ``1.0`` real
         time (by the raw events' time stamps and the graph's ``ticks_per_second``),
@@ -45,7 +52,8 @@ class RayRuntime:
     """
 
     def __init__(self, graph: Graph, *, address: str | None = None, batch_size: int = 10_000,
-                 max_in_flight: int = 4, speed: float | None = None) -> None:
+                 max_in_flight: int = 4, speed: float | None = None,
+                 inbox_events: int = DEFAULT_INBOX_EVENTS) -> None:
         graph.validate()
         if speed is not None and speed <= 0:
             raise ValueError(f"speed must be > 0 (a multiple of real time), got {speed}")
@@ -54,6 +62,7 @@ class RayRuntime:
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
         self.speed = speed
+        self.inbox_events = inbox_events
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray], *,
             registry: ev.TypeRegistry | None = None) -> RunReport:
@@ -76,8 +85,11 @@ class RayRuntime:
         graph, router = self.graph, Router(self.graph)
         instances = graph.instances()
         actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
-        actors = {i.producer: actor_cls.options(**actor_options(i)).remote(
-                      i, graph.registry, self.max_in_flight) for i in instances}
+        actors = {i.producer: actor_cls.options(
+                      max_concurrency=actor_concurrency(graph, router, i, self.max_in_flight),
+                      **actor_options(i)).remote(
+                      i, graph.registry, self.max_in_flight, self.inbox_events)
+                  for i in instances}
         try:
             of_node = {n: [actors[i.producer] for i in instances if i.node.name == n]
                        for n in graph.nodes}
@@ -134,7 +146,8 @@ class RayRuntime:
                 alpha={r["label"]: r["alpha"] for r in mine if r["alpha"]},
                 series=[dict(s, instance=r["label"]) for r in mine for s in r["series"]],
                 k_s=max(r["k"] for r in mine) / self.graph.ticks_per_second,
-                level=levels[name])
+                level=levels[name],
+                inbox=InboxStats.merge([r["inbox"] for r in mine]))
         return RunReport("ray", detectors, n_raw, wall, 1e-9)
 
 
@@ -149,6 +162,19 @@ def actor_options(instance: Instance) -> dict[str, float]:
     """
     gpus = float(getattr(instance.node.detector, "num_gpus", 0.0) or 0.0)
     return {"num_gpus": gpus} if gpus > 0 else {}
+
+
+def actor_concurrency(graph: Graph, router: Router, instance: Instance,
+                      max_in_flight: int) -> int:
+    """Threads the actor of ``instance`` needs: one for every push that can be in flight
+    to it (``max_in_flight`` from each instance that publishes to it, and from the
+    source if it hears raw types), since a push may wait in its thread for an earlier
+    one or for room in the inbox; and two more, for a flush or a report."""
+    name = instance.node.name
+    senders = sum(n.partitions for n in graph.nodes.values()
+                  if n.name != name and router.hears(name, n.name))
+    senders += 1 if router.hears(name, None) else 0
+    return max_in_flight * senders + 2
 
 
 def _batches(raw: np.ndarray | Iterable[np.ndarray], size: int) -> Iterable[np.ndarray]:

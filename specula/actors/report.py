@@ -1,5 +1,6 @@
-"""What a run produced: per detector its net output, latencies, counters, late events and
-alpha over time. The same report comes from the in-process and the Ray runtime."""
+"""What a run produced: per detector its net output, latencies, counters, late events,
+alpha over time and what its inboxes saw (waits, shed events, the latency bound's
+violations). The same report comes from the in-process and the Ray runtime."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from specula.actors.inbox import InboxStats
 from specula.ordering.adaptation import AlphaSample
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
@@ -28,6 +30,9 @@ class DetectorReport:
     k_s: float = 0.0
     #: 1 for detectors of raw events, else one more than the highest of their producers
     level: int = 1
+    #: its inboxes' waits, latencies, shed events and bound violations (None: the
+    #: in-process runtime without queueing, which has no inboxes)
+    inbox: InboxStats | None = None
 
     def summary(self, seconds_per_tick: float) -> dict[str, Any]:
         lat = self.net.latencies() * seconds_per_tick
@@ -41,6 +46,7 @@ class DetectorReport:
             "level": self.level,
             "k_s": self.k_s,
             **self.stats.as_dict(),
+            "inbox": self.inbox.summary() if self.inbox is not None else None,
         }
 
 
@@ -88,10 +94,17 @@ class RunReport:
             "detectors": {n: d.summary(self.seconds_per_tick) for n, d in self.detectors.items()},
         }
 
+    def shed(self, name: str) -> dict[str, int]:
+        """Events a detector's shedding dropped, by type (empty if it shed none)."""
+        inbox = self.detectors[name].inbox
+        return dict(inbox.shed) if inbox is not None else {}
+
     def time_series(self) -> dict[str, dict[str, list]]:
         """Per detector instance, for plotting: alpha and busy factor at every adaptation
-        step (``alpha.*``), and on Ray the unit's counters, buffer size and calls in
-        flight to its consumers after every batch (``batch.*``)."""
+        step (``alpha.*``), and after every batch it took from its inbox (on Ray, and
+        in-process with queueing) the inbox's length, the batch's wait, the events shed
+        and the bound's violations so far, and on Ray the unit's counters, buffer size and
+        calls in flight to its consumers (``batch.*``)."""
         out: dict[str, dict[str, list]] = {}
         for d in self.detectors.values():
             for label, hist in d.alpha.items():
@@ -112,7 +125,8 @@ class RunReport:
 
 def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
     """Lines of a table of per-detector summaries (``RunReport.summary()["detectors"]``):
-    level, final K, net events, late, replays, retracted, latency mean and p99."""
+    level, final K, net events, late, replays, retracted, latency mean and p99; then a
+    line per detector with a latency bound: events shed, by type, and the violations."""
     lines = [f"{'detector':<17} {'level':>5} {'K':>9} {'net':>8} {'late':>6} {'replays':>8} "
              f"{'retracted':>9} {'latency mean':>13} {'p99':>10}"]
     for name, d in detectors.items():
@@ -122,6 +136,16 @@ def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
                      f"{d['events_retracted']:>9,} "
                      f"{'-' if mean is None else f'{mean * 1e3:.1f} ms':>13} "
                      f"{'-' if p99 is None else f'{p99 * 1e3:.1f} ms':>10}")
+    for name, d in detectors.items():
+        inbox = d.get("inbox") or {}
+        if inbox.get("latency_bound_s") is not None:
+            by_type = ", ".join(f"{t} {n:,}" for t, n in inbox["shed_by_type"].items())
+            by_type = f" ({by_type})" if by_type else ""
+            p99 = inbox["latency_p99_s"]
+            lines.append(f"{name}: shed {inbox['shed']:,} events{by_type}"
+                         f"; {inbox['violations']:,} over the {inbox['latency_bound_s']:g} s "
+                         f"bound; latency at the node p99 "
+                         f"{'-' if p99 is None else f'{p99 * 1e3:.1f} ms'}")
     return lines
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -102,6 +103,24 @@ class Threshold(Detector):
         if len(hit):
             emit.many("E", ts=events["ts"][hit], key=events["key"][hit], cause=hit,
                       v=events["v"][hit])
+
+
+class SlowThreshold(Threshold):
+    """A :class:`Threshold` that spends ``seconds_per_event`` of wall time per event: the
+    stand-in for an expensive detector, to overload an actor in tests of shedding.
+
+    It sleeps, leaving the CPU to others, so its processing rate hardly depends on the
+    machine's load; its output is Threshold's.
+    """
+
+    def __init__(self, limit: int = 50, seconds_per_event: float = 0.0) -> None:
+        super().__init__(limit)
+        self.seconds_per_event = seconds_per_event
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
+        if self.seconds_per_event > 0 and len(events):
+            time.sleep(len(events) * self.seconds_per_event)
+        super().on_batch(events, type_names, emit)
 
 
 class FollowedWithin(Detector):

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
-from specula.options import DEFAULT_K0_SECONDS, check_option, node_options
+from specula.options import DEFAULT_K0_SECONDS, Shedding, check_option, node_options
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.unit import LatePolicy, OrderingUnit, RetractionMode
 
@@ -44,6 +44,7 @@ class Node:
     late: LatePolicy = "side"
     k0: int = 0
     partitions: int = 1
+    shedding: Shedding | None = None
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -108,14 +109,17 @@ class Graph:
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
             retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
-            k0: int | None = None, partitions: int = 1) -> Graph:
+            k0: int | None = None, partitions: int = 1,
+            shedding: Shedding | None = None) -> Graph:
         """Add a detector under a unique ``name``; returns the graph for chaining.
 
         The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
-        retraction, late, k0 in ticks, partitions). ``partitions > 1`` runs that many
-        instances of the detector, each on the events whose key hashes to its index
+        retraction, late, k0 in ticks, partitions, shedding). ``partitions > 1`` runs that
+        many instances of the detector, each on the events whose key hashes to its index
         (:func:`~specula.events.hashing.partition_of`; counter messages reach all of
-        them): for detectors whose state is per key, e.g. one per player.
+        them): for detectors whose state is per key, e.g. one per player. ``shedding``
+        (a :class:`~specula.options.Shedding`) gives each instance a latency bound that it
+        keeps by dropping input when overloaded (:mod:`specula.shedding`).
         """
         if name in self.nodes:
             raise GraphError(f"a detector named {name!r} is already in the graph; "
@@ -127,7 +131,7 @@ class Graph:
             raise GraphError(f"{name}: expected a Detector instance, got "
                              f"{type(detector).__name__}")
         options = node_options(where=name, alpha=alpha, retraction=retraction, late=late,
-                               k0=k0, partitions=partitions)
+                               k0=k0, partitions=partitions, shedding=shedding)
         if options["k0"] is None:
             options["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
         self.nodes[name] = Node(name, detector, **options)

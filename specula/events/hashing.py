@@ -1,16 +1,20 @@
 """The project's one hash of 64-bit integers: SplitMix64's finaliser.
 
-It makes the delay model's random numbers functions of what they are for (see
-:mod:`specula.pipelines.delays`) and spreads event keys over a detector's partitions
-(:func:`partition_of`), so that keys with a common stride (all even sensor ids, say)
-do not all land on one instance.
+It makes random numbers functions of what they are for (:func:`uniform`): the delay
+model's (:mod:`specula.pipelines.delays`) and random input shedding's
+(:mod:`specula.shedding.baselines`), so that a number depends only on the reading or
+event it is drawn for, never on how a stream is cut. It also spreads event keys over a
+detector's partitions (:func:`partition_of`), so that keys with a common stride (all
+even sensor ids, say) do not all land on one instance.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["mix64", "partition_of"]
+__all__ = ["mix64", "partition_of", "uniform"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
@@ -29,3 +33,18 @@ def partition_of(keys: np.ndarray | int, partitions: int) -> np.ndarray:
     """
     hashed = mix64(np.asarray(keys, np.int64).astype(np.uint64))
     return (hashed % np.uint64(partitions)).astype(np.int64)
+
+
+def uniform(seed: int, tag: int, *keys: np.ndarray | int) -> np.ndarray:
+    """Uniform numbers in [0, 1), one per element of the broadcast ``keys``: a hash of
+    ``(seed, tag, *keys)``; ``tag`` keeps the numbers of different purposes independent.
+
+    >>> a = uniform(7, 1, np.arange(4))
+    >>> bool(((0 <= a) & (a < 1)).all()), bool(a[2] == uniform(7, 1, 2))
+    (True, True)
+    """
+    with np.errstate(over="ignore"):
+        h = mix64(np.asarray(seed, np.int64).astype(np.uint64) + np.uint64(tag) * _GOLDEN)
+        for key in keys:
+            h = mix64(h ^ (np.asarray(key, np.int64).astype(np.uint64) + _GOLDEN))
+    return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53

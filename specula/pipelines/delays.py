@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specula.events.hashing import mix64
+from specula.events.hashing import uniform as _uniform
 
 __all__ = ["DelayModel", "out_of_order_fraction"]
 
@@ -176,17 +176,6 @@ class DelayModel:
 
 # Tags that keep the random numbers of different purposes independent.
 _BASE, _JITTER, _COUNT, _START, _HOLD, _SIZE, _GROUP = range(1, 8)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _uniform(seed: int, tag: int, *keys: np.ndarray | int) -> np.ndarray:
-    """Uniform numbers in [0, 1), one per element of the broadcast ``keys``: a hash of
-    ``(seed, tag, *keys)``."""
-    with np.errstate(over="ignore"):
-        h = mix64(np.asarray(seed, np.int64).astype(np.uint64) + np.uint64(tag) * _GOLDEN)
-        for key in keys:
-            h = mix64(h ^ (np.asarray(key, np.int64).astype(np.uint64) + _GOLDEN))
-    return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def _poisson(mean: float, u: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from specula.actors.report import RunReport, format_detectors
 from specula.actors.routing import raw_type_table
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
-from specula.options import NODE_OPTIONS, OptionError
+from specula.options import NODE_OPTIONS, OptionError, Shedding
 from specula.pipelines.logs import LogKind
 
 #: The options of the kind's default graph where the config leaves them unset.
@@ -206,10 +206,15 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         if report.wall_seconds and not config.watch else None,
         "alpha": common_option(graph, "alpha"),
         "retraction": common_option(graph, "retraction"),
-        "options": {name: {o: getattr(node, o) for o in NODE_OPTIONS}
+        "options": {name: {o: _plain(getattr(node, o)) for o in NODE_OPTIONS}
                     for name, node in graph.nodes.items()},
         "detectors": detectors,
     }
+
+
+def _plain(value: Any) -> Any:
+    """An option's value as JSON can hold it (a Shedding as its settings)."""
+    return value.describe() if isinstance(value, Shedding) else value
 
 
 def common_option(graph: Graph, name: str) -> Any:

@@ -201,7 +201,7 @@ _SOCCER = ("AccelerationPeak", "BallInPlay", "BallNearFoot", "BallPossession", "
            "CombinationShot", "DoublePass", "Interception", "Pass", "PlayerHitsBall",
            "RunningIntensity", "ShotOnGoal")
 _EXAMPLES = ("ANotBC", "ANotBCBatch", "CountPerKey", "FollowedWithin", "RunningCount",
-             "Threshold")
+             "SlowThreshold", "Threshold")
 
 #: ``module.Class`` -> fixtures (id, factory); the soccer ones need a generated match.
 FIXTURES: dict[str, list[tuple[str, Callable[[], Case], bool]]] = {

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from specula import Graph, InProcessRuntime, TypeRegistry
+from specula import CostModel, Graph, InProcessRuntime, TypeRegistry
 from specula.cli import main
 from specula.detectors.examples import ANotBC, FollowedWithin, Threshold, example_registry
 from specula.events import RegistryMismatchError
-from specula.options import OptionError
+from specula.options import OptionError, Shedding
 from specula.pipelines.replay import ReplayConfig, replay, replay_graph, summarize
 from specula.pipelines.synthetic import abc_stream
 from specula.soccer.spark_log import PositionLog
@@ -96,9 +96,26 @@ def test_the_summary_records_the_options_of_the_nodes_that_ran():
     assert summary["alpha"] == 0.5
     assert summary["retraction"] is None  # it differs per node: no one value is claimed
     assert summary["options"]["a_not_bc"] == {"alpha": 0.5, "retraction": "on-demand",
-                                              "late": "process", "k0": 7, "partitions": 1}
+                                              "late": "process", "k0": 7, "partitions": 1,
+                                              "shedding": None}
     assert summary["options"]["d_then_e"]["partitions"] == 2
     json.dumps(summary)  # what summary.json holds
+
+
+def test_the_summary_records_shedding_and_what_it_dropped():
+    bound = Shedding(latency_bound_s=0.5, f=0.6)
+    mine = _user_graph().with_options(["big_c"], shedding=bound)
+    raw = abc_stream(example_registry(), 500, seed=1)
+    report = InProcessRuntime(mine, cost_model=CostModel(per_event=0.5)).run(raw)
+    ingested = SimpleNamespace(rows=500, events=500, quarantined=0, duplicates=0,
+                               first_quarantined=(), first_ts=int(raw["ts"].min()),
+                               last_ts=int(raw["ts"].max()))
+    summary = json.loads(json.dumps(summarize(report, mine, ingested, ReplayConfig(graph=mine))))
+    assert summary["options"]["big_c"]["shedding"] == bound.describe()
+    assert summary["options"]["a_not_bc"]["shedding"] is None
+    inbox = summary["detectors"]["big_c"]["inbox"]
+    assert inbox["shed"] > 0 and inbox["shed_by_type"] == {"C": inbox["shed"]}
+    assert inbox["latency_bound_s"] == 0.5
 
 
 def _soccer_types(raw_order: tuple[str, ...], vx: str = "i4") -> TypeRegistry:

@@ -1,0 +1,268 @@
+"""A detector instance's inbox, and the gate between it and the ordering unit.
+
+:class:`Inbox` is a bounded FIFO of batches, each with its arrival time: producers push,
+the instance's processing loop takes the oldest. It knows its length in events (rows),
+and records every taken event's waiting time. It has no clock and no lock: the Ray
+actor (:mod:`.worker`) wraps it in a condition variable and stamps arrivals with its
+monotonic clock; the in-process runtime (:mod:`.queueing`) stamps them with virtual
+time.
+
+:class:`Gate` is what a taken batch passes before the ordering unit: for a node with
+:class:`~specula.options.Shedding`, the overload detector's command and the shedder's
+keep-mask (control messages always pass); for every node, the metrics of what it
+processed: busy time (the processing rate), each event's latency at the node (arrival
+to the end of its batch's processing), the bound's violations, the shed events by type.
+:class:`InboxStats` carries those metrics into the run report, mergeable across
+instances, in bounded memory (:class:`Histogram`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from specula.events import TypeRegistry
+from specula.options import Shedding
+from specula.shedding import KEEP_ALL, DropCommand, OverloadDetector, make_shedder
+
+
+class Histogram:
+    """Counts of durations in logarithmic bins, for percentiles in bounded memory.
+
+    Bin 0 holds durations under 1 µs; then 40 bins per decade up to 10^4 s (each bin
+    ~6 % wide); the last bin everything longer. Percentiles answer a bin's upper edge,
+    so they never understate; count, total and maximum are exact.
+
+    >>> h = Histogram(); h.add(0.010, 99); h.add(2.0, 1)
+    >>> h.count, round(h.percentile(50), 4) >= 0.010, h.max
+    (100, True, 2.0)
+    """
+
+    LOW, PER_DECADE, DECADES = 1e-6, 40, 10
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(self.PER_DECADE * self.DECADES + 2, np.int64)
+        self.count = 0
+        self.total = 0.0
+        self.max = 0.0
+
+    def add(self, seconds: float, n: int = 1) -> None:
+        """Count ``n`` events of duration ``seconds``."""
+        if n <= 0:
+            return
+        self.counts[self._bin(seconds)] += n
+        self.count += n
+        self.total += seconds * n
+        self.max = max(self.max, seconds)
+
+    def _bin(self, seconds: float) -> int:
+        if seconds < self.LOW:
+            return 0
+        i = 1 + math.floor(math.log10(seconds / self.LOW) * self.PER_DECADE)
+        return min(i, len(self.counts) - 1)
+
+    def upper(self, i: int) -> float:
+        """The upper edge of bin ``i``, in seconds (the last bin's: the maximum seen)."""
+        if i == len(self.counts) - 1:
+            return self.max
+        return self.LOW * 10 ** (i / self.PER_DECADE)
+
+    def percentile(self, q: float) -> float | None:
+        """An upper bound of the ``q``-th percentile (0-100); None when empty."""
+        if not self.count:
+            return None
+        i = int(np.searchsorted(np.cumsum(self.counts), math.ceil(q / 100 * self.count)))
+        return min(self.upper(i), self.max)
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count else None
+
+    def absorb(self, other: Histogram) -> None:
+        """Add another histogram's counts to this one."""
+        self.counts += other.counts
+        self.count += other.count
+        self.total += other.total
+        self.max = max(self.max, other.max)
+
+
+class InboxFullError(RuntimeError):
+    """A push into an inbox without room; the caller should have waited."""
+
+
+class Inbox:
+    """A FIFO of batches with their arrival times, bounded in events.
+
+    ``capacity`` bounds the rows it holds (None: unbounded); a batch larger than the
+    capacity is taken only into an empty inbox, so that it never waits forever. Times
+    are in ticks; ``seconds_per_tick`` converts the waits it records to seconds.
+    """
+
+    def __init__(self, capacity: int | None = None, seconds_per_tick: float = 1e-9) -> None:
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"an inbox holds at least one event; got capacity {capacity}")
+        self.capacity = capacity
+        self.seconds_per_tick = seconds_per_tick
+        self._queue: deque[tuple[np.ndarray, float]] = deque()
+        self.events = 0           # rows now in the inbox
+        self.max_events = 0       # the most it ever held
+        self.pushed = 0           # rows ever pushed
+        self.waits = Histogram()  # each taken row's time in the inbox
+
+    def __len__(self) -> int:
+        """Batches waiting."""
+        return len(self._queue)
+
+    def has_room(self, n: int) -> bool:
+        """Can a batch of ``n`` rows be pushed now?"""
+        return self.capacity is None or self.events == 0 or self.events + n <= self.capacity
+
+    def push(self, batch: np.ndarray, arrival: float) -> None:
+        """Append ``batch``, arrived at ``arrival`` ticks; :class:`InboxFullError` if no room."""
+        if not self.has_room(len(batch)):
+            raise InboxFullError(f"{len(batch)} events do not fit: {self.events} of "
+                            f"{self.capacity} taken")
+        self._queue.append((batch, arrival))
+        self.events += len(batch)
+        self.pushed += len(batch)
+        self.max_events = max(self.max_events, self.events)
+
+    @property
+    def head_arrival(self) -> float:
+        """Arrival time of the oldest batch (the inbox must not be empty)."""
+        return self._queue[0][1]
+
+    def pop(self, now: float) -> tuple[np.ndarray, float]:
+        """Take the oldest batch at ``now`` ticks: returns it and its arrival time."""
+        batch, arrival = self._queue.popleft()
+        self.events -= len(batch)
+        self.waits.add(max(0.0, now - arrival) * self.seconds_per_tick, len(batch))
+        return batch, arrival
+
+
+@dataclass
+class InboxStats:
+    """What one node's inboxes (all its instances) saw, for the run report."""
+
+    #: the node's latency bound in seconds, None without shedding
+    latency_bound_s: float | None = None
+    waits: Histogram = field(default_factory=Histogram)
+    latencies: Histogram = field(default_factory=Histogram)
+    max_events: int = 0
+    pushed: int = 0
+    processed: int = 0
+    busy_s: float = 0.0
+    #: plain events dropped by the shedder, by type name
+    shed: dict[str, int] = field(default_factory=dict)
+    #: processed events whose latency at the node exceeded the bound
+    violations: int = 0
+    #: batches taken while the overload detector asked for drops
+    overloaded_batches: int = 0
+
+    @classmethod
+    def merge(cls, parts: list[InboxStats]) -> InboxStats:
+        """The stats of several instances of one node as one (the inbox high-water mark is
+        the largest of any instance)."""
+        out = cls(latency_bound_s=parts[0].latency_bound_s if parts else None)
+        for p in parts:
+            out.waits.absorb(p.waits)
+            out.latencies.absorb(p.latencies)
+            out.max_events = max(out.max_events, p.max_events)
+            out.pushed += p.pushed
+            out.processed += p.processed
+            out.busy_s += p.busy_s
+            for t, n in p.shed.items():
+                out.shed[t] = out.shed.get(t, 0) + n
+            out.violations += p.violations
+            out.overloaded_batches += p.overloaded_batches
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready figures: inbox high-water mark, wait and latency percentiles,
+        processing rate, shed events (total and by type) and the bound's violations."""
+        return {
+            "latency_bound_s": self.latency_bound_s,
+            "inbox_max_events": self.max_events,
+            "wait_p50_s": self.waits.percentile(50),
+            "wait_p99_s": self.waits.percentile(99),
+            "latency_p99_s": self.latencies.percentile(99),
+            "latency_max_s": self.latencies.max if self.latencies.count else None,
+            "processing_rate_eps": self.processed / self.busy_s if self.busy_s > 0 else None,
+            "shed": sum(self.shed.values()),
+            "shed_by_type": dict(sorted(self.shed.items())),
+            "violations": self.violations,
+            "overloaded_batches": self.overloaded_batches,
+        }
+
+
+class Gate:
+    """Between an instance's inbox and its ordering unit: shedding and metrics.
+
+    Without ``shedding`` every event passes and only the metrics are kept. Times given
+    to it are in ticks of ``seconds_per_tick`` seconds.
+    """
+
+    def __init__(self, shedding: Shedding | None, registry: TypeRegistry,
+                 seconds_per_tick: float) -> None:
+        self.shedding = shedding
+        self.seconds_per_tick = seconds_per_tick
+        self.detector = OverloadDetector(shedding) if shedding is not None else None
+        self.shedder = make_shedder(shedding) if shedding is not None else None
+        self._names = {t.id: t.name for t in registry.types()}
+        self._shed = np.zeros(max(self._names) + 2, np.int64)  # by type id; last: unknown
+        self.stats = InboxStats(shedding.latency_bound_s if shedding else None)
+
+    def arrived(self, n: int, now: float) -> None:
+        """``n`` rows arrived at ``now`` ticks (for the measured input rate)."""
+        if self.detector is not None:
+            self.detector.arrived(n, now * self.seconds_per_tick)
+
+    def command(self, q_size: int) -> DropCommand:
+        """The overload detector's command for a batch taken with ``q_size`` rows in the
+        inbox, the batch included."""
+        return self.detector.command(q_size) if self.detector is not None else KEEP_ALL
+
+    def admit(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
+        """What of ``batch`` goes on to the ordering unit: all of it without shedding;
+        else what the shedder keeps, plus every control message. Counts what it drops."""
+        if self.shedder is None:
+            return batch
+        if command.overloaded:
+            self.stats.overloaded_batches += 1
+        keep = np.asarray(self.shedder.keep(batch, command), bool)
+        if len(keep) != len(batch):
+            raise ValueError(f"{type(self.shedder).__name__}.keep returned {len(keep)} "
+                             f"flags for a batch of {len(batch)} events")
+        drop = ~keep & (batch["flags"] == 0)
+        if not drop.any():
+            return batch
+        ids = np.minimum(batch["type"][drop], len(self._shed) - 1)
+        self._shed += np.bincount(ids, minlength=len(self._shed))
+        return batch[~drop]
+
+    def done(self, n: int, busy_s: float, latency_s: float) -> None:
+        """``n`` rows were processed in ``busy_s`` seconds, ``latency_s`` after arrival."""
+        s = self.stats
+        s.processed += n
+        s.busy_s += busy_s
+        s.latencies.add(latency_s, n)
+        if s.latency_bound_s is not None and latency_s > s.latency_bound_s:
+            s.violations += n
+        if self.detector is not None:
+            self.detector.processed(n, busy_s)
+            self.detector.completed(latency_s, n)
+
+    @property
+    def shed_total(self) -> int:
+        return int(self._shed.sum())
+
+    def report(self, inbox: Inbox) -> InboxStats:
+        """The stats so far, with the inbox's waits and high-water mark."""
+        s = self.stats
+        s.shed = {self._names.get(i, "?"): int(n) for i, n in enumerate(self._shed) if n}
+        s.waits, s.max_events, s.pushed = inbox.waits, inbox.max_events, inbox.pushed
+        return s

@@ -1,0 +1,258 @@
+"""Overload detection on a node's inbox: when to shed, and how much.
+
+Two triggers, from the two shedding papers:
+
+- **eSPICE, sec. 3.4** (``trigger="queue"``). An event at position n of the input queue
+  has the estimated latency l(e) = n · l(p), l(p) the processing time per event
+  (1 / th, th the operator's throughput). The latency bound LB thus allows
+  q_max = LB / l(p) events in the queue, and shedding starts when
+  q_size > f · q_max, f in [0, 1] (0.8 in the paper's experiments), leaving the margin
+  q_max - f · q_max for the drops to take effect. The amount: with the input rate R above
+  the throughput by δ = R - th, x = δ · p_size / R events of every dropping interval of
+  p_size events, i.e. the share x / p_size = δ / R of the input.
+
+  That share holds the queue where it is. A burst that has already filled the queue
+  beyond f · q_max (or arrived all at once, so that R cannot be measured) would stay,
+  and a queue beyond q_max violates the bound, so we also drop at least the share of the
+  queue beyond f · q_max, 1 - f · q_max / q_size (:func:`backlog_share`, our addition):
+  what is kept of the queue then takes f · LB to process.
+- **Hybrid shedding** (``trigger="latency"``). Shed while the query latency μ(k), a
+  sliding average over the last measurements (1,000 in the paper), exceeds the bound
+  θ; the relative extent of the violation, (μ - θ) / μ, is how much of the load to shed.
+
+What "latency" means here: the time from an event's arrival in the node's inbox to the
+end of the processing of the batch it was taken in; l(p) is measured as busy time per
+event processed, R as events arrived per second, both over the last ``smoothing``
+events (:class:`~specula.options.Shedding`). The formulas are plain functions, checked
+against hand computations in ``tests/shedding``; :class:`OverloadDetector` keeps the
+measurements of one instance and turns them into a :class:`DropCommand` per batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from specula.options import Shedding
+from specula.shedding.base import KEEP_ALL, DropCommand
+
+
+def estimated_latency(n: int, lp_s: float) -> float:
+    """eSPICE's l(e) = n · l(p): the latency of the event at position ``n`` (from 1) of
+    the queue, each event taking ``lp_s`` seconds.
+
+    >>> estimated_latency(4, 0.25)
+    1.0
+    """
+    return n * lp_s
+
+
+def max_queue(latency_bound_s: float, lp_s: float) -> float:
+    """eSPICE's q_max = LB / l(p): the most events the queue may hold before an event's
+    latency exceeds the bound (inf while l(p) is unknown, i.e. 0).
+
+    >>> max_queue(1.0, 0.002)
+    500.0
+    """
+    return latency_bound_s / lp_s if lp_s > 0 else math.inf
+
+
+def queue_overloaded(q_size: float, q_max: float, f: float) -> bool:
+    """eSPICE's trigger: q_size > f · q_max.
+
+    >>> queue_overloaded(401, 500.0, 0.8), queue_overloaded(400, 500.0, 0.8)
+    (True, False)
+    """
+    return q_size > f * q_max
+
+
+def rate_share(rate_in: float, throughput: float) -> float:
+    """The share of the input to drop so that what is kept matches the throughput:
+    δ / R with δ = R - th (eSPICE's x / p_size); 0 when R <= th.
+
+    >>> rate_share(1200.0, 1000.0)  # 20 % over: drop 1/6
+    0.16666666666666666
+    """
+    if not rate_in > 0 or rate_in <= throughput:
+        return 0.0
+    return (rate_in - throughput) / rate_in
+
+
+def backlog_share(q_size: float, q_max: float, f: float) -> float:
+    """The share of a queue of ``q_size`` events to drop so that what is kept is
+    f · q_max events, f · LB of processing: 1 - f · q_max / q_size; 0 when the queue is
+    not longer than that. Not in eSPICE, which drops δ / R only (see the module).
+
+    >>> backlog_share(1_000, 500.0, 0.8)  # keep 400 of 1,000
+    0.6
+    """
+    return 1.0 - f * q_max / q_size if q_size > f * q_max else 0.0
+
+
+def dropping_amount(rate_in: float, throughput: float, p_size: float) -> float:
+    """eSPICE's x = δ · p_size / R: events to drop from every dropping interval (partition)
+    of ``p_size`` events.
+
+    >>> dropping_amount(1400.0, 1000.0, 70)  # δ = 400 events/s, 70 events last 0.05 s
+    20.0
+    """
+    return rate_share(rate_in, throughput) * p_size
+
+
+def latency_share(mu_s: float, theta_s: float) -> float:
+    """The hybrid paper's relative extent of the violation, (μ - θ) / μ; 0 when μ <= θ.
+
+    >>> latency_share(1.25, 1.0)
+    0.2
+    """
+    return (mu_s - theta_s) / mu_s if mu_s > theta_s else 0.0
+
+
+class SlidingMean:
+    """The mean of a quantity over its last ``size`` units of weight (events), in bounded
+    memory: values come in chunks (a batch's total busy time and its events, say), and
+    the oldest chunk is cut down pro rata when it straddles the window's start.
+
+    >>> m = SlidingMean(10)
+    >>> m.add(10.0, 5); m.add(40.0, 10)   # 2 per event, then 4 per event
+    >>> m.mean, m.weight
+    (4.0, 10.0)
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._chunks: deque[list[float]] = deque()  # [value, weight], oldest first
+        self._value = 0.0
+        self._weight = 0.0
+
+    def add(self, value: float, weight: float) -> None:
+        """Add ``value`` spread over ``weight`` events (ignored when ``weight`` <= 0)."""
+        if weight <= 0:
+            return
+        self._chunks.append([float(value), float(weight)])
+        self._value += value
+        self._weight += weight
+        while self._weight > self.size:
+            first = self._chunks[0]
+            excess = self._weight - self.size
+            if first[1] <= excess:
+                self._chunks.popleft()
+                self._value -= first[0]
+                self._weight -= first[1]
+            else:  # keep the part of the oldest chunk inside the window
+                cut = first[0] * excess / first[1]
+                first[0] -= cut
+                first[1] -= excess
+                self._value -= cut
+                self._weight = float(self.size)
+        if not self._chunks:
+            self._value = self._weight = 0.0
+
+    @property
+    def weight(self) -> float:
+        """Events in the window (at most ``size``)."""
+        return self._weight
+
+    @property
+    def mean(self) -> float:
+        """The value per event over the window; 0 when empty."""
+        return self._value / self._weight if self._weight > 0 else 0.0
+
+
+class ArrivalRate:
+    """Events per second arriving in an inbox, over the last arrivals that hold at least
+    ``size`` events (and at least two arrivals: a rate needs a time span).
+
+    >>> r = ArrivalRate(100)
+    >>> for t in (0.0, 0.1, 0.2, 0.3): r.add(50, t)
+    >>> round(r.rate, 6)  # kept: the last three; 100 events in the 0.2 s after the first
+    500.0
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._arrivals: deque[tuple[float, int]] = deque()  # (time s, events)
+        self._events = 0
+
+    def add(self, n: int, t_s: float) -> None:
+        """``n`` events arrived at ``t_s`` seconds."""
+        self._arrivals.append((t_s, n))
+        self._events += n
+        # drop the oldest while what remains still spans `size` events past its first
+        while len(self._arrivals) > 2 and self._events - self._arrivals[0][1] \
+                - self._arrivals[1][1] >= self.size:
+            self._events -= self._arrivals.popleft()[1]
+
+    @property
+    def rate(self) -> float:
+        """Events per second after the first arrival of the window; 0 until measurable."""
+        if len(self._arrivals) < 2:
+            return 0.0
+        span = self._arrivals[-1][0] - self._arrivals[0][0]
+        return (self._events - self._arrivals[0][1]) / span if span > 0 else 0.0
+
+
+class OverloadDetector:
+    """One instance's overload detector: measurements in, a :class:`DropCommand` out.
+
+    The runtime tells it what arrived (:meth:`arrived`), what was processed in how much
+    busy time (:meth:`processed`) and the latencies of processed events
+    (:meth:`completed`), and asks for a command for every batch it takes
+    (:meth:`command`).
+
+    >>> d = OverloadDetector(Shedding(latency_bound_s=1.0, f=0.8, smoothing=100))
+    >>> d.processed(100, 0.2)             # l(p) = 2 ms: q_max = 500 events
+    >>> for t in range(11): d.arrived(60, t * 0.05)   # R = 1200 events/s
+    >>> d.command(400).share, round(d.command(401).share, 4)   # f·q_max = 400
+    (0.0, 0.5833)
+    >>> d.command(2_000).share   # a long queue: keep 400 of it
+    0.8
+    """
+
+    def __init__(self, config: Shedding) -> None:
+        self.config = config
+        self.busy = SlidingMean(config.smoothing)      # seconds per processed event
+        self.latency = SlidingMean(config.smoothing)   # μ: seconds per completed event
+        self.arrivals = ArrivalRate(config.smoothing)
+
+    def arrived(self, n: int, t_s: float) -> None:
+        """``n`` events (rows) arrived in the inbox at ``t_s`` seconds."""
+        self.arrivals.add(n, t_s)
+
+    def processed(self, n: int, busy_s: float) -> None:
+        """``n`` events (rows) were processed in ``busy_s`` seconds of busy time."""
+        self.busy.add(busy_s, n)
+
+    def completed(self, latency_s: float, n: int) -> None:
+        """``n`` events were processed ``latency_s`` seconds after their arrival."""
+        self.latency.add(latency_s * n, n)
+
+    @property
+    def lp_s(self) -> float:
+        """l(p): measured seconds of processing per event (0 until measured)."""
+        return self.busy.mean
+
+    @property
+    def throughput(self) -> float:
+        """th = 1 / l(p), events per second (inf until measured)."""
+        return 1.0 / self.lp_s if self.lp_s > 0 else math.inf
+
+    @property
+    def mu_s(self) -> float:
+        """μ: the mean latency of the last ``smoothing`` processed events, seconds."""
+        return self.latency.mean
+
+    def command(self, q_size: int) -> DropCommand:
+        """The drop command for a batch taken while the inbox holds ``q_size`` events
+        (the batch included)."""
+        cfg = self.config
+        q_max = max_queue(cfg.latency_bound_s, self.lp_s)
+        rate, th = self.arrivals.rate, self.throughput
+        if cfg.trigger == "queue":
+            share = max(rate_share(rate, th), backlog_share(q_size, q_max, cfg.f)) \
+                if queue_overloaded(q_size, q_max, cfg.f) else 0.0
+        else:
+            share = latency_share(self.mu_s, cfg.latency_bound_s)
+        if share <= 0:
+            return KEEP_ALL
+        return DropCommand(share, q_size, q_max, rate, th)

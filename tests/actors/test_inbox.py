@@ -1,0 +1,139 @@
+"""The inbox, its histograms and the gate, on random sequences of pushes and takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specula import events as ev
+from specula.actors.inbox import Gate, Histogram, Inbox, InboxFullError, InboxStats
+from specula.detectors.examples import example_registry
+from specula.shedding import KEEP_ALL, DropCommand, Shedding
+
+
+def batch(n: int, first: int) -> np.ndarray:
+    out = np.zeros(n, ev.CORE_DTYPE)
+    out["seq"] = np.arange(first, first + n)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("capacity", [None, 1, 17, 100])
+def test_inbox_invariants_under_random_pushes_and_takes(seed, capacity):
+    rng = np.random.default_rng(seed)
+    inbox = Inbox(capacity, seconds_per_tick=0.001)
+    model: list[tuple[np.ndarray, float]] = []  # what it should hold, oldest first
+    now, sent, taken, wait_total, high = 0.0, 0, [], 0.0, 0
+    for _ in range(400):
+        now += float(rng.integers(0, 5))
+        if rng.random() < 0.55:
+            b = batch(int(rng.integers(0, 30)), sent)
+            held = sum(len(m) for m, _ in model)
+            room = capacity is None or held == 0 or held + len(b) <= capacity
+            assert inbox.has_room(len(b)) == room
+            if not room:
+                with pytest.raises(InboxFullError):
+                    inbox.push(b, now)
+                continue
+            inbox.push(b, now)
+            model.append((b, now))
+            sent += len(b)
+        elif model:
+            got, arrival = inbox.pop(now)
+            want, want_arrival = model.pop(0)
+            assert got is want and arrival == want_arrival  # FIFO, arrival kept
+            taken.append(got)
+            wait_total += (now - arrival) * 0.001 * len(got)
+        held = sum(len(m) for m, _ in model)
+        high = max(high, held)
+        assert inbox.events == held and len(inbox) == len(model)
+        # bounded: over capacity only by one batch that came into an empty inbox
+        assert capacity is None or held <= capacity or sum(len(m) > 0 for m, _ in model) == 1
+        assert inbox.max_events == high and inbox.pushed == sent
+        if model:
+            assert inbox.head_arrival == model[0][1]
+    seqs = np.concatenate([b["seq"] for b in taken]) if taken else np.empty(0, int)
+    assert np.array_equal(seqs, np.arange(len(seqs)))  # every event once, in order
+    assert inbox.waits.count == len(seqs)
+    assert inbox.waits.total == pytest.approx(wait_total)
+
+
+def test_inbox_refuses_no_capacity():
+    with pytest.raises(ValueError, match="at least one event"):
+        Inbox(0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_histogram_percentiles_bound_the_exact_ones_within_a_bin(seed):
+    rng = np.random.default_rng(seed)
+    values = np.exp(rng.uniform(np.log(1e-7), np.log(50.0), 3_000))
+    counts = rng.integers(1, 4, len(values))
+    h, halves = Histogram(), (Histogram(), Histogram())
+    for i, (v, n) in enumerate(zip(values, counts, strict=True)):
+        h.add(float(v), int(n))
+        halves[i % 2].add(float(v), int(n))
+    every = np.repeat(values, counts)
+    for q in (1, 50, 90, 99, 100):
+        exact = float(np.sort(every)[int(np.ceil(q / 100 * len(every))) - 1])
+        got = h.percentile(q)
+        assert exact <= got <= max(exact * 10 ** (1 / Histogram.PER_DECADE), 1e-6) + 1e-12
+    assert (h.count, h.max) == (len(every), every.max())
+    assert h.total == pytest.approx(every.sum())
+    merged = Histogram()
+    for half in halves:
+        merged.absorb(half)
+    assert np.array_equal(merged.counts, h.counts) and merged.max == h.max
+    assert Histogram().percentile(99) is None and Histogram().mean is None
+
+
+def _mixed(n: int, seed: int) -> np.ndarray:
+    reg = example_registry()
+    rng = np.random.default_rng(seed)
+    out = np.zeros(n, reg.dtype(["C", "E"]))
+    out["type"] = rng.choice([reg.id("C"), reg.id("E")], n)
+    out["seq"] = np.arange(n)
+    out["flags"] = np.where(rng.random(n) < 0.1, ev.PROGRESS, 0)
+    out["flags"][rng.random(n) < 0.05] = ev.RETRACTION
+    return out
+
+
+def test_gate_never_sheds_control_messages_and_counts_by_type():
+    reg = example_registry()
+    gate = Gate(Shedding(latency_bound_s=1.0), reg, 1.0)
+    b = _mixed(5_000, 1)
+    kept = gate.admit(b, DropCommand(0.7))
+    control = b["flags"] != 0
+    assert (kept["flags"] != 0).sum() == control.sum()  # every control message passes
+    assert np.isin(b["seq"][control], kept["seq"]).all()
+    dropped = b[~np.isin(b["seq"], kept["seq"])]
+    assert (dropped["flags"] == 0).all()
+    stats = gate.report(Inbox())
+    assert stats.shed == {t: int((dropped["type"] == reg.id(t)).sum()) for t in ("C", "E")}
+    assert sum(stats.shed.values()) == gate.shed_total == len(b) - len(kept)
+    assert 0.6 < len(dropped) / (~control).sum() < 0.8
+    assert stats.overloaded_batches == 1
+    assert gate.admit(b, KEEP_ALL) is b  # not overloaded: all of it, as it is
+
+
+def test_gate_without_shedding_passes_everything_and_measures():
+    gate = Gate(None, example_registry(), 1e-3)
+    b = _mixed(100, 2)
+    assert gate.admit(b, gate.command(10**9)) is b
+    gate.done(100, 0.5, 2.0)
+    gate.done(50, 0.25, 0.1)
+    s = gate.report(Inbox())
+    assert (s.processed, s.busy_s, s.violations, s.shed) == (150, 0.75, 0, {})
+    assert s.summary()["processing_rate_eps"] == pytest.approx(200)
+    assert s.summary()["latency_bound_s"] is None
+
+
+def test_gate_counts_the_bound_violations_of_processed_events():
+    gate = Gate(Shedding(latency_bound_s=1.0), example_registry(), 1.0)
+    gate.done(10, 0.01, 0.99)
+    gate.done(7, 0.01, 1.01)
+    gate.done(3, 0.01, 1.0)  # at the bound is within it
+    stats = gate.report(Inbox())
+    assert stats.violations == 7
+    merged = InboxStats.merge([stats, stats])
+    assert merged.violations == 14 and merged.processed == 40
+    assert merged.summary()["latency_p99_s"] >= 1.01

@@ -1,0 +1,114 @@
+"""The detector actor's inbox and processing thread, without Ray: a worker with no
+subscribers publishes nothing, so its push, flush and report run in plain threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from specula import Graph
+from specula.actors.routing import Router
+from specula.actors.worker import DetectorWorker
+from specula.detectors import Detector, Emitter, EventView
+from specula.detectors.examples import Threshold, example_registry
+from specula.shedding import Shedding
+
+
+def c_batch(first: int, n: int, v: int = 60) -> np.ndarray:
+    reg = example_registry()
+    out = np.zeros(n, reg.dtype(["C"]))
+    out["type"] = reg.id("C")
+    out["ts"] = out["seq"] = np.arange(first, first + n)
+    out["v"] = v
+    return out
+
+
+def worker(detector: Detector, inbox_events: int = 1_000, **options) -> DetectorWorker:
+    g = Graph(example_registry(), sources=("C",)).add("node", detector, k0=0, **options)
+    w = DetectorWorker(g.instances()[0], g.registry, inbox_events=inbox_events)
+    w.connect(Router(g), [])
+    return w
+
+
+def test_pushes_from_one_sender_enter_in_the_order_sent_whatever_order_they_come():
+    w = worker(Threshold())
+    late = threading.Thread(target=w.push, args=(c_batch(100, 100), 7, 1))
+    late.start()  # the sender's second push overtakes its first: it must wait
+    time.sleep(0.05)
+    assert w.inbox.pushed == 0 and late.is_alive()
+    w.push(c_batch(0, 100), 7, 0)
+    late.join(timeout=5)
+    assert not late.is_alive()
+    w.flush()
+    net = w.net.net()
+    assert np.array_equal(net["ts"], np.arange(200))  # in time order: nothing late
+    assert len(w.unit.late_events()) == 0
+
+
+#: Opened by the test; until then a Blocking detector holds the processing thread.
+GATE = threading.Event()
+
+
+class Blocking(Threshold):
+    """A Threshold that waits for :data:`GATE` before every batch."""
+
+    def on_batch(self, events, type_names, emit) -> None:
+        GATE.wait(5)
+        super().on_batch(events, type_names, emit)
+
+
+def test_a_full_inbox_makes_the_producer_wait_until_the_thread_takes_a_batch():
+    GATE.set()  # open while the worker warms its unit up
+    w = worker(Blocking(), inbox_events=250)
+    GATE.clear()
+    for i in range(3):  # the thread takes the first and blocks on it; two wait
+        w.push(c_batch(i * 100, 100), 0, i)
+    third = threading.Thread(target=w.push, args=(c_batch(300, 100), 0, 3))
+    third.start()
+    time.sleep(0.1)
+    assert third.is_alive() and w.inbox.events == 200  # 200 + 100 > 250: it waits
+    GATE.set()
+    third.join(timeout=5)
+    assert not third.is_alive()
+    w.flush()
+    assert len(w.net.net()) == 400 and w.inbox.max_events <= 250
+    stats = w.report()["inbox"]
+    assert stats.processed == stats.waits.count == w.inbox.pushed == 400
+    assert stats.waits.max > 0.05  # the batches behind the held one waited
+
+
+class Failing(Detector):
+    """Raises on the event with time stamp 150."""
+
+    inputs, outputs = ("C",), ("E",)
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if event.ts == 150:
+            raise ValueError("bad event")
+
+
+def test_a_failure_in_the_thread_surfaces_in_the_next_push_or_flush():
+    w = worker(Failing())
+    w.push(c_batch(0, 200), 0, 0)
+    with pytest.raises(RuntimeError, match=r"node: processing failed: .*ValueError: bad"):
+        for i in range(1, 50):
+            time.sleep(0.02)
+            w.push(c_batch(200 * i, 10), 0, i)
+    with pytest.raises(RuntimeError, match="processing failed"):
+        w.flush()
+
+
+def test_the_worker_sheds_and_reports_what_it_dropped():
+    w = worker(Threshold(), inbox_events=10**6,
+               shedding=Shedding(latency_bound_s=0.01, f=0.5))
+    w.gate.detector.processed(1_000, 1.0)  # as if it took 1 ms per event: q_max = 10
+    for i in range(20):
+        w.push(c_batch(i * 500, 500), 0, i)
+    w.flush()
+    stats = w.report()["inbox"]
+    assert stats.shed["C"] > 0 and stats.overloaded_batches > 0
+    assert stats.processed + stats.shed["C"] == 10_000
+    assert len(w.net.net()) == stats.processed  # every kept C is above the limit

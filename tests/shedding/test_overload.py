@@ -1,0 +1,128 @@
+"""Overload detection against hand computations from the papers' formulas.
+
+eSPICE sec. 3.4: l(e) = n·l(p), q_max = LB / l(p), shed when q_size > f·q_max, drop
+x = δ·p_size / R per dropping interval (the share δ / R), and at least the queue's part
+beyond f·q_max (ours). Hybrid shedding: shed while the smoothed latency μ(k) exceeds θ,
+by the relative extent (μ - θ) / μ.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from specula.shedding import KEEP_ALL, OverloadDetector, Shedding
+from specula.shedding.overload import (
+    ArrivalRate,
+    SlidingMean,
+    backlog_share,
+    dropping_amount,
+    estimated_latency,
+    latency_share,
+    max_queue,
+    queue_overloaded,
+    rate_share,
+)
+
+
+def test_espice_formulas_by_hand():
+    # The paper's set-up: LB = 1 s, f = 0.8; an operator of th = 2,000 events/s.
+    lp = 1 / 2_000
+    assert estimated_latency(1, lp) == lp  # the head of the queue: its own processing
+    assert estimated_latency(1_500, lp) == pytest.approx(0.75)
+    q_max = max_queue(1.0, lp)
+    assert q_max == pytest.approx(2_000)
+    assert not queue_overloaded(1_600, q_max, 0.8)  # f·q_max = 1,600: not yet
+    assert queue_overloaded(1_601, q_max, 0.8)
+    assert queue_overloaded(1, q_max, 0.0)  # f = 0 sheds on any queue at all
+    # Input rates 20 % and 40 % above th (the paper's R1, R2): δ = 400 and 800 events/s.
+    assert rate_share(2_400, 2_000) == pytest.approx(400 / 2_400)
+    assert rate_share(2_800, 2_000) == pytest.approx(800 / 2_800)
+    # Partitions of p_size = 120 events (the dropping interval): x = δ·p_size / R.
+    assert dropping_amount(2_400, 2_000, 120) == pytest.approx(20)
+    assert dropping_amount(2_800, 2_000, 120) == pytest.approx(800 * 120 / 2_800)
+    # No overload, no drop; nothing measured yet, no bound on the queue.
+    assert rate_share(1_999, 2_000) == rate_share(0, 2_000) == 0
+    assert dropping_amount(2_000, 2_000, 120) == 0
+    assert max_queue(1.0, 0.0) == math.inf
+    # Ours: of a queue beyond f·q_max keep f·q_max (1,600 events, 0.8 s of work).
+    assert backlog_share(2_000, q_max, 0.8) == pytest.approx(0.2)
+    assert backlog_share(1_600, q_max, 0.8) == 0
+
+
+def test_hybrid_latency_share_by_hand():
+    assert latency_share(1.25, 1.0) == pytest.approx(0.2)  # 25 % over: shed a fifth
+    assert latency_share(4.0, 1.0) == pytest.approx(0.75)
+    assert latency_share(1.0, 1.0) == latency_share(0.5, 1.0) == 0
+
+
+def test_queue_trigger_fires_above_f_qmax_with_the_rate_share():
+    d = OverloadDetector(Shedding(latency_bound_s=0.5, f=0.8, smoothing=200))
+    assert d.command(10**6) is KEEP_ALL  # l(p) not measured yet: q_max unknown
+    d.processed(200, 0.2)  # l(p) = 1 ms: th = 1,000/s, q_max = 500, f·q_max = 400
+    for i in range(20):
+        d.arrived(25, i * 0.02)  # R = 1,250 events/s
+    assert d.throughput == pytest.approx(1_000)
+    assert d.arrivals.rate == pytest.approx(1_250)
+    assert d.command(400) is KEEP_ALL
+    c = d.command(401)
+    assert c.share == pytest.approx(250 / 1_250)  # δ / R
+    assert (c.q_size, c.q_max, c.rate_in, c.throughput) == (401, pytest.approx(500),
+                                                            pytest.approx(1_250),
+                                                            pytest.approx(1_000))
+    # a longer queue: at least what is beyond f·q_max goes, 1 - 400 / 1,000 of it
+    assert d.command(1_000).share == pytest.approx(0.6)
+    for i in range(20, 60):
+        d.arrived(15, i * 0.02)  # the input slows to 750/s: only the backlog is shed
+    assert d.arrivals.rate == pytest.approx(750)
+    assert d.command(400) is KEEP_ALL
+    assert d.command(10_000).share == pytest.approx(1 - 400 / 10_000)
+
+
+def test_latency_trigger_uses_the_mean_of_the_last_smoothing_events():
+    d = OverloadDetector(Shedding(latency_bound_s=1.0, trigger="latency", smoothing=1_000))
+    d.completed(0.5, 1_000)
+    assert d.mu_s == pytest.approx(0.5) and d.command(0) is KEEP_ALL
+    d.completed(1.5, 500)  # window: 500 at 0.5 s, 500 at 1.5 s: μ = 1.0, not above θ
+    assert d.mu_s == pytest.approx(1.0) and d.command(0) is KEEP_ALL
+    d.completed(2.0, 250)  # 250 at 0.5, 500 at 1.5, 250 at 2.0: μ = 1.375
+    assert d.mu_s == pytest.approx(1.375)
+    assert d.command(0).share == pytest.approx(0.375 / 1.375)
+    assert d.command(0).q_size == 0  # the queue plays no part
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sliding_mean_equals_the_mean_of_the_last_events(seed):
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 60))
+    m, per_event = SlidingMean(size), []
+    for _ in range(300):
+        w, v = int(rng.integers(0, 25)), float(rng.random())
+        m.add(v * w, w)
+        per_event += [v] * w
+        last = per_event[-size:]
+        assert m.weight == len(last)
+        assert m.mean == pytest.approx(np.mean(last) if last else 0.0)
+        assert len(m._chunks) <= size  # bounded memory: never more chunks than events
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_arrival_rate_spans_at_least_size_events(seed):
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 200))
+    r, seen, t = ArrivalRate(size), [], 0.0
+    for _ in range(300):
+        t += float(rng.random())
+        n = int(rng.integers(1, 40))
+        r.add(n, t)
+        seen.append((t, n))
+        kept = list(r._arrivals)
+        assert kept == seen[-len(kept):]
+        after_first = sum(k for _, k in kept[1:])
+        # enough events after the window's first arrival, and no arrival more than needed
+        assert len(kept) <= 2 or after_first - kept[1][1] < size
+        assert len(kept) == len(seen) or after_first >= size or len(kept) == 2
+        assert r.rate == pytest.approx(after_first / (kept[-1][0] - kept[0][0])
+                                       if len(kept) > 1 else 0.0)
