@@ -17,8 +17,8 @@ Read here as:
   sampled uniformly so that the expected share dropped is exactly ``φ``: type ``T`` is
   dropped with probability ``p(T)``, ``sum_T freq(T) p(T) = φ``;
 - the sample is a SplitMix64 hash of (seed, stream index, window id) per (event, window)
-  pair, of (seed, stream index) per event at an inbox: runs are deterministic and do not
-  depend on how the stream is cut into batches.
+  pair, of (seed, producer, seq, ts) per event at an inbox: runs are deterministic and do
+  not depend on how the stream is cut into batches.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class TypeUtilityShedder:
         self.reference_size = reference_size
         self.partitions = partitions
         self.seed = seed
-        self.seen = 0  # events through keep_mask: the stream index of the next one
+        self.seen = 0  # events through keep: the stream index of the next one
         self.set_fraction(0.0)
 
     @classmethod
@@ -126,19 +126,30 @@ class TypeUtilityShedder:
             raise ValueError("BL draws per (event, window): pass events and windows")
         return uniform(self.seed, events, windows) < self._probability(types)
 
-    def keep_mask(self, batch: np.ndarray, drop: float) -> np.ndarray:
-        """The ``InputShedder`` method: keep mask for ``batch`` with ``drop`` events asked for.
+    def keep(self, batch: np.ndarray, command: object) -> np.ndarray:
+        """The ``InputShedder`` method: the keep mask of a batch taken from an inbox.
 
-        The share ``drop / len(batch)`` is dropped in expectation, lowest types first.
+        ``command`` is a ``DropCommand`` (its ``share``) or the share itself: that share of
+        the plain events (``flags == 0``) is dropped in expectation, lowest types first.
+        An event's draw hashes ``(producer, seq, ts)`` where the batch has them (the same
+        number whichever batch the event arrives in), else its index in the stream of
+        batches this shedder saw.
         """
         n = len(batch)
+        names = batch.dtype.names or ()
         index = self.seen + np.arange(n, dtype=np.int64)
         self.seen += n
-        if drop <= 0 or n == 0:
+        share = min(max(float(getattr(command, "share", command)), 0.0), 1.0)
+        if share <= 0 or n == 0:
             return np.ones(n, bool)
+        keys = ((batch["producer"], batch["seq"], batch["ts"])
+                if {"producer", "seq", "ts"} <= set(names) else (index,))
         previous = self.fraction
-        self.set_fraction(min(float(drop), n) / n)
+        self.set_fraction(share)
         try:
-            return uniform(self.seed, index) >= self._probability(batch["type"])
+            keep = uniform(self.seed, *keys) >= self._probability(batch["type"])
         finally:
             self.set_fraction(previous)
+        if "flags" in names:
+            keep |= batch["flags"] != 0
+        return keep

@@ -14,17 +14,17 @@ Two levels of decision, and why:
   differs between them. Only the window operator knows the windows, so it applies this
   (:class:`~specula.shedding.windows.WindowOperator` with ``shedder=``); it is what the
   paper evaluates and what the tests compare with BL.
-- **Per event, on an inbox** (:meth:`ESpiceShedder.keep_mask`, the ``InputShedder``
-  protocol: a batch and how many events to drop in, a boolean keep mask out). Ahead of the
+- **Per event, on an inbox** (:meth:`ESpiceShedder.keep`, the ``InputShedder``
+  protocol: a batch and a drop command in, a boolean keep mask out). Ahead of the
   operator an event can only be removed as a whole, so the mask drops the events that
   eSPICE drops from *every* window they fall in (and events that fall in no window, which
-  can take part in no complex event). The amount asked for becomes the share of a
-  partition to drop, ``x = p_size * drop / len(batch)``. With non-overlapping windows the
-  two levels agree; with overlapping ones the mask drops fewer events than asked, and the
+  can take part in no complex event). The command's share of the batch becomes the
+  amount per partition, ``x = share * p_size``. With non-overlapping windows the two
+  levels agree; with overlapping ones the mask drops fewer events than asked, and the
   rest of eSPICE's saving happens per window in the operator.
 
 Positions at the inbox are counted by a :class:`~specula.shedding.windows.WindowAssigner`
-that mirrors the operator's windows; it must see every batch (``drop=0`` when not
+that mirrors the operator's windows; it must see every batch (share 0 when not
 shedding). Ahead of an ordering unit the batches are in arrival order, so those positions
 approximate the operator's by as much as the stream is out of order.
 """
@@ -61,7 +61,7 @@ class ESpiceShedder:
         :meth:`for_bound` computes it). Windows are partitioned on the reference axis: an
         event belongs to the partition of the first reference position it maps to.
     assigner : WindowAssigner, optional
-        The operator's windows, for :meth:`keep_mask` (the inbox-level method).
+        The operator's windows, for :meth:`keep` (the inbox-level method).
 
     Attributes
     ----------
@@ -141,29 +141,37 @@ class ESpiceShedder:
         part = lo * self.partitions // self.table.reference_size
         return total <= self.thresholds[part] * cells
 
-    def keep_mask(self, batch: np.ndarray, drop: float) -> np.ndarray:
-        """The ``InputShedder`` method: which events of ``batch`` to keep, ``drop`` asked for.
+    def keep(self, batch: np.ndarray, command: object) -> np.ndarray:
+        """The ``InputShedder`` method: the keep mask of a batch taken from an inbox.
 
-        See the module docstring: an event is dropped when eSPICE drops it from every window
-        it falls in, with ``x = p_size * drop / len(batch)`` per partition; events in no
-        window are dropped whenever ``drop > 0``. Needs the ``assigner``, which advances
-        with every call.
+        ``command`` says how much to drop: its ``share`` attribute (a ``DropCommand``), or a
+        number, the share of the batch's plain events (``flags == 0``) to drop. See the
+        module docstring: an event is dropped when eSPICE drops it from every window it
+        falls in, with ``x = share * p_size`` per partition; events in no window are dropped
+        whenever ``share > 0``. Rows with flags (punctuations, revisions) are kept and take
+        no position in a window. Needs the ``assigner``, which advances with every call.
         """
         if self.assigner is None:
-            raise ValueError("keep_mask needs the operator's windows: pass assigner=")
-        n = len(batch)
-        types = np.asarray(batch["type"], dtype=np.int64)
-        pairs, _, _ = self.assigner.assign(batch["ts"], types)
-        keep = np.ones(n, bool)
-        if drop <= 0 or n == 0:
+            raise ValueError("keep needs the operator's windows: pass assigner=")
+        share = _share(command)
+        keep = np.ones(len(batch), bool)
+        plain = np.flatnonzero(batch["flags"] == 0) if "flags" in (batch.dtype.names or ()) \
+            else np.arange(len(batch))
+        types = np.asarray(batch["type"][plain], dtype=np.int64)
+        pairs, _, _ = self.assigner.assign(batch["ts"][plain], types)
+        if share <= 0 or len(plain) == 0:
             return keep
-        thresholds = self.thresholds
-        amount = self.amount
-        self.set_amount(self.partition_size * min(float(drop), n) / n)
+        thresholds, amount = self.thresholds, self.amount
+        self.set_amount(self.partition_size * share)
         try:
             dropped = self.drop_pairs(types[pairs.event], pairs.position, pairs.expected)
         finally:
             self.amount, self.thresholds = amount, thresholds
         # Kept in at least one window: keep the event.
-        kept_somewhere = np.bincount(pairs.event[~dropped], minlength=n) > 0
-        return kept_somewhere
+        keep[plain] = np.bincount(pairs.event[~dropped], minlength=len(plain)) > 0
+        return keep
+
+
+def _share(command: object) -> float:
+    """The share of plain events to drop: ``command.share``, or ``command`` itself."""
+    return min(max(float(getattr(command, "share", command)), 0.0), 1.0)  # type: ignore

@@ -32,6 +32,8 @@ from typing import Protocol
 
 import numpy as np
 
+from specula.shedding._espice_tables import UtilityModel, UtilityTable
+
 __all__ = ["AnyOf", "ClosedWindows", "PairShedder", "Sequence", "WindowAssigner",
            "WindowOperator", "WindowPairs"]
 
@@ -284,10 +286,10 @@ class ClosedWindows:
             out.add((int(self.window[w]), *(int(e) for e in events[rows == w])))
         return out
 
-    def observe_into(self, model: object) -> object:
-        """Feed these windows to a :class:`~specula.shedding.UtilityModel`; returns its answer."""
-        return model.observe(self.type, self.position, self.size[self.row],  # type: ignore
-                             self.matched, windows=len(self.window))
+    def observe_into(self, model: UtilityModel) -> UtilityTable | None:
+        """Feed these windows to a :class:`UtilityModel` (the new table if it retrained)."""
+        return model.observe(self.type, self.position, self.size[self.row], self.matched,
+                             windows=len(self.window))
 
     @staticmethod
     def concat(parts: list[ClosedWindows]) -> ClosedWindows:

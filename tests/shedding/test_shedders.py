@@ -4,6 +4,7 @@ and BL's amounts."""
 from __future__ import annotations
 
 from fractions import Fraction
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -95,7 +96,7 @@ def _trained(batch: np.ndarray, ws: int) -> UtilityModel:
     return model
 
 
-def test_keep_mask_drops_events_dropped_from_every_window():
+def test_keep_drops_events_dropped_from_every_window():
     ws = 20
     batch = stream(3000, 7, q1_probs())
     table = _trained(batch, ws).build()
@@ -104,7 +105,7 @@ def test_keep_mask_drops_events_dropped_from_every_window():
     masks = []
     for lo in range(0, len(batch), 250):
         part = batch[lo:lo + 250]
-        keep = shedder.keep_mask(part, 0.25 * len(part))
+        keep = shedder.keep(part, 0.25)
         assert keep.dtype == bool and keep.shape == (len(part),)
         pairs, _, _ = reference.assign(part["ts"], part["type"])
         shedder.set_amount(shedder.partition_size * 0.25)
@@ -125,14 +126,34 @@ def test_keep_mask_drops_events_dropped_from_every_window():
     assert not keep[~in_window].any() and (~in_window).any()
 
 
-def test_keep_mask_without_drop_keeps_all_but_advances_positions():
+def test_keep_without_drop_keeps_all_but_advances_positions():
     shedder = ESpiceShedder(UtilityTable(np.zeros((2, 4), np.int16), np.full((2, 4), 0.5), 4),
                             assigner=WindowAssigner(4, slide=4))
     batch = np.zeros(6, DTYPE)
-    assert shedder.keep_mask(batch, 0).all()
+    assert shedder.keep(batch, 0).all()
     assert shedder.assigner.seen == 6
     with pytest.raises(ValueError, match="assigner"):
-        ESpiceShedder(shedder.table).keep_mask(batch, 1)
+        ESpiceShedder(shedder.table).keep(batch, 1)
+
+
+def test_keep_reads_a_command_and_leaves_flagged_rows_out_of_the_windows():
+    """Rows with flags (punctuations, revisions) are kept and take no window position: the
+    plain events get the masks and positions they get without them."""
+    from specula.events import CORE_DTYPE
+
+    table = UtilityTable(np.array([[100, 0, 0, 90]], np.int16), np.ones((1, 4)), 4)
+    plain = np.zeros(8, CORE_DTYPE)
+    plain["ts"] = np.arange(8)
+    mixed = np.zeros(12, CORE_DTYPE)
+    mixed["ts"] = np.repeat(np.arange(8), [1, 2, 1, 1, 2, 1, 2, 2])[:12]
+    mixed["flags"][[1, 5, 8, 10]] = 16  # PROGRESS punctuations
+    mixed["ts"][mixed["flags"] == 0] = np.arange(8)
+    command = SimpleNamespace(share=0.25)
+    got = [ESpiceShedder(table, assigner=WindowAssigner(4, slide=4)).keep(b, command)
+           for b in (plain, mixed)]
+    assert got[0].tolist() == [True, False, False, True] * 2
+    assert got[1][mixed["flags"] != 0].all()
+    assert np.array_equal(got[1][mixed["flags"] == 0], got[0])
 
 
 # ------------------------------------------------------------------ BL
@@ -163,12 +184,23 @@ def test_bl_drops_the_requested_share_lowest_types_first(fraction):
     # The inbox-level method drops the same share per event, deterministically.
     batch = np.zeros(n, DTYPE)
     batch["type"] = types
-    keep = TypeUtilityShedder(utility, frequency, 30, 2, seed=11).keep_mask(batch, fraction * n)
+    keep = TypeUtilityShedder(utility, frequency, 30, 2, seed=11).keep(batch, fraction)
     assert abs((~keep).mean() - fraction) < 4 * sigma
     again = TypeUtilityShedder(utility, frequency, 30, 2, seed=11)
-    halves = np.concatenate([again.keep_mask(batch[:1234], fraction * 1234),
-                             again.keep_mask(batch[1234:], fraction * (n - 1234))])
+    halves = np.concatenate([again.keep(batch[:1234], fraction),
+                             again.keep(batch[1234:], fraction)])
     assert np.array_equal(keep, halves)
+    # With the core fields the draw hashes (producer, seq, ts): the same however the
+    # stream is cut and whatever came before; flagged rows are kept.
+    from specula.events import CORE_DTYPE
+
+    core = np.zeros(n, CORE_DTYPE)
+    core["type"], core["seq"], core["flags"][::10] = types, np.arange(n), 16
+    full = TypeUtilityShedder(utility, frequency, 30, 2, seed=11).keep(core, fraction)
+    late = TypeUtilityShedder(utility, frequency, 30, 2, seed=11)
+    late.keep(core[:5], 0.0)
+    assert np.array_equal(full[700:], late.keep(core[700:], SimpleNamespace(share=fraction)))
+    assert full[::10].all()
 
 
 def test_bl_from_model_uses_type_statistics_and_unseen_types_go_first():
