@@ -70,8 +70,9 @@ class WindowAssigner:
     unit : {"count", "time"}
     expected_size : int, optional
         Time-based windows: the window size in events to assume before any window has
-        closed (the reference size N, say). Afterwards the estimate is the running mean
-        of closed windows' sizes (the paper leaves the prediction open, sec. 3.6).
+        closed (the reference size N, say). Afterwards an event's estimate is the mean
+        size of the windows closed before it arrived (the paper leaves the prediction
+        open, sec. 3.6).
     """
 
     def __init__(self, size: int, *, openers: tuple[int, ...] | list[int] | None = None,
@@ -99,9 +100,8 @@ class WindowAssigner:
         """The window size in events the shedder assumes for an open window."""
         if self.unit == "count":
             return self.size
-        if self.closed_count == 0:
-            return self.expected_size
-        return max(1, round(self.closed_sizes / self.closed_count))
+        return int(_mean_size(np.int64(self.closed_sizes), np.int64(self.closed_count),
+                              self.expected_size))
 
     def assign(self, ts: np.ndarray, types: np.ndarray) -> tuple[WindowPairs, np.ndarray,
                                                                   np.ndarray]:
@@ -120,7 +120,6 @@ class WindowAssigner:
             opens = np.flatnonzero(np.isin(types, self.openers))
         else:
             opens = np.flatnonzero(index % self.slide == 0)
-        expected = self.estimate()
         open_at = np.concatenate([self.open_at, base + opens])
         open_ts = np.concatenate([self.open_ts, ts[opens]])
         start = np.maximum(open_at - base, 0)
@@ -138,10 +137,19 @@ class WindowAssigner:
         rows = np.repeat(np.arange(len(open_at)), lengths)
         offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         event = start[rows] + offsets
-        pairs = WindowPairs(event=event, window=open_at[rows],
-                            position=base + event - open_at[rows],
-                            expected=np.full(len(event), expected, np.int64))
         closed_sizes = end[closed] + base - open_at[closed]
+        if self.unit == "count":
+            expected = np.full(len(event), self.size, np.int64)
+        else:
+            # The estimate an event sees is the mean size of the windows closed before it
+            # (a window closes at the first event past its end, ``end``), so that it does
+            # not depend on where the stream is cut into batches.
+            before = np.searchsorted(end[closed], event, side="right")
+            sums = np.r_[0, np.cumsum(closed_sizes)]
+            expected = _mean_size(self.closed_sizes + sums[before],
+                                  self.closed_count + before, self.expected_size)
+        pairs = WindowPairs(event=event, window=open_at[rows],
+                            position=base + event - open_at[rows], expected=expected)
         self.closed_sizes += int(closed_sizes.sum())
         self.closed_count += int(closed.sum())
         self.open_at, self.open_ts = open_at[~closed], open_ts[~closed]
@@ -153,6 +161,13 @@ class WindowAssigner:
         ids, sizes = self.open_at, self.seen - self.open_at
         self.open_at = self.open_ts = np.zeros(0, np.int64)
         return ids, sizes
+
+
+def _mean_size(total: np.ndarray, count: np.ndarray, default: int) -> np.ndarray:
+    """Mean window size rounded half up (exact, in integers), ``default`` before any."""
+    count = np.asarray(count, np.int64)
+    mean = (2 * np.asarray(total, np.int64) + count) // np.maximum(2 * count, 1)
+    return np.where(count > 0, np.maximum(mean, 1), default).astype(np.int64)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ from shedding_streams import q1_probs, run, stream
 from specula.shedding import (
     AnyOf,
     ClosedWindows,
+    ESpiceShedder,
     Sequence,
     TypeUtilityShedder,
+    UtilityTable,
     WindowAssigner,
 )
 
@@ -101,13 +103,22 @@ def test_operator_with_a_shedder_equals_per_window_reference(pattern):
     assert got.complex_events() == want and work == want_work
 
 
+@pytest.mark.parametrize("shed", [False, True])
 @pytest.mark.parametrize("unit", ["count", "time"])
-def test_closed_windows_do_not_depend_on_batch_cuts(unit):
+def test_closed_windows_do_not_depend_on_batch_cuts(unit, shed):
+    """Also under eSPICE on time windows, whose lookups use the predicted window size."""
     batch = stream(2000, seed=5, probs=q1_probs(striker=0.05))
     pattern = AnyOf(2, (1, 2, 3, 4, 5, 6), "first", with_opener=True)
+    shedder = None
+    if shed:
+        rng = np.random.default_rng(0)
+        shedder = ESpiceShedder(UtilityTable(rng.integers(0, 101, (10, 30)).astype(np.int16),
+                                             np.full((10, 30), 0.1), 30), 2)
+        shedder.set_amount(4.0)
     runs = [run(batch, WindowAssigner(40 if unit == "count" else 300, openers=[0], unit=unit,
-                                      expected_size=30), pattern, step=step)[0]
+                                      expected_size=30), pattern, shedder, step=step)[0]
             for step in (1, 7, 500, 2000)]
+    assert not shed or not runs[0].kept.all()
     for other in runs[1:]:
         for name in ClosedWindows.__dataclass_fields__:
             assert np.array_equal(getattr(runs[0], name), getattr(other, name)), name
@@ -118,8 +129,11 @@ def test_time_based_size_estimate_follows_closed_windows():
     ts = np.arange(0, 1000, 10)  # 10 events per window
     assert assigner.estimate() == 7
     pairs, closed, sizes = assigner.assign(ts, np.zeros(len(ts), int))
-    assert pairs.expected[0] == 7 and assigner.estimate() == 10
+    assert assigner.estimate() == 10
     assert sizes.tolist() == [10] * 90 and len(closed) == 90
+    # Until the first window closes (at event 10) events assume 7, then the mean: 10.
+    assert set(pairs.expected[pairs.event < 10].tolist()) == {7}
+    assert set(pairs.expected[pairs.event >= 10].tolist()) == {10}
 
 
 def test_patterns_are_checked():
