@@ -2,6 +2,28 @@
 
 RI (random input shedding, the hybrid paper's first baseline, "as implemented for Apache
 Kafka"): every plain event is dropped with probability ``share``, independently.
+
+BL (eSPICE's baseline): a utility per event type, uniform sampling within a type.
+
+The paper (sec. 4.1, "Baseline") builds BL after He et al. (2014) and weighted sampling
+(Tatbul et al., 2003): it "assigns utility values to the primitive events in a window
+depending on the repetition of those primitive events in the pattern and on their
+frequencies in windows", then "decides the amount of events that should be dropped from
+each event type in a window, where it uses uniform sampling". It ignores positions.
+
+Read here as:
+
+- the utility of type ``T`` is the share of its events (in windows) that took part in a
+  complex event, ``matched(T) / seen(T)``: it grows with the type's repetitions in the
+  pattern and falls with its frequency, and is learned from the same statistics as UT
+  (:meth:`TypeUtilityShedder.from_model`);
+- to drop a share ``φ = x / p_size`` of every window, whole types are dropped from the
+  lowest utility up, and the type at the boundary (types of equal utility together) is
+  sampled uniformly so that the expected share dropped is exactly ``φ``: type ``T`` is
+  dropped with probability ``p(T)``, ``sum_T freq(T) p(T) = φ``;
+- the sample is a SplitMix64 hash of (seed, stream index, window id) per (event, window)
+  pair, of (seed, producer, seq, ts) per event at an inbox: runs are deterministic and do
+  not depend on how the stream is cut into batches.
 """
 
 from __future__ import annotations
@@ -9,10 +31,12 @@ from __future__ import annotations
 import numpy as np
 
 from specula.events.hashing import uniform
+from specula.shedding._espice_tables import UtilityModel
 from specula.shedding.base import DropCommand
 
-#: Tag of RI's hashed uniform numbers (:func:`~specula.events.hashing.uniform`).
+#: Tags of RI's and BL's hashed uniform numbers (:func:`~specula.events.hashing.uniform`).
 _RI_TAG = 0x5249
+_BL_TAG = 0x424C
 
 
 class RandomInput:
@@ -41,3 +65,116 @@ class RandomInput:
 
     def __repr__(self) -> str:
         return f"RandomInput(seed={self.seed})"
+
+
+class TypeUtilityShedder:
+    """BL: drop the lowest-utility types, sampling the boundary type uniformly.
+
+    Parameters
+    ----------
+    utility : (M,) float array
+        Utility per type (any scale; only the order matters).
+    frequency : (M,) float array
+        Share of each type among the events of windows (sums to 1).
+    reference_size : int
+        N, the window size ``x`` amounts refer to (``φ = x / p_size``).
+    partitions : int
+        rho, as for eSPICE (``p_size = N / rho``), so that both drop the same amount.
+    seed : int
+        Seed of the uniform sample.
+    """
+
+    def __init__(self, utility: np.ndarray, frequency: np.ndarray, reference_size: int,
+                 partitions: int = 1, *, seed: int = 0) -> None:
+        self.utility = np.asarray(utility, np.float64)
+        self.frequency = np.asarray(frequency, np.float64)
+        if self.utility.shape != self.frequency.shape or self.utility.ndim != 1:
+            raise ValueError("utility and frequency must be (M,) arrays of one shape")
+        self.reference_size = reference_size
+        self.partitions = partitions
+        self.seed = seed
+        self.seen = 0  # events through keep: the stream index of the next one
+        self.set_fraction(0.0)
+
+    @classmethod
+    def from_model(cls, model: UtilityModel, partitions: int = 1, *,
+                   seed: int = 0) -> TypeUtilityShedder:
+        """BL from the statistics eSPICE learns UT from, positions summed out."""
+        seen = model.seen.sum(axis=1)
+        matched = model.matched.sum(axis=1)
+        utility = np.where(seen > 0, matched / np.where(seen > 0, seen, 1), 0.0)
+        total = seen.sum()
+        frequency = seen / total if total > 0 else seen
+        return cls(utility, frequency, model.reference_size, partitions, seed=seed)
+
+    @property
+    def partition_size(self) -> float:
+        """p_size = N / rho."""
+        return self.reference_size / self.partitions
+
+    def set_fraction(self, fraction: float) -> None:
+        """Drop a share ``fraction`` of the events of every window: set ``p(T)`` per type."""
+        self.fraction = float(np.clip(fraction, 0.0, 1.0))
+        # Groups of equal utility, lowest first; each group is dropped with one probability.
+        levels, group = np.unique(self.utility, return_inverse=True)
+        freq = np.bincount(group, weights=self.frequency, minlength=len(levels))
+        before = np.cumsum(freq) - freq
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.where(freq > 0, (self.fraction - before) / np.where(freq > 0, freq, 1),
+                         np.where(self.fraction > before, 1.0, 0.0))
+        self.drop_probability = np.clip(p, 0.0, 1.0)[group] if self.fraction > 0 else \
+            np.zeros(len(self.utility))
+
+    def set_amount(self, x: float) -> None:
+        """Drop ``x`` events from each partition: the share ``x / p_size`` of each window."""
+        self.set_fraction(max(0.0, x) / self.partition_size)
+
+    def _probability(self, types: np.ndarray) -> np.ndarray:
+        types = np.asarray(types, np.int64)
+        known = (types >= 0) & (types < len(self.utility))
+        # A type never seen in a window took part in nothing: drop it first.
+        return np.where(known, self.drop_probability[np.where(known, types, 0)],
+                        1.0 if self.fraction > 0 else 0.0)
+
+    def drop_pairs(self, types: np.ndarray, positions: np.ndarray,
+                   expected: np.ndarray | int, events: np.ndarray | None = None,
+                   windows: np.ndarray | None = None) -> np.ndarray:
+        """Drop (event, window) pairs: a uniform draw per pair below the type's probability.
+
+        ``positions`` and ``expected`` are ignored (BL knows no positions); ``events`` (stream
+        indices) and ``windows`` (ids) key the draw.
+        """
+        types = np.asarray(types)
+        if self.fraction <= 0 or len(types) == 0:
+            return np.zeros(len(types), bool)
+        if events is None or windows is None:
+            raise ValueError("BL draws per (event, window): pass events and windows")
+        return uniform(self.seed, _BL_TAG, events, windows) < self._probability(types)
+
+    def keep(self, batch: np.ndarray, command: object) -> np.ndarray:
+        """The ``InputShedder`` method: the keep mask of a batch taken from an inbox.
+
+        ``command`` is a ``DropCommand`` (its ``share``) or the share itself: that share of
+        the plain events (``flags == 0``) is dropped in expectation, lowest types first.
+        An event's draw hashes ``(producer, seq, ts)`` where the batch has them (the same
+        number whichever batch the event arrives in), else its index in the stream of
+        batches this shedder saw.
+        """
+        n = len(batch)
+        names = batch.dtype.names or ()
+        index = self.seen + np.arange(n, dtype=np.int64)
+        self.seen += n
+        share = min(max(float(getattr(command, "share", command)), 0.0), 1.0)
+        if share <= 0 or n == 0:
+            return np.ones(n, bool)
+        keys = ((batch["producer"], batch["seq"], batch["ts"])
+                if {"producer", "seq", "ts"} <= set(names) else (index,))
+        previous = self.fraction
+        self.set_fraction(share)
+        try:
+            keep = uniform(self.seed, _BL_TAG, *keys) >= self._probability(batch["type"])
+        finally:
+            self.set_fraction(previous)
+        if "flags" in names:
+            keep |= batch["flags"] != 0
+        return keep

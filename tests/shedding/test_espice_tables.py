@@ -1,0 +1,264 @@
+"""eSPICE's tables against their definitions: CDT (Alg. 1), thresholds (Alg. 2), UT, scaling.
+
+Brute-force references are written from the paper's definitions, not from the code: the
+cumulative utility occurrences O(u) summed cell by cell, the threshold found by trying every
+utility. Shares are multiples of 1/64 so that every sum is exact in floating point and the
+comparisons with ``x`` have one answer.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from specula.shedding import (
+    UtilityModel,
+    UtilityTable,
+    compute_cdt,
+    dropping_amount,
+    partition_count,
+    reference_range,
+    utility_thresholds,
+)
+
+# ------------------------------------------------------------------ the paper's example
+
+
+def test_table_1_gives_the_cdt_of_figure_2_and_threshold_10_for_x_2():
+    """Sec. 3.3: UT of Table 1 with the position shares of Figure 2 (read off its steps:
+    A holds positions 1..5 with 0.8, 0.5, 0.1, 0.2, 0.5) gives CDT 1.2, 1.4, 2.3, 2.8, 3.7,
+    4.2, 5 at u = 0, 5, 10, 15, 30, 60, 70, and x = 2 gives u_th = 10."""
+    ut = np.array([[70, 15, 10, 5, 0], [0, 60, 30, 10, 0]])
+    a = np.array([0.8, 0.5, 0.1, 0.2, 0.5])
+    cdt = compute_cdt(ut, np.stack([a, 1 - a]), 1)[0]
+    steps = [0, 5, 10, 15, 30, 60, 70, 100]
+    assert np.allclose(cdt[steps], [1.2, 1.4, 2.3, 2.8, 3.7, 4.2, 5.0, 5.0])
+    assert utility_thresholds(cdt[None], 2.0).tolist() == [10]
+    # Between the steps the CDT is flat: O(u) counts utilities <= u.
+    assert np.allclose(cdt[10:15], 2.3)
+
+
+# ------------------------------------------------------------------ Alg. 1 and Alg. 2
+
+
+def _random_table(rng: np.random.Generator, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    # Few distinct utilities, so that ties and empty levels both occur.
+    levels = rng.choice(101, size=rng.integers(1, 8), replace=False)
+    ut = rng.choice(levels, size=(m, n))
+    shares = rng.integers(0, 17, size=(m, n)) / 64.0
+    return ut, shares
+
+
+def _brute_cdt(ut: np.ndarray, shares: np.ndarray, rho: int) -> np.ndarray:
+    m, n = ut.shape
+    out = np.zeros((rho, 101))
+    for part in range(rho):
+        for u in range(101):
+            out[part, u] = sum(shares[t, p] for t in range(m) for p in range(n)
+                               if Fraction(p) // Fraction(n, rho) == part and ut[t, p] <= u)
+    return out
+
+
+def _brute_threshold(ut: np.ndarray, shares: np.ndarray, rho: int, part: int,
+                     x: float) -> int:
+    """Exhaustive search: the smallest u whose drops (utility <= u) reach x in ``part``."""
+    if x <= 0:
+        return -1
+    n = ut.shape[1]
+    cells = [(t, p) for t in range(ut.shape[0]) for p in range(n)
+             if Fraction(p) // Fraction(n, rho) == part]
+    for u in range(101):
+        if sum(shares[t, p] for t, p in cells if ut[t, p] <= u) >= x:
+            return u
+    return 100
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_cdt_per_partition_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(1, 5)), int(rng.integers(1, 23))
+    rho = int(rng.integers(1, n + 1))
+    ut, shares = _random_table(rng, m, n)
+    assert np.array_equal(compute_cdt(ut, shares, rho), _brute_cdt(ut, shares, rho))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_thresholds_are_the_smallest_utility_that_drops_at_least_x(seed):
+    rng = np.random.default_rng(100 + seed)
+    m, n = int(rng.integers(1, 5)), int(rng.integers(1, 23))
+    rho = int(rng.integers(1, n + 1))
+    ut, shares = _random_table(rng, m, n)
+    cdt = compute_cdt(ut, shares, rho)
+    # Amounts on the CDT's own steps (ties), between them, beyond the total, and zero.
+    amounts = [0.0, -1.0, *np.unique(cdt).tolist(), *(rng.integers(1, 400, 6) / 64.0).tolist(),
+               float(cdt[:, -1].max() + 1)]
+    for x in amounts:
+        got = utility_thresholds(cdt, x)
+        want = [_brute_threshold(ut, shares, rho, part, x) for part in range(rho)]
+        assert got.tolist() == want, x
+        for part, u in enumerate(got):
+            if u >= 0 and cdt[part, -1] >= x:  # reachable: u drops >= x, u - 1 does not
+                assert cdt[part, u] >= x and (u == 0 or cdt[part, u - 1] < x)
+
+
+def test_threshold_per_partition_amounts_and_the_open_cases():
+    cdt = compute_cdt(np.array([[0, 50, 100, 100]]), np.full((1, 4), 1.0), 2)
+    # Partition 0 holds utilities 0 and 50, partition 1 two of 100.
+    assert utility_thresholds(cdt, [1.0, 1.0]).tolist() == [0, 100]
+    assert utility_thresholds(cdt, [2.0, 0.0]).tolist() == [50, -1]  # x <= 0: nothing
+    assert utility_thresholds(cdt, 3.0).tolist() == [100, 100]  # more than it holds: all
+
+
+def test_threshold_search_tolerates_rounding_below_x():
+    """Shares 0.1 x 3 sum to 0.30000000000000004 or 0.29999999999999993 depending on order;
+    x = 0.3 is reached at the utility that holds the third share."""
+    cdt = compute_cdt(np.array([[0, 1, 2]]), np.array([[0.1, 0.1, 0.1]]), 1)
+    assert utility_thresholds(cdt, 0.3).tolist() == [2]
+    assert utility_thresholds(cdt, 0.3 + 1e-6).tolist() == [100]
+
+
+def test_cdt_refuses_utilities_outside_0_100_and_bad_partitions():
+    with pytest.raises(ValueError, match=r"0\.\.100"):
+        compute_cdt(np.array([[101]]), np.array([[1.0]]))
+    with pytest.raises(ValueError, match="partitions"):
+        compute_cdt(np.array([[1, 2]]), np.array([[1.0, 1.0]]), 3)
+
+
+# ------------------------------------------------------------------ rho and x
+
+
+def test_partition_count_is_the_ceiling_of_ws_over_the_buffer():
+    # q_max = LB / l(p); buffer = q_max - f q_max.
+    assert partition_count(100, 500, 0.8) == 1  # ws == buffer: one partition
+    assert partition_count(101, 500, 0.8) == 2
+    assert partition_count(700, 1000, 0.8) == 4  # 700 / 200 = 3.5
+    assert partition_count(600, 1000, 0.8) == 3  # 600 / 200.00000000000006: still 3
+    assert partition_count(10, 1000, 0.0) == 1
+    assert partition_count(10, 1000, 1.0) == 10  # empty buffer: one position each
+    assert partition_count(10, 1.0, 0.5) == 10  # capped at one position per partition
+    with pytest.raises(ValueError):
+        partition_count(10, 100, 1.5)
+
+
+def test_dropping_amount_is_the_excess_that_arrives_during_a_partition():
+    # R = 1.2 th: a sixth of every partition; R = 1.4 th: two sevenths.
+    assert dropping_amount(120.0, 100.0, 60.0) == pytest.approx(10.0)
+    assert dropping_amount(140.0, 100.0, 70.0) == pytest.approx(20.0)
+    assert dropping_amount(90.0, 100.0, 60.0) == 0.0
+    assert dropping_amount(0.0, 100.0, 60.0) == 0.0
+
+
+# ------------------------------------------------------------------ UT from statistics
+
+
+@pytest.mark.parametrize("normalization", ["conditional", "type"])
+@pytest.mark.parametrize("seed", range(5))
+def test_utilities_are_integers_in_0_100(normalization, seed):
+    rng = np.random.default_rng(seed)
+    m, n, bs = 4, 17, int(rng.integers(1, 6))
+    model = UtilityModel(m, n, bs, normalization=normalization)
+    pairs = 3000
+    types = rng.integers(-1, m + 1, pairs)  # out-of-range types are ignored
+    positions = rng.integers(0, n, pairs)
+    matched = rng.random(pairs) < rng.random()
+    model.observe(types, positions, n, matched, windows=100)
+    table = model.build()
+    assert table.ut.dtype == np.int16 and table.ut.shape == (m, -(-n // bs))
+    assert table.ut.min() >= 0 and table.ut.max() <= 100
+    shares = table.shares.sum(axis=0)
+    assert np.allclose(shares[shares > 0], 1.0)  # a distribution over types per bin
+    if normalization == "type":  # rows of matched types sum to 100 up to rounding
+        rows = table.ut.sum(axis=1)[table.ut.sum(axis=1) > 0]
+        assert np.all(np.abs(rows - 100) <= table.ut.shape[1] / 2)
+
+
+def test_conditional_utility_is_the_share_of_events_that_took_part():
+    model = UtilityModel(2, 3)
+    # Type 0 at position 1: seen 4 times, matched 3; position 2 seen 3 times, matched 0;
+    # type 1 at position 0 always matched; 1 of 3 at position 2 (1/3 -> 33).
+    types = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
+    positions = np.array([1, 1, 1, 1, 2, 2, 2, 0, 0, 2, 2, 2])
+    matched = np.array([1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0], bool)
+    model.observe(types, positions, 3, matched, windows=4)
+    table = model.build()
+    assert table.ut.tolist() == [[0, 75, 0], [100, 0, 33]]
+    assert table.shares.tolist() == [[0.0, 1.0, 0.5], [1.0, 0.0, 0.5]]
+    typed = UtilityModel(2, 3, normalization="type")
+    typed.observe(types, positions, 3, matched, windows=4)
+    assert typed.build().ut.tolist() == [[0, 100, 0], [67, 0, 33]]
+
+
+def test_rounding_is_half_up():
+    model = UtilityModel(1, 2)
+    # 1/8 = 12.5 % -> 13; 5/8 -> 62.5 -> 63 (NumPy's rint would give 12 and 62).
+    model.observe(np.zeros(16, int), np.repeat([0, 1], 8),
+                  2, np.r_[np.arange(8) < 1, np.arange(8) < 5], windows=8)
+    assert model.build().ut.tolist() == [[13, 63]]
+
+
+def test_bins_pool_neighbouring_positions():
+    model = UtilityModel(1, 5, bin_size=2)
+    model.observe(np.zeros(5, int), np.arange(5), 5, np.array([1, 0, 1, 1, 0], bool), 1)
+    table = model.build()
+    assert table.ut.tolist() == [[50, 100, 0]]
+    ut, shares = table.by_position()
+    assert ut.tolist() == [[50, 50, 100, 100, 0]] and shares.shape == (1, 5)
+
+
+def test_periodic_retraining_and_forgetting():
+    """Every ``retrain_every`` windows a new table; with ``forget`` it sees that period only."""
+    for forget, want in ((False, [[50]]), (True, [[0]])):
+        model = UtilityModel(1, 1, retrain_every=2, forget=forget)
+        assert model.observe([0], [0], 1, [True], windows=1) is None
+        first = model.observe([0], [0], 1, [True], windows=1)
+        assert first is not None and first.ut.tolist() == [[100]]
+        model.observe([0], [0], 1, [False], windows=1)
+        second = model.observe([0], [0], 1, [False], windows=1)
+        assert second is model.table and second.ut.tolist() == want
+
+
+# ------------------------------------------------------------------ variable window sizes
+
+
+def _naive_range(p: int, ws: int, n: int) -> list[int]:
+    """Reference positions whose unit interval meets [p N / ws, (p + 1) N / ws)."""
+    if p >= ws:
+        return [n - 1]
+    start, stop = Fraction(p * n, ws), Fraction((p + 1) * n, ws)
+    return [j for j in range(n) if j < stop and j + 1 > start]
+
+
+@pytest.mark.parametrize(("ws", "n"), [(5, 5), (4, 8), (8, 4), (3, 7), (7, 3), (10, 1), (1, 6)])
+def test_reference_range_covers_the_scaled_span(ws, n):
+    positions = np.arange(ws + 2)  # two beyond the window: the last position
+    lo, hi = reference_range(positions, ws, n)
+    for p in positions:
+        assert list(range(lo[p], hi[p])) == _naive_range(int(p), ws, n)
+
+
+def test_windows_of_other_sizes_train_the_same_relative_positions():
+    """Events at relative positions [1/4, 1/2) take part, nothing else: windows of size N/2,
+    N and 2N all teach UT(., [N/4, N/2)) = 100 and 0 elsewhere."""
+    n = 8
+    model = UtilityModel(1, n)
+    for ws in (4, 8, 16):
+        p = np.arange(ws)
+        matched = (p * 4 >= ws) & (p * 2 < ws)
+        model.observe(np.zeros(ws, int), p, ws, matched, windows=1)
+    table = model.build()
+    assert table.ut.tolist() == [[0, 0, 100, 100, 0, 0, 0, 0]]
+    # Looking up: position 2 of a window of 4 spans reference 4..5 (0, 0); position 1
+    # spans 2..3 (100); of a window of 16, position 5 maps to reference 2 alone.
+    total, cells, lo = table.utility_sums(np.zeros(3, int), np.array([2, 1, 5]),
+                                          np.array([4, 4, 16]))
+    assert (total / cells).tolist() == [0, 100, 100] and lo.tolist() == [4, 2, 2]
+
+
+def test_scaling_up_averages_the_cells():
+    table = UtilityTable(np.array([[10, 21, 30, 40]], np.int16), np.ones((1, 4)), 4)
+    total, cells, _ = table.utility_sums(np.array([0, 0]), np.array([0, 1]), 2)
+    assert total.tolist() == [31, 70] and cells.tolist() == [2, 2]  # means 15.5 and 35
+    unknown, _, _ = table.utility_sums(np.array([-1, 7]), np.array([0, 0]), 4)
+    assert unknown.tolist() == [0, 0]
