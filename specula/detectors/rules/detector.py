@@ -91,7 +91,8 @@ def check_rule(rule: Rule, registry: TypeRegistry,
         try:
             w.ticks(ticks_per_second)
         except RuleError as exc:
-            raise RuleError(f"rule {rule.name}: {exc}; pass ticks_per_second") from None
+            hint = "; pass ticks_per_second" if ticks_per_second is None else ""
+            raise RuleError(f"rule {rule.name}: {exc}{hint}") from None
 
 
 def element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:

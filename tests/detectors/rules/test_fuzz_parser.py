@@ -16,13 +16,17 @@ import pytest
 from fuzzing import budget, no_hang
 from hypothesis import given
 from hypothesis import strategies as st
-from rules_reference import CASES
+from rules_reference import CASES, abc_registry
 
 from specula.detectors.rules import parse_rule, parse_rules
 from specula.detectors.rules._lexer import tokenize
+from specula.detectors.rules.ast import RuleError
+from specula.detectors.rules.detector import check_rule
 from specula.detectors.rules.parser import RuleSyntaxError, parse_window
 
 pytestmark = pytest.mark.fuzz
+
+REGISTRY = abc_registry()
 
 VOCABULARY = [
     "define", "from", "and", "each", "last", "first", "within", "not", "between", "as",
@@ -64,6 +68,12 @@ def check_parse(text: str) -> None:
         assert rule.source and rule.source in text
         assert str(rule) == rule.source
         assert parse_rule(rule.source) == rule
+        # what a detector checks before it runs a rule: its types, attributes, windows
+        for ticks_per_second in (None, 1e12):
+            try:
+                check_rule(rule, REGISTRY, ticks_per_second)
+            except RuleError as exc:
+                assert str(exc).startswith(f"rule {rule.name}: ")
 
 
 def check_position(text: str, exc: RuleSyntaxError) -> None:
@@ -117,7 +127,8 @@ def test_catalogue_rules_round_trip():
 FRAGMENTS = [("(", ")"), ("-", ""), ("1 + ", ""), ("1 * ", ""), ("(1 - ", ")"),
              ("9", ""), ("0.", ""), ("A.v + ", "")]
 TEMPLATES = ["define R(a: int) from A(v > {}1) as q", "define R(a: double) from A() where a = {}1",
-             "define R() from A() within {}1", "define R() from A() and 1 < {}2"]
+             "define R() from A() within {}1", "define R() from A() and 1 < {}2",
+             "define R() from A() and each B() within {}1 h from A"]
 
 
 @budget(60)
@@ -151,3 +162,18 @@ def test_number_of_thousands_of_digits_is_a_syntax_error():
     """int() refused a 5,000-digit number with a bare ValueError and no position."""
     with pytest.raises(RuleSyntaxError, match="column 23: a number of 5000 characters"):
         parse_rule("define R() from A(v > " + "9" * 5000 + ")")
+
+
+def test_window_beyond_any_float_is_a_syntax_error():
+    """A window of 309 digits raised OverflowError (math.isinf of a huge int)."""
+    with pytest.raises(RuleSyntaxError, match="column 28: a window must be a finite length "
+                                              ">= 0, got 9999"):
+        parse_rule("define R() from A() within " + "9" * 309)
+
+
+def test_window_of_more_ticks_than_a_float_holds_is_a_rule_error():
+    """'within 1e308 h' parsed, then round() raised OverflowError converting it to ticks."""
+    rule = parse_rule("define R() from A() and each B() within 1e308 h from A")
+    with pytest.raises(RuleError, match=r"^rule R: window '1e\+308 h' is more ticks than any "
+                                        r"number holds at 1e\+12 ticks per second$"):
+        check_rule(rule, REGISTRY, ticks_per_second=1e12)
