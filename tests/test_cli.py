@@ -85,7 +85,8 @@ def test_options_are_checked_from_the_one_table(capsys):
     assert "alpha must be a number in [0, 1] or 'adaptive'; got 1.5" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["demo", "--k0", "-5"])
-    assert "k0 must be an integer >= 0 (ticks) or None; got -5" in capsys.readouterr().err
+    assert ("k0 must be an integer >= 0 and < 2**63 (ticks) or None; got -5"
+            in capsys.readouterr().err)
     with pytest.raises(SystemExit):
         main(["replay", "--retraction", "partial"])
     assert "'on-demand', 'full'" in capsys.readouterr().err

@@ -103,7 +103,14 @@ class Graph:
 
     def __init__(self, registry: TypeRegistry, *, sources: Iterable[str]) -> None:
         self.registry = registry
+        # tuple("ball") would be the four sources b, a, l, l
+        if isinstance(sources, str) or not isinstance(sources, Iterable):
+            raise GraphError(f"sources must be a collection of event type names, got "
+                             f"{sources!r}; e.g. sources=({sources!r},)")
         self.sources = tuple(sources)
+        for t in self.sources:
+            if not isinstance(t, str):
+                raise GraphError(f"sources must be event type names, got {t!r}")
         self.nodes: dict[str, Node] = {}
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
@@ -117,6 +124,8 @@ class Graph:
         (:func:`~specula.events.hashing.partition_of`; counter messages reach all of
         them): for detectors whose state is per key, e.g. one per player.
         """
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"a detector's name must be a non-empty string, got {name!r}")
         if name in self.nodes:
             raise GraphError(f"a detector named {name!r} is already in the graph; "
                              "give each detector its own name")
