@@ -15,6 +15,7 @@ specula.options.OptionError: hits: retraction must be one of 'on-demand', 'full'
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,6 +106,22 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            valid=f"an integer in 1..{MAX_PARTITIONS}",
            accepts=lambda v: _is_int(v, 1, MAX_PARTITIONS)),
 )}
+
+
+def k0_of_ms(k0_ms: Any, ticks_per_second: float) -> int:
+    """The initial K of ``k0_ms`` milliseconds in ticks; :class:`OptionError` unless it is a
+    number of milliseconds >= 0 with a finite number of ticks (``k0`` then checks the
+    int64 bound).
+
+    >>> k0_of_ms(400, 1e12)
+    400000000000
+    """
+    if isinstance(k0_ms, bool) or not (isinstance(k0_ms, numbers.Real) and k0_ms >= 0):
+        raise OptionError(f"k0_ms must be a number of milliseconds >= 0; got {k0_ms!r}")
+    ticks = k0_ms * ticks_per_second / 1000
+    if not math.isfinite(ticks):  # round() would raise OverflowError
+        raise OptionError(f"k0_ms {k0_ms!r} is more ticks than any number holds")
+    return round(ticks)
 
 
 def check_option(name: str, value: Any, *, where: str = "") -> Any:
