@@ -104,10 +104,13 @@ class Graph:
     def __init__(self, registry: TypeRegistry, *, sources: Iterable[str]) -> None:
         self.registry = registry
         # tuple("ball") would be the four sources b, a, l, l
-        if isinstance(sources, str) or not isinstance(sources, Iterable):
+        try:
+            if isinstance(sources, str):
+                raise TypeError
+            self.sources = tuple(sources)
+        except TypeError:  # not iterable (a 0-d array says so only when iterated)
             raise GraphError(f"sources must be a collection of event type names, got "
-                             f"{sources!r}; e.g. sources=({sources!r},)")
-        self.sources = tuple(sources)
+                             f"{sources!r}; e.g. sources=({sources!r},)") from None
         for t in self.sources:
             if not isinstance(t, str):
                 raise GraphError(f"sources must be event type names, got {t!r}")
