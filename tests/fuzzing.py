@@ -19,8 +19,10 @@ import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 SOAK = os.environ.get("SPECULA_SOAK") == "1"
 
@@ -57,3 +59,35 @@ def no_hang(seconds: int = 10) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# ------------------------------------------------------------------ DEBS 2013 lines
+
+#: The first 200 lines of the real DEBS 2013 sample, without their line ends.
+SAMPLE_LINES = (Path(__file__).parent / "data/debs2013/sample-pregame-2000.csv"
+                ).read_bytes().splitlines()[:200]
+
+NOISE = b",-0123456789 \t\x00\xff\xe9e.+x\r"
+
+
+@st.composite
+def debs_lines(draw: st.DrawFn) -> bytes:
+    """A sample line, one with a few bytes changed, deleted or added, or noise."""
+    kind = draw(st.sampled_from(["sample", "damaged", "damaged", "noise", "blank"]))
+    if kind == "noise":  # (a line 1 starting with a byte order mark would lose it)
+        noise = draw(st.binary(max_size=40)).replace(b"\n", b"").replace(b"\r", b"")
+        return noise[3:] if noise.startswith(b"\xef\xbb\xbf") else noise
+    if kind == "blank":
+        return draw(st.sampled_from([b"", b" ", b"\t \x0b"]))
+    line = bytearray(draw(st.sampled_from(SAMPLE_LINES)))
+    for _ in range(draw(st.integers(1, 3)) if kind == "damaged" else 0):
+        at = draw(st.integers(0, len(line) - 1))
+        byte = draw(st.sampled_from(NOISE))
+        edit = draw(st.sampled_from(["set", "delete", "insert"]))
+        if edit == "set":
+            line[at] = byte
+        elif edit == "delete":
+            del line[at]
+        else:
+            line.insert(at, byte)
+    return bytes(line).replace(b"\r", b"")  # line endings are the file's, drawn below
