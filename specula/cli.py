@@ -258,7 +258,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line: ``specula replay: error: ... (see --help)``."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
 #: How the replay options' help ends: their default, and what a user graph does.
@@ -383,7 +383,7 @@ def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
         return args.func(args)
     except (UsageError, LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError,
             GraphError, OptionError) as exc:
-        print(f"specula {args.command}: error: {exc}", file=sys.stderr)
+        print(f"specula {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"specula {args.command}: interrupted; Spark and Ray were shut down",
@@ -470,6 +470,11 @@ def _parser() -> argparse.ArgumentParser:
                         "(default 30; 0: run until Ctrl-C)")
     s.set_defaults(func=replay, check=_check_replay)
     return parser
+
+
+def _one_line(message: str) -> str:
+    """``message`` with line breaks escaped: an argument may hold them (``--seed $'1\\n'``)."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _interrupt(signum: int, frame: Any) -> None:

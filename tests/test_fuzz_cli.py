@@ -136,6 +136,8 @@ def test_fuzz_numbers(project, capsys, command, option, value):
      "structured array"),
     (["run", "cli_fuzz:graph", "--source", "junk.msgpack"], None),
     (["run", "cli_fuzz:graph", "--source", "junk.npy"], None),
+    (["replay", "--events=\n"], "specula: error: unrecognized arguments: --events=\\n "
+                                 "(see specula --help)"),  # found by the soak run
     (["run", "cli_fuzz:graph", "--source", "cli_fuzz:raising"],
      "specula run: error: --source cli_fuzz:raising: RuntimeError: no graph today"),
 ])
