@@ -1,7 +1,7 @@
 """Fuzzing Spark ingestion with a few generated logs, against the NumPy reader.
 
 Spark is slow to start and each ingestion takes seconds, so this test draws only a
-handful of logs, each a directory of files that together hold much of what can go
+couple of logs, each a directory of files that together hold much of what can go
 wrong (damaged and noise lines, every line ending, byte order marks, gzip whole and
 truncated, a repeated line, an empty file). The oracle is the NumPy reader, which is
 itself fuzzed line by line in ``tests/soccer/test_fuzz_debs2013.py``: per file, Spark
@@ -47,7 +47,7 @@ def log_files(draw: st.DrawFn) -> dict[str, bytes]:
 
 # Without shrinking: each example is an ingestion of seconds, and a failing log is small
 # enough to read as it was drawn.
-@settings(budget(3), phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@settings(budget(2), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(log_files())
 def test_fuzz_spark_ingestion_agrees_with_the_numpy_reader(spark, tmp_path_factory, files):
     root = tmp_path_factory.mktemp("fuzz_log")
