@@ -83,12 +83,7 @@ def _mean(x: np.ndarray) -> float:
 def run(args: argparse.Namespace) -> int:
     """Run a graph defined in a Python module against a source, on Ray (embedded by
     default, ``--address`` to join a cluster) or in-process, and print the report."""
-    if args.in_process and args.address:
-        raise UsageError("--address joins a Ray cluster; --in-process runs without Ray")
-    if args.report:
-        _check_writable_file(args.report, "--report")
-    graph = _graph(args.graph, "MODULE:GRAPH")
-    raw, made_with = _source(args.source, graph)
+    graph, raw, made_with = _check_run(args)
     if args.in_process:
         report = InProcessRuntime(graph).run(raw, registry=made_with)
     else:
@@ -103,6 +98,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_run(args: argparse.Namespace) -> tuple[Graph, np.ndarray, ev.TypeRegistry | None]:
+    """Everything ``run`` needs before Ray starts: the graph and the raw events."""
+    if args.in_process and args.address:
+        raise UsageError("--address joins a Ray cluster; --in-process runs without Ray")
+    if args.report:
+        _check_writable_file(args.report, "--report")
+    graph = _graph(args.graph, "MODULE:GRAPH")
+    return (graph, *_source(args.source, graph))
+
+
 def replay(args: argparse.Namespace) -> int:
     """Replay a DEBS 2013 log (or, without LOG, a generated match) through Spark and Ray on
     Spark: Spark validates and quarantines the rows, applies network delays and orders
@@ -110,16 +115,33 @@ def replay(args: argparse.Namespace) -> int:
     speculative ordering units; Spark writes the complex events, the emission log, late
     events, the quarantine and the metrics as Parquet, with a summary and plots, to
     --out. For a generated match it also scores the detections against the truth."""
-    from specula.pipelines.replay import ReplayConfig, format_summary
+    from specula.pipelines.replay import format_summary
     from specula.pipelines.replay import replay as run_replay
     from specula.soccer.scoring import format_scores, score_match
     from specula.soccer.spark_log import PositionLog
 
+    config = _check_replay(args)
+    graph = config.graph
+    print(f"writing to {config.out}/", flush=True)
+    result = run_replay(config, PositionLog())
+    print(format_summary(result.summary))
+    if result.truth is not None and graph is None:
+        print(format_scores(score_match(result.report, result.truth)))
+    print(f"complex events, emissions, late events, quarantine and metrics (Parquet), "
+          f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
+    return 0
+
+
+def _check_replay(args: argparse.Namespace) -> Any:
+    """Everything ``replay`` needs before Spark starts: its ReplayConfig, whose graph (the
+    soccer one, with the options applied, or --graph's) is checked here too."""
+    from specula.pipelines.replay import ReplayConfig, replay_graph
+    from specula.soccer.spark_log import PositionLog
+
     if args.log and not os.path.exists(args.log):
-        raise SystemExit(f"specula replay: {args.log}: no such file or directory")
+        raise UsageError(f"{args.log}: no such file or directory")
     if args.watch and (args.in_process or not (args.log and os.path.isdir(args.log))):
-        raise SystemExit("specula replay: --watch needs LOG to be a directory, and Ray "
-                         "(not --in-process)")
+        raise UsageError("--watch needs LOG to be a directory, and Ray (not --in-process)")
     _check_replay_combinations(args)
     if args.out:
         _check_writable_folder(args.out, "--out")
@@ -137,14 +159,8 @@ def replay(args: argparse.Namespace) -> int:
         idle_timeout=_IDLE_TIMEOUT if args.idle_timeout is None
         else args.idle_timeout if args.idle_timeout > 0 else None,
         **({"out": Path(args.out)} if args.out else {}))
-    print(f"writing to {config.out}/", flush=True)
-    result = run_replay(config, PositionLog())
-    print(format_summary(result.summary))
-    if result.truth is not None and graph is None:
-        print(format_scores(score_match(result.report, result.truth)))
-    print(f"complex events, emissions, late events, quarantine and metrics (Parquet), "
-          f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
-    return 0
+    replay_graph(config, PositionLog()).validate()
+    return config
 
 
 class UsageError(Exception):
@@ -200,12 +216,15 @@ def _graph(spec: str, option: str) -> Graph:
             raise UsageError(f"{option} {spec}: calling it raised {type(exc).__name__}: "
                              f"{exc}") from None
     if not isinstance(graph, Graph):
-        raise SystemExit(f"{spec} is not a specula Graph (nor a function returning one)")
+        raise UsageError(f"{option} {spec}: not a specula Graph (nor a function returning "
+                         "one)")
     return graph
 
 
-def _number(kind: type, low: float, *, above: bool) -> Any:
-    """An argparse ``type``: a finite ``kind`` (int or float) above (or at least) ``low``."""
+def _number(kind: type, low: float, *, above: bool, high: float | None = None) -> Any:
+    """An argparse ``type``: a finite ``kind`` (int or float) above (or at least) ``low``
+    and, with ``high``, at most ``high`` (what the int64 columns, memory or the match
+    generator can take: more would fail, or never end, after Spark and Ray started)."""
     word = "an integer" if kind is int else "a number"
     bound = f"{'>' if above else '>='} {low:g}"
 
@@ -214,17 +233,24 @@ def _number(kind: type, low: float, *, above: bool) -> Any:
             value = kind(text)
         except ValueError:
             value = None
-        if value is None or not math.isfinite(value) or value < low or (above and value == low):
+        # math.isfinite(10**400) raises OverflowError; every int is finite
+        if (value is None or not (kind is int or math.isfinite(value)) or value < low
+                or (above and value == low)):
             raise argparse.ArgumentTypeError(f"expected {word} {bound}, got {text!r}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"expected {word} <= {high:,}, got {text!r}")
         return value
 
     parse.__name__ = f"{word} {bound}"
     return parse
 
 
-_POSITIVE_INT = _number(int, 0, above=True)
+#: Integers end in int64 columns, where some are added to time stamps.
+_MAX_INT = 2**62
+_POSITIVE_INT = _number(int, 0, above=True, high=_MAX_INT)
 _POSITIVE = _number(float, 0, above=True)
-_NOT_NEGATIVE_INT = _number(int, 0, above=False)
+_NOT_NEGATIVE_INT = _number(int, 0, above=False, high=_MAX_INT)
+_SEED = _number(int, 0, above=False, high=2**63 - 1)  # NumPy takes no negative seed
 _NOT_NEGATIVE = _number(float, 0, above=False)
 
 
@@ -232,7 +258,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line: ``specula replay: error: ... (see --help)``."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
 #: How the replay options' help ends: their default, and what a user graph does.
@@ -262,7 +288,7 @@ def _milliseconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not 0 <= value < math.inf:
         raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {text!r}")
     return value
 
@@ -270,16 +296,17 @@ def _milliseconds(text: str) -> float:
 def _load(spec: str) -> Any:
     """``package.module:attribute`` -> the attribute (the current directory is importable)."""
     if ":" not in spec:
-        raise SystemExit(f"expected MODULE:NAME, got {spec!r}")
+        raise UsageError(f"expected MODULE:NAME, got {spec!r}")
     module, name = spec.split(":", 1)
-    sys.path.insert(0, os.getcwd())
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise SystemExit(f"cannot load {spec}: {exc}") from exc
+    except (ImportError, AttributeError, ValueError) as exc:  # ValueError: an empty name
+        raise UsageError(f"cannot load {spec}: {exc}") from None
     except Exception as exc:  # the module itself fails to import
-        raise SystemExit(f"cannot load {spec}: importing it raised {type(exc).__name__}: "
-                         f"{exc}") from exc
+        raise UsageError(f"cannot load {spec}: importing it raised {type(exc).__name__}: "
+                         f"{exc}") from None
 
 
 def _source(spec: str, graph: Graph) -> tuple[np.ndarray, ev.TypeRegistry | None]:
@@ -300,17 +327,24 @@ def _source(spec: str, graph: Graph) -> tuple[np.ndarray, ev.TypeRegistry | None
             print(f"{len(quarantined)} bad records quarantined", file=sys.stderr)
         return raw, soccer_registry()
     made_with = None
-    if path.suffix == ".npy" and path.exists():
-        raw = np.load(path)
-    elif path.suffix in (".msgpack", ".mpk") and path.exists():
-        data = path.read_bytes()
-        raw, made_with = ev.decode_batch(data), ev.batch_registry(data)
-    elif ":" in spec and not path.exists():
-        raw = _load(spec)()
-    else:
-        raise SystemExit(f"source {spec!r}: not a .csv[.gz], .npy or .msgpack file, "
-                         "nor MODULE:FUNCTION")
-    bad, errors = ev.validate_batch(raw, graph.registry if made_with is None else made_with)
+    try:
+        if path.suffix == ".npy" and path.exists():
+            raw = np.load(path)
+        elif path.suffix in (".msgpack", ".mpk") and path.exists():
+            data = path.read_bytes()
+            raw, made_with = ev.decode_batch(data), ev.batch_registry(data)
+        elif ":" in spec and not path.exists():
+            function = _load(spec)
+            raw = function()
+        else:
+            raise UsageError(f"source {spec!r}: not a .csv[.gz], .npy or .msgpack file, "
+                             "nor MODULE:FUNCTION")
+        bad, errors = ev.validate_batch(raw, graph.registry if made_with is None
+                                        else made_with)
+    except UsageError:
+        raise
+    except Exception as exc:  # a file that is not a batch, a user's function that fails
+        raise UsageError(f"--source {spec}: {type(exc).__name__}: {exc}") from None
     if bad.any():
         for e in errors[:5]:
             print(f"quarantined: {e}", file=sys.stderr)
@@ -327,14 +361,50 @@ def _summary_table(report: RunReport) -> str:
                       *format_detectors(s["detectors"])])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
+    """Run the ``specula`` command line ``argv``; the exit status.
+
+    Every argument is checked before Spark, Ray or a run starts: a bad one prints one line
+    on stderr and gives status 2. With ``start=False`` only those checks run (status 0 if
+    they pass); ``--help`` prints the help and gives 0 either way.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from specula.cluster import ClusterError
+    from specula.cluster.java import JavaNotFoundError
+    from specula.detectors.graph import GraphError
+    from specula.pipelines.logs import LogError
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if not start:
+            args.check(args)
+            return 0
+        return args.func(args)
+    except (UsageError, LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError,
+            GraphError, OptionError) as exc:
+        print(f"specula {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"specula {args.command}: interrupted; Spark and Ray were shut down",
+              file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The parser of the command line: each command's ``func`` runs it, its ``check``
+    does what ``func`` checks before anything starts."""
     parser = _Parser(prog="specula", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="speculative ordering on a synthetic out-of-order stream",
                        description=demo.__doc__)
-    p.add_argument("--events", type=_POSITIVE_INT, default=50_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-delay", type=_NOT_NEGATIVE_INT, default=20, help="ticks")
+    p.add_argument("--events", type=_number(int, 0, above=True, high=10_000_000),
+                   default=50_000, help="at most 10,000,000 (they are made in memory)")
+    p.add_argument("--seed", type=_SEED, default=0)
+    p.add_argument("--max-delay", type=_number(int, 0, above=False, high=2**60), default=20,
+                   help="ticks")
     p.add_argument("--k0", type=_option("k0"), default=100,
                    help="initial K of level-1 units, ticks")
     p.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,
@@ -344,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ticks-per-second", type=_POSITIVE, default=1_000.0)
     p.add_argument("--cost-us", type=_NOT_NEGATIVE, default=600.0,
                    help="modelled busy time per processed event, microseconds")
-    p.set_defaults(func=demo)
+    p.set_defaults(func=demo, check=lambda args: None)  # argparse has checked it all
     r = sub.add_parser("run", help="run a graph from a Python module against a source",
                        description=run.__doc__)
     r.add_argument("graph", metavar="MODULE:GRAPH",
@@ -355,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--in-process", action="store_true", help="run without Ray")
     r.add_argument("--batch-size", type=_POSITIVE_INT, default=10_000)
     r.add_argument("--report", default=None, help="write the JSON report here")
-    r.set_defaults(func=run)
+    r.set_defaults(func=run, check=_check_run)
     s = sub.add_parser("replay", help="replay a DEBS 2013 log or a generated match through "
                                       "Spark and Ray on Spark", description=replay.__doc__)
     s.add_argument("log", nargs="?", default=None,
@@ -372,11 +442,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="join this Ray cluster instead of starting Ray on Spark")
     s.add_argument("--in-process", action="store_true",
                    help="run the detectors in this process instead of on Ray")
-    s.add_argument("--seconds", type=_POSITIVE, default=None,
-                   help="length of a generated match (default 20)")
+    s.add_argument("--seconds", type=_number(float, 0, above=True, high=86_400), default=None,
+                   help="length of a generated match, seconds (default 20, at most 86,400)")
     s.add_argument("--profile", choices=["debs2013", "paper"], default=None,
                    help="kind of generated match (default debs2013)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the match and the delays")
+    s.add_argument("--seed", type=_SEED, default=0, help="seed of the match and the delays")
     s.add_argument("--no-delays", action="store_true",
                    help="keep the recorded order instead of modelling network delays")
     s.add_argument("--alpha", type=_option("alpha"), default=None,
@@ -398,26 +468,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--idle-timeout", type=_NOT_NEGATIVE, default=None,
                    help="with --watch: stop after this many seconds without a new file "
                         "(default 30; 0: run until Ctrl-C)")
-    s.set_defaults(func=replay)
-    args = parser.parse_args(argv)
-    from specula.cluster import ClusterError
-    from specula.cluster.java import JavaNotFoundError
-    from specula.detectors.graph import GraphError
-    from specula.pipelines.logs import LogError
+    s.set_defaults(func=replay, check=_check_replay)
+    return parser
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return args.func(args)
-    except (UsageError, LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError,
-            GraphError, OptionError) as exc:
-        print(f"specula {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"specula {args.command}: interrupted; Spark and Ray were shut down",
-              file=sys.stderr)
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+def _one_line(message: str) -> str:
+    """``message`` with line breaks escaped: an argument may hold them (``--seed $'1\\n'``)."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _interrupt(signum: int, frame: Any) -> None:

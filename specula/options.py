@@ -40,7 +40,11 @@ class Option:
 
     def check(self, value: Any, where: str = "") -> Any:
         """``value`` if it is valid, else :class:`OptionError` naming the valid values."""
-        ok = value in self.choices if self.choices else bool(self.accepts and self.accepts(value))
+        try:
+            ok = value in self.choices if self.choices else bool(self.accepts and
+                                                                  self.accepts(value))
+        except (TypeError, ValueError):  # a value that does not compare, e.g. an array
+            ok = False
         if not ok:
             prefix = f"{where}: " if where else ""
             valid = ("one of " + ", ".join(map(repr, self.choices))) if self.choices \
@@ -55,8 +59,17 @@ def _is_alpha(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 1
 
 
-def _is_int(value: Any, low: int) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
+def _is_int(value: Any, low: int, high: int) -> bool:
+    return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            and low <= value <= high)
+
+
+#: The largest time stamp (and so K) an int64 column holds.
+MAX_TICKS = 2**63 - 1
+
+#: The most instances of one node: each is an ordering unit (and on Ray an actor, a
+#: process of ~200 MB), so more is a typo, not a plan.
+MAX_PARTITIONS = 1024
 
 
 #: The input shedding strategies a :class:`Shedding` can name; :mod:`specula.shedding`
@@ -176,11 +189,13 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "so events delayed more than K before it has grown are late. None: "
            "DEFAULT_K0_SECONDS in the registry's unit, above the network delays of a "
            "sensor stream.",
-           valid="an integer >= 0 (ticks) or None", accepts=lambda v: v is None or _is_int(v, 0)),
+           valid="an integer >= 0 and < 2**63 (ticks) or None",
+           accepts=lambda v: v is None or _is_int(v, 0, MAX_TICKS)),
     Option("partitions", 1,
            "Instances of the detector; instance i gets the events whose key hashes to i "
            "(partition_of; counter messages reach all of them).",
-           valid="an integer >= 1", accepts=lambda v: _is_int(v, 1)),
+           valid=f"an integer in 1..{MAX_PARTITIONS}",
+           accepts=lambda v: _is_int(v, 1, MAX_PARTITIONS)),
     Option("shedding", None,
            "Load shedding on the node's inbox: None never drops an event; a "
            "Shedding(latency_bound_s=...) drops a share of the input when the latency "
@@ -188,6 +203,22 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            valid="None or a Shedding(latency_bound_s=...) (specula.shedding.Shedding)",
            accepts=lambda v: v is None or isinstance(v, Shedding)),
 )}
+
+
+def k0_of_ms(k0_ms: Any, ticks_per_second: float) -> int:
+    """The initial K of ``k0_ms`` milliseconds in ticks; :class:`OptionError` unless it is a
+    number of milliseconds >= 0 with a finite number of ticks (``k0`` then checks the
+    int64 bound).
+
+    >>> k0_of_ms(400, 1e12)
+    400000000000
+    """
+    if isinstance(k0_ms, bool) or not (isinstance(k0_ms, numbers.Real) and k0_ms >= 0):
+        raise OptionError(f"k0_ms must be a number of milliseconds >= 0; got {k0_ms!r}")
+    ticks = k0_ms * ticks_per_second / 1000
+    if not math.isfinite(ticks):  # round() would raise OverflowError
+        raise OptionError(f"k0_ms {k0_ms!r} is more ticks than any number holds")
+    return round(ticks)
 
 
 def check_option(name: str, value: Any, *, where: str = "") -> Any:

@@ -104,7 +104,17 @@ class Graph:
 
     def __init__(self, registry: TypeRegistry, *, sources: Iterable[str]) -> None:
         self.registry = registry
-        self.sources = tuple(sources)
+        # tuple("ball") would be the four sources b, a, l, l
+        try:
+            if isinstance(sources, str):
+                raise TypeError
+            self.sources = tuple(sources)
+        except TypeError:  # not iterable (a 0-d array says so only when iterated)
+            raise GraphError(f"sources must be a collection of event type names, got "
+                             f"{sources!r}; e.g. sources=({sources!r},)") from None
+        for t in self.sources:
+            if not isinstance(t, str):
+                raise GraphError(f"sources must be event type names, got {t!r}")
         self.nodes: dict[str, Node] = {}
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
@@ -121,6 +131,8 @@ class Graph:
         (a :class:`~specula.options.Shedding`) gives each instance a latency bound that it
         keeps by dropping input when overloaded (:mod:`specula.shedding`).
         """
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"a detector's name must be a non-empty string, got {name!r}")
         if name in self.nodes:
             raise GraphError(f"a detector named {name!r} is already in the graph; "
                              "give each detector its own name")

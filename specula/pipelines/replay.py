@@ -21,7 +21,6 @@ Ray and Spark are shut down on success, on errors and on Ctrl-C.
 from __future__ import annotations
 
 import contextlib
-import numbers
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -35,7 +34,7 @@ from specula.actors.report import RunReport, format_detectors
 from specula.actors.routing import raw_type_table
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
-from specula.options import NODE_OPTIONS, OptionError, Shedding
+from specula.options import NODE_OPTIONS, Shedding, k0_of_ms
 from specula.pipelines.logs import LogKind
 
 #: The options of the kind's default graph where the config leaves them unset.
@@ -167,9 +166,7 @@ def with_k0_ms(graph: Graph, k0_ms: float) -> Graph:
     """A copy of ``graph`` whose nodes all start with K = ``k0_ms`` milliseconds of
     event time (levels above the first are clocked by their producers' progress, so
     none needs more for the depth of the graph)."""
-    if isinstance(k0_ms, bool) or not (isinstance(k0_ms, numbers.Real) and k0_ms >= 0):
-        raise OptionError(f"k0_ms must be a number of milliseconds >= 0; got {k0_ms!r}")
-    return graph.with_options(k0=round(k0_ms * graph.ticks_per_second / 1000))
+    return graph.with_options(k0=k0_of_ms(k0_ms, graph.ticks_per_second))
 
 
 def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConfig

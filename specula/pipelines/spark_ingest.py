@@ -158,14 +158,16 @@ def _read(spark: SparkSession, kind: LogKind, log: str) -> tuple[DataFrame, tupl
 def text_rows(lines: DataFrame) -> DataFrame:
     """Lines of a text source (column ``value``) as rows ``file, line, row, text, parts``.
 
-    ``line`` counts every line of a file, ``row`` only the non-empty ones, over all files;
-    empty lines are dropped: they are not rows, rejected lines are (as in the NumPy
-    readers).
+    ``line`` counts every line of a file, ``row`` only the non-blank ones, over all files;
+    blank lines (empty or ASCII whitespace) are dropped: they are not rows, rejected lines
+    are (as in the NumPy readers).
     """
     from pyspark.sql import functions as F
 
     lines = lines.select(F.input_file_name().alias("file"), F.col("value").alias("text"))
-    lines = number_rows(lines, "line").where(F.trim("text") != "")
+    # blank as in the NumPy readers (bytes.strip): F.trim strips only spaces, so a line
+    # of tabs would become a quarantined row here and be skipped there
+    lines = number_rows(lines, "line").where(~F.col("text").rlike(r"^[ \t\n\r\x0B\f]*$"))
     return number_rows(lines, "row", per_file=False).withColumn("parts",
                                                                 F.split("text", ",", -1))
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from specula.detectors.graph import Alpha, Graph
+from specula.options import k0_of_ms
 from specula.ordering.unit import RetractionMode
 from specula.soccer.ball import AccelerationPeak, BallInPlay
 from specula.soccer.play import (
@@ -50,11 +51,12 @@ def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-dem
     below.
     """
     g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
+    k0 = k0_of_ms(k0_ms, g.ticks_per_second)
     for name, cls in DETECTORS.items():
         # near_foot learns which ball is in play from rare ball_in/ball_out events: one
         # that comes late (a slow sibling on a fast replay) is still better processed out
         # of order than dropped, or the ball would never become active
         g.add(name, cls(), alpha=alpha, retraction=retraction,
-              k0=int(k0_ms * 1e9),
+              k0=k0,
               late="process" if name == "near_foot" else "side")
     return g

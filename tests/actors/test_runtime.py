@@ -109,12 +109,12 @@ def test_graph_validation_errors_say_what_to_fix():
 def test_option_errors_list_the_valid_values_and_a_class_is_not_a_detector():
     reg = example_registry()
     g = Graph(reg, sources=("C",))
-    with pytest.raises(OptionError,
-                       match=r"t: k0 must be an integer >= 0 \(ticks\) or None; got -5"):
+    with pytest.raises(OptionError, match=r"t: k0 must be an integer >= 0 and < 2\*\*63 "
+                                          r"\(ticks\) or None; got -5"):
         g.add("t", Threshold(), k0=-5)
     with pytest.raises(OptionError, match="retraction must be one of 'on-demand', 'full'"):
         g.add("t", Threshold(), retraction="partial")
-    with pytest.raises(OptionError, match=r"partitions must be an integer >= 1; got 2\.0"):
+    with pytest.raises(OptionError, match=r"partitions must be an integer in 1\.\.1024; got 2\.0"):
         g.add("t", Threshold(), partitions=2.0)
     with pytest.raises(GraphError, match=r"got the class Threshold.*add\('t', Threshold\(\)\)"):
         g.add("t", Threshold)

@@ -64,6 +64,10 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
+#: The longest number token: far beyond any int64 or float64, far below int()'s limit.
+MAX_NUMBER_LENGTH = 400
+
+
 def tokenize(text: str) -> list[Token]:
     """The tokens of ``text``, ending with one of kind ``"end"``."""
     tokens: list[Token] = []
@@ -76,6 +80,11 @@ def tokenize(text: str) -> list[Token]:
                       if text[pos] == "$" else f"unexpected character {text[pos]!r}")
             raise RuleSyntaxError(line, column, reason)
         kind = match.lastgroup
+        if kind == "number" and len(match.group()) > MAX_NUMBER_LENGTH:
+            # int() refuses more than sys.get_int_max_str_digits() digits (4300) with a
+            # plain ValueError; no window, count or value needs a fraction of these
+            raise RuleSyntaxError(line, column, f"a number of {len(match.group())} "
+                                  f"characters; at most {MAX_NUMBER_LENGTH} are allowed")
         if kind == "newline":
             line, line_start = line + 1, match.end()
         elif kind != "skip":

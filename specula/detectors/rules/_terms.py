@@ -41,7 +41,10 @@ from specula.detectors.rules.ast import (
     Window,
 )
 
-__all__ = ["RuleState", "TermParser", "inline_aggregate_name"]
+__all__ = ["MAX_DEPTH", "RuleState", "TermParser", "inline_aggregate_name"]
+
+#: How deep an expression may nest operators, parentheses and unary minus.
+MAX_DEPTH = 100
 
 
 def inline_aggregate_name(function: str, index: int) -> str:
@@ -78,6 +81,7 @@ class TermParser(TokenStream):
         self.state: RuleState | None = None
         self.own: int | None = None  # the chain element whose pattern is being parsed
         self.self_refs: list[Token] = []  # bs[i] / bs[i+1] read by the element being parsed
+        self.nesting = 0  # parentheses and unary minus open around the current term
 
     # --------------------------------------------------------------------- patterns
 
@@ -242,28 +246,68 @@ class TermParser(TokenStream):
 
     # ---------------------------------------------------------------- expressions
 
+    # Each expression is parsed with its depth: the levels of operators, parentheses and
+    # unary minus it nests. Parsing recurses per parenthesis and minus, and every check
+    # and engine walks the tree recursively, so a depth beyond MAX_DEPTH is a syntax
+    # error at the operator that reaches it, not a RecursionError.
+
     def expr(self) -> Expr:
-        left = self.term()
+        return self._sum()[0]
+
+    def _sum(self) -> tuple[Expr, int]:
+        left, depth = self._product()
         while self.at_op("+", "-"):
-            op = self.advance().text
-            left = BinOp(op, left, self.term())  # type: ignore[arg-type]
-        return left
+            op = self.advance()
+            right, right_depth = self._product()
+            left = BinOp(op.text, left, right)  # type: ignore[arg-type]
+            depth = self._deeper(op, max(depth, right_depth))
+        return left, depth
 
-    def term(self) -> Expr:
-        left = self.unary()
+    def _product(self) -> tuple[Expr, int]:
+        left, depth = self._unary()
         while self.at_op("*", "/"):
-            op = self.advance().text
-            left = BinOp(op, left, self.unary())  # type: ignore[arg-type]
-        return left
+            op = self.advance()
+            right, right_depth = self._unary()
+            left = BinOp(op.text, left, right)  # type: ignore[arg-type]
+            depth = self._deeper(op, max(depth, right_depth))
+        return left, depth
 
-    def unary(self) -> Expr:
+    def _deeper(self, token: Token, depth: int) -> int:
+        """``depth + 1``, or a syntax error at ``token`` if that is beyond MAX_DEPTH."""
+        if depth >= MAX_DEPTH:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"the expression nests more than {MAX_DEPTH} levels of "
+                                  "operators and parentheses; split it")
+        return depth + 1
+
+    def _unary(self) -> tuple[Expr, int]:
         token = self.peek()
         if self.at_op("-"):
             self.advance()
-            operand = self.unary()
+            self._deeper(token, self.nesting)  # before recursing, not after
+            self.nesting += 1
+            try:
+                operand, depth = self._unary()
+            finally:
+                self.nesting -= 1
             if isinstance(operand, Const) and not isinstance(operand.value, bool):
-                return Const(-operand.value)
-            return BinOp("-", Const(0), operand)
+                return Const(-operand.value), depth
+            return BinOp("-", Const(0), operand), self._deeper(token, depth)
+        if self.at_op("("):
+            self.advance()
+            self._deeper(token, self.nesting)
+            self.nesting += 1
+            try:
+                inner, depth = self._sum()
+            finally:
+                self.nesting -= 1
+            self.expect_op(")")
+            return inner, self._deeper(token, depth)
+        return self.operand(), 1
+
+    def operand(self) -> Expr:
+        """A term without operators: a literal, parameter, attribute, fold or aggregate."""
+        token = self.peek()
         if token.kind == "number":
             return Const(number(self.advance().text))
         if self.at_keyword("true", "false"):
@@ -271,11 +315,6 @@ class TermParser(TokenStream):
         if token.kind == "param":
             self.current().references.append(self.advance())
             return ParamRef(token.text[1:])
-        if self.at_op("("):
-            self.advance()
-            inner = self.expr()
-            self.expect_op(")")
-            return inner
         if token.kind == "name" and self.at_op("(", ahead=1) and self.at_fold():
             return self.fold()
         if token.kind == "name" and self.at_op("(", ahead=1):

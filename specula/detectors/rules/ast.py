@@ -113,7 +113,7 @@ with the graph's ticks per second.
 
 from __future__ import annotations
 
-import math
+import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -216,7 +216,7 @@ class Window:
     def __post_init__(self) -> None:
         if self.unit and self.unit not in UNIT_SECONDS:
             raise RuleError(f"unknown time unit {self.unit!r}; use ms, s, min or h")
-        if not self.value >= 0 or math.isinf(self.value):
+        if not 0 <= self.value <= sys.float_info.max:  # exact for ints beyond any float
             raise RuleError(f"a window must be a finite length >= 0, got {self.value}")
 
     def ticks(self, ticks_per_second: float | None = None) -> int:

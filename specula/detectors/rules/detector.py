@@ -90,8 +90,12 @@ def check_rule(rule: Rule, registry: TypeRegistry,
     for w in windows:
         try:
             w.ticks(ticks_per_second)
+        except OverflowError:  # round() of an infinite number of ticks
+            raise RuleError(f"rule {rule.name}: window '{w.value} {w.unit}' is more ticks than "
+                            f"any number holds at {ticks_per_second:g} ticks per second") from None
         except RuleError as exc:
-            raise RuleError(f"rule {rule.name}: {exc}; pass ticks_per_second") from None
+            hint = "; pass ticks_per_second" if ticks_per_second is None else ""
+            raise RuleError(f"rule {rule.name}: {exc}{hint}") from None
 
 
 def element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:

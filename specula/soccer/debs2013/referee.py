@@ -159,8 +159,9 @@ def read_referee_events(
             name = rows[0][2].rsplit(" ", 1)[0]
             player = _find_player(meta, name, path, rows[0][0])
             for begin, end in _intervals(path, rows, name):
-                if end < 0:
-                    raise ValueError(f"{path}: last possession of {name} has no end")
+                if end < 0:  # the begin left open is the last row: any other row raises
+                    raise ValueError(f"{path}, line {rows[-1][0]}: last possession of "
+                                     f"{name} has no end")
                 possession.append(
                     (half, player.id, player.team, begin, end, zero + begin, zero + end)
                 )
