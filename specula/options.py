@@ -150,9 +150,9 @@ class Shedding:
         elif not callable(getattr(self.strategy, "keep", None)):
             raise bad("strategy", "one of " + ", ".join(map(repr, SHEDDING_STRATEGIES))
                       + " or an InputShedder object (with a keep(batch, command) method)")
-        if not _is_int(self.seed, 0):
+        if not _is_int(self.seed, 0, MAX_TICKS):
             raise bad("seed", "an integer >= 0")
-        if not _is_int(self.smoothing, 1):
+        if not _is_int(self.smoothing, 1, MAX_TICKS):
             raise bad("smoothing", "an integer >= 1 (events)")
 
     def describe(self) -> dict[str, Any]:

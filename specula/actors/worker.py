@@ -187,9 +187,11 @@ class DetectorWorker:
                 "inbox": self.gate.report(self.inbox)}
 
     def _check(self) -> None:
+        """Raise, in the caller's thread, the error the processing thread stopped on:
+        the original exception (a DetectorError names the node and the event), so that
+        the driver sees the same error as in-process."""
         if self._error is not None:
-            raise RuntimeError(f"{self.instance.label}: processing failed: "
-                               f"{self._error!r}") from self._error
+            raise self._error
 
     def _run(self) -> None:
         """The processing thread: take, shed, process, publish; at the end, flush."""

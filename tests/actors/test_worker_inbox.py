@@ -14,6 +14,7 @@ from specula.actors.routing import Router
 from specula.actors.worker import DetectorWorker
 from specula.detectors import Detector, Emitter, EventView
 from specula.detectors.examples import Threshold, example_registry
+from specula.ordering.unit import DetectorError
 from specula.shedding import Shedding
 
 
@@ -91,13 +92,15 @@ class Failing(Detector):
 
 
 def test_a_failure_in_the_thread_surfaces_in_the_next_push_or_flush():
+    """The caller gets the processing thread's own error, which names the detector and
+    the event, as an in-process run would raise it."""
     w = worker(Failing())
     w.push(c_batch(0, 200), 0, 0)
-    with pytest.raises(RuntimeError, match=r"node: processing failed: .*ValueError: bad"):
+    with pytest.raises(DetectorError, match=r"detector 'node' failed on event .*ts=150.*bad"):
         for i in range(1, 50):
             time.sleep(0.02)
             w.push(c_batch(200 * i, 10), 0, i)
-    with pytest.raises(RuntimeError, match="processing failed"):
+    with pytest.raises(DetectorError, match="bad event"):
         w.flush()
 
 
