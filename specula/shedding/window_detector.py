@@ -164,6 +164,7 @@ class WindowDetector(Detector):
         self.model = model
         self._pending: list[ClosedWindows] = []
         self._share = 0.0
+        self._x = 0.0  # the amount per partition the shedder was last told
         self._rho = 1
         self._shedder: ESpiceShedder | TypeUtilityShedder | None = None
         if model.table is None and model.seen.any():
@@ -204,7 +205,7 @@ class WindowDetector(Detector):
         closed = self._op.flush()
         rows = np.flatnonzero(closed.detected)
         self._emit_rows(closed, rows, np.full(len(rows), self._last[0]), None, emit)
-        self._train(closed)
+        self._train(closed, everything=True)
 
     def snapshot(self) -> Any:
         """The windows' state only (see the module: the model and the counters are the
@@ -262,17 +263,22 @@ class WindowDetector(Detector):
             self._shedder.update_table(table)
         else:
             self._shedder = ESpiceShedder(table, self._rho)
-        self._set_amount()
+        self._set_amount(rebuilt=True)
 
-    def _set_amount(self) -> None:
-        if self._shedder is not None:
-            self._shedder.set_amount(self._share * self.reference_size / self._rho)
+    def _set_amount(self, rebuilt: bool = False) -> None:
+        """Tell the shedder ``x`` (its thresholds are searched again only if it changed)."""
+        x = self._share * self.reference_size / self._rho
+        if self._shedder is not None and (rebuilt or x != self._x):
+            self._shedder.set_amount(x)
+        self._x = x
 
-    def _train(self, closed: ClosedWindows) -> None:
-        """Queue closed windows for the model; hand them over in chunks."""
+    def _train(self, closed: ClosedWindows, everything: bool = False) -> None:
+        """Queue closed windows for the model; hand them over in chunks (and whatever is
+        queued at the end of the stream)."""
         if len(closed.window):
             self._pending.append(closed)
-        if sum(len(c.window) for c in self._pending) >= _TRAIN_CHUNK:
+        waiting = sum(len(c.window) for c in self._pending)
+        if waiting >= _TRAIN_CHUNK or (everything and waiting):
             windows = ClosedWindows.concat(self._pending)
             self._pending = []
             if windows.observe_into(self.model) is not None:
