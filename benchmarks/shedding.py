@@ -162,8 +162,7 @@ def run_query(q: Query, reg, events: np.ndarray, names, defenders, quick: bool) 
     th = trained.summary()["detectors"][name]["inbox"]["processing_rate_eps"]
     model = trained.units[name][0].detector.model
     model.build()
-    out = {"query": q.name, "windows": int(truth_run.units[name][0].detector._op.assigner.seen
-                                           and len(truth)), "throughput_eps": th,
+    out = {"query": q.name, "throughput_eps": th,
            "pairs_per_event": pairs, "complex_events": len(truth), "runs": {}}
     for over in OVERLOADS:
         replay = arrivals(test, (1 + over) * th, tps)
