@@ -74,7 +74,9 @@ MAX_PARTITIONS = 1024
 
 #: The input shedding strategies a :class:`Shedding` can name; :mod:`specula.shedding`
 #: implements each (``make_shedder``). A strategy can also be given as an object.
-SHEDDING_STRATEGIES: tuple[str, ...] = ("random",)
+#: ``"detector"``: the node's detector sheds inside itself (eSPICE's window operator drops
+#: (event, window) pairs, :class:`specula.shedding.WindowDetector`).
+SHEDDING_STRATEGIES: tuple[str, ...] = ("random", "detector")
 #: When a node sheds: ``"queue"``, eSPICE's queue bound; ``"latency"``, the hybrid
 #: shedding paper's bound on the smoothed latency (:mod:`specula.shedding.overload`).
 SHEDDING_TRIGGERS: tuple[str, ...] = ("queue", "latency")
@@ -109,7 +111,9 @@ class Shedding:
         latency averaged over the last ``smoothing`` events, μ, exceeds θ).
     strategy
         Which events to drop: a name in :data:`SHEDDING_STRATEGIES` (``"random"``: RI,
-        random input shedding), or an object implementing
+        random input shedding; ``"detector"``: every event passes the inbox and the
+        node's detector gets each drop command, for a detector that sheds inside itself,
+        such as eSPICE's window operator), or an object implementing
         :class:`specula.shedding.InputShedder`, which every instance of the node copies.
     seed
         Seed of the hashed random numbers of ``"random"``.

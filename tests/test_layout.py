@@ -23,7 +23,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "options": set(),
     "ordering": _CORE,
     "detectors": _CORE | {"ordering"},
-    "shedding": _CORE | {"ordering"},
+    "shedding": _CORE | {"ordering", "detectors"},
     "cluster": set(),
     "actors": _CORE | {"ordering", "detectors", "shedding", "cluster"},
     "pipelines": _CORE | {"ordering", "detectors", "shedding", "cluster", "actors"},

@@ -27,7 +27,13 @@ import numpy as np
 
 from specula.events import TypeRegistry
 from specula.options import Shedding
-from specula.shedding import KEEP_ALL, DropCommand, OverloadDetector, make_shedder
+from specula.shedding import (
+    KEEP_ALL,
+    DetectorShedding,
+    DropCommand,
+    OverloadDetector,
+    make_shedder,
+)
 
 
 class Histogram:
@@ -158,6 +164,8 @@ class InboxStats:
     busy_s: float = 0.0
     #: plain events dropped by the shedder, by type name
     shed: dict[str, int] = field(default_factory=dict)
+    #: (event, window) pairs a detector that sheds inside itself dropped, by type name
+    shed_pairs: dict[str, int] = field(default_factory=dict)
     #: processed events whose latency at the node exceeded the bound
     violations: int = 0
     #: batches taken while the overload detector asked for drops
@@ -177,6 +185,8 @@ class InboxStats:
             out.busy_s += p.busy_s
             for t, n in p.shed.items():
                 out.shed[t] = out.shed.get(t, 0) + n
+            for t, n in p.shed_pairs.items():
+                out.shed_pairs[t] = out.shed_pairs.get(t, 0) + n
             out.violations += p.violations
             out.overloaded_batches += p.overloaded_batches
         return out
@@ -194,6 +204,8 @@ class InboxStats:
             "processing_rate_eps": self.processed / self.busy_s if self.busy_s > 0 else None,
             "shed": sum(self.shed.values()),
             "shed_by_type": dict(sorted(self.shed.items())),
+            "shed_pairs": sum(self.shed_pairs.values()),
+            "shed_pairs_by_type": dict(sorted(self.shed_pairs.items())),
             "violations": self.violations,
             "overloaded_batches": self.overloaded_batches,
         }
@@ -203,15 +215,16 @@ class Gate:
     """Between an instance's inbox and its ordering unit: shedding and metrics.
 
     Without ``shedding`` every event passes and only the metrics are kept. Times given
-    to it are in ticks of ``seconds_per_tick`` seconds.
+    to it are in ticks of ``seconds_per_tick`` seconds. ``detector`` is the one the
+    instance's ordering unit drives, for ``Shedding(strategy="detector")``.
     """
 
     def __init__(self, shedding: Shedding | None, registry: TypeRegistry,
-                 seconds_per_tick: float) -> None:
+                 seconds_per_tick: float, detector: Any = None) -> None:
         self.shedding = shedding
         self.seconds_per_tick = seconds_per_tick
         self.detector = OverloadDetector(shedding) if shedding is not None else None
-        self.shedder = make_shedder(shedding) if shedding is not None else None
+        self.shedder = make_shedder(shedding, detector) if shedding is not None else None
         self._names = {t.id: t.name for t in registry.types()}
         self._shed = np.zeros(max(self._names) + 2, np.int64)  # by type id; last: unknown
         self.stats = InboxStats(shedding.latency_bound_s if shedding else None)
@@ -264,5 +277,7 @@ class Gate:
         """The stats so far, with the inbox's waits and high-water mark."""
         s = self.stats
         s.shed = {self._names.get(i, "?"): int(n) for i, n in enumerate(self._shed) if n}
+        if isinstance(self.shedder, DetectorShedding):
+            s.shed_pairs = self.shedder.pairs_shed()
         s.waits, s.max_events, s.pushed = inbox.waits, inbox.max_events, inbox.pushed
         return s

@@ -47,6 +47,9 @@ class CostModel:
 
     ``slower`` multiplies the busy time of the named nodes (default 1): one expensive
     detector in a graph of cheap ones, e.g. the node a shedding experiment overloads.
+    ``per_work`` is the cost of a unit of the work a detector counts beyond its events
+    (:meth:`~specula.detectors.Detector.work_done`: a window operator's (event, window)
+    pairs), charged with a queueing model only.
     """
 
     per_event: float = 2e-6
@@ -54,10 +57,13 @@ class CostModel:
     per_restore: float = 1e-6
     per_comparison: float = 0.5e-6
     slower: Mapping[str, float] = field(default_factory=dict)
+    per_work: float = 0.0
 
-    def busy(self, before: UnitStats, after: UnitStats, node: str | None = None) -> float:
-        """Busy time of the work between two readings of a unit's counters (of ``node``)."""
-        work = ((after.emitted - before.emitted) * self.per_event
+    def busy(self, before: UnitStats, after: UnitStats, node: str | None = None,
+             work_done: int = 0) -> float:
+        """Busy time of the work between two readings of a unit's counters (of ``node``),
+        plus ``work_done`` units of the detector's own work."""
+        work = (work_done * self.per_work + (after.emitted - before.emitted) * self.per_event
                 + (after.snapshots - before.snapshots) * self.per_snapshot
                 + (after.restores - before.restores) * self.per_restore
                 + (after.snapshot_comparisons - before.snapshot_comparisons)
@@ -133,7 +139,7 @@ class InProcessRuntime:
         raw = prepare_raw(raw, table)
         if batch_ticks is None:
             batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
-        stations = {i.producer: Station(i, self) for i in self.instances} \
+        stations = {i.producer: Station(i, self, units[i.producer]) for i in self.instances} \
             if self.queueing else None
 
         def step(batch: np.ndarray, now: int, flush: bool) -> None:

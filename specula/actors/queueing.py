@@ -47,10 +47,11 @@ if TYPE_CHECKING:
 class Station:
     """One instance's inbox, gate and the virtual time at which it is free again."""
 
-    def __init__(self, instance: Instance, runtime: InProcessRuntime) -> None:
+    def __init__(self, instance: Instance, runtime: InProcessRuntime,
+                 unit: OrderingUnit) -> None:
         spt = 1.0 / runtime.ticks_per_second
         self.inbox = Inbox(None, spt)
-        self.gate = Gate(instance.node.shedding, runtime.graph.registry, spt)
+        self.gate = Gate(instance.node.shedding, runtime.graph.registry, spt, unit.detector)
         self.free_at = -math.inf
         self.series: list[dict[str, float]] = []
 
@@ -110,11 +111,12 @@ def _serve(rt: InProcessRuntime, inst: Instance, station: Station, unit: Orderin
         q_size = inbox.events
         batch, arrival = inbox.pop(start)
         kept = gate.admit(batch, gate.command(q_size))
-        before = copy.copy(unit.stats)
+        before, work = copy.copy(unit.stats), unit.detector.work_done()
         t0 = time.perf_counter()
         out = unit.push(kept, math.ceil(start)) if len(kept) else np.empty(0, unit.out_dtype)
         if rt.cost_model:
-            busy = rt.cost_model.busy(before, unit.stats, inst.node.name)
+            busy = rt.cost_model.busy(before, unit.stats, inst.node.name,
+                                      unit.detector.work_done() - work)
             if unit.controller is not None:
                 unit.controller.add_busy(busy)
         else:

@@ -142,6 +142,8 @@ def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
             by_type = ", ".join(f"{t} {n:,}" for t, n in inbox["shed_by_type"].items())
             by_type = f" ({by_type})" if by_type else ""
             p99 = inbox["latency_p99_s"]
+            pairs = inbox.get("shed_pairs", 0)
+            by_type += f", {pairs:,} (event, window) pairs in the detector" if pairs else ""
             lines.append(f"{name}: shed {inbox['shed']:,} events{by_type}"
                          f"; {inbox['violations']:,} over the {inbox['latency_bound_s']:g} s "
                          f"bound; latency at the node p99 "

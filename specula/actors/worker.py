@@ -110,7 +110,7 @@ class DetectorWorker:
         self.busy_s = 0.0
         # inbox times are this process's monotonic clock, in ns
         self.inbox = Inbox(inbox_events, 1e-9)
-        self.gate = Gate(instance.node.shedding, registry, 1e-9)
+        self.gate = Gate(instance.node.shedding, registry, 1e-9, self.unit.detector)
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._taking = False                # the thread is processing a batch

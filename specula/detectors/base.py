@@ -65,6 +65,13 @@ class Detector:
             emit.at(i)
             self.on_event(EventView(events[i], type_names[types[i]]), emit)
 
+    def work_done(self) -> int:
+        """Units of work done so far beyond one per input event, for cost models (the
+        in-process runtime's ``CostModel.per_work``): a window operator counts the
+        (event, window) pairs it processed. A monotone counter of the run, not state:
+        snapshots leave it alone. The default, 0, makes a detector's cost its events."""
+        return 0
+
     def on_end(self, emit: Emitter) -> None:
         """End of stream: generate what the detector still holds (a window or an episode
         still open, events waiting for their time stamp to complete). The default does

@@ -4,8 +4,14 @@ A node with :class:`~specula.options.Shedding` configured has an overload detect
 (:mod:`specula.shedding.overload`) and an input shedder on its inbox. For every batch the
 node's processing loop takes from its inbox, the detector issues a :class:`DropCommand`
 (how much to drop now, and the measurements it decided from), and the shedder answers
-which events of the batch to keep. eSPICE, the hybrid paper's input shedding and the
-baselines all implement :class:`InputShedder`.
+which events of the batch to keep. RI, BL, the inbox-level eSPICE and the hybrid paper's
+input shedding implement :class:`InputShedder`.
+
+A detector can also shed inside itself (:class:`SheddingDetector`): eSPICE proper decides
+per (event, window) pair, which only the window operator can
+(:class:`~specula.shedding.operator.WindowDetector`). A node configured with
+``Shedding(strategy="detector")`` then gets :class:`DetectorShedding` on its inbox, which
+keeps every event and hands each command to the node's detector.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -42,6 +48,9 @@ class DropCommand:
     rate_in: float = 0.0
     #: Measured throughput th = 1 / l(p), events per second (inf until measured).
     throughput: float = math.inf
+    #: The node's f (shedding starts at f·q_max): eSPICE's partitions per window,
+    #: rho = ceil(ws / (q_max - f·q_max)), need it.
+    f: float = 0.8
 
     @property
     def overloaded(self) -> bool:
@@ -99,8 +108,50 @@ class InputShedder(Protocol):
         ...
 
 
-def make_shedder(config: Shedding) -> InputShedder:
-    """A fresh shedder for one instance of a node configured with ``config``.
+@runtime_checkable
+class SheddingDetector(Protocol):
+    """A detector that sheds inside itself, told how much by its node's overload detector.
+
+    The runtime calls :meth:`on_drop_command` from the instance's processing thread for
+    every batch taken from the inbox, before the batch goes to the ordering unit: the
+    command holds until the next one (eSPICE's LS keeps ``x`` until told otherwise).
+    """
+
+    def on_drop_command(self, command: DropCommand) -> None:
+        """Drop ``command.share`` of the work from now on (0: drop nothing)."""
+        ...
+
+    def pairs_shed(self) -> dict[str, int]:
+        """What it dropped so far, by input type name: (event, window) pairs for a
+        window operator. A counter of the run, not state: snapshots leave it alone."""
+        ...
+
+
+class DetectorShedding:
+    """The inbox side of ``Shedding(strategy="detector")``: keeps every event and hands
+    each command to the node's detector (a :class:`SheddingDetector`)."""
+
+    def __init__(self, detector: Any) -> None:
+        if not isinstance(detector, SheddingDetector):
+            raise TypeError(f"strategy 'detector' needs a detector that sheds inside itself "
+                            f"(on_drop_command and pairs_shed, e.g. WindowDetector); "
+                            f"{type(detector).__name__} has not")
+        self.detector = detector
+
+    def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
+        """Tell the detector the command; keep the whole batch."""
+        self.detector.on_drop_command(command)
+        return np.ones(len(batch), bool)
+
+    def pairs_shed(self) -> dict[str, int]:
+        """What the detector dropped inside itself, by type name."""
+        return self.detector.pairs_shed()
+
+
+def make_shedder(config: Shedding, detector: Any = None) -> InputShedder:
+    """A fresh shedder for one instance of a node configured with ``config``;
+    ``detector`` is the instance's own (the one its ordering unit drives), which
+    ``strategy="detector"`` needs.
 
     >>> make_shedder(Shedding(latency_bound_s=1.0, seed=3))
     RandomInput(seed=3)
@@ -109,5 +160,7 @@ def make_shedder(config: Shedding) -> InputShedder:
 
     if not isinstance(config.strategy, str):
         return copy.deepcopy(config.strategy)
+    if config.strategy == "detector":
+        return DetectorShedding(detector)
     named = {"random": lambda: RandomInput(seed=config.seed)}
     return named[config.strategy]()

@@ -196,6 +196,32 @@ def _soccer_play(cls_name: str) -> Case:
     return Case(cls(), reg, reg.from_records(rows, dtype=reg.dtype(cls.inputs)))
 
 
+def _window(unit: str, selection: str) -> Case:
+    """eSPICE's window operator: windows opened by S (count-based) or of 60 ticks (time),
+    ``any(2, D1..D4)`` or ``seq(D1; D2; D3)``, on a random stream; it retrains UT every
+    few windows, which must not change what it detects while it is not told to shed."""
+    from specula.shedding import AnyOf, Sequence, UtilityModel, WindowDetector
+
+    reg = TypeRegistry()
+    names = ("S", "D1", "D2", "D3", "D4", "O")
+    for t in names:
+        reg.register(t)
+    WindowDetector.register_output(reg, "match")
+    rng = np.random.default_rng(5)
+    n = 700
+    batch = np.zeros(n, reg.dtype(list(names)))
+    batch["type"] = [reg.id(t) for t in rng.choice(names, n, p=[.06, .2, .2, .2, .2, .14])]
+    batch["ts"] = np.cumsum(rng.integers(0, 4, n))
+    batch["seq"] = np.arange(n)
+    batch["key"] = rng.integers(0, 3, n)
+    pattern = AnyOf(2, ("D1", "D2", "D3", "D4"), selection, with_opener=True) \
+        if unit == "count" else Sequence(("D1", "D2", "D3"), selection)
+    model = UtilityModel(len(names), 30, retrain_every=5)
+    det = WindowDetector(names, pattern, 30 if unit == "count" else 60, output="match",
+                         openers=("S",), unit=unit, reference_size=30, model=model)
+    return Case(det, reg, batch)
+
+
 _SOCCER_PLAY = ("BlockedShot", "CombinationShot", "DoublePass", "ShotOnGoal")
 _SOCCER = ("AccelerationPeak", "BallInPlay", "BallNearFoot", "BallPossession", "BlockedShot",
            "CombinationShot", "DoublePass", "Interception", "Pass", "PlayerHitsBall",
@@ -207,6 +233,9 @@ _EXAMPLES = ("ANotBC", "ANotBCBatch", "CountPerKey", "FollowedWithin", "RunningC
 FIXTURES: dict[str, list[tuple[str, Callable[[], Case], bool]]] = {
     **{f"specula.detectors.examples.{c}": [(c, functools.partial(_examples, c), False)]
        for c in _EXAMPLES},
+    "specula.shedding.window_detector.WindowDetector": [
+        (f"WindowDetector[{u},{sel}]", functools.partial(_window, u, sel), False)
+        for u, sel in (("count", "first"), ("time", "last"))],
     "specula.detectors.rules.detector.RuleDetector": [
         (f"RuleDetector[{e}]", functools.partial(_rules, e), False) for e in ("aip", "cdp")],
     **{f"specula.soccer.{m}.{c}": [

@@ -78,7 +78,8 @@ def test_make_shedder_builds_named_ones_and_copies_objects():
     ({"latency_bound_s": 1, "trigger": "rate"},
      "Shedding: trigger must be one of 'queue', 'latency'; got 'rate'"),
     ({"latency_bound_s": 1, "strategy": "espresso"},
-     "Shedding: strategy must be one of 'random' or an InputShedder object; got 'espresso'"),
+     "Shedding: strategy must be one of 'random', 'detector' or an InputShedder object; "
+     "got 'espresso'"),
     ({"latency_bound_s": 1, "strategy": object()}, "(with a keep(batch, command) method)"),
     ({"latency_bound_s": 1, "seed": -1}, "Shedding: seed must be an integer >= 0; got -1"),
     ({"latency_bound_s": 1, "smoothing": 0},
