@@ -111,12 +111,15 @@ class Window:
 @dataclass(frozen=True)
 class Step:
     """Chain element ``i >= 1``: ``<selection> <pattern> within <window> from <i-1>``;
-    ``times = (n, m)`` makes it a closure ``<pattern>{n,m}`` of ``n`` to ``m`` events."""
+    ``times = (n, m)`` makes it a closure ``<pattern>{n,m}`` of ``n`` to ``m`` events.
+    Consecutive steps with the same ``group`` are the members of one unordered
+    conjunction ``(A(...) as a & B(...) as b) as group``, in the order written."""
 
     selection: Selection
     pattern: Pattern
     within: Window
     times: tuple[int, int] | None = None
+    group: str = ""
 
 
 @dataclass(frozen=True)

@@ -103,15 +103,7 @@ class TermParser(TokenStream):
         else:
             pattern = self.pattern(element)
         times = self.times() if closure and self.at_op("{", "+", "*") else None
-        alias = ""
-        if self.at_keyword("as"):
-            self.advance()
-            token = self.expect_name("an alias for the element")
-            alias = token.text
-            chain = self.current().chain
-            if alias in [p.name for p in chain] + [t for p in chain for t in p.types]:
-                raise RuleSyntaxError(token.line, token.column,
-                                      f"{alias!r} already names an element of the sequence")
+        alias = self.alias()
         for token in self.self_refs:
             if times is None or token.text != (alias or pattern.type):
                 raise RuleSyntaxError(token.line, token.column,
@@ -119,6 +111,33 @@ class TermParser(TokenStream):
                                       "the closure being declared (B(...){n,m} as "
                                       f"{token.text}); {token.text} is not that closure")
         return replace(pattern, alias=alias), times
+
+    def alias(self) -> str:
+        """``as NAME`` if it comes next (the name must be new to the rule), else ``""``."""
+        if not self.at_keyword("as"):
+            return ""
+        self.advance()
+        token = self.expect_name("an alias for the element")
+        state = self.current()
+        chain = state.chain
+        taken = [p.name for p in chain] + [t for p in chain for t in p.types]
+        if token.text in taken + [s.group for s in state.steps]:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"{token.text!r} already names an element of the sequence")
+        return token.text
+
+    def at_conjunction(self) -> bool:
+        """Whether the next tokens open a conjunction: ``(`` ``Type(...)`` then ``&`` or
+        ``as`` (a disjunction goes on with ``|``)."""
+        if not (self.at_op("(") and self.peek(1).kind == "name" and self.at_op("(", ahead=2)):
+            return False
+        depth, ahead = 0, 2
+        while self.peek(ahead).kind != "end":
+            depth += self.at_op("(", ahead=ahead) - self.at_op(")", ahead=ahead)
+            if depth == 0:
+                return self.at_op("&", ahead=ahead + 1) or self.at_keyword("as", ahead=ahead + 1)
+            ahead += 1
+        return False
 
     def times(self) -> tuple[int, int]:
         """A closure's length ``{n,m}`` or ``{n}``."""
@@ -434,6 +453,12 @@ class TermParser(TokenStream):
         token = self.expect_name("the name of an element of the sequence")
         chain = self.current().chain
         found = [i for i, p in enumerate(chain) if p.name == token.text]
+        members = [p.name for p, s in zip(chain[1:], self.current().steps, strict=False)
+                   if s.group == token.text]
+        if members:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"{token.text!r} is a conjunction of several events; name "
+                                  f"one of its members ({', '.join(members)})")
         if not found:
             raise RuleSyntaxError(
                 token.line, token.column,

@@ -102,9 +102,10 @@ order an ordering unit delivers. That order key is an event's *position*.
   payload columns are numeric).
 * **Output order.** The composites of one terminator come in ascending order of the
   positions of elements 1, 2, ... (lexicographically); terminators in stream order.
-* **Closures, disjunctions, partitions** (``each B(...){n,m} as bs``, ``(A(...) |
-  B(...)) as x``, ``partition by attr``): a rule with them means a union of plain
-  rules; see :mod:`~specula.detectors.rules.expand`.
+* **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
+  ``(A(...) | B(...)) as x``, ``each (A(...) as a & B(...) as b) as g``, ``partition by
+  attr``): a rule with them means a union of plain rules; see
+  :mod:`~specula.detectors.rules.expand`.
 
 Windows are written as a number of ticks (``within 100000``) or with a unit
 (``within 5 min.``, ``ms``, ``s``, ``min``, ``h``) that :meth:`Window.ticks` converts
@@ -196,11 +197,11 @@ class Rule:
     @property
     def plain(self) -> bool:
         """Whether every element is one event of one pattern (no closure, no
-        disjunction) and there is no ``partition by``. Engines run plain rules; others
-        run as the union of their expansions
+        disjunction, no conjunction) and there is no ``partition by``. Engines run plain
+        rules; others run as the union of their expansions
         (:func:`~specula.detectors.rules.expand.expand`)."""
-        return (all(s.times is None for s in self.steps) and not self.partition
-                and not any(p.alternatives for p in self.chain))
+        return (all(s.times is None and not s.group for s in self.steps)
+                and not self.partition and not any(p.alternatives for p in self.chain))
 
     def closure(self, element: int) -> bool:
         """Whether chain ``element`` is a closure ``T(...){n,m}``."""

@@ -27,7 +27,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import product
+from itertools import permutations, product
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +93,39 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
 
 def _order(rule: Rule, elements: list) -> tuple:
     """Where a match comes among those of its terminator: its expansion (per element,
-    the closure's length and each item's alternative, latest item first), then the
-    positions of the elements after the terminator (a closure's items latest first)."""
+    the closure's length and each item's alternative, latest item first; per
+    conjunction, the rank among the permutations of its members of their order in time,
+    equal time stamps in the order written), then the positions of the elements after
+    the terminator in that order (a closure's items latest first)."""
     expansion, positions = [], []
-    for i, (pattern, chosen) in enumerate(zip(rule.chain, elements, strict=True)):
+    spans = _conjunctions(rule)
+    i = 0
+    while i < len(rule.chain):
+        if i in spans:
+            members = range(i, spans[i])
+            order = tuple(sorted(members, key=lambda m: (-elements[m]["ts"], m)))
+            expansion.append((list(permutations(members)).index(order),))
+            positions += [elements[m]["_pos"] for m in order]
+            i = spans[i]
+            continue
+        pattern, chosen = rule.chain[i], elements[i]
         items = list(reversed(chosen)) if isinstance(chosen, tuple) else [chosen]
         expansion.append((len(items), *(pattern.types.index(e["_type"]) for e in items)))
         positions += [e["_pos"] for e in items] if i else []
+        i += 1
     return tuple(expansion), positions
+
+
+def _conjunctions(rule: Rule) -> dict[int, int]:
+    """The conjunctions of ``rule``: chain index of the first member -> one past the last."""
+    spans: dict[int, int] = {}
+    for i, step in enumerate(rule.steps, start=1):
+        previous = rule.steps[i - 2].group if i > 1 else ""
+        if step.group and step.group == previous:
+            spans[next(s for s, e in spans.items() if e == i)] = i + 1
+        elif step.group:
+            spans[i] = i + 1
+    return spans
 
 
 def _rows(registry: TypeRegistry, events: np.ndarray) -> list[dict[str, Any]]:
@@ -141,13 +166,40 @@ def _sequences(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
         yield elements, params
         return
     step = rule.steps[len(elements) - 1]
-    anchor = _earliest(elements[-1])
+    # the step follows the earliest event chosen so far: the latest element's, a
+    # closure's first item, a conjunction's earliest member
+    anchor = min((e for x in elements for e in (x if isinstance(x, tuple) else (x,))),
+                 key=lambda e: e["ts"])
+    if step.group:
+        end = _conjunctions(rule)[len(elements)]
+        for members, extended in _members(rule, rows, elements, params, [], end, anchor,
+                                          tps):
+            yield from _sequences(rule, rows, [*elements, *members], extended, tps)
+        return
     if step.times is None:
         for event, extended in _candidates(rule, rows, elements, params, step, anchor, tps):
             yield from _sequences(rule, rows, [*elements, event], extended, tps)
         return
     for items, extended in _closures(rule, rows, elements, params, step, (), anchor, tps):
         yield from _sequences(rule, rows, [*elements, items], extended, tps)
+
+
+def _members(rule: Rule, rows: list[dict[str, Any]], elements: list,
+             params: dict[str, Any], members: list, end: int, anchor: dict[str, Any],
+             tps: float | None) -> Iterator[tuple[list, dict]]:
+    """Every choice of a conjunction's members (chain elements ``len(elements)`` to
+    ``end - 1``, in the order written) extending ``members``: each a candidate of its
+    step before ``anchor`` (distinct events under ``ties nonstrict``, distinct time
+    stamps under ``ties strict``), in any order in time."""
+    if len(elements) + len(members) == end:
+        if rule.ties == "nonstrict" or len({m["ts"] for m in members}) == len(members):
+            yield members, params
+        return
+    step = rule.steps[len(elements) + len(members) - 1]
+    for event, extended in _candidates(rule, rows, [*elements, *members], params, step,
+                                       anchor, tps):
+        yield from _members(rule, rows, elements, extended, [*members, event], end, anchor,
+                            tps)
 
 
 def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: dict[str, Any],
@@ -258,8 +310,8 @@ def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
                params: dict[str, Any], tps: float | None) -> tuple | None:
     """The composite tuple of one match, or None if the pattern window, an aggregate, a
     negation or a filter drops it."""
-    if rule.within is not None and (_earliest(elements[-1])["ts"]
-                                    < elements[0]["ts"] - rule.within.ticks(tps)):
+    oldest = min(e["ts"] for x in elements for e in (x if isinstance(x, tuple) else (x,)))
+    if rule.within is not None and oldest < elements[0]["ts"] - rule.within.ticks(tps):
         return None
     aggregates = []
     for agg in rule.aggregates:
@@ -637,6 +689,17 @@ def _cases() -> dict[str, Case]:
             from (C() | D(v > 3)) as t and each B(att=$y){1,2} as bs within 5 from t
             partition by p
             where x=t.p + $y * 10 and c=Count(bs) and f=bs[first].n""", **_ABC),
+        # unordered conjunctions (expanded into one plain rule per order of the members)
+        Case("conjunction", """define CJ(x: int, a: int, b: int, d: int)
+            from C(p=$x) as c and each (A(p=$x and v < c.v) as a & B(v > 1) as b) as g
+              within 4 from c and last D() within 3 from g
+            where x=$x and a=a.n and b=b.n and d=D.n""", **_ABC),
+        Case("conjunction_nonstrict", """define CN(a: int, e: int, b: int, s: double)
+            from C() as c and each (A() as a & A(v > 2) as e & B(v < c.v) as b) as g
+              within 3 from c
+              and not D() between b and c and $s=Sum(N().value within 3 from a)
+            within 4 ties nonstrict
+            where a=a.n and e=e.n and b=b.n and s=$s""", **_ABC),
         # the hybrid-shedding paper's Q2: SEQ(A a, A+ b[], B c, C d), b[i].V = a.V, same
         # ID, a.V + c.V = d.V
         Case("hybrid_q2", """define Q2(x: int, c: double, a: int)

@@ -277,7 +277,10 @@ def test_a_type_may_repeat_in_the_chain():
     ("define F() from C() or D()",
      "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
      "'define' or end of text, found 'or'"),
-    ("define F() from C() & D()", "line 1, column 21: unexpected character '&'"),
+    ("define F() from C() & D()",
+     "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
+     "'define' or end of text, found '&'"),
+    ("define F() from C() ~ D()", "line 1, column 21: unexpected character '~'"),
     ("define F() from C(p=$)",
      "line 1, column 21: expected a parameter name after '$', found '$)'"),
     ("define F() from C()\ndefine G() from D()",
