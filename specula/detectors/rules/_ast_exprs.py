@@ -34,11 +34,21 @@ class Param:
 
 
 
+def quote(text: str) -> str:
+    """``text`` as a string literal of the rule syntax.
+
+    >>> print(quote('say "hi"'))
+    "say \\"hi\\""
+    """
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + escaped.replace("\t", "\\t").replace("\r", "\\r") + '"'
+
+
 @dataclass(frozen=True)
 class Const:
-    """A literal number or bool."""
+    """A literal number, bool or string."""
 
-    value: int | float | bool
+    value: int | float | bool | str
 
 
 @dataclass(frozen=True)

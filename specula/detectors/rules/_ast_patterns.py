@@ -18,6 +18,7 @@ from specula.detectors.rules._ast_exprs import (
     Function,
     Param,
     RuleError,
+    quote,
 )
 
 Selection = Literal["each", "last", "first"]
@@ -27,12 +28,13 @@ SELECTIONS: tuple[Selection, ...] = ("each", "last", "first")
 TIES: tuple[Ties, ...] = ("strict", "nonstrict")
 UNIT_SECONDS: dict[str, float] = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
 
-Value = int | float | bool | Param
+Value = int | float | bool | str | Param
 
 
 @dataclass(frozen=True)
 class Constraint:
-    """``attr op value``; a :class:`Param` value is only allowed with ``=``."""
+    """``attr op value``; a :class:`Param` value is only allowed with ``=``, a string
+    only with ``=`` and ``!=``."""
 
     attr: str
     op: Comparator
@@ -44,6 +46,9 @@ class Constraint:
         if isinstance(self.value, Param) and self.op != "=":
             raise RuleError(f"parameter {self.value} on {self.attr!r} must use '=', "
                             f"got {self.op!r}")
+        if isinstance(self.value, str) and self.op not in ("=", "!="):
+            raise RuleError(f"{self.attr} {self.op} {quote(self.value)}: strings compare "
+                            "only with = and !=")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import cast
 
-from specula.detectors.rules._lexer import RuleSyntaxError, Token, TokenStream, number
+from specula.detectors.rules._lexer import RuleSyntaxError, Token, TokenStream, number, string
 from specula.detectors.rules.ast import (
     COMPARATORS,
     FUNCTIONS,
@@ -209,7 +209,7 @@ class TermParser(TokenStream):
             if self.peek(1).text != "=" and self.own is not None:
                 return False
             end = 3
-        elif value.kind == "number" or self.at_keyword("true", "false", ahead=2):
+        elif value.kind in ("number", "string") or self.at_keyword("true", "false", ahead=2):
             end = 3
         elif self.at_op("-", ahead=2) and self.peek(3).kind == "number":
             end = 4
@@ -226,6 +226,9 @@ class TermParser(TokenStream):
             raise RuleSyntaxError(op_token.line, op_token.column,
                                   f"parameter {value} can only be bound with '=', found "
                                   f"{op!r}; compare it in a filter instead")
+        if isinstance(value, str) and op not in ("=", "!="):
+            raise RuleSyntaxError(op_token.line, op_token.column,
+                                  f"strings compare only with = and !=, found {op!r}")
         return Constraint(attr, op, value)
 
     def comparator(self) -> Comparator:
@@ -240,11 +243,14 @@ class TermParser(TokenStream):
             return Param(token.text[1:])
         if self.at_keyword("true", "false"):
             return self.advance().text.lower() == "true"
+        if token.kind == "string":
+            return string(self.advance())
         negative = self.at_op("-")
         if negative:
             self.advance()
         if self.peek().kind != "number":
-            raise self.fail("a number" if negative else "a number, true, false or a parameter")
+            raise self.fail("a number" if negative else
+                            "a number, a string, true, false or a parameter")
         value = number(self.advance().text)
         return -value if negative else value
 
@@ -329,6 +335,8 @@ class TermParser(TokenStream):
         token = self.peek()
         if token.kind == "number":
             return Const(number(self.advance().text))
+        if token.kind == "string":
+            return Const(string(self.advance()))
         if self.at_keyword("true", "false"):
             return Const(self.advance().text.lower() == "true")
         if token.kind == "param":
@@ -347,7 +355,8 @@ class TermParser(TokenStream):
         if token.kind == "name" and self.own is not None:
             self.advance()
             return AttrRef(self.own, token.text)
-        raise self.fail("an expression (a number, $parameter, name.attribute or aggregate)")
+        raise self.fail("an expression (a number, \"string\", $parameter, name.attribute or "
+                        "aggregate)")
 
     def item(self) -> AttrRef:
         """``bs[first].x`` / ``bs[last].x`` of a closure declared before, or ``bs[i].x``

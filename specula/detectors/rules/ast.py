@@ -98,8 +98,11 @@ order an ordering unit delivers. That order key is an event's *position*.
   * /``. Aggregates written inline in ``where`` are named ``<function>#<index>``
   (``sum#0``), a name no ``$x`` can spell. Attributes not assigned are 0. The
   composite's type is registered with the attributes of ``define`` (``int`` -> int64,
-  ``float``/``double`` -> float64, ``bool`` -> bool, ``string`` -> int64 category codes:
-  payload columns are numeric).
+  ``float``/``double`` -> float64, ``bool`` -> bool, ``string`` -> a string field, int64
+  codes of texts: payload columns are numeric).
+* **Strings.** String attributes, literals (``"AAPL"``) and parameters bound to string
+  attributes compare with ``=`` and ``!=`` only, never with numbers; see
+  :mod:`~specula.detectors.rules.strings`.
 * **Output order.** The composites of one terminator come in ascending order of the
   positions of elements 1, 2, ... (lexicographically); terminators in stream order.
 * **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
@@ -114,7 +117,7 @@ with the graph's ticks per second.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 from specula.detectors.rules._ast_exprs import (
     COMPARATORS,
@@ -133,6 +136,7 @@ from specula.detectors.rules._ast_exprs import (
     Param,
     ParamRef,
     RuleError,
+    quote,
 )
 from specula.detectors.rules._ast_patterns import (
     SELECTIONS,
@@ -153,7 +157,7 @@ __all__ = [
     "ATTRIBUTE_TYPES", "COMPARATORS", "FUNCTIONS", "SELECTIONS", "TIES", "UNIT_SECONDS",
     "AggRef", "Aggregate", "Arith", "AttrRef", "BinOp", "Comparator", "Comparison", "Const",
     "Constraint", "Expr", "Fold", "Function", "Item", "Negation", "Param", "ParamRef",
-    "Pattern", "Rule", "RuleError", "Selection", "Step", "Ties", "Value", "Window",
+    "Pattern", "Rule", "RuleError", "Selection", "Step", "Ties", "Value", "Window", "quote",
 ]
 
 ATTRIBUTE_TYPES: dict[str, str] = {
@@ -197,11 +201,27 @@ class Rule:
     @property
     def plain(self) -> bool:
         """Whether every element is one event of one pattern (no closure, no
-        disjunction, no conjunction) and there is no ``partition by``. Engines run plain
-        rules; others run as the union of their expansions
+        disjunction, no conjunction), there is no ``partition by`` and no string literal.
+        Engines run plain rules; others run as the union of their expansions
         (:func:`~specula.detectors.rules.expand.expand`)."""
         return (all(s.times is None and not s.group for s in self.steps)
-                and not self.partition and not any(p.alternatives for p in self.chain))
+                and not self.partition and not any(p.alternatives for p in self.chain)
+                and not self.texts())
+
+    def texts(self) -> set[str]:
+        """The string literals of the rule (which engines see as their codes)."""
+        found: set[str] = set()
+        stack: list[object] = [self.chain, self.aggregates, self.negations, self.filters,
+                               self.assignments]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Const | Constraint) and isinstance(node.value, str):
+                found.add(node.value)
+            elif isinstance(node, tuple):
+                stack += node
+            elif is_dataclass(node):
+                stack += [getattr(node, f.name) for f in fields(node)]
+        return found
 
     def closure(self, element: int) -> bool:
         """Whether chain ``element`` is a closure ``T(...){n,m}``."""
@@ -263,6 +283,11 @@ class Rule:
         for expr in [e for _, e in self.assignments] + [x for f in self.filters
                                                         for x in (f.left, f.right)]:
             _check_expr(self, expr, mentioned | agg_names)
+        predicates = [c for p in self.chain for o in p.options() for c in o.predicates]
+        for comparison in [*self.filters, *predicates]:
+            _check_literals(self, comparison)
+        for _, expr in self.assignments:
+            _check_literals(self, Comparison(expr, "=", expr))
 
     def _check_patterns(self) -> None:
         """Aliases name one element each; predicates read only what matching knows."""
@@ -367,6 +392,30 @@ def _check_expr(rule: Rule, expr: Expr, known: set[str]) -> None:
                         "need one")
     elif isinstance(expr, AggRef) and not 0 <= expr.index < len(rule.aggregates):
         raise RuleError(f"rule {rule.name}: aggregate #{expr.index} does not exist")
+
+
+def _check_literals(rule: Rule, comparison: Comparison) -> None:
+    """String literals are compared (``=``, ``!=``) with strings, never computed with."""
+    texts = [s.value for s in (comparison.left, comparison.right)
+             if isinstance(s, Const) and isinstance(s.value, str)]
+    numbers = [s.value for s in (comparison.left, comparison.right)
+               if isinstance(s, Const) and not isinstance(s.value, str)]
+    if texts and comparison.op not in ("=", "!="):
+        raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with "
+                        f"'{comparison.op}'; strings compare only with = and !=")
+    if texts and numbers:
+        raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with the number "
+                        f"{numbers[0]}; a string equals only a string")
+    stack = [s for s in (comparison.left, comparison.right) if isinstance(s, BinOp)]
+    while stack:
+        op = stack.pop()
+        for side in (op.left, op.right):
+            if isinstance(side, Const) and isinstance(side.value, str):
+                raise RuleError(f"rule {rule.name}: {quote(side.value)} is used in "
+                                f"arithmetic ('{op.op}'); a string is only compared (= or "
+                                "!=) or assigned")
+            if isinstance(side, BinOp):
+                stack.append(side)
 
 
 def _check_item(rule: Rule, ref: AttrRef) -> None:

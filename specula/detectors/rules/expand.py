@@ -101,6 +101,7 @@ from specula.detectors.rules.ast import (
     Step,
 )
 from specula.detectors.rules.engine import Matches, compose, order_key
+from specula.detectors.rules.strings import check_strings, encode
 from specula.events import TypeRegistry
 
 __all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand",
@@ -223,9 +224,9 @@ def _check_alternatives(rule: Rule, pattern: Pattern) -> None:
 
 
 def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...]:
-    """The plain rules whose union ``rule`` means, in the order of the semantics;
-    ``(rule,)`` for a plain rule. ``ticks_per_second`` converts closure windows written
-    with a unit.
+    """The plain rules whose union ``rule`` means, in the order of the semantics, with
+    string literals as their codes; ``(rule,)`` for a plain rule. ``ticks_per_second``
+    converts closure windows written with a unit.
 
     >>> from specula.detectors.rules.parser import parse_rule
     >>> rule = parse_rule('''define P(n: double) from C() and each B(){1,2} as bs
@@ -235,6 +236,7 @@ def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...
     """
     if rule.partition:
         rule = _partitioned(rule)
+    rule = encode(rule)  # engines compare the codes of strings
     if rule.plain:
         return (rule,)
     return tuple(_expansion(rule, choice, ticks_per_second) for choice in _choices(rule))
@@ -413,7 +415,9 @@ class Union:
 
     def __init__(self, rule: Rule, engine_class: type, registry: TypeRegistry,
                  ticks_per_second: float | None = None) -> None:
+        check_strings(rule, registry)
         self.rule = rule
+        self.registry = registry
         self.expansions = expand(rule, ticks_per_second)
         self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]

@@ -13,7 +13,7 @@ complex event processing on parallel hardware"), plus negations and free filters
     conjunction := '(' pattern ['as' NAME] ('&' pattern ['as' NAME])+ ')' 'as' NAME
     pattern    := NAME '(' [pattern_item ('and' pattern_item)*] ')'
     pattern_item := constraint | expr comparator expr      (a predicate)
-    constraint := NAME comparator (NUMBER | '-' NUMBER | 'true' | 'false' | PARAM)
+    constraint := NAME comparator (NUMBER | '-' NUMBER | STRING | 'true' | 'false' | PARAM)
     from_item  := ('each' | 'last' | 'first') (element | conjunction)
                   ['within' window] 'from' NAME
                 | 'not' pattern ('within' window 'from' NAME | 'between' NAME 'and' NAME)
@@ -24,12 +24,14 @@ complex event processing on parallel hardware"), plus negations and free filters
                 | expr comparator expr         (a filter)
     expr       := term (('+' | '-') term)*
     term       := unary (('*' | '/') unary)*
-    unary      := '-' unary | NUMBER | 'true' | 'false' | PARAM | NAME '.' NAME
+    unary      := '-' unary | NUMBER | STRING | 'true' | 'false' | PARAM | NAME '.' NAME
                 | NAME '[' ('first' | 'last' | 'i' | 'i' '+' '1') ']' '.' NAME
                 | aggregate | fold | '(' expr ')'
     aggregate  := FUNC '(' pattern ['.' NAME] 'within' window 'from' NAME ')'
     fold       := FUNC '(' NAME ['.' NAME] ')'   (over the items of a closure)
     window     := NUMBER [('ms' | 's' | 'min' | 'h') ['.']]
+    STRING     := '"' (any character but '"', '\\' and a line end | escape)* '"'
+    escape     := '\\"' | '\\\\' | '\\n' | '\\t' | '\\r' | '\\u' HEX HEX HEX HEX
 
 Decisions the paper leaves open:
 
@@ -51,6 +53,8 @@ Decisions the paper leaves open:
   ``"<function>#<index>"``, which no parameter can spell, and appear in
   :attr:`Rule.aggregates` in the order of the text, after and between the bound ones.
 * Unary minus on a number is a negative literal; on anything else it is ``0 - x``.
+* A string literal compares (``=``, ``!=``) with string attributes and parameters; what
+  strings mean is in :mod:`~specula.detectors.rules.strings`.
 
 Errors in the text raise :class:`RuleSyntaxError`, a :class:`RuleError` carrying the
 line and column, whose message says what was expected and what was found.
