@@ -107,3 +107,10 @@ def test_detector_emits_string_attributes_that_read_back_as_text(engine: str):
     assert texts == [("AAPL", "NYSE", 'pair "1"')]
     row = registry.batch("Pair", ts=columns["ts"], sym="AAPL", venue="NYSE", tag='pair "1"')
     assert decode_event(encode_event(row[0], registry), registry)["tag"] == 'pair "1"'
+
+
+def test_builder_takes_string_literals():
+    from specula.detectors.rules.builder import ne, rule
+
+    built = rule("S").when("Q", sym="AAPL", ex=ne("")).build()
+    assert built.terminator == parse_rule('define S() from Q(sym = "AAPL" and ex != "")').terminator
