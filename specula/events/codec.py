@@ -17,7 +17,7 @@ __all__ = ["batch_registry", "decode_batch", "decode_event", "encode_batch", "en
 _CODEC_VERSION = 1
 
 _CODEC_KEYS = frozenset({"v", "fields", "n", "data"})
-_OPTIONAL_KEYS = frozenset({"types"})
+_OPTIONAL_KEYS = frozenset({"types", "strings"})
 
 
 def encode_event(record: np.void | Mapping[str, Any], registry: TypeRegistry) -> bytes:
@@ -97,7 +97,8 @@ def _row_values(row: np.void, registry: TypeRegistry) -> dict[str, Any]:
     for name in etype.field_names:
         if name not in names:
             raise ValueError(f"row lacks payload field {name!r} of event type {etype.name!r}")
-        values[name] = row[name]
+        values[name] = (registry.strings.text(row[name]) if name in etype.strings
+                        else row[name])
     return values
 
 
@@ -115,7 +116,8 @@ def _event_dict(row: np.void, registry: TypeRegistry) -> dict[str, Any]:
     for name in _SETTABLE_CORE:
         event[name] = int(row[name])
     for name in etype.field_names:
-        event[name] = row[name].item()
+        event[name] = (registry.strings.text(row[name]) if name in etype.strings
+                       else row[name].item())
     return event
 
 
@@ -139,8 +141,9 @@ def encode_batch(batch: np.ndarray, registry: TypeRegistry | None = None) -> byt
     registry : TypeRegistry, optional
         The registry the batch was made with. Its type table goes with the batch
         (``"types": {"ticks_per_second": ..., "types": [[name, [[field, dtype.str],
-        ...]], ...]}``, ids in order from 1), so a reader can check the ids against its
-        own registry (:func:`batch_registry`).
+        ...]], ...]}``, ids in order from 1; ``"str"`` for a string field), so a reader
+        can check the ids against its own registry (:func:`batch_registry`); with it go
+        the texts of the string codes in the batch (``"strings": [[code, text], ...]``).
 
     Returns
     -------
@@ -179,8 +182,12 @@ def encode_batch(batch: np.ndarray, registry: TypeRegistry | None = None) -> byt
     if registry is not None:
         message["types"] = {
             "ticks_per_second": float(registry.ticks_per_second),
-            "types": [[t.name, [[f, d.str] for f, d in t.fields]] for t in registry.types()],
+            "types": [[t.name, registry.field_specs(t)] for t in registry.types()],
         }
+        columns = {f for t in registry.types() for f in t.strings} & set(batch.dtype.names)
+        if columns:
+            message["strings"] = registry.strings.items(
+                np.concatenate([batch[f] for f in sorted(columns)]))
     return msgpack.packb(message, use_bin_type=True)
 
 
@@ -200,6 +207,9 @@ def batch_registry(data: bytes) -> TypeRegistry | None:
         registry = TypeRegistry(ticks_per_second=table["ticks_per_second"])
         for name, fields in table["types"]:
             registry.register(name, **dict(fields))
+        for code, text in message.get("strings", []):
+            if registry.strings.intern(text) != code:
+                raise ValueError(f"the code of {text!r} is not {code}")
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed batch: unreadable type table ({exc})") from None
     return registry

@@ -56,8 +56,10 @@ def _payload_dtype(type_name: str, field: str, spec: Any) -> np.dtype:
     return dtype.newbyteorder("=")
 
 
-def _describe_fields(fields: tuple[tuple[str, np.dtype], ...]) -> str:
-    return "(" + ", ".join(f"{name}: {dtype.name}" for name, dtype in fields) + ")"
+def _describe_fields(fields: tuple[tuple[str, np.dtype], ...],
+                     strings: frozenset[str] = frozenset()) -> str:
+    return "(" + ", ".join(f"{name}: {'str' if name in strings else dtype.name}"
+                           for name, dtype in fields) + ")"
 
 
 def _show(value: Any) -> str:

@@ -21,6 +21,7 @@ from specula.events.convert import (
     _show,
 )
 from specula.events.core import _CORE_NAMES, _SETTABLE_CORE, CORE_DTYPE, InvalidEvent
+from specula.events.strings import StringTable, is_string_spec
 
 __all__ = ["EventType", "TypeRegistry"]
 
@@ -37,11 +38,15 @@ class EventType:
         Type id stored in the ``type`` column; ids start at 1, 0 is invalid.
     fields : tuple of (str, numpy.dtype)
         Payload fields of the type, in declaration order.
+    strings : frozenset of str
+        The fields declared ``str``: int64 columns of string codes
+        (:mod:`specula.events.strings`).
     """
 
     name: str
     id: int
     fields: tuple[tuple[str, np.dtype], ...]
+    strings: frozenset[str] = frozenset()
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -56,6 +61,9 @@ class TypeRegistry:
     batch dtypes (core fields followed by payload fields) and constructs validated
     batches. Types can only be added, never removed or changed, so an id and a dtype
     handed out once stay valid for the lifetime of the registry.
+
+    A field declared ``str`` holds texts as int64 codes (:mod:`specula.events.strings`);
+    :attr:`strings` turns codes back into texts.
 
     ``ticks_per_second`` is the unit of the time stamps (``ts``, ``ats``) of these
     events, declared once here: graphs, runtimes and reports read it from the registry
@@ -80,8 +88,9 @@ class TypeRegistry:
         self.ticks_per_second = ticks_per_second
         self._by_name: dict[str, EventType] = {}
         self._by_id: list[EventType] = []
-        # payload field name -> (dtype, name of the first type that declared it)
-        self._field_owner: dict[str, tuple[np.dtype, str]] = {}
+        # payload field name -> (dtype, is a string, name of the first type declaring it)
+        self._field_owner: dict[str, tuple[np.dtype, bool, str]] = {}
+        self.strings = StringTable()
         # sorted tuple of type ids -> batch dtype of those types
         self._dtype_cache: dict[tuple[int, ...], np.dtype] = {}
 
@@ -98,7 +107,8 @@ class TypeRegistry:
             Payload fields and their dtypes, e.g. ``speed=np.float64`` or
             ``team="i4"``. Only bool, signed/unsigned integer and float dtypes of
             at most 64 bits are allowed, because payloads must stay fixed-size
-            columns and survive the msgpack codec without loss.
+            columns and survive the msgpack codec without loss; ``str`` (or
+            ``"str"``) declares a string field, stored as int64 codes.
 
         Returns
         -------
@@ -117,32 +127,37 @@ class TypeRegistry:
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"event type name must be a non-empty string, got {name!r}")
+        strings = frozenset(f for f, spec in fields.items() if is_string_spec(spec))
         resolved = tuple(
-            (field, _payload_dtype(name, field, spec)) for field, spec in fields.items()
+            (field, _payload_dtype(name, field, np.int64 if field in strings else spec))
+            for field, spec in fields.items()
         )
 
         existing = self._by_name.get(name)
         if existing is not None:
-            if existing.fields == resolved:
+            if existing.fields == resolved and existing.strings == strings:
                 return existing
             raise ValueError(
                 f"event type {name!r} is already registered with different fields: "
-                f"{_describe_fields(existing.fields)} != {_describe_fields(resolved)}"
+                f"{_describe_fields(existing.fields, existing.strings)} != "
+                f"{_describe_fields(resolved, strings)}"
             )
 
         for field, dtype in resolved:
             owner = self._field_owner.get(field)
-            if owner is not None and owner[0] != dtype:
+            if owner is not None and owner[:2] != (dtype, field in strings):
+                mine = "str" if field in strings else dtype.name
+                theirs = "str" if owner[1] else owner[0].name
                 raise ValueError(
-                    f"payload field {field!r} of event type {name!r} has dtype {dtype.name}, "
-                    f"but event type {owner[1]!r} declares it as {owner[0].name}"
+                    f"payload field {field!r} of event type {name!r} has dtype {mine}, "
+                    f"but event type {owner[2]!r} declares it as {theirs}"
                 )
 
-        etype = EventType(name=name, id=len(self._by_id) + 1, fields=resolved)
+        etype = EventType(name=name, id=len(self._by_id) + 1, fields=resolved, strings=strings)
         self._by_name[name] = etype
         self._by_id.append(etype)
         for field, dtype in resolved:
-            self._field_owner.setdefault(field, (dtype, name))
+            self._field_owner.setdefault(field, (dtype, field in strings, name))
         return etype
 
     # ---------------------------------------------------------------------- lookup
@@ -196,8 +211,14 @@ class TypeRegistry:
         (False, 16)
         """
         table = [repr(float(self.ticks_per_second)),
-                 [[t.id, t.name, [[f, d.str] for f, d in t.fields]] for t in self._by_id]]
+                 [[t.id, t.name, self.field_specs(t)] for t in self._by_id]]
         return hashlib.sha256(json.dumps(table).encode()).hexdigest()[:16]
+
+    def field_specs(self, etype: EventType) -> list[list[str]]:
+        """``[field, spec]`` of each payload field of ``etype``: ``"str"`` for a string
+        field, else its dtype's ``str``; ``register(name, **dict(specs))`` declares the
+        type again."""
+        return [[f, "str" if f in etype.strings else d.str] for f, d in etype.fields]
 
     def _type_by_id(self, type_id: int) -> EventType:
         if isinstance(type_id, bool | np.bool_) or not isinstance(type_id, int | np.integer):
@@ -329,8 +350,25 @@ class TypeRegistry:
         for name, values in given.items():
             core = name in _SETTABLE_CORE
             field_dtype = CORE_DTYPE.fields[name][0] if core else payload[name]
+            if name in etype.strings:
+                out[name] = self._string_column(values, name, n)
+                continue
             out[name] = _column(values, field_dtype, name, n, strict=core)
         return out
+
+    def _string_column(self, values: Any, field: str, n: int) -> np.ndarray:
+        """The codes of a string field's texts (one text, or one per event)."""
+        if isinstance(values, str):
+            values = [values] * n
+        elif _length(field, values) is None:
+            raise InvalidEvent(None, field, f"not a string ({_show(values)})")
+        texts = list(values)
+        for index, text in enumerate(texts):
+            try:
+                self.strings.intern(text)
+            except ValueError as exc:
+                raise InvalidEvent(index, field, str(exc)) from None
+        return np.broadcast_to(self.strings.codes(texts), (n,))
 
     def from_records(
         self, records: Iterable[Mapping[str, Any]], dtype: np.dtype | None = None
@@ -423,6 +461,12 @@ class TypeRegistry:
                 continue
             if name in _SETTABLE_CORE:
                 field_dtype, strict = CORE_DTYPE.fields[name][0], True
+            elif isinstance(name, str) and name in etype.strings:
+                try:
+                    row[name] = self.strings.intern(value)
+                except ValueError as exc:
+                    raise InvalidEvent(index, name, str(exc)) from None
+                continue
             elif isinstance(name, str) and name in payload:
                 field_dtype, strict = payload[name], False
             elif isinstance(name, str):

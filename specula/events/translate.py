@@ -26,7 +26,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from specula.events.convert import _describe_fields
-from specula.events.registry import TypeRegistry
+from specula.events.registry import EventType, TypeRegistry
 
 __all__ = ["RegistryMismatchError", "translate_types", "type_table"]
 
@@ -72,7 +72,7 @@ def type_table(made_with: TypeRegistry, read_with: TypeRegistry, *,
         _check_type(name, made_with, read_with)
     table = np.zeros(len(made_with) + 1, np.int32)
     for etype in made_with.types():
-        if etype.name in read_with and read_with[etype.name].fields == etype.fields:
+        if etype.name in read_with and _same_fields(read_with[etype.name], etype):
             table[etype.id] = read_with.id(etype.name)
     return None if np.array_equal(table, np.arange(len(table))) else table
 
@@ -104,18 +104,23 @@ def _check_type(name: str, made_with: TypeRegistry, read_with: TypeRegistry) -> 
             f"event type {name!r} is not in the registry the events were made with "
             f"({_names(made_with)}), so no event of it can arrive; read only the types "
             "the events carry, or make them with a registry that has it")
-    made = made_with[name].fields
+    made = made_with[name]
     if name not in read_with:
         raise RegistryMismatchError(
             f"event type {name!r} of the events is not in the registry they are read with "
             f"({_names(read_with)}); register it there with the fields "
-            f"{_describe_fields(made)}")
-    read = read_with[name].fields
-    if made != read:
+            f"{_describe_fields(made.fields, made.strings)}")
+    read = read_with[name]
+    if not _same_fields(made, read):
         raise RegistryMismatchError(
-            f"event type {name!r} has fields {_describe_fields(made)} where the events were "
-            f"made, but {_describe_fields(read)} in the registry they are read with; "
-            "register it with the same fields")
+            f"event type {name!r} has fields {_describe_fields(made.fields, made.strings)} "
+            f"where the events were made, but {_describe_fields(read.fields, read.strings)} "
+            "in the registry they are read with; register it with the same fields")
+
+
+def _same_fields(a: EventType, b: EventType) -> bool:
+    """Whether two types' payloads mean the same: fields, dtypes and string fields."""
+    return (a.fields, a.strings) == (b.fields, b.strings)
 
 
 def _names(registry: TypeRegistry) -> str:

@@ -12,7 +12,9 @@ Layout of ``out`` after :func:`persist` (``quarantine`` and ``arrival`` are writ
 
 Every event table has the core fields, a ``detector`` column (which node produced or,
 for ``late``, received it), ``event_type`` and the payload fields of all its types
-(zero where a type has no such field).
+(zero where a type has no such field). String fields are written as their texts (read
+through the registry's string table, ``""`` where a type has no such field) and read
+back as codes.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ def read_events(spark: SparkSession, path: str | os.PathLike[str], event_type: s
     rows = spark.read.parquet(str(path)).where(f"event_type = '{event_type}'")
     table = rows.select(*dtype.names).toArrow() if rows.take(1) else None
     batch = np.zeros(0 if table is None else table.num_rows, dtype)
+    strings = registry[event_type].strings
     for name in dtype.names if table is not None else ():
-        batch[name] = table.column(name).to_numpy()
+        column = table.column(name)
+        batch[name] = (registry.strings.codes(column.to_pylist()) if name in strings
+                       else column.to_numpy())
     return batch
 
 
@@ -79,10 +84,15 @@ def _events_frame(spark: SparkSession, per_detector: dict[str, np.ndarray],
     merged = pd.concat(frames, ignore_index=True)
     fields = [c for c in merged.columns if c not in ("detector", "event_type")]
     merged[fields] = merged[fields].fillna(0)
+    strings = {f for t in registry.types() for f in t.strings}
     schema = ["detector string", "event_type string"]
     for column in fields:  # concat turns int columns that some frames lack into float
         dtype = np.result_type(*{f[column].dtype for f in frames if column in f})
         merged[column] = merged[column].astype(dtype)
+        if column in strings:
+            merged[column] = [registry.strings.text(c) for c in merged[column]]
+            schema.append(f"{column} string")
+            continue
         schema.append(f"{column} {_SPARK_TYPES[dtype.str[1:]]}")
     return spark.createDataFrame(merged, ", ".join(schema))
 

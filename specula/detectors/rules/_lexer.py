@@ -1,8 +1,8 @@
 """Tokens of the rule syntax: the tokenizer, a cursor over its tokens, and the error type.
 
 :mod:`~specula.detectors.rules.parser` reads a rule's text in two stages; this module is
-the first. :func:`tokenize` cuts the text into names, numbers, ``$parameters`` and
-operators, dropping blanks and ``#`` comments, and remembers where each token starts so
+the first. :func:`tokenize` cuts the text into names, numbers, ``"strings"``, ``$parameters``
+and operators, dropping blanks and ``#`` comments, and remembers where each token starts so
 that every error can name its line and column. :class:`TokenStream` is the cursor the
 recursive-descent parser moves over those tokens: it peeks, consumes, and turns "expected
 X" into a :class:`RuleSyntaxError` at the current token. Nothing here knows the grammar.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from specula.detectors.rules.ast import RuleError
 
-__all__ = ["RuleSyntaxError", "Token", "TokenStream", "number", "tokenize"]
+__all__ = ["RuleSyntaxError", "Token", "TokenStream", "number", "string", "tokenize"]
 
 
 class RuleSyntaxError(RuleError):
@@ -43,7 +43,7 @@ class RuleSyntaxError(RuleError):
 class Token:
     """One token, with where it starts (``line``, ``column``) and its span in the text."""
 
-    kind: str  # "name", "number", "param", "op" or "end"
+    kind: str  # "name", "number", "string", "param", "op" or "end"
     text: str
     line: int
     column: int
@@ -58,9 +58,10 @@ _TOKEN = re.compile(r"""
     (?P<skip>[ \t\r\f\v]+|\#[^\n]*)
   | (?P<newline>\n)
   | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<param>\$[A-Za-z_]\w*)
   | (?P<name>[A-Za-z_]\w*)
-  | (?P<op><=|>=|!=|[=<>(),:.+\-*/\[\]{}|])
+  | (?P<op><=|>=|!=|[=<>(),:.+\-*/\[\]{}|&])
 """, re.VERBOSE)
 
 
@@ -77,7 +78,9 @@ def tokenize(text: str) -> list[Token]:
         column = pos - line_start + 1
         if match is None:
             reason = (f"expected a parameter name after '$', found {text[pos:pos + 2]!r}"
-                      if text[pos] == "$" else f"unexpected character {text[pos]!r}")
+                      if text[pos] == "$" else
+                      "a string that does not end on its line (close it with '\"')"
+                      if text[pos] == '"' else f"unexpected character {text[pos]!r}")
             raise RuleSyntaxError(line, column, reason)
         kind = match.lastgroup
         if kind == "number" and len(match.group()) > MAX_NUMBER_LENGTH:
@@ -144,6 +147,37 @@ class TokenStream:
     def expect_end(self, expected: str) -> None:
         if not self.at_end():
             raise self.fail(expected)
+
+
+_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
+
+
+def string(token: Token) -> str:
+    """The text of a string token: between its quotes, with ``\\"``, ``\\\\``,
+    ``\\n``, ``\\t``, ``\\r`` and ``\\uXXXX`` replaced.
+
+    >>> string(tokenize(r'"a\\"b\\u00e9"')[0])
+    'a"bé'
+    """
+    out, body, i = [], token.text[1:-1], 0
+    while i < len(body):
+        char = body[i]
+        i += 1
+        if char != "\\":
+            out.append(char)
+            continue
+        escape = body[i]
+        if escape == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[i + 1:i + 5]):
+            out.append(chr(int(body[i + 1:i + 5], 16)))
+            i += 5
+            continue
+        if escape not in _ESCAPES:
+            raise RuleSyntaxError(token.line, token.column + i,
+                                  f"unknown escape '\\{escape}' in a string; use \\\", "
+                                  "\\\\, \\n, \\t, \\r or \\uXXXX")
+        out.append(_ESCAPES[escape])
+        i += 1
+    return "".join(out)
 
 
 def number(text: str) -> int | float:

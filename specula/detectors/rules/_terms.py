@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import cast
 
-from specula.detectors.rules._lexer import RuleSyntaxError, Token, TokenStream, number
+from specula.detectors.rules._lexer import RuleSyntaxError, Token, TokenStream, number, string
 from specula.detectors.rules.ast import (
     COMPARATORS,
     FUNCTIONS,
@@ -103,15 +103,7 @@ class TermParser(TokenStream):
         else:
             pattern = self.pattern(element)
         times = self.times() if closure and self.at_op("{", "+", "*") else None
-        alias = ""
-        if self.at_keyword("as"):
-            self.advance()
-            token = self.expect_name("an alias for the element")
-            alias = token.text
-            chain = self.current().chain
-            if alias in [p.name for p in chain] + [t for p in chain for t in p.types]:
-                raise RuleSyntaxError(token.line, token.column,
-                                      f"{alias!r} already names an element of the sequence")
+        alias = self.alias()
         for token in self.self_refs:
             if times is None or token.text != (alias or pattern.type):
                 raise RuleSyntaxError(token.line, token.column,
@@ -119,6 +111,33 @@ class TermParser(TokenStream):
                                       "the closure being declared (B(...){n,m} as "
                                       f"{token.text}); {token.text} is not that closure")
         return replace(pattern, alias=alias), times
+
+    def alias(self) -> str:
+        """``as NAME`` if it comes next (the name must be new to the rule), else ``""``."""
+        if not self.at_keyword("as"):
+            return ""
+        self.advance()
+        token = self.expect_name("an alias for the element")
+        state = self.current()
+        chain = state.chain
+        taken = [p.name for p in chain] + [t for p in chain for t in p.types]
+        if token.text in taken + [s.group for s in state.steps]:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"{token.text!r} already names an element of the sequence")
+        return token.text
+
+    def at_conjunction(self) -> bool:
+        """Whether the next tokens open a conjunction: ``(`` ``Type(...)`` then ``&`` or
+        ``as`` (a disjunction goes on with ``|``)."""
+        if not (self.at_op("(") and self.peek(1).kind == "name" and self.at_op("(", ahead=2)):
+            return False
+        depth, ahead = 0, 2
+        while self.peek(ahead).kind != "end":
+            depth += self.at_op("(", ahead=ahead) - self.at_op(")", ahead=ahead)
+            if depth == 0:
+                return self.at_op("&", ahead=ahead + 1) or self.at_keyword("as", ahead=ahead + 1)
+            ahead += 1
+        return False
 
     def times(self) -> tuple[int, int]:
         """A closure's length ``{n,m}`` or ``{n}``."""
@@ -190,7 +209,7 @@ class TermParser(TokenStream):
             if self.peek(1).text != "=" and self.own is not None:
                 return False
             end = 3
-        elif value.kind == "number" or self.at_keyword("true", "false", ahead=2):
+        elif value.kind in ("number", "string") or self.at_keyword("true", "false", ahead=2):
             end = 3
         elif self.at_op("-", ahead=2) and self.peek(3).kind == "number":
             end = 4
@@ -207,6 +226,9 @@ class TermParser(TokenStream):
             raise RuleSyntaxError(op_token.line, op_token.column,
                                   f"parameter {value} can only be bound with '=', found "
                                   f"{op!r}; compare it in a filter instead")
+        if isinstance(value, str) and op not in ("=", "!="):
+            raise RuleSyntaxError(op_token.line, op_token.column,
+                                  f"strings compare only with = and !=, found {op!r}")
         return Constraint(attr, op, value)
 
     def comparator(self) -> Comparator:
@@ -221,11 +243,14 @@ class TermParser(TokenStream):
             return Param(token.text[1:])
         if self.at_keyword("true", "false"):
             return self.advance().text.lower() == "true"
+        if token.kind == "string":
+            return string(self.advance())
         negative = self.at_op("-")
         if negative:
             self.advance()
         if self.peek().kind != "number":
-            raise self.fail("a number" if negative else "a number, true, false or a parameter")
+            raise self.fail("a number" if negative else
+                            "a number, a string, true, false or a parameter")
         value = number(self.advance().text)
         return -value if negative else value
 
@@ -310,6 +335,8 @@ class TermParser(TokenStream):
         token = self.peek()
         if token.kind == "number":
             return Const(number(self.advance().text))
+        if token.kind == "string":
+            return Const(string(self.advance()))
         if self.at_keyword("true", "false"):
             return Const(self.advance().text.lower() == "true")
         if token.kind == "param":
@@ -328,7 +355,8 @@ class TermParser(TokenStream):
         if token.kind == "name" and self.own is not None:
             self.advance()
             return AttrRef(self.own, token.text)
-        raise self.fail("an expression (a number, $parameter, name.attribute or aggregate)")
+        raise self.fail("an expression (a number, \"string\", $parameter, name.attribute or "
+                        "aggregate)")
 
     def item(self) -> AttrRef:
         """``bs[first].x`` / ``bs[last].x`` of a closure declared before, or ``bs[i].x``
@@ -434,6 +462,12 @@ class TermParser(TokenStream):
         token = self.expect_name("the name of an element of the sequence")
         chain = self.current().chain
         found = [i for i, p in enumerate(chain) if p.name == token.text]
+        members = [p.name for p, s in zip(chain[1:], self.current().steps, strict=False)
+                   if s.group == token.text]
+        if members:
+            raise RuleSyntaxError(token.line, token.column,
+                                  f"{token.text!r} is a conjunction of several events; name "
+                                  f"one of its members ({', '.join(members)})")
         if not found:
             raise RuleSyntaxError(
                 token.line, token.column,

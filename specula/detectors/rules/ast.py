@@ -98,13 +98,17 @@ order an ordering unit delivers. That order key is an event's *position*.
   * /``. Aggregates written inline in ``where`` are named ``<function>#<index>``
   (``sum#0``), a name no ``$x`` can spell. Attributes not assigned are 0. The
   composite's type is registered with the attributes of ``define`` (``int`` -> int64,
-  ``float``/``double`` -> float64, ``bool`` -> bool, ``string`` -> int64 category codes:
-  payload columns are numeric).
+  ``float``/``double`` -> float64, ``bool`` -> bool, ``string`` -> a string field, int64
+  codes of texts: payload columns are numeric).
+* **Strings.** String attributes, literals (``"AAPL"``) and parameters bound to string
+  attributes compare with ``=`` and ``!=`` only, never with numbers; see
+  :mod:`~specula.detectors.rules.strings`.
 * **Output order.** The composites of one terminator come in ascending order of the
   positions of elements 1, 2, ... (lexicographically); terminators in stream order.
-* **Closures, disjunctions, partitions** (``each B(...){n,m} as bs``, ``(A(...) |
-  B(...)) as x``, ``partition by attr``): a rule with them means a union of plain
-  rules; see :mod:`~specula.detectors.rules.expand`.
+* **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
+  ``(A(...) | B(...)) as x``, ``each (A(...) as a & B(...) as b) as g``, ``partition by
+  attr``): a rule with them means a union of plain rules; see
+  :mod:`~specula.detectors.rules.expand`.
 
 Windows are written as a number of ticks (``within 100000``) or with a unit
 (``within 5 min.``, ``ms``, ``s``, ``min``, ``h``) that :meth:`Window.ticks` converts
@@ -113,220 +117,52 @@ with the graph's ticks per second.
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, fields, is_dataclass
 
-Selection = Literal["each", "last", "first"]
-Ties = Literal["strict", "nonstrict"]
-Comparator = Literal["=", "!=", "<", "<=", ">", ">="]
-Function = Literal["sum", "avg", "min", "max", "count"]
-Arith = Literal["+", "-", "*", "/", "min", "max"]
-Item = Literal["", "first", "last", "next"]
+from specula.detectors.rules._ast_exprs import (
+    COMPARATORS,
+    FUNCTIONS,
+    AggRef,
+    Arith,
+    AttrRef,
+    BinOp,
+    Comparator,
+    Comparison,
+    Const,
+    Expr,
+    Fold,
+    Function,
+    Item,
+    Param,
+    ParamRef,
+    RuleError,
+    quote,
+)
+from specula.detectors.rules._ast_patterns import (
+    SELECTIONS,
+    TIES,
+    UNIT_SECONDS,
+    Aggregate,
+    Constraint,
+    Negation,
+    Pattern,
+    Selection,
+    Step,
+    Ties,
+    Value,
+    Window,
+)
 
-SELECTIONS: tuple[Selection, ...] = ("each", "last", "first")
-TIES: tuple[Ties, ...] = ("strict", "nonstrict")
-COMPARATORS: tuple[Comparator, ...] = ("=", "!=", "<", "<=", ">", ">=")
-FUNCTIONS: tuple[Function, ...] = ("sum", "avg", "min", "max", "count")
+__all__ = [
+    "ATTRIBUTE_TYPES", "COMPARATORS", "FUNCTIONS", "SELECTIONS", "TIES", "UNIT_SECONDS",
+    "AggRef", "Aggregate", "Arith", "AttrRef", "BinOp", "Comparator", "Comparison", "Const",
+    "Constraint", "Expr", "Fold", "Function", "Item", "Negation", "Param", "ParamRef",
+    "Pattern", "Rule", "RuleError", "Selection", "Step", "Ties", "Value", "Window", "quote",
+]
+
 ATTRIBUTE_TYPES: dict[str, str] = {
     "int": "i8", "float": "f8", "double": "f8", "bool": "?", "string": "i8",
 }
-UNIT_SECONDS: dict[str, float] = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
-
-
-class RuleError(ValueError):
-    """A rule that is not well formed; the message says which part and why."""
-
-
-@dataclass(frozen=True)
-class Param:
-    """A parameter ``$name``."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return f"${self.name}"
-
-
-Value = int | float | bool | Param
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """``attr op value``; a :class:`Param` value is only allowed with ``=``."""
-
-    attr: str
-    op: Comparator
-    value: Value
-
-    def __post_init__(self) -> None:
-        if self.op not in COMPARATORS:
-            raise RuleError(f"unknown comparator {self.op!r} on attribute {self.attr!r}")
-        if isinstance(self.value, Param) and self.op != "=":
-            raise RuleError(f"parameter {self.value} on {self.attr!r} must use '=', "
-                            f"got {self.op!r}")
-
-
-@dataclass(frozen=True)
-class Pattern:
-    """An event type with content constraints (``Temp(area=$a and value>45)``).
-
-    ``predicates`` are comparisons of expressions over the event itself and over chain
-    elements before it (``AMZN(open < c.open)``), checked while matching; ``alias`` is
-    the name the rule gives the element (``AMZN() as b``), empty when it has none.
-    """
-
-    type: str
-    constraints: tuple[Constraint, ...] = ()
-    predicates: tuple[Comparison, ...] = ()
-    alias: str = ""
-    alternatives: tuple[Pattern, ...] = ()
-
-    @property
-    def name(self) -> str:
-        """How the rule names this element: its alias, else its type."""
-        return self.alias or self.type
-
-    @property
-    def types(self) -> tuple[str, ...]:
-        """The event types the element may match: its type, then its alternatives'."""
-        return (self.type, *(a.type for a in self.alternatives))
-
-    def options(self) -> tuple[Pattern, ...]:
-        """The plain patterns of a disjunction ``(A(...) | B(...)) as x``, each named
-        ``x``; ``(self,)`` for a pattern without alternatives."""
-        first = Pattern(self.type, self.constraints, self.predicates, self.alias)
-        return (first, *(Pattern(a.type, a.constraints, a.predicates, self.alias)
-                         for a in self.alternatives))
-
-    def params(self) -> tuple[Param, ...]:
-        return tuple(c.value for c in self.constraints if isinstance(c.value, Param))
-
-    def literals(self) -> tuple[Constraint, ...]:
-        return tuple(c for c in self.constraints if not isinstance(c.value, Param))
-
-
-@dataclass(frozen=True)
-class Window:
-    """A window length: ticks when ``unit`` is empty, else a time in that unit."""
-
-    value: float
-    unit: str = ""
-
-    def __post_init__(self) -> None:
-        if self.unit and self.unit not in UNIT_SECONDS:
-            raise RuleError(f"unknown time unit {self.unit!r}; use ms, s, min or h")
-        if not 0 <= self.value <= sys.float_info.max:  # exact for ints beyond any float
-            raise RuleError(f"a window must be a finite length >= 0, got {self.value}")
-
-    def ticks(self, ticks_per_second: float | None = None) -> int:
-        """The window in ticks; a window with a unit needs ``ticks_per_second``."""
-        if not self.unit:
-            return round(self.value)
-        if ticks_per_second is None:
-            raise RuleError(f"window '{self.value} {self.unit}' needs the ticks per second "
-                            "of the graph")
-        return round(float(self.value * UNIT_SECONDS[self.unit] * ticks_per_second))
-
-
-@dataclass(frozen=True)
-class Step:
-    """Chain element ``i >= 1``: ``<selection> <pattern> within <window> from <i-1>``;
-    ``times = (n, m)`` makes it a closure ``<pattern>{n,m}`` of ``n`` to ``m`` events."""
-
-    selection: Selection
-    pattern: Pattern
-    within: Window
-    times: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """``function(pattern.attr within window from chain[anchor])``; ``attr`` is None
-    for ``count``. ``name`` is the parameter it is bound to (``$t=Avg(...)``) or a
-    generated name for aggregates written inline in ``where``."""
-
-    name: str
-    function: Function
-    pattern: Pattern
-    attr: str | None
-    within: Window
-    anchor: int
-
-
-@dataclass(frozen=True)
-class Negation:
-    """No event matches ``pattern`` within ``window`` before ``chain[anchor]`` or, when
-    ``after`` is set, strictly between ``chain[after]`` and ``chain[anchor]``."""
-
-    pattern: Pattern
-    anchor: int
-    within: Window | None = None
-    after: int | None = None
-
-
-@dataclass(frozen=True)
-class Const:
-    """A literal number or bool."""
-
-    value: int | float | bool
-
-
-@dataclass(frozen=True)
-class ParamRef:
-    """A chain parameter (``$x``) or an aggregate bound to one (``$t``)."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class AttrRef:
-    """Attribute ``attr`` of the event chosen for ``chain[element]``; of a closure, of
-    its ``first`` or ``last`` item, or (in the closure's own predicates) of the ``next``
-    item in time (``bs[i+1].attr``)."""
-
-    element: int
-    attr: str
-    item: Item = ""
-
-
-@dataclass(frozen=True)
-class Fold:
-    """``function(name.attr)`` over the items of the closure ``chain[element]``
-    (``Count(bs)``, ``Sum(bs.value)``); ``attr`` is None for ``count``."""
-
-    function: Function
-    element: int
-    attr: str | None
-
-
-@dataclass(frozen=True)
-class AggRef:
-    """The value of ``rule.aggregates[index]``."""
-
-    index: int
-
-
-@dataclass(frozen=True)
-class BinOp:
-    """``left op right`` with ``+ - * /`` (true division); ``min`` and ``max`` occur
-    only in expanded closures (:mod:`~specula.detectors.rules.expand`)."""
-
-    op: Arith
-    left: Expr
-    right: Expr
-
-
-Expr = Const | ParamRef | AttrRef | AggRef | BinOp | Fold
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A filter ``left op right`` that every composite must satisfy."""
-
-    left: Expr
-    op: Comparator
-    right: Expr
 
 
 @dataclass(frozen=True)
@@ -365,11 +201,27 @@ class Rule:
     @property
     def plain(self) -> bool:
         """Whether every element is one event of one pattern (no closure, no
-        disjunction) and there is no ``partition by``. Engines run plain rules; others
-        run as the union of their expansions
+        disjunction, no conjunction), there is no ``partition by`` and no string literal.
+        Engines run plain rules; others run as the union of their expansions
         (:func:`~specula.detectors.rules.expand.expand`)."""
-        return (all(s.times is None for s in self.steps) and not self.partition
-                and not any(p.alternatives for p in self.chain))
+        return (all(s.times is None and not s.group for s in self.steps)
+                and not self.partition and not any(p.alternatives for p in self.chain)
+                and not self.texts())
+
+    def texts(self) -> set[str]:
+        """The string literals of the rule (which engines see as their codes)."""
+        found: set[str] = set()
+        stack: list[object] = [self.chain, self.aggregates, self.negations, self.filters,
+                               self.assignments]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Const | Constraint) and isinstance(node.value, str):
+                found.add(node.value)
+            elif isinstance(node, tuple):
+                stack += node
+            elif is_dataclass(node):
+                stack += [getattr(node, f.name) for f in fields(node)]
+        return found
 
     def closure(self, element: int) -> bool:
         """Whether chain ``element`` is a closure ``T(...){n,m}``."""
@@ -431,6 +283,11 @@ class Rule:
         for expr in [e for _, e in self.assignments] + [x for f in self.filters
                                                         for x in (f.left, f.right)]:
             _check_expr(self, expr, mentioned | agg_names)
+        predicates = [c for p in self.chain for o in p.options() for c in o.predicates]
+        for comparison in [*self.filters, *predicates]:
+            _check_literals(self, comparison)
+        for _, expr in self.assignments:
+            _check_literals(self, Comparison(expr, "=", expr))
 
     def _check_patterns(self) -> None:
         """Aliases name one element each; predicates read only what matching knows."""
@@ -535,6 +392,30 @@ def _check_expr(rule: Rule, expr: Expr, known: set[str]) -> None:
                         "need one")
     elif isinstance(expr, AggRef) and not 0 <= expr.index < len(rule.aggregates):
         raise RuleError(f"rule {rule.name}: aggregate #{expr.index} does not exist")
+
+
+def _check_literals(rule: Rule, comparison: Comparison) -> None:
+    """String literals are compared (``=``, ``!=``) with strings, never computed with."""
+    texts = [s.value for s in (comparison.left, comparison.right)
+             if isinstance(s, Const) and isinstance(s.value, str)]
+    numbers = [s.value for s in (comparison.left, comparison.right)
+               if isinstance(s, Const) and not isinstance(s.value, str)]
+    if texts and comparison.op not in ("=", "!="):
+        raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with "
+                        f"'{comparison.op}'; strings compare only with = and !=")
+    if texts and numbers:
+        raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with the number "
+                        f"{numbers[0]}; a string equals only a string")
+    stack = [s for s in (comparison.left, comparison.right) if isinstance(s, BinOp)]
+    while stack:
+        op = stack.pop()
+        for side in (op.left, op.right):
+            if isinstance(side, Const) and isinstance(side.value, str):
+                raise RuleError(f"rule {rule.name}: {quote(side.value)} is used in "
+                                f"arithmetic ('{op.op}'); a string is only compared (= or "
+                                "!=) or assigned")
+            if isinstance(side, BinOp):
+                stack.append(side)
 
 
 def _check_item(rule: Rule, ref: AttrRef) -> None:

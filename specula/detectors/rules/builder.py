@@ -232,15 +232,15 @@ class Cond:
     """A literal comparison for a constraint: ``value=gt(45)`` is ``value>45``."""
 
     op: Comparator
-    value: int | float | bool
+    value: int | float | bool | str
 
 
-def eq(value: int | float | bool) -> Cond:
+def eq(value: int | float | bool | str) -> Cond:
     """``attr=value`` (the same as passing ``value`` itself)."""
     return Cond("=", value)
 
 
-def ne(value: int | float | bool) -> Cond:
+def ne(value: int | float | bool | str) -> Cond:
     """``attr!=value``."""
     return Cond("!=", value)
 
@@ -494,13 +494,13 @@ def _constraint(type: str, attr: str, spec: Any) -> Constraint:
     return Constraint(attr, "=", _literal(type, attr, spec))
 
 
-def _literal(type: str, attr: str, value: Any) -> int | float | bool:
+def _literal(type: str, attr: str, value: Any) -> int | float | bool | str:
     if hasattr(value, "item") and not isinstance(value, Term):
         value = value.item()
-    if isinstance(value, bool | int | float):
+    if isinstance(value, bool | int | float | str):
         return value
-    raise RuleError(f"{type}({attr}=...): a constraint takes a number or bool, a parameter "
-                    f"(P.x) or a condition such as gt(45), got {value!r}")
+    raise RuleError(f"{type}({attr}=...): a constraint takes a number, bool or string, a "
+                    f"parameter (P.x) or a condition such as gt(45), got {value!r}")
 
 
 def _window(within: WindowLike) -> Window:

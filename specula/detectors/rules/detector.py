@@ -27,6 +27,7 @@ from specula.detectors.rules.ast import (
 )
 from specula.detectors.rules.engine import Engine, register_composite
 from specula.detectors.rules.expand import Composites, Union, expand
+from specula.detectors.rules.strings import check_strings
 from specula.events import TypeRegistry
 
 __all__ = ["ENGINES", "RuleDetector", "check_rule", "element_dtype", "engine_class"]
@@ -168,6 +169,7 @@ class RuleDetector(Detector):
         self.ticks_per_second = ticks_per_second = registry.ticks_per_second
         _check_no_self_input(self.rules)
         for rule in self.rules:
+            check_strings(rule, registry)
             for plain in expand(rule, ticks_per_second):
                 check_rule(plain, registry, ticks_per_second)
         for rule in self.rules:

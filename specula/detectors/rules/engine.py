@@ -213,8 +213,10 @@ def order_key(rows: np.ndarray) -> np.ndarray:
 
 
 def register_composite(rule: Rule, registry: TypeRegistry) -> None:
-    """Register the composite type of ``rule`` with the attributes of its ``define``."""
-    registry.register(rule.name, **{a: ATTRIBUTE_TYPES[k] for a, k in rule.attributes})
+    """Register the composite type of ``rule`` with the attributes of its ``define``
+    (``string`` ones as string fields)."""
+    registry.register(rule.name, **{a: str if k == "string" else ATTRIBUTE_TYPES[k]
+                                    for a, k in rule.attributes})
 
 
 def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndarray]]:

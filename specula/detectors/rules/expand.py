@@ -1,10 +1,13 @@
-"""Closures, disjunctions and partitions: what they mean, and how they run as plain
-sequences.
+"""Closures, disjunctions, conjunctions and partitions: what they mean, and how they run
+as plain sequences.
 
 A *closure* ``each B(...){n,m} as bs within W from a`` is a step that chooses ``n`` to
 ``m`` events instead of one (Kleene closure with a bounded length, as FlinkCEP's
 ``times(n, m)`` or Esper's ``B{n,m}``); a *disjunction* ``(A(...) | B(...)) as x`` is an
-element that one event of any of the listed types may fill.
+element that one event of any of the listed types may fill; an *unordered conjunction*
+``each (A(...) as a & B(...) as b) as g within W from c`` is a step that chooses one
+event per member, in any order in time (SASE's and Esper's ``AND``, written ``&`` as
+``|`` is for disjunctions).
 
 Semantics
 ---------
@@ -31,28 +34,51 @@ Semantics
   therefore must exist in every one. A disjunction may be the terminator, a step, or the
   pattern of a closure (each item chooses its alternative). Selection is per
   alternative for now: only ``each`` steps and terminators take disjunctions.
+* **Conjunctions.** The members of ``each (A(...) as a & B(...) as b ...) as g within W
+  from c`` are chain elements of their own, named by their aliases (or types) and read
+  as ``a.x``; ``g`` names the conjunction only for the step that follows it (``from
+  g``). A choice is one event per member, each a candidate of its own pattern with ``c``
+  as anchor and window ``W`` (``c.ts - W <= e.ts < c.ts``, or ``<= c.ts`` under ``ties
+  nonstrict``), all events distinct; under ``ties strict`` the members' time stamps are
+  also pairwise distinct (a conjunction is a sequence in some order, and equal time
+  stamps never form one), under ``ties nonstrict`` they may be equal. Each choice
+  counts once. The step after the conjunction, and an aggregate or negation window
+  ``from`` a member, are anchored at the earliest member (respectively that member).
+  Only ``each`` conjunctions exist for now; a member is one pattern (no ``{n,m}``, no
+  ``|``); a member's predicates read only itself and the elements before the
+  conjunction; a ``last``/``first`` step after it compares only with itself; ``not ...
+  between`` two members is refused (their order in time is not fixed).
 * **Partition by** ``partition by player``: every element (each alternative), every
   aggregate and every negation matches only events whose ``player`` equals the
   terminator's, as if each pattern had ``player=$p``: the rule runs as one independent
   instance per value, exactly, whatever partitions the graph gives the detector. The
   attribute must exist in every type the rule reads.
-* **Union.** A rule with closures or disjunctions means the union of its *expansions*:
-  the plain rules obtained by choosing, for each disjunction, one alternative and, for
-  each closure, a length ``k`` and ``k`` copies of its step, each anchored at the one
-  before (the ``n``-th copy is ``bs[first]``). Expansions are enumerated element by
-  element in chain order: alternatives in the order written, closure lengths from
-  ``n`` up. The composites of one terminator come expansion by expansion in that
-  order, and within one as for a plain rule.
+* **Union.** A rule with closures, disjunctions or conjunctions means the union of its
+  *expansions*: the plain rules obtained by choosing, for each disjunction, one
+  alternative, for each closure, a length ``k`` and ``k`` copies of its step, each
+  anchored at the one before (the ``n``-th copy is ``bs[first]``), and for each
+  conjunction an order of its members, latest first, each member after the first
+  anchored at the one before it with the predicate ``ts >= c.ts - W``. So that a
+  choice counts once under ``ties nonstrict``, the order of a choice is the one of
+  descending time stamps, equal time stamps in the order written: a member that follows
+  one written after it gets the predicate ``ts < previous.ts`` (under ``ties strict``
+  every step is strict already). Expansions are enumerated element by element in chain
+  order: alternatives in the order written, closure lengths from ``n`` up, member
+  orders as :func:`itertools.permutations` lists them (the order written first). The
+  composites of one terminator come expansion by expansion in that order, and within
+  one as for a plain rule.
 
 Each expansion runs on its own engine (:class:`Union`), so every engine supports
-closures and disjunctions with the semantics of plain rules, exactly; the cost is one
-engine per expansion, bounded by :data:`MAX_EXPANSIONS`. Unbounded closures (``B()+``)
-are not supported.
+closures, disjunctions and conjunctions with the semantics of plain rules, exactly;
+the cost is one engine per expansion, bounded by :data:`MAX_EXPANSIONS` (a conjunction
+of ``k`` members is ``k!`` expansions: at most 4 members alone). Unbounded closures
+(``B()+``) are not supported.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -75,9 +101,11 @@ from specula.detectors.rules.ast import (
     Step,
 )
 from specula.detectors.rules.engine import Matches, compose, order_key
+from specula.detectors.rules.strings import check_strings, encode
 from specula.events import TypeRegistry
 
-__all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand"]
+__all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand",
+           "groups"]
 
 MAX_CLOSURE = 16
 """The longest closure: every length is one more plain sequence to run."""
@@ -89,9 +117,13 @@ _TERMINATOR = np.dtype([("ts", np.int64), ("key", np.int64), ("producer", np.int
 
 def check_shapes(rule: Rule) -> None:
     """Raise :class:`RuleError` unless the rule's disjunctions are named, of distinct
-    types and bind one set of parameters, and its closures are bounded and expand to at
-    most :data:`MAX_EXPANSIONS` plain rules."""
+    types and bind one set of parameters, its conjunctions are as the semantics allows,
+    and its closures are bounded, and all of them expand to at most
+    :data:`MAX_EXPANSIONS` plain rules."""
     count = 1
+    for name, start, end in groups(rule):
+        _check_conjunction(rule, name, start, end)
+        count *= math.factorial(end - start)
     for i, pattern in enumerate(rule.chain):
         _check_alternatives(rule, pattern)
         step = rule.steps[i - 1] if i else None
@@ -112,9 +144,60 @@ def check_shapes(rule: Rule) -> None:
                             "'last' (the latest events)")
         count *= sum(options ** k for k in range(lo, hi + 1))
     if count > MAX_EXPANSIONS:
-        raise RuleError(f"rule {rule.name}: its closures and disjunctions expand to {count} "
-                        f"plain sequences, more than {MAX_EXPANSIONS}; bound the closures "
-                        "more tightly")
+        raise RuleError(f"rule {rule.name}: its closures, disjunctions and conjunctions "
+                        f"expand to {count} plain sequences, more than {MAX_EXPANSIONS}; "
+                        "bound the closures more tightly or use fewer members")
+
+
+def groups(rule: Rule) -> list[tuple[str, int, int]]:
+    """The conjunctions of ``rule``: name, chain index of the first member, and one past
+    the last."""
+    found: list[tuple[str, int, int]] = []
+    for i, step in enumerate(rule.steps, start=1):
+        if not step.group:
+            continue
+        if found and found[-1][0] == step.group and found[-1][2] == i:
+            found[-1] = (step.group, found[-1][1], i + 1)
+        elif any(g[0] == step.group for g in found):
+            raise RuleError(f"rule {rule.name}: the members of the conjunction {step.group} "
+                            "must be consecutive steps")
+        else:
+            found.append((step.group, i, i + 1))
+    return found
+
+
+def _check_conjunction(rule: Rule, name: str, start: int, end: int) -> None:
+    """A conjunction: two members or more, of one event each, read by ``each`` steps, and
+    nothing that depends on the members' order in time (which the expansion permutes)."""
+    where = f"rule {rule.name}: the conjunction {name}"
+    members = range(start, end)
+    step = rule.steps[start - 1]
+    if name in [p.name for p in rule.chain] + [t for p in rule.chain for t in p.types]:
+        raise RuleError(f"rule {rule.name}: {name!r} names more than one element of the "
+                        "sequence")
+    if len(members) < 2:
+        raise RuleError(f"{where} has one member; list two or more: (A(...) & B(...)) as "
+                        f"{name}")
+    if any(s.selection != "each" for s in rule.steps[start - 1:end - 1]):
+        raise RuleError(f"{where} can only be an 'each' step for now, not "
+                        f"'{step.selection}'")
+    for i in members:
+        if rule.steps[i - 1].times is not None or rule.chain[i].alternatives:
+            raise RuleError(f"{where}: a member is one pattern, without {{n,m}} or '|'")
+        for other in rule.predicate_reads(i) & set(members) - {i}:
+            raise RuleError(f"rule {rule.name}: a predicate of {rule.chain[i].name} reads "
+                            f"{rule.chain[other].name}, a member of the same conjunction "
+                            f"{name}; compare members in where")
+    after = rule.steps[end - 1] if end < len(rule.chain) else None
+    if after is not None and after.selection != "each" and rule.predicate_reads(end) - {end}:
+        raise RuleError(f"rule {rule.name}: a predicate of {rule.chain[end].name} reads "
+                        f"another element, but a '{after.selection}' step after the "
+                        f"conjunction {name} may only compare with itself; use 'each', or "
+                        "compare in where")
+    for neg in rule.negations:
+        if neg.after in members and neg.anchor in members:
+            raise RuleError(f"rule {rule.name}: 'not {neg.pattern.type} between' two members "
+                            f"of the conjunction {name}, whose order in time is not fixed")
 
 
 def _check_alternatives(rule: Rule, pattern: Pattern) -> None:
@@ -141,9 +224,9 @@ def _check_alternatives(rule: Rule, pattern: Pattern) -> None:
 
 
 def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...]:
-    """The plain rules whose union ``rule`` means, in the order of the semantics;
-    ``(rule,)`` for a plain rule. ``ticks_per_second`` converts closure windows written
-    with a unit.
+    """The plain rules whose union ``rule`` means, in the order of the semantics, with
+    string literals as their codes; ``(rule,)`` for a plain rule. ``ticks_per_second``
+    converts closure windows written with a unit.
 
     >>> from specula.detectors.rules.parser import parse_rule
     >>> rule = parse_rule('''define P(n: double) from C() and each B(){1,2} as bs
@@ -153,6 +236,7 @@ def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...
     """
     if rule.partition:
         rule = _partitioned(rule)
+    rule = encode(rule)  # engines compare the codes of strings
     if rule.plain:
         return (rule,)
     return tuple(_expansion(rule, choice, ticks_per_second) for choice in _choices(rule))
@@ -175,25 +259,39 @@ def _partitioned(rule: Rule) -> Rule:
                                    for n in rule.negations))
 
 
-def _choices(rule: Rule) -> Iterator[tuple[tuple[Pattern, ...], ...]]:
-    """Per element, the patterns of its copies (one for a plain element, ``k`` for a
-    closure of length ``k``), for every expansion in order."""
-    per_element = []
-    for i, pattern in enumerate(rule.chain):
+Layout = list[tuple[int, tuple[Pattern, ...]]]
+"""An expansion's chain: (element of the rule, the patterns of its copies) in chain order."""
+
+
+def _choices(rule: Rule) -> Iterator[Layout]:
+    """Every expansion's layout, in order: one copy of a plain element, ``k`` of a closure
+    of length ``k``, and the members of a conjunction in each of their orders."""
+    slots: list[list[Layout]] = []
+    spans = {start: end for _, start, end in groups(rule)}
+    i = 0
+    while i < len(rule.chain):
+        if i in spans:  # a conjunction: its members in every order (latest first)
+            members = range(i, spans[i])
+            slots.append([[(m, (rule.chain[m],)) for m in order]
+                          for order in itertools.permutations(members)])
+            i = spans[i]
+            continue
         times = rule.steps[i - 1].times if i else None
         lo, hi = times if times is not None else (1, 1)
-        per_element.append([copies for k in range(lo, hi + 1)
-                            for copies in itertools.product(pattern.options(), repeat=k)])
-    return itertools.product(*per_element)
+        slots.append([[(i, copies)] for k in range(lo, hi + 1)
+                      for copies in itertools.product(rule.chain[i].options(), repeat=k)])
+        i += 1
+    for choice in itertools.product(*slots):
+        yield [entry for slot in choice for entry in slot]
 
 
-def _expansion(rule: Rule, choice: tuple[tuple[Pattern, ...], ...],
-               tps: float | None) -> Rule:
+def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
     # new[i]: the new chain indices of element i's copies, bs[last] first
-    new: list[list[int]] = []
-    for copies in choice:
-        start = new[-1][-1] + 1 if new else 0
-        new.append(list(range(start, start + len(copies))))
+    new: list[list[int]] = [[] for _ in rule.chain]
+    position = 0
+    for element, copies in layout:
+        new[element] = list(range(position, position + len(copies)))
+        position += len(copies)
 
     def ref(expr: Expr, own: int | None = None, copy: int = 0) -> Expr | None:
         """``expr`` in the expansion; None when it reads ``bs[i+1]`` of ``bs[last]``."""
@@ -223,18 +321,22 @@ def _expansion(rule: Rule, choice: tuple[tuple[Pattern, ...], ...],
     chain: list[Pattern] = []
     steps: list[Step] = []
     filters: list[Comparison] = []
-    for i, copies in enumerate(choice):
+    spans = [range(start, end) for _, start, end in groups(rule)]
+    for i, copies in layout:
         step = rule.steps[i - 1] if i else None
         for j, option in enumerate(copies):
             pattern = replace(option, predicates=comparisons(option.predicates, i, j))
             if step is not None and step.times is not None:  # names the item: bs[0] first
                 pattern = replace(pattern, alias=f"{option.name}[{len(copies) - 1 - j}]")
+            if step is not None and step.group:
+                span = next(r for r in spans if i in r)
+                pattern = _member(rule, pattern, i, span, new, tps)
             chain.append(pattern)
             if step is None:
                 continue
             steps.append(Step(step.selection, pattern, step.within))
             if j:  # every item in the window before the closure's anchor
-                anchor = new[i - 1][-1]
+                anchor = new[i][0] - 1
                 window = Const(step.within.ticks(tps))
                 filters.append(Comparison(AttrRef(new[i][j], "ts"), ">=",
                                           BinOp("-", AttrRef(anchor, "ts"), window)))
@@ -247,6 +349,25 @@ def _expansion(rule: Rule, choice: tuple[tuple[Pattern, ...], ...],
     return Rule(rule.name, rule.attributes, chain[0], tuple(steps), aggregates, negations,
                 tuple(filters), assignments, within=rule.within,  # type: ignore[arg-type]
                 ties=rule.ties, source=rule.source)
+
+
+def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[list[int]],
+            tps: float | None) -> Pattern:
+    """Member ``element`` of the conjunction ``span`` in an expansion: unless it is the
+    latest, it lies in the conjunction's window before the conjunction's anchor and,
+    under ``ties nonstrict``, strictly before the member it follows if that one comes
+    later in the text (so each set of events fits one order only)."""
+    here = new[element][0]
+    first = min(new[m][0] for m in span)
+    if here == first:
+        return pattern
+    own = AttrRef(here, "ts")
+    window = Const(rule.steps[element - 1].within.ticks(tps))
+    extra = [Comparison(own, ">=", BinOp("-", AttrRef(first - 1, "ts"), window))]
+    previous = next(m for m in span if new[m][0] == here - 1)
+    if rule.ties == "nonstrict" and previous > element:
+        extra.append(Comparison(own, "<", AttrRef(here - 1, "ts")))
+    return replace(pattern, predicates=(*pattern.predicates, *extra))
 
 
 def _fold(fold: Fold, copies: list[int]) -> Expr:
@@ -294,7 +415,9 @@ class Union:
 
     def __init__(self, rule: Rule, engine_class: type, registry: TypeRegistry,
                  ticks_per_second: float | None = None) -> None:
+        check_strings(rule, registry)
         self.rule = rule
+        self.registry = registry
         self.expansions = expand(rule, ticks_per_second)
         self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]

@@ -10,10 +10,12 @@ complex event processing on parallel hardware"), plus negations and free filters
                   ['where' where_item ('and' where_item)*]
     element    := (pattern | '(' pattern ('|' pattern)+ ')') [times] ['as' NAME]
     times      := '{' INT [',' INT] '}'        (a closure; steps only)
+    conjunction := '(' pattern ['as' NAME] ('&' pattern ['as' NAME])+ ')' 'as' NAME
     pattern    := NAME '(' [pattern_item ('and' pattern_item)*] ')'
     pattern_item := constraint | expr comparator expr      (a predicate)
-    constraint := NAME comparator (NUMBER | '-' NUMBER | 'true' | 'false' | PARAM)
-    from_item  := ('each' | 'last' | 'first') element ['within' window] 'from' NAME
+    constraint := NAME comparator (NUMBER | '-' NUMBER | STRING | 'true' | 'false' | PARAM)
+    from_item  := ('each' | 'last' | 'first') (element | conjunction)
+                  ['within' window] 'from' NAME
                 | 'not' pattern ('within' window 'from' NAME | 'between' NAME 'and' NAME)
                 | side [comparator side]
     side       := PARAM '=' aggregate          (binds the aggregate to the parameter)
@@ -22,12 +24,14 @@ complex event processing on parallel hardware"), plus negations and free filters
                 | expr comparator expr         (a filter)
     expr       := term (('+' | '-') term)*
     term       := unary (('*' | '/') unary)*
-    unary      := '-' unary | NUMBER | 'true' | 'false' | PARAM | NAME '.' NAME
+    unary      := '-' unary | NUMBER | STRING | 'true' | 'false' | PARAM | NAME '.' NAME
                 | NAME '[' ('first' | 'last' | 'i' | 'i' '+' '1') ']' '.' NAME
                 | aggregate | fold | '(' expr ')'
     aggregate  := FUNC '(' pattern ['.' NAME] 'within' window 'from' NAME ')'
     fold       := FUNC '(' NAME ['.' NAME] ')'   (over the items of a closure)
     window     := NUMBER [('ms' | 's' | 'min' | 'h') ['.']]
+    STRING     := '"' (any character but '"', '\\' and a line end | escape)* '"'
+    escape     := '\\"' | '\\\\' | '\\n' | '\\t' | '\\r' | '\\u' HEX HEX HEX HEX
 
 Decisions the paper leaves open:
 
@@ -49,6 +53,8 @@ Decisions the paper leaves open:
   ``"<function>#<index>"``, which no parameter can spell, and appear in
   :attr:`Rule.aggregates` in the order of the text, after and between the bound ones.
 * Unary minus on a number is a negative literal; on anything else it is ``0 - x``.
+* A string literal compares (``=``, ``!=``) with string attributes and parameters; what
+  strings mean is in :mod:`~specula.detectors.rules.strings`.
 
 Errors in the text raise :class:`RuleSyntaxError`, a :class:`RuleError` carrying the
 line and column, whose message says what was expected and what was found.
@@ -89,6 +95,7 @@ from specula.detectors.rules.ast import (
     Expr,
     Negation,
     ParamRef,
+    Pattern,
     Rule,
     RuleError,
     Step,
@@ -255,24 +262,68 @@ class _Parser(TermParser):
     def step(self) -> None:
         state = self.current()
         selection = self.advance().text.lower()
-        pattern, times = self.element_pattern(len(state.chain), closure=True)
+        if self.at_conjunction():
+            members, group = self.conjunction()
+            times = None
+        else:
+            pattern, times = self.element_pattern(len(state.chain), closure=True)
+            members, group = [pattern], ""
         within = None
         if self.at_keyword("within"):
             self.advance()
             within = self.window()
         elif self.at_keyword("from"):
-            state.unwindowed.append((len(state.steps), self.peek()))
+            state.unwindowed += [(len(state.steps) + k, self.peek())
+                                 for k in range(len(members))]
         else:
             raise self.fail("'within' or 'from'")
         self.expect_keyword("from")
-        previous = state.chain[-1].name
+        before = len(state.chain) - 1 - (len(members) if group else 0)
+        previous = (state.steps[-1].group if state.steps and state.steps[-1].group
+                    else state.chain[before].name)
         anchor = self.peek()
         if anchor.kind != "name" or anchor.text != previous:
             raise self.fail(f"{previous!r} (a step follows the element just before it: "
                             "chains are linear)", anchor)
         self.advance()
-        state.chain.append(pattern)
-        state.steps.append(Step(selection, pattern, within, times))  # type: ignore[arg-type]
+        if not group:
+            state.chain.append(members[0])
+        state.steps += [Step(selection, member, within, times, group)  # type: ignore[arg-type]
+                        for member in members]
+
+    def conjunction(self) -> tuple[list[Pattern], str]:
+        """``(A(...) as a & B(...) as b ...) as g``: the members, already appended to the
+        chain (a member's predicates may name the members before it; the rule refuses
+        that with a reason), and the conjunction's name."""
+        state = self.current()
+        start = self.expect_op("(")
+        members: list[Pattern] = []
+        while True:
+            self.self_refs = []
+            member = self.pattern(len(state.chain))
+            for token in self.self_refs:
+                raise RuleSyntaxError(token.line, token.column,
+                                      f"{token.text}[i] and {token.text}[i+1] name items of a "
+                                      "closure; a member of a conjunction is one event")
+            member = replace(member, alias=self.alias())
+            members.append(member)
+            state.chain.append(member)
+            if self.at_op(")"):
+                break
+            if not self.at_op("&"):
+                raise self.fail("'&' or ')' (a conjunction lists its members with '&'; "
+                                "'|' and closures do not mix with it)")
+            self.advance()
+        self.advance()
+        if self.at_op("{", "+", "*"):
+            raise self.fail("'as' (a conjunction is one event per member; it takes no "
+                            "{n,m})")
+        group = self.alias()
+        if not group:
+            listed = " & ".join(m.name for m in members)
+            raise RuleSyntaxError(start.line, start.column,
+                                  f"the conjunction {listed} needs a name: ({listed}) as g")
+        return members, group
 
     def fill_windows(self, within: Window | None) -> None:
         """Give the steps written without 'within' the window of the whole sequence."""

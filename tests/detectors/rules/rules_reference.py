@@ -27,7 +27,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import product
+from itertools import permutations, product
 from pathlib import Path
 from typing import Any
 
@@ -93,20 +93,48 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
 
 def _order(rule: Rule, elements: list) -> tuple:
     """Where a match comes among those of its terminator: its expansion (per element,
-    the closure's length and each item's alternative, latest item first), then the
-    positions of the elements after the terminator (a closure's items latest first)."""
+    the closure's length and each item's alternative, latest item first; per
+    conjunction, the rank among the permutations of its members of their order in time,
+    equal time stamps in the order written), then the positions of the elements after
+    the terminator in that order (a closure's items latest first)."""
     expansion, positions = [], []
-    for i, (pattern, chosen) in enumerate(zip(rule.chain, elements, strict=True)):
+    spans = _conjunctions(rule)
+    i = 0
+    while i < len(rule.chain):
+        if i in spans:
+            members = range(i, spans[i])
+            order = tuple(sorted(members, key=lambda m: (-elements[m]["ts"], m)))
+            expansion.append((list(permutations(members)).index(order),))
+            positions += [elements[m]["_pos"] for m in order]
+            i = spans[i]
+            continue
+        pattern, chosen = rule.chain[i], elements[i]
         items = list(reversed(chosen)) if isinstance(chosen, tuple) else [chosen]
         expansion.append((len(items), *(pattern.types.index(e["_type"]) for e in items)))
         positions += [e["_pos"] for e in items] if i else []
+        i += 1
     return tuple(expansion), positions
 
 
+def _conjunctions(rule: Rule) -> dict[int, int]:
+    """The conjunctions of ``rule``: chain index of the first member -> one past the last."""
+    spans: dict[int, int] = {}
+    for i, step in enumerate(rule.steps, start=1):
+        previous = rule.steps[i - 2].group if i > 1 else ""
+        if step.group and step.group == previous:
+            spans[next(s for s, e in spans.items() if e == i)] = i + 1
+        elif step.group:
+            spans[i] = i + 1
+    return spans
+
+
 def _rows(registry: TypeRegistry, events: np.ndarray) -> list[dict[str, Any]]:
+    """The events as dicts in stream order, string fields as their texts."""
+    strings = {f for t in registry.types() for f in t.strings}
     rows = []
     for row in events:
-        record = {name: row[name].item() for name in events.dtype.names}
+        record = {name: registry.strings.text(row[name]) if name in strings else
+                  row[name].item() for name in events.dtype.names}
         record["_type"] = registry.name(int(row["type"]))
         record["_pos"] = (record["ts"], (record["producer"] << ORDER_SHIFT) | record["seq"])
         rows.append(record)
@@ -141,13 +169,40 @@ def _sequences(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
         yield elements, params
         return
     step = rule.steps[len(elements) - 1]
-    anchor = _earliest(elements[-1])
+    # the step follows the earliest event chosen so far: the latest element's, a
+    # closure's first item, a conjunction's earliest member
+    anchor = min((e for x in elements for e in (x if isinstance(x, tuple) else (x,))),
+                 key=lambda e: e["ts"])
+    if step.group:
+        end = _conjunctions(rule)[len(elements)]
+        for members, extended in _members(rule, rows, elements, params, [], end, anchor,
+                                          tps):
+            yield from _sequences(rule, rows, [*elements, *members], extended, tps)
+        return
     if step.times is None:
         for event, extended in _candidates(rule, rows, elements, params, step, anchor, tps):
             yield from _sequences(rule, rows, [*elements, event], extended, tps)
         return
     for items, extended in _closures(rule, rows, elements, params, step, (), anchor, tps):
         yield from _sequences(rule, rows, [*elements, items], extended, tps)
+
+
+def _members(rule: Rule, rows: list[dict[str, Any]], elements: list,
+             params: dict[str, Any], members: list, end: int, anchor: dict[str, Any],
+             tps: float | None) -> Iterator[tuple[list, dict]]:
+    """Every choice of a conjunction's members (chain elements ``len(elements)`` to
+    ``end - 1``, in the order written) extending ``members``: each a candidate of its
+    step before ``anchor`` (distinct events under ``ties nonstrict``, distinct time
+    stamps under ``ties strict``), in any order in time."""
+    if len(elements) + len(members) == end:
+        if rule.ties == "nonstrict" or len({m["ts"] for m in members}) == len(members):
+            yield members, params
+        return
+    step = rule.steps[len(elements) + len(members) - 1]
+    for event, extended in _candidates(rule, rows, [*elements, *members], params, step,
+                                       anchor, tps):
+        yield from _members(rule, rows, elements, extended, [*members, event], end, anchor,
+                            tps)
 
 
 def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: dict[str, Any],
@@ -219,20 +274,25 @@ def _predicates_hold(pattern: Pattern, elements: list, params: dict[str, Any],
 
 
 def _real(expr: Expr, elements: list, params: dict[str, Any],
-          following: dict[str, Any] | None = None) -> float:
+          following: dict[str, Any] | None = None) -> float | str:
+    """A predicate's side: a float64, or a text (strings are compared as texts)."""
     if isinstance(expr, Const):
-        return float(expr.value)
+        return _number(expr.value)
     if isinstance(expr, ParamRef):
-        return float(params[expr.name])
+        return _number(params[expr.name])
     if isinstance(expr, AttrRef):
         if expr.item == "next":
             if following is None:
                 raise LookupError("the latest item has no next one")
-            return float(following[expr.attr])
-        return float(_item(elements[expr.element], expr.item)[expr.attr])
+            return _number(following[expr.attr])
+        return _number(_item(elements[expr.element], expr.item)[expr.attr])
     assert isinstance(expr, BinOp)
     return _arith(expr.op, _real(expr.left, elements, params, following),
                   _real(expr.right, elements, params, following))
+
+
+def _number(value: Any) -> float | str:
+    return value if isinstance(value, str) else float(value)
 
 
 def _item(element: Any, item: str) -> dict[str, Any]:
@@ -258,8 +318,8 @@ def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
                params: dict[str, Any], tps: float | None) -> tuple | None:
     """The composite tuple of one match, or None if the pattern window, an aggregate, a
     negation or a filter drops it."""
-    if rule.within is not None and (_earliest(elements[-1])["ts"]
-                                    < elements[0]["ts"] - rule.within.ticks(tps)):
+    oldest = min(e["ts"] for x in elements for e in (x if isinstance(x, tuple) else (x,)))
+    if rule.within is not None and oldest < elements[0]["ts"] - rule.within.ticks(tps):
         return None
     aggregates = []
     for agg in rule.aggregates:
@@ -289,7 +349,8 @@ def _composite(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
             return None
     assigned = {attr: value(expr) for attr, expr in rule.assignments}
     terminator = elements[0]
-    attributes = [np.array(assigned.get(attr, 0)).astype(ATTRIBUTE_TYPES[kind]).item()
+    attributes = [assigned.get(attr, "") if kind == "string" else
+                  np.array(assigned.get(attr, 0)).astype(ATTRIBUTE_TYPES[kind]).item()
                   for attr, kind in rule.attributes]
     return (terminator["ts"], terminator["key"], *attributes)
 
@@ -342,7 +403,8 @@ def random_events(registry: TypeRegistry, types: Sequence[str], n: int, *, seed:
     ``range(producers)`` with a per-producer ``seq`` counter, so ``(producer, seq)`` are
     distinct and equal time stamps are broken by ``producer << 40 | seq``. Payload
     values are integers in ``[0, n_values)`` unless ``ranges`` gives ``(low, high)`` for
-    a field (high excluded); float fields take halves of such integers. The field named
+    a field (high excluded); float fields take halves of such integers, string fields
+    the texts ``WORDS[low:high]``. The field named
     ``serial``, if given, numbers the events 0, 1, ... in stream order, so that a rule
     can name the events it chose. The batch has the dtype of ``types``; the rows are
     sorted in stream order.
@@ -364,7 +426,10 @@ def random_events(registry: TypeRegistry, types: Sequence[str], n: int, *, seed:
         events["type"][rows] = etype.id
         for attr, dtype in etype.fields:
             low, high = ranges.get(attr, (0, n_values))
-            if dtype.kind == "f":
+            if attr in etype.strings:  # texts of WORDS[low:high]
+                words = rng.integers(low, high, size=len(rows))
+                values = registry.strings.codes(WORDS[w] for w in words)
+            elif dtype.kind == "f":
                 values = rng.integers(2 * low, 2 * high - 1, size=len(rows)) / 2
             else:
                 values = rng.integers(low, high, size=len(rows))
@@ -374,6 +439,11 @@ def random_events(registry: TypeRegistry, types: Sequence[str], n: int, *, seed:
     if serial is not None:
         events[serial] = np.arange(n)
     return events
+
+
+WORDS = ("Area1", "Area2", "AAPL", "AMZN", "", 'a"b\\c', "naïve", "AVID")
+"""The texts of random string fields, among them the empty one, a quote, a backslash
+and a non-ASCII letter."""
 
 
 def random_batches(events: np.ndarray, *, seed: int, max_size: int = 16) -> list[np.ndarray]:
@@ -393,9 +463,9 @@ def random_batches(events: np.ndarray, *, seed: int, max_size: int = 16) -> list
 def fire_registry() -> TypeRegistry:
     """Smoke, Temp and Rain sensor readings (rules R1-R3)."""
     registry = TypeRegistry()
-    registry.register("Smoke", area="i8")
-    registry.register("Temp", area="i8", value="f8")
-    registry.register("Rain", area="i8")
+    registry.register("Smoke", area=str)
+    registry.register("Temp", area=str, value="f8")
+    registry.register("Rain", area=str)
     return registry
 
 
@@ -403,6 +473,16 @@ def trips_registry() -> TypeRegistry:
     """Bike trips: the bike, the stations where a trip starts and ends."""
     registry = TypeRegistry()
     registry.register("Trip", bike="i8", start="i8", end="i8")
+    return registry
+
+
+def quotes_registry() -> TypeRegistry:
+    """Quotes Q and trades T of a symbol on an exchange, news N about a symbol: string
+    fields ``sym`` and ``ex``, a price ``px`` and a serial number ``n``."""
+    registry = TypeRegistry()
+    registry.register("Q", sym=str, ex=str, px="i8", n="i8")
+    registry.register("T", sym=str, ex=str, px="i8", n="i8")
+    registry.register("N", sym=str, n="i8")
     return registry
 
 
@@ -459,6 +539,9 @@ _FIRE = dict(registry=fire_registry, types=("Smoke", "Temp", "Temp", "Rain"),
 _ABC = dict(registry=abc_registry, types=("A", "B", "C", "D", "N"),
             stream=dict(max_gap=1, serial="n", ranges={"p": (0, 2), "att": (0, 2), "v": (0, 8),
                                                        "value": (0, 5)}))
+_QUOTES = dict(registry=quotes_registry, types=("Q", "T", "N"),
+               stream=dict(max_gap=1, serial="n", ranges={"sym": (2, 5), "ex": (4, 7),
+                                                          "px": (0, 4)}))
 # Serial numbers identify the chosen events, so a wrong choice cannot hide behind equal
 # attribute values.
 _IDS = "b=B.n and a=A.n"
@@ -637,6 +720,29 @@ def _cases() -> dict[str, Case]:
             from (C() | D(v > 3)) as t and each B(att=$y){1,2} as bs within 5 from t
             partition by p
             where x=t.p + $y * 10 and c=Count(bs) and f=bs[first].n""", **_ABC),
+        # unordered conjunctions (expanded into one plain rule per order of the members)
+        Case("conjunction", """define CJ(x: int, a: int, b: int, d: int)
+            from C(p=$x) as c and each (A(p=$x and v < c.v) as a & B(v > 1) as b) as g
+              within 4 from c and last D() within 3 from g
+            where x=$x and a=a.n and b=b.n and d=D.n""", **_ABC),
+        Case("conjunction_nonstrict", """define CN(a: int, e: int, b: int, s: double)
+            from C() as c and each (A() as a & A(v > 2) as e & B(v < c.v) as b) as g
+              within 3 from c
+              and not D() between b and c and $s=Sum(N().value within 3 from a)
+            within 4 ties nonstrict
+            where a=a.n and e=e.n and b=b.n and s=$s""", **_ABC),
+        # string attributes, literals (with escapes) and parameters
+        Case("strings", """define SS(sym: string, ex: string, t: int, q: int, tag: string)
+            from Q(sym = $s and ex != "naïve") as q
+              and each T(sym = $s and ex != q.ex) as t within 4 from q
+              and last Q(ex = "a\\"b\\\\c") as p within 3 from t
+            where q.sym != "AMZN" and sym = $s and ex = t.ex and tag = "AAPL"
+              and t = t.n and q = q.n""", **_QUOTES),
+        Case("strings_partition", """define SP(sym: string, n: double, x: int, e: string)
+            from T(ex = "") as t and each Q(px > 1 and sym != "AMZN") as q within 5 from t
+              and not N(sym = "AVID") within 3 from t and $n=Count(N() within 4 from t)
+            partition by sym
+            where sym = t.sym and n = $n and x = q.n""", **_QUOTES),
         # the hybrid-shedding paper's Q2: SEQ(A a, A+ b[], B c, C d), b[i].V = a.V, same
         # ID, a.V + c.V = d.V
         Case("hybrid_q2", """define Q2(x: int, c: double, a: int)
@@ -670,6 +776,7 @@ def engine_output(engine: Any, batches: Sequence[np.ndarray]) -> list[tuple]:
     """Feed ``batches`` to ``engine``, then end the stream (``flush``); its composites
     as :func:`reference` lists them."""
     rule: Rule = engine.rule
+    texts = engine.registry.strings.text if isinstance(engine, Union) else None
     out: list[tuple] = []
     for found in [*(engine.process(batch) for batch in batches), engine.flush()]:
         if isinstance(found, Composites):  # a Union of engines
@@ -678,7 +785,8 @@ def engine_output(engine: Any, batches: Sequence[np.ndarray]) -> list[tuple]:
             kept, columns = compose(rule, found)
             terminators = found.elements[0][kept]
         for j in range(len(terminators)):
-            values = [columns[attr][j].item() for attr, _ in rule.attributes]
+            values = [texts(columns[attr][j]) if kind == "string" and texts else
+                      columns[attr][j].item() for attr, kind in rule.attributes]
             out.append((int(terminators["ts"][j]), int(terminators["key"][j]), *values))
     return out
 

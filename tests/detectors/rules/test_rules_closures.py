@@ -1,16 +1,17 @@
-"""Closures ``B(...){n,m} as bs``, disjunctions ``(A(...) | B(...)) as x`` and
-``partition by``: their syntax, the messages for what they do not allow, their
-expansion into plain rules, and a detector running them.
+"""Closures ``B(...){n,m} as bs``, disjunctions ``(A(...) | B(...)) as x``, conjunctions
+``(A(...) as a & B(...) as b) as g`` and ``partition by``: their syntax, the messages for
+what they do not allow, their expansion into plain rules, and a detector running them.
 
 Their answers are checked against the brute-force reference, which enumerates
-closures and disjunctions itself, by the catalogue cases ``closure_*``,
-``disjunction``, ``partition_*``, ``hybrid_q2`` and ``hot_path`` in ``test_rules_differential.py``.
+closures, disjunctions and conjunctions itself, by the catalogue cases ``closure_*``,
+``disjunction``, ``conjunction*``, ``partition_*``, ``hybrid_q2`` and ``hot_path`` in
+``test_rules_differential.py``.
 """
 
 from __future__ import annotations
 
 import pytest
-from rules_reference import CASES, random_events, reference
+from rules_reference import CASES, abc_registry, random_events, reference
 
 from specula.detectors import Emitter
 from specula.detectors.rules import RuleDetector, RuleError, parse_rule
@@ -97,9 +98,9 @@ R = "line 1, column 1: rule K: "
      R + "every alternative of x must mention the same parameters"),
     ("last (A() | B()) as x within 5 from C",
      R + "the disjunction x can only be an 'each' step for now, not 'last'"),
-    ("each (A() | B()){1,6} as x within 5 from C", R + "its closures and disjunctions "
-     f"expand to 126 plain sequences, more than {MAX_EXPANSIONS}; bound the closures more "
-     "tightly"),
+    ("each (A() | B()){1,6} as x within 5 from C", R + "its closures, disjunctions and "
+     f"conjunctions expand to 126 plain sequences, more than {MAX_EXPANSIONS}; bound the "
+     "closures more tightly or use fewer members"),
 ])
 def test_what_closures_and_disjunctions_refuse(text: str, message: str):
     with pytest.raises(RuleError) as info:
@@ -159,3 +160,80 @@ def test_partition_by_an_attribute_a_type_lacks_is_refused():
     rule = parse_rule("define P() from C() and each B() within 5 from C partition by p")
     with pytest.raises(RuleError, match="event type 'B' has no attribute 'p'"):
         RuleDetector([rule], registry)
+
+
+# ------------------------------------------------------------------- conjunctions
+
+CONJ = "define J(a: int, b: int) from C() and each (A() as a & B(v > 1) as b) as g "
+
+
+def test_conjunction_parses_to_member_steps_and_expands_per_order():
+    rule = parse_rule(CONJ + "within 5 from C and each D() within 3 from g "
+                      "where a=a.n and b=b.n")
+    assert [(s.pattern.name, s.group) for s in rule.steps] == [("a", "g"), ("b", "g"),
+                                                                ("D", "")]
+    assert not rule.plain
+    plain = expand(rule)
+    assert [[p.name for p in r.chain] for r in plain] == [["C", "a", "b", "D"],
+                                                         ["C", "b", "a", "D"]]
+    # the later member stays in the window before C; ties strict adds nothing more
+    assert [len(r.chain[2].predicates) for r in plain] == [1, 1]
+    nonstrict = expand(parse_rule(CONJ + "within 5 from C ties nonstrict"))
+    assert [len(r.chain[2].predicates) for r in nonstrict] == [1, 2]
+
+
+def _pairs(ties: str, *events: tuple[str, int, int]) -> list[tuple]:
+    registry = abc_registry()
+    rows = [{"type": t, "ts": ts, "seq": i, "v": v, "n": i} for i, (t, ts, v)
+            in enumerate(events)]
+    batch = registry.from_records(rows, dtype=registry.dtype())
+    rule = parse_rule(CONJ + f"within 5 from C ties {ties} where a=a.n and b=b.n")
+    return reference(rule, registry, batch)
+
+
+def test_conjunction_members_in_any_order_and_equal_time_stamps_count_once():
+    # B@2 before A@3 and A@3 before B@4: both orders match, A@3 with either B; the order
+    # written (a the latest) comes first
+    assert _pairs("strict", ("B", 2, 2), ("A", 3, 0), ("B", 4, 2), ("C", 6, 0)) == [
+        (6, 0, 1, 0), (6, 0, 1, 2)]
+    # equal time stamps: never under strict ties; once (not once per order) under nonstrict
+    same = (("A", 3, 0), ("B", 3, 2), ("C", 6, 0))
+    assert _pairs("strict", *same) == []
+    assert _pairs("nonstrict", *same) == [(6, 0, 0, 1)]
+    assert _pairs("nonstrict", ("B", 6, 2), ("C", 6, 0), ("A", 6, 0)) == [(6, 0, 2, 0)]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("each (A() as a & B() as b) within 5 from C",
+     "line 1, column 39: the conjunction a & b needs a name: (a & b) as g"),
+    ("last (A() as a & B() as b) as g within 5 from C",
+     R + "the conjunction g can only be an 'each' step for now, not 'last'"),
+    ("each (A() as a) as g within 5 from C", R + "the conjunction g has one member; list "
+     "two or more: (A(...) & B(...)) as g"),
+    ("each (A() as a & B() | D()) as g within 5 from C", "line 1, column 55: expected '&' "
+     "or ')' (a conjunction lists its members with '&'; '|' and closures do not mix with "
+     "it), found '|'"),
+    ("each (A() as a & B() as b){1,2} as g within 5 from C", "line 1, column 60: expected "
+     "'as' (a conjunction is one event per member; it takes no {n,m}), found '{'"),
+    ("each (A() as a & B(v > bs[i+1].v) as b) as g within 5 from C", "line 1, column 57: "
+     "bs[i] and bs[i+1] name items of a closure; a member of a conjunction is one event"),
+    ("each (A() as a & B(v > a.v) as b) as g within 5 from C", R + "a predicate of b reads "
+     "a, a member of the same conjunction g; compare members in where"),
+    ("each (A() as a & B() as b) as g within 5 from C where n = g.v", "line 1, column 92: "
+     "'g' is a conjunction of several events; name one of its members (a, b)"),
+    ("each (A() as a & B() as b) as g within 5 from a", "line 1, column 80: expected 'C' "
+     "(a step follows the element just before it: chains are linear), found 'a'"),
+    ("each (A() as a & B() as b) as g within 5 from C and last D(v > a.v) within 3 from g",
+     R + "a predicate of D reads another element, but a 'last' step after the conjunction "
+     "g may only compare with itself; use 'each', or compare in where"),
+    ("each (A() as a & B() as b) as g within 5 from C and not N() between b and a",
+     R + "'not N between' two members of the conjunction g, whose order in time is not "
+     "fixed"),
+    ("each (A() & B() & D() & N() & A(v>1) as a) as g within 5 from C", R + "its closures, "
+     f"disjunctions and conjunctions expand to 120 plain sequences, more than "
+     f"{MAX_EXPANSIONS}; bound the closures more tightly or use fewer members"),
+])
+def test_what_conjunctions_refuse(text: str, message: str):
+    with pytest.raises(RuleError) as info:
+        parse_rule(HEAD + text)
+    assert str(info.value) == message

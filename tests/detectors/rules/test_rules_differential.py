@@ -59,39 +59,41 @@ def stream(registry: TypeRegistry, *events: tuple) -> np.ndarray:
 def fig3(extra: tuple = ()) -> tuple[TypeRegistry, np.ndarray]:
     """Fig. 3: three readings in Area1, smoke in Area2, then twice in Area1."""
     registry = fire_registry()
-    events = [("Temp", 1, {"area": 1, "value": 50}), ("Temp", 2, {"area": 1, "value": 55}),
-              ("Smoke", 5, {"area": 2}), ("Temp", 7, {"area": 1, "value": 60}),
-              ("Smoke", 8, {"area": 1}), ("Smoke", 9, {"area": 1}), *extra]
+    one, two = {"area": "Area1"}, {"area": "Area2"}
+    events = [("Temp", 1, {**one, "value": 50}), ("Temp", 2, {**one, "value": 55}),
+              ("Smoke", 5, two), ("Temp", 7, {**one, "value": 60}),
+              ("Smoke", 8, one), ("Smoke", 9, one), *extra]
     events.sort(key=lambda e: e[1])
     return registry, stream(registry, *events)
 
 
 def test_reference_fig3_each_and_last():
     registry, events = fig3()
-    expected = [(8, 0, 1, 60.0), (9, 0, 1, 60.0)]  # T3 with S2 and with S3
+    expected = [(8, 0, "Area1", 60.0), (9, 0, "Area1", 60.0)]  # T3 with S2 and with S3
     assert reference(parse_rule(R1), registry, events, MINUTE) == expected
     assert reference(parse_rule(R2), registry, events, MINUTE) == expected
 
 
 def test_reference_window_includes_its_start_and_excludes_equal_time_stamps():
-    registry, events = fig3(extra=(("Temp", 3, {"area": 1, "value": 46}),
-                                   ("Temp", 8, {"area": 1, "value": 70})))
+    registry, events = fig3(extra=(("Temp", 3, {"area": "Area1", "value": 46}),
+                                   ("Temp", 8, {"area": "Area1", "value": 70})))
     # S2@8 sees [3, 8): Temp@3 and Temp@7, in stream order; Temp@8 is not earlier.
     # S3@9 sees [4, 9): Temp@7 and Temp@8.
     assert reference(parse_rule(R1), registry, events, MINUTE) == [
-        (8, 0, 1, 46.0), (8, 0, 1, 60.0), (9, 0, 1, 60.0), (9, 0, 1, 70.0)]
+        (8, 0, "Area1", 46.0), (8, 0, "Area1", 60.0), (9, 0, "Area1", 60.0), (9, 0, "Area1", 70.0)]
     assert reference(parse_rule(R2), registry, events, MINUTE) == [
-        (8, 0, 1, 60.0), (9, 0, 1, 70.0)]
+        (8, 0, "Area1", 60.0), (9, 0, "Area1", 70.0)]
     first = parse_rule(R2.replace("last", "first"))
-    assert reference(first, registry, events, MINUTE) == [(8, 0, 1, 46.0), (9, 0, 1, 60.0)]
+    assert reference(first, registry, events, MINUTE) == [(8, 0, "Area1", 46.0),
+                                                          (9, 0, "Area1", 60.0)]
 
 
 def test_reference_r3_average_filter_and_undefined_average():
-    registry, events = fig3(extra=(("Temp", 4, {"area": 1, "value": 40}),))
+    registry, events = fig3(extra=(("Temp", 4, {"area": "Area1", "value": 40}),))
     # S1@5 in Area2 has no readings: Avg is undefined, no Fire. S2@8 and S3@9 average
     # Temp@4 (40) and Temp@7 (60).
     assert reference(parse_rule(R3), registry, events, MINUTE) == [
-        (8, 0, 1, 50.0), (9, 0, 1, 50.0)]
+        (8, 0, "Area1", 50.0), (9, 0, "Area1", 50.0)]
     hotter = parse_rule(R3.replace("45 <", "55 <"))
     assert reference(hotter, registry, events, MINUTE) == []
 

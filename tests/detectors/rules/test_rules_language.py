@@ -271,13 +271,16 @@ def test_a_type_may_repeat_in_the_chain():
     ("define F(y: int) from C() where y=1 and 3",
      "line 1, column 42: expected a comparator (=, !=, <, <=, >, >=), found end of text"),
     ("define F(y: int) from C() where y=", "line 1, column 35: expected an expression (a "
-     "number, $parameter, name.attribute or aggregate), found end of text"),
+     "number, \"string\", $parameter, name.attribute or aggregate), found end of text"),
     ("define F() from C() and 3", "line 1, column 26: expected a comparator (=, !=, <, <=, "
      ">, >=), found end of text"),
     ("define F() from C() or D()",
      "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
      "'define' or end of text, found 'or'"),
-    ("define F() from C() & D()", "line 1, column 21: unexpected character '&'"),
+    ("define F() from C() & D()",
+     "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
+     "'define' or end of text, found '&'"),
+    ("define F() from C() ~ D()", "line 1, column 21: unexpected character '~'"),
     ("define F() from C(p=$)",
      "line 1, column 21: expected a parameter name after '$', found '$)'"),
     ("define F() from C()\ndefine G() from D()",
