@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from naive import content
@@ -140,3 +142,62 @@ def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray):
     assert series["batch.shed"][-1] == inbox["shed"] and max(series["batch.inbox_events"]) > 0
     assert any(line.startswith("big_c: shed ") for line in format_detectors(
         report.summary()["detectors"]))
+
+
+def kill_at_random(runtime: RayRuntime, label: str, seed: int, done, kills: list) -> None:
+    """Kill the actor of ``label`` (Ray restarts it) at random points of the run: each
+    kill 0.3-1.2 s after the actor is up again (a kill while Ray restarts it counts as
+    one more restart, so a quick series would exhaust ``max_restarts``)."""
+    import random
+
+    rng = random.Random(seed)
+    while not runtime.actors and not done.wait(0.05):
+        pass
+    actor = runtime.actors.get(label)
+    while actor is not None and len(kills) < 3:
+        ray.get(actor.start.remote())  # returns once the constructor has run
+        if done.wait(rng.uniform(0.3, 1.2)):
+            return
+        ray.kill(actor, no_restart=False)
+        kills.append(time.perf_counter())
+
+
+@pytest.fixture(scope="module")
+def crash_stream():
+    graph = example_graph(0.0, "on-demand", k0=3_000)
+    raw = abc_stream(example_registry(), 12_000, seed=11, max_delay=20)
+    return graph, raw, InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+
+
+# a level-1 actor (fed by the driver) and a mid-level one (fed by two actors and the
+# driver, feeding the level above): killed at random points of a ~6 s replay
+@pytest.mark.parametrize("victim", ["a_not_bc", "d_then_e"])
+def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
+        local_ray, crash_stream, tmp_path, victim):
+    import threading
+
+    from specula.actors.recovery import persisted_net
+
+    graph, raw, reference = crash_stream
+    runtime = RayRuntime(graph, batch_size=200, speed=3_000.0, checkpoint_uri=str(tmp_path),
+                         checkpoint_every_batches=10, checkpoint_every_s=0.5)
+    done, kills = threading.Event(), []
+    killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 7, done, kills))
+    killer.start()
+    try:
+        report = runtime.run(raw)
+    finally:
+        done.set()
+        killer.join()
+    restarts = report.restarts()
+    assert restarts[victim] >= 1 and sum(restarts.values()) == restarts[victim] <= len(kills)
+    assert report.summary()["detectors"][victim]["recovery"]["restarts"] == restarts[victim]
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0, name
+        got = report.net(name)
+        assert content(got) == content(reference.net(name)), name
+        ids = got["producer"].astype(np.int64) << 40 | got["seq"]
+        assert len(np.unique(ids)) == len(ids), name  # no duplicates
+        (label,) = [i.label for i in graph.instances() if i.node.name == name]
+        persisted = persisted_net(runtime.checkpoints, label, got.dtype).net()
+        assert persisted.tobytes() == got.tobytes(), name
