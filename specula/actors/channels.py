@@ -124,7 +124,8 @@ class Publisher:
             self._wait(ch, 0)
 
     def in_flight(self) -> int:
-        return sum(len(ch.pending) + len(ch.queue) for ch in self.channels.values())
+        with self._lock:
+            return sum(len(ch.pending) + len(ch.queue) for ch in self.channels.values())
 
     def resend(self, consumer: int, epoch: int, position: int) -> int:
         """The consumer ``consumer`` (incarnation ``epoch``) holds ``position`` of this
@@ -140,7 +141,8 @@ class Publisher:
 
     def kept_events(self) -> int:
         """Events kept for resending, over all consumers."""
-        return sum(len(b) for ch in self.channels.values() for _, b, _ in ch.kept)
+        with self._lock:
+            return sum(len(b) for ch in self.channels.values() for _, b, _ in ch.kept)
 
     # ------------------------------------------------------------------ plumbing
     def _wait(self, ch: Channel, limit: int) -> None:

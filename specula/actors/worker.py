@@ -64,6 +64,15 @@ __all__ = ["DEFAULT_INBOX_EVENTS", "DetectorWorker", "Publisher", "Route"]
 DEFAULT_INBOX_EVENTS = 200_000
 
 
+def rss_mb() -> float:
+    """This process's resident memory in MB (Linux; elsewhere its peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 _CHECKPOINT = object()  # what the processing thread takes when a checkpoint is asked
 
 
@@ -413,7 +422,9 @@ class DetectorWorker:
                             "buffered": len(self.unit), "in_flight": self.publisher.in_flight(),
                             "inbox_events": self.inbox.events, "wait_s": wait_s,
                             "shed": self.gate.shed_total,
-                            "violations": self.gate.stats.violations})
+                            "violations": self.gate.stats.violations,
+                            "kept_events": self.publisher.kept_events(),
+                            "rss_mb": rss_mb()})
 
     # ------------------------------------------------------------ checkpoints
     def _checkpoint(self, ended: int | None = None) -> None:
