@@ -123,6 +123,7 @@ def main() -> None:
         "restarts": sum(r["restarts"] for r in rec), "late": late,
         "late_reference": late_reference,
         "duplicates_dropped": sum(r["duplicates"] for r in rec),
+        "divergent_duplicates": sum(r["divergent"] for r in rec),
         "peak_rss_mb_per_actor": round(max(r["peak_rss_mb"] for r in rec), 1),
         "rss_growth_mb_per_million_events": round(max(growths), 2) if growths else None,
         "checkpoints": n_cp,

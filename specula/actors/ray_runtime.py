@@ -276,11 +276,14 @@ def _batches(raw: np.ndarray | Iterable[np.ndarray], size: int) -> Iterable[np.n
 
 def recovery_summary(reports: list[dict]) -> dict[str, Any]:
     """What one node's instances say about restarts and checkpoints: restarts, pushes
-    dropped as duplicates and resent, checkpoints written (count, seconds, last size in
-    bytes) and the largest resident memory of an instance's process, in MB."""
+    dropped as duplicates (and of them those unlike the push held: 0 unless a restarted
+    producer regenerated another timeline), pushes resent, checkpoints written (count,
+    seconds, last size in bytes) and the largest resident memory of an instance's
+    process, in MB."""
     cps = [r["checkpoints"] for r in reports]
     return {"restarts": sum(r["restarts"] for r in reports),
             "duplicates": sum(r["duplicates"] for r in reports),
+            "divergent": sum(r["divergent"] for r in reports),
             "resent": sum(r["resent"] for r in reports),
             "checkpoints": sum(c["count"] for c in cps),
             "checkpoint_s": sum(c["seconds"] for c in cps),

@@ -73,6 +73,16 @@ def rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+#: Pushes per sender whose digest a worker keeps, to check duplicates against.
+DIGESTS_KEPT = 1_024
+
+
+def digest(batch: np.ndarray) -> int:
+    """A push's content, arrival stamps aside: what its regeneration must repeat."""
+    return hash(tuple(batch[f].tobytes() for f in ("type", "ts", "key", "producer", "seq",
+                                                   "flags")))
+
+
 _CHECKPOINT = object()  # what the processing thread takes when a checkpoint is asked
 
 
@@ -122,6 +132,8 @@ class DetectorWorker:
         self._plan: deque[tuple[int, float]] = deque()  # steps to take again, in order
         self._handles: dict[str, Any] = {}
         self.duplicates = 0                 # pushes dropped as already held
+        self.divergent = 0                  # of them, those unlike the push held
+        self._digests: dict[int, dict[int, int]] = {}  # per sender: push number -> digest
         self.checkpoints = checkpoints
         self.checkpoint_stats = {"count": 0, "seconds": 0.0, "bytes": 0}
         self._want_checkpoint = False
@@ -192,7 +204,7 @@ class DetectorWorker:
                 if incarnation < self._fence.get(sender, 0) or epoch < self.incarnation:
                     return self._reply(sender)
                 if n is not None and n < held:
-                    self.duplicates += 1
+                    self._duplicate(sender, n, batch)
                     return self._reply(sender)
                 if (n is None or n == held) and (resend or self.inbox.has_room(len(batch))):
                     break
@@ -204,6 +216,11 @@ class DetectorWorker:
                 self._next[sender] = n + 1
             if dets is not None:
                 self._logs.setdefault(sender, StepLog()).extend(*dets)
+            if n is not None and self.store is not None:
+                seen = self._digests.setdefault(sender, {})
+                seen[n] = digest(batch)
+                if len(seen) > DIGESTS_KEPT:
+                    del seen[next(iter(seen))]
             self._cond.notify_all()
             return self._reply(sender)
 
@@ -261,6 +278,11 @@ class DetectorWorker:
             self._check()
             return self.checkpoint_stats["count"]
 
+    def status(self) -> dict[str, Any]:
+        """Where the actor is: its incarnation, the batches it took, whether it ended."""
+        return {"incarnation": self.incarnation, "step": self._step,
+                "ended": self._ended is not None}
+
     def report(self) -> dict[str, Any]:
         c = self.unit.controller
         return {"producer": self.instance.producer, "label": self.instance.label,
@@ -268,9 +290,19 @@ class DetectorWorker:
                 "alpha": c.history if c is not None else [], "series": self.series,
                 "busy_s": self.busy_s, "k": self.unit.k,
                 "inbox": self.gate.report(self.inbox), "restarts": self.incarnation,
-                "duplicates": self.duplicates, "resent": self.publisher.resent_batches,
+                "duplicates": self.duplicates, "divergent": self.divergent,
+                "resent": self.publisher.resent_batches,
                 "checkpoints": dict(self.checkpoint_stats),
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+    def _duplicate(self, sender: int, n: int, batch: np.ndarray) -> None:
+        """Drop push ``n`` of ``sender``, held already; count it, and count it as
+        divergent if it differs from the push held (a regenerated push must be the
+        same: :mod:`.recovery`)."""
+        self.duplicates += 1
+        held = self._digests.get(sender, {}).get(n)
+        if held is not None and held != digest(batch):
+            self.divergent += 1
 
     def halt(self) -> None:
         """Stop processing after the batch in hand, as a crash would (tests model a

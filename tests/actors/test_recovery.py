@@ -132,3 +132,4 @@ def test_restarts_at_random_points_leave_the_net_output_of_a_crash_free_run(
         persisted = persisted_net(checkpoints, inst.label, got.dtype).net()
         assert persisted.tobytes() == got.tobytes(), name
     assert report.detectors[victim].recovery["checkpoints"] > 0
+    assert sum(d.recovery["divergent"] for d in report.detectors.values()) == 0
