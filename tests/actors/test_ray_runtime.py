@@ -199,7 +199,9 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
         killer.join()
     restarts = report.restarts()
     print(f"restarts {restarts}, seconds from kill to up {kills}")
-    assert restarts[victim] >= 1 and sum(restarts.values()) == restarts[victim] == len(kills)
+    assert sum(restarts.values()) == restarts[victim] >= 1
+    # every restart that answered before the end is counted (one may race the end)
+    assert len([k for k in kills if k is not None]) <= restarts[victim] <= len(kills)
     summary = report.summary()["detectors"]
     assert summary[victim]["recovery"]["restarts"] == restarts[victim]
     assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
