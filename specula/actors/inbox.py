@@ -113,7 +113,7 @@ class Inbox:
             raise ValueError(f"an inbox holds at least one event; got capacity {capacity}")
         self.capacity = capacity
         self.seconds_per_tick = seconds_per_tick
-        self._queue: deque[tuple[np.ndarray, float]] = deque()
+        self._queue: deque[tuple[np.ndarray, float, int]] = deque()
         self.events = 0           # rows now in the inbox
         self.max_events = 0       # the most it ever held
         self.pushed = 0           # rows ever pushed
@@ -127,12 +127,14 @@ class Inbox:
         """Can a batch of ``n`` rows be pushed now?"""
         return self.capacity is None or self.events == 0 or self.events + n <= self.capacity
 
-    def push(self, batch: np.ndarray, arrival: float) -> None:
-        """Append ``batch``, arrived at ``arrival`` ticks; :class:`InboxFullError` if no room."""
-        if not self.has_room(len(batch)):
+    def push(self, batch: np.ndarray, arrival: float, sender: int = 0, *,
+             force: bool = False) -> None:
+        """Append ``batch`` from ``sender``, arrived at ``arrival`` ticks;
+        :class:`InboxFullError` if no room (unless ``force``: a resent batch)."""
+        if not force and not self.has_room(len(batch)):
             raise InboxFullError(f"{len(batch)} events do not fit: {self.events} of "
                             f"{self.capacity} taken")
-        self._queue.append((batch, arrival))
+        self._queue.append((batch, arrival, sender))
         self.events += len(batch)
         self.pushed += len(batch)
         self.max_events = max(self.max_events, self.events)
@@ -142,9 +144,24 @@ class Inbox:
         """Arrival time of the oldest batch (the inbox must not be empty)."""
         return self._queue[0][1]
 
-    def pop(self, now: float) -> tuple[np.ndarray, float]:
-        """Take the oldest batch at ``now`` ticks: returns it and its arrival time."""
-        batch, arrival = self._queue.popleft()
+    @property
+    def head_sender(self) -> int:
+        """Sender of the oldest batch (the inbox must not be empty)."""
+        return self._queue[0][2]
+
+    def holds(self, sender: int) -> bool:
+        """Is a batch of ``sender`` waiting?"""
+        return any(s == sender for _, _, s in self._queue)
+
+    def pop(self, now: float, sender: int | None = None) -> tuple[np.ndarray, float]:
+        """Take the oldest batch (of ``sender``, if given) at ``now`` ticks: returns it
+        and its arrival time."""
+        if sender is None:
+            batch, arrival, _ = self._queue.popleft()
+        else:
+            i = next(i for i, (_, _, s) in enumerate(self._queue) if s == sender)
+            batch, arrival, _ = self._queue[i]
+            del self._queue[i]
         self.events -= len(batch)
         self.waits.add(max(0.0, now - arrival) * self.seconds_per_tick, len(batch))
         return batch, arrival

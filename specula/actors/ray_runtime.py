@@ -8,21 +8,35 @@ directly, and a full inbox makes its producers wait. At the end of the stream th
 driver flushes the actors level by level (a flush returns once the actor's inbox is
 empty and what it generated is in its consumers' inboxes), collects the reports and
 kills the actors.
+
+Actors are named (``specula-<run>-<label>``), restartable (``max_restarts``) and every
+call to them is retried on the restarted process (``max_task_retries=-1``: Ray retries
+the calls that had not completed; a threaded actor runs them in any order). They
+checkpoint to ``checkpoint_uri`` and recover as :mod:`specula.actors.recovery`
+describes: a restarted actor finds its peers by name and its state in storage, the
+driver resends what a restarted level-1 actor lost (on the stale epoch of its next
+push, or when a flush says pushes are missing) and the report counts the restarts.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+import uuid
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from specula import events as ev
+from specula.actors.channels import Publisher, Route, answer
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
+from specula.actors.recovery import Checkpoints
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table, split_by_key
-from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker, Publisher, Route
+from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
 
@@ -49,20 +63,44 @@ class RayRuntime:
         Pace of the source: ``None`` as fast as the actors take the batches, ``1.0`` real
         time (by the raw events' time stamps and the graph's ``ticks_per_second``),
         ``10.0`` ten times faster.
+    checkpoint_uri
+        Where actors checkpoint: a local directory or a URI ``pyarrow.fs`` opens
+        (``s3://bucket/prefix``); every node of the cluster must reach it. Each run
+        writes under a folder of its own (:attr:`checkpoints`). ``None``: a temporary
+        directory on this machine, removed after the run (enough for embedded Ray).
+    checkpoint_every_batches, checkpoint_every_s
+        An actor checkpoints after this many batches or seconds, whichever comes first,
+        and at the end of the stream.
+    max_restarts
+        How often Ray restarts each actor after a crash (0: never; the run then fails).
     """
 
     def __init__(self, graph: Graph, *, address: str | None = None, batch_size: int = 10_000,
                  max_in_flight: int = 4, speed: float | None = None,
-                 inbox_events: int = DEFAULT_INBOX_EVENTS) -> None:
+                 inbox_events: int = DEFAULT_INBOX_EVENTS, checkpoint_uri: str | None = None,
+                 checkpoint_every_batches: int = 50, checkpoint_every_s: float = 2.0,
+                 max_restarts: int = 5) -> None:
         graph.validate()
         if speed is not None and speed <= 0:
             raise ValueError(f"speed must be > 0 (a multiple of real time), got {speed}")
+        if not (isinstance(max_restarts, int) and max_restarts >= 0):
+            raise ValueError(f"max_restarts must be an integer >= 0, got {max_restarts!r}")
+        # checked here, before Ray starts; the run's folder is named when it starts
+        Checkpoints(checkpoint_uri or ".", "", checkpoint_every_batches, checkpoint_every_s)
         self.graph = graph
         self.address = address
         self.batch_size = batch_size
         self.max_in_flight = max_in_flight
         self.speed = speed
         self.inbox_events = inbox_events
+        self.checkpoint_uri = checkpoint_uri
+        self.checkpoint_every_batches = checkpoint_every_batches
+        self.checkpoint_every_s = checkpoint_every_s
+        self.max_restarts = max_restarts
+        #: the last run's checkpoint settings (its folder: ``checkpoints.run``)
+        self.checkpoints: Checkpoints | None = None
+        #: the actors of the run in progress, by instance label (for tests that kill them)
+        self.actors: dict[str, Any] = {}
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray], *,
             registry: ev.TypeRegistry | None = None) -> RunReport:
@@ -84,34 +122,81 @@ class RayRuntime:
 
         graph, router = self.graph, Router(self.graph)
         instances = graph.instances()
+        run = uuid.uuid4().hex[:12]
+        temp = tempfile.mkdtemp(prefix="specula-checkpoints-") if not self.checkpoint_uri \
+            else None
+        self.checkpoints = Checkpoints(self.checkpoint_uri or temp, run,
+                                       self.checkpoint_every_batches, self.checkpoint_every_s)
+        names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
+        of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
-        actors = {i.producer: actor_cls.options(
-                      max_concurrency=actor_concurrency(graph, router, i, self.max_in_flight),
-                      **actor_options(i)).remote(
-                      i, graph.registry, self.max_in_flight, self.inbox_events)
-                  for i in instances}
+        actors = {}
+        for i in instances:
+            routes = [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
+                            [names[j.producer] for j in of_node[n.name]])
+                      for n in graph.nodes.values() if router.hears(n.name, i.node.name)]
+            producers = [(j.producer, names[j.producer]) for j in instances
+                         if router.hears(i.node.name, j.node.name)]
+            actors[i.producer] = actor_cls.options(
+                name=names[i.producer], max_restarts=self.max_restarts, max_task_retries=-1,
+                max_concurrency=actor_concurrency(graph, router, i, self.max_in_flight),
+                **actor_options(i)).remote(
+                i, graph.registry, self.max_in_flight, self.inbox_events, router=router,
+                routes=routes, producers=producers, checkpoints=self.checkpoints)
+        self.actors = {i.label: actors[i.producer] for i in instances}
         try:
-            of_node = {n: [actors[i.producer] for i in instances if i.node.name == n]
-                       for n in graph.nodes}
-            ray.get([actors[i.producer].connect.remote(router, [
-                Route(n.name, n.partitions, of_node[n.name])
-                for n in graph.nodes.values() if router.hears(n.name, i.node.name)])
-                for i in instances])
-            t0 = time.perf_counter()
-            n_raw = self._feed(raw, table, router, of_node)
-            for node in graph.topological_order():
-                ray.get([a.flush.remote() for a in of_node[node.name]])
-            wall = time.perf_counter() - t0
-            reports = ray.get([actors[i.producer].report.remote() for i in instances])
+            n_raw, wall, reports = self._drive(raw, table, router, of_node, actors)
         finally:
             for a in actors.values():
                 ray.kill(a)
+            self.actors = {}
+            if temp is not None:
+                shutil.rmtree(temp, ignore_errors=True)
         return self._report(reports, n_raw, wall)
 
-    def _feed(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
-              router: Router, of_node: dict[str, list]) -> int:
-        """Send raw batches to their subscribers; returns the number of raw events."""
+    def _drive(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
+               router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any]
+               ) -> tuple[int, float, list[dict]]:
+        """Start the actors, feed them, flush them level by level and collect their
+        reports; returns the raw events, the seconds it took and the reports."""
+        for ref in [a.start.remote() for a in actors.values()]:
+            answer(ref)
+        t0 = time.perf_counter()
         publisher = Publisher(self.max_in_flight)
+        n_raw = self._feed(raw, table, router, of_node, actors, publisher)
+        # pushes each actor was sent, per sender: a restarted one may have lost some
+        expected: dict[int, dict[int, int]] = {}
+        for c, ch in publisher.channels.items():
+            expected.setdefault(c, {})[0] = ch.sent
+        for node in self.graph.topological_order():
+            for i in of_node[node.name]:
+                for c, sent in self._flush(i, actors, expected, publisher).items():
+                    expected.setdefault(c, {})[i.producer] = sent
+        wall = time.perf_counter() - t0
+        refs = [a.report.remote() for a in actors.values()]
+        return n_raw, wall, [answer(r) for r in refs]
+
+    @staticmethod
+    def _flush(instance: Instance, actors: dict[int, Any], expected: dict[int, dict[int, int]],
+               publisher: Publisher) -> dict[int, int]:
+        """Flush one actor; if it restarted and lost pushes, have them resent (by the
+        driver, or by the producer actor) and flush again. Returns the pushes it sent
+        to each consumer."""
+        me, actor = instance.producer, actors[instance.producer]
+        while True:
+            done = answer(actor.flush.remote(expected.get(me, {})))
+            if "missing" not in done:
+                return done["sent"]
+            for sender, position in done["missing"].items():
+                if sender == 0:
+                    publisher.resend(me, done["epoch"], position)
+                else:
+                    answer(actors[sender].resend.remote(me, done["epoch"], position))
+
+    def _feed(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
+              router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any],
+              publisher: Publisher) -> int:
+        """Send raw batches to their subscribers; returns the number of raw events."""
         subscribers = [n for n in self.graph.nodes.values() if router.hears(n.name, None)]
         n_raw = 0
         start, ts0 = time.perf_counter(), None
@@ -125,10 +210,11 @@ class RayRuntime:
             n_raw += len(batch)
             for node in subscribers:
                 part = router.select(node.name, None, batch)
-                for actor, piece in zip(of_node[node.name],
-                                        split_by_key(part, node.partitions), strict=True):
+                for inst, piece in zip(of_node[node.name], split_by_key(part, node.partitions),
+                                       strict=True):
                     if len(piece):
-                        publisher.send(actor, piece)
+                        ch = publisher.channel(inst.producer, actors[inst.producer])
+                        publisher.send(ch, piece)
         publisher.drain()
         return n_raw
 
@@ -147,7 +233,8 @@ class RayRuntime:
                 series=[dict(s, instance=r["label"]) for r in mine for s in r["series"]],
                 k_s=max(r["k"] for r in mine) / self.graph.ticks_per_second,
                 level=levels[name],
-                inbox=InboxStats.merge([r["inbox"] for r in mine]))
+                inbox=InboxStats.merge([r["inbox"] for r in mine]),
+                recovery=recovery_summary(mine))
         return RunReport("ray", detectors, n_raw, wall, 1e-9)
 
 
@@ -169,12 +256,13 @@ def actor_concurrency(graph: Graph, router: Router, instance: Instance,
     """Threads the actor of ``instance`` needs: one for every push that can be in flight
     to it (``max_in_flight`` from each instance that publishes to it, and from the
     source if it hears raw types), since a push may wait in its thread for an earlier
-    one or for room in the inbox; and two more, for a flush or a report."""
+    one or for room in the inbox; and six more, for a flush, a report, a checkpoint and
+    the requests of restarted neighbours (resends, determinants)."""
     name = instance.node.name
     senders = sum(n.partitions for n in graph.nodes.values()
                   if n.name != name and router.hears(name, n.name))
     senders += 1 if router.hears(name, None) else 0
-    return max_in_flight * senders + 2
+    return max_in_flight * senders + 6
 
 
 def _batches(raw: np.ndarray | Iterable[np.ndarray], size: int) -> Iterable[np.ndarray]:
@@ -184,3 +272,20 @@ def _batches(raw: np.ndarray | Iterable[np.ndarray], size: int) -> Iterable[np.n
             yield raw[i:i + size]
     else:
         yield from raw
+
+
+def recovery_summary(reports: list[dict]) -> dict[str, Any]:
+    """What one node's instances say about restarts and checkpoints: restarts, pushes
+    dropped as duplicates (and of them those unlike the push held: 0 unless a restarted
+    producer regenerated another timeline), pushes resent, checkpoints written (count,
+    seconds, last size in bytes) and the largest resident memory of an instance's
+    process, in MB."""
+    cps = [r["checkpoints"] for r in reports]
+    return {"restarts": sum(r["restarts"] for r in reports),
+            "duplicates": sum(r["duplicates"] for r in reports),
+            "divergent": sum(r["divergent"] for r in reports),
+            "resent": sum(r["resent"] for r in reports),
+            "checkpoints": sum(c["count"] for c in cps),
+            "checkpoint_s": sum(c["seconds"] for c in cps),
+            "checkpoint_bytes": max((c["bytes"] for c in cps), default=0),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in reports)}

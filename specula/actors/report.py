@@ -33,6 +33,10 @@ class DetectorReport:
     #: its inboxes' waits, latencies, shed events and bound violations (None: the
     #: in-process runtime without queueing, which has no inboxes)
     inbox: InboxStats | None = None
+    #: on Ray: restarts, duplicate pushes dropped, pushes resent, checkpoints (count,
+    #: seconds, bytes of the last) and peak resident memory per instance in MB
+    #: (:func:`~specula.actors.ray_runtime.recovery_summary`); None in-process
+    recovery: dict[str, Any] | None = None
 
     def summary(self, seconds_per_tick: float) -> dict[str, Any]:
         lat = self.net.latencies() * seconds_per_tick
@@ -47,6 +51,7 @@ class DetectorReport:
             "k_s": self.k_s,
             **self.stats.as_dict(),
             "inbox": self.inbox.summary() if self.inbox is not None else None,
+            "recovery": self.recovery,
         }
 
 
@@ -93,6 +98,11 @@ class RunReport:
             "raw_events_per_s": self.raw_events / self.wall_seconds if self.wall_seconds else None,
             "detectors": {n: d.summary(self.seconds_per_tick) for n, d in self.detectors.items()},
         }
+
+    def restarts(self) -> dict[str, int]:
+        """Restarts of each detector's actors (on Ray; empty in-process)."""
+        return {n: d.recovery["restarts"] for n, d in self.detectors.items()
+                if d.recovery is not None}
 
     def shed(self, name: str) -> dict[str, int]:
         """Events a detector's shedding dropped, by type (empty if it shed none)."""

@@ -2,29 +2,35 @@
 process.
 
 ``DetectorWorker`` is a plain class (it runs without Ray too); the Ray runtime deploys
-it with ``ray.remote`` as a threaded actor. Its inbox is an :class:`~.inbox.Inbox`:
-``push`` (run by Ray's threads, one per concurrent call) appends a batch and returns at
-once, or waits while the inbox is full (backpressure); one processing thread, started by
-:meth:`DetectorWorker.connect`, takes the batches in arrival order, passes them through
-the :class:`~.inbox.Gate` (shedding, for a node with a latency bound), the ordering unit
-and the detector, and publishes what was generated to the subscribers' actors. Only that
-thread touches the unit, the detector, the net output and the publisher.
+it with ``ray.remote`` as a threaded, restartable actor. Its inbox is an
+:class:`~.inbox.Inbox`: ``push`` (run by Ray's threads, one per concurrent call)
+appends a batch and returns at once, or waits while the inbox is full (backpressure);
+one processing thread, started by :meth:`DetectorWorker.start`, takes the batches in
+arrival order, passes them through the :class:`~.inbox.Gate` (shedding, for a node with
+a latency bound), the ordering unit and the detector, and publishes what was generated
+to the subscribers' actors. Only that thread touches the unit, the detector, the net
+output and the checkpoints.
 
-A producer has at most ``max_in_flight`` pushes per consumer unacknowledged; a push is
-acknowledged once its batch is in the consumer's inbox, so the window only pipelines
-the calls: what bounds the events between two actors is the consumer's inbox. A slow
+A producer has at most ``max_in_flight`` pushes per consumer unanswered; a push is
+answered once its batch is in the consumer's inbox, so the window only pipelines the
+calls: what bounds the events between two actors is the consumer's inbox. A slow
 consumer's full inbox makes its producers wait, and theirs theirs, up to the source.
 
 A threaded Ray actor runs concurrent calls in any order, even those of one caller, so
-every push carries its sender and the sender's count of pushes to this actor: a push
-that overtook an earlier one of its sender waits for it, and the inbox holds each
-sender's batches in the order they were sent. The actor thus needs a thread for every
-push that can be in flight to it, plus one for a flush or a report
+every push carries its sender and its number among the sender's pushes to this actor:
+a push that overtook an earlier one of its sender waits for it, and the inbox holds
+each sender's batches in the order they were sent. The actor thus needs a thread for
+every push that can be in flight to it, plus a few for a flush, a report, a resend
 (:func:`~specula.actors.ray_runtime.actor_concurrency`).
+
+With :class:`~.recovery.Checkpoints` the actor checkpoints and recovers after a
+restart; the protocol (numbers, epochs, fences, determinants) and why it is exact are
+in :mod:`.recovery`, the producer's side in :mod:`.channels`.
 """
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 from collections import deque
@@ -32,11 +38,25 @@ from typing import Any
 
 import numpy as np
 
+from specula.actors.channels import Channel, Publisher, Reply, Route, answer
 from specula.actors.inbox import Gate, Inbox
+from specula.actors.recovery import (
+    CHECKPOINT_VERSION,
+    Checkpoints,
+    StepLog,
+    pack_checkpoint,
+    pack_dets,
+    read_net,
+    unpack_checkpoint,
+    write_net_segment,
+)
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
+from specula.ordering.checkpoint import pack_array, restore_unit, unit_state, unpack_array
 from specula.ordering.net import NetOutput
+
+__all__ = ["DEFAULT_INBOX_EVENTS", "DetectorWorker", "Publisher", "Route"]
 
 #: Rows an actor's inbox holds by default before its producers wait. A node with a
 #: latency bound should be able to hold more than q_max = LB / l(p) events, or
@@ -44,67 +64,51 @@ from specula.ordering.net import NetOutput
 DEFAULT_INBOX_EVENTS = 200_000
 
 
-class Route:
-    """Where one subscriber node's part of the output goes: its instances' actors."""
+def rss_mb() -> float:
+    """This process's resident memory in MB (Linux; elsewhere its peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    def __init__(self, node: str, partitions: int, actors: list[Any]) -> None:
-        self.node = node
-        self.partitions = partitions
-        self.actors = actors
+
+#: Pushes per sender whose digest a worker keeps, to check duplicates against.
+DIGESTS_KEPT = 1_024
 
 
-class Publisher:
-    """Pushes batches to actors with a bounded number of unacknowledged pushes per actor,
-    numbered per actor so that the actor puts them in its inbox in the order sent.
+def digest(batch: np.ndarray) -> int:
+    """A push's content, arrival stamps aside: what its regeneration must repeat."""
+    return hash(tuple(batch[f].tobytes() for f in ("type", "ts", "key", "producer", "seq",
+                                                   "flags")))
 
-    ``sender`` names the pushing side: the producer id of an instance, 0 for the source.
-    """
 
-    def __init__(self, max_in_flight: int, sender: int = 0) -> None:
-        self.max_in_flight = max_in_flight
-        self.sender = sender
-        self._pending: dict[int, deque] = {}
-        self._sent: dict[int, int] = {}  # pushes sent so far, per actor
-        self.sent_batches = 0
-
-    def send(self, actor: Any, batch: np.ndarray) -> None:
-        import ray
-
-        key = id(actor)
-        queue = self._pending.setdefault(key, deque())
-        n = self._sent.get(key, 0)
-        self._sent[key] = n + 1
-        queue.append(actor.push.remote(batch, self.sender, n))
-        self.sent_batches += 1
-        while len(queue) > self.max_in_flight:
-            ray.get(queue.popleft())
-
-    def in_flight(self) -> int:
-        return sum(len(q) for q in self._pending.values())
-
-    def drain(self) -> None:
-        """Wait until every batch sent so far is in its consumer's inbox."""
-        import ray
-
-        for queue in self._pending.values():
-            if queue:
-                ray.get(list(queue))
-                queue.clear()
+_CHECKPOINT = object()  # what the processing thread takes when a checkpoint is asked
 
 
 class DetectorWorker:
     """One detector instance: inbox, gate, ordering unit, detector, net output, publisher,
-    and the processing thread between them."""
+    and the processing thread between them.
+
+    ``routes`` say where the output goes (one per subscriber node) and ``producers``
+    which actors publish to this one (producer id and actor), for resend requests after
+    a restart. With ``checkpoints`` the worker checkpoints, and a worker made again for
+    the same instance (a restarted actor: Ray runs the constructor again) restores the
+    last checkpoint and starts on its own.
+    """
 
     def __init__(self, instance: Instance, registry: TypeRegistry, max_in_flight: int = 4,
-                 inbox_events: int = DEFAULT_INBOX_EVENTS) -> None:
+                 inbox_events: int = DEFAULT_INBOX_EVENTS, *, router: Router | None = None,
+                 routes: list[Route] | None = None,
+                 producers: list[tuple[int, Any]] | None = None,
+                 checkpoints: Checkpoints | None = None) -> None:
         self.instance = instance
         self.unit = instance.unit(registry)
         self._warm_up(instance, registry)
         self.net = NetOutput(self.unit.out_dtype)
-        self.publisher = Publisher(max_in_flight, instance.producer)
-        self.router: Router | None = None
-        self.routes: list[Route] = []
+        self.router = router
+        self.routes = routes or []
+        self.producers = producers or []
         self._published: int | None = None  # the progress last told the subscribers
         self.series: list[dict[str, float]] = []
         self.busy_s = 0.0
@@ -113,11 +117,35 @@ class DetectorWorker:
         self.gate = Gate(instance.node.shedding, registry, 1e-9, self.unit.detector)
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._taking = False                # the thread is processing a batch
         self._ending = False                # flush asked: drain, flush the unit, stop
         self._ended: int | None = None      # events the final flush generated
         self._error: BaseException | None = None
-        self._next: dict[int, int] = {}     # per sender: the count of its next push
+        self._next: dict[int, int] = {}     # per sender: pushes held (taken or waiting)
+        self._taken: dict[int, int] = {}    # per sender: pushes taken
+        self._acked: dict[int, int] = {}    # per sender: pushes the last checkpoint took
+        self._fence: dict[int, int] = {}    # per sender: its oldest incarnation that counts
+        self._logs: dict[int, StepLog] = {}  # each producer's determinants
+        # this actor's determinants since its last checkpoint: steps [base, step)
+        self._step = self._steps_base = 0
+        self._senders: list[int] = []
+        self._alphas: list[float] = []
+        self._plan: deque[tuple[int, float]] = deque()  # steps to take again, in order
+        self._handles: dict[str, Any] = {}
+        self.duplicates = 0                 # pushes dropped as already held
+        self.divergent = 0                  # of them, those unlike the push held
+        self._digests: dict[int, dict[int, int]] = {}  # per sender: push number -> digest
+        self.checkpoints = checkpoints
+        self.checkpoint_stats = {"count": 0, "seconds": 0.0, "bytes": 0}
+        self._want_checkpoint = False
+        self._since = 0                     # batches since the last checkpoint
+        self._last_checkpoint = time.monotonic()
+        self._segments = self._net_saved = 0
+        self.store = checkpoints.store(instance.label) if checkpoints else None
+        self.incarnation = self.store.next_incarnation() if self.store else 0
+        self.publisher = Publisher(max_in_flight, instance.producer, self.incarnation)
+        if self.incarnation > 0:
+            self._restore()
+            self.start()
 
     @staticmethod
     def _warm_up(instance: Instance, registry: TypeRegistry) -> None:
@@ -136,47 +164,124 @@ class DetectorWorker:
         except Exception:
             pass
 
-    def connect(self, router: Router, routes: list[Route]) -> None:
-        """Say where the output goes, and start the processing thread."""
-        self.router = router
-        self.routes = routes
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name=f"specula-{self.instance.label}")
-            self._thread.start()
+    def start(self) -> None:
+        """Start the processing thread (once; every actor must exist by then)."""
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name=f"specula-{self.instance.label}")
+                self._thread.start()
 
-    def push(self, batch: np.ndarray, sender: int = 0, n: int | None = None) -> int:
-        """Append a batch of arrivals to the inbox, waiting while it is full; returns the
-        events in the inbox after it.
+    def actor(self, ref: Any) -> Any:
+        """A consumer's or producer's actor: the handle, or looked up by its name."""
+        if not isinstance(ref, str):
+            return ref
+        if ref not in self._handles:
+            import ray
 
-        ``n`` counts the pushes of ``sender`` to this actor, from 0: the push waits until
-        the sender's earlier ones are in. None: no ordering (a single caller, no Ray).
+            self._handles[ref] = ray.get_actor(ref)
+        return self._handles[ref]
+
+    # ------------------------------------------------------------------ calls
+    def push(self, batch: np.ndarray, sender: int = 0, n: int | None = None,
+             incarnation: int = 0, epoch: int = 0, dets: Any = None,
+             resend: bool = False) -> Reply:
+        """Append a batch of arrivals to the inbox, waiting while it is full; returns a
+        :class:`~.channels.Reply`.
+
+        ``n`` numbers the pushes of ``sender`` to this actor, from 0: the push waits
+        until the sender's earlier ones are in, and one below those held is a duplicate
+        (dropped). None: no ordering (a single caller, no Ray). ``incarnation`` is the
+        sender's, ``epoch`` this actor's as the sender knows it: a push of a fenced-off
+        sender process is dropped, one with a stale epoch is answered at once (the
+        sender then resends). ``dets`` are the sender's determinants; a ``resend`` does
+        not wait for room.
         """
         with self._cond:
-            while self._error is None and not (
-                    (n is None or self._next.get(sender, 0) == n)
-                    and self.inbox.has_room(len(batch))):
+            while True:
+                self._check()
+                held = self._next.get(sender, 0)
+                if incarnation < self._fence.get(sender, 0) or epoch < self.incarnation:
+                    return self._reply(sender)
+                if n is not None and n < held:
+                    self._duplicate(sender, n, batch)
+                    return self._reply(sender)
+                if (n is None or n == held) and (resend or self.inbox.has_room(len(batch))):
+                    break
                 self._cond.wait()
-            self._check()
             now = time.monotonic_ns()
-            self.inbox.push(batch, now)
+            self.inbox.push(batch, now, sender, force=resend)
             self.gate.arrived(len(batch), now)
             if n is not None:
                 self._next[sender] = n + 1
+            if dets is not None:
+                self._logs.setdefault(sender, StepLog()).extend(*dets)
+            if n is not None and self.store is not None:
+                seen = self._digests.setdefault(sender, {})
+                seen[n] = digest(batch)
+                if len(seen) > DIGESTS_KEPT:
+                    del seen[next(iter(seen))]
             self._cond.notify_all()
-            return self.inbox.events
+            return self._reply(sender)
 
-    def flush(self) -> int:
+    def flush(self, expected: dict[int, int] | None = None) -> dict[str, Any]:
         """End of stream: wait until the inbox is empty, emit everything buffered, publish
-        it, and wait until it is in the consumers' inboxes; returns the events the
-        flush generated. Every producer must have flushed before."""
+        it, and wait until it is in the consumers' inboxes. Every producer must have
+        flushed before; ``expected`` gives the pushes each sent here.
+
+        Returns ``{"generated": events the flush generated, "sent": pushes sent per
+        consumer}``; or, if pushes are missing (lost with a restart of this actor),
+        ``{"missing": position held per sender, "epoch": incarnation}``: the caller has
+        them resent and flushes again.
+        """
         with self._cond:
+            missing = {s: self._next.get(s, 0) for s, n in (expected or {}).items()
+                       if self._next.get(s, 0) < n}
+            if missing and self._ended is None:
+                return {"missing": missing, "epoch": self.incarnation}
             self._ending = True
             self._cond.notify_all()
             while self._ended is None and self._error is None:
                 self._cond.wait()
             self._check()
-            return self._ended
+        return {"generated": self._ended,
+                "sent": {c: ch.sent for c, ch in self.publisher.channels.items()}}
+
+    def resend(self, consumer: int, epoch: int, position: int) -> int:
+        """Resend to ``consumer`` (incarnation ``epoch``, holding ``position`` of this
+        actor's pushes) what its checkpoint does not cover; returns the pushes resent."""
+        return self.publisher.resend(consumer, epoch, position)
+
+    def recover_producer(self, producer: int, incarnation: int) -> list[Any]:
+        """Producer ``producer`` restarted as ``incarnation``: drop its older processes'
+        pushes from now on, and return its determinants held here (base step, senders,
+        alphas) and the pushes of it held."""
+        with self._cond:
+            if incarnation > self._fence.get(producer, 0):
+                self._fence[producer] = incarnation
+                self._cond.notify_all()
+            log = self._logs.get(producer, StepLog())
+            return [*log.as_list(), self._next.get(producer, 0)]
+
+    def checkpoint(self) -> int:
+        """Checkpoint at the next batch boundary (now, if idle); returns the checkpoints
+        taken so far."""
+        if self.store is None:
+            raise RuntimeError(f"{self.instance.label}: no checkpoint storage configured")
+        with self._cond:
+            target = self.checkpoint_stats["count"] + 1
+            self._want_checkpoint = True
+            self._cond.notify_all()
+            while (self.checkpoint_stats["count"] < target and self._ended is None
+                   and self._error is None):
+                self._cond.wait()
+            self._check()
+            return self.checkpoint_stats["count"]
+
+    def status(self) -> dict[str, Any]:
+        """Where the actor is: its incarnation, the batches it took, whether it ended."""
+        return {"incarnation": self.incarnation, "step": self._step,
+                "ended": self._ended is not None}
 
     def report(self) -> dict[str, Any]:
         c = self.unit.controller
@@ -184,7 +289,32 @@ class DetectorWorker:
                 "net": self.net, "stats": self.unit.stats, "late": self.unit.late_events(),
                 "alpha": c.history if c is not None else [], "series": self.series,
                 "busy_s": self.busy_s, "k": self.unit.k,
-                "inbox": self.gate.report(self.inbox)}
+                "inbox": self.gate.report(self.inbox), "restarts": self.incarnation,
+                "duplicates": self.duplicates, "divergent": self.divergent,
+                "resent": self.publisher.resent_batches,
+                "checkpoints": dict(self.checkpoint_stats),
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+    def _duplicate(self, sender: int, n: int, batch: np.ndarray) -> None:
+        """Drop push ``n`` of ``sender``, held already; count it, and count it as
+        divergent if it differs from the push held (a regenerated push must be the
+        same: :mod:`.recovery`)."""
+        self.duplicates += 1
+        held = self._digests.get(sender, {}).get(n)
+        if held is not None and held != digest(batch):
+            self.divergent += 1
+
+    def halt(self) -> None:
+        """Stop processing after the batch in hand, as a crash would (tests model a
+        restart with it, without Ray); pushes and flushes then fail."""
+        with self._cond:
+            self._error = self._error or RuntimeError("halted")
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(10)
+
+    def _reply(self, sender: int) -> Reply:
+        return Reply(self.incarnation, self._acked.get(sender, 0), self._next.get(sender, 0))
 
     def _check(self) -> None:
         """Raise, in the caller's thread, the error the processing thread stopped on:
@@ -193,34 +323,68 @@ class DetectorWorker:
         if self._error is not None:
             raise self._error
 
+    # ------------------------------------------------------------ processing thread
     def _run(self) -> None:
-        """The processing thread: take, shed, process, publish; at the end, flush."""
+        """The processing thread: (after a restart, recover;) take, shed, process,
+        publish, checkpoint now and then; at the end, flush and checkpoint."""
         try:
-            while True:
+            if self.incarnation > 0:
+                self._recover()
+            while self._ended is None:
                 with self._cond:
-                    while not len(self.inbox) and not self._ending:
-                        self._cond.wait()
-                    if not len(self.inbox):
-                        break  # flush asked and nothing left
-                    q_size = self.inbox.events
-                    now = time.monotonic_ns()
-                    batch, arrival = self.inbox.pop(now)
-                    command = self.gate.command(q_size)
-                    self._cond.notify_all()  # room for a waiting push
-                self._take(batch, arrival, now, command)
-            now = time.time_ns()
-            out = self.unit.flush(now)
-            self._publish(out, now)
-            self.publisher.drain()
-            with self._cond:
-                self._ended = len(out)
-                self._cond.notify_all()
+                    took = self._next_batch()
+                if took is None:
+                    self._finish()
+                elif took is _CHECKPOINT:
+                    self._checkpoint()
+                else:
+                    self._take(*took)
+                    self._since += 1
+                    if self.store is not None and (
+                            self._since >= self.checkpoints.every_batches
+                            or time.monotonic() - self._last_checkpoint
+                            >= self.checkpoints.every_s):
+                        self._checkpoint()
         except BaseException as exc:  # surfaced by the next push or flush
             with self._cond:
                 self._error = exc
                 self._cond.notify_all()
 
-    def _take(self, batch: np.ndarray, arrival: int, start: int, command: Any) -> None:
+    def _next_batch(self) -> Any:
+        """Under the lock: wait for the next batch (the plan's, while one is left) and
+        take it; :data:`_CHECKPOINT` when one is asked; None at the end of the stream."""
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._want_checkpoint:
+                self._want_checkpoint = False
+                return _CHECKPOINT
+            if self._plan and self._plan[0][0] < 0:
+                self._plan.clear()  # the flush: taken when asked
+            if self._plan:
+                sender, alpha = self._plan[0]
+                if self.inbox.holds(sender):
+                    self._plan.popleft()
+                    return self._pop(sender, alpha)
+            elif len(self.inbox):
+                return self._pop(None, None)
+            elif self._ending:
+                return None
+            self._cond.wait()
+
+    def _pop(self, sender: int | None, alpha: float | None) -> tuple:
+        q_size = self.inbox.events
+        now = time.monotonic_ns()
+        if sender is None:
+            sender = self.inbox.head_sender
+        batch, arrival = self.inbox.pop(now, sender)
+        command = self.gate.command(q_size)
+        self._cond.notify_all()  # room for a waiting push
+        return batch, arrival, now, command, sender, alpha
+
+    def _take(self, batch: np.ndarray, arrival: int, start: int, command: Any, sender: int,
+              alpha: float | None) -> None:
+        self._log_step(sender, alpha)
         kept = self.gate.admit(batch, command)
         t0 = time.perf_counter()
         out = self.unit.push(kept, time.time_ns()) if len(kept) \
@@ -228,9 +392,33 @@ class DetectorWorker:
         busy = time.perf_counter() - t0
         self.busy_s += busy
         self._publish(out, time.time_ns())
+        self._taken[sender] = self._taken.get(sender, 0) + 1
         done = time.monotonic_ns()
         self.gate.done(len(kept), busy, (done - arrival) * 1e-9)
         self._sample((start - arrival) * 1e-9)
+
+    def _log_step(self, sender: int, alpha: float | None) -> None:
+        """A step begins: record its determinants (replaying one, run under its alpha)."""
+        if self.store is None:
+            return
+        if alpha is not None and self.unit.controller is not None:
+            self.unit.controller.force(alpha)
+        self._senders.append(sender)
+        self._alphas.append(self.unit.alpha)
+        self._step += 1
+
+    def _finish(self) -> None:
+        """End of stream: flush the unit, publish, wait for the answers, checkpoint."""
+        self._log_step(-1, None)
+        now = time.time_ns()
+        out = self.unit.flush(now)
+        self._publish(out, now)
+        self.publisher.drain()
+        if self.store is not None:
+            self._checkpoint(ended=len(out))
+        with self._cond:
+            self._ended = len(out)
+            self._cond.notify_all()
 
     def _publish(self, out: np.ndarray, now: int) -> None:
         if len(out):
@@ -243,10 +431,22 @@ class DetectorWorker:
             part = self.router.select(route.node, name, out)
             if not len(part):
                 continue
-            for actor, piece in zip(route.actors, split_by_key(part, route.partitions),
-                                    strict=True):
+            pieces = split_by_key(part, route.partitions)
+            for consumer, actor, piece in zip(route.consumers, route.actors, pieces,
+                                              strict=True):
                 if len(piece):
-                    self.publisher.send(actor, piece)
+                    ch = self.publisher.channel(consumer, self.actor(actor))
+                    self.publisher.send(ch, piece, self._dets(ch))
+
+    def _dets(self, ch: Channel) -> Any:
+        """The determinants a push to ``ch`` carries: the steps since the last push to it
+        (or since the checkpoint), and the checkpoint's step."""
+        if self.store is None:
+            return None
+        first = max(ch.last_step + 1, self._steps_base)
+        ch.last_step = self._step - 1
+        i = first - self._steps_base
+        return first, self._senders[i:], self._alphas[i:], self._steps_base
 
     def _sample(self, wait_s: float) -> None:
         s = self.unit.stats
@@ -256,4 +456,87 @@ class DetectorWorker:
                             "buffered": len(self.unit), "in_flight": self.publisher.in_flight(),
                             "inbox_events": self.inbox.events, "wait_s": wait_s,
                             "shed": self.gate.shed_total,
-                            "violations": self.gate.stats.violations})
+                            "violations": self.gate.stats.violations,
+                            "kept_events": self.publisher.kept_events(),
+                            "rss_mb": rss_mb()})
+
+    # ------------------------------------------------------------ checkpoints
+    def _checkpoint(self, ended: int | None = None) -> None:
+        """Write the state (and the net output applied since the last one) to storage;
+        then tell producers, through the replies, what it covers."""
+        t0 = time.perf_counter()
+        if self.net.batches > self._net_saved:
+            write_net_segment(self.store, self._segments, self.net, self._net_saved)
+            self._segments, self._net_saved = self._segments + 1, self.net.batches
+        with self.publisher._lock:
+            channels = [[c, ch.sent, ch.epoch, ch.last_step,
+                         [[n, pack_array(b), pack_dets(d)] for n, b, d in ch.kept]]
+                        for c, ch in self.publisher.channels.items()]
+        with self._cond:
+            logs = [[p, *log.as_list()] for p, log in self._logs.items()]
+        state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit), "step": self._step,
+                 "taken": [[s, n] for s, n in self._taken.items()], "channels": channels,
+                 "logs": logs, "published": self._published, "segments": self._segments,
+                 "ended": ended, "duplicates": self.duplicates,
+                 "checkpoints": [self.checkpoint_stats["count"] + 1,
+                                 self.checkpoint_stats["seconds"]]}
+        data = pack_checkpoint(state)
+        self.store.write("checkpoint", data)
+        self._steps_base = self._step
+        self._senders.clear()
+        self._alphas.clear()
+        self._since, self._last_checkpoint = 0, time.monotonic()
+        with self._cond:
+            self._acked = dict(self._taken)
+            st = self.checkpoint_stats
+            st["count"] += 1
+            st["seconds"] += time.perf_counter() - t0
+            st["bytes"] = len(data)
+            self._cond.notify_all()
+
+    def _restore(self) -> None:
+        """A restarted actor: back to the last checkpoint (or the start, if none)."""
+        data = self.store.read("checkpoint")
+        if data is None:
+            return
+        state = unpack_checkpoint(data, self.instance.label)
+        restore_unit(self.unit, state["unit"])
+        self._step = self._steps_base = state["step"]
+        self._taken = {int(s): n for s, n in state["taken"]}
+        self._next, self._acked = dict(self._taken), dict(self._taken)
+        actors = {c: a for r in self.routes for c, a in zip(r.consumers, r.actors, strict=True)}
+        for c, sent, epoch, last_step, kept in state["channels"]:
+            ch = self.publisher.channel(int(c), self.actor(actors[int(c)]))
+            ch.sent, ch.epoch, ch.last_step = sent, epoch, last_step
+            ch.kept.extend((n, unpack_array(b), d) for n, b, d in kept)
+        self._logs = {int(p): StepLog(base, senders, alphas)
+                      for p, base, senders, alphas in state["logs"]}
+        self._published = state["published"]
+        self._segments = state["segments"]
+        self.net = read_net(self.store, self._segments, self.unit.out_dtype)
+        self._net_saved = self.net.batches
+        self.duplicates = state["duplicates"]
+        self._ended = state["ended"]
+        self.checkpoint_stats["count"], self.checkpoint_stats["seconds"] = state["checkpoints"]
+
+    def _recover(self) -> None:
+        """After a restart: fence off the old process at the consumers and take from them
+        this actor's determinants (the longest log is the plan) and what they hold of
+        its pushes (resent from there); ask the producers to resend."""
+        consumers = [(c, self.actor(a)) for r in self.routes
+                     for c, a in zip(r.consumers, r.actors, strict=True)]
+        answers = [answer(a.recover_producer.remote(self.instance.producer, self.incarnation))
+                   for _, a in consumers]
+        best: tuple[list[int], list[float]] = ([], [])
+        for base, senders, alphas, _ in answers:
+            plan = StepLog(base, senders, alphas).plan(self._step)
+            if plan is not None and len(plan[0]) > len(best[0]):
+                best = plan
+        with self._cond:
+            self._plan = deque(zip(*best, strict=True))
+        for (c, a), held in zip(consumers, answers, strict=True):
+            ch = self.publisher.channel(c, a)
+            self.publisher.resend(c, ch.epoch, held[-1])
+        for producer, actor in self.producers:
+            self.actor(actor).resend.remote(self.instance.producer, self.incarnation,
+                                            self._next.get(producer, 0))

@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = ["AlphaController", "AlphaSample", "ManualClock"]
 
@@ -203,6 +203,27 @@ class AlphaController:
     def history(self) -> list[AlphaSample]:
         """One :class:`AlphaSample` per evaluation by :meth:`poll`, oldest first (a copy)."""
         return list(self._history)
+
+    def state(self) -> dict[str, Any]:
+        """The controller's state (alpha, mode, last minimum, history) as plain data, for a
+        checkpoint; the span in progress is not part of it."""
+        return {"alpha": self._alpha, "slow_mode": self._slow_mode,
+                "last_minimum": self._last_minimum,
+                "history": [list(s) for s in self._history]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Return to a :meth:`state`; a new span starts now."""
+        self._alpha = float(state["alpha"])
+        self._slow_mode = bool(state["slow_mode"])
+        self._last_minimum = float(state["last_minimum"])
+        self._history = [AlphaSample(*s) for s in state["history"]]
+        self._span_start = self._clock()
+        self._busy_seconds = 0.0
+
+    def force(self, alpha: float) -> None:
+        """Set alpha to a value it had before (a recovering actor replays the alpha
+        each batch ran under); the controller goes on from it."""
+        self._alpha = float(alpha)
 
     def add_busy(self, seconds: float) -> None:
         """Add processing time to the current span's ``t_busy``.

@@ -25,6 +25,7 @@ class NetOutput:
     def __init__(self, dtype: np.dtype) -> None:
         self.dtype = dtype
         self._chunks: list[np.ndarray] = []
+        self._times: list[int] = []  # when each chunk was applied
         self._live: dict[int, dict[int, tuple[int, int, int]]] = {}
         self.applied = 0
 
@@ -34,6 +35,7 @@ class NetOutput:
             return
         ci = len(self._chunks)
         self._chunks.append(batch)
+        self._times.append(now)
         self.applied += len(batch)
         producers = batch["producer"]
         seqs = batch["seq"].tolist()
@@ -62,11 +64,31 @@ class NetOutput:
         """Take over the live events of another producer's (or instance's) NetOutput."""
         base = len(self._chunks)
         self._chunks.extend(other._chunks)
+        self._times.extend(other._times)
         for producer, events in other._live.items():
             mine = self._live.setdefault(producer, {})
             for s, (c, r, t) in events.items():
                 mine[s] = (c + base, r, t)
         self.applied += other.applied
+
+    @property
+    def batches(self) -> int:
+        """Batches applied so far."""
+        return len(self._chunks)
+
+    def log(self, start: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What was applied from the ``start``-th batch on, to apply again elsewhere
+        (:meth:`reapply`): the rows, each batch's length and each batch's time."""
+        chunks = self._chunks[start:]
+        rows = (ev.concat(chunks, self.dtype) if chunks else np.empty(0, self.dtype))
+        return (rows, np.array([len(c) for c in chunks], np.int64),
+                np.array(self._times[start:], np.int64))
+
+    def reapply(self, rows: np.ndarray, lengths: np.ndarray, times: np.ndarray) -> None:
+        """Apply again the batches :meth:`log` returned, in order, at their times."""
+        ends = np.cumsum(lengths).tolist()
+        for start, end, now in zip([0, *ends[:-1]], ends, times.tolist(), strict=True):
+            self.apply(rows[start:end], now)
 
     def __len__(self) -> int:
         return sum(len(e) for e in self._live.values())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from naive import content
@@ -184,3 +186,75 @@ def test_overloaded_espice_window_detector_keeps_its_bound_on_ray(local_ray):
     assert any("(event, window) pairs in the detector" in line
                for line in format_detectors(report.summary()["detectors"]))
     assert len(report.net("q1")) > 0.5 * len(trained.net("q1")) * len(raw) / 20_000
+
+
+def kill_at_random(runtime: RayRuntime, label: str, seed: int, done, kills: list) -> None:
+    """Kill the actor of ``label`` (Ray restarts it) twice at random points of the run,
+    each kill 0.3-1.2 s after the actor is up again (a kill while Ray restarts it counts
+    as one more restart, so a quick series would exhaust ``max_restarts``); ``kills``
+    gets the seconds each restart took, from the kill to the new process answering."""
+    import random
+
+    rng = random.Random(seed)
+    while not runtime.actors and not done.wait(0.05):
+        pass
+    actor = runtime.actors.get(label)
+    for _ in range(2):
+        if actor is None or done.wait(rng.uniform(0.3, 1.2)):
+            return
+        try:
+            before = ray.get(actor.status.remote())["incarnation"]
+            t0 = time.perf_counter()
+            ray.kill(actor, no_restart=False)
+            while ray.get(actor.status.remote())["incarnation"] == before:
+                time.sleep(0.05)
+        except ray.exceptions.RayActorError:  # the run ended and killed it for good
+            kills.append(None)
+            return
+        kills.append(time.perf_counter() - t0)
+
+
+@pytest.fixture(scope="module")
+def crash_stream():
+    graph = example_graph(0.0, "on-demand", k0=3_000)
+    raw = abc_stream(example_registry(), 12_000, seed=11, max_delay=20)
+    return graph, raw, InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+
+
+# a level-1 actor (fed by the driver) and a mid-level one (fed by two actors and the
+# driver, feeding the level above): killed at random points of a ~6 s replay
+@pytest.mark.parametrize("victim", ["a_not_bc", "d_then_e"])
+def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
+        local_ray, crash_stream, tmp_path, victim):
+    import threading
+
+    from specula.actors.recovery import persisted_net
+
+    graph, raw, reference = crash_stream
+    runtime = RayRuntime(graph, batch_size=200, speed=3_000.0, checkpoint_uri=str(tmp_path),
+                         checkpoint_every_batches=10, checkpoint_every_s=0.5)
+    done, kills = threading.Event(), []
+    killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 7, done, kills))
+    killer.start()
+    try:
+        report = runtime.run(raw)
+    finally:
+        done.set()
+        killer.join()
+    restarts = report.restarts()
+    print(f"restarts {restarts}, seconds from kill to up {kills}")
+    assert sum(restarts.values()) == restarts[victim] >= 1
+    # every restart that answered before the end is counted (one may race the end)
+    assert len([k for k in kills if k is not None]) <= restarts[victim] <= len(kills)
+    summary = report.summary()["detectors"]
+    assert summary[victim]["recovery"]["restarts"] == restarts[victim]
+    assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0, name
+        got = report.net(name)
+        assert content(got) == content(reference.net(name)), name
+        ids = got["producer"].astype(np.int64) << 40 | got["seq"]
+        assert len(np.unique(ids)) == len(ids), name  # no duplicates
+        (label,) = [i.label for i in graph.instances() if i.node.name == name]
+        persisted = persisted_net(runtime.checkpoints, label, got.dtype).net()
+        assert persisted.tobytes() == got.tobytes(), name

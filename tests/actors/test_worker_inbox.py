@@ -29,8 +29,8 @@ def c_batch(first: int, n: int, v: int = 60) -> np.ndarray:
 
 def worker(detector: Detector, inbox_events: int = 1_000, **options) -> DetectorWorker:
     g = Graph(example_registry(), sources=("C",)).add("node", detector, k0=0, **options)
-    w = DetectorWorker(g.instances()[0], g.registry, inbox_events=inbox_events)
-    w.connect(Router(g), [])
+    w = DetectorWorker(g.instances()[0], g.registry, inbox_events=inbox_events, router=Router(g))
+    w.start()
     return w
 
 

@@ -1,0 +1,183 @@
+"""The producer's side of the push protocol between actors: numbered pushes, a window
+of unacknowledged ones, and what a consumer has not yet checkpointed, to resend.
+
+Every push from a sender (an instance's producer id, 0 for the source) to a consumer is
+numbered per (sender, consumer) from 0 and carries the sender's incarnation, the
+consumer's incarnation as the sender knows it (its *epoch*) and, from an actor, the
+determinants of the sender's steps (:mod:`.recovery`). The consumer answers a
+:class:`Reply`: its incarnation, how many of the sender's pushes its last checkpoint
+covers, and how many it holds. The sender keeps every push its consumer's checkpoint
+does not cover yet (:attr:`Channel.kept`), and drops them as replies say they are
+covered. A reply with a newer incarnation says the consumer restarted from a
+checkpoint: the sender resends what it kept from the position the consumer holds, and
+tags what follows with the new epoch. A consumer that restarts asks its actor producers
+to resend at once (:meth:`Publisher.resend`), since a producer with nothing more to say
+would otherwise never learn of the restart; the source learns it from its next push,
+or when the runtime flushes the consumer.
+
+The window (``max_in_flight`` unacknowledged pushes per consumer) only pipelines the
+calls; the consumer's inbox bounds the events between them (:mod:`.worker`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+def answer(ref: Any) -> Any:
+    """The result of a call: ``ray.get`` of an object ref, or a future's result (the
+    tests drive actors in threads, without Ray)."""
+    if hasattr(ref, "result"):
+        return ref.result()
+    import ray
+
+    return ray.get(ref)
+
+
+class Reply(NamedTuple):
+    """What a consumer answers a push."""
+
+    #: the consumer's incarnation (0 until it first restarts)
+    epoch: int
+    #: pushes of this sender that the consumer's last checkpoint covers
+    acked: int
+    #: pushes of this sender the consumer holds (the number of the next one it takes)
+    position: int
+
+
+class Route:
+    """Where one subscriber node's part of the output goes: its instances, by producer
+    id, and their actors (a Ray handle, or a name that
+    :meth:`~specula.actors.worker.DetectorWorker.actor` looks up)."""
+
+    def __init__(self, node: str, partitions: int, consumers: list[int],
+                 actors: list[Any]) -> None:
+        self.node = node
+        self.partitions = partitions
+        self.consumers = consumers
+        self.actors = actors
+
+
+class Channel:
+    """One consumer, as its producer sees it."""
+
+    def __init__(self, consumer: int, actor: Any) -> None:
+        self.consumer = consumer
+        self.actor = actor
+        self.sent = 0                # pushes numbered so far
+        self.epoch = 0               # the consumer's incarnation, as last heard
+        self.last_step = -1          # the last step whose determinants went with a push
+        #: (n, batch, determinants) of every push the consumer's checkpoint does not cover
+        self.kept: deque[tuple[int, np.ndarray, Any]] = deque()
+        self.pending: deque[Any] = deque()  # object refs of unanswered pushes
+        #: pushes to make once the window allows: (n, batch, determinants, resend)
+        self.queue: deque[tuple[int, np.ndarray, Any, bool]] = deque()
+
+
+class Publisher:
+    """Numbered pushes to consumers, at most ``max_in_flight`` unanswered per consumer,
+    and the pushes each consumer's checkpoint does not cover, for resending.
+
+    ``sender`` names the pushing side (an instance's producer id, 0 for the source) and
+    ``incarnation`` the process (a restarted actor's pushes fence off its old ones).
+    One lock guards the channels: the processing thread sends, Ray's threads resend.
+    """
+
+    def __init__(self, max_in_flight: int, sender: int = 0, incarnation: int = 0) -> None:
+        self.max_in_flight = max_in_flight
+        self.sender = sender
+        self.incarnation = incarnation
+        self.channels: dict[int, Channel] = {}
+        self.sent_batches = 0
+        self.resent_batches = 0
+        self._lock = threading.RLock()
+
+    def channel(self, consumer: int, actor: Any) -> Channel:
+        """The channel to ``consumer`` (its producer id), made on first use."""
+        with self._lock:
+            ch = self.channels.get(consumer)
+            if ch is None:
+                ch = self.channels[consumer] = Channel(consumer, actor)
+            elif ch.actor is None:
+                ch.actor = actor
+            return ch
+
+    def send(self, ch: Channel, batch: np.ndarray, dets: Any = None) -> None:
+        """Push ``batch`` (with the sender's determinants ``dets``) to the consumer of
+        ``ch``; waits while ``max_in_flight`` pushes to it are unanswered."""
+        with self._lock:
+            n = ch.sent
+            ch.sent += 1
+            ch.kept.append((n, batch, dets))
+            ch.queue.append((n, batch, dets, False))
+            self.sent_batches += 1
+        self._wait(ch, self.max_in_flight)
+
+    def drain(self) -> None:
+        """Wait until every push sent so far is answered (its batch is in its consumer's
+        inbox, or was resent after the consumer restarted and is in now)."""
+        for ch in list(self.channels.values()):
+            self._wait(ch, 0)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(len(ch.pending) + len(ch.queue) for ch in self.channels.values())
+
+    def resend(self, consumer: int, epoch: int, position: int) -> int:
+        """The consumer ``consumer`` (incarnation ``epoch``) holds ``position`` of this
+        sender's pushes: resend the kept ones from there and wait until they are in.
+        Returns the pushes resent."""
+        ch = self.channels.get(consumer)
+        if ch is None:
+            return 0
+        with self._lock:
+            n = self._resend(ch, max(epoch, ch.epoch), position)
+        self._wait(ch, 0)
+        return n
+
+    def kept_events(self) -> int:
+        """Events kept for resending, over all consumers."""
+        with self._lock:
+            return sum(len(b) for ch in self.channels.values() for _, b, _ in ch.kept)
+
+    # ------------------------------------------------------------------ plumbing
+    def _wait(self, ch: Channel, limit: int) -> None:
+        """Make the queued pushes the window allows, and take answers until at most
+        ``limit`` pushes to ``ch`` are queued or unanswered. Resends share the window:
+        a consumer has a thread for each push of a sender that can be in flight, and a
+        push that waits for an earlier one must not keep that one from a thread."""
+        while True:
+            with self._lock:
+                while ch.queue and len(ch.pending) < self.max_in_flight:
+                    n, batch, dets, resend = ch.queue.popleft()
+                    ch.pending.append(ch.actor.push.remote(
+                        batch, self.sender, n, self.incarnation, ch.epoch, dets, resend))
+                if len(ch.pending) + len(ch.queue) <= limit:
+                    return
+                ref = ch.pending.popleft()
+            self._settle(ch, Reply(*answer(ref)))
+
+    def _settle(self, ch: Channel, reply: Reply) -> None:
+        """Act on a consumer's answer: forget what its checkpoint covers, or resend after
+        it restarted."""
+        with self._lock:
+            if reply.epoch > ch.epoch:
+                self._resend(ch, reply.epoch, reply.position)
+            elif reply.epoch == ch.epoch:
+                while ch.kept and ch.kept[0][0] < reply.acked:
+                    ch.kept.popleft()
+
+    def _resend(self, ch: Channel, epoch: int, position: int) -> int:
+        """Under the lock: tag pushes with ``epoch`` from now on and queue the kept pushes
+        from ``position`` on again (the answers to older pushes no longer matter)."""
+        ch.epoch = epoch
+        ch.pending.clear()
+        ch.queue.clear()
+        again = [(i, batch, dets, True) for i, batch, dets in ch.kept if i >= position]
+        ch.queue.extend(again)
+        self.resent_batches += len(again)
+        return len(again)

@@ -1,0 +1,232 @@
+"""Crash recovery of detector actors: checkpoints, determinants, and why the net output
+of a run with restarts is exactly the crash-free one.
+
+What a checkpoint holds (one msgpack object per actor, written atomically; NumPy
+arrays as ``.npy`` bytes, the detector's states as its ``snapshot`` returns them):
+
+* the ordering unit's whole state (:mod:`specula.ordering.checkpoint`): buffer,
+  snapshots, clock, K, counters, late events, the versions a replay may revise;
+* the input position: per sender, the pushes taken (processed), and the step count;
+* the emission position: per consumer, the pushes numbered so far, the last step whose
+  determinants went out, the consumer's incarnation as known, and the pushes the
+  consumer's own checkpoint does not cover yet (to resend if it restarts);
+* the determinants this actor holds for its producers (:class:`StepLog`);
+* the progress last published, and the net output, as a list of immutable segments
+  (each checkpoint writes what was applied since the previous one).
+
+Resend and dedupe. A consumer checkpoints the pushes it has *taken*; the replies to
+later pushes tell each producer how many its checkpoint covers, and the producer drops
+those from what it keeps. After a restart the consumer holds exactly what its
+checkpoint took; every producer resends what it kept from there (on the stale epoch of
+its next push, when the restarted consumer asks, or when the runtime flushes it).
+Pushes are numbered per (sender, consumer), so a push numbered below what the consumer
+holds is a duplicate: dropped and counted. Event ``(producer, seq)`` pairs cannot name
+a message, since updates, revocations and retractions reuse the pair of what they
+revise; the push number names every message a producer sent to a consumer.
+
+Why the net output is exact. A restarted actor re-publishes from its checkpoint's
+emission position, and downstream drops the pushes it already has, so the restarted
+actor must regenerate *the same* pushes, not just equivalent ones: a speculative unit's
+output (what it emits early, which revisions it sends, how batches are cut) depends on
+the order in which its inputs arrived, and splicing two different timelines of one
+producer at a push boundary would leave a consumer with revisions of events it never got
+and events no revision reaches. Processing is deterministic given the order of the
+batches taken and the alpha each ran under: the unit and detector are (the contract
+test checks determinism and snapshot/restore), routing and punctuations are functions
+of the output, and fixed alphas never change. So every actor logs, per step (batch
+taken), the sender and the alpha: the *determinants*. They travel with its pushes, and
+each consumer keeps a producer's determinants from the producer's last checkpoint on,
+in its own checkpoint too. A restarted actor asks its consumers for them and, in the
+order of the longest log, takes its resent inputs again (the *plan*): every push a
+consumer already has is regenerated bit for bit (arrival times aside) and dropped as a
+duplicate, and what no consumer has seen may come out of any order. Its own net output
+is restored from the checkpoint and rebuilt from the regenerated output. The
+consumers thus see one timeline of each producer, as in a run without crashes, and
+with nothing late (the runtime reports late events), speculation's net output is the
+in-order output whatever the arrival order (``specula.ordering.unit``). A level-1
+actor has one sender, the source, whose batches are numbered: its plan is its FIFO.
+
+Fencing. Each process of an actor has an incarnation (stored beside the checkpoint).
+Pushes carry their sender's: a restarted producer raises the fence at its consumers
+when it asks for determinants, and a push of an older incarnation still on its way is
+dropped. Pushes carry the consumer's incarnation as the sender knows it: a stale one is
+answered at once with the new incarnation and the position held, which is what makes
+the sender resend.
+
+Limits: one failure at a time (two restarting neighbours may wait on each other);
+shedding decisions depend on timing and are not replayed, so a shedding node recovers
+without duplicates but its output after a restart is what its replayed shedding keeps.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from specula.ordering.checkpoint import pack_array, unpack_array
+from specula.ordering.net import NetOutput
+
+#: Layout version of an actor checkpoint.
+CHECKPOINT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where and how often actors checkpoint (a run-wide option of the Ray runtime).
+
+    ``uri`` is a local directory or a URI ``pyarrow.fs`` opens (``s3://bucket/prefix``,
+    ``gs://...``, ``file:///...``); every actor of the cluster must reach it. ``run``
+    names the run's folder under it. An actor checkpoints after ``every_batches``
+    batches or ``every_s`` seconds, whichever comes first, and at the end of the stream.
+    """
+
+    uri: str
+    run: str
+    every_batches: int = 50
+    every_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.uri, str) or not self.uri:
+            raise ValueError(f"checkpoint storage must be a directory or a URI; got {self.uri!r}")
+        if not (isinstance(self.every_batches, int) and self.every_batches >= 1):
+            raise ValueError("checkpoint_every_batches must be an integer >= 1; got "
+                             f"{self.every_batches!r}")
+        if not (isinstance(self.every_s, int | float) and self.every_s > 0):
+            raise ValueError(f"checkpoint_every_s must be a number > 0; got {self.every_s!r}")
+
+    def store(self, label: str) -> Store:
+        return Store(self.uri, f"{self.run}/{label}")
+
+
+class Store:
+    """An actor's objects under ``uri``/``prefix``, on any ``pyarrow.fs`` file system.
+
+    An object is written to a temporary name, then moved over the final one: a reader
+    sees the old object or the new one, never a part (a local rename is atomic; on
+    object stores a single PUT is, and the move is a copy).
+    """
+
+    def __init__(self, uri: str, prefix: str) -> None:
+        from pyarrow import fs
+
+        if "://" not in uri:
+            uri = os.path.abspath(uri)
+        self.fs, root = fs.FileSystem.from_uri(uri)
+        self.path = f"{root.rstrip('/')}/{prefix}"
+        self.fs.create_dir(self.path, recursive=True)
+
+    def write(self, name: str, data: bytes) -> None:
+        tmp = f"{self.path}/.{name}.{uuid.uuid4().hex}"
+        with self.fs.open_output_stream(tmp) as out:
+            out.write(data)
+        self.fs.move(tmp, f"{self.path}/{name}")
+
+    def read(self, name: str) -> bytes | None:
+        from pyarrow import fs
+
+        path = f"{self.path}/{name}"
+        if self.fs.get_file_info(path).type == fs.FileType.NotFound:
+            return None
+        with self.fs.open_input_stream(path) as src:
+            return src.read()
+
+    def next_incarnation(self) -> int:
+        """The incarnation of the process calling this (0 for the first), recorded."""
+        data = self.read("incarnation")
+        n = 0 if data is None else int(data) + 1
+        self.write("incarnation", str(n).encode())
+        return n
+
+
+class StepLog:
+    """One producer's determinants as a consumer received them: for each of its steps
+    from ``base`` on, the sender of the batch it took (-1: its flush) and the alpha."""
+
+    def __init__(self, base: int = 0, senders: list[int] | None = None,
+                 alphas: list[float] | None = None) -> None:
+        self.base = base
+        self.senders = senders or []
+        self.alphas = alphas or []
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.senders)
+
+    def extend(self, first: int, senders: list[int], alphas: list[float],
+               checkpoint_step: int) -> None:
+        """Add steps ``first``, ``first + 1``, ...; forget those before the producer's
+        checkpoint step."""
+        if not self.base <= first <= self.end:
+            self.base, self.senders, self.alphas = first, [], []
+        cut = first - self.base
+        self.senders[cut:] = senders
+        self.alphas[cut:] = alphas
+        drop = min(checkpoint_step - self.base, len(self.senders))
+        if drop > 0:
+            del self.senders[:drop], self.alphas[:drop]
+            self.base += drop
+        if checkpoint_step > self.base and not self.senders:
+            self.base = checkpoint_step
+
+    def plan(self, step: int) -> tuple[list[int], list[float]] | None:
+        """The steps from ``step`` on, or None if this log does not reach back to it."""
+        if self.base > step:
+            return None
+        return self.senders[step - self.base:], self.alphas[step - self.base:]
+
+    def as_list(self) -> list[Any]:
+        return [self.base, self.senders, self.alphas]
+
+
+def pack_checkpoint(state: dict[str, Any]) -> bytes:
+    return msgpack.packb(state, use_bin_type=True)
+
+
+def unpack_checkpoint(data: bytes, label: str) -> dict[str, Any]:
+    state = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    if state.get("v") != CHECKPOINT_VERSION:
+        raise ValueError(f"{label}: checkpoint layout {state.get('v')!r} is not "
+                         f"{CHECKPOINT_VERSION}, the one this version reads")
+    return state
+
+
+def pack_dets(dets: Any) -> Any:
+    """A push's determinants as msgpack-ready data (None stays None)."""
+    if dets is None:
+        return None
+    first, senders, alphas, ckpt = dets
+    return [first, list(senders), list(alphas), ckpt]
+
+
+def write_net_segment(store: Store, index: int, net: NetOutput, start: int) -> None:
+    """What ``net`` applied from its ``start``-th batch on, as segment ``index``."""
+    rows, lengths, times = net.log(start)
+    store.write(f"net-{index:06d}", msgpack.packb(
+        [pack_array(rows), pack_array(lengths), pack_array(times)], use_bin_type=True))
+
+
+def read_net(store: Store, segments: int, dtype: np.dtype) -> NetOutput:
+    """The net output made of the first ``segments`` segments."""
+    net = NetOutput(dtype)
+    for i in range(segments):
+        data = store.read(f"net-{i:06d}")
+        if data is None:
+            raise FileNotFoundError(f"{store.path}: net output segment {i} is missing")
+        rows, lengths, times = (unpack_array(b) for b in msgpack.unpackb(data, raw=False))
+        net.reapply(rows, lengths, times)
+    return net
+
+
+def persisted_net(checkpoints: Checkpoints, label: str, dtype: np.dtype) -> NetOutput:
+    """The net output an actor's last checkpoint persisted (the whole run's once the
+    run is over: every actor checkpoints at the end of the stream)."""
+    store = checkpoints.store(label)
+    data = store.read("checkpoint")
+    if data is None:
+        return NetOutput(dtype)
+    return read_net(store, unpack_checkpoint(data, label)["segments"], dtype)

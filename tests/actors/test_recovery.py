@@ -1,0 +1,135 @@
+"""Checkpoints and crash recovery of detector actors, without Ray: workers run in
+threads behind a stand-in for actor handles that, like Ray with ``max_task_retries``,
+retries a call on the restarted worker when the one it reached was halted."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from naive import content
+
+from specula import InProcessRuntime
+from specula.actors.channels import Route
+from specula.actors.ray_runtime import RayRuntime
+from specula.actors.recovery import Checkpoints, persisted_net
+from specula.actors.routing import Router
+from specula.actors.worker import DetectorWorker
+from specula.detectors.examples import example_registry
+from specula.pipelines.synthetic import abc_stream, example_graph
+
+
+class LocalActor:
+    """A worker behind ``.method.remote(...)`` calls that return futures. ``restart``
+    halts the worker (as a crash would) and makes a new one from the same arguments,
+    which restores the last checkpoint, as Ray reruns a restarted actor's constructor."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.worker: DetectorWorker | None = None
+        self.restarting = False
+
+    def make(self, *args, **kwargs) -> None:
+        self.args, self.kwargs = args, kwargs
+        self.worker = DetectorWorker(*args, **kwargs)
+
+    def restart(self) -> None:
+        self.restarting = True
+        self.worker.halt()
+        self.worker = DetectorWorker(*self.args, **self.kwargs)
+        self.restarting = False
+
+    def __getattr__(self, name: str):
+        actor = self
+
+        class Method:
+            @staticmethod
+            def remote(*args, **kwargs):
+                return actor.pool.submit(actor._call, name, args, kwargs)
+
+        return Method()
+
+    def _call(self, name, args, kwargs):
+        while True:
+            worker = self.worker
+            try:
+                return getattr(worker, name)(*args, **kwargs)
+            except RuntimeError:
+                if worker is self.worker and not self.restarting:
+                    raise
+                time.sleep(0.01)  # it reached a halted worker: retry on the new one
+
+
+def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 5):
+    """The Ray runtime's driver over local workers; the actor of ``victim`` (a label)
+    is restarted at random points while the stream is fed."""
+    rt = RayRuntime(graph, batch_size=150)
+    router = Router(graph)
+    instances = graph.instances()
+    of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
+    checkpoints = Checkpoints(str(tmp_path), f"run-{victim}-{seed}", every_batches=every)
+    pool = ThreadPoolExecutor(256)
+    actors = {i.producer: LocalActor(pool) for i in instances}
+    for i in instances:
+        routes = [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
+                        [actors[j.producer] for j in of_node[n.name]])
+                  for n in graph.nodes.values() if router.hears(n.name, i.node.name)]
+        producers = [(j.producer, actors[j.producer]) for j in instances
+                     if router.hears(i.node.name, j.node.name)]
+        actors[i.producer].make(i, graph.registry, 4, 200_000, router=router, routes=routes,
+                                producers=producers, checkpoints=checkpoints)
+    done = threading.Event()
+
+    def killer():
+        rng = random.Random(seed)
+        target = next(a for i, a in actors.items()
+                      if next(j for j in instances if j.producer == i).label == victim)
+        while not done.wait(rng.uniform(0.05, 0.3)):
+            target.restart()
+
+    thread = threading.Thread(target=killer)
+    if victim is not None:
+        thread.start()
+    try:
+        n_raw, wall, reports = rt._drive(raw, None, router, of_node, actors)
+    finally:
+        done.set()
+        if victim is not None:
+            thread.join()
+        for a in actors.values():
+            a.worker.halt()
+        pool.shutdown(wait=False, cancel_futures=True)
+    return rt._report(reports, n_raw, wall), checkpoints, actors
+
+
+@pytest.fixture(scope="module")
+def stream():
+    graph = example_graph(0.0, "on-demand", k0=3_000)
+    raw = abc_stream(example_registry(), 6_000, seed=11, max_delay=20)
+    reference = InProcessRuntime(graph).run(raw, batch_ticks=50)
+    return graph, raw, reference
+
+
+@pytest.mark.parametrize("victim", ["a_not_bc", "d_then_e"])
+def test_restarts_at_random_points_leave_the_net_output_of_a_crash_free_run(
+        stream, tmp_path, victim):
+    graph, raw, reference = stream
+    report, checkpoints, _ = local_run(graph, raw, tmp_path, victim, seed=1)
+    restarts = report.restarts()
+    assert restarts[victim] >= 2 and sum(restarts.values()) == restarts[victim]
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0, name
+        got = report.net(name)
+        assert content(got) == content(reference.net(name)), name
+        # no duplicates: every (producer, seq) once
+        ids = got["producer"].astype(np.int64) << 40 | got["seq"]
+        assert len(np.unique(ids)) == len(ids)
+        (inst,) = [i for i in graph.instances() if i.node.name == name]
+        persisted = persisted_net(checkpoints, inst.label, got.dtype).net()
+        assert persisted.tobytes() == got.tobytes(), name
+    assert report.detectors[victim].recovery["checkpoints"] > 0
+    assert sum(d.recovery["divergent"] for d in report.detectors.values()) == 0
