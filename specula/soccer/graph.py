@@ -1,9 +1,11 @@
-"""The soccer detector hierarchy: 12 detectors on 6 levels.
+"""The soccer detector hierarchy: 15 detectors on 6 levels.
 
     level 1  BallInPlay, AccelerationPeak        (ball)          RunningIntensity (player)
+             RunningAnalysis, HeatMap            (player)        DEBS 2013 Q1, Q3
     level 2  BallNearFoot                        (player, ball, ball_in, ball_out)
     level 3  PlayerHitsBall                      (near, not_near, peak; ball clock) - A!BC
     level 4  BallPossession, Pass, Interception  (hit, ball_out)  ShotOnGoal (hit, ball)
+             PossessionStats                     (hit, ball_in, ball_out; ball clock) Q2
     level 5  DoublePass (pass)                   BlockedShot (shot, hit)
     level 6  CombinationShot                     (double_pass, shot)
 """
@@ -22,6 +24,7 @@ from specula.soccer.play import (
     PlayerHitsBall,
 )
 from specula.soccer.players import BallNearFoot, RunningIntensity
+from specula.soccer.queries import HeatMap, PossessionStats, RunningAnalysis
 from specula.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
 from specula.soccer.types import soccer_registry
 
@@ -38,6 +41,9 @@ DETECTORS = {
     "double_passes": DoublePass,
     "blocked_shots": BlockedShot,
     "combination_shots": CombinationShot,
+    "running_analysis": RunningAnalysis,
+    "possession_stats": PossessionStats,
+    "heat_map": HeatMap,
 }
 
 
