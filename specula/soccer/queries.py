@@ -90,7 +90,6 @@ class _PlayerMotion(_Aggregate):
         players = events["player"][legs]
         if players.max() >= len(self.team):
             self._grow(int(players.max()) + 1)
-        self.team[players] = events["team"][legs]
         ts = events["ts"][legs]
         if self.second < 0:
             self.second = int(ts[0] // PS)
@@ -104,6 +103,8 @@ class _PlayerMotion(_Aggregate):
                 self._report(b, b * PS, int(legs[start]), emit)
                 self.second = b
             end = int(np.searchsorted(seconds, s, side="right"))
+            # a player is reported from the first second boundary after his first reading
+            self.team[players[start:end]] = events["team"][legs[start:end]]
             self._segments(legs[start:end], events, -1)
             start = end
         self.last_ts = int(ts[-1])

@@ -242,3 +242,16 @@ def test_possession_logic_matches_the_truth_given_its_touches(match):
         t = np.bincount(true["player"], weights=true["us"], minlength=16)
         assert t.sum() > 0 and np.abs(d - t).sum() <= 0.01 * t.sum(), w
         assert det["hits"].sum() == true["hits"].sum()
+
+
+def test_a_player_who_turns_up_later_is_reported_from_the_next_second_whatever_the_cuts():
+    rows = legs(np.arange(0, 3000, 5.0), 1000, 0) + legs(np.arange(1500, 3000, 5.0), 2000, 0,
+                                                          player=1)
+    for r in rows[len(rows) // 2:]:
+        r["key"] += 2  # player 1's own sensors
+    batch = REG.from_records(sorted(rows, key=lambda r: r["ts"]), dtype=REG.dtype(["player"]))
+    whole = run(RunningAnalysis(windows_s=WINDOWS), batch)
+    for step in (1, 7):
+        assert np.array_equal(run(RunningAnalysis(windows_s=WINDOWS), batch, step), whole)
+    first = whole[whole["player"] == 1]["ts"].min()
+    assert first == T0 + 2 * PS
