@@ -45,20 +45,25 @@ DETECTORS = {
     "possession_stats": PossessionStats,
     "heat_map": HeatMap,
 }
+#: The nodes of the DEBS 2013 queries 1-3.
+QUERIES = ("running_analysis", "possession_stats", "heat_map")
 
 
 def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
-                 k0_ms: float = 400.0) -> Graph:
+                 k0_ms: float = 400.0, queries: bool = True) -> Graph:
     """The whole hierarchy with one setting for every unit.
 
     ``k0_ms`` is the initial K of every unit and should cover the network delays. Units
     above level 1 are clocked by the progress their producers publish (and by the ball
     where they also hear raw readings), so they need no K for the depth of the levels
-    below.
+    below. ``queries=False`` leaves out the DEBS 2013 aggregates (running analysis,
+    possession statistics, heat maps): each of them is one more unit on a raw stream.
     """
     g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
     k0 = k0_of_ms(k0_ms, g.ticks_per_second)
     for name, cls in DETECTORS.items():
+        if not queries and name in QUERIES:
+            continue
         # near_foot learns which ball is in play from rare ball_in/ball_out events: one
         # that comes late (a slow sibling on a fast replay) is still better processed out
         # of order than dropped, or the ball would never become active
