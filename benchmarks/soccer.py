@@ -46,6 +46,8 @@ def main() -> None:
     p.add_argument("--cost-us", type=float, default=50.0,
                    help="modelled busy time per processed event (adaptive run), microseconds")
     p.add_argument("--no-ray", action="store_true")
+    p.add_argument("--no-queries", action="store_true",
+                   help="without the DEBS 2013 aggregates (queries 1-3)")
     p.add_argument("--batch", type=int, default=5_000, help="raw events per Ray batch")
     p.add_argument("--plots", default=None, help="write Fig. 10/11-like PNG files here")
     args = p.parse_args()
@@ -60,7 +62,7 @@ def main() -> None:
 
     runs = {}
     for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
-        rt = InProcessRuntime(soccer_graph(alpha, k0_ms=K0_MS),
+        rt = InProcessRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries),
                               cost_model=CostModel(per_event=args.cost_us * 1e-6))
         t0 = time.perf_counter()
         runs[label] = rt.run(raw)
@@ -91,7 +93,7 @@ def main() -> None:
                  log_to_driver=False)
         try:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
-                report = RayRuntime(soccer_graph(alpha, k0_ms=K0_MS),
+                report = RayRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries),
                                     batch_size=args.batch).run(raw)
                 realtime[label] = seconds / report.wall_seconds
                 ray_lat[label] = report.latencies("passes") / 1e9

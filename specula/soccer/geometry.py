@@ -24,6 +24,24 @@ SENSOR_STALE_PS = 250_000_000_000
 SHOT_HORIZON_PS = 1_500_000_000_000
 PS = 1_000_000_000_000  # picoseconds per second
 
+#: DEBS 2013 query 1 speed classes, upper bounds in km/h: standing, trot, low, medium, high;
+#: above the last one: sprint.
+INTENSITY_KMH = (1.0, 11.0, 14.0, 17.0, 24.0)
+#: Names of the six intensity classes, slowest first.
+INTENSITY_NAMES = ("standing", "trot", "low", "medium", "high", "sprint")
+#: A run of one intensity class shorter than this is counted with the next class that
+#: lasts at least this long (DEBS 2013 query 1).
+MIN_INTENSITY_PS = PS
+#: Time constant of the exponential smoothing of a player's velocity before his
+#: intensity class is taken (query 1): brief excursions across a class bound, sensor
+#: noise on real rows or a speed that grazes a bound, do not cut a run in two.
+INTENSITY_SMOOTHING_PS = 250 * 10**9
+#: Window lengths of queries 1 and 2 and of query 3, in seconds; 0 is the whole game.
+RUNNING_WINDOWS_S = (60, 300, 1200, 0)
+HEAT_WINDOWS_S = (60, 300, 600, 0)
+#: Query 3's grids, (columns across x, rows along y), coarsest first.
+HEAT_GRIDS = ((8, 13), (16, 25), (32, 50), (64, 100))
+
 
 def in_pitch(x, y):
     """Inside the touch and goal lines (works on scalars and arrays)."""

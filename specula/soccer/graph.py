@@ -1,9 +1,11 @@
-"""The soccer detector hierarchy: 12 detectors on 6 levels.
+"""The soccer detector hierarchy: 15 detectors on 6 levels.
 
     level 1  BallInPlay, AccelerationPeak        (ball)          RunningIntensity (player)
+             RunningAnalysis, HeatMap            (player)        DEBS 2013 Q1, Q3
     level 2  BallNearFoot                        (player, ball, ball_in, ball_out)
     level 3  PlayerHitsBall                      (near, not_near, peak; ball clock) - A!BC
     level 4  BallPossession, Pass, Interception  (hit, ball_out)  ShotOnGoal (hit, ball)
+             PossessionStats                     (hit, ball_in, ball_out; ball clock) Q2
     level 5  DoublePass (pass)                   BlockedShot (shot, hit)
     level 6  CombinationShot                     (double_pass, shot)
 """
@@ -22,6 +24,7 @@ from specula.soccer.play import (
     PlayerHitsBall,
 )
 from specula.soccer.players import BallNearFoot, RunningIntensity
+from specula.soccer.queries import HeatMap, PossessionStats, RunningAnalysis
 from specula.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
 from specula.soccer.types import soccer_registry
 
@@ -38,21 +41,29 @@ DETECTORS = {
     "double_passes": DoublePass,
     "blocked_shots": BlockedShot,
     "combination_shots": CombinationShot,
+    "running_analysis": RunningAnalysis,
+    "possession_stats": PossessionStats,
+    "heat_map": HeatMap,
 }
+#: The nodes of the DEBS 2013 queries 1-3.
+QUERIES = ("running_analysis", "possession_stats", "heat_map")
 
 
 def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
-                 k0_ms: float = 400.0) -> Graph:
+                 k0_ms: float = 400.0, queries: bool = True) -> Graph:
     """The whole hierarchy with one setting for every unit.
 
     ``k0_ms`` is the initial K of every unit and should cover the network delays. Units
     above level 1 are clocked by the progress their producers publish (and by the ball
     where they also hear raw readings), so they need no K for the depth of the levels
-    below.
+    below. ``queries=False`` leaves out the DEBS 2013 aggregates (running analysis,
+    possession statistics, heat maps): each of them is one more unit on a raw stream.
     """
     g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
     k0 = k0_of_ms(k0_ms, g.ticks_per_second)
     for name, cls in DETECTORS.items():
+        if not queries and name in QUERIES:
+            continue
         # near_foot learns which ball is in play from rare ball_in/ball_out events: one
         # that comes late (a slow sibling on a fast replay) is still better processed out
         # of order than dropped, or the ball would never become active

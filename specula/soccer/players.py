@@ -8,11 +8,7 @@ import numpy as np
 
 from specula.detectors import Detector, Emitter
 from specula.soccer import _kernels
-from specula.soccer.geometry import NEAR_FOOT_MM, SENSOR_STALE_PS
-
-#: DEBS 2013 query 1 speed classes, upper bounds in km/h: standing, trot, low, medium, high;
-#: above the last one: sprint.
-INTENSITY_KMH = (1.0, 11.0, 14.0, 17.0, 24.0)
+from specula.soccer.geometry import INTENSITY_KMH, NEAR_FOOT_MM, SENSOR_STALE_PS
 
 
 class RunningIntensity(Detector):

@@ -11,6 +11,7 @@ vector has length 10,000. The sensor id is the event key. A reading becomes a ``
 from __future__ import annotations
 
 from specula.events import TypeRegistry
+from specula.soccer.geometry import INTENSITY_NAMES
 
 PICOS_PER_SECOND = 10**12
 
@@ -49,6 +50,15 @@ DERIVED_TYPES = {
     "shot": {"player": "i4", "team": "i1", "goal": "i1", "eta": "i8"},
     "blocked_shot": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     "combination_shot": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
+    # DEBS 2013 queries 1-3, reported once per second and at the end of the stream (key:
+    # the player, or the team); ``window`` is the window's length in s, 0 the whole game
+    "running_stats": {"player": "i4", "team": "i1", "window": "i4",
+                      **{f"{c}_{u}": "i8" for c in INTENSITY_NAMES for u in ("us", "mm")}},
+    "possession_stats": {"player": "i4", "team": "i1", "window": "i4", "us": "i8",
+                         "hits": "i4", "share": "f8"},
+    "team_possession": {"team": "i1", "window": "i4", "us": "i8", "share": "f8"},
+    "heat": {"player": "i4", "team": "i1", "window": "i4", "grid": "i1", "col": "i2",
+             "row": "i2", "us": "i8"},
 }
 
 

@@ -224,8 +224,9 @@ def _window(unit: str, selection: str) -> Case:
 
 _SOCCER_PLAY = ("BlockedShot", "CombinationShot", "DoublePass", "ShotOnGoal")
 _SOCCER = ("AccelerationPeak", "BallInPlay", "BallNearFoot", "BallPossession", "BlockedShot",
-           "CombinationShot", "DoublePass", "Interception", "Pass", "PlayerHitsBall",
-           "RunningIntensity", "ShotOnGoal")
+           "CombinationShot", "DoublePass", "HeatMap", "Interception", "Pass",
+           "PlayerHitsBall", "PossessionStats", "RunningAnalysis", "RunningIntensity",
+           "ShotOnGoal")
 _EXAMPLES = ("ANotBC", "ANotBCBatch", "CountPerKey", "FollowedWithin", "RunningCount",
              "SlowThreshold", "Threshold")
 
@@ -245,7 +246,8 @@ FIXTURES: dict[str, list[tuple[str, Callable[[], Case], bool]]] = {
                      "players": ("BallNearFoot", "RunningIntensity"),
                      "play": ("BallPossession", "DoublePass", "Interception", "Pass",
                               "PlayerHitsBall"),
-                     "shots": ("BlockedShot", "CombinationShot", "ShotOnGoal")}.items()
+                     "shots": ("BlockedShot", "CombinationShot", "ShotOnGoal"),
+                     "queries": ("HeatMap", "PossessionStats", "RunningAnalysis")}.items()
        for c in cs},
 }
 assert {k.rsplit(".", 1)[1] for k in FIXTURES if ".soccer." in k} == set(_SOCCER)

@@ -11,6 +11,7 @@ restart. It keeps the ball's centre on a 1 ms grid and notes the ground truth.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -260,4 +261,7 @@ class Script:
     def truth(self, start_ps: int, duration_ps: int) -> GroundTruth:
         """The ground truth in sensor ps, for a stream of ``duration_ps`` from
         ``start_ps``."""
-        return self.log.ground_truth(start_ps, duration_ps)
+        players = tuple(np.flatnonzero(self.cast.team >= 0).tolist())
+        return dataclasses.replace(self.log.ground_truth(start_ps, duration_ps),
+                                   bodies=self.bodies, players=players,
+                                   start_ps=start_ps, duration_ps=duration_ps)

@@ -10,11 +10,17 @@ arrays, in sensor picoseconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from specula.soccer.debs2013 import Metadata
+from specula.soccer.match import aggregates
 from specula.soccer.match.physics import Flight
+
+if TYPE_CHECKING:
+    from specula.soccer.match.bodies import Bodies
 
 #: Kick kinds of :data:`KICK_DTYPE`.
 PASS, SHOT, DRIBBLE, CLEARANCE = 0, 1, 2, 3
@@ -60,6 +66,18 @@ class GroundTruth:
         :data:`OUT_DTYPE`, by time.
     bounces : numpy.ndarray
         :data:`BOUNCE_DTYPE`, by time.
+    bodies : Bodies, optional
+        The simulated bodies, which the DEBS 2013 aggregates below are computed from.
+    players : tuple of int
+        The players (person indices = player ids) the aggregates are computed for.
+    start_ps, duration_ps : int
+        The simulated interval.
+
+    The DEBS 2013 aggregates (:mod:`specula.soccer.match.aggregates`, per second of the
+    sensor clock) are computed on first use: ``running`` (query 1,
+    :data:`~.aggregates.RUNNING_DTYPE`), ``possession`` (query 2,
+    :data:`~.aggregates.POSSESSION_DTYPE`) and ``heat`` (query 3,
+    :data:`~.aggregates.HEAT_DTYPE`).
     """
 
     kicks: np.ndarray
@@ -67,6 +85,27 @@ class GroundTruth:
     shots: np.ndarray
     out_of_play: np.ndarray
     bounces: np.ndarray
+    bodies: Bodies | None = None
+    players: tuple[int, ...] = ()
+    start_ps: int = 0
+    duration_ps: int = 0
+
+    @cached_property
+    def running(self) -> np.ndarray:
+        """Query 1 per second, from the bodies' speeds."""
+        return aggregates.running_truth(self.bodies, np.array(self.players), self.start_ps,
+                                        self.duration_ps)
+
+    @cached_property
+    def heat(self) -> np.ndarray:
+        """Query 3 per second, from the bodies' positions."""
+        return aggregates.heat_truth(self.bodies, np.array(self.players), self.start_ps,
+                                     self.duration_ps)
+
+    @cached_property
+    def possession(self) -> np.ndarray:
+        """Query 2 per second, from the kicks and the times the ball went out of play."""
+        return aggregates.possession_truth(self.kicks, self.out_of_play)
 
 
 @dataclass(frozen=True)
