@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["mix64", "partition_of", "uniform"]
+__all__ = ["fold64", "mix64", "partition_of", "uniform"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -23,6 +23,23 @@ def mix64(x: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
+
+
+def fold64(columns: np.ndarray) -> np.ndarray:
+    """One hash per row of a ``(rows, m)`` ``uint64`` array, folded column by column, so
+    that the first ``c`` columns of a row hash to what a row of those ``c`` alone does:
+    the identity of a sequence and of each of its prefixes (state shedding's partial
+    matches and their ancestors).
+
+    >>> x = np.array([[1, 2, 3]], np.uint64)
+    >>> bool(fold64(x[:, :2])[0] == fold64(np.array([[1, 2]], np.uint64))[0])
+    True
+    """
+    h = np.zeros(len(columns), np.uint64)
+    with np.errstate(over="ignore"):
+        for c in range(columns.shape[1]):
+            h = mix64(h * _GOLDEN ^ columns[:, c])
+    return h
 
 
 def partition_of(keys: np.ndarray | int, partitions: int) -> np.ndarray:
