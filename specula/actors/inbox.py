@@ -216,6 +216,12 @@ class Gate:
         self._shed = np.zeros(max(self._names) + 2, np.int64)  # by type id; last: unknown
         self.stats = InboxStats(shedding.latency_bound_s if shedding else None)
 
+    def attach(self, detector: object) -> None:
+        """Hand a state shedder (one with ``attach``, :mod:`specula.shedding.state`) the
+        node's detector, whose partial matches it drops."""
+        if self.shedder is not None and hasattr(self.shedder, "attach"):
+            self.shedder.attach(detector)
+
     def arrived(self, n: int, now: float) -> None:
         """``n`` rows arrived at ``now`` ticks (for the measured input rate)."""
         if self.detector is not None:

@@ -135,6 +135,8 @@ class InProcessRuntime:
             batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
         stations = {i.producer: Station(i, self) for i in self.instances} \
             if self.queueing else None
+        for p, station in (stations or {}).items():
+            station.gate.attach(units[p].detector)  # state shedders drop its partial matches
 
         def step(batch: np.ndarray, now: int, flush: bool) -> None:
             if stations is None:

@@ -111,6 +111,7 @@ class DetectorWorker:
         # inbox times are this process's monotonic clock, in ns
         self.inbox = Inbox(inbox_events, 1e-9)
         self.gate = Gate(instance.node.shedding, registry, 1e-9)
+        self.gate.attach(self.unit.detector)  # state shedders drop its partial matches
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._taking = False                # the thread is processing a batch

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fold64", "mix64", "partition_of", "uniform"]
+__all__ = ["event_ids", "fold64", "mix64", "partition_of", "uniform"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -23,6 +23,14 @@ def mix64(x: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
+
+
+def event_ids(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit identity per event (``uint64``): a hash of its ``(ts, producer, seq)``,
+    which name one event (``rows`` may be a structured array or a dict of columns)."""
+    h = mix64(np.asarray(rows["ts"]).astype(np.int64).astype(np.uint64) ^ np.uint64(0x5354))
+    h = mix64(h ^ np.asarray(rows["producer"]).astype(np.int64).astype(np.uint64))
+    return mix64(h ^ np.asarray(rows["seq"]).astype(np.int64).astype(np.uint64))
 
 
 def fold64(columns: np.ndarray) -> np.ndarray:

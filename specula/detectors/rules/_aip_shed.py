@@ -45,16 +45,17 @@ would revive the dropped matches.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.engine import order_key
 from specula.events import TypeRegistry
-from specula.events.hashing import fold64, mix64
+from specula.events.hashing import event_ids, fold64
 
-__all__ = ["PartialMatchBlock", "StateSheddingError", "Tombstones", "identities"]
+__all__ = ["PartialMatchBlock", "ShedHook", "StateSheddingError", "Tombstones"]
 
 _CORE = ("ts", "key", "producer", "seq")
 
@@ -63,17 +64,18 @@ class StateSheddingError(ValueError):
     """State shedding asked of a state (or an engine) that cannot shed it exactly."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartialMatchBlock:
     """The partial matches of one state, one row each (see the module).
 
     ``state`` is the id the detector gives the state (an engine's element ``k`` plus its
     offset among the detector's engines); ``names`` label the ``features`` columns
     (``element.attr``, element ``n-1`` first), ``own`` are the columns of the newest
-    event (element ``k``); ``eids`` the identities of the events, in the order of the
-    features; ``keys`` the identity of each partial match (a hash of its ``eids``);
-    ``window`` how long after ``first_ts`` a partial match can still complete (ticks).
-    A block of *complete* matches (``element == 0``) carries every element.
+    event (element ``k``); ``window`` is how long after ``first_ts`` a partial match can
+    still complete (ticks). ``eids`` (the identities of the events, in the order of the
+    features) and ``keys`` (the identity of each partial match, ``fold64(eids)``) are
+    computed when first read. A block of *complete* matches (``element == 0``) carries
+    every element.
     """
 
     state: int
@@ -83,20 +85,25 @@ class PartialMatchBlock:
     features: np.ndarray
     first_ts: np.ndarray
     last_ts: np.ndarray
-    keys: np.ndarray
-    eids: np.ndarray
     window: int
     sheddable: bool
+    #: per event of a row, element n-1 first: its core fields (ts, producer, seq, ...)
+    rows: list = field(repr=False, default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.first_ts)
 
+    @cached_property
+    def eids(self) -> np.ndarray:
+        """``(rows, events)`` identities of the events, in feature order."""
+        if not self.rows:
+            return np.zeros((len(self), 0), np.uint64)
+        return np.stack([event_ids(r) for r in self.rows], axis=1)
 
-def identities(rows: np.ndarray) -> np.ndarray:
-    """A 64-bit identity per event: a hash of ``(ts, producer, seq)``."""
-    h = mix64(rows["ts"].astype(np.int64).astype(np.uint64) ^ np.uint64(0x5354))
-    h = mix64(h ^ rows["producer"].astype(np.int64).astype(np.uint64))
-    return mix64(h ^ rows["seq"].astype(np.int64).astype(np.uint64))
+    @cached_property
+    def keys(self) -> np.ndarray:
+        """The identity of each partial match (its events' identities folded)."""
+        return fold64(self.eids)
 
 
 def element_attrs(rule: Rule, registry: TypeRegistry,
@@ -200,13 +207,11 @@ class ShedHook:
                 names.append(f"{self.labels[e]}.{a}")
                 feats.append(np.asarray(r[a], np.float64))
         m = len(last_ts)
-        eids = np.stack([identities(r) for r in rows], axis=1) if rows else \
-            np.zeros((m, 0), np.uint64)
         return PartialMatchBlock(
             offset + k, k, tuple(names), tuple(own),
             np.stack(feats, axis=1) if feats else np.zeros((m, 0)),
             np.asarray(rows[0]["ts"], np.int64), np.asarray(last_ts, np.int64),
-            fold64(eids), eids, self.window, self.sheddable[k])
+            self.window, self.sheddable[k], rows)
 
     def check(self, k: int, n: int) -> None:
         """:class:`StateSheddingError` unless state ``k`` may shed (see the module)."""
@@ -220,6 +225,12 @@ class ShedHook:
                 f"({self.labels[k]}); dropping its partial matches would let that step "
                 "select an older candidate and detect matches the unshed rule does not. "
                 "Shed its input instead, or write the step with 'each'")
+
+    def made(self, store, k: int, ids: np.ndarray, ts: np.ndarray) -> None:
+        """Record the instances just appended to state ``k`` (dead ends left out)."""
+        live = ids[1] >= 0 if len(ids) > 1 else slice(None)
+        if len(ts):
+            self.created.append(self.block(store, k, ids[:, live], ts[live], 0))
 
     def watch(self, on: bool) -> list[PartialMatchBlock]:
         """Start or stop recording what the engine makes; return what was recorded."""

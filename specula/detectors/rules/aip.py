@@ -381,7 +381,7 @@ class AIPEngine:
             cols["values"][r, live] = rows[attr][events]
         table.n = live.stop
         if self._shed.created is not None:
-            self._shed.created.append(self._shed.block(self._store, k, ids, cols["ts"][live], 0))
+            self._shed.made(self._store, k, ids, cols["ts"][live])
 
     def _empty(self) -> Matches:
         return Matches(*self._no_match)
@@ -516,9 +516,9 @@ class AIPEngine:
         return self._shed.drop(self._store, self._states[k], k, keys, record=True)
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """Per state ``k >= 1``, the rows of ``events`` that make its partial matches."""
+        """Per element ``k`` (state ``k``; 0: terminators), the rows of ``events`` it takes."""
         of_type: dict[int, np.ndarray] = {}
-        return [(k, self._filters[k].mask(events, of_type).nonzero()[0]) for k in range(1, self._n)]
+        return [(k, self._filters[k].mask(events, of_type).nonzero()[0]) for k in range(self._n)]
 
     def watch(self, on: bool) -> list[PartialMatchBlock]:
         """Start or stop recording the partial and complete matches made (blocks);
