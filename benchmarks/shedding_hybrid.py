@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from specula.detectors.rules import RuleDetector
+from specula.detectors.rules.engine import compose
 from specula.events import TypeRegistry
 from specula.events.hashing import event_ids, fold64
 from specula.options import Shedding
@@ -109,7 +110,8 @@ def run(det: RuleDetector, events: np.ndarray, shedder: object = None,
         w0 = det.work
         for e in engines:
             m = e.process(part)
-            if len(m):
+            if len(m):  # what the rule emits: negations and filters applied
+                m = m.select(compose(e.rule, m)[0])
                 found.append(fold64(np.stack([event_ids(x) for x in m.elements], axis=1)))
         wall += time.perf_counter() - t0
         work = det.work - w0 + len(part)  # each event costs one unit, plus its scans
