@@ -59,7 +59,7 @@ def _is_alpha(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 1
 
 
-def _is_int(value: Any, low: int, high: int) -> bool:
+def _is_int(value: Any, low: int, high: int = 2**63 - 1) -> bool:
     return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
             and low <= value <= high)
 

@@ -233,7 +233,9 @@ class Gate:
 
     Without ``shedding`` every event passes and only the metrics are kept. Times given
     to it are in ticks of ``seconds_per_tick`` seconds. ``detector`` is the one the
-    instance's ordering unit drives, for ``Shedding(strategy="detector")``.
+    instance's ordering unit drives: ``Shedding(strategy="detector")`` hands it the drop
+    commands, and a state shedder (one with ``attach``, :mod:`specula.shedding.state`)
+    drops its partial matches.
     """
 
     def __init__(self, shedding: Shedding | None, registry: TypeRegistry,
@@ -245,6 +247,8 @@ class Gate:
         self._names = {t.id: t.name for t in registry.types()}
         self._shed = np.zeros(max(self._names) + 2, np.int64)  # by type id; last: unknown
         self.stats = InboxStats(shedding.latency_bound_s if shedding else None)
+        if detector is not None and hasattr(self.shedder, "attach"):
+            self.shedder.attach(detector)
 
     def arrived(self, n: int, now: float) -> None:
         """``n`` rows arrived at ``now`` ticks (for the measured input rate)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["mix64", "partition_of", "uniform"]
+__all__ = ["event_ids", "fold64", "mix64", "partition_of", "uniform"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -23,6 +23,31 @@ def mix64(x: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
+
+
+def event_ids(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit identity per event (``uint64``): a hash of its ``(ts, producer, seq)``,
+    which name one event (``rows`` may be a structured array or a dict of columns)."""
+    h = mix64(np.asarray(rows["ts"]).astype(np.int64).astype(np.uint64) ^ np.uint64(0x5354))
+    h = mix64(h ^ np.asarray(rows["producer"]).astype(np.int64).astype(np.uint64))
+    return mix64(h ^ np.asarray(rows["seq"]).astype(np.int64).astype(np.uint64))
+
+
+def fold64(columns: np.ndarray) -> np.ndarray:
+    """One hash per row of a ``(rows, m)`` ``uint64`` array, folded column by column, so
+    that the first ``c`` columns of a row hash to what a row of those ``c`` alone does:
+    the identity of a sequence and of each of its prefixes (state shedding's partial
+    matches and their ancestors).
+
+    >>> x = np.array([[1, 2, 3]], np.uint64)
+    >>> bool(fold64(x[:, :2])[0] == fold64(np.array([[1, 2]], np.uint64))[0])
+    True
+    """
+    h = np.zeros(len(columns), np.uint64)
+    with np.errstate(over="ignore"):
+        for c in range(columns.shape[1]):
+            h = mix64(h * _GOLDEN ^ columns[:, c])
+    return h
 
 
 def partition_of(keys: np.ndarray | int, partitions: int) -> np.ndarray:

@@ -3,6 +3,22 @@
 RI (random input shedding, the hybrid paper's first baseline, "as implemented for Apache
 Kafka"): every plain event is dropped with probability ``share``, independently.
 
+The hybrid paper's other baselines (sec. VI-A), read here as:
+
+- SI (selectivity-based input shedding, Borealis' semantic shedding): BL's shedder
+  (:class:`TypeUtilityShedder`) with a type's utility its *selectivity*, the share of
+  its events that took part in a complete match on historic data
+  (:func:`selectivity_input`).
+- RS (random state shedding, :class:`RandomState`): when a drop is due, each partial
+  match goes with probability ``share`` (a hash of its identity).
+- SS (selectivity-based state shedding, :class:`SelectivityState`): a state's
+  selectivity is the share of its partial matches that completed on historic data (the
+  types of the events in a match are its state); the ``share`` of the partial matches
+  goes from the least selective states up, the boundary state sampled uniformly.
+
+Both state baselines drop a share of the partial matches by count, pausing
+``cooldown`` events after each drop as the hybrid shedder does.
+
 BL (eSPICE's baseline): a utility per event type, uniform sampling within a type.
 
 The paper (sec. 4.1, "Baseline") builds BL after He et al. (2014) and weighted sampling
@@ -33,10 +49,13 @@ import numpy as np
 from specula.events.hashing import uniform
 from specula.shedding._espice_tables import UtilityModel
 from specula.shedding.base import DropCommand
+from specula.shedding.state import StateShedder
 
 #: Tags of RI's and BL's hashed uniform numbers (:func:`~specula.events.hashing.uniform`).
 _RI_TAG = 0x5249
 _BL_TAG = 0x424C
+_RS_TAG = 0x5253
+_SS_TAG = 0x5353
 
 
 class RandomInput:
@@ -178,3 +197,65 @@ class TypeUtilityShedder:
         if "flags" in names:
             keep |= batch["flags"] != 0
         return keep
+
+
+def selectivity_input(selectivity: np.ndarray, frequency: np.ndarray, *,
+                      seed: int = 0) -> TypeUtilityShedder:
+    """SI: drop the least selective event types first (selectivity and frequency per
+    type id), the boundary type sampled uniformly."""
+    return TypeUtilityShedder(selectivity, frequency, 1, seed=seed)
+
+
+class RandomState(StateShedder):
+    """RS: when a state drop is due, each partial match goes with probability ``share``
+    (a hashed uniform number of its identity); no event is dropped."""
+
+    def __init__(self, seed: int = 0, cooldown: int = 1000) -> None:
+        super().__init__(cooldown)
+        self.seed = seed
+
+    def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
+        if self.due(len(batch), command.share):
+            views = [v for v in self.holder.partial_matches() if v.sheddable]
+            self.drop(views, [uniform(self.seed, _RS_TAG, v.keys) < command.share
+                              for v in views])
+        return np.ones(len(batch), bool)
+
+    def __repr__(self) -> str:
+        return f"RandomState(seed={self.seed})"
+
+
+class SelectivityState(StateShedder):
+    """SS: drop ``share`` of the partial matches, least selective states first.
+
+    Parameters
+    ----------
+    selectivity
+        Per state id, the share of its partial matches that completed (historic data).
+    """
+
+    def __init__(self, selectivity: dict[int, float], seed: int = 0,
+                 cooldown: int = 1000) -> None:
+        super().__init__(cooldown)
+        self.selectivity = dict(selectivity)
+        self.seed = seed
+
+    def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
+        if self.due(len(batch), command.share):
+            views = [v for v in self.holder.partial_matches() if v.sheddable]
+            sizes = np.array([len(v) for v in views], np.float64)
+            total = sizes.sum()
+            if total > 0:
+                # whole states from the least selective up, the boundary one sampled
+                order = sorted(range(len(views)),
+                               key=lambda i: (self.selectivity.get(views[i].state, 0.0), i))
+                left, p = command.share * total, np.zeros(len(views))
+                for i in order:
+                    p[i] = min(1.0, left / sizes[i]) if sizes[i] > 0 else 0.0
+                    left -= p[i] * sizes[i]
+                self.drop(views, [uniform(self.seed, _SS_TAG, v.keys) < p[i]
+                                  for i, v in enumerate(views)])
+        return np.ones(len(batch), bool)
+
+    def __repr__(self) -> str:
+        return f"SelectivityState({self.selectivity})"

@@ -137,8 +137,9 @@ def scan(times, ids, keys, values, start, stop, anchor_ts, anchor_eid, anchor_ke
     Returns ``owner`` (the anchor of each new instance, ascending), the new instances'
     ids (``(n - k + 1, count)``: the anchor's store id, then the ids of the instance it
     advanced, or -1 for the dead end that an anchor advancing nothing leaves when
-    ``out_dead``) and the first row inside the window of the last anchor (the expired
-    rows before it are deleted, Alg. 1 line 4).
+    ``out_dead``), the first row inside the window of the last anchor (the expired
+    rows before it are deleted, Alg. 1 line 4) and the number of candidate instances
+    that passed the key checks (the scan's work, which load shedding measures).
     """
     window, selection, inclusive, every, per_value, unknown, own0, dead_ends, out_dead = (
         cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], cfg[7], cfg[8])
@@ -149,6 +150,7 @@ def scan(times, ids, keys, values, start, stop, anchor_ts, anchor_eid, anchor_ke
     rows = np.empty(stop - start if per_value else 0, np.int64)
     inc = -1 if selection == LAST and not every else 1
     count = 0
+    visits = 0  # candidates that passed the key checks: the scan's work
     lo = start
     for a in range(m):
         lo = lower(times, lo, stop, anchor_ts[a] - window)
@@ -162,6 +164,7 @@ def scan(times, ids, keys, values, start, stop, anchor_ts, anchor_eid, anchor_ke
             j = next_fit(keys, j, end, inc, anchor_key, a, checks, checks)
             if j == end:
                 break
+            visits += 1
             if ((ops.shape[0] == 0 or holds(ops, consts, stack, times, values, j, anchor_ctx,
                                             a))
                     and not (own0 and ids[0, j] == anchor_eid[a])):
@@ -197,4 +200,4 @@ def scan(times, ids, keys, values, start, stop, anchor_ts, anchor_eid, anchor_ke
         r = taken[i]
         for c in range(width):
             made[c + 1, i] = ids[c, r] if r >= 0 else -1
-    return owner[:count].copy(), made, lo
+    return owner[:count].copy(), made, lo, visits

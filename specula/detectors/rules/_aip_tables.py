@@ -65,6 +65,16 @@ class Table:
         ts = self.cols["ts"]
         return self.start + int(np.searchsorted(ts[self.start:self.n], horizon))
 
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the live rows where ``mask`` (one flag per live row) holds, in their
+        order; the others are deleted (state shedding). Ids of the rows after a deleted
+        one shift, so only tables no one refers to by id (the states) may use it."""
+        kept = int(np.count_nonzero(mask))
+        for name, _, _ in self.spec:
+            col = self.cols[name]
+            col[..., self.start:self.start + kept] = col[..., self.start:self.n][..., mask]
+        self.n = self.start + kept
+
     def live(self, start: int) -> list[np.ndarray]:
         return [self.cols[name][..., start:self.n] for name, _, _ in self.spec]
 

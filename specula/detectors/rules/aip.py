@@ -90,6 +90,9 @@ Two refinements keep Alg. 1 exact for every rule the model allows:
   element that binds them later keeps the instances whose values agree. Without such
   parameters (R1-R5 of the paper) this is the plain break-after-the-first shortcut.
 
+State shedding (partial matches as feature rows, exact drops that replays after a
+restore repeat) is in :mod:`~specula.detectors.rules._aip_shed`.
+
 The engine's storage (:mod:`~specula.detectors.rules._aip_tables`), what it plans once
 per rule (:mod:`~specula.detectors.rules._aip_plan`), what it computes at acceptance
 (:mod:`~specula.detectors.rules._aip_accept`) and the held time stamps
@@ -116,6 +119,12 @@ from specula.detectors.rules._aip_plan import (
     plan_scans,
     scan_code,
 )
+from specula.detectors.rules._aip_shed import (
+    PartialMatchBlock,
+    ShedHook,
+    StateSheddingError,
+    position,
+)
 from specula.detectors.rules._aip_tables import Table, restore_tables, snapshot_tables
 from specula.detectors.rules._aip_ties import Held
 from specula.detectors.rules._cdp_columns import encode
@@ -124,7 +133,7 @@ from specula.detectors.rules.detector import check_rule, element_dtype
 from specula.detectors.rules.engine import Matches, float_params, predicates_hold
 from specula.events import TypeRegistry
 
-__all__ = ["AIPEngine"]
+__all__ = ["AIPEngine", "PartialMatchBlock", "StateSheddingError"]
 
 _PURGE_EVERY = 256  # events between two purges
 
@@ -215,6 +224,9 @@ class AIPEngine:
         self._checked: set[np.dtype] = set()
         self._now: int | None = None
         self._unpurged = 0  # events since the last purge
+        self.work = 0  # candidates scanned and instances made: the work shedding measures
+        window = rule.within.ticks(ticks_per_second) if rule.within else self._offsets[-1]
+        self._shed = ShedHook(rule, registry, self._dtype, window)  # state shedding
         self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self._dtype) for _ in chain),
                           np.zeros((0, len(rule.aggregates))),
                           np.zeros((0, len(rule.negations)), np.int64))
@@ -236,6 +248,10 @@ class AIPEngine:
         """
         if not len(events):
             return self._empty()
+        return self._shed.process(self, events)
+
+    def _process(self, events: np.ndarray) -> Matches:
+        """:meth:`process` of a batch no earlier drop lies inside."""
         if events.dtype not in self._checked:
             self._check_fields(events)
         of_type: dict[int, np.ndarray] = {}
@@ -247,6 +263,7 @@ class AIPEngine:
             rows, causes = self._held.take(events, _any(roles).nonzero()[0])
             matches = self._evaluate(rows, self._roles(rows), causes)
         self._now = int(events["ts"][-1])
+        self._shed.after(self._store, self._states, position(events))
         self._unpurged += len(events)
         if self._unpurged >= _PURGE_EVERY:
             self._purge()
@@ -340,10 +357,11 @@ class AIPEngine:
         for c, attr in enumerate(code.anchor_values):
             values[:, c] = rows[attr][anchors]
         cols = table.cols
-        owner, made, table.start = _aip_kernels.scan(
+        owner, made, table.start, visits = _aip_kernels.scan(
             cols["ts"], cols["ids"], cols["keys"], cols["values"], table.start, table.n,
             rows["ts"][anchors], ids[anchors], keys, values, store.cols["_key"], store.base,
             code.cfg, code.checks, code.nan, code.deeper, code.own, code.ops, code.consts)
+        self.work += visits + len(owner)
         return owner, made
 
     def _append(self, k: int, rows: np.ndarray, anchors: np.ndarray, owner: np.ndarray,
@@ -362,6 +380,8 @@ class AIPEngine:
         for r, attr in enumerate(code.state_values):
             cols["values"][r, live] = rows[attr][events]
         table.n = live.stop
+        if self._shed.created is not None:
+            self._shed.made(self._store, k, ids, cols["ts"][live])
 
     def _empty(self) -> Matches:
         return Matches(*self._no_match)
@@ -393,6 +413,8 @@ class AIPEngine:
             pick = matches.terminator
             matches = matches.select(self._accepted(
                 matches, np.vstack([ids[local[pick]], deeper[:, pick]]).T))
+        if self._shed.created is not None and len(matches):
+            self._shed.created.append(self._shed.complete(matches.elements, 0))
         terminator = local[matches.terminator]
         matches.terminator = terminator if causes is None else causes[terminator]
         elements = list(matches.elements)
@@ -470,13 +492,38 @@ class AIPEngine:
 
     def snapshot(self) -> bytes:
         """The live state as bytes: equal bytes for equal states, however the stream
-        was cut into batches (expired rows that lazy deletion keeps are left out)."""
-        return snapshot_tables(self._tables(), self._now)
+        was cut into batches (expired rows that lazy deletion keeps are left out); the
+        position of the last event given closes it."""
+        return snapshot_tables(self._tables(), self._now) + self._shed.trailer()
 
     def restore(self, state: bytes) -> None:
-        """Return to a state produced by :meth:`snapshot`."""
-        self._now = restore_tables(state, self._tables())
+        """Return to a state produced by :meth:`snapshot`; the partial matches dropped
+        at or before its position are dropped again (see :mod:`._aip_shed`)."""
+        self._now = restore_tables(state[:-24], self._tables())
+        self._shed.restored(self._store, self._states, state[-24:])
 
+    def partial_matches(self, offset: int = 0) -> list[PartialMatchBlock]:
+        """The live partial matches of states ``1..n-1`` (ids ``offset + k``) as blocks."""
+        self._purge()
+        return [self._shed.block(self._store, k, *self._shed.live(self._states[k]), offset)
+                for k in range(1, self._n)]
+
+    def drop_partial_matches(self, k: int, keys: np.ndarray) -> int:
+        """Drop the partial matches of state ``k`` with identities in ``keys`` (of
+        :meth:`partial_matches`), now and in every replay; return how many were live.
+        :class:`~._aip_shed.StateSheddingError` for a state read by ``last``/``first``."""
+        self._shed.check(k, self._n)
+        return self._shed.drop(self._store, self._states[k], k, keys, record=True)
+
+    def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Per element ``k`` (state ``k``; 0: terminators), the rows of ``events`` it takes."""
+        of_type: dict[int, np.ndarray] = {}
+        return [(k, self._filters[k].mask(events, of_type).nonzero()[0]) for k in range(self._n)]
+
+    def watch(self, on: bool) -> list[PartialMatchBlock]:
+        """Start or stop recording the partial and complete matches made (blocks);
+        return and forget what was recorded so far."""
+        return self._shed.watch(on)
 
 
 def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -9,14 +9,16 @@ without a GPU and shipped to an actor that has one.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pickle
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from specula.detectors import Detector, Emitter
+from specula.detectors.rules._aip_shed import PartialMatchBlock, StateSheddingError
 from specula.detectors.rules.ast import (
     AttrRef,
     BinOp,
@@ -215,8 +217,57 @@ class RuleDetector(Detector):
         for engine, s in zip(self.engines(), state, strict=True):
             engine.restore(pickle.loads(s) if isinstance(s, _Pickled) else s)
 
+    # State shedding (specula.shedding.state.PartialMatchHolder): the AIP engines'
+    # hooks, with every engine's states numbered after the previous engine's.
+
+    def partial_matches(self) -> list[PartialMatchBlock]:
+        """The live partial matches of every engine, one block per state (see
+        :mod:`~specula.detectors.rules._aip_shed`)."""
+        return [b for offset, e in self._holders() for b in e.partial_matches(offset)]
+
+    def drop_partial_matches(self, state: int, keys: np.ndarray) -> int:
+        """Drop the partial matches of ``state`` whose identities are in ``keys``."""
+        for offset, e in self._holders():
+            if offset < state < offset + len(e.rule.chain):
+                return e.drop_partial_matches(state - offset, keys)
+        raise StateSheddingError(f"{self!r} has no state {state}")
+
+    def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Per state, the rows of ``events`` that would make its partial matches."""
+        return [(offset + k, rows) for offset, e in self._holders()
+                for k, rows in e.input_rows(events)]
+
+    def watch(self, on: bool) -> list[PartialMatchBlock]:
+        """Start or stop recording the matches every engine makes; return the record."""
+        return [b for offset, e in self._holders() for b in _offset(e.watch(on), offset)]
+
+    @property
+    def work(self) -> int:
+        """Candidates scanned and instances made by every engine so far."""
+        return sum(e.work for _, e in self._holders())
+
+    def _holders(self) -> list[tuple[int, Any]]:
+        """(first state id, engine) of every engine; only AIP keeps partial matches."""
+        if self.engine != "aip":
+            raise StateSheddingError(
+                f"{self!r}: state shedding needs engine='aip'. CDP keeps no partial "
+                "matches between terminators, only columns of events that every "
+                "terminator reads anew: dropping one is dropping an input event after it "
+                "was stored, which input shedding at the inbox does before it costs "
+                "anything")
+        out, offset = [], 0
+        for e in self.engines():
+            out.append((offset, e))
+            offset += len(e.rule.chain)
+        return out
+
     def __repr__(self) -> str:
         return f"RuleDetector({', '.join(r.name for r in self.rules)}, engine={self.engine!r})"
+
+
+def _offset(blocks: list[PartialMatchBlock], offset: int) -> list[PartialMatchBlock]:
+    """``blocks`` with ``offset`` added to their state ids."""
+    return [dataclasses.replace(b, state=b.state + offset) for b in blocks]
 
 
 def _emit(rule: Rule, composites: Composites, emit: Emitter) -> None:

@@ -1,0 +1,303 @@
+"""State shedding on the AIP engine: its partial matches as feature rows, and dropping
+a chosen subset of them exactly (the hybrid shedding paper, sec. III-C, rho_S).
+
+What a partial match is here
+----------------------------
+State ``k >= 1`` of a rule with ``n`` chain elements holds instances that have seen
+elements ``n-1, ..., k`` (the earliest event in time first): the paper's partial
+matches. Dead ends (rows that only block a ``last``/``first`` choice) are not partial
+matches and are never shown or dropped. :func:`blocks` describes the live ones of every
+state as a :class:`PartialMatchBlock`: per row the time stamps of its first event
+(which opens its window) and of its newest one, a 64-bit identity (a hash of its
+events' ``(ts, producer, seq)``) and its *features*, the values of the attributes the
+rule reads of each of its events, element ``n-1`` first. The features of a state are
+therefore a prefix of those of the states below it: an instance of state ``k`` carries
+its ancestor in state ``k + 1`` in its first columns, which is what the hybrid cost
+model's lineage counts read.
+
+Which states can shed
+---------------------
+State ``k`` is read by the scan of element ``k - 1`` with the selection of element
+``k``'s step. Under ``each`` every instance advances on its own, so removing one only
+removes the matches through it: the rule stays monotonic in its partial matches (the
+paper's requirement). Under ``last``/``first`` an instance also *blocks* older
+candidates; removing it would let the scan select an older one and produce a match the
+unshed run does not, so such states refuse to shed (:class:`StateSheddingError`). The
+same holds for steps whose choice is deferred to acceptance (those are never ``each``).
+
+Drops, snapshots and speculation
+--------------------------------
+A drop happens between two batches, at the engine's *position* (the ``(ts, producer <<
+40 | seq)`` of the last event it was given). It is not part of the state a snapshot
+records: the engine keeps a *tombstone* per drop (position, state, identities) beside
+its snapshots. After a restore, the tombstones at or before the restored position are
+applied again at once, and those after it when a batch crosses their position (the
+batch is split there). So the ordering unit's replay after a late event reproduces
+the drops where they were made in stream order: a dropped partial match never comes
+back, and what it produced before its drop is produced again, so a replay changes
+only what the late event changes. A partial match the replay makes anew (through the
+late event) is not dropped: it was never chosen. Tombstones are forgotten once the
+newest time stamp seen is ``window + retention`` past them (``retention``: the
+engine's ``shed_retention``, by default ten windows); a restore further back than that
+would revive the dropped matches.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from specula.detectors.rules.ast import Rule
+from specula.detectors.rules.engine import order_key
+from specula.events import TypeRegistry
+from specula.events.hashing import event_ids, fold64
+
+__all__ = ["PartialMatchBlock", "ShedHook", "StateSheddingError", "Tombstones"]
+
+_CORE = ("ts", "key", "producer", "seq")
+
+
+class StateSheddingError(ValueError):
+    """State shedding asked of a state (or an engine) that cannot shed it exactly."""
+
+
+@dataclass
+class PartialMatchBlock:
+    """The partial matches of one state, one row each (see the module).
+
+    ``state`` is the id the detector gives the state (an engine's element ``k`` plus its
+    offset among the detector's engines); ``names`` label the ``features`` columns
+    (``element.attr``, element ``n-1`` first), ``own`` are the columns of the newest
+    event (element ``k``); ``window`` is how long after ``first_ts`` a partial match can
+    still complete (ticks). ``eids`` (the identities of the events, in the order of the
+    features) and ``keys`` (the identity of each partial match, ``fold64(eids)``) are
+    computed when first read. A block of *complete* matches (``element == 0``) carries
+    every element.
+    """
+
+    state: int
+    element: int
+    names: tuple[str, ...]
+    own: tuple[int, ...]
+    features: np.ndarray
+    first_ts: np.ndarray
+    last_ts: np.ndarray
+    window: int
+    sheddable: bool
+    #: per event of a row, element n-1 first: its core fields (ts, producer, seq, ...)
+    rows: list = field(repr=False, default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.first_ts)
+
+    @cached_property
+    def eids(self) -> np.ndarray:
+        """``(rows, events)`` identities of the events, in feature order."""
+        if not self.rows:
+            return np.zeros((len(self), 0), np.uint64)
+        return np.stack([event_ids(r) for r in self.rows], axis=1)
+
+    @cached_property
+    def keys(self) -> np.ndarray:
+        """The identity of each partial match (its events' identities folded)."""
+        return fold64(self.eids)
+
+
+def element_attrs(rule: Rule, registry: TypeRegistry,
+                  dtype: np.dtype) -> tuple[tuple[str, ...], ...]:
+    """Per chain element, the non-core attributes of the engine's rows its type has."""
+    out = []
+    for p in rule.chain:
+        fields = registry[p.type].field_names
+        out.append(tuple(a for a in dtype.names if a not in _CORE and a in fields))
+    return tuple(out)
+
+
+def position(events: np.ndarray) -> tuple[int, int]:
+    """The stream position of the last event of a non-empty batch."""
+    return int(events["ts"][-1]), int(order_key(events[-1:])[0])
+
+
+class Tombstones:
+    """The drops an engine made: ``(ts, order, state k, sorted identities)`` each."""
+
+    def __init__(self, retention: int) -> None:
+        self.retention = retention
+        self.entries: list[tuple[int, int, int, np.ndarray]] = []
+        self.newest = -(2**63)  # the newest time stamp ever processed (not restored)
+
+    def add(self, pos: tuple[int, int], k: int, keys: np.ndarray) -> None:
+        if len(keys):
+            self.entries.append((pos[0], pos[1], k, np.unique(keys)))
+
+    def after(self, pos: tuple[int, int] | None) -> list[tuple[int, int]]:
+        """Positions of the drops after ``pos`` (all of them when None), ascending."""
+        return sorted({(t, o) for t, o, _, _ in self.entries
+                       if pos is None or (t, o) > pos})
+
+    def due(self, lo: tuple[int, int] | None, hi: tuple[int, int]
+            ) -> list[tuple[int, np.ndarray]]:
+        """``(k, keys)`` of the drops in ``(lo, hi]``."""
+        return [(k, keys) for t, o, k, keys in self.entries
+                if (t, o) <= hi and (lo is None or (t, o) > lo)]
+
+    def forget(self, now: int, window: int) -> None:
+        """Note ``now`` as processed; forget drops far enough behind the newest one."""
+        self.newest = max(self.newest, now)
+        horizon = self.newest - window - self.retention
+        if self.entries and self.entries[0][0] < horizon:
+            self.entries = [e for e in self.entries if e[0] >= horizon]
+
+
+def split_points(events: np.ndarray, pending: list[tuple[int, int]]) -> list[int]:
+    """Row counts after which the drops at ``pending`` positions take effect."""
+    ts, order = events["ts"], order_key(events)
+    cuts = []
+    for t, o in pending:
+        cut = int(np.searchsorted(ts, t, "left"))
+        same = slice(cut, int(np.searchsorted(ts, t, "right")))
+        cut += int(np.count_nonzero(order[same] <= o))
+        if 0 < cut < len(events):
+            cuts.append(cut)
+    return sorted(set(cuts))
+
+
+class ShedHook:
+    """What an :class:`~specula.detectors.rules.aip.AIPEngine` needs for state shedding:
+    the attributes of its elements, its tombstones, its position, what it watches."""
+
+    def __init__(self, rule: Rule, registry: TypeRegistry, dtype: np.dtype,
+                 window: int) -> None:
+        self.rule = rule
+        self.attrs = element_attrs(rule, registry, dtype)
+        self.labels = tuple(p.alias or p.type for p in rule.chain)
+        self.window = window
+        self.tombs = Tombstones(10 * window)
+        self.pos: tuple[int, int] | None = None   # the last event given, not restored
+        self.created: list[PartialMatchBlock] | None = None  # watched, when watching
+        # state k sheds only when element k's step takes each candidate (see the module)
+        self.sheddable = (False, *(s.selection == "each" for s in rule.steps))
+
+    def block(self, store, k: int, ids: np.ndarray, last_ts: np.ndarray,
+              offset: int) -> PartialMatchBlock:
+        """The block of state ``k``'s instances with store ids ``ids`` (``(n - k, m)``,
+        column ``c`` of a row: element ``k + c``) and newest time stamps ``last_ts``."""
+        n = len(self.rule.chain)
+        refs = ids - store.base
+        cols = store.cols
+        rows = [{f: cols[f][refs[e - k]] for f in (*_CORE, *self.attrs[e])}
+                for e in range(n - 1, k - 1, -1)]
+        return self._block(rows, k, last_ts, offset)
+
+    def complete(self, elements: tuple[np.ndarray, ...], offset: int) -> PartialMatchBlock:
+        """The block of complete matches (element 0), from their chosen elements."""
+        return self._block(list(elements[::-1]), 0, elements[0]["ts"], offset)
+
+    def _block(self, rows: list, k: int, last_ts: np.ndarray, offset: int
+               ) -> PartialMatchBlock:
+        n = len(self.rule.chain)
+        names, feats, own = [], [], []
+        for e, r in zip(range(n - 1, k - 1, -1), rows, strict=True):
+            for a in self.attrs[e]:
+                if e == k:
+                    own.append(len(names))
+                names.append(f"{self.labels[e]}.{a}")
+                feats.append(np.asarray(r[a], np.float64))
+        m = len(last_ts)
+        return PartialMatchBlock(
+            offset + k, k, tuple(names), tuple(own),
+            np.stack(feats, axis=1) if feats else np.zeros((m, 0)),
+            np.asarray(rows[0]["ts"], np.int64), np.asarray(last_ts, np.int64),
+            self.window, self.sheddable[k], rows)
+
+    def check(self, k: int, n: int) -> None:
+        """:class:`StateSheddingError` unless state ``k`` may shed (see the module)."""
+        if not 1 <= k < n:
+            raise StateSheddingError(f"rule {self.rule.name}: no state {k}; its partial "
+                                     f"matches are in states 1..{n - 1}")
+        if not self.sheddable[k]:
+            step = self.rule.steps[k - 1]
+            raise StateSheddingError(
+                f"rule {self.rule.name}: state {k} is read by a '{step.selection}' step "
+                f"({self.labels[k]}); dropping its partial matches would let that step "
+                "select an older candidate and detect matches the unshed rule does not. "
+                "Shed its input instead, or write the step with 'each'")
+
+    def made(self, store, k: int, ids: np.ndarray, ts: np.ndarray) -> None:
+        """Record the instances just appended to state ``k`` (dead ends left out)."""
+        live = ids[1] >= 0 if len(ids) > 1 else slice(None)
+        if len(ts):
+            self.created.append(self.block(store, k, ids[:, live], ts[live], 0))
+
+    def watch(self, on: bool) -> list[PartialMatchBlock]:
+        """Start or stop recording what the engine makes; return what was recorded."""
+        made = self.created or []
+        self.created = [] if on else None
+        return made
+
+    @staticmethod
+    def live(table) -> tuple[np.ndarray, np.ndarray]:
+        """Store ids (``(n - k, m)``) and time stamps of a state's live partial matches
+        (dead ends left out)."""
+        ids = table.cols["ids"][:, table.start:table.n]
+        ts = table.cols["ts"][table.start:table.n]
+        if len(ids) < 2:
+            return ids, ts
+        live = ids[1] >= 0
+        return ids[:, live], ts[live]
+
+    def drop(self, store, table, k: int, keys: np.ndarray, record: bool = False) -> int:
+        """Delete the live rows of state ``k`` (``table``) whose identities are in
+        ``keys``; with ``record``, keep a tombstone at the engine's position. Returns the
+        number of rows deleted."""
+        keys = np.asarray(keys, np.uint64)
+        ids = table.cols["ids"][:, table.start:table.n]
+        live = ids[1] >= 0 if len(ids) > 1 else np.ones(ids.shape[1], bool)
+        mine = np.zeros(ids.shape[1], np.uint64)
+        mine[live] = self.block(store, k, ids[:, live],
+                                table.cols["ts"][table.start:table.n][live], 0).keys
+        hit = live & np.isin(mine, keys)
+        if hit.any():
+            table.keep(~hit)
+        if record:
+            self.tombs.add(self.pos or (-(2**63), -1), k, mine[hit])
+        return int(np.count_nonzero(hit))
+
+    def after(self, store, states, pos: tuple[int, int] | None) -> None:
+        """The engine is at ``pos``: make the drops between its last position and it."""
+        if pos is not None:
+            for k, keys in self.tombs.due(self.pos, pos):
+                self.drop(store, states[k], k, keys)
+            self.tombs.forget(pos[0], self.window)
+        self.pos = pos
+
+    def trailer(self) -> bytes:
+        """The engine's position, as the last 24 bytes of its snapshot."""
+        return np.array([self.pos is not None, *(self.pos or (0, 0))], np.int64).tobytes()
+
+    def restored(self, store, states, trailer: bytes) -> None:
+        """After a restore to the position in ``trailer``: the drops up to it again."""
+        known, t, o = np.frombuffer(trailer, np.int64).tolist()
+        self.pos = None
+        self.after(store, states, (t, o) if known else None)
+
+    def process(self, engine, events: np.ndarray):
+        """``engine.process``: a batch that crosses the positions of earlier drops (a
+        replay) is split there, so that each drop is made where it was made before."""
+        cuts = split_points(events, self.tombs.after(self.pos)) if self.tombs.entries else []
+        if not cuts:
+            return engine._process(events)
+        parts, bounds = [], [0, *cuts, len(events)]
+        for lo, hi in itertools.pairwise(bounds):
+            part = engine._process(events[lo:hi])
+            part.terminator = part.terminator + lo
+            parts.append(part)
+        first = parts[0]
+        return type(first)(np.concatenate([p.terminator for p in parts]),
+                           tuple(np.concatenate(e) for e in zip(*(p.elements for p in parts),
+                                                                strict=True)),
+                           np.concatenate([p.aggregates for p in parts]),
+                           np.concatenate([p.negations for p in parts]))

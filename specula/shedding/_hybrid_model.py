@@ -1,0 +1,305 @@
+"""The hybrid shedding paper's cost model (sec. IV-A, V-A, V-B): contribution and
+consumption per state x time slice x class, learned offline, adapted online.
+
+Offline (:func:`learn`), from what a detector made on historic data (its
+``watch`` record: every partial match and every complete match, with the identities
+of their events):
+
+* **Lineage.** A partial match ``p`` of state ``k`` *derives* every later match whose
+  first events are ``p``'s (identities compared by :func:`~specula.events.hashing.fold64`
+  of their prefixes). A derived match made when ``p`` is in time slice ``s`` of its
+  window (slices: the query window cut into ``slices`` equal parts, counted from ``p``'s
+  first event) counts for ``p`` at every slice up to ``s``: what ``p`` is still worth
+  and still costs once it is that old.
+* **Contribution** Γ+(p, s): complete matches derived at slice ``s`` or later (eq. 3).
+  **Consumption** Γ-(p, s): the sum of Ω over ``p`` itself and the matches derived at
+  slice ``s`` or later (eq. 4), with Ω a match's length, the paper's memory footprint.
+  Only partial matches whose whole window lies inside the historic data count.
+* **Classes.** Per state, k-means on log(1 + [Γ+(p, ·), Γ-(p, ·)]) (``clusters``
+  clusters; the paper picks the number by the gap statistic, here it is given), and a
+  decision tree of depth ``clusters`` that predicts the cluster from the attribute
+  values of ``p``'s events (the attributes the rule reads). Our reading: a *class* is a
+  leaf of that tree, i.e. a predicate over the attribute values (the paper's "class
+  characterized by a predicate"), and its values per slice are the 90th percentiles
+  among the historic partial matches in that leaf. The paper takes the cluster's
+  members; but outcomes are random where the attributes cannot tell them apart (on DS1
+  an A, B match with a.v + b.v <= 10 may or may not meet its C), so a cluster of
+  "completed" matches is not predictable, and a tree's majority label mixes the
+  always-useless matches (a.v + b.v > 10) with useful ones; the leaves keep them apart
+  and the clusters only guide where the tree splits.
+* **Tables.** The tree becomes NumPy arrays (:class:`TreeTable`); the hot path walks
+  them vectorised, never calling scikit-learn.
+
+Online (:meth:`HybridModel.observe`): the same lineage counts from what the detector
+makes, per class and slice of the originating partial matches (classified by the
+tables), divided by the partial matches of that class made in the period, replace a
+share ``w = 0.5`` of the values at the end of every time slice: Γ = (1 - w)·Γ + w·Γ_inc
+(values of classes that made nothing in the period stay). The per-period means stand
+beside the offline 90th percentiles: our reading of "streaming counts".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from specula.events.hashing import fold64
+from specula.shedding.state import PartialMatchView
+
+__all__ = ["HybridModel", "StateModel", "TreeTable", "learn"]
+
+
+@njit(cache=True, nogil=True)
+def _walk(x, left, right, feature, threshold, where):  # pragma: no cover - jit
+    """The leaf (index among the leaves, ``where[node]``) each row of ``x`` reaches."""
+    out = np.empty(x.shape[0], np.int64)
+    for i in range(x.shape[0]):
+        node = 0
+        while left[node] >= 0:
+            node = left[node] if x[i, feature[node]] <= threshold[node] else right[node]
+        out[i] = where[node]
+    return out
+
+
+class TreeTable:
+    """A fitted scikit-learn decision tree as arrays, predicting without scikit-learn.
+
+    :meth:`leaf` walks each row down the tree in a Numba loop (O(depth) per row),
+    comparing as scikit-learn does: the features as float32, ``x <= threshold`` goes
+    left; :meth:`predict` is the leaf's label. ``lo``, ``hi`` are the leaves' boxes,
+    ``(lo, hi]`` per feature.
+    """
+
+    def __init__(self, tree: object) -> None:
+        t = tree.tree_
+        self.left = t.children_left.astype(np.int64)
+        self.right = t.children_right.astype(np.int64)
+        self.feature = np.maximum(t.feature, 0).astype(np.int64)
+        self.threshold = t.threshold.astype(np.float64)
+        self.label = np.asarray(tree.classes_)[np.argmax(t.value[:, 0, :], axis=1)].astype(
+            np.int64)
+        self.depth = int(t.max_depth)
+        self.features = int(t.n_features)
+        leaves = np.flatnonzero(self.left < 0)
+        self.leaves = leaves
+        self.where = np.full(len(self.left), -1, np.int64)
+        self.where[leaves] = np.arange(len(leaves))
+        self.leaf_label = self.label[leaves]
+        self.lo = np.full((len(leaves), self.features), -np.inf)
+        self.hi = np.full((len(leaves), self.features), np.inf)
+        where = {int(v): i for i, v in enumerate(leaves)}
+        stack = [(0, np.full(self.features, -np.inf), np.full(self.features, np.inf))]
+        while stack:  # depth first, narrowing the box of each child
+            node, lo, hi = stack.pop()
+            if self.left[node] < 0:
+                self.lo[where[node]], self.hi[where[node]] = lo, hi
+                continue
+            f, thr = self.feature[node], self.threshold[node]
+            hi_left, lo_right = hi.copy(), lo.copy()
+            hi_left[f] = min(hi[f], thr)
+            lo_right[f] = max(lo[f], thr)
+            stack += [(self.left[node], lo, hi_left), (self.right[node], lo_right, hi)]
+
+    def leaf(self, x: np.ndarray) -> np.ndarray:
+        """The leaf (0 .. leaves - 1, scikit-learn's ``apply`` renumbered) of every row
+        of ``x`` (``(rows, features)``)."""
+        x = np.ascontiguousarray(np.asarray(x, np.float32).astype(np.float64))
+        return _walk(x, self.left, self.right, self.feature, self.threshold, self.where)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The class (cluster label) of every row of ``x``: its leaf's."""
+        return self.leaf_label[self.leaf(x)]
+
+    def compatible(self, columns: Sequence[int], x: np.ndarray) -> np.ndarray:
+        """``(rows, leaves)``: which leaves a row can reach knowing only the features
+        ``columns`` (its values ``x``, one column each), the others free."""
+        x = np.asarray(x, np.float32).astype(np.float64)
+        ok = np.ones((len(x), len(self.leaves)), bool)
+        for c, f in enumerate(columns):
+            ok &= (x[:, c, None] > self.lo[None, :, f]) & (x[:, c, None] <= self.hi[None, :, f])
+        return ok
+
+
+@dataclass
+class StateModel:
+    """One state's classes (the leaves of its tree) and Γ+ / Γ- per class and slice (per
+    partial match)."""
+
+    names: tuple[str, ...]
+    own: tuple[int, ...]
+    tree: TreeTable
+    contribution: np.ndarray  # (classes, slices)
+    consumption: np.ndarray   # (classes, slices)
+    length: int               # events of its partial matches (Ω)
+    selectivity: float        # share of its partial matches that completed (SS)
+    inc_plus: np.ndarray = field(default=None)   # type: ignore[assignment]
+    inc_minus: np.ndarray = field(default=None)  # type: ignore[assignment]
+    made: np.ndarray = field(default=None)       # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new period of online counts."""
+        self.inc_plus = np.zeros_like(self.contribution)
+        self.inc_minus = np.zeros_like(self.consumption)
+        self.made = np.zeros(len(self.contribution))
+
+
+@dataclass
+class HybridModel:
+    """The cost model of one detector: a :class:`StateModel` per state id, the states
+    of each engine (``ancestors``: the state ids of an engine's elements 1..n-1, by
+    element), its window and slices, and the online weight ``w``."""
+
+    states: dict[int, StateModel]
+    ancestors: dict[int, tuple[int, ...]]  # engine offset -> state id of element k - 1
+    window: int
+    slices: int
+    w: float = 0.5
+    next_update: int | None = None
+
+    @property
+    def slice_len(self) -> float:
+        return max(self.window / self.slices, 1.0)
+
+    def slice_of(self, age: np.ndarray) -> np.ndarray:
+        """The time slice of partial matches whose window opened ``age`` ticks ago."""
+        return np.clip(np.asarray(age, np.float64) // self.slice_len, 0, self.slices - 1
+                       ).astype(np.int64)
+
+    def classify(self, view: PartialMatchView) -> np.ndarray:
+        """The class (tree leaf) of every row of a view of a state the model knows."""
+        return self.states[view.state].tree.leaf(view.features)
+
+    def observe(self, made: list[PartialMatchView]) -> None:
+        """Count what the detector made (its ``watch`` record) for the originating
+        partial matches' classes; at the end of a time slice, adapt the values."""
+        for view in made:
+            if not len(view):
+                continue
+            offset = view.state - view.element
+            chain = self.ancestors.get(offset, ())
+            if view.element >= 1 and view.state in self.states:
+                sm = self.states[view.state]
+                sm.made += np.bincount(sm.tree.leaf(view.features),
+                                       minlength=len(sm.made))
+            s = self.slice_of(view.last_ts - view.first_ts)
+            omega = len(chain) + 1 - view.element  # events in the made match
+            for k in range(view.element + 1, len(chain) + 1):
+                sm = self.states[chain[k - 1]]
+                cls = sm.tree.leaf(view.features[:, :len(sm.names)])
+                np.add.at(sm.inc_minus, (cls, s), omega)
+                if view.element == 0:
+                    np.add.at(sm.inc_plus, (cls, s), 1)
+            now = int(view.last_ts.max())
+            if self.next_update is None:
+                self.next_update = now + int(self.slice_len)
+            elif now >= self.next_update:
+                self._adapt()
+                self.next_update = now + int(self.slice_len)
+
+    def _adapt(self) -> None:
+        for sm in self.states.values():
+            seen = sm.made > 0
+            if seen.any():
+                per = sm.made[seen, None]
+                plus = _from_slice_on(sm.inc_plus[seen]) / per
+                minus = _from_slice_on(sm.inc_minus[seen]) / per + sm.length
+                sm.contribution[seen] = (1 - self.w) * sm.contribution[seen] + self.w * plus
+                sm.consumption[seen] = (1 - self.w) * sm.consumption[seen] + self.w * minus
+            sm.reset()
+
+
+def _from_slice_on(x: np.ndarray) -> np.ndarray:
+    """Per slice ``s``: the sum over slices ``>= s`` (last axis)."""
+    return np.cumsum(x[..., ::-1], axis=-1)[..., ::-1]
+
+
+def learn(made: list[PartialMatchView], *, slices: int = 4, clusters: int = 10,
+          seed: int = 0, end_ts: int | None = None, max_rows: int = 20_000) -> HybridModel:
+    """The cost model from a detector's ``watch`` record over historic data (see the
+    module). ``end_ts``: the end of that data (default: the newest match's time);
+    ``max_rows`` partial matches per state at most go to k-means and the tree (a
+    seeded sample)."""
+    from sklearn.cluster import KMeans
+    from sklearn.tree import DecisionTreeClassifier
+
+    by_engine: dict[int, dict[int, list[PartialMatchView]]] = {}
+    for v in made:
+        if len(v):
+            by_engine.setdefault(v.state - v.element, {}).setdefault(v.element, []).append(v)
+    if not by_engine:
+        raise ValueError("nothing to learn from: the record holds no partial matches")
+    window = max(v.window for v in made)
+    end = end_ts if end_ts is not None else max(int(v.last_ts.max()) for v in made if len(v))
+    rng = np.random.default_rng(seed)
+    model = HybridModel({}, {}, window, slices)
+    for offset, elements in sorted(by_engine.items()):
+        n = max(k + v.eids.shape[1] for k, vs in elements.items() for v in vs)
+        model.ancestors[offset] = tuple(offset + k for k in range(1, n))
+        cat = {k: _concat(vs) for k, vs in elements.items()}
+        for k in range(1, n):
+            if k not in cat:
+                continue
+            p = cat[k]
+            plus, minus = _lineage(p, cat, k, n, model)
+            seen = p["first"] + window <= end
+            x, feats = np.log1p(np.hstack([plus, minus]))[seen], p["features"][seen]
+            if len(x) > max_rows:
+                pick = rng.choice(len(x), max_rows, replace=False)
+                x, feats = x[pick], feats[pick]
+            distinct = len(np.unique(x, axis=0)) if len(x) else 0
+            c = max(1, min(clusters, distinct))
+            labels = (KMeans(c, n_init=3, random_state=seed).fit_predict(x) if c > 1
+                      else np.zeros(len(x), np.int64))
+            tree = DecisionTreeClassifier(max_depth=max(c, 1), random_state=seed)
+            table = TreeTable(tree.fit(feats if len(feats) else np.zeros((1, feats.shape[1])),
+                                       labels if len(labels) else np.zeros(1, np.int64)))
+            cls = table.leaf(feats) if len(feats) else np.zeros(0, np.int64)
+            leaves = len(table.leaves)
+            contribution, consumption = np.zeros((leaves, slices)), np.zeros((leaves, slices))
+            for j in range(leaves):
+                members = cls == j
+                if members.any():
+                    # x holds log1p of [Γ+, Γ-] of the (sampled) rows the tree saw
+                    contribution[j] = np.percentile(np.expm1(x[members, :slices]), 90, axis=0)
+                    consumption[j] = np.percentile(np.expm1(x[members, slices:]), 90, axis=0)
+            model.states[offset + k] = StateModel(
+                p["names"], p["own"], table, contribution, consumption, n - k,
+                float(np.mean(plus[seen, 0] > 0)) if seen.any() else 0.0)
+    return model
+
+
+def _concat(views: list[PartialMatchView]) -> dict:
+    return {"names": views[0].names, "own": views[0].own,
+            "features": np.concatenate([v.features for v in views]),
+            "first": np.concatenate([v.first_ts for v in views]),
+            "last": np.concatenate([v.last_ts for v in views]),
+            "eids": np.concatenate([v.eids for v in views])}
+
+
+def _lineage(p: dict, cat: dict, k: int, n: int, model: HybridModel
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Γ+(p, s) and Γ-(p, s) of every partial match ``p`` of state ``k``."""
+    keys = fold64(p["eids"])
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    plus = np.zeros((len(keys), model.slices))
+    minus = np.zeros((len(keys), model.slices))
+    for j in range(k):
+        if j not in cat:
+            continue
+        d = cat[j]
+        anc = fold64(d["eids"][:, :n - k])
+        at = np.minimum(np.searchsorted(sorted_keys, anc), len(keys) - 1)
+        hit = sorted_keys[at] == anc
+        idx = order[at[hit]]
+        s = model.slice_of(d["last"][hit] - p["first"][idx])
+        np.add.at(minus, (idx, s), n - j)
+        if j == 0:
+            np.add.at(plus, (idx, s), 1)
+    return _from_slice_on(plus), _from_slice_on(minus) + (n - k)

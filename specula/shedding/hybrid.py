@@ -1,0 +1,169 @@
+"""Hybrid load shedding for CEP (Zhao, Hung, Weidlich, ICDE 2020): input-based,
+state-based and hybrid shedding from one cost model.
+
+When the overload detector asks for a share ``(μ - θ) / μ`` of the load to go (the
+paper's latency trigger, :mod:`.overload`), :class:`HybridShedder` takes the detector's
+partial matches (:class:`~.state.PartialMatchHolder`), puts each in its item, (state,
+time slice, class) of the cost model (:mod:`._hybrid_model`), and picks the shedding set
+D of items (:func:`~.knapsack.shedding_set`): least relative contribution lost for at
+least that share of relative consumption saved (eq. 8). Then, by ``mode`` (sec. IV-C):
+
+* ``"state"`` (HyS): rho_S drops the partial matches of D; no event is dropped.
+* ``"input"`` (HyI): rho_I drops, while the overload lasts, the events that would only
+  make partial matches of D's classes (below); no partial match is dropped.
+* ``"hybrid"``: both, from the same D.
+
+Reading of rho_I (eq. 9 names the events of D's matches; those have been processed
+already, so the filter must act on the events to come): an event of element ``k`` makes
+partial matches of state ``k`` whose class depends on its own attributes and, but for
+the first element, on earlier events. It is dropped when *every* class it can reach
+(every leaf of the state's tree whose box admits its own attribute values, the others
+free) is in D at every time slice; for the first element, whose partial match is the
+event alone and new (slice 0), when its class is in D at slice 0. (Classes are the
+leaves of the state's tree: :mod:`._hybrid_model`.) Terminators are
+never dropped (they are in no partial match), nor an event another element would keep.
+
+A new shedding set is computed at most once per ``cooldown`` events (the paper's delay
+before state shedding is triggered again); the input filter of the last one holds
+while the detector asks for drops and ends when it stops. Everything per event is
+vectorised: the trees are NumPy tables, and the knapsack has one item per (state,
+slice, class).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from specula.shedding._hybrid_model import HybridModel
+from specula.shedding.base import DropCommand
+from specula.shedding.knapsack import shedding_set
+from specula.shedding.state import PartialMatchHolder, StateShedder
+
+__all__ = ["HybridShedder"]
+
+Mode = Literal["input", "state", "hybrid"]
+
+
+class HybridShedder(StateShedder):
+    """The hybrid paper's shedder on one detector (see the module).
+
+    Parameters
+    ----------
+    model
+        The cost model, learned offline (:func:`~._hybrid_model.learn`).
+    mode
+        ``"hybrid"``, ``"state"`` (HyS) or ``"input"`` (HyI).
+    cooldown
+        Events between two shedding sets.
+    adapt
+        Adapt the model online (w = 0.5): the detector then records what it makes.
+    dp_limit
+        The most items the knapsack solves exactly; greedy beyond.
+    """
+
+    def __init__(self, model: HybridModel, mode: Mode = "hybrid", *, cooldown: int = 1000,
+                 adapt: bool = True, dp_limit: int = 64) -> None:
+        if mode not in ("input", "state", "hybrid"):
+            raise ValueError(f"mode must be 'input', 'state' or 'hybrid'; got {mode!r}")
+        super().__init__(cooldown)
+        self.model = model
+        self.mode = mode
+        self.adapt = adapt
+        self.dp_limit = dp_limit
+        self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
+        self.filtering = False
+        self.dropped_events = 0
+
+    def attach(self, holder: PartialMatchHolder) -> None:
+        super().attach(holder)
+        if self.adapt:
+            holder.watch(True)
+
+    def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
+        """Shed state when due, and filter the batch's events while overloaded."""
+        n = len(batch)
+        if self.adapt and self.holder is not None:
+            self.model.observe(self.holder.watch(True))
+        share = command.share
+        if self.due(n, share):
+            self.plan(share)
+        self.filtering = share > 0 and bool(self.shed)
+        if not self.filtering or self.mode == "state" or n == 0:
+            return np.ones(n, bool)
+        keep = self.input_filter(batch)
+        self.dropped_events += int(n - keep.sum())
+        return keep
+
+    def plan(self, share: float) -> int:
+        """Pick the shedding set for ``share`` of the consumption; drop its partial
+        matches (``state``, ``hybrid``) and keep it for the input filter. Returns the
+        partial matches dropped."""
+        model = self.model
+        views = [v for v in self.holder.partial_matches()
+                 if v.state in model.states and len(v)
+                 and (v.sheddable or self.mode == "input")]
+        if not views:
+            self.shed = {}
+            return 0
+        now = max(int(v.last_ts.max()) for v in views)
+        items, counts, classes = [], [], []
+        for v in views:
+            cls = model.classify(v)
+            s = model.slice_of(now - v.first_ts)
+            sm = model.states[v.state]
+            ij = cls * model.slices + s
+            items.append(ij)
+            cnt = np.bincount(ij, minlength=sm.contribution.size)
+            counts.append(cnt)
+            classes.append(sm)
+        value = np.concatenate([c * sm.contribution.ravel() for c, sm in
+                                zip(counts, classes, strict=True)])
+        weight = np.concatenate([c * sm.consumption.ravel() for c, sm in
+                                 zip(counts, classes, strict=True)])
+        live = np.concatenate([c > 0 for c in counts])
+        chosen = np.zeros(len(value), bool)
+        v_tot, w_tot = value[live].sum(), weight[live].sum()
+        chosen[live] = shedding_set(value[live] / v_tot if v_tot > 0 else value[live],
+                                    weight[live] / w_tot if w_tot > 0 else weight[live],
+                                    share, dp_limit=self.dp_limit)
+        self.shed, masks, at = {}, [], 0
+        for v, sm, ij in zip(views, classes, items, strict=True):
+            size = sm.contribution.size
+            in_d = chosen[at:at + size]
+            at += size
+            self.shed[v.state] = in_d.reshape(sm.contribution.shape)
+            masks.append(in_d[ij])
+        if self.mode == "input":
+            return 0
+        return self.drop(views, masks)
+
+    def input_filter(self, batch: np.ndarray) -> np.ndarray:
+        """rho_I: the keep mask of the events that make only partial matches of D."""
+        n = len(batch)
+        drop, protect = np.zeros(n, bool), np.zeros(n, bool)
+        for state, rows in self.holder.input_rows(batch):
+            if not len(rows):
+                continue
+            sm = self.model.states.get(state)
+            shed = self.shed.get(state)
+            if sm is None or shed is None:
+                protect[rows] = True  # terminators, and states without a model
+                continue
+            x = np.stack([batch[name.rsplit(".", 1)[1]][rows] for name in
+                          (sm.names[c] for c in sm.own)], axis=1).astype(np.float64)
+            if len(sm.own) == len(sm.names):  # the first element: a new match of one event
+                out = shed[sm.tree.leaf(x), 0]
+            else:
+                out = ~(sm.tree.compatible(sm.own, x) & ~shed.all(axis=1)[None, :]).any(axis=1)
+            drop[rows[out]] = True
+            protect[rows[~out]] = True
+        keep = ~(drop & ~protect)
+        if "flags" in (batch.dtype.names or ()):
+            keep |= batch["flags"] != 0
+        return keep
+
+    def __repr__(self) -> str:
+        return f"HybridShedder(mode={self.mode!r}, states={sorted(self.model.states)})"
+

@@ -1,0 +1,255 @@
+"""Hybrid shedding: the knapsack against brute force, the trees' tables against
+scikit-learn, the AIP engine's state-shedding hook (exact drops, restores, replays), and
+shed runs against unshed ones on the hybrid paper's DS1 / Q1."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from benchmarks.shedding_hybrid import Q1, ds1, registry, run, train
+from specula.detectors.rules import RuleDetector
+from specula.detectors.rules.aip import AIPEngine, StateSheddingError
+from specula.detectors.rules.parser import parse_rules
+from specula.shedding import (
+    HybridShedder,
+    RandomInput,
+    RandomState,
+    SelectivityState,
+    TreeTable,
+    min_cover_dp,
+    min_cover_greedy,
+    selectivity_input,
+    shedding_set,
+)
+
+# ---------------------------------------------------------------- knapsack
+
+
+def _brute(values: np.ndarray, weights: np.ndarray, need: int) -> float:
+    best = np.inf
+    for r in range(len(values) + 1):
+        for pick in itertools.combinations(range(len(values)), r):
+            if weights[list(pick)].sum() >= need:
+                best = min(best, values[list(pick)].sum())
+    return best
+
+
+def test_min_cover_dp_equals_brute_force():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        m = int(rng.integers(0, 8))
+        values = rng.integers(0, 10, m).astype(float) + rng.random(m) * (rng.random() < 0.5)
+        weights = rng.integers(0, 12, m)
+        need = int(rng.integers(0, 40))
+        chosen = min_cover_dp(values, weights, need)
+        if weights.sum() < need:
+            assert chosen.all()
+            continue
+        assert weights[chosen].sum() >= need
+        assert values[chosen].sum() == pytest.approx(_brute(values, weights, need))
+
+
+def test_greedy_covers_and_shedding_set_switches_at_the_limit():
+    rng = np.random.default_rng(3)
+    values, weights = rng.random(200), rng.random(200)
+    weights /= weights.sum()
+    chosen = min_cover_greedy(values, weights, 0.3)
+    assert weights[chosen].sum() >= 0.3
+    # greedy takes the lowest value per weight first: every item left out ranks after
+    ratio = values / weights
+    assert ratio[chosen].max() <= ratio[~chosen].min() + 1e-12
+    assert (shedding_set(values, weights, 0.3, dp_limit=64) == chosen).all()
+    small = shedding_set(values[:10], weights[:10] / weights[:10].sum(), 0.4)
+    assert (weights[:10] / weights[:10].sum())[small].sum() >= 0.399
+
+
+# ---------------------------------------------------------------- lookup tables
+
+
+def test_tree_tables_equal_sklearn():
+    from sklearn.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        x = np.c_[rng.integers(1, 11, (800, 2)), rng.normal(size=(800, 2)) * 1e3]
+        y = ((x[:, 0] + x[:, 1] > 10) * 2 + (x[:, 2] > 0) + rng.integers(0, 2, 800)
+             * (trial % 2))
+        tree = DecisionTreeClassifier(max_depth=2 + trial, random_state=trial).fit(x, y)
+        table = TreeTable(tree)
+        probe = np.r_[x, rng.normal(size=(300, 4)) * 20, x + 0.5]
+        probe = np.r_[probe, np.float32(tree.tree_.threshold[:, None]).repeat(4, 1)]
+        assert (table.predict(probe) == tree.predict(probe)).all()
+        leaves = np.searchsorted(np.flatnonzero(tree.tree_.children_left < 0),
+                                 tree.apply(probe))
+        assert (table.leaf(probe) == leaves).all()
+        # knowing every feature, exactly the row's own leaf is compatible
+        compat = table.compatible(range(4), probe)
+        assert (compat.sum(axis=1) == 1).all()
+        assert (compat.argmax(axis=1) == leaves).all()
+
+
+# ---------------------------------------------------------------- the AIP hook
+
+_REG = registry()
+_RULE = parse_rules(Q1.format(w=600))[0]
+
+
+def _events(n: int = 3000, seed: int = 0) -> np.ndarray:
+    return ds1(_REG, n, seed)
+
+
+def _keys(engine: AIPEngine) -> dict[int, set[int]]:
+    return {v.state: set(v.keys.tolist()) for v in engine.partial_matches()}
+
+
+def _matches(found) -> set[tuple[int, ...]]:
+    return {tuple(int(e["seq"][i]) for e in found.elements) for i in range(len(found))}
+
+
+def test_drop_removes_exactly_the_chosen_partial_matches():
+    engine = AIPEngine(_RULE, _REG)
+    engine.process(_events(1500))
+    before = _keys(engine)
+    assert all(before.values())
+    rng = np.random.default_rng(0)
+    chosen = {}
+    for s, k in before.items():
+        keys = np.array(sorted(k), np.uint64)
+        chosen[s] = set(keys[rng.choice(len(keys), len(keys) // 3, replace=False)].tolist())
+    for s, keys in chosen.items():
+        asked = np.array([*sorted(keys), 12345], np.uint64)  # an unknown key changes nothing
+        assert engine.drop_partial_matches(s, asked) == len(keys)
+    assert _keys(engine) == {s: before[s] - chosen[s] for s in before}
+    # the views describe what they claim: one event per feature block, windows open first
+    for v in engine.partial_matches():
+        assert v.features.shape == (len(v), 2 * (3 - v.element))
+        assert (v.first_ts <= v.last_ts).all()
+
+
+def test_last_first_states_and_cdp_refuse():
+    rule = parse_rules("""define L(id: int) from C(id=$i) and last B(id=$i) within 50 from C
+        and each A(id=$i) within 50 from B where id=$i""")[0]
+    engine = AIPEngine(rule, _REG)
+    engine.process(_events(300))
+    with pytest.raises(StateSheddingError, match="'last' step"):
+        engine.drop_partial_matches(1, np.zeros(1, np.uint64))
+    assert engine.drop_partial_matches(2, np.zeros(1, np.uint64)) == 0  # read by 'each'
+    cdp = RuleDetector(Q1.format(w=600), registry(), engine="cdp")
+    with pytest.raises(StateSheddingError, match="CDP keeps no partial matches"):
+        cdp.partial_matches()
+
+
+@pytest.mark.parametrize("cut", [1, 37, 500])
+def test_drops_survive_restore_and_replay(cut):
+    """A restore to before a drop and a replay (batches cut otherwise) give the run
+    without the restore: the same matches after the snapshot, the same final state,
+    and the dropped partial matches never come back."""
+    ev = _events(2400, seed=4)
+    a, b = AIPEngine(_RULE, _REG), AIPEngine(_RULE, _REG)
+    for e in (a, b):
+        e.process(ev[:800])
+    snap = a.snapshot()
+    found_a = _matches(a.process(ev[800:1400]))
+    views = a.partial_matches()
+    dropped = {v.state: v.keys[::2] for v in views}
+    for s, keys in dropped.items():
+        a.drop_partial_matches(s, keys)
+    found_a |= _matches(a.process(ev[1400:]))
+    # b makes the same drop at the same point, then goes back and replays
+    b.process(ev[800:1400])
+    for s, keys in dropped.items():
+        b.drop_partial_matches(s, keys)
+    b.process(ev[1400:1700])
+    b.restore(snap)
+    found_b = set()
+    for lo in range(800, len(ev), cut):
+        found_b |= _matches(b.process(ev[lo:lo + cut]))
+        if lo + cut <= 1500:
+            continue
+        for v in b.partial_matches():  # a dropped match never comes back
+            assert not np.isin(v.keys, dropped[v.state]).any()
+    assert found_b == found_a
+    assert b.snapshot() == a.snapshot()
+
+
+# ---------------------------------------------------------------- shed against unshed
+
+
+@pytest.fixture(scope="module")
+def ds1_setup():
+    reg = registry()
+    rule = Q1.format(w=2000)
+    model, selectivity, frequency = train(reg, rule, ds1(reg, 4000, 1))
+    events = ds1(reg, 6000, 0)
+    unshed = run(RuleDetector(rule, reg), events)
+    return reg, rule, model, selectivity, frequency, events, unshed
+
+
+def _strategies(model, selectivity, frequency):
+    import copy
+
+    return {
+        "hybrid": lambda: HybridShedder(copy.deepcopy(model), "hybrid", cooldown=300),
+        "hyi": lambda: HybridShedder(copy.deepcopy(model), "input", cooldown=300),
+        "ri": lambda: RandomInput(1),
+        "si": lambda: selectivity_input(selectivity, frequency),
+        "rs": lambda: RandomState(1, 300),
+        "ss": lambda: SelectivityState({s: m.selectivity for s, m in model.states.items()},
+                                       1, 300),
+    }
+
+
+def test_shed_runs_find_only_unshed_matches(ds1_setup):
+    reg, rule, model, sel, freq, events, unshed = ds1_setup
+    theta = 0.5 * unshed["work_per_event"]
+    for name, make in _strategies(model, sel, freq).items():
+        r = run(RuleDetector(rule, reg), events, make(), theta)
+        assert r["shed_events"] + r["shed_pms"] > 0, name
+        assert np.isin(r["keys"], unshed["keys"]).all(), name  # Q1 is monotonic
+        assert len(r["keys"]) < len(unshed["keys"]), name
+
+
+def test_without_overload_shedding_changes_nothing(ds1_setup):
+    reg, rule, model, sel, freq, events, unshed = ds1_setup
+    for name, make in _strategies(model, sel, freq).items():
+        r = run(RuleDetector(rule, reg), events, make(), theta=1e9)
+        assert r["shed_events"] == r["shed_pms"] == 0, name
+        assert np.array_equal(r["keys"], unshed["keys"]), name
+
+
+def test_hybrid_keeps_more_matches_than_random_input(ds1_setup):
+    reg, rule, model, sel, freq, events, unshed = ds1_setup
+    theta = 0.5 * unshed["work_per_event"]
+    recall = {}
+    for name in ("hybrid", "ri", "rs"):
+        r = run(RuleDetector(rule, reg), events, _strategies(model, sel, freq)[name](), theta)
+        recall[name] = np.isin(r["keys"], unshed["keys"]).sum() / len(unshed["keys"])
+    assert recall["hybrid"] > recall["ri"] and recall["hybrid"] > recall["rs"], recall
+
+
+def test_a_node_sheds_partial_matches_through_its_gate():
+    """Graph.add(..., shedding=Shedding(strategy=RandomState())) on the in-process
+    runtime: the gate hands the shedder its detector, which loses partial matches (so
+    matches) but detects nothing the unshed node does not."""
+    from collections import Counter
+
+    from specula import CostModel, Graph, InProcessRuntime
+    from specula.options import Shedding
+
+    reg = registry()
+    raw = ds1(reg, 4000, 2)
+    raw["ats"] = raw["ts"]
+    out = {}
+    for name, shedding in (("unshed", None), ("rs", Shedding(
+            latency_bound_s=0.002, trigger="latency", strategy=RandomState(1, 200)))):
+        graph = Graph(reg, sources=tuple("ABCD")).add(
+            "q1", RuleDetector(Q1.format(w=2000), reg), k0=0, shedding=shedding)
+        report = InProcessRuntime(graph, cost_model=CostModel(per_event=2e-5),
+                                  queueing=True).run(raw, batch_ticks=500)
+        net = report.net("q1")
+        out[name] = Counter(zip(net["ts"].tolist(), net["id"].tolist(), strict=True))
+        assert report.shed("q1") == {}  # no event was dropped: RS sheds state only
+    assert out["rs"] <= out["unshed"] and out["rs"] != out["unshed"]
