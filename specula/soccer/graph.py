@@ -50,14 +50,16 @@ QUERIES = ("running_analysis", "possession_stats", "heat_map")
 
 
 def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-demand",
-                 k0_ms: float = 400.0, queries: bool = True) -> Graph:
+                 k0_ms: float = 400.0, queries: bool = False) -> Graph:
     """The whole hierarchy with one setting for every unit.
 
     ``k0_ms`` is the initial K of every unit and should cover the network delays. Units
     above level 1 are clocked by the progress their producers publish (and by the ball
     where they also hear raw readings), so they need no K for the depth of the levels
-    below. ``queries=False`` leaves out the DEBS 2013 aggregates (running analysis,
-    possession statistics, heat maps): each of them is one more unit on a raw stream.
+    below. ``queries=True`` adds the DEBS 2013 aggregates (running analysis, possession
+    statistics, heat maps). They are off by default for now: each is one more ordering
+    unit on a raw stream, and together they make the hierarchy about 1.6 times slower
+    (``benchmarks/soccer.py --quick --no-ray``: 38 s without, 61 s with them).
     """
     g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
     k0 = k0_of_ms(k0_ms, g.ticks_per_second)

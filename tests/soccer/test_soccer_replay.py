@@ -1,4 +1,5 @@
-"""A generated match with network delays through the whole soccer hierarchy."""
+"""A generated match with network delays through the whole soccer hierarchy, the DEBS
+2013 queries included."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.slow  # a generated match through the whole hierarchy
 def replays():
     match = generate_match(15, profile="debs2013", seed=1)
     raw = DelayModel(seed=1).arrival(match.events)
-    runs = {alpha: InProcessRuntime(soccer_graph(alpha, k0_ms=400),
+    runs = {alpha: InProcessRuntime(soccer_graph(alpha, k0_ms=400, queries=True),
                                     cost_model=CostModel(per_event=50e-6))
             .run(raw) for alpha in (1.0, "adaptive")}
     return match, runs
