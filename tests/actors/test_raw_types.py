@@ -12,7 +12,7 @@ from specula.actors.routing import Router
 from specula.detectors import Detector
 from specula.events import RegistryMismatchError
 from specula.soccer.debs2013 import read_all
-from specula.soccer.graph import DETECTORS, soccer_graph
+from specula.soccer.graph import DETECTORS, QUERIES, soccer_graph
 from specula.soccer.types import (
     DERIVED_TYPES,
     PICOS_PER_SECOND,
@@ -38,9 +38,12 @@ def _registry(raw_order: tuple[str, ...] = ("player", "ball", "referee"), *,
 
 def _soccer_graph_over(registry: TypeRegistry, sources: tuple[str, ...] = (
         "ball", "player", "referee")) -> Graph:
-    """The soccer hierarchy of :func:`soccer_graph` (pure K-slack) over ``registry``."""
+    """The soccer hierarchy of :func:`soccer_graph` (pure K-slack, without the DEBS 2013
+    queries) over ``registry``."""
     g = Graph(registry, sources=sources)
     for name, cls in DETECTORS.items():
+        if name in QUERIES:
+            continue
         g.add(name, cls(), alpha=1.0, k0=int(400e9),
               late="process" if name == "near_foot" else "side")
     return g

@@ -123,7 +123,7 @@ def _soccer_inputs() -> dict[str, tuple[Detector, np.ndarray]]:
 
     reg = soccer_registry()
     match = generate_match(SOCCER_SECONDS, profile="debs2013", seed=SOCCER_SEED)
-    graph = soccer_graph(alpha=1.0)
+    graph = soccer_graph(alpha=1.0, queries=True)
     # The readings arrive in time order and K covers the levels' reaction times, so
     # nothing is late and the net outputs are the in-order outputs whatever the step:
     # steps of 100 ms of arrival (not the default 5 ms) give the same events, >10x sooner.
