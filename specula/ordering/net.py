@@ -20,6 +20,14 @@ class NetOutput:
 
     Batches are kept as they come; the live set maps ``(producer, seq)`` to a row of a
     kept batch and its first emission time.
+
+    A ``RETRACTION`` costs what it removes, not what is live: a producer numbers its
+    events in order, so its live counters are kept in insertion order, and those
+    inserted above every counter present (almost all) are in ascending order. Walking
+    the producer's counters from the newest, the retraction stops at the first such
+    counter below its own; the few inserted below a larger one (a revoked event sent
+    again) are kept aside and checked one by one, and the producer's counters are sorted
+    again when they become many.
     """
 
     def __init__(self, dtype: np.dtype) -> None:
@@ -27,6 +35,10 @@ class NetOutput:
         self._chunks: list[np.ndarray] = []
         self._times: list[int] = []  # when each chunk was applied
         self._live: dict[int, dict[int, tuple[int, int, int]]] = {}
+        # per producer: an upper bound of its live counters, and the counters inserted
+        # at or below the bound then (out of ascending insertion order)
+        self._bound: dict[int, int] = {}
+        self._odd: dict[int, set[int]] = {}
         self.applied = 0
 
     def apply(self, batch: np.ndarray, now: int) -> None:
@@ -41,24 +53,63 @@ class NetOutput:
         seqs = batch["seq"].tolist()
         if not batch["flags"].any() and producers[0] == producers[-1] and (
                 producers == producers[0]).all():
-            live = self._live.setdefault(int(producers[0]), {})
-            live.update(zip(seqs, ((ci, i, now) for i in range(len(seqs))), strict=True))
+            p = int(producers[0])
+            live = self._live.setdefault(p, {})
+            if seqs[0] > self._bound.get(p, -1) and (len(seqs) == 1 or bool(
+                    (np.diff(batch["seq"]) > 0).all())):  # new, ascending: the common case
+                live.update(zip(seqs, ((ci, i, now) for i in range(len(seqs))), strict=True))
+                self._bound[p] = seqs[-1]
+                return
+            for i, s in enumerate(seqs):
+                self._put(p, live, s, (ci, i, now))
             return
         flags = batch["flags"].tolist()
         for i, (p, s, f) in enumerate(zip(producers.tolist(), seqs, flags, strict=True)):
             live = self._live.setdefault(p, {})
             if f & ev.RETRACTION:
-                for gone in [x for x in live if x >= s]:
-                    del live[gone]
+                self._retract(p, live, s)
                 continue
             if f & ev.REVOKE:
-                live.pop(s, None)
+                if live.pop(s, None) is not None and p in self._odd:
+                    self._odd[p].discard(s)
                 continue
             held = live.get(s)
             if held is not None and f & ev.UPDATE and same_event(
                     self._chunks[held[0]][held[1]], batch[i]):
                 continue
-            live[s] = (ci, i, now)
+            self._put(p, live, s, (ci, i, now))
+
+    def _put(self, p: int, live: dict[int, tuple[int, int, int]], s: int,
+             ref: tuple[int, int, int]) -> None:
+        """Make ``ref`` the live version of counter ``s`` of producer ``p``."""
+        if s in live:  # replaced in place: its place in the order stays
+            live[s] = ref
+            return
+        bound = self._bound.get(p, -1)
+        if s <= bound:
+            self._odd.setdefault(p, set()).add(s)
+        else:
+            self._bound[p] = s
+        live[s] = ref
+
+    def _retract(self, p: int, live: dict[int, tuple[int, int, int]], s: int) -> None:
+        """Remove every live counter of producer ``p`` from ``s`` on."""
+        odd = self._odd.get(p, set())
+        gone = [x for x in odd if x >= s]
+        for x in reversed(live):
+            if x >= s:
+                gone.append(x)
+            elif x not in odd:
+                break  # the ascending counters before it are all below s
+        for x in gone:
+            live.pop(x, None)
+        odd.difference_update(gone)
+        if p in self._bound:
+            self._bound[p] = min(self._bound[p], s - 1)
+        if len(odd) > max(64, len(live) // 8):  # sort again: the odd ones become plain
+            self._live[p] = dict(sorted(live.items()))
+            odd.clear()
+            self._bound[p] = max(self._live[p], default=-1)
 
     def absorb(self, other: NetOutput) -> None:
         """Take over the live events of another producer's (or instance's) NetOutput."""
@@ -68,7 +119,7 @@ class NetOutput:
         for producer, events in other._live.items():
             mine = self._live.setdefault(producer, {})
             for s, (c, r, t) in events.items():
-                mine[s] = (c + base, r, t)
+                self._put(producer, mine, s, (c + base, r, t))
         self.applied += other.applied
 
     @property

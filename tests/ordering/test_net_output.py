@@ -1,0 +1,92 @@
+"""The net output against a plain model of it, on random streams of events, updates,
+revocations and retractions (``benchmarks/net_output.py`` measures what a retraction
+costs)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specula import events as ev
+from specula.detectors.examples import example_registry
+from specula.ordering import NetOutput
+
+DTYPE = example_registry().dtype(["G"])
+KINDS = ("event", "update", "revoke", "retraction")
+
+
+@st.composite
+def streams(draw) -> list[list[tuple]]:
+    """Batches of (kind, producer, seq, count, now): counters mostly new and ascending
+    per producer, sometimes old ones again (a revoked event sent anew), updates equal or
+    not, range retractions anywhere."""
+    n_producers = draw(st.integers(1, 3))
+    top = dict.fromkeys(range(1, n_producers + 1), 0)
+    batches = []
+    for now in range(draw(st.integers(1, 25))):
+        batch = []
+        for _ in range(draw(st.integers(1, 12))):
+            p = draw(st.integers(1, n_producers))
+            kind = draw(st.sampled_from((*KINDS, "event", "event")))
+            old = draw(st.integers(0, max(top[p] - 1, 0)))
+            if kind == "event" and draw(st.booleans()):
+                seq, top[p] = top[p], top[p] + 1
+            else:
+                seq = old
+            batch.append((kind, p, seq, draw(st.integers(0, 2)), now))
+        batches.append(batch)
+    return batches
+
+
+def as_rows(batch: list[tuple]) -> np.ndarray:
+    rows = np.zeros(len(batch), DTYPE)
+    for i, (kind, p, seq, count, _) in enumerate(batch):
+        rows[i]["producer"], rows[i]["seq"], rows[i]["count"] = p, seq, count
+        rows[i]["ts"] = seq * 10 + p
+        rows[i]["flags"] = {"event": 0, "update": ev.UPDATE, "revoke": ev.REVOKE,
+                            "retraction": ev.RETRACTION}[kind]
+    return rows
+
+
+def model(batches: list[list[tuple]]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(producer, seq) -> (count, first emission time of the live version)."""
+    live: dict[tuple[int, int], tuple[int, int]] = {}
+    for batch in batches:
+        for kind, p, seq, count, now in batch:
+            if kind == "retraction":
+                for k in [k for k in live if k[0] == p and k[1] >= seq]:
+                    del live[k]
+            elif kind == "revoke":
+                live.pop((p, seq), None)
+            elif kind == "update" and live.get((p, seq), (None,))[0] == count:
+                continue
+            else:
+                live[(p, seq)] = (count, now)
+    return live
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches=streams(), split=st.booleans())
+def test_net_output_equals_the_plain_model(batches, split):
+    """Also when applied in two halves and absorbed into one (the runtimes merge the
+    net outputs of a node's instances this way)."""
+    if split:
+        first, second = NetOutput(DTYPE), NetOutput(DTYPE)
+        for b in batches:
+            by_p = {p for _, p, *_ in b}
+            for p in by_p:  # each producer to one of the two, as instances own producers
+                target = first if p % 2 else second
+                target.apply(as_rows([x for x in b if x[1] == p]), b[0][4])
+        net = NetOutput(DTYPE)
+        net.absorb(first)
+        net.absorb(second)
+    else:
+        net = NetOutput(DTYPE)
+        for b in batches:
+            net.apply(as_rows(b), b[0][4])
+    rows, times = net._gather()
+    got = {(int(r["producer"]), int(r["seq"])): (int(r["count"]), int(t))
+           for r, t in zip(rows, times, strict=True)}
+    assert got == model(batches)
+    assert len(net) == len(got)
