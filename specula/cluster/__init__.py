@@ -53,7 +53,8 @@ def keep_sigterm_handler() -> Iterator[None]:
 
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[None]:
-    """Use the Ray cluster at ``address``, or start one embedded on this machine.
+    """Use the Ray cluster at ``address``, or start one embedded on this machine (a new
+    one even where ``RAY_ADDRESS`` names another: embedded means embedded).
 
     An already connected driver is reused as it is. A cluster this function started is
     shut down on exit, on errors and on Ctrl-C; a joined one is only disconnected.
@@ -76,8 +77,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ClusterError(f"cannot join the Ray cluster at {address}: "
                                    f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
-        else:
-            ray.init(num_cpus=num_cpus or os.cpu_count(), **kwargs)
+        else:  # "local": a new cluster, whatever RAY_ADDRESS names
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kwargs)
     try:
         yield
     finally:

@@ -57,3 +57,13 @@ def test_embedded_ray_is_shut_down_after_a_run_and_after_an_error():
         RayRuntime(graph(Exploding()), batch_size=500).run(raw)
     assert not ray.is_initialized()
     assert gone(before)
+
+
+def test_embedded_ray_starts_its_own_cluster_whatever_ray_address_names(monkeypatch):
+    """RAY_ADDRESS may name a cluster of another program (or none that answers):
+    embedded mode never joins it."""
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")  # the discard port: nobody answers
+    raw = abc_stream(example_registry(), 500, seed=2)
+    report = RayRuntime(graph(Threshold()), batch_size=250).run(raw)
+    assert len(report.net("t")) > 10
+    assert not ray.is_initialized()
