@@ -167,6 +167,46 @@ class Shedding:
                 "strategy": strategy, "seed": self.seed, "smoothing": self.smoothing}
 
 
+@dataclass(frozen=True)
+class MemoryLimit:
+    """How much one ordering unit of a node may hold: buffered events and the bytes of
+    its detector snapshots (:mod:`specula.ordering.memory` says what the unit does near
+    the limits: speculation backs off, then K is capped, then a clear error).
+
+    Parameters
+    ----------
+    buffered_events
+        Events the unit's buffer holds at most. K-slack holds about the input rate
+        times K events, and K is the largest delay seen, so disorder alone can grow it
+        without bound.
+    snapshot_mb
+        Megabytes of detector snapshots a speculative unit holds at most (estimated
+        from the pickled size of sampled snapshots).
+
+    >>> MemoryLimit().buffered_events
+    1000000
+    >>> MemoryLimit(buffered_events=0)
+    Traceback (most recent call last):
+    ...
+    specula.options.OptionError: MemoryLimit: buffered_events must be an integer >= 2; got 0
+    """
+
+    buffered_events: int = 1_000_000
+    snapshot_mb: float = 256.0
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.buffered_events, 2, MAX_TICKS):
+            raise OptionError(f"MemoryLimit: buffered_events must be an integer >= 2; got "
+                              f"{self.buffered_events!r}")
+        if not (_is_number(self.snapshot_mb) and self.snapshot_mb > 0):
+            raise OptionError(f"MemoryLimit: snapshot_mb must be a number of megabytes > 0; "
+                              f"got {self.snapshot_mb!r}")
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as plain values, for JSON."""
+        return {"buffered_events": self.buffered_events, "snapshot_mb": self.snapshot_mb}
+
+
 #: The initial K when a node gives none, in seconds of event time: above the delays a
 #: sensor network adds (the default DelayModel reaches about 0.3 s in bursts).
 DEFAULT_K0_SECONDS = 0.4
@@ -206,6 +246,12 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "bound is at risk, and counts what it dropped.",
            valid="None or a Shedding(latency_bound_s=...) (specula.shedding.Shedding)",
            accepts=lambda v: v is None or isinstance(v, Shedding)),
+    Option("memory", MemoryLimit(),
+           "What each of the node's ordering units may hold: near the limit speculation "
+           "backs off to pure K-slack, at it K is capped (what then arrives behind the "
+           "horizon is late, and counted), and a buffer no K can release is an error.",
+           valid="a MemoryLimit(buffered_events=..., snapshot_mb=...) (specula.options)",
+           accepts=lambda v: isinstance(v, MemoryLimit)),
 )}
 
 

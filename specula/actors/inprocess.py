@@ -33,6 +33,7 @@ from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_sta
 from specula.actors.routing import Router, punctuate, raw_type_table, split_by_key
 from specula.detectors.graph import Graph, Instance
 from specula.ordering.adaptation import AlphaController, ManualClock
+from specula.ordering.memory import merge_figures
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
 
@@ -209,6 +210,7 @@ class InProcessRuntime:
                        if u.controller is not None},
                 k_s=max(u.k for u in us) / self.graph.ticks_per_second,
                 level=levels[name],
+                memory=merge_figures([u.memory.figures() for u in us]),
                 series=[dict(s, instance=i.label) for i in insts
                         for s in stations[i.producer].series] if stations else [],
                 inbox=InboxStats.merge([stations[i.producer].gate.report(

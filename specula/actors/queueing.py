@@ -38,6 +38,7 @@ from specula.actors.routing import punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.ordering.adaptation import ManualClock
 from specula.ordering.net import NetOutput
+from specula.ordering.samples import SampleLog
 from specula.ordering.unit import OrderingUnit
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class Station:
         self.inbox = Inbox(None, spt)
         self.gate = Gate(instance.node.shedding, runtime.graph.registry, spt, unit.detector)
         self.free_at = -math.inf
-        self.series: list[dict[str, float]] = []
+        self.series: SampleLog[dict[str, float]] = SampleLog()
 
 
 def queued_step(rt: InProcessRuntime, stations: dict[int, Station],

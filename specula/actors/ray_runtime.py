@@ -39,6 +39,7 @@ from specula.actors.routing import Router, raw_type_table, split_by_key
 from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
+from specula.ordering.memory import merge_figures
 
 
 class RayRuntime:
@@ -233,6 +234,7 @@ class RayRuntime:
                 series=[dict(s, instance=r["label"]) for r in mine for s in r["series"]],
                 k_s=max(r["k"] for r in mine) / self.graph.ticks_per_second,
                 level=levels[name],
+                memory=merge_figures([r["memory"] for r in mine]),
                 inbox=InboxStats.merge([r["inbox"] for r in mine]),
                 recovery=recovery_summary(mine))
         return RunReport("ray", detectors, n_raw, wall, 1e-9)

@@ -37,6 +37,10 @@ class DetectorReport:
     #: seconds, bytes of the last) and peak resident memory per instance in MB
     #: (:func:`~specula.actors.ray_runtime.recovery_summary`); None in-process
     recovery: dict[str, Any] | None = None
+    #: its memory limit, the largest buffer and snapshot estimate of an instance, and
+    #: whether speculation is backed off at the end
+    #: (:meth:`~specula.ordering.memory.MemoryGuard.figures`)
+    memory: dict[str, Any] | None = None
 
     def summary(self, seconds_per_tick: float) -> dict[str, Any]:
         lat = self.net.latencies() * seconds_per_tick
@@ -52,6 +56,7 @@ class DetectorReport:
             **self.stats.as_dict(),
             "inbox": self.inbox.summary() if self.inbox is not None else None,
             "recovery": self.recovery,
+            "memory": self.memory,
         }
 
 
@@ -136,7 +141,8 @@ class RunReport:
 def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
     """Lines of a table of per-detector summaries (``RunReport.summary()["detectors"]``):
     level, final K, net events, late, replays, retracted, latency mean and p99; then a
-    line per detector with a latency bound: events shed, by type, and the violations."""
+    line per detector with a latency bound: events shed, by type, and the violations;
+    and one per detector whose memory limit acted: back-offs, caps of K, events released."""
     lines = [f"{'detector':<17} {'level':>5} {'K':>9} {'net':>8} {'late':>6} {'replays':>8} "
              f"{'retracted':>9} {'latency mean':>13} {'p99':>10}"]
     for name, d in detectors.items():
@@ -158,6 +164,14 @@ def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
                          f"; {inbox['violations']:,} over the {inbox['latency_bound_s']:g} s "
                          f"bound; latency at the node p99 "
                          f"{'-' if p99 is None else f'{p99 * 1e3:.1f} ms'}")
+    for name, d in detectors.items():
+        if d.get("memory_backoffs") or d.get("memory_caps"):
+            mem = d.get("memory") or {}
+            lines.append(f"{name}: memory limit ({mem.get('limit_events', 0):,} events): "
+                         f"speculation backed off {d['memory_backoffs']:,} times, K capped "
+                         f"{d['memory_caps']:,} times ({d['memory_released']:,} events "
+                         f"released early; what then came behind the horizon is late); "
+                         f"largest buffer {mem.get('peak_buffered', 0):,}")
     return lines
 
 

@@ -55,6 +55,7 @@ from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
 from specula.ordering.checkpoint import pack_array, restore_unit, unit_state, unpack_array
 from specula.ordering.net import NetOutput
+from specula.ordering.samples import SampleLog
 
 __all__ = ["DEFAULT_INBOX_EVENTS", "DetectorWorker", "Publisher", "Route"]
 
@@ -110,7 +111,7 @@ class DetectorWorker:
         self.routes = routes or []
         self.producers = producers or []
         self._published: int | None = None  # the progress last told the subscribers
-        self.series: list[dict[str, float]] = []
+        self.series: SampleLog[dict[str, float]] = SampleLog()
         self.busy_s = 0.0
         # inbox times are this process's monotonic clock, in ns
         self.inbox = Inbox(inbox_events, 1e-9)
@@ -287,7 +288,8 @@ class DetectorWorker:
         c = self.unit.controller
         return {"producer": self.instance.producer, "label": self.instance.label,
                 "net": self.net, "stats": self.unit.stats, "late": self.unit.late_events(),
-                "alpha": c.history if c is not None else [], "series": self.series,
+                "memory": self.unit.memory.figures(),
+                "alpha": c.history if c is not None else [], "series": list(self.series),
                 "busy_s": self.busy_s, "k": self.unit.k,
                 "inbox": self.gate.report(self.inbox), "restarts": self.incarnation,
                 "duplicates": self.duplicates, "divergent": self.divergent,
@@ -404,7 +406,9 @@ class DetectorWorker:
         if alpha is not None and self.unit.controller is not None:
             self.unit.controller.force(alpha)
         self._senders.append(sender)
-        self._alphas.append(self.unit.alpha)
+        # the controller's alpha: a memory back-off is decided again from the input
+        ctl = self.unit.controller
+        self._alphas.append(ctl.alpha if ctl is not None else self.unit.alpha)
         self._step += 1
 
     def _finish(self) -> None:
@@ -458,6 +462,7 @@ class DetectorWorker:
                             "shed": self.gate.shed_total,
                             "violations": self.gate.stats.violations,
                             "kept_events": self.publisher.kept_events(),
+                            "snapshot_kb": self.unit.memory.snapshot_bytes() // 1024,
                             "rss_mb": rss_mb()})
 
     # ------------------------------------------------------------ checkpoints

@@ -22,7 +22,13 @@ from typing import Any, Literal
 
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
-from specula.options import DEFAULT_K0_SECONDS, Shedding, check_option, node_options
+from specula.options import (
+    DEFAULT_K0_SECONDS,
+    MemoryLimit,
+    Shedding,
+    check_option,
+    node_options,
+)
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.unit import LatePolicy, OrderingUnit, RetractionMode
 
@@ -45,6 +51,7 @@ class Node:
     k0: int = 0
     partitions: int = 1
     shedding: Shedding | None = None
+    memory: MemoryLimit = dataclasses.field(default_factory=MemoryLimit)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -91,7 +98,8 @@ class Instance:
         return OrderingUnit(copy.deepcopy(node.detector), registry, producer=self.producer,
                             inputs=node.inputs, outputs=node.outputs, clock=node.clock,
                             alpha=alpha, retraction=node.retraction, late=node.late,
-                            k0=node.k0, trace=trace, name=self.label, channels=self.channels)
+                            k0=node.k0, trace=trace, name=self.label, channels=self.channels,
+                            memory=node.memory)
 
 
 class Graph:
@@ -120,7 +128,8 @@ class Graph:
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
             retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
             k0: int | None = None, partitions: int = 1,
-            shedding: Shedding | None = None) -> Graph:
+            shedding: Shedding | None = None,
+            memory: MemoryLimit | None = None) -> Graph:
         """Add a detector under a unique ``name``; returns the graph for chaining.
 
         The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
@@ -129,7 +138,9 @@ class Graph:
         (:func:`~specula.events.hashing.partition_of`; counter messages reach all of
         them): for detectors whose state is per key, e.g. one per player. ``shedding``
         (a :class:`~specula.options.Shedding`) gives each instance a latency bound that it
-        keeps by dropping input when overloaded (:mod:`specula.shedding`).
+        keeps by dropping input when overloaded (:mod:`specula.shedding`). ``memory`` (a
+        :class:`~specula.options.MemoryLimit`; None: its defaults) bounds what each
+        instance's ordering unit holds (:mod:`specula.ordering.memory`).
         """
         if not isinstance(name, str) or not name:
             raise GraphError(f"a detector's name must be a non-empty string, got {name!r}")
@@ -143,7 +154,8 @@ class Graph:
             raise GraphError(f"{name}: expected a Detector instance, got "
                              f"{type(detector).__name__}")
         options = node_options(where=name, alpha=alpha, retraction=retraction, late=late,
-                               k0=k0, partitions=partitions, shedding=shedding)
+                               k0=k0, partitions=partitions, shedding=shedding,
+                               memory=MemoryLimit() if memory is None else memory)
         if options["k0"] is None:
             options["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
         self.nodes[name] = Node(name, detector, **options)

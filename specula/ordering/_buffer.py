@@ -75,6 +75,14 @@ class Buffer(ABC):
     def flush(self, now: int) -> None:
         """End of stream (the unit's clock is already at its end): emit and purge."""
 
+    @abstractmethod
+    def release(self, now: int) -> None:
+        """Emit and purge what the unit's clock and K allow now (after K was capped)."""
+
+    @abstractmethod
+    def time_stamps(self) -> np.ndarray:
+        """The time stamps of the held events, in buffer order (ascending)."""
+
     # ------------------------------------------------------------ control messages
     # A producer sends each revision to the consumer that holds what it revises (see
     # :mod:`specula.ordering._sent`): an UPDATE only where the old version went, a REVOKE

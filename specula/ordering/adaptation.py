@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+from specula.ordering.samples import SampleLog
+
 __all__ = ["AlphaController", "AlphaSample", "ManualClock"]
 
 
@@ -179,7 +181,7 @@ class AlphaController:
         # No overload seen yet: the initial value is the last "minimum". With
         # alpha0 = 1 the bisection line is 0, so the first descent only halves.
         self._last_minimum = self._alpha0
-        self._history: list[AlphaSample] = []
+        self._history: SampleLog[AlphaSample] = SampleLog()
 
         self._span_start = clock()
         self._busy_seconds = 0.0
@@ -201,7 +203,8 @@ class AlphaController:
 
     @property
     def history(self) -> list[AlphaSample]:
-        """One :class:`AlphaSample` per evaluation by :meth:`poll`, oldest first (a copy)."""
+        """One :class:`AlphaSample` per evaluation by :meth:`poll`, oldest first (a copy;
+        over a long run, evenly thinned to at most a :class:`SampleLog`'s capacity)."""
         return list(self._history)
 
     def state(self) -> dict[str, Any]:
@@ -209,14 +212,14 @@ class AlphaController:
         checkpoint; the span in progress is not part of it."""
         return {"alpha": self._alpha, "slow_mode": self._slow_mode,
                 "last_minimum": self._last_minimum,
-                "history": [list(s) for s in self._history]}
+                "history": self._history.state(list)}
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Return to a :meth:`state`; a new span starts now."""
         self._alpha = float(state["alpha"])
         self._slow_mode = bool(state["slow_mode"])
         self._last_minimum = float(state["last_minimum"])
-        self._history = [AlphaSample(*s) for s in state["history"]]
+        self._history.load_state(state["history"], lambda s: AlphaSample(*s))
         self._span_start = self._clock()
         self._busy_seconds = 0.0
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit
 
 #: Version of the layout below; a checkpoint of another version is refused.
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 def pack_array(a: np.ndarray) -> bytes:
@@ -66,7 +66,7 @@ def unit_state(unit: OrderingUnit) -> dict[str, Any]:
         "purged_seq": [[p, s] for p, s in buf._purged_seq.items()],
         "channels": (pack_array(unit.clock_source._clock)
                      if isinstance(unit.clock_source, ChannelClock) else None),
-        "sent": None, "controller": None,
+        "sent": None, "controller": None, "memory": unit.memory.state(),
     }
     if unit._sent is not None:
         s = unit._sent
@@ -106,6 +106,7 @@ def restore_unit(unit: OrderingUnit, state: dict[str, Any]) -> None:
         sent._n, sent._base = len(rows), int(state["sent"]["base"])
     if state["controller"] is not None:
         unit.controller.load_state(state["controller"])
+    unit.memory.load_state(state["memory"])
     b = state["buffer"]
     if b["kind"] == "kslack":
         buf._buf = unpack_array(b["rows"])

@@ -41,6 +41,12 @@ class KSlackBuffer(Buffer):
         """Emit and purge every buffered event with ``ts + K <= clk``."""
         self._release(now)
 
+    def release(self, now: int) -> None:
+        self._release(now)
+
+    def time_stamps(self) -> np.ndarray:
+        return self._buf_ts
+
     def _release(self, now: int) -> None:
         """Emit and purge every buffered event with ``ts + K <= clk``."""
         u = self.unit

@@ -98,6 +98,19 @@ class SpeculativeBuffer(Buffer):
         self._emit_ready(now, purging=True)
         self._purge(self._n_emitted)
 
+    def release(self, now: int) -> None:
+        """After K was capped below the emitted prefix (the memory limit): emit what
+        eq. (1) allows, then purge every event with ``ts + K <= clk``, the last emitted
+        one too. Whatever stays emitted was emitted now, behind the snapshot taken in
+        front of the first event that stays, so replays still have their anchor."""
+        self._emit_ready(now, purging=True)
+        u = self.unit
+        ready = int(self._ts.searchsorted(u.clk - u.k, "right"))
+        self._purge(min(ready, self._n_emitted))
+
+    def time_stamps(self) -> np.ndarray:
+        return self._ts
+
     # ------------------------------------------------------------ arrivals
     def _begin(self, batch: np.ndarray, flags: np.ndarray) -> Any:
         is_clock, clk_after, k_after = self.unit._advance_clock(batch, flags)

@@ -90,6 +90,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 import numpy as np
 
 from specula import events as ev
+from specula.options import MemoryLimit
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import (
@@ -103,6 +104,7 @@ from specula.ordering.adaptation import AlphaController
 from specula.ordering.clock import ChannelClock, EventClock
 from specula.ordering.emitter import Emitter
 from specula.ordering.kslack import KSlackBuffer
+from specula.ordering.memory import MemoryGuard
 from specula.ordering.speculative import SpeculativeBuffer, speculative_slack
 
 __all__ = [
@@ -177,6 +179,11 @@ class UnitStats:
     events_removed: int = 0
     updates_applied: int = 0
     updates_discarded: int = 0
+    #: the memory limit (:mod:`specula.ordering.memory`): times speculation backed off,
+    #: times K was capped, and the events those caps emitted and purged early
+    memory_backoffs: int = 0
+    memory_caps: int = 0
+    memory_released: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -211,6 +218,9 @@ class OrderingUnit:
         The producers whose punctuations clock this unit (0: raw clock events), when it
         subscribes to other detectors; empty (default): clocked by its clock events
         (see :mod:`specula.ordering.clock`).
+    memory
+        What the unit may hold (default: :class:`~specula.options.MemoryLimit`'s
+        defaults); see :mod:`specula.ordering.memory`.
 
     The events wait in one of two buffers: :class:`~specula.ordering.kslack.KSlackBuffer`
     for pure K-slack, :class:`~specula.ordering.speculative.SpeculativeBuffer` otherwise;
@@ -221,7 +231,8 @@ class OrderingUnit:
                  inputs: Sequence[str], outputs: Sequence[str], clock: Sequence[str],
                  alpha: float | AlphaController = 1.0, retraction: RetractionMode = "on-demand",
                  late: LatePolicy = "side", k0: int = 0, trace: bool = False,
-                 name: str | None = None, channels: Sequence[int] = ()) -> None:
+                 name: str | None = None, channels: Sequence[int] = (),
+                 memory: MemoryLimit | None = None) -> None:
         if producer <= 0:
             raise ValueError(f"producer must be > 0 (0 marks external sources), got {producer}")
         if retraction not in ("full", "on-demand"):
@@ -271,10 +282,14 @@ class OrderingUnit:
                       else None)
         self._buffer: Buffer = (SpeculativeBuffer(self) if self.speculative
                                 else KSlackBuffer(self))
+        self.memory = MemoryGuard(self, MemoryLimit() if memory is None else memory)
 
     # ------------------------------------------------------------------ public
     @property
     def alpha(self) -> float:
+        """The alpha emission runs with: 1 while the memory limit backs speculation off."""
+        if self.memory.backed_off:
+            return 1.0
         return self.controller.alpha if self.controller else self._fixed_alpha
 
     @property
@@ -323,6 +338,7 @@ class OrderingUnit:
                 self.controller.poll()
             else:
                 self._push(batch, now)
+            self.memory.check(now)
         return self._take_output()
 
     def flush(self, now: int = 0) -> np.ndarray:

@@ -34,7 +34,7 @@ from specula.actors.report import RunReport, format_detectors
 from specula.actors.routing import raw_type_table
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
-from specula.options import NODE_OPTIONS, Shedding, k0_of_ms
+from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
 from specula.pipelines.logs import LogKind
 
 #: The options of the kind's default graph where the config leaves them unset.
@@ -210,8 +210,8 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
 
 
 def _plain(value: Any) -> Any:
-    """An option's value as JSON can hold it (a Shedding as its settings)."""
-    return value.describe() if isinstance(value, Shedding) else value
+    """An option's value as JSON can hold it (a Shedding or MemoryLimit as its settings)."""
+    return value.describe() if isinstance(value, Shedding | MemoryLimit) else value
 
 
 def common_option(graph: Graph, name: str) -> Any:

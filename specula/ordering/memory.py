@@ -1,0 +1,206 @@
+"""Bounded memory for an ordering unit: what it does as it nears its
+:class:`~specula.options.MemoryLimit`.
+
+A K-slack unit holds every event until ``ts + K <= clk``, about the input rate times K
+events, and K is the largest delay seen: disorder alone grows it without bound. A
+speculative unit also holds a snapshot of its detector in front of each emission run it
+may still replay. After every push the unit's :class:`MemoryGuard`
+
+1. **backs off speculation**: while the buffer or the snapshots are above
+   :data:`BACKOFF_SHARE` of their limit the unit runs at alpha 1 (pure K-slack on its
+   speculative buffer): nothing more is emitted prematurely, so no new snapshot is
+   taken and the held ones go as the purge passes them. It speculates again once both
+   are below :data:`RESUME_SHARE`.
+2. **caps K**: above the limit of buffered events it lowers K to the delay that brings
+   the buffer down to :data:`RELEASE_SHARE` of the limit (the oldest events are emitted
+   and purged at once); above the snapshot limit, to the delay that purges every
+   emitted event but the last. Events that then arrive behind the horizon are late:
+   counted, and in the late side output, like any late event. K grows again with the
+   next delay measured. ``memory_caps`` and ``memory_released`` count what this did.
+3. **fails clearly** when the buffer is still above twice its limit: those events are
+   ahead of the clock (the unit has no clock yet, or its clock types lag its other
+   inputs), so no K releases them, and :class:`MemoryLimitError` says so.
+
+Beyond the unit, a Ray actor's inbox holds back its producers at its own bound
+(``RayRuntime(inbox_events=...)``).
+
+The snapshot bytes are an estimate: the snapshots held (positions of the emitted prefix
+that carry one) times the pickled size of one, sampled every :data:`SIZE_SAMPLE_EVERY`
+snapshots. Everything here depends only on the unit's input, so a unit restored from a
+checkpoint decides the same.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from specula.options import MemoryLimit
+from specula.ordering import _kernels
+
+if TYPE_CHECKING:
+    from specula.ordering.unit import OrderingUnit
+
+#: Above this share of a limit speculation backs off ...
+BACKOFF_SHARE = 0.8
+#: ... until both are below this share.
+RESUME_SHARE = 0.5
+#: A cap of K brings the buffer down to this share of its limit.
+RELEASE_SHARE = 0.75
+#: A snapshot's pickled size is measured again after this many snapshots.
+SIZE_SAMPLE_EVERY = 256
+#: Bytes counted per snapshot besides its pickled state (the tuple, counters, slot).
+SNAPSHOT_OVERHEAD = 96
+
+
+class MemoryLimitError(RuntimeError):
+    """A unit holds more than its memory limit allows and no K can release it."""
+
+
+class MemoryGuard:
+    """The memory limit of one ordering unit and the state of its back-off."""
+
+    def __init__(self, unit: OrderingUnit, limit: MemoryLimit) -> None:
+        self.unit = unit
+        self.limit = limit
+        self.max_events = int(limit.buffered_events)
+        self.max_snapshot_bytes = int(limit.snapshot_mb * 2**20)
+        self.backed_off = False
+        self._snapshot_size = 0  # pickled bytes of the last sampled snapshot
+        self._next_sample = 0  # sample when stats.snapshots reaches this
+        # the largest figures seen after a push (they depend on how input is batched,
+        # so they are gauges here, not counters of UnitStats)
+        self.peak_buffered = 0
+        self.peak_snapshot_bytes = 0
+
+    # ------------------------------------------------------------ figures
+    def snapshot_bytes(self) -> int:
+        """Estimated bytes of the detector snapshots the unit holds."""
+        buf = self.unit._buffer
+        n_emitted = getattr(buf, "_n_emitted", 0)
+        if not n_emitted:
+            return 0
+        held = int(np.count_nonzero(np.not_equal(buf._snaps[:n_emitted], None)))
+        if not held:
+            return 0
+        if self.unit.stats.snapshots >= self._next_sample and buf._last_snap is not None:
+            self._snapshot_size = _pickled_size(buf._last_snap.state)
+            self._next_sample = self.unit.stats.snapshots + SIZE_SAMPLE_EVERY
+        return held * (self._snapshot_size + SNAPSHOT_OVERHEAD)
+
+    # ------------------------------------------------------------ after a push
+    def check(self, now: int) -> None:
+        """Back off, cap K or fail, as the figures after a push ask."""
+        unit = self.unit
+        held = len(unit._buffer)
+        snap = self.snapshot_bytes() if unit.speculative else 0
+        if unit.speculative:
+            self._back_off(held, snap)
+        if held > self.max_events:
+            self._cap(self._cut_for_events(held), now)
+        elif snap > self.max_snapshot_bytes:
+            self._cap(self._cut_for_snapshots(), now)
+        held = len(unit._buffer)
+        self.peak_buffered = max(self.peak_buffered, held)
+        if unit.speculative:
+            self.peak_snapshot_bytes = max(self.peak_snapshot_bytes, self.snapshot_bytes())
+        if held > 2 * self.max_events:
+            raise MemoryLimitError(
+                f"{unit.name}: holds {held:,} events, more than twice its limit of "
+                f"{self.max_events:,} (MemoryLimit.buffered_events), and no K releases "
+                f"them: they are ahead of the unit's clock ({_clock_words(unit)}). Raise "
+                f"the node's memory=MemoryLimit(buffered_events=...), or send its clock "
+                f"types ({', '.join(_clock_types(unit)) or 'punctuations'}) with the "
+                f"other inputs")
+
+    def _back_off(self, held: int, snap: int) -> None:
+        share = max(held / self.max_events, snap / self.max_snapshot_bytes)
+        if not self.backed_off and share > BACKOFF_SHARE:
+            self.backed_off = True
+            self.unit.stats.memory_backoffs += 1
+        elif self.backed_off and share < RESUME_SHARE:
+            self.backed_off = False
+
+    def _cut_for_events(self, held: int) -> int | None:
+        """The time stamp up to which events must go to bring the buffer down to
+        :data:`RELEASE_SHARE` of the limit."""
+        keep = int(self.max_events * RELEASE_SHARE)
+        return int(self.unit._buffer.time_stamps()[held - keep - 1])
+
+    def _cut_for_snapshots(self) -> int | None:
+        """The time stamp up to which events must go so that the purge drops every
+        emitted event but the last (and the snapshots in front of them)."""
+        buf = self.unit._buffer
+        return int(buf.time_stamps()[buf._n_emitted - 1]) if buf._n_emitted else None
+
+    def _cap(self, cut: int | None, now: int) -> None:
+        """Lower K to ``clk - cut`` (never below 0, never above K) and release, the
+        events a speculative purge keeps back (the last emitted one) included. A
+        speculative buffer releases its whole emitted prefix at least: a replay needs a
+        snapshot in front of the oldest emitted event it keeps, and only the events
+        emitted by the release itself are sure to have one."""
+        unit = self.unit
+        if cut is None or unit.clk == _kernels.NO_CLOCK:
+            return
+        if unit.speculative and unit._buffer._n_emitted:
+            cut = max(cut, self._cut_for_snapshots())
+        k = min(unit.k, max(0, unit.clk - cut))
+        lowered = k < unit.k
+        before = unit.stats.purged
+        unit.k = k
+        unit._buffer.release(now)  # with K unchanged: what the purge had kept back
+        released = unit.stats.purged - before
+        if lowered or released:
+            unit.stats.memory_caps += 1
+            unit.stats.memory_released += released
+
+    def figures(self) -> dict[str, Any]:
+        """The limits, the largest buffer and snapshot estimate seen, and whether
+        speculation is backed off now: the ``memory`` entry of a detector's report."""
+        return {"limit_events": self.max_events, "limit_snapshot_mb": self.limit.snapshot_mb,
+                "peak_buffered": self.peak_buffered,
+                "peak_snapshot_kb": self.peak_snapshot_bytes // 1024,
+                "backed_off": self.backed_off}
+
+    # ------------------------------------------------------------ checkpoints
+    def state(self) -> dict[str, Any]:
+        return {"backed_off": self.backed_off, "size": self._snapshot_size,
+                "next": self._next_sample, "peaks": [self.peak_buffered,
+                                                     self.peak_snapshot_bytes]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.backed_off = bool(state["backed_off"])
+        self._snapshot_size, self._next_sample = int(state["size"]), int(state["next"])
+        self.peak_buffered, self.peak_snapshot_bytes = (int(v) for v in state["peaks"])
+
+
+def merge_figures(figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The :meth:`MemoryGuard.figures` of a node's instances as one: the largest peaks,
+    backed off if any instance is."""
+    out = dict(figures[0])
+    for f in figures[1:]:
+        out["peak_buffered"] = max(out["peak_buffered"], f["peak_buffered"])
+        out["peak_snapshot_kb"] = max(out["peak_snapshot_kb"], f["peak_snapshot_kb"])
+        out["backed_off"] = out["backed_off"] or f["backed_off"]
+    return out
+
+
+def _pickled_size(state: Any) -> int:
+    try:
+        return len(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # the contract asks for picklable state; estimate the rest
+        return 1024
+
+
+def _clock_types(unit: OrderingUnit) -> list[str]:
+    source = unit.clock_source
+    names = unit._type_names
+    return [names[i] for i in np.flatnonzero(source._is_clock_type) if i < len(names)]
+
+
+def _clock_words(unit: OrderingUnit) -> str:
+    if unit.clk == _kernels.NO_CLOCK:
+        return "it has no clock yet"
+    return f"its clock is at {unit.clk}"
