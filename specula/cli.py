@@ -127,9 +127,28 @@ def replay(args: argparse.Namespace) -> int:
     print(format_summary(result.summary))
     if result.truth is not None and graph is None:
         print(format_scores(score_match(result.report, result.truth)))
-    print(f"complex events, emissions, late events, quarantine and metrics (Parquet), "
+    _coach_tables(result, config)
+    print(f"complex events, emissions, late events, quarantine and metrics (Parquet), tables, "
           f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
     return 0
+
+
+def _coach_tables(result: Any, config: Any) -> None:
+    """Print the team and player tables of a run with the DEBS 2013 queries, write them
+    as CSV and, with plots, the heat maps."""
+    from specula.soccer import analytics
+    from specula.soccer.debs2013 import Metadata
+
+    events = analytics.events_by_type(result.report, result.graph)
+    if not {"running_stats", "team_possession"} & set(events):
+        return
+    metadata = result.truth.metadata if result.truth is not None else Metadata.default()
+    teams, players = analytics.tables(events, metadata)
+    print(analytics.format_tables(teams, players))
+    out = Path(config.out)
+    analytics.write_tables(teams, players, out / "tables")
+    if config.plots:
+        analytics.write_heat_maps(events.get("heat"), metadata, out / "plots")
 
 
 def _check_replay(args: argparse.Namespace) -> Any:
@@ -461,7 +480,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=_POSITIVE_INT, default=1_000,
                    help="raw events per batch; K at fan-ins must cover a few batches")
     s.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--no-progress", action="store_true",
+                   help="no progress lines for the phases of the job")
     s.add_argument("--watch", action="store_true",
                    help="live mode: LOG is a directory; process log files as they land in it "
                         "(Spark Structured Streaming)")

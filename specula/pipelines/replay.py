@@ -21,9 +21,8 @@ Ray and Spark are shut down on success, on errors and on Ctrl-C.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
 from specula.pipelines.logs import LogKind
+from specula.pipelines.progress import JobProgress
 
 #: The options of the kind's default graph where the config leaves them unset.
 DEFAULT_OPTIONS: dict[str, Any] = {"alpha": "adaptive", "retraction": "on-demand",
@@ -78,20 +78,20 @@ class ReplayConfig:
 
 @dataclass
 class ReplayResult:
-    """The run's report, summary, output paths and, for a generated log, its truth."""
+    """The run's report, summary, output paths, the graph that ran and, for a generated
+    log, its truth."""
 
     report: RunReport
     summary: dict[str, Any]
     paths: dict[str, str]
+    graph: Graph
     truth: Any = None
 
 
 def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     """Run the whole job over logs of ``kind``; see the module docstring."""
-    from specula.cluster.spark import ray_on_spark, spark_session
+    from specula.cluster.spark import spark_session
     from specula.pipelines.delays import DelayModel
-    from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
-    from specula.pipelines.spark_store import persist
 
     if config.ray_address and not config.in_process:
         from specula.cluster import check_reachable
@@ -102,40 +102,68 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     raw_type_table(graph, kind.registry)  # and events it cannot read
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    log, truth = config.log, None
-    if log is None:
-        generated = kind.generate(config.seconds, config.profile, config.seed, out / "input")
-        log, kind, truth = generated.path, generated.kind, generated.truth
-    delays = DelayModel(seed=config.seed) if config.delays else None
-    with spark_session(config.spark_master) as spark:
-        if config.watch:
-            from specula.pipelines.spark_stream import LogWatcher, counts_as_ingested
+    with JobProgress(config.progress) as progress, contextlib.ExitStack() as spark_open:
+        log, truth = config.log, None
+        if log is None:
+            with progress.phase(f"generating {config.seconds:g} s of {config.profile}"):
+                generated = kind.generate(config.seconds, config.profile, config.seed,
+                                          out / "input")
+            log, kind, truth = generated.path, generated.kind, generated.truth
+        delays = DelayModel(seed=config.seed) if config.delays else None
+        with progress.phase("starting Spark"):
+            spark = spark_open.enter_context(spark_session(config.spark_master))
+        report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
+                                           progress)
+        with progress.phase("stopping Spark"):
+            spark_open.close()
+        if config.plots:
+            with progress.phase("plots"):
+                paths.update(_plots(report, graph, out / "plots", config))
+    return ReplayResult(report, summary, paths, graph, truth)
 
-            watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
-                                 batch_size=config.batch_size)
-            batches = watcher.batches()
-        else:
+
+def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
+              delays: Any, out: Path, progress: JobProgress
+              ) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
+    """Ingestion, detection and persistence on a running Spark session."""
+    from specula.cluster.spark import ray_on_spark
+    from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
+    from specula.pipelines.spark_store import persist
+
+    total = None
+    if config.watch:
+        from specula.pipelines.spark_stream import LogWatcher, counts_as_ingested
+
+        watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
+                             batch_size=config.batch_size)
+        batches = watcher.batches()
+    else:
+        with progress.phase("ingesting (checks, delays)"):
             ingested = ingest(spark, kind, log, out, delays=delays)
-            batches = arrival_batches(ingested.events_path, kind.event_dtype(),
-                                      config.batch_size)
-            if config.progress:
-                batches = _progress(batches, count_rows(ingested.events_path))
-        if config.in_process:
-            report = _run_in_process(graph, batches, kind.registry)
-        else:
-            cluster = (contextlib.nullcontext(config.ray_address) if config.ray_address
-                       else ray_on_spark(spark, log=out / "logs" / "ray-on-spark.log"))
-            with cluster as address:
-                report = _run_on_ray(graph, address, batches, kind.registry, config)
-        if config.watch:
-            ingested = counts_as_ingested(watcher.counts)
-        summary = summarize(report, graph, ingested, config)
+            total = count_rows(ingested.events_path) if config.progress else None
+        batches = arrival_batches(ingested.events_path, kind.event_dtype(),
+                                  config.batch_size)
+    if config.in_process:
+        with progress.phase("detecting (in-process)", total) as advance:
+            report = _run_in_process(graph, progress.events(batches, advance),
+                                     kind.registry)
+    else:
+        with contextlib.ExitStack() as ray_open:
+            with progress.phase("starting Ray on Spark"):
+                address = ray_open.enter_context(
+                    contextlib.nullcontext(config.ray_address) if config.ray_address
+                    else ray_on_spark(spark, log=out / "logs" / "ray-on-spark.log"))
+            with progress.phase("detecting (Ray)", total) as advance:
+                report = _run_on_ray(graph, address, progress.events(batches, advance),
+                                     kind.registry, config)
+    if config.watch:
+        ingested = counts_as_ingested(watcher.counts)
+    summary = summarize(report, graph, ingested, config)
+    with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
                  **persist(spark, report, graph.registry, out, summary)}
-    if config.plots:
-        paths.update(_plots(report, graph, out / "plots", config))
-    return ReplayResult(report, summary, paths, truth)
+    return report, summary, paths
 
 
 def replay_graph(config: ReplayConfig, kind: LogKind) -> Graph:
@@ -258,22 +286,6 @@ def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
     runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
                          speed=config.speed)
     return runtime.run(batches, registry=registry)
-
-
-def _progress(batches: Iterable[np.ndarray], total: int) -> Iterator[np.ndarray]:
-    """Pass the batches on, drawing a progress bar on stderr twice a second."""
-    done, start, shown = 0, time.perf_counter(), 0.0
-    for batch in batches:
-        yield batch
-        done += len(batch)
-        now = time.perf_counter()
-        if now - shown >= 0.5 or done == total:
-            shown = now
-            filled = int(30 * done / max(total, 1))
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,} "
-                             f"events, {now - start:.0f} s")
-            sys.stderr.flush()
-    sys.stderr.write("\n")
 
 
 def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig

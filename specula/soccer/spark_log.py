@@ -95,11 +95,12 @@ class PositionLog:
             F.col("player"), F.col("team"), F.col("limb"))
 
     def default_graph(self, alpha: float | str, retraction: str, k0_ms: float) -> Graph:
-        """The soccer hierarchy (:func:`~specula.soccer.graph.soccer_graph`) with these
-        options for every unit."""
+        """The soccer hierarchy (:func:`~specula.soccer.graph.soccer_graph`) with the
+        DEBS 2013 queries and these options for every unit."""
         from specula.soccer.graph import soccer_graph
 
-        return soccer_graph(alpha, retraction, k0_ms=k0_ms)  # type: ignore[arg-type]
+        return soccer_graph(alpha, retraction, k0_ms=k0_ms,  # type: ignore[arg-type]
+                            queries=True)
 
     def generate(self, seconds: float, profile: str, seed: int, folder: Path) -> GeneratedLog:
         """A generated match written as a Parquet position log; its truth is the match."""

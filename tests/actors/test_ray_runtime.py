@@ -11,6 +11,7 @@ from naive import content
 from specula import Graph, InProcessRuntime, TypeRegistry
 from specula.actors.ray_runtime import RayRuntime
 from specula.detectors.examples import CountPerKey, Threshold, example_registry
+from specula.options import MemoryLimit
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 pytestmark = pytest.mark.slow  # starts embedded Ray
@@ -106,6 +107,24 @@ def test_raw_batches_of_another_registry_order_on_ray_give_the_canonical_answer(
         got = [(reordered.name(r[1]), *r[2:]) for r in content(on_ray.net(name))]
         want = [(made_with.name(r[1]), *r[2:]) for r in content(reference.net(name))]
         assert sorted(got) == sorted(want) and len(want) > 50, name
+
+
+def test_a_memory_limit_holds_on_ray_and_the_report_says_so(local_ray):
+    """Disorder that would need ~10x the limit: the actor's unit stays within it, backs
+    speculation off, caps K, and the run report and per-batch samples say so."""
+    reg = example_registry()
+    raw = abc_stream(reg, 6_000, seed=3, max_delay=2_000, burst=0.1)
+    graph = Graph(reg, sources=("A", "B", "C")).add(
+        "t", Threshold(), alpha=0.3, k0=0, memory=MemoryLimit(buffered_events=300))
+    report = RayRuntime(graph, batch_size=100).run(raw)
+    d = report.summary()["detectors"]["t"]
+    assert d["memory"]["limit_events"] == 300
+    assert d["memory"]["peak_buffered"] <= 300
+    assert d["memory_backoffs"] >= 1 and d["memory_caps"] >= 1 and d["memory_released"] > 0
+    assert d["late"] > 0
+    series = report.time_series()["t"]
+    assert 0 < max(series["batch.buffered"]) <= 300
+    assert "batch.snapshot_kb" in series
 
 
 def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray):

@@ -73,7 +73,7 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path):
 
     # The persisted net outputs equal the in-process runtime's on the same arrival stream.
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
-    graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0)
+    graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
     expected = InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
     assert not any(len(expected.late(name)) for name in graph.nodes)
     persisted = _persisted(out, "complex")
@@ -97,6 +97,10 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path):
     assert sum(len(e) for e in emissions.values()) >= detected
     assert pq.read_table(out / "metrics").num_rows > 0
     assert (out / "plots" / "hits_latency.png").exists()
+    # the coach's tables, printed and written, and the heat maps
+    assert "possession" in done.stdout and "m per intensity" in done.stdout
+    assert (out / "tables" / "players.csv").exists()
+    assert (out / "plots" / "heat_team_A.png").exists()
 
 
 def _corrupt(lines: list[bytes], rng: np.random.Generator) -> dict[int, tuple[str | None, str]]:
