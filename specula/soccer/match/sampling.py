@@ -1,7 +1,7 @@
 """Sensor readings from the simulated match: each transmitter at its own times.
 
-Every transmitter reads at its own rate (within 5 % of the profile's nominal one), with
-its own phase and a small jitter. The ball in play is read off its 1 ms grid by linear
+Every transmitter reads at its own exact, constant period, from a random phase, as the
+real sensors do (:func:`sensor_period_ps`). The ball in play is read off its 1 ms grid by linear
 interpolation (position, and velocity and acceleration by central differences on that
 grid); the spare balls lie still; a wearer's sensor sits on his limb beside the Hermite
 curve of his body, with ``|v|`` and ``|a|`` by finite differences over its own readings.
@@ -28,19 +28,32 @@ ARM_SIDE = 0.22  # arm sensors are this far to the side of the body, m
 LIMB_SIDE = {LEFT_LEG: LEG_SIDE, RIGHT_LEG: -LEG_SIDE, LEFT_ARM: ARM_SIDE,
               RIGHT_ARM: -ARM_SIDE}
 LIMB_Z = {LEFT_LEG: FOOT_Z, RIGHT_LEG: FOOT_Z, LEFT_ARM: ARM_Z, RIGHT_ARM: ARM_Z}
-RATE_RANGE = (0.95, 1.05)  # a transmitter's own period, as a multiple of the nominal one
-JITTER = 0.01  # each reading is off its slot by up to this share of the period
+#: The periods of the DEBS 2013 game's balls (ps), measured on the real rows (the
+#: bundled pre-game sample: each constant to within 1.5 ns). Ball 12, in play only in the
+#: second half, is not in the sample: its period continues the step from 8 to 10.
+BALL_PERIOD_PS = {4: 488_044_685, 8: 511_996_164, 10: 527_996_873, 12: 543_997_582}
+#: The period of a sensor worn by a player or the referee in the DEBS 2013 game: a line
+#: in its id, ``WEARER_PERIOD_PS[0] + WEARER_PERIOD_PS[1] * sid`` (least squares over
+#: the 37 wearer sensors of the sample; largest residual 0.046 %, 2.1 us).
+WEARER_PERIOD_PS = (4_487_292_570, 6_410_427)
 
 
-def sample_times(rng: np.random.Generator, hz: float, duration_ps: int) -> np.ndarray:
-    """Reading times (ps since the start) of one transmitter: its own period within 5 %
-    of ``1/hz``, a random phase and a uniform jitter of +-1 % of the period."""
-    period = 1e12 / hz * rng.uniform(*RATE_RANGE)
-    phase = rng.uniform(0.0, period)
-    n = int((duration_ps - phase) // period) + 1
-    t = phase + period * np.arange(n) + rng.uniform(-JITTER, JITTER, n) * period
-    t = np.round(t).astype(np.int64)
-    return t[(t >= 0) & (t < duration_ps)]
+def sensor_period_ps(sid: int, ball: bool, hz: float, real_ids: bool) -> int:
+    """A transmitter's reading period in ps: the real sensors' law (balls by id, worn
+    sensors a line in the id) for the DEBS 2013 game's ids (``real_ids``), else the
+    exact nominal period ``1/hz`` (invented ids have no real counterpart)."""
+    if not real_ids:
+        return round(1e12 / hz)
+    if not ball:
+        return WEARER_PERIOD_PS[0] + WEARER_PERIOD_PS[1] * sid
+    return BALL_PERIOD_PS[sid] if sid in BALL_PERIOD_PS else round(1e12 / hz)
+
+
+def sample_times(rng: np.random.Generator, period_ps: int, duration_ps: int) -> np.ndarray:
+    """Reading times (ps since the start) of one transmitter: every ``period_ps`` from a
+    random phase."""
+    phase = int(rng.integers(0, period_ps))
+    return np.arange(phase, duration_ps, period_ps, dtype=np.int64)
 
 
 def finite_differences(t_s: np.ndarray, pos: np.ndarray):
@@ -61,11 +74,15 @@ def finite_differences(t_s: np.ndarray, pos: np.ndarray):
     return vel, acc
 
 
-def directions(vec: np.ndarray):
-    """``|vec|`` and the direction scaled to length 10,000 (zero for a zero vector)."""
+def directions(vec: np.ndarray, rng: np.random.Generator):
+    """``|vec|`` and the direction scaled to length 10,000. A real sensor at rest still
+    reports a direction of that length (its noise), so a zero vector gets a random one."""
     norm = np.linalg.norm(vec, axis=1)
-    scaled = np.divide(vec * 10_000.0, norm[:, None], out=np.zeros_like(vec),
-                       where=norm[:, None] > 1e-9)
+    still = norm <= 1e-9
+    if still.any():
+        vec = vec.copy()
+        vec[still] = rng.normal(size=(int(still.sum()), 3))
+    scaled = vec * (10_000.0 / np.linalg.norm(vec, axis=1))[:, None]
     return norm, np.round(scaled).astype(np.int32)
 
 
@@ -100,10 +117,10 @@ def _place(events, rows, ts, sid, type_id, mm, speed, accel, vdir, adir, player,
 
 def _put(events: np.ndarray, rows: np.ndarray, ts: np.ndarray, sid: int, type_id: int,
          pos: np.ndarray, vel: np.ndarray, acc: np.ndarray, player: int, team: int, limb: int,
-         start_ps: int) -> None:
+         start_ps: int, rng: np.random.Generator) -> None:
     """Convert one transmitter's readings (m, m/s, m/s^2) to DEBS units and place them."""
-    speed, vdir = directions(vel)
-    accel, adir = directions(acc)
+    speed, vdir = directions(vel, rng)
+    accel, adir = directions(acc, rng)
     _place(events, rows, ts, sid, type_id, np.round(pos * 1000.0).astype(np.int64),
            np.round(speed * 1e6).astype(np.int64), np.round(accel * 1e6).astype(np.int64),
            vdir, adir, player, team, limb, start_ps)
@@ -142,11 +159,13 @@ def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generato
     registry = soccer_registry()
     profile = cast.profile
     ball_id = registry.id("ball")
-    times = [sample_times(rng, profile.ball_hz, duration_ps)
-             for _ in range(1 + len(profile.spare_balls))]
+    real = profile.name == "debs2013"  # the real game's sensor ids
+    times = [sample_times(rng, sensor_period_ps(sid, True, profile.ball_hz, real), duration_ps)
+             for sid in (profile.ball_in_play, *profile.spare_balls)]
     wearers = [(person, sid, limb) for person, sensors in enumerate(cast.sensors)
                for sid, limb in sensors]
-    times += [sample_times(rng, profile.wearer_hz, duration_ps) for _ in wearers]
+    times += [sample_times(rng, sensor_period_ps(sid, False, profile.wearer_hz, real),
+                           duration_ps) for _, sid, _ in wearers]
     bounds = np.cumsum([0] + [len(t) for t in times])
     order = np.argsort(np.concatenate(times), kind="stable")
     row_of = np.empty_like(order)
@@ -157,12 +176,13 @@ def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generato
         return row_of[bounds[n]:bounds[n + 1]]
 
     _put(events, rows(0), times[0], profile.ball_in_play, ball_id,
-         *_ball_readings(ball, times[0], duration_ps), 0, 0, 0, start_ps)
+         *_ball_readings(ball, times[0], duration_ps), 0, 0, 0, start_ps, rng)
     for j, sid in enumerate(profile.spare_balls):
         t = times[1 + j]
         spot = np.array([*SPARE_SPOTS[j % len(SPARE_SPOTS)], BALL_RADIUS])
         zero = np.zeros((len(t), 3))
-        _put(events, rows(1 + j), t, sid, ball_id, zero + spot, zero, zero, 0, 0, 0, start_ps)
+        _put(events, rows(1 + j), t, sid, ball_id, zero + spot, zero, zero, 0, 0, 0, start_ps,
+             rng)
     # Wearers: their limbs around the Hermite curve of the body, at their own times.
     first = 1 + len(profile.spare_balls)
     for n, (person, sid, limb) in enumerate(wearers, start=first):
@@ -175,5 +195,28 @@ def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generato
         vel, acc = finite_differences(t / 1e12, pos)
         _put(events, rows(n), t, sid, registry.id(cast.type_name[person]), pos, vel, acc,
              -1 if is_ref else person, -1 if is_ref else int(cast.team[person]), limb,
-             start_ps)
+             start_ps, rng)
     return events
+
+
+def measured_periods(events: np.ndarray) -> dict[int, float]:
+    """The median time between two readings of each sensor (ps) in a position stream,
+    for sensors with at least three readings: what a realism check compares."""
+    out = {}
+    for sid in np.unique(events["key"]).tolist():
+        ts = np.sort(events["ts"][events["key"] == sid])
+        if len(ts) >= 3:
+            out[int(sid)] = float(np.median(np.diff(ts)))
+    return out
+
+
+def period_errors_pct(events: np.ndarray, real: dict[int, float], balls: set[int]
+                      ) -> dict[int, float]:
+    """How far each sensor's period in a generated DEBS 2013 stream is from the real one,
+    in percent: from ``real`` (periods measured on real rows, by sensor id) where it has
+    the sensor, else from the law of :func:`sensor_period_ps`."""
+    out = {}
+    for sid, period in measured_periods(events).items():
+        want = real.get(sid) or sensor_period_ps(sid, sid in balls, 1.0, True)
+        out[sid] = abs(period - want) / want * 100
+    return out
