@@ -71,30 +71,45 @@ def read_events(spark: SparkSession, path: str | os.PathLike[str], event_type: s
 
 def _events_frame(spark: SparkSession, per_detector: dict[str, np.ndarray],
                   registry: TypeRegistry) -> DataFrame:
+    return spark.createDataFrame(*events_table(per_detector, registry))
+
+
+def events_table(per_detector: dict[str, np.ndarray], registry: TypeRegistry
+                 ) -> tuple[Any, str]:
+    """The detectors' events as one pandas table (``detector``, ``event_type``, then every
+    field of any of them; zero where a detector's events lack it) and its Spark schema.
+
+    Columns are put together as NumPy arrays of their own dtype: a pandas concat of
+    frames that lack a column would pass it through float64, which cannot hold
+    picosecond time stamps exactly (above 2**53 it rounds to even numbers)."""
     import pandas as pd
 
     # type id -> name, looked up once per table instead of once per event
     type_names = np.array(["", *(t.name for t in registry.types())], dtype=object)
-    frames = []
-    for detector, batch in per_detector.items():
-        frame = pd.DataFrame({name: batch[name] for name in batch.dtype.names})
-        frame.insert(0, "detector", detector)
-        frame.insert(1, "event_type", type_names[batch["type"]])
-        frames.append(frame)
-    merged = pd.concat(frames, ignore_index=True)
-    fields = [c for c in merged.columns if c not in ("detector", "event_type")]
-    merged[fields] = merged[fields].fillna(0)
+    batches = list(per_detector.items())
+    fields: dict[str, np.dtype] = {}
+    for _, batch in batches:
+        for name in batch.dtype.names:
+            fields[name] = (np.result_type(fields[name], batch.dtype[name]) if name in fields
+                            else batch.dtype[name])
+    columns: dict[str, Any] = {
+        "detector": np.concatenate([np.full(len(b), d, dtype=object) for d, b in batches]
+                                   or [np.empty(0, object)]),
+        "event_type": np.concatenate([type_names[b["type"]] for _, b in batches]
+                                     or [np.empty(0, object)]),
+    }
     strings = {f for t in registry.types() for f in t.strings}
     schema = ["detector string", "event_type string"]
-    for column in fields:  # concat turns int columns that some frames lack into float
-        dtype = np.result_type(*{f[column].dtype for f in frames if column in f})
-        merged[column] = merged[column].astype(dtype)
-        if column in strings:
-            merged[column] = [registry.strings.text(c) for c in merged[column]]
-            schema.append(f"{column} string")
-            continue
-        schema.append(f"{column} {_SPARK_TYPES[dtype.str[1:]]}")
-    return spark.createDataFrame(merged, ", ".join(schema))
+    for name, dtype in fields.items():
+        values = np.concatenate([b[name].astype(dtype) if name in b.dtype.names
+                                 else np.zeros(len(b), dtype) for _, b in batches])
+        if name in strings:
+            columns[name] = [registry.strings.text(c) for c in values.tolist()]
+            schema.append(f"{name} string")
+        else:
+            columns[name] = values
+            schema.append(f"{name} {_SPARK_TYPES[dtype.str[1:]]}")
+    return pd.DataFrame(columns), ", ".join(schema)
 
 
 _SPARK_TYPES = {"i8": "long", "i4": "int", "i2": "short", "i1": "byte", "u1": "short",
