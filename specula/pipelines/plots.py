@@ -14,7 +14,13 @@ from specula.actors.report import RunReport
 
 def plot_latency(runs: dict[str, RunReport], detector: str, path: str | Path) -> Path:
     """Fig. 10: the detection latency of ``detector`` over the run, one line per run
-    (e.g. pure K-slack and adaptive speculation). Time and latency in seconds."""
+    (e.g. pure K-slack and adaptive speculation). Time and latency in seconds; a plot
+    with nothing to show says so."""
+    return _save(latency_figure(runs, detector), path)
+
+
+def latency_figure(runs: dict[str, RunReport], detector: str):
+    """The figure of :func:`plot_latency`."""
     fig, ax = plt.subplots(figsize=(8, 4))
     for label, report in runs.items():
         times, lat = report.detectors[detector].net.timeline()
@@ -26,8 +32,10 @@ def plot_latency(runs: dict[str, RunReport], detector: str, path: str | Path) ->
     ax.set_title(f"{detector}: detection latency")
     if ax.lines:
         ax.legend()
+    else:
+        _note(ax, f"no detections of {detector} in this run")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return fig
 
 
 def plot_alpha(report: RunReport, instance: str, path: str | Path) -> Path:
@@ -43,9 +51,18 @@ def plot_alpha(report: RunReport, instance: str, path: str | Path) -> Path:
     ax.set_xlabel("time [s]")
     ax.set_ylim(0, 1.2)
     ax.set_title(f"{instance}: alpha adaptation")
-    ax.legend()
+    if ax.lines:
+        ax.legend()
+    else:
+        _note(ax, f"no alpha adaptation recorded for {instance}")
     ax.grid(alpha=0.3)
     return _save(fig, path)
+
+
+def _note(ax, text: str) -> None:
+    """Say in the middle of an empty plot why it is empty."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes,
+            fontsize=12, color="grey")
 
 
 def _save(fig, path: str | Path) -> Path:

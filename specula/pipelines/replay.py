@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,8 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
             total = count_rows(ingested.events_path) if config.progress else None
         batches = arrival_batches(ingested.events_path, kind.event_dtype(),
                                   config.batch_size)
+    played = PlayedTime(graph.ticks_per_second)
+    batches = played.count(batches)
     if config.in_process:
         with progress.phase("detecting (in-process)", total) as advance:
             report = _run_in_process(graph, progress.events(batches, advance),
@@ -158,7 +160,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                                      kind.registry, config)
     if config.watch:
         ingested = counts_as_ingested(watcher.counts)
-    summary = summarize(report, graph, ingested, config)
+    summary = summarize(report, graph, ingested, config, played.seconds)
     with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
@@ -197,15 +199,38 @@ def with_k0_ms(graph: Graph, k0_ms: float) -> Graph:
     return graph.with_options(k0=k0_of_ms(k0_ms, graph.ticks_per_second))
 
 
-def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConfig
-              ) -> dict[str, Any]:
+class PlayedTime:
+    """The whole seconds of event time that hold at least one reading, counted as the
+    batches pass: a log with gaps (a break, sensors off) was played for that long, not
+    for its first-to-last span."""
+
+    def __init__(self, ticks_per_second: float) -> None:
+        self.ticks_per_second = ticks_per_second
+        self._seconds: set[int] = set()
+
+    def count(self, batches: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        for batch in batches:
+            if len(batch):
+                whole = np.floor_divide(batch["ts"], int(self.ticks_per_second))
+                self._seconds.update(np.unique(whole).tolist())
+            yield batch
+
+    @property
+    def seconds(self) -> int:
+        return len(self._seconds)
+
+
+def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConfig,
+              played_s: float | None = None) -> dict[str, Any]:
     """Events in, quarantined, late, detections per type, latency and real-time factor.
 
     The options are read from the nodes of ``graph``, the graph that ran: ``options``
     per node, and ``alpha`` and ``retraction`` where every node has the same (else
-    None).
+    None). The real-time factor is ``played_s`` (the seconds of event time that hold
+    readings; default: the first-to-last span) over the wall time of the detection.
     """
     span_s = max(0, ingested.last_ts - ingested.first_ts) / graph.ticks_per_second
+    played_s = span_s if played_s is None else played_s
     detectors = report.summary()["detectors"]
     detected: dict[str, int] = {}
     for name, node in graph.nodes.items():
@@ -225,9 +250,10 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         "late": sum(d["late"] for d in detectors.values()),
         "detected": detected,
         "stream_seconds": span_s,
+        "played_seconds": played_s,
         "wall_seconds": report.wall_seconds,
         # a watch waits for files: its wall time says nothing of speed
-        "realtime_factor": span_s / report.wall_seconds
+        "realtime_factor": played_s / report.wall_seconds
         if report.wall_seconds and not config.watch else None,
         "alpha": common_option(graph, "alpha"),
         "retraction": common_option(graph, "retraction"),
@@ -258,8 +284,10 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"{summary['quarantined']:,}"
         f"{f' ({duplicates:,} exact duplicates)' if duplicates else ''}, "
         f"late {summary['late']:,}; "
-        f"{summary['stream_seconds']:.1f} s of stream in {summary['wall_seconds']:.1f} s "
-        f"(real-time factor {'-' if rtf is None else f'{rtf:.1f}'})",
+        f"{summary.get('played_seconds', summary['stream_seconds']):.1f} s played "
+        f"({summary['stream_seconds']:.1f} s first to last) in "
+        f"{summary['wall_seconds']:.1f} s (real-time factor "
+        f"{'-' if rtf is None else f'{rtf:.1f}'})",
         *format_detectors(summary["detectors"]),
     ]
     first = summary.get("first_quarantined", [])
@@ -303,10 +331,12 @@ def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig
             label = f"alpha {'per node' if alpha is None else alpha}"
             paths[f"plot_{name}"] = str(plot_latency({label: report}, name,
                                                      folder / f"{name}_latency.png"))
-    for name, d in report.detectors.items():
-        if d.alpha:
-            first = next(iter(d.alpha))
-            paths[f"plot_alpha_{name}"] = str(plot_alpha(report, first,
-                                                         folder / f"{name}_alpha.png"))
-            break
+    # alpha where speculation had the most to revise: the adaptive node with the most
+    # relocations (its first instance)
+    adaptive = [d for d in report.detectors.values() if d.alpha]
+    if adaptive:
+        d = max(adaptive, key=lambda d: d.stats.relocations)
+        instance = next(iter(d.alpha))
+        paths[f"plot_alpha_{d.name}"] = str(plot_alpha(report, instance,
+                                                       folder / f"{d.name}_alpha.png"))
     return paths

@@ -128,20 +128,20 @@ def test_disorder_beyond_the_limit_backs_off_then_caps_k_and_the_report_says_so(
     """A stream whose disorder needs ~10x the limit: the run completes within it,
     alpha backs off to 1, K is capped, and the summary carries all of it."""
     reg = example_registry()
-    raw = abc_stream(reg, 6_000, seed=3, max_delay=2_000, burst=0.1)
+    raw = abc_stream(reg, 3_000, seed=3, max_delay=1_000, burst=0.1)
     graph = Graph(reg, sources=("A", "B", "C")).add(
-        "rec", Record(), alpha=0.3, k0=0, memory=MemoryLimit(buffered_events=300))
+        "rec", Record(), alpha=0.3, k0=0, memory=MemoryLimit(buffered_events=150))
     unlimited = Graph(reg, sources=("A", "B", "C")).add("rec", Record(), alpha=0.3, k0=0)
     report = InProcessRuntime(graph).run(raw)
     free = InProcessRuntime(unlimited).run(raw)
     summary = report.summary()["detectors"]["rec"]
-    assert free.summary()["detectors"]["rec"]["memory"]["peak_buffered"] > 3_000
-    assert summary["memory"]["peak_buffered"] <= 300
+    assert free.summary()["detectors"]["rec"]["memory"]["peak_buffered"] > 1_500
+    assert summary["memory"]["peak_buffered"] <= 150
     assert summary["memory_backoffs"] >= 1
     assert summary["memory_caps"] >= 1 and summary["memory_released"] > 0
     assert summary["late"] > 0  # what came behind the capped horizon, counted
     [line] = [x for x in format_detectors(report.summary()["detectors"]) if "memory" in x]
-    assert line.startswith("rec: memory limit (300 events): speculation backed off ")
+    assert line.startswith("rec: memory limit (150 events): speculation backed off ")
     [u] = report.units["rec"]
     assert len(u.detector.seen) + summary["late"] == len(raw)
 
@@ -150,7 +150,7 @@ def test_snapshots_beyond_their_limit_back_off_and_are_purged():
     """A detector with a 64 KiB state, snapshots limited to 1 MiB: a speculative unit
     would hold one per emission run; it backs off and keeps the estimate in bounds."""
     reg = example_registry()
-    raw = abc_stream(reg, 3_000, seed=5, max_delay=400)
+    raw = abc_stream(reg, 1_200, seed=5, max_delay=400)
     u = unit(0.0, MemoryLimit(snapshot_mb=1), det=Record(ballast=64 * 1024))
     free = unit(0.0, MemoryLimit(), det=Record(ballast=64 * 1024))
     cuts = list(range(1, len(raw)))  # one event per push: a snapshot per premature event

@@ -66,7 +66,7 @@ def model(batches: list[list[tuple]]) -> dict[tuple[int, int], tuple[int, int]]:
     return live
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batches=streams(), split=st.booleans())
 def test_net_output_equals_the_plain_model(batches, split):
     """Also when applied in two halves and absorbed into one (the runtimes merge the

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from specula import CostModel, Graph, InProcessRuntime, TypeRegistry
@@ -16,7 +17,14 @@ from specula.cli import main
 from specula.detectors.examples import ANotBC, FollowedWithin, Threshold, example_registry
 from specula.events import RegistryMismatchError
 from specula.options import OptionError, Shedding
-from specula.pipelines.replay import ReplayConfig, replay, replay_graph, summarize
+from specula.pipelines.plots import latency_figure
+from specula.pipelines.replay import (
+    PlayedTime,
+    ReplayConfig,
+    replay,
+    replay_graph,
+    summarize,
+)
 from specula.pipelines.synthetic import abc_stream
 from specula.soccer.spark_log import PositionLog
 from specula.soccer.types import PICOS_PER_SECOND, POSITION_FIELDS, WEARER_FIELDS
@@ -102,6 +110,30 @@ def test_the_summary_records_the_options_of_the_nodes_that_ran():
                                                          "snapshot_mb": 256.0}}
     assert summary["options"]["d_then_e"]["partitions"] == 2
     json.dumps(summary)  # what summary.json holds
+
+
+def test_the_real_time_factor_counts_the_played_seconds_not_the_gaps():
+    """A log with a 60 s break: the seconds that hold readings are what was played."""
+    mine = replay_graph(ReplayConfig(graph=_user_graph()), PositionLog())
+    raw = abc_stream(example_registry(), 400, seed=1)
+    raw["ts"] = np.where(np.arange(len(raw)) < 200, raw["ts"] % 3, 63 + raw["ts"] % 2)
+    played = PlayedTime(mine.ticks_per_second)
+    seen = sum(len(b) for b in played.count([raw[:150], raw[150:]]))
+    assert (seen, played.seconds) == (400, 5)  # seconds 0, 1, 2, 63 and 64
+    report = InProcessRuntime(mine).run(raw)
+    ingested = SimpleNamespace(rows=400, events=400, quarantined=0, duplicates=0,
+                               first_quarantined=(), first_ts=0, last_ts=64)
+    summary = summarize(report, mine, ingested, ReplayConfig(graph=mine), played.seconds)
+    assert summary["stream_seconds"] == 64 and summary["played_seconds"] == 5
+    assert summary["realtime_factor"] == pytest.approx(5 / report.wall_seconds)
+
+
+def test_an_empty_latency_plot_says_why():
+    mine = replay_graph(ReplayConfig(graph=_user_graph()), PositionLog())
+    report = InProcessRuntime(mine).run(abc_stream(example_registry(), 50, seed=1)[:0])
+    fig = latency_figure({"run": report}, "a_not_bc")
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no detections of a_not_bc in "
+                                                         "this run"]
 
 
 def test_the_summary_records_shedding_and_what_it_dropped():
