@@ -26,8 +26,9 @@ Beyond the unit, a Ray actor's inbox holds back its producers at its own bound
 
 The snapshot bytes are an estimate: the snapshots held (positions of the emitted prefix
 that carry one) times the pickled size of one, sampled every :data:`SIZE_SAMPLE_EVERY`
-snapshots. Everything here depends only on the unit's input, so a unit restored from a
-checkpoint decides the same.
+snapshots; while a snapshot at every emitted position would stay under the back-off
+share, that bound stands in for the count. Every decision depends only on the unit's
+input, so a unit restored from a checkpoint decides the same.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ RELEASE_SHARE = 0.75
 SIZE_SAMPLE_EVERY = 256
 #: Bytes counted per snapshot besides its pickled state (the tuple, counters, slot).
 SNAPSHOT_OVERHEAD = 96
+#: Far from the snapshot limit, the snapshots held are counted every this many pushes
+#: (for the peak figure): the count is a pass over the emitted prefix.
+PEAK_SAMPLE_EVERY = 64
 
 
 class MemoryLimitError(RuntimeError):
@@ -74,46 +78,69 @@ class MemoryGuard:
         # so they are gauges here, not counters of UnitStats)
         self.peak_buffered = 0
         self.peak_snapshot_bytes = 0
+        self._pushes = 0
 
     # ------------------------------------------------------------ figures
     def snapshot_bytes(self) -> int:
-        """Estimated bytes of the detector snapshots the unit holds."""
+        """Estimated bytes of the detector snapshots the unit holds: the positions of
+        the emitted prefix that carry one, times a snapshot's sampled pickled size."""
         buf = self.unit._buffer
         n_emitted = getattr(buf, "_n_emitted", 0)
         if not n_emitted:
             return 0
         held = int(np.count_nonzero(np.not_equal(buf._snaps[:n_emitted], None)))
-        if not held:
-            return 0
+        return held * self._snapshot_size_now() if held else 0
+
+    def _snapshot_size_now(self) -> int:
+        """A snapshot's bytes, measured again every :data:`SIZE_SAMPLE_EVERY` snapshots."""
+        buf = self.unit._buffer
         if self.unit.stats.snapshots >= self._next_sample and buf._last_snap is not None:
             self._snapshot_size = _pickled_size(buf._last_snap.state)
             self._next_sample = self.unit.stats.snapshots + SIZE_SAMPLE_EVERY
-        return held * (self._snapshot_size + SNAPSHOT_OVERHEAD)
+        return self._snapshot_size + SNAPSHOT_OVERHEAD
+
+    def _snapshot_figure(self) -> tuple[int, bool]:
+        """:meth:`snapshot_bytes` where it can matter; where even a snapshot at every
+        emitted position stays under the back-off share (and speculation is not backed
+        off) that bound is returned instead, which decides the same and costs no count
+        over the prefix (the count is O(prefix) per push). The count is still taken
+        every :data:`PEAK_SAMPLE_EVERY` pushes, for the peak figure. Returns the figure
+        and whether it is the count."""
+        self._pushes += 1
+        bound = self.unit._buffer._n_emitted * self._snapshot_size_now()
+        if (bound > BACKOFF_SHARE * self.max_snapshot_bytes or self.backed_off
+                or self._pushes % PEAK_SAMPLE_EVERY == 0):
+            return self.snapshot_bytes(), True
+        return bound, False
 
     # ------------------------------------------------------------ after a push
     def check(self, now: int) -> None:
-        """Back off, cap K or fail, as the figures after a push ask."""
+        """Back off, cap K or fail, as the figures after a push ask. Far from the limits
+        this is a few attribute reads (see :meth:`_snapshot_figure`)."""
         unit = self.unit
         held = len(unit._buffer)
-        snap = self.snapshot_bytes() if unit.speculative else 0
+        snap, counted = 0, False
         if unit.speculative:
+            snap, counted = self._snapshot_figure()
             self._back_off(held, snap)
-        if held > self.max_events:
-            self._cap(self._cut_for_events(held), now)
-        elif snap > self.max_snapshot_bytes:
-            self._cap(self._cut_for_snapshots(), now)
-        held = len(unit._buffer)
-        self.peak_buffered = max(self.peak_buffered, held)
-        if unit.speculative:
-            self.peak_snapshot_bytes = max(self.peak_snapshot_bytes, self.snapshot_bytes())
-        if held > 2 * self.max_events:
-            raise MemoryLimitError(
-                f"{unit.name}: holds {held:,} events, more than twice its limit of "
-                f"{self.max_events:,} (MemoryLimit.buffered_events), and no K releases "
-                f"them: they are ahead of the unit's clock ({_clock_words(unit)}). Raise "
-                f"the node's memory=MemoryLimit(buffered_events=...), or send its clock "
-                f"types ({', '.join(_clock_types(unit)) or 'punctuations'}) with the "
-                f"other inputs")
+        if held > self.max_events or snap > self.max_snapshot_bytes:
+            self._cap(self._cut_for_events(held) if held > self.max_events
+                      else self._cut_for_snapshots(), now)
+            held = len(unit._buffer)
+            if unit.speculative:
+                snap, counted = self.snapshot_bytes(), True
+            if held > 2 * self.max_events:
+                raise MemoryLimitError(
+                    f"{unit.name}: holds {held:,} events, more than twice its limit of "
+                    f"{self.max_events:,} (MemoryLimit.buffered_events), and no K releases "
+                    f"them: they are ahead of the unit's clock ({_clock_words(unit)}). "
+                    f"Raise the node's memory=MemoryLimit(buffered_events=...), or send "
+                    f"its clock types ({', '.join(_clock_types(unit)) or 'punctuations'}) "
+                    f"with the other inputs")
+        if held > self.peak_buffered:
+            self.peak_buffered = held
+        if counted and snap > self.peak_snapshot_bytes:
+            self.peak_snapshot_bytes = snap
 
     def _back_off(self, held: int, snap: int) -> None:
         share = max(held / self.max_events, snap / self.max_snapshot_bytes)
