@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -93,9 +94,20 @@ def conform(batch: np.ndarray, dtype: np.dtype, *, drop: bool = False) -> np.nda
     """
     _require_structured(batch)
     target = np.dtype(dtype)
+    out = np.zeros(len(batch), dtype=target)
+    for name in _common_fields(batch.dtype, target, drop):
+        out[name] = batch[name]
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _common_fields(source: np.dtype, target: np.dtype, drop: bool) -> tuple[str, ...]:
+    """The fields :func:`conform` copies from ``source`` to ``target``, checked once per
+    pair of dtypes (a graph moves batches between a few dtypes, very often)."""
     if target.names is None:
         raise ValueError(f"target dtype must be structured, got {target}")
-    for name in batch.dtype.names:
+    common = []
+    for name in source.names:
         if name not in target.names:
             if drop:
                 continue
@@ -103,12 +115,9 @@ def conform(batch: np.ndarray, dtype: np.dtype, *, drop: bool = False) -> np.nda
                 f"field {name!r} of the batch is not in the target dtype "
                 "(pass drop=True to drop it)"
             )
-        _check_cast(name, batch.dtype[name], target[name])
-    out = np.zeros(len(batch), dtype=target)
-    for name in batch.dtype.names:
-        if name in target.names:
-            out[name] = batch[name]
-    return out
+        _check_cast(name, source[name], target[name])
+        common.append(name)
+    return tuple(common)
 
 
 def concat(batches: Sequence[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:
