@@ -140,6 +140,9 @@ def test_last_first_states_and_cdp_refuse():
     cdp = RuleDetector(Q1.format(w=600), registry(), engine="cdp")
     with pytest.raises(StateSheddingError, match="CDP keeps no partial matches"):
         cdp.partial_matches()
+    consuming = RuleDetector(Q1.format(w=600) + " consuming a", registry(), engine="aip")
+    with pytest.raises(StateSheddingError, match="does not combine with consumption"):
+        consuming.partial_matches()
 
 
 @pytest.mark.parametrize("cut", [1, 37, 500])

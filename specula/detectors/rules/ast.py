@@ -105,6 +105,14 @@ order an ordering unit delivers. That order key is an event's *position*.
   :mod:`~specula.detectors.rules.strings`.
 * **Output order.** The composites of one terminator come in ascending order of the
   positions of elements 1, 2, ... (lexicographically); terminators in stream order.
+* **Consumption** (``consuming a, b``, TESLA's clause): the events a composite event
+  chose for the named elements (every item of a closure) are consumed, gone for the
+  rule's later evaluations: later terminators neither choose nor aggregate nor count
+  them, nor does a consumed event fire as a terminator. Terminators of equal time
+  stamp are evaluated together, so consumption takes effect from the next time stamp
+  on: two terminators of one time stamp may share an event (which order of equal time
+  stamps would otherwise decide, and the arrival order must not). Matches dropped by a
+  negation, a filter or an undefined aggregate consume nothing.
 * **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
   ``(A(...) | B(...)) as x``, ``each (A(...) as a & B(...) as b) as g``, ``partition by
   attr``): a rule with them means a union of plain rules; see
@@ -180,6 +188,7 @@ class Rule:
     within: Window | None = None
     ties: Ties = "strict"
     partition: str = ""
+    consuming: tuple[int, ...] = ()
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -264,6 +273,10 @@ class Rule:
         if self.partition and not self.partition.isidentifier():
             raise RuleError(f"rule {self.name}: partition by {self.partition!r}: not an "
                             "attribute name")
+        if any(not 0 <= i < n for i in self.consuming) or list(self.consuming) != sorted(
+                set(self.consuming)):
+            raise RuleError(f"rule {self.name}: consuming names chain elements "
+                            f"{list(self.consuming)}; each must exist and appear once")
         if self.ties not in TIES:
             raise RuleError(f"rule {self.name}: ties must be strict or nonstrict, got "
                             f"{self.ties!r}")

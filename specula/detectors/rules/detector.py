@@ -208,14 +208,17 @@ class RuleDetector(Detector):
             _emit(union.rule, union.flush(), emit)
 
     def snapshot(self) -> tuple[bytes, ...]:
-        """One snapshot per engine (pickled where an engine's snapshot is not bytes)."""
+        """One snapshot per engine, and the history of each consuming rule (pickled
+        where a snapshot is not bytes)."""
         return tuple(s if isinstance(s, bytes) else _Pickled(pickle.dumps(s))
-                     for s in (e.snapshot() for e in self.engines()))
+                     for union in self.unions() for s in union.snapshot())
 
     def restore(self, state: tuple[bytes, ...]) -> None:
         """Return every engine to its state in ``state``."""
-        for engine, s in zip(self.engines(), state, strict=True):
-            engine.restore(pickle.loads(s) if isinstance(s, _Pickled) else s)
+        parts = [pickle.loads(s) if isinstance(s, _Pickled) else s for s in state]
+        for union in self.unions():
+            union.restore(parts[:union.parts])
+            parts = parts[union.parts:]
 
     # State shedding (specula.shedding.state.PartialMatchHolder): the AIP engines'
     # hooks, with every engine's states numbered after the previous engine's.
@@ -255,6 +258,12 @@ class RuleDetector(Detector):
                 "terminator reads anew: dropping one is dropping an input event after it "
                 "was stored, which input shedding at the inbox does before it costs "
                 "anything")
+        consuming = [r.name for r in self.rules if r.consuming]
+        if consuming:
+            raise StateSheddingError(
+                f"{self!r}: state shedding does not combine with consumption "
+                f"({', '.join(consuming)}): a consuming rule rebuilds its engines' partial "
+                "matches from the events it keeps, which would bring shed ones back")
         out, offset = [], 0
         for e in self.engines():
             out.append((offset, e))

@@ -100,6 +100,7 @@ from specula.detectors.rules.ast import (
     RuleError,
     Step,
 )
+from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.engine import Matches, compose, order_key
 from specula.detectors.rules.strings import check_strings, encode
 from specula.events import TypeRegistry
@@ -346,9 +347,10 @@ def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
                       for n in rule.negations)
     filters += comparisons(rule.filters)
     assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
+    consuming = tuple(sorted(j for element in rule.consuming for j in new[element]))
     return Rule(rule.name, rule.attributes, chain[0], tuple(steps), aggregates, negations,
                 tuple(filters), assignments, within=rule.within,  # type: ignore[arg-type]
-                ties=rule.ties, source=rule.source)
+                ties=rule.ties, consuming=consuming, source=rule.source)
 
 
 def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[list[int]],
@@ -421,42 +423,76 @@ class Union:
         self.expansions = expand(rule, ticks_per_second)
         self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]
+        self.consumer = (Consumer(rule, self.expansions, self.engines, registry,
+                                  ticks_per_second) if rule.consuming else None)
         self._none = Composites(np.zeros(0, _TERMINATOR), np.zeros(0, np.int64), {
             a: np.zeros(0, ATTRIBUTE_TYPES[k]) for a, k in rule.attributes})
 
     def process(self, events: np.ndarray) -> Composites:
         """The composites whose terminators are complete after ``events``."""
-        return self._union([e.process(events) for e in self.engines])
+        if self.consumer is None:
+            return self._union([e.process(events) for e in self.engines])[0]
+        rows = self.consumer.relevant(events)
+        events = events[rows]
+        parts = []
+        for start, stop in self.consumer.segments(events):
+            part = events[start:stop]
+            self.consumer.before(part)
+            found = [e.process(part) for e in self.engines]
+            composites, kept = self._union(found)
+            self.consumer.after(found, kept)
+            parts.append(Composites(composites.terminators, rows[composites.causes + start],
+                                    composites.columns))
+        return _concatenated(parts, self._none)
 
     def flush(self) -> Composites:
         """End of stream: the composites of terminators the engines still hold."""
-        return self._union([e.flush() for e in self.engines])
+        return self._union([e.flush() for e in self.engines])[0]
 
     def snapshot(self) -> list[Any]:
-        """One snapshot per engine."""
-        return [e.snapshot() for e in self.engines]
+        """One snapshot per engine, then the consumption's history (if it consumes)."""
+        state = [e.snapshot() for e in self.engines]
+        return state if self.consumer is None else [*state, self.consumer.snapshot()]
 
     def restore(self, state: list[Any]) -> None:
-        """Return every engine to its state in ``state``."""
+        """Return every engine (and the consumption) to its state in ``state``."""
+        state = list(state)
+        if self.consumer is not None:
+            self.consumer.restore(state.pop())
         for engine, s in zip(self.engines, state, strict=True):
             engine.restore(s)
 
-    def _union(self, found: list[Matches]) -> Composites:
-        parts = []
+    @property
+    def parts(self) -> int:
+        """How many items :meth:`snapshot` returns."""
+        return len(self.engines) + (self.consumer is not None)
+
+    def _union(self, found: list[Matches]) -> tuple[Composites, list[np.ndarray]]:
+        """The composites of the engines' matches, and per expansion the matches kept."""
+        parts, kept_all = [], []
         for rule, matches in zip(self.expansions, found, strict=True):
             if not len(matches):
+                kept_all.append(np.zeros(0, np.int64))
                 continue
             kept, columns = compose(rule, matches)
+            kept_all.append(kept)
             rows = matches.elements[0][kept]
             terminators = np.zeros(len(kept), _TERMINATOR)
             for name in _TERMINATOR.names:
                 terminators[name] = rows[name]
             parts.append(Composites(terminators, matches.terminator[kept], columns))
-        if len(parts) < 2:
-            return parts[0] if parts else self._none
-        terminators = np.concatenate([p.terminators for p in parts])
-        order = np.lexsort((order_key(terminators), terminators["ts"]))  # stable
-        return Composites(terminators[order],
-                          np.concatenate([p.causes for p in parts])[order],
-                          {a: np.concatenate([p.columns[a] for p in parts])[order]
-                           for a, _ in self.rule.attributes})
+        return _concatenated(parts, self._none, ordered=True), kept_all
+
+
+def _concatenated(parts: list[Composites], none: Composites, ordered: bool = False
+                  ) -> Composites:
+    """``parts`` as one; ``ordered``: sorted by terminator (stable), as parts of one
+    batch from several expansions must be."""
+    if len(parts) < 2:
+        return parts[0] if parts else none
+    terminators = np.concatenate([p.terminators for p in parts])
+    order = (np.lexsort((order_key(terminators), terminators["ts"])) if ordered
+             else np.arange(len(terminators)))
+    return Composites(terminators[order], np.concatenate([p.causes for p in parts])[order],
+                      {a: np.concatenate([p.columns[a] for p in parts])[order]
+                       for a in none.columns})

@@ -8,6 +8,7 @@ complex event processing on parallel hardware"), plus negations and free filters
                   'from' element ('and' from_item)* ['within' window]
                   ['partition' 'by' NAME] ['ties' ('strict' | 'nonstrict')]
                   ['where' where_item ('and' where_item)*]
+                  ['consuming' NAME (',' NAME)*]
     element    := (pattern | '(' pattern ('|' pattern)+ ')') [times] ['as' NAME]
     times      := '{' INT [',' INT] '}'        (a closure; steps only)
     conjunction := '(' pattern ['as' NAME] ('&' pattern ['as' NAME])+ ')' 'as' NAME
@@ -212,20 +213,41 @@ class _Parser(TermParser):
             while self.at_keyword("and"):
                 self.advance()
                 self.where_item()
+        consuming = self.consuming() if self.at_keyword("consuming") else ()
         if not (self.at_end() or self.at_keyword("define")):
-            raise self.fail("'and', 'within', 'partition by', 'ties', 'where', 'define' or "
-                            "end of text"
-                            if not state.assignments and not state.filters
-                            else "'and', 'define' or end of text")
+            if consuming:
+                expected = "',', 'define' or end of text"
+            elif state.assignments or state.filters:
+                expected = "'and', 'consuming', 'define' or end of text"
+            else:
+                expected = ("'and', 'within', 'partition by', 'ties', 'where', 'consuming', "
+                            "'define' or end of text")
+            raise self.fail(expected)
         self.check_parameters()
         source = self.text[define.start:self.tokens[self.pos - 1].end]
         try:
             return Rule(name, state.attributes, state.chain[0], tuple(state.steps),
                         tuple(state.aggregates), tuple(state.negations),
                         tuple(state.filters), tuple(state.assignments), within=within,
-                        ties=ties, partition=partition, source=source)  # type: ignore[arg-type]
+                        ties=ties, partition=partition, consuming=consuming,  # type: ignore[arg-type]
+                        source=source)
         except RuleError as exc:
             raise RuleSyntaxError(define.line, define.column, str(exc)) from None
+
+    def consuming(self) -> tuple[int, ...]:
+        """``consuming a, b``: the chain elements whose events a match consumes."""
+        self.advance()
+        found: list[int] = []
+        while True:
+            token = self.peek()
+            element = self.element()
+            if element in found:
+                raise RuleSyntaxError(token.line, token.column,
+                                      f"{token.text!r} is consumed twice")
+            found.append(element)
+            if not self.at_op(","):
+                return tuple(sorted(found))
+            self.advance()
 
     def attributes(self) -> tuple[tuple[str, str], ...]:
         self.expect_op("(")

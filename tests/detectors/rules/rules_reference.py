@@ -74,18 +74,31 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
     """
     everything = _rows(registry, events)
     out: list[tuple] = []
+    consumed: set[tuple] = set()  # positions of the events consumed so far
+    pending: set[tuple] = set()  # consumed by the terminators of time stamp pending_ts
+    pending_ts = None
     for terminator in everything:
+        if pending_ts is not None and terminator["ts"] > pending_ts:
+            consumed |= pending  # consumption takes effect from the next time stamp
+            pending, pending_ts = set(), None
+        if terminator["_pos"] in consumed:
+            continue
         bound = _match(terminator, rule.terminator, {})
         if bound is None or not _predicates_hold(rule.terminator, [terminator], bound):
             continue
-        rows = everything  # under partition by: the terminator's partition only
-        if rule.partition:
+        rows = [r for r in everything if r["_pos"] not in consumed]
+        if rule.partition:  # under partition by: the terminator's partition only
             rows = [r for r in rows if r[rule.partition] == terminator[rule.partition]]
         found = []
         for elements, params in _sequences(rule, rows, [terminator], bound, ticks_per_second):
             composite = _composite(rule, rows, elements, params, ticks_per_second)
             if composite is not None:
                 found.append((_order(rule, elements), composite))
+                for i in rule.consuming:
+                    chosen = elements[i]
+                    pending |= {e["_pos"] for e in (chosen if isinstance(chosen, tuple)
+                                                    else (chosen,))}
+                    pending_ts = terminator["ts"]
         found.sort(key=lambda item: item[0])
         out += [composite for _, composite in found]
     return out
@@ -743,6 +756,39 @@ def _cases() -> dict[str, Case]:
               and not N(sym = "AVID") within 3 from t and $n=Count(N() within 4 from t)
             partition by sym
             where sym = t.sym and n = $n and x = q.n""", **_QUOTES),
+        # consumption: the events a match chose for the named elements are gone for the
+        # rule's later time stamps
+        Case("consume_each", f"""define CE(x: int, {_ID_ATTRS})
+            from C(p=$x) and each B(p=$x) within 6 from C and last A(v>1) within 4 from B
+            where x=$x and {_IDS}
+            consuming B""", **_ABC),
+        Case("consume_last_first", f"""define CL({_ID_ATTRS}, s: double)
+            from C() and last B(v>2) within 6 from C and first A() within 4 from B
+              and $s=Sum(A().value within 5 from C)
+            where {_IDS} and s=$s
+            consuming A, B""", **_ABC),
+        Case("consume_terminator_type", """define CT(x: int, s: int, f: int)
+            from A(p=$x) as s and each A(p=$x and v >= s.v - 2) as f within 5 from s
+              and not D(p=$x) between f and s
+            ties nonstrict
+            where x=$x and s=s.n and f=f.n
+            consuming s, f""", **_ABC),
+        Case("consume_closure", """define CK(c: double, f: int, l: int, n: double)
+            from C() and each B(v > 1){1,2} as bs within 5 from C
+              and $n=Count(B() within 5 from C)
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and n=$n and Count(bs) < 2
+              + C.v
+            consuming bs""", **_ABC),
+        Case("consume_conjunction", """define CJC(a: int, b: int, c: int)
+            from C() as c and each (A(v < c.v) as a & B() as b) as g within 4 from c
+            within 4 ties nonstrict
+            where a=a.n and b=b.n and c=c.n
+            consuming a""", **_ABC),
+        Case("consume_partition_strings", """define CPS(sym: string, q: int, t: int)
+            from T(ex != "") as t and each Q(px > 1) as q within 5 from t
+            partition by sym
+            where sym = t.sym and q = q.n and t = t.n
+            consuming q""", **_QUOTES),
         # the hybrid-shedding paper's Q2: SEQ(A a, A+ b[], B c, C d), b[i].V = a.V, same
         # ID, a.V + c.V = d.V
         Case("hybrid_q2", """define Q2(x: int, c: double, a: int)

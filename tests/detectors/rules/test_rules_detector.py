@@ -30,6 +30,11 @@ where n=Count(A() within 5 from D)
 define Firsts(v: float)
 from C(x=$p) and first B() within 6 from C and last A(x=$p) within 6 from B
 where v=A.v + B.v
+
+define Used(v: float, y: int)
+from C(x=$p) and each A(x=$p and v > 5) within 6 from C
+where v=A.v and y=A.y
+consuming A
 """
 
 def _engines() -> list[str]:
@@ -98,7 +103,7 @@ def test_detector_output_per_rule_and_cause():
     reg = registry()
     det = RuleDetector(RULES, reg)
     assert det.inputs == ("C", "B", "A", "D")
-    assert det.outputs == ("CE", "Quiet", "Firsts")
+    assert det.outputs == ("CE", "Quiet", "Firsts", "Used")
     assert reg["CE"].fields == (("x", np.dtype("i8")), ("s", np.dtype("f8")),
                                 ("by", np.dtype("i8")))
     batch = reg.from_records([
@@ -113,6 +118,8 @@ def test_detector_output_per_rule_and_cause():
     assert (cols["x"].tolist(), cols["s"].tolist(), cols["by"].tolist()) == ([2], [12.0], [1])
     cols, cause = out["Firsts"]
     assert cause == [3] and cols["v"].tolist() == [8.0]
+    cols, cause = out["Used"]
+    assert cause == [3] and cols["v"].tolist() == [7.0]
 
 
 def test_rules_are_checked_against_the_registry():

@@ -276,10 +276,22 @@ def test_a_type_may_repeat_in_the_chain():
      ">, >=), found end of text"),
     ("define F() from C() or D()",
      "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
-     "'define' or end of text, found 'or'"),
+     "'consuming', 'define' or end of text, found 'or'"),
     ("define F() from C() & D()",
      "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
-     "'define' or end of text, found '&'"),
+     "'consuming', 'define' or end of text, found '&'"),
+    ("define F(y: int) from C() where y=1 or 2",
+     "line 1, column 37: expected 'and', 'consuming', 'define' or end of text, found 'or'"),
+    ("define F() from C() and each B() within 5 from C consuming B, B",
+     "line 1, column 63: 'B' is consumed twice"),
+    ("define F() from C() and each B() within 5 from C consuming D",
+     "line 1, column 60: 'D' is not an element of the sequence declared so far (C, B); "
+     "declare the step before using it"),
+    ("define F() from C() and each B() within 5 from C consuming B C",
+     "line 1, column 62: expected ',', 'define' or end of text, found 'C'"),
+    ("define F() from C() and each (A() as a & B() as b) as g within 5 from C consuming g",
+     "line 1, column 83: 'g' is a conjunction of several events; name one of its members "
+     "(a, b)"),
     ("define F() from C() ~ D()", "line 1, column 21: unexpected character '~'"),
     ("define F() from C(p=$)",
      "line 1, column 21: expected a parameter name after '$', found '$)'"),
