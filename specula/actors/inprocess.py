@@ -175,14 +175,14 @@ class InProcessRuntime:
                     inbox.append(split_by_key(part, inst.node.partitions)[inst.index])
             inbox = [ev.conform(b, unit.in_dtype, drop=True) for b in inbox if len(b)]
             before = copy.copy(unit.stats) if self.cost_model else None
-            out = [unit.push(inbox[0] if len(inbox) == 1 else _joined(inbox), now)] \
+            out = [unit.push(inbox[0] if len(inbox) == 1 else ev.concat_records(inbox), now)] \
                 if inbox else []
             if flush:
                 out.append(unit.flush(now))
             if self.cost_model and unit.controller is not None:
                 unit.controller.add_busy(self.cost_model.busy(before, unit.stats, name))
             out = [o for o in out if len(o)]
-            batch = (out[0] if len(out) == 1 else _joined(out)) if out else None
+            batch = (out[0] if len(out) == 1 else ev.concat_records(out)) if out else None
             if batch is not None:
                 nets[inst.producer].apply(batch, now)
                 if self.keep_messages:
@@ -241,15 +241,3 @@ def _steps(raw: np.ndarray, batch_ticks: int) -> Sequence[tuple[np.ndarray, int]
         steps.append((raw[i:j], int(ats[j - 1])))
         i = j
     return steps
-
-
-def _joined(batches: list[np.ndarray]) -> np.ndarray:
-    """Batches of one dtype as one, copied slice by slice (``np.concatenate`` of
-    structured arrays promotes their dtypes field by field first, which costs more than
-    the copy for the small batches of a step)."""
-    out = np.empty(sum(len(b) for b in batches), batches[0].dtype)
-    start = 0
-    for b in batches:
-        out[start:start + len(b)] = b
-        start += len(b)
-    return out

@@ -101,4 +101,4 @@ def punctuate(out: np.ndarray, unit: OrderingUnit, published: int | None, now: i
     mark["ts"] = progress
     mark["flags"] = ev.PROGRESS
     mark["ats"] = now
-    return (np.concatenate([out, mark]) if len(out) else mark), progress
+    return (ev.concat_records([out, mark]) if len(out) else mark), progress

@@ -46,7 +46,7 @@ Examples
 True
 """
 
-from specula.events.batches import concat, conform, empty, validate_batch
+from specula.events.batches import concat, concat_records, conform, empty, validate_batch
 from specula.events.codec import (
     batch_registry,
     decode_batch,
@@ -83,6 +83,7 @@ __all__ = [
     "TypeRegistry",
     "batch_registry",
     "concat",
+    "concat_records",
     "conform",
     "decode_batch",
     "decode_event",

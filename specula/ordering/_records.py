@@ -3,8 +3,6 @@ key's tie-break, byte-wise concatenation, event equality and counters per produc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from specula.ordering import _kernels
@@ -15,13 +13,6 @@ TIEBREAK_SHIFT = 40
 def tiebreak(producer: np.ndarray, seq: np.ndarray) -> np.ndarray:
     """The second half of the ordering key: producer and counter packed in one int64."""
     return (producer.astype(np.int64) << TIEBREAK_SHIFT) | seq.astype(np.int64)
-
-
-def concat_records(parts: Sequence[np.ndarray]) -> np.ndarray:
-    """Concatenate record arrays of one dtype as raw bytes (10x faster than field-wise)."""
-    dtype = parts[0].dtype
-    raw = np.dtype((np.void, dtype.itemsize))
-    return np.concatenate([p.view(raw) for p in parts]).view(dtype)
 
 
 def same_event(a: np.void, b: np.void) -> bool:

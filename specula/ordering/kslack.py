@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specula import events as ev
+from specula.events import concat_records
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
-from specula.ordering._records import TIEBREAK_SHIFT, concat_records, max_per_producer, tiebreak
+from specula.ordering._records import TIEBREAK_SHIFT, max_per_producer, tiebreak
 
 if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit

@@ -166,7 +166,7 @@ class NetOutput:
                 part = ev.conform(part, self.dtype, drop=True)
             parts.append(part)
             order.append(sel)
-        rows = np.concatenate(parts)
+        rows = ev.concat_records(parts)
         return rows, times[np.concatenate(order)]
 
     def net(self) -> np.ndarray:

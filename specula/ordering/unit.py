@@ -90,15 +90,11 @@ from typing import Any, Literal, NamedTuple, Protocol
 import numpy as np
 
 from specula import events as ev
+from specula.events import concat_records
 from specula.options import MemoryLimit
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
-from specula.ordering._records import (
-    TIEBREAK_SHIFT,
-    concat_records,
-    same_event,
-    tiebreak,
-)
+from specula.ordering._records import TIEBREAK_SHIFT, same_event, tiebreak
 from specula.ordering._sent import SentLog
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.clock import ChannelClock, EventClock

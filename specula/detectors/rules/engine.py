@@ -27,7 +27,7 @@ from specula.detectors.rules.ast import (
     ParamRef,
     Rule,
 )
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, concat_records
 
 ORDER_SHIFT = 40
 
@@ -166,7 +166,7 @@ class TieHold:
         newest = int(batch_ts[-1]) if len(batch_ts) else None
         if newest is None:
             return self.held[:0], np.zeros(0, np.int64)
-        rows = np.concatenate([self.held, rows]) if len(self.held) else rows
+        rows = concat_records([self.held, rows]) if len(self.held) else rows
         held_cause = np.full(len(self.held), 0, np.int64)
         if len(self.held):
             held_cause[:] = int(np.searchsorted(batch_ts, int(self.held["ts"][0]),
@@ -245,8 +245,7 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
     dtypes = {a: np.dtype(ATTRIBUTE_TYPES[k]) for a, k in rule.attributes}
     columns = {a: np.zeros(len(kept), dtype) for a, dtype in dtypes.items()}
     for attr, expr in rule.assignments:
-        values = np.broadcast_to(evaluate(rule, matches, expr), (n,))
-        columns[attr] = np.asarray(values[kept]).astype(dtypes[attr])
+        columns[attr] = _per_match(evaluate(rule, matches, expr), n)[kept].astype(dtypes[attr])
     return kept, columns
 
 
@@ -284,4 +283,10 @@ def _holds(rule: Rule, matches: Matches, comparison: Comparison) -> np.ndarray:
     """Whether a filter of ``where`` holds, per match."""
     left = evaluate(rule, matches, comparison.left)
     right = evaluate(rule, matches, comparison.right)
-    return np.broadcast_to(_COMPARE[comparison.op](left, right), (len(matches),))
+    return _per_match(_COMPARE[comparison.op](left, right), len(matches))
+
+
+def _per_match(values: np.ndarray, n: int) -> np.ndarray:
+    """``values`` as one per match (a constant repeated)."""
+    values = np.asarray(values)
+    return values if values.shape == (n,) else np.broadcast_to(values, (n,))
