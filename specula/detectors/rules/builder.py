@@ -3,17 +3,23 @@
 Reading a builder chain aloud gives the rule text: :func:`rule` opens ``define``,
 :meth:`RuleBuilder.when` names the terminator, :meth:`~RuleBuilder.each`,
 :meth:`~RuleBuilder.last` and :meth:`~RuleBuilder.first` add steps (each anchored at the
-element before it), and :meth:`~RuleBuilder.build` checks and returns the rule.
+element before it; ``as_=`` names an element), :meth:`~RuleBuilder.within`,
+:meth:`~RuleBuilder.ties`, :meth:`~RuleBuilder.partition_by` and
+:meth:`~RuleBuilder.consuming` are the clauses after the sequence, and
+:meth:`~RuleBuilder.build` checks and returns the rule. Closures, disjunctions and
+conjunctions are written in the text syntax.
 Every method returns a new builder; a builder is never changed, so a common prefix can
 be shared.
 
 Values in constraints and expressions:
 
 * ``P.x`` is the parameter ``$x``;
-* ``Ev.Smoke.area`` is the attribute ``Smoke.area`` of a chain element;
+* ``Ev.Smoke.area`` is the attribute ``Smoke.area`` of a chain element (by type or
+  alias, ``Ev.b.open``; ``ts`` included);
 * ``attr=3`` is the constraint ``attr=3``; other comparisons use :func:`gt`, :func:`ge`,
   :func:`lt`, :func:`le`, :func:`ne` (``value=gt(45)`` is ``value>45``), and a list
-  gives several (``v=[gt(10), lt(20)]`` is ``v>10 and v<20``);
+  gives several (``v=[gt(10), lt(20)]`` is ``v>10 and v<20``); a condition over an
+  expression is a predicate (``open=gt(Ev.c.open)`` is ``open > c.open``);
 * :func:`Sum`, :func:`Avg`, :func:`Min`, :func:`Max` and :func:`Count` are aggregates,
   whose ``before`` names the element the window ends at (``from`` in the text);
 * expressions combine these and numbers with ``+ - * /``.
@@ -34,6 +40,22 @@ Rule R5 of the paper:
 ... from C(att=$x) and last B(att=$x) within 100000 from C
 ...   and last A(att=$x) within 100000 from B
 ... where att1=$x and att2=Sum(A(att=$x).value within 100000 from B)''')
+True
+
+OpenCEP's stock example (aliases, predicates, a window on the whole pattern,
+non-strict ties):
+
+>>> rising = (rule("Rising", a="double", c="double")
+...           .when("AVID", as_="c")
+...           .each("AMZN", as_="b", open=gt(Ev.c.open))
+...           .each("AAPL", as_="a", open=gt(Ev.b.open))
+...           .within("5 min").ties("nonstrict")
+...           .where(a=Ev.a.open, c=Ev.c.open)
+...           .build())
+>>> rising == parse_rule('''define Rising(a: double, c: double)
+... from AVID() as c and each AMZN(open > c.open) as b from c
+...   and each AAPL(open > b.open) as a from b
+... within 5 min ties nonstrict where a=a.open and c=c.open''')
 True
 
 Rule R3 binds an aggregate to ``$t`` and filters on it:
@@ -57,6 +79,7 @@ from typing import Any, cast
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     COMPARATORS,
+    TIES,
     AggRef,
     Aggregate,
     Arith,
@@ -76,6 +99,7 @@ from specula.detectors.rules.ast import (
     RuleError,
     Selection,
     Step,
+    Ties,
     Window,
 )
 from specula.detectors.rules.parser import inline_aggregate_name, parse_window
@@ -229,38 +253,39 @@ def Count(type: str, *, within: WindowLike, before: str, **constraints: Any) -> 
 
 @dataclass(frozen=True)
 class Cond:
-    """A literal comparison for a constraint: ``value=gt(45)`` is ``value>45``."""
+    """A comparison for a constraint: ``value=gt(45)`` is ``value>45``; with an
+    expression (``open=gt(Ev.c.open)``, ``ts=ge(Ev.a.ts - 60)``) it is a predicate."""
 
     op: Comparator
-    value: int | float | bool | str
+    value: int | float | bool | str | Term
 
 
-def eq(value: int | float | bool | str) -> Cond:
+def eq(value: int | float | bool | str | Term) -> Cond:
     """``attr=value`` (the same as passing ``value`` itself)."""
     return Cond("=", value)
 
 
-def ne(value: int | float | bool | str) -> Cond:
+def ne(value: int | float | bool | str | Term) -> Cond:
     """``attr!=value``."""
     return Cond("!=", value)
 
 
-def lt(value: int | float | bool) -> Cond:
+def lt(value: int | float | bool | Term) -> Cond:
     """``attr<value``."""
     return Cond("<", value)
 
 
-def le(value: int | float | bool) -> Cond:
+def le(value: int | float | bool | Term) -> Cond:
     """``attr<=value``."""
     return Cond("<=", value)
 
 
-def gt(value: int | float | bool) -> Cond:
+def gt(value: int | float | bool | Term) -> Cond:
     """``attr>value``."""
     return Cond(">", value)
 
 
-def ge(value: int | float | bool) -> Cond:
+def ge(value: int | float | bool | Term) -> Cond:
     """``attr>=value``."""
     return Cond(">=", value)
 
@@ -308,33 +333,69 @@ class RuleBuilder:
     negations: tuple[Negation, ...] = ()
     filters: tuple[Comparison, ...] = ()
     assignments: tuple[tuple[str, Expr], ...] = ()
+    window: Window | None = None
+    tie_policy: Ties = "strict"
+    partition: str = ""
+    consumed: tuple[int, ...] = ()
 
     # -------------------------------------------------------------------- sequence
 
-    def when(self, type: str, /, **constraints: Any) -> RuleBuilder:
-        """The terminator: every event ``type(constraints)`` starts an evaluation."""
+    def when(self, type: str, /, *, as_: str = "", **constraints: Any) -> RuleBuilder:
+        """The terminator: every event ``type(constraints)`` starts an evaluation
+        (``as_`` names it, ``as`` in the text)."""
         if self.chain:
             raise RuleError(f"rule {self.name}: when() names the terminator and comes once, "
                             "first; add earlier events with each(), last() or first()")
-        return replace(self, chain=(_pattern(type, constraints),))
+        return replace(self, chain=(self._pattern(type, constraints, as_),))
 
-    def each(self, type: str, /, *, within: WindowLike, **constraints: Any) -> RuleBuilder:
-        """``and each type(constraints) within W from <previous element>``."""
-        return self._step("each", type, within, constraints)
+    def each(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
+             **constraints: Any) -> RuleBuilder:
+        """``and each type(constraints) as name within W from <previous element>``;
+        without ``within=`` the step takes the pattern's window (:meth:`within`)."""
+        return self._step("each", type, within, as_, constraints)
 
-    def last(self, type: str, /, *, within: WindowLike, **constraints: Any) -> RuleBuilder:
-        """``and last type(constraints) within W from <previous element>``."""
-        return self._step("last", type, within, constraints)
+    def last(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
+             **constraints: Any) -> RuleBuilder:
+        """``and last type(constraints) as name within W from <previous element>``."""
+        return self._step("last", type, within, as_, constraints)
 
-    def first(self, type: str, /, *, within: WindowLike, **constraints: Any) -> RuleBuilder:
-        """``and first type(constraints) within W from <previous element>``."""
-        return self._step("first", type, within, constraints)
+    def first(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
+              **constraints: Any) -> RuleBuilder:
+        """``and first type(constraints) as name within W from <previous element>``."""
+        return self._step("first", type, within, as_, constraints)
 
-    def _step(self, selection: Selection, type: str, within: WindowLike,
+    def _step(self, selection: Selection, type: str, within: WindowLike | None, alias: str,
               constraints: Mapping[str, Any]) -> RuleBuilder:
         self._need_terminator(selection)
-        step = Step(selection, _pattern(type, constraints), _window(within))
+        window = None if within is None else _window(within)
+        step = Step(selection, self._pattern(type, constraints, alias), window)  # type: ignore[arg-type]
         return replace(self, chain=(*self.chain, step.pattern), steps=(*self.steps, step))
+
+    def within(self, window: WindowLike, /) -> RuleBuilder:
+        """A window on the whole pattern (``within W`` after the sequence); steps added
+        without ``within=`` take it."""
+        return replace(self, window=_window(window))
+
+    def ties(self, policy: Ties, /) -> RuleBuilder:
+        """``ties strict`` (the default) or ``ties nonstrict``: whether events of equal
+        time stamps may follow each other."""
+        if policy not in TIES:
+            raise RuleError(f"rule {self.name}: ties must be strict or nonstrict, got "
+                            f"{policy!r}")
+        return replace(self, tie_policy=policy)
+
+    def partition_by(self, attr: str, /) -> RuleBuilder:
+        """``partition by attr``: one independent instance of the rule per value."""
+        return replace(self, partition=attr)
+
+    def consuming(self, *names: str) -> RuleBuilder:
+        """``consuming a, b``: a composite event consumes the events it chose for these
+        elements (types or aliases)."""
+        self._need_terminator("consuming")
+        found = [self._element(n) for n in names]
+        if len(set(found)) < len(found):
+            raise RuleError(f"rule {self.name}: consuming() names an element twice")
+        return replace(self, consumed=tuple(sorted(found)))
 
     # ------------------------------------------------------- aggregates, negations
 
@@ -426,8 +487,16 @@ class RuleBuilder:
     def build(self) -> Rule:
         """Check the rule and return it; raises :class:`RuleError` if inconsistent."""
         self._need_terminator("build")
-        return Rule(self.name, self.attributes, self.chain[0], self.steps, self.aggregates,
-                    self.negations, self.filters, self.assignments)
+        steps = []
+        for step in self.steps:
+            if step.within is None and self.window is None:
+                raise RuleError(f"rule {self.name}: the step {step.pattern.name} needs "
+                                "within=, or the pattern a window (.within(W))")
+            steps.append(step if step.within is not None else replace(step,
+                                                                      within=self.window))
+        return Rule(self.name, self.attributes, self.chain[0], tuple(steps), self.aggregates,
+                    self.negations, self.filters, self.assignments, within=self.window,
+                    ties=self.tie_policy, partition=self.partition, consuming=self.consumed)
 
     # ------------------------------------------------------------------ internals
 
@@ -437,10 +506,11 @@ class RuleBuilder:
                             f"{method}()")
 
     def _element(self, type: str) -> int:
-        found = [i for i, p in enumerate(self.chain) if p.type == type]
+        """The chain element named ``type`` (its alias, or its type when it has none)."""
+        found = [i for i, p in enumerate(self.chain) if p.name == type]
         if not found:
             raise RuleError(f"rule {self.name}: {type!r} is not an element of the sequence "
-                            f"so far ({', '.join(p.type for p in self.chain)}); add its step "
+                            f"so far ({', '.join(p.name for p in self.chain)}); add its step "
                             "first")
         if len(found) > 1:
             raise RuleError(f"rule {self.name}: {type!r} names {len(found)} elements of the "
@@ -450,6 +520,21 @@ class RuleBuilder:
     def _aggregate(self, name: str, agg: Agg) -> Aggregate:
         return Aggregate(name, agg.function, _pattern(agg.type, agg.constraints), agg.attr,
                          _window(agg.within), self._element(agg.before))
+
+    def _pattern(self, type: str, constraints: Mapping[str, Any], alias: str) -> Pattern:
+        """An element's pattern: constraints, and predicates where a condition compares
+        with an expression (``open=gt(Ev.c.open)`` is ``open > c.open``)."""
+        own = len(self.chain)
+        pattern = _pattern(type, {a: v for a, v in constraints.items()
+                                  if not _is_predicate(v)})
+        predicates = []
+        named = replace(self, chain=(*self.chain, replace(pattern, alias=alias)))
+        for attr, spec in constraints.items():
+            for cond in (spec if isinstance(spec, list | tuple) else [spec]):
+                if _is_predicate(cond):
+                    predicates.append(Comparison(AttrRef(own, attr), cond.op,
+                                                 named._expr(cond.value, [])))
+        return replace(pattern, alias=alias, predicates=tuple(predicates))
 
     def _expr(self, value: Operand, aggregates: list[Aggregate]) -> Expr:
         """Translate a term, appending the aggregates it holds to ``aggregates``."""
@@ -483,13 +568,19 @@ def _pattern(type: str, constraints: Mapping[str, Any]) -> Pattern:
     return Pattern(type, tuple(out))
 
 
+def _is_predicate(spec: Any) -> bool:
+    """Whether a constraint's value is a condition over an expression (a predicate)."""
+    specs = spec if isinstance(spec, list | tuple) else [spec]
+    return any(isinstance(s, Cond) and isinstance(s.value, Term) for s in specs)
+
+
 def _constraint(type: str, attr: str, spec: Any) -> Constraint:
     if isinstance(spec, _Var):
         return Constraint(attr, "=", Param(spec.name))
     if isinstance(spec, Cond):
         if isinstance(spec.value, Term):
-            raise RuleError(f"{type}({attr}...): a parameter can only be bound with "
-                            f"{attr}=P.name; compare it in filter() instead")
+            raise RuleError(f"{type}({attr}...): aggregates compare after matching; use "
+                            "filter()")
         return Constraint(attr, spec.op, _literal(type, attr, spec.value))
     return Constraint(attr, "=", _literal(type, attr, spec))
 

@@ -20,6 +20,7 @@ from specula.detectors.rules import (
     RuleSyntaxError,
     Sum,
     builder,
+    ge,
     gt,
     le,
     lt,
@@ -416,6 +417,23 @@ def test_builder_covers_the_whole_language():
     assert built == parsed
 
 
+def test_builder_writes_aliases_predicates_and_the_clauses_after_the_sequence():
+    built = (rule("H", n="int", s="int")
+             .when("C", as_="c", p=P.x)
+             .each("A", as_="a", v=[gt(Ev.c.v), le(P.x * 2)], ts=ge(Ev.c.ts - 3))
+             .last("A", as_="e", within=2, v=ne(Ev.a.v + 1))
+             .within(6).ties("nonstrict").partition_by("att").consuming("e", "a")
+             .where(n=Ev.a.n, s=Ev.e.ts)
+             .build())
+    parsed = parse_rule("""define H(n: int, s: int)
+        from C(p=$x) as c and each A(v > c.v and v <= $x * 2 and ts >= c.ts - 3) as a
+          from c and last A(v != a.v + 1) as e within 2 from a
+        within 6 partition by att ties nonstrict
+        where n=a.n and s=e.ts
+        consuming a, e""")
+    assert built == parsed
+
+
 def test_builders_are_immutable_and_share_prefixes():
     base = rule("F").when("C")
     one, two = base.last("A", within=1), base.each("B", within=2)
@@ -433,8 +451,14 @@ def test_builders_are_immutable_and_share_prefixes():
     (lambda: rule("F").when("C").each("A", within=[5]), "a window is a number of ticks"),
     (lambda: rule("F").when("C").each("A", within=1, v=None),
      "a constraint takes a number, bool or string"),
-    (lambda: rule("F").when("C").each("A", within=1, v=gt(P.x)),
-     "a parameter can only be bound with v=P.name"),
+    (lambda: rule("F").when("C").each("A", within=1, v=gt(Sum("A", "v", within=1,
+                                                                before="C"))).build(),
+     "aggregates are computed after matching"),
+    (lambda: rule("F").when("C").each("A").build(), "the step A needs within="),
+    (lambda: rule("F").when("C").ties("loose"), "ties must be strict or nonstrict"),
+    (lambda: rule("F").when("C").each("A", within=1).consuming("A", "A"),
+     r"consuming\(\) names an element twice"),
+    (lambda: rule("F").when("C").consuming("a"), r"'a' is not an element of the sequence"),
     (lambda: rule("F").when("C").aggregate("t", Sum("A", "v", within=1, before="B")),
      r"'B' is not an element of the sequence so far \(C\)"),
     (lambda: rule("F").when("C").aggregate("t", 3), "needs Sum"),
