@@ -185,7 +185,10 @@ def sum_stats(stats: list[UnitStats]) -> UnitStats:
 
 
 def merge_nets(nets: list[NetOutput]) -> NetOutput:
-    """The net outputs of several instances (disjoint producers) as one."""
+    """The net outputs of several instances (disjoint producers) as one (the only one
+    itself, which the caller hands over)."""
+    if len(nets) == 1:
+        return nets[0]
     merged = NetOutput(nets[0].dtype)
     for n in nets:
         merged.absorb(n)

@@ -117,7 +117,14 @@ class NetOutput:
         self._chunks.extend(other._chunks)
         self._times.extend(other._times)
         for producer, events in other._live.items():
-            mine = self._live.setdefault(producer, {})
+            if producer not in self._live:  # the common case: producers are disjoint
+                self._live[producer] = {s: (c + base, r, t) for s, (c, r, t) in events.items()}
+                if producer in other._bound:
+                    self._bound[producer] = other._bound[producer]
+                if producer in other._odd:
+                    self._odd[producer] = set(other._odd[producer])
+                continue
+            mine = self._live[producer]
             for s, (c, r, t) in events.items():
                 self._put(producer, mine, s, (c + base, r, t))
         self.applied += other.applied

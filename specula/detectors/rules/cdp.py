@@ -287,10 +287,13 @@ class CDPEngine:
             prev = np.concatenate(([self._last[0]], ts[:-1]))
             ordered = not (ts < prev).any()
             ties = np.flatnonzero(ts == prev)
-            if ordered and len(ties):
-                key = order_key(events[ridx])
-                prev_key = np.concatenate(([self._last[1]], key[:-1]))
-                ordered = not (key[ties] < prev_key[ties]).any()
+            if ordered and len(ties):  # equal time stamps: compare positions
+                producer, seq = events["producer"], events["seq"]
+                here, before = ridx[ties], ridx[np.maximum(ties - 1, 0)]
+                key = (producer[here].astype(np.int64) << ORDER_SHIFT) | seq[here]
+                prev_key = (producer[before].astype(np.int64) << ORDER_SHIFT) | seq[before]
+                prev_key[ties == 0] = self._last[1]
+                ordered = not (key < prev_key).any()
         if not ordered:
             raise ValueError(f"{type(self).__name__}.process: events must come in stream "
                              "order, ascending (ts, producer << 40 | seq), within and across "
