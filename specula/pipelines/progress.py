@@ -8,6 +8,7 @@ time); disabled, every call is a no-op, so the job's code reads the same either 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -42,6 +43,13 @@ class JobProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+    def say(self, message: str) -> None:
+        """Print a line for the user above the progress lines (on stderr)."""
+        if self._progress is not None:
+            self._progress.console.print(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
 
     @contextlib.contextmanager
     def phase(self, description: str, total: int | None = None

@@ -130,13 +130,20 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
     from specula.pipelines.spark_store import persist
 
-    total = None
+    total, run = None, None
+    stopping: Any = contextlib.nullcontext()
     if config.watch:
-        from specula.pipelines.spark_stream import LogWatcher, counts_as_ingested
+        from specula.pipelines.spark_stream import (
+            LogWatcher,
+            counts_as_ingested,
+            stop_on_signals,
+        )
 
         watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
                              batch_size=config.batch_size)
         batches = watcher.batches()
+        stopping = stop_on_signals(watcher, progress.say)
+        run = next_run(out)
     else:
         with progress.phase("ingesting (checks, delays)"):
             ingested = ingest(spark, kind, log, out, delays=delays)
@@ -155,7 +162,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                 address = ray_open.enter_context(
                     contextlib.nullcontext(config.ray_address) if config.ray_address
                     else ray_on_spark(spark, log=out / "logs" / "ray-on-spark.log"))
-            with progress.phase("detecting (Ray)", total) as advance:
+            with progress.phase("detecting (Ray)", total) as advance, stopping:
                 report = _run_on_ray(graph, address, progress.events(batches, advance),
                                      kind.registry, config)
     if config.watch:
@@ -164,8 +171,14 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
-                 **persist(spark, report, graph.registry, out, summary)}
+                 **persist(spark, report, graph.registry, out, summary, run=run)}
     return report, summary, paths
+
+
+def next_run(out: Path) -> int:
+    """The number of a watch on ``out``: one more than the runs saved there (1 first)."""
+    saved = [int(p.stem) for p in (out / "runs").glob("*.json") if p.stem.isdigit()]
+    return max(saved, default=0) + 1
 
 
 def replay_graph(config: ReplayConfig, kind: LogKind) -> Graph:

@@ -34,24 +34,46 @@ if TYPE_CHECKING:
 
 
 def persist(spark: SparkSession, report: RunReport, registry: TypeRegistry,
-            out: str | os.PathLike[str], summary: dict[str, Any]) -> dict[str, str]:
-    """Write the run's event tables, metrics and summary under ``out``; return the paths."""
+            out: str | os.PathLike[str], summary: dict[str, Any], *,
+            run: int | None = None) -> dict[str, str]:
+    """Write the run's event tables, metrics and summary under ``out``; return the paths.
+
+    With ``run`` (a watch, which may be stopped and started again on one ``out``), the
+    tables and metrics are appended with a ``run`` column, so earlier runs' rows stay,
+    and the summary is also kept as ``runs/<run>.json``; without, they replace what
+    ``out`` held.
+    """
     out = Path(out)
     tables = {
         "complex": {n: d.net.net() for n, d in report.detectors.items()},
         "emissions": {n: d.net.emissions() for n, d in report.detectors.items()},
         "late": {n: d.late for n, d in report.detectors.items()},
     }
+    mode = "overwrite" if run is None else "append"
     paths = {}
     for name, per_detector in tables.items():
         paths[name] = str(out / name)
-        frame = _events_frame(spark, per_detector, registry)
-        frame.write.mode("overwrite").partitionBy("event_type").parquet(paths[name])
+        frame = _numbered(_events_frame(spark, per_detector, registry), run)
+        frame.write.mode(mode).partitionBy("event_type").parquet(paths[name])
     paths["metrics"] = str(out / "metrics")
-    _metrics_frame(spark, report).write.mode("overwrite").parquet(paths["metrics"])
+    _numbered(_metrics_frame(spark, report), run).write.mode(mode).parquet(paths["metrics"])
+    text = json.dumps(summary if run is None else {"run": run, **summary}, indent=2,
+                      default=float) + "\n"
     paths["summary"] = str(out / "summary.json")
-    Path(paths["summary"]).write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    Path(paths["summary"]).write_text(text)
+    if run is not None:
+        (out / "runs").mkdir(exist_ok=True)
+        (out / "runs" / f"{run}.json").write_text(text)
     return paths
+
+
+def _numbered(frame: DataFrame, run: int | None) -> DataFrame:
+    """``frame`` with a ``run`` column (a watch's number), or as it is."""
+    if run is None:
+        return frame
+    from pyspark.sql import functions as F
+
+    return frame.withColumn("run", F.lit(run).cast("int"))
 
 
 def read_events(spark: SparkSession, path: str | os.PathLike[str], event_type: str,

@@ -8,13 +8,23 @@ valid rows become position events, sorted by time stamp within the file, numbere
 across files, and handed to the caller through a bounded queue. A full queue blocks
 the query, so a slow detector graph slows the reading of new files (backpressure)
 instead of filling memory.
+
+Stopping. :meth:`LogWatcher.request_stop` (what :func:`stop_on_signals` calls on Ctrl-C
+or SIGTERM) ends the watch gracefully: no new file is taken, the files already taken
+are handed on to the end, and the batches end as at an idle timeout, so the caller
+flushes the graph and saves everything. A file counts as taken once its micro-batch
+has queued its events: the streaming checkpoint then records it as done, so a watch
+restarted on the same folder reads only the files that came after.
 """
 
 from __future__ import annotations
 
 import queue
+import signal
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +37,7 @@ from specula.pipelines.spark_quarantine import mark_duplicates, quarantined_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 
 @dataclass
@@ -78,9 +89,19 @@ class LogWatcher:
         self.batch_size = batch_size
         self.counts = WatchCounts()
         self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=queue_size)
+        self._stop = threading.Event()
+
+    def request_stop(self) -> None:
+        """End the watch: take no new file, hand on the ones taken (thread-safe)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was requested."""
+        return self._stop.is_set()
 
     def batches(self) -> Iterator[np.ndarray]:
-        """Event batches in the order the files arrived, until idle or interrupted."""
+        """Event batches in the order the files arrived, until idle or stopped."""
         query = (self.spark.readStream.format("text")
                  .option("maxFilesPerTrigger", self.files_per_batch)
                  .load(self.directory)
@@ -91,6 +112,9 @@ class LogWatcher:
         last = time.monotonic()
         try:
             while True:
+                if self.stopping:
+                    yield from self._drain(query)
+                    return
                 try:
                     batch = self._queue.get(timeout=0.5)
                 except queue.Empty:
@@ -104,10 +128,25 @@ class LogWatcher:
                         return
                     continue
                 last = time.monotonic()
-                for start in range(0, len(batch), self.batch_size):
-                    yield batch[start:start + self.batch_size]
+                yield from self._cut(batch)
         finally:
             query.stop()
+
+    def _drain(self, query: StreamingQuery) -> Iterator[np.ndarray]:
+        """Stop the query and hand on what its micro-batches queued until it stopped (a
+        micro-batch waiting for room in the queue finishes once it has room)."""
+        stopper = threading.Thread(target=query.stop, daemon=True)
+        stopper.start()
+        while stopper.is_alive() or not self._queue.empty():
+            try:
+                batch = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            yield from self._cut(batch)
+
+    def _cut(self, batch: np.ndarray) -> Iterator[np.ndarray]:
+        for start in range(0, len(batch), self.batch_size):
+            yield batch[start:start + self.batch_size]
 
     def _micro_batch(self, lines: DataFrame, batch_id: int) -> None:
         """Validate one micro-batch; quarantine the bad rows, queue the events."""
@@ -141,6 +180,37 @@ class LogWatcher:
                                                                          int(events["ts"][0]))
             c.last_ts = max(c.last_ts, int(events["ts"][-1]))
             c.sensors.update(np.unique(events["key"]).tolist())
+
+
+@contextmanager
+def stop_on_signals(watcher: LogWatcher, say: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, Ctrl-C (SIGINT) and SIGTERM stop ``watcher`` gracefully
+    (``say`` tells the user so); a second one aborts at once (``KeyboardInterrupt``).
+    Outside the main thread, where no handler can be set, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in signals}
+
+    def restore() -> None:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    def handler(signum: int, frame: object) -> None:
+        if watcher.stopping:
+            restore()
+            raise KeyboardInterrupt
+        watcher.request_stop()
+        say(f"{signal.Signals(signum).name}: stopping the watch; the files taken are "
+            "processed and saved (interrupt again to abort without saving)")
+
+    for s in signals:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        restore()
 
 
 def counts_as_ingested(counts: WatchCounts) -> Ingested:

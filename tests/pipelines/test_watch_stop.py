@@ -1,0 +1,104 @@
+"""Stopping a watch (live mode) and starting it again on the same run folder: no file is
+lost or read twice, Ctrl-C and SIGTERM stop gracefully, and a restarted watch appends
+its results beside the earlier run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from specula.actors.inprocess import InProcessRuntime
+from specula.pipelines.spark_store import persist
+from specula.pipelines.spark_stream import LogWatcher, stop_on_signals
+from specula.soccer.debs2013 import write_positions
+from specula.soccer.graph import soccer_graph
+from specula.soccer.match import generate_match
+from specula.soccer.spark_log import PositionLog
+
+
+def _land(staging, watched, name: str, events: np.ndarray) -> None:
+    """Write a log file elsewhere, then move it into the watched folder whole."""
+    write_positions(staging / name, events, newline="\n")
+    (staging / name).rename(watched / name)
+
+
+def test_a_stopped_watch_hands_on_what_it_took_and_a_restart_reads_the_rest(tmp_path, spark):
+    match = generate_match(1.0, seed=3)
+    parts = np.array_split(match.events, 3)
+    staging, watched, run = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
+    staging.mkdir()
+    watched.mkdir()
+    _land(staging, watched, "part0.csv", parts[0])
+    first = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=30.0)
+    got = []
+    for batch in first.batches():
+        got.append(batch)
+        if sum(map(len, got)) == len(parts[0]) and not first.stopping:
+            _land(staging, watched, "part1.csv", parts[1])  # lands, then the stop at once
+            first.request_stop()
+    taken = first.counts.files
+    assert 1 <= taken <= 2
+    assert sum(map(len, got)) == first.counts.events  # every file taken is handed on
+    _land(staging, watched, "part2.csv", parts[2])
+    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=3.0)
+    rest = list(second.batches())
+    assert second.counts.files == 3 - taken  # the restart reads only what was not taken
+    both = np.concatenate(got + rest)
+    assert len(both) == len(match.events)  # nothing lost, nothing twice
+    for name in ("ts", "key", "x", "y"):
+        assert np.array_equal(np.sort(both[name]), np.sort(match.events[name])), name
+
+
+class _Watch:
+    """What stop_on_signals needs of a watcher."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def request_stop(self) -> None:
+        self.stopping = True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_first_signal_stops_gracefully_and_the_second_aborts(signum):
+    watch, said = _Watch(), []
+    before = signal.getsignal(signum)
+    with stop_on_signals(watch, said.append):  # type: ignore[arg-type]
+        os.kill(os.getpid(), signum)
+        assert watch.stopping and "stopping the watch" in said[0]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signum)
+    assert signal.getsignal(signum) is before
+
+
+def test_no_handler_outside_the_main_thread():
+    watch = _Watch()
+    handlers = []
+
+    def run() -> None:
+        with stop_on_signals(watch, print):  # type: ignore[arg-type]
+            handlers.append(signal.getsignal(signal.SIGINT))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert handlers == [signal.getsignal(signal.SIGINT)]
+
+
+def test_runs_of_a_watch_are_appended_beside_each_other(tmp_path, spark):
+    match = generate_match(1.0, seed=4)
+    graph = soccer_graph(1.0)
+    report = InProcessRuntime(graph).run(match.events[:20_000])
+    for run in (1, 2):
+        persist(spark, report, graph.registry, tmp_path, {"detected": {}}, run=run)
+    complex_ = pq.read_table(tmp_path / "complex").to_pandas()
+    per_run = complex_.groupby("run").size()
+    assert list(per_run.index) == [1, 2] and per_run[1] == per_run[2] > 0
+    assert json.loads((tmp_path / "summary.json").read_text())["run"] == 2
+    assert json.loads((tmp_path / "runs" / "1.json").read_text())["run"] == 1
