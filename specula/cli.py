@@ -182,6 +182,24 @@ def _check_replay(args: argparse.Namespace) -> Any:
     return config
 
 
+def score(args: argparse.Namespace) -> int:
+    """Score the shots and possession of a replay of the real DEBS 2013 game (its --out
+    folder) against the referee's annotations (the ``referee-events`` folder of the
+    challenge data); print the table and write ``referee_score.json`` beside the run."""
+    from specula.soccer.debs2013 import read_referee_events
+    from specula.soccer.referee_score import DEFAULT_TOLERANCE_S, score_run
+    from specula.soccer.scoring import format_scores
+
+    try:
+        referee = read_referee_events(args.referee)
+        scores = score_run(args.out, referee, args.tolerance_s or DEFAULT_TOLERANCE_S)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(format_scores(scores))
+    print(f"written to {Path(args.out, 'referee_score.json')}")
+    return 0
+
+
 class UsageError(Exception):
     """Arguments that cannot run: ``main`` prints one line and exits with status 2."""
 
@@ -489,6 +507,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --watch: stop after this many seconds without a new file "
                         "(default 30; 0: run until Ctrl-C)")
     s.set_defaults(func=replay, check=_check_replay)
+    c = sub.add_parser("score", help="score a replay of the real game against the referee's "
+                                     "annotations", description=score.__doc__)
+    c.add_argument("out", help="the --out folder of a finished 'specula replay'")
+    c.add_argument("--referee", required=True,
+                   help="the referee-events folder of the DEBS 2013 data")
+    c.add_argument("--tolerance-s", type=_POSITIVE, default=None,
+                   help="seconds a detection may lie from its annotation (default 2: the "
+                        "annotations were made by hand on an unsynchronised clock)")
+    c.set_defaults(func=score, check=lambda args: None)
     return parser
 
 

@@ -262,6 +262,8 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         "first_quarantined": list(ingested.first_quarantined),
         "late": sum(d["late"] for d in detectors.values()),
         "detected": detected,
+        "first_ts": ingested.first_ts,
+        "last_ts": ingested.last_ts,
         "stream_seconds": span_s,
         "played_seconds": played_s,
         "wall_seconds": report.wall_seconds,

@@ -1,0 +1,115 @@
+"""Scoring a replay of the real game against the referee's annotations.
+
+The DEBS 2013 game comes with hand annotations of shots on goal and ball possession
+(:func:`~specula.soccer.debs2013.read_referee_events`, which also maps the referee's
+clock onto the sensor clock). :func:`score_run` compares a run's persisted detections
+with them, over the stretch of the game the run's log covered:
+
+* **Shots**: a detected ``shot`` matches an annotated shot of the same player within
+  the tolerance (one to one, nearest first, as :func:`~specula.soccer.scoring.score`).
+* **Possession**: annotations list every touch (many are begin and end at one instant),
+  the detector reports who has the ball from when. Both are compared as *changes of
+  possessor*: consecutive annotations of one player fold into the first, and a detected
+  ``possession`` matches an annotated change to the same player within the tolerance.
+
+The annotations were made by hand on a clock that was not synchronised with the
+sensors, so the default tolerance is two seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specula.soccer.debs2013 import RefereeEvents
+from specula.soccer.scoring import Score, score
+
+__all__ = ["DEFAULT_TOLERANCE_S", "RunDetections", "possessor_changes", "read_run",
+           "score_against_referee", "score_run"]
+
+DEFAULT_TOLERANCE_S = 2.0
+_PS = 10**12
+
+
+@dataclass(frozen=True)
+class RunDetections:
+    """What :func:`score_against_referee` reads of a run: detected shots and possession
+    changes (``ts`` and ``player`` each), and the sensor time span its log covered."""
+
+    shots: np.ndarray
+    possession: np.ndarray
+    first_ts: int
+    last_ts: int
+
+
+def possessor_changes(ts: np.ndarray, player: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The times and players where the possessor changes, from possession records in
+    any order (consecutive records of one player fold into the first)."""
+    order = np.lexsort((player, ts))
+    ts, player = ts[order], player[order]
+    change = np.ones(len(ts), bool)
+    change[1:] = player[1:] != player[:-1]
+    return ts[change], player[change]
+
+
+def score_against_referee(run: RunDetections, referee: RefereeEvents,
+                          tolerance_s: float = DEFAULT_TOLERANCE_S) -> dict[str, Score]:
+    """Shots and possession changes of ``run`` against the annotations that fall in the
+    time its log covered."""
+    tolerance = int(tolerance_s * _PS)
+    shots = referee.shots[(referee.shots["ts"] >= run.first_ts)
+                          & (referee.shots["ts"] <= run.last_ts)]
+    begin_ts, begin_player = possessor_changes(referee.possession["begin_ts"],
+                                               referee.possession["player"])
+    inside = (begin_ts >= run.first_ts) & (begin_ts <= run.last_ts)
+    return {
+        "shots": score(run.shots["ts"], run.shots["player"], shots["ts"], shots["player"],
+                       tolerance),
+        "possession": score(run.possession["ts"], run.possession["player"],
+                            begin_ts[inside], begin_player[inside], tolerance),
+    }
+
+
+def read_run(out: str | Path) -> RunDetections:
+    """The detections of a replay's output folder (``complex/`` as ``specula replay``
+    persisted it) and the span of its log (``summary.json``).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``out`` has no ``complex`` table or no ``summary.json``.
+    """
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    table, summary = out / "complex", out / "summary.json"
+    for path in (table, summary):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: score the --out folder of a "
+                                    "finished 'specula replay'")
+    facts = json.loads(summary.read_text())
+    rows = pq.read_table(table, columns=["event_type", "ts", "player"]).to_pandas()
+    of = {kind: rows[rows["event_type"] == kind] for kind in ("shot", "possession")}
+    dtype = np.dtype([("ts", "i8"), ("player", "i4")])
+
+    def records(frame) -> np.ndarray:
+        found = np.zeros(len(frame), dtype)
+        found["ts"], found["player"] = frame["ts"].to_numpy(), frame["player"].to_numpy()
+        return found
+
+    return RunDetections(records(of["shot"]), records(of["possession"]),
+                         int(facts["first_ts"]), int(facts["last_ts"]))
+
+
+def score_run(out: str | Path, referee: RefereeEvents,
+              tolerance_s: float = DEFAULT_TOLERANCE_S) -> dict[str, Score]:
+    """Score the replay in ``out`` against ``referee`` and write ``referee_score.json``
+    there."""
+    scores = score_against_referee(read_run(out), referee, tolerance_s)
+    Path(out, "referee_score.json").write_text(json.dumps(
+        {"tolerance_s": tolerance_s, **{k: s.as_dict() for k, s in scores.items()}},
+        indent=2) + "\n")
+    return scores
