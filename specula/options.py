@@ -246,6 +246,13 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "bound is at risk, and counts what it dropped.",
            valid="None or a Shedding(latency_bound_s=...) (specula.shedding.Shedding)",
            accepts=lambda v: v is None or isinstance(v, Shedding)),
+    Option("cpus", 0.0,
+           "CPUs each of the node's actors asks Ray for (a share: 0.5 is half a core): "
+           "Ray places the actors where these are free, and a graph whose actors ask for "
+           "more than the cluster has is refused before any starts. 0 asks for nothing "
+           "(the actor runs wherever Ray puts it, unaccounted).",
+           valid="a number >= 0 and <= 1024", accepts=lambda v: _is_number(v)
+           and 0 <= v <= 1024),
     Option("memory", MemoryLimit(),
            "What each of the node's ordering units may hold: near the limit speculation "
            "backs off to pure K-slack, at it K is capped (what then arrives behind the "

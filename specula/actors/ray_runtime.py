@@ -33,6 +33,7 @@ from specula import events as ev
 from specula.actors.channels import Publisher, Route, answer
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
+from specula.actors.placement import actor_options, check_fits
 from specula.actors.recovery import Checkpoints
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table, split_by_key
@@ -130,6 +131,8 @@ class RayRuntime:
                                        self.checkpoint_every_batches, self.checkpoint_every_s)
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
+        check_fits(graph, ray.cluster_resources(),
+                   [n["Resources"] for n in ray.nodes() if n.get("Alive")])
         actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
         actors = {}
         for i in instances:
@@ -236,21 +239,9 @@ class RayRuntime:
                 level=levels[name],
                 memory=merge_figures([r["memory"] for r in mine]),
                 inbox=InboxStats.merge([r["inbox"] for r in mine]),
-                recovery=recovery_summary(mine))
+                recovery=recovery_summary(mine),
+                hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])])
         return RunReport("ray", detectors, n_raw, wall, 1e-9)
-
-
-def actor_options(instance: Instance) -> dict[str, float]:
-    """Ray options of the actor that runs ``instance``: the GPUs its detector asks for
-    (:attr:`~specula.detectors.base.Detector.num_gpus`), if any.
-
-    >>> from specula.detectors.examples import Threshold, example_registry
-    >>> g = Graph(example_registry(), sources=("C",)).add("big_c", Threshold())
-    >>> actor_options(g.instances()[0])
-    {}
-    """
-    gpus = float(getattr(instance.node.detector, "num_gpus", 0.0) or 0.0)
-    return {"num_gpus": gpus} if gpus > 0 else {}
 
 
 def actor_concurrency(graph: Graph, router: Router, instance: Instance,

@@ -41,6 +41,9 @@ class DetectorReport:
     #: whether speculation is backed off at the end
     #: (:meth:`~specula.ordering.memory.MemoryGuard.figures`)
     memory: dict[str, Any] | None = None
+    #: on Ray: where each instance's actor ran (node address and id), in partition
+    #: order; None in-process
+    hosts: list[str] | None = None
 
     def summary(self, seconds_per_tick: float) -> dict[str, Any]:
         lat = self.net.latencies() * seconds_per_tick
@@ -57,6 +60,7 @@ class DetectorReport:
             "inbox": self.inbox.summary() if self.inbox is not None else None,
             "recovery": self.recovery,
             "memory": self.memory,
+            "hosts": self.hosts,
         }
 
 

@@ -31,6 +31,7 @@ in :mod:`.recovery`, the producer's side in :mod:`.channels`.
 from __future__ import annotations
 
 import resource
+import socket
 import threading
 import time
 from collections import deque
@@ -294,7 +295,7 @@ class DetectorWorker:
                 "inbox": self.gate.report(self.inbox), "restarts": self.incarnation,
                 "duplicates": self.duplicates, "divergent": self.divergent,
                 "resent": self.publisher.resent_batches,
-                "checkpoints": dict(self.checkpoint_stats),
+                "checkpoints": dict(self.checkpoint_stats), "host": _host(),
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def _duplicate(self, sender: int, n: int, batch: np.ndarray) -> None:
@@ -545,3 +546,17 @@ class DetectorWorker:
         for producer, actor in self.producers:
             self.actor(actor).resend.remote(self.instance.producer, self.incarnation,
                                             self._next.get(producer, 0))
+
+
+def _host() -> str:
+    """Where this actor runs: the node's address and the start of Ray's node id (or the
+    host name outside Ray)."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            node = ray.get_runtime_context().get_node_id()
+            return f"{ray.util.get_node_ip_address()} {node[:8]}"
+    except ImportError:  # pragma: no cover - Ray is a dependency
+        pass
+    return socket.gethostname()

@@ -52,6 +52,7 @@ class Node:
     partitions: int = 1
     shedding: Shedding | None = None
     memory: MemoryLimit = dataclasses.field(default_factory=MemoryLimit)
+    cpus: float = 0.0
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -129,7 +130,7 @@ class Graph:
             retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
             k0: int | None = None, partitions: int = 1,
             shedding: Shedding | None = None,
-            memory: MemoryLimit | None = None) -> Graph:
+            memory: MemoryLimit | None = None, cpus: float = 0.0) -> Graph:
         """Add a detector under a unique ``name``; returns the graph for chaining.
 
         The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
@@ -140,7 +141,9 @@ class Graph:
         (a :class:`~specula.options.Shedding`) gives each instance a latency bound that it
         keeps by dropping input when overloaded (:mod:`specula.shedding`). ``memory`` (a
         :class:`~specula.options.MemoryLimit`; None: its defaults) bounds what each
-        instance's ordering unit holds (:mod:`specula.ordering.memory`).
+        instance's ordering unit holds (:mod:`specula.ordering.memory`). ``cpus`` is what
+        each instance's actor asks Ray for (:func:`~specula.actors.placement.check_fits`
+        refuses a graph that asks for more than the cluster has).
         """
         if not isinstance(name, str) or not name:
             raise GraphError(f"a detector's name must be a non-empty string, got {name!r}")
@@ -155,7 +158,8 @@ class Graph:
                              f"{type(detector).__name__}")
         options = node_options(where=name, alpha=alpha, retraction=retraction, late=late,
                                k0=k0, partitions=partitions, shedding=shedding,
-                               memory=MemoryLimit() if memory is None else memory)
+                               memory=MemoryLimit() if memory is None else memory,
+                               cpus=cpus)
         if options["k0"] is None:
             options["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
         self.nodes[name] = Node(name, detector, **options)

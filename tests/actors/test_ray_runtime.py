@@ -277,3 +277,23 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
         (label,) = [i.label for i in graph.instances() if i.node.name == name]
         persisted = persisted_net(runtime.checkpoints, label, got.dtype).net()
         assert persisted.tobytes() == got.tobytes(), name
+
+
+def test_a_graph_asking_for_more_than_the_cluster_is_refused_before_it_starts(local_ray):
+    from specula.actors.placement import PlacementError
+
+    graph = example_graph(0.0, k0=3_000).with_options(cpus=1.0)  # 4 actors, 2 CPUs
+    with pytest.raises(PlacementError, match="ask for 4 CPU, the cluster has 2"):
+        RayRuntime(graph).run(abc_stream(example_registry(), 100, seed=1))
+    assert not [a for a in ray.util.list_named_actors() if a.startswith("specula-")]
+
+
+def test_the_report_says_where_each_actor_ran(local_ray):
+    graph = Graph(example_registry(), sources=("C",))
+    graph.add("per_key", CountPerKey(), partitions=2, cpus=0.5, k0=3_000)
+    report = RayRuntime(graph, batch_size=500).run(
+        abc_stream(example_registry(), 2_000, seed=3))
+    node = ray.get_runtime_context().get_node_id()[:8]
+    hosts = report.detectors["per_key"].hosts
+    assert len(hosts) == 2 and all(h.endswith(node) for h in hosts)
+    assert report.summary()["detectors"]["per_key"]["hosts"] == hosts

@@ -10,7 +10,7 @@ import pytest
 from naive import content, run_detector
 
 from specula import CostModel, Graph, InProcessRuntime
-from specula.actors.ray_runtime import actor_options
+from specula.actors.placement import actor_options
 from specula.actors.rules import add_rules
 from specula.detectors.rules import RuleError, parse_rule, parse_rules
 from specula.detectors.rules.detector import RuleDetector, check_rule

@@ -1,0 +1,73 @@
+"""A graph on a Ray cluster of three nodes (``ray.cluster_utils.Cluster``, one CPU each):
+actors go where their CPUs are, and the answer is the in-process one."""
+
+from __future__ import annotations
+
+import pytest
+from naive import content
+
+from specula import Graph, InProcessRuntime
+from specula.actors.ray_runtime import RayRuntime
+from specula.detectors.examples import CountPerKey, Threshold, example_registry
+from specula.pipelines.synthetic import abc_stream
+
+pytestmark = pytest.mark.slow  # starts three Ray nodes
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def three_nodes():
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, connect=False,
+                      head_node_args={"num_cpus": 1, "include_dashboard": False})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, configure_logging=False, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_partitions_asking_a_cpu_each_run_on_three_nodes_with_the_in_process_answer(
+        three_nodes):
+    graph = Graph(example_registry(), sources=("C",))
+    graph.add("per_key", CountPerKey(), partitions=3, cpus=1.0, k0=3_000, alpha=0.0)
+    graph.add("big_c", Threshold(), k0=3_000)  # asks for nothing: fits beside them
+    raw = abc_stream(example_registry(), 4_000, seed=5, max_delay=20, keys=9)
+    report = RayRuntime(graph, batch_size=400).run(raw)
+    hosts = report.detectors["per_key"].hosts
+    assert len(set(hosts)) == 3, hosts  # one CPU per node: one instance per node
+    reference = InProcessRuntime(graph).run(raw, batch_ticks=50)
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0
+        assert content(report.net(name)) == content(reference.net(name)), name
+    assert len(report.net("per_key")) > 100
+
+
+def test_a_fourth_cpu_is_refused_on_three(three_nodes):
+    from specula.actors.placement import PlacementError
+
+    graph = Graph(example_registry(), sources=("C",))
+    graph.add("per_key", CountPerKey(), partitions=4, cpus=1.0)
+    with pytest.raises(PlacementError, match="ask for 4 CPU, the cluster has 3"):
+        RayRuntime(graph).run(abc_stream(example_registry(), 100, seed=1))
+
+
+def test_the_soccer_hierarchy_on_three_nodes_gives_the_in_process_answer(three_nodes):
+    from specula.pipelines.delays import DelayModel
+    from specula.soccer.graph import soccer_graph
+    from specula.soccer.match import generate_match
+
+    match = generate_match(2.0, seed=7)
+    raw = DelayModel(seed=7).arrival(match.events)
+    graph = soccer_graph(0.0, k0_ms=400.0)
+    report = RayRuntime(graph, batch_size=2_000).run(raw)
+    assert len({h for d in report.detectors.values() for h in d.hosts}) >= 2
+    reference = InProcessRuntime(graph).run(raw, batch_ticks=100 * 10**9)
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0, name
+        assert content(report.net(name)) == content(reference.net(name)), name
+    assert len(report.net("near_foot")) > 0
