@@ -107,7 +107,8 @@ def test_the_summary_records_the_options_of_the_nodes_that_ran():
                                               "late": "process", "k0": 7, "partitions": 1,
                                               "shedding": None,
                                               "memory": {"buffered_events": 1_000_000,
-                                                         "snapshot_mb": 256.0}}
+                                                         "snapshot_mb": 256.0},
+                                              "cpus": 0.0}
     assert summary["options"]["d_then_e"]["partitions"] == 2
     json.dumps(summary)  # what summary.json holds
 
