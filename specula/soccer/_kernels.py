@@ -78,23 +78,21 @@ def ball_in_play(slot, inside, a, threshold, seen, was_inside, state):
 
 @njit(cache=True, nogil=True)
 def near_foot(is_ball, active, release, foot_slot, ts, x, y, z, foot_xyz, foot_ts,
-              foot_player, near_player, radius, stale, n_players):
+              foot_player, near_player, closest, radius, stale, n_players):
     """Track, reading by reading, which players have a foot within ``radius`` of the
-    ball in play.
+    ball in play, and which of them is the closest.
 
     Player readings (``foot_slot >= 0``) update the foot positions and their times
     (``foot_ts``); each reading of the ball in play (``active``) computes every player's
     nearest foot (3-D distance) among those read at most ``stale`` ago, and reports
-    changes of the "near" state per player. A ``release`` row (the ball in play changed)
-    ends every "near": the state refers to one ball. Returns (batch index, player,
-    1 near / 0 not near, distance, -1 if none) of every change; ``near_player`` carries
-    the state.
+    changes of the "near" state per player, and whether a player who is near is the
+    closest of those near; a player already near who becomes the closest is reported
+    "near" again. A ``release`` row (the ball in play changed) ends every "near": the
+    state refers to one ball. Returns (batch index, player, 1 near / 0 not near,
+    distance or -1 if none, 1 if the closest) of every change; ``near_player`` and
+    ``closest[0]`` (-1: none) carry the state.
     """
-    cap = 64
-    out_i = np.empty(cap, np.int64)
-    out_p = np.empty(cap, np.int64)
-    out_k = np.empty(cap, np.int64)
-    out_d = np.empty(cap, np.int64)
+    out = np.empty((64, 5), np.int64)  # rows: batch index, player, near, distance, closest
     n = 0
     best = np.empty(n_players, np.int64)
     far = np.int64(1 << 62)
@@ -122,26 +120,38 @@ def near_foot(is_ball, active, release, foot_slot, ts, x, y, z, foot_xyz, foot_t
                     p = foot_player[f]
                     if d < best[p]:
                         best[p] = d
+        c = -1
+        changed = False  # whether the closest became near at this reading
+        first = n
         for p in range(n_players):
             now = best[p] <= radius
+            if now and (c < 0 or best[p] < best[c]):
+                c = p
+                changed = now != near_player[p]
             if now != near_player[p]:
                 near_player[p] = now
-                if n == cap:
-                    cap *= 2
-                    out_i = _grow(out_i, cap)
-                    out_p = _grow(out_p, cap)
-                    out_k = _grow(out_k, cap)
-                    out_d = _grow(out_d, cap)
-                out_i[n] = i
-                out_p[n] = p
-                out_k[n] = 1 if now else 0
-                out_d[n] = best[p] if best[p] < far else -1
+                out = _row(out, n, i, p, 1 if now else 0, best[p] if best[p] < far else -1, 0)
                 n += 1
-    return out_i[:n], out_p[:n], out_k[:n], out_d[:n]
+        for j in range(first, n):
+            out[j, 4] = 1 if out[j, 1] == c and out[j, 2] == 1 else 0
+        if c != closest[0]:
+            if c >= 0 and not changed:  # near already: "near" again as the closest
+                out = _row(out, n, i, c, 1, best[c], 1)
+                n += 1
+            closest[0] = c
+    return out[:n].copy()
 
 
 @njit(cache=True)
-def _grow(a, cap):
-    b = np.empty(cap, a.dtype)
-    b[:a.shape[0]] = a
-    return b
+def _row(out, n, a, b, c, d, e):
+    """``out`` (grown when full) with row ``n`` set to ``(a, b, c, d, e)``."""
+    if n == out.shape[0]:
+        grown = np.empty((2 * n, out.shape[1]), out.dtype)
+        grown[:n] = out
+        out = grown
+    out[n, 0] = a
+    out[n, 1] = b
+    out[n, 2] = c
+    out[n, 3] = d
+    out[n, 4] = e
+    return out

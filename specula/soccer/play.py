@@ -15,7 +15,8 @@ class PlayerHitsBall(Detector):
     peak (C) of that ball, with no ``not_near`` of that player (B) in between: the player
     hit the ball.
 
-    If several players are near at the peak, the one the ball reached last hit it. A
+    If several players are near at the peak, the one whose foot is the closest hit it
+    (the last ``near`` marked ``closest``); without one, the one the ball reached last. A
     peak of another ball than the one the player is near (a spare kicked beside the
     pitch) is no hit of his. A peak whose acceleration points more up or down than
     sideways (``|az|`` above ``max_vertical``, i.e. beyond 45 degrees) is the ball
@@ -31,6 +32,7 @@ class PlayerHitsBall(Detector):
     def __init__(self, max_vertical: int = 7_071) -> None:
         self.max_vertical = max_vertical
         self.near: dict[int, tuple[int, int, int]] = {}  # player -> (since, team, ball)
+        self.closest: int | None = None  # the near player whose foot is the closest
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         kind = np.asarray(type_names, dtype=object)[events["type"]]
@@ -41,12 +43,17 @@ class PlayerHitsBall(Detector):
     def on_event(self, event: EventView, emit: Emitter) -> None:
         if event.type == "near":
             self.near[event["player"]] = (event.ts, event["team"], event["ball"])
+            if event["closest"]:
+                self.closest = event["player"]
         elif event.type == "not_near":
             self.near.pop(event["player"], None)
+            if self.closest == event["player"]:
+                self.closest = None
         elif abs(event["az"]) <= self.max_vertical:
             near = [p for p, (_, _, ball) in self.near.items() if ball == event.key]
             if near:
-                player = max(near, key=lambda p: (self.near[p][0], p))
+                player = (self.closest if self.closest in near
+                          else max(near, key=lambda p: (self.near[p][0], p)))
                 emit("hit", event.ts, player, player=player, team=self.near[player][1],
                      ball=event.key, a=event["a"], x=event["x"], y=event["y"],
                      z=event["z"])

@@ -43,7 +43,9 @@ class RunningIntensity(Detector):
 class BallNearFoot(Detector):
     """The ball in play comes within 1 m of one of a player's feet (``near``), or moves
     away from all of them again (``not_near``); key and ``player`` name the player,
-    ``ball`` the ball.
+    ``ball`` the ball. ``closest`` marks a ``near`` whose player is, at that reading, the
+    closest of those near; a player already near who becomes the closest gets another
+    ``near`` with it (who is at the ball, when an opponent comes within 1 m too).
 
     Which ball is in play comes from :class:`~specula.soccer.ball.BallInPlay`
     (``ball_in`` / ``ball_out``); only its readings are measured, so spare balls never
@@ -71,6 +73,7 @@ class BallNearFoot(Detector):
         self.foot_xyz = np.zeros((0, 3), np.int64)
         self.foot_ts = np.zeros(0, np.int64)  # time of each foot's last reading
         self.near = np.zeros(0, bool)
+        self.closest = np.full(1, -1, np.int64)  # the near player closest to the ball
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         kind = np.asarray(type_names, dtype=object)[events["type"]]
@@ -79,17 +82,19 @@ class BallNearFoot(Detector):
         active, release = self._active(events, kind, is_ball)
         slots = np.array([self.foot_slot.get(s, -1) for s in events["key"].tolist()], np.int64)
         slots[kind != "player"] = -1
-        idx, player, now_near, dist = _kernels.near_foot(
+        changes = _kernels.near_foot(
             is_ball, active, release, slots, events["ts"], events["x"], events["y"],
             events["z"], self.foot_xyz, self.foot_ts, self.foot_player, self.near,
-            self.radius, self.stale_ps, len(self.near))
+            self.closest, self.radius, self.stale_ps, len(self.near))
+        idx, player, now_near, dist, closest = changes.T
         for k, name in ((1, "near"), (0, "not_near")):
             sel = now_near == k
             if sel.any():
+                extra = {"closest": closest[sel].astype(bool)} if k else {}
                 emit.many(name, ts=events["ts"][idx[sel]], key=player[sel], cause=idx[sel],
                           player=player[sel],
                           team=np.array([self.foot_team[p] for p in player[sel].tolist()]),
-                          ball=events["key"][idx[sel]], dist=dist[sel])
+                          ball=events["key"][idx[sel]], dist=dist[sel], **extra)
 
     def _learn_feet(self, events: np.ndarray, kind: np.ndarray) -> None:
         feet = np.flatnonzero((kind == "player") & (events["limb"] <= 1))

@@ -38,8 +38,9 @@ DERIVED_TYPES = {
     "ball_out": {"x": "i8", "y": "i8"},  # the ball in play left the pitch
     "peak": {"a": "i8", "x": "i8", "y": "i8", "z": "i8", "az": "i4"},  # acceleration peak
     "intensity": {"player": "i4", "team": "i1", "speed": "i8", "level": "i1"},
-    # the ball in play came within 1 m of a foot, and left again (ball: its sensor)
-    "near": {"player": "i4", "team": "i1", "ball": "i8", "dist": "i8"},
+    # the ball in play came within 1 m of a foot, and left again (ball: its sensor);
+    # closest: that player's foot is the nearest of those within 1 m
+    "near": {"player": "i4", "team": "i1", "ball": "i8", "dist": "i8", "closest": "?"},
     "not_near": {"player": "i4", "team": "i1", "ball": "i8", "dist": "i8"},
     "hit": {"player": "i4", "team": "i1", "ball": "i8", "a": "i8", "x": "i8", "y": "i8",
             "z": "i8"},

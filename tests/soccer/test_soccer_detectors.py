@@ -93,6 +93,35 @@ def test_ball_near_foot_needs_the_active_ball():
         ("near", 3, 0), ("not_near", 5, 0), ("near", 7, 0)]
 
 
+def test_the_closest_near_player_is_marked_and_marked_again_when_he_changes():
+    ball_in = {"type": "ball_in", "ts": 1, "key": 4, "x": 10_000, "y": 0}
+    rows = [foot(0, 10_000, 300), foot(0, 10_000, -900, sid=61, player=9, team=1), ball_in,
+            ball(2, 10_000, 0),  # the dribbler at 30 cm, the opponent at 90 cm: both near
+            foot(3, 10_000, -100, sid=61, player=9, team=1), ball(4, 10_000, 0),  # 10 cm
+            ball(5, 10_000, 250)]  # back at the dribbler's foot
+    got = feed(BallNearFoot(), rows)
+    assert [(ts, p["player"], p["closest"]) for n, ts, _, p in got if n == "near"] == [
+        (2, 0, True), (2, 9, False), (4, 9, True), (5, 0, True)]
+
+
+def test_a_hit_is_the_closest_near_players_even_when_an_opponent_came_near_later():
+    """An opponent within 1 m of a dribbler when he kicks (the generated match's
+    tackles): the kick is the dribbler's, whose foot is at the ball, not the one the ball
+    reached last."""
+    near = {"type": "near", "team": 0, "ball": 4}
+    rows = [{**near, "ts": 1, "key": 3, "player": 3, "dist": 200, "closest": True},
+            {**near, "ts": 2, "key": 8, "player": 8, "team": 1, "dist": 990,
+             "closest": False},
+            {"type": "peak", "ts": 3, "key": 4, "a": 9 * 10**7},
+            {**near, "ts": 4, "key": 8, "player": 8, "team": 1, "dist": 150,
+             "closest": True},  # the opponent steals it
+            {"type": "peak", "ts": 5, "key": 4, "a": 9 * 10**7},
+            {"type": "not_near", "ts": 6, "key": 8, "player": 8, "team": 1},
+            {"type": "peak", "ts": 7, "key": 4, "a": 9 * 10**7}]  # closest gone: latest
+    got = feed(PlayerHitsBall(), rows)
+    assert [(ts, p["player"]) for _, ts, _, p in got] == [(3, 3), (5, 8), (7, 3)]
+
+
 def test_player_hits_ball_is_near_then_peak_without_not_near():
     near = {"type": "near", "player": 7, "team": 1, "ball": 4, "dist": 300, "key": 7}
     rows = [{**near, "ts": 1}, {"type": "peak", "ts": 2, "key": 4, "a": 9 * 10**7},
