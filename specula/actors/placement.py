@@ -14,12 +14,13 @@ in the run report (``DetectorReport.hosts``).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specula.detectors.graph import Graph, GraphError, Instance
 
-__all__ = ["PlacementError", "actor_options", "check_fits", "demand"]
+__all__ = ["PlacementError", "actor_options", "check_fits", "demand", "this_host"]
 
 
 class PlacementError(GraphError):
@@ -100,3 +101,14 @@ def check_fits(graph: Graph, total: Mapping[str, float],
 
 def _num(value: float) -> str:
     return f"{value:g}"
+
+
+def this_host() -> str:
+    """Where the calling actor runs: its node's address and the start of Ray's node id
+    (the host name outside Ray)."""
+    import ray
+
+    if not ray.is_initialized():
+        return socket.gethostname()
+    node = ray.get_runtime_context().get_node_id()
+    return f"{ray.util.get_node_ip_address()} {node[:8]}"

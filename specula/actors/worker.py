@@ -31,7 +31,6 @@ in :mod:`.recovery`, the producer's side in :mod:`.channels`.
 from __future__ import annotations
 
 import resource
-import socket
 import threading
 import time
 from collections import deque
@@ -41,6 +40,7 @@ import numpy as np
 
 from specula.actors.channels import Channel, Publisher, Reply, Route, answer
 from specula.actors.inbox import Gate, Inbox
+from specula.actors.placement import this_host
 from specula.actors.recovery import (
     CHECKPOINT_VERSION,
     Checkpoints,
@@ -295,7 +295,7 @@ class DetectorWorker:
                 "inbox": self.gate.report(self.inbox), "restarts": self.incarnation,
                 "duplicates": self.duplicates, "divergent": self.divergent,
                 "resent": self.publisher.resent_batches,
-                "checkpoints": dict(self.checkpoint_stats), "host": _host(),
+                "checkpoints": dict(self.checkpoint_stats), "host": this_host(),
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def _duplicate(self, sender: int, n: int, batch: np.ndarray) -> None:
@@ -547,16 +547,3 @@ class DetectorWorker:
             self.actor(actor).resend.remote(self.instance.producer, self.incarnation,
                                             self._next.get(producer, 0))
 
-
-def _host() -> str:
-    """Where this actor runs: the node's address and the start of Ray's node id (or the
-    host name outside Ray)."""
-    try:
-        import ray
-
-        if ray.is_initialized():
-            node = ray.get_runtime_context().get_node_id()
-            return f"{ray.util.get_node_ip_address()} {node[:8]}"
-    except ImportError:  # pragma: no cover - Ray is a dependency
-        pass
-    return socket.gethostname()
