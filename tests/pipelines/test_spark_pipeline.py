@@ -26,7 +26,6 @@ from specula.pipelines.spark_ingest import arrival_batches
 from specula.soccer.debs2013 import RECORDING_PS, position_dtype, read_all, write_positions
 from specula.soccer.graph import DETECTORS, QUERIES, soccer_graph
 from specula.soccer.match import generate_match
-from specula.soccer.spark_log import PositionLog
 
 pytestmark = pytest.mark.slow  # Spark and Ray on Spark in subprocesses
 
@@ -324,42 +323,3 @@ def test_clear_errors_for_a_missing_log_and_a_wrong_table(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "not a DEBS 2013 position table: missing columns ts, x" in done.stderr
 
-
-def test_watch_reads_log_files_as_they_land(tmp_path, spark):
-    from specula.pipelines.spark_stream import LogWatcher
-
-    match = generate_match(2.0, seed=5)
-    half = len(match.events) // 2
-    parts = [match.events[:half], match.events[half:]]
-    staging, watched = tmp_path / "staging", tmp_path / "watched"
-    staging.mkdir()
-    watched.mkdir()
-
-    def land(i: int) -> None:  # written elsewhere, then moved in whole
-        write_positions(staging / f"part{i}.csv", parts[i], newline="\n")
-        text = (staging / f"part{i}.csv").read_bytes()
-        if i == 0:
-            text = text.replace(b"\n", b"\n4,oops,1,2,3,4,5,6,7,8,9,10,11\n", 1)
-        (staging / f"part{i}.csv").write_bytes(text)
-        (staging / f"part{i}.csv").rename(watched / f"part{i}.csv")
-
-    land(0)
-    watcher = LogWatcher(spark, PositionLog(), watched, tmp_path / "run",
-                         idle_timeout=6.0, batch_size=1_000)
-    batches, landed = [], False
-    for batch in watcher.batches():
-        batches.append(batch)
-        if not landed and sum(map(len, batches)) == watcher.counts.events:
-            land(1)  # the first file is through: the second lands while we watch
-            landed = True
-    quarantine = spark.read.parquet(str(tmp_path / "run" / "quarantine")).collect()
-    assert landed and max(map(len, batches)) == 1_000
-    got = np.concatenate(batches)
-    for name in ("ts", "key", "x", "y", "z", "v", "a", "az", "player", "team"):
-        assert np.array_equal(got[name], match.events[name]), name
-    # rows numbered across files; the quarantined line 2 of the first file keeps its number
-    assert np.array_equal(got["seq"], np.r_[0, np.arange(2, len(got) + 1)])
-    assert [(q.line, q.field, q.reason) for q in quarantine] == [
-        (2, "ts", "not an integer ('oops')")]
-    c = watcher.counts
-    assert (c.files, c.rows, c.events, c.quarantined) == (2, len(got) + 1, len(got), 1)

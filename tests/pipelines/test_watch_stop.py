@@ -22,36 +22,56 @@ from specula.soccer.match import generate_match
 from specula.soccer.spark_log import PositionLog
 
 
-def _land(staging, watched, name: str, events: np.ndarray) -> None:
-    """Write a log file elsewhere, then move it into the watched folder whole."""
+def _land(staging, watched, name: str, events: np.ndarray, broken: bool = False) -> None:
+    """Write a log file elsewhere, then move it into the watched folder whole;
+    ``broken``: with a line whose time stamp is no integer after the first."""
     write_positions(staging / name, events, newline="\n")
+    if broken:
+        text = (staging / name).read_bytes()
+        (staging / name).write_bytes(text.replace(b"\n", b"\n4,oops,1,2,3,4,5,6,7,8,9,10,11\n",
+                                                  1))
     (staging / name).rename(watched / name)
 
 
-def test_a_stopped_watch_hands_on_what_it_took_and_a_restart_reads_the_rest(tmp_path, spark):
-    match = generate_match(1.0, seed=3)
-    parts = np.array_split(match.events, 3)
+def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp_path,
+                                                                              spark):
+    """Files land while the watch runs (rows numbered across them, a bad line
+    quarantined); a stop requested as another file lands hands on every file taken; a
+    watch started again on the run folder reads exactly the files not taken."""
+    match = generate_match(2.0, seed=5)
+    parts = np.array_split(match.events, 4)
     staging, watched, run = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
     staging.mkdir()
     watched.mkdir()
-    _land(staging, watched, "part0.csv", parts[0])
-    first = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=30.0)
-    got = []
+    _land(staging, watched, "part0.csv", parts[0], broken=True)
+    first = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=30.0,
+                       batch_size=1_000)
+    got: list[np.ndarray] = []
     for batch in first.batches():
         got.append(batch)
-        if sum(map(len, got)) == len(parts[0]) and not first.stopping:
-            _land(staging, watched, "part1.csv", parts[1])  # lands, then the stop at once
+        through = sum(map(len, got)) == first.counts.events
+        if through and first.counts.files == 1:
+            _land(staging, watched, "part1.csv", parts[1])  # lands while we watch
+        elif through and first.counts.files == 2 and not first.stopping:
+            _land(staging, watched, "part2.csv", parts[2])  # lands, and the stop at once
             first.request_stop()
     taken = first.counts.files
-    assert 1 <= taken <= 2
+    assert taken in (2, 3) and max(map(len, got)) == 1_000
     assert sum(map(len, got)) == first.counts.events  # every file taken is handed on
-    _land(staging, watched, "part2.csv", parts[2])
+    # rows numbered across files; the quarantined line 2 of the first file keeps its number
+    head = np.concatenate(got)
+    assert np.array_equal(head["seq"], np.r_[0, np.arange(2, len(head) + 1)])
+    quarantine = spark.read.parquet(str(run / "quarantine")).collect()
+    assert [(q.line, q.field, q.reason) for q in quarantine] == [
+        (2, "ts", "not an integer ('oops')")]
+    assert (first.counts.rows, first.counts.quarantined) == (len(head) + 1, 1)
+    _land(staging, watched, "part3.csv", parts[3])
     second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=3.0)
     rest = list(second.batches())
-    assert second.counts.files == 3 - taken  # the restart reads only what was not taken
+    assert second.counts.files == 4 - taken  # the restart reads only what was not taken
     both = np.concatenate(got + rest)
     assert len(both) == len(match.events)  # nothing lost, nothing twice
-    for name in ("ts", "key", "x", "y"):
+    for name in ("ts", "key", "x", "y", "z", "v", "a", "az", "player", "team"):
         assert np.array_equal(np.sort(both[name]), np.sort(match.events[name])), name
 
 
