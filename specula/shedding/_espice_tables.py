@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 __all__ = ["LEVELS", "UtilityModel", "UtilityTable", "compute_cdt", "dropping_amount",
            "partition_count", "reference_range", "utility_thresholds"]
@@ -228,6 +229,36 @@ class UtilityTable:
         t = np.where(known, types, 0)
         total = np.where(known, self._prefix[t, hi] - self._prefix[t, lo], 0)
         return total, hi - lo, lo
+
+    def below(self, types: np.ndarray, positions: np.ndarray, window_sizes: np.ndarray | int,
+              thresholds: np.ndarray) -> np.ndarray:
+        """Whether each event's utility (as :meth:`utility_sums` computes it) is at or
+        below the threshold of its partition (``thresholds`` per partition of the
+        reference positions): Alg. 2's decision for a batch of pairs in one compiled
+        pass, which at the small batches of an inbox costs a fraction of the NumPy
+        steps it replaces."""
+        types = np.ascontiguousarray(types, dtype=np.int64)
+        positions = np.ascontiguousarray(positions, dtype=np.int64)
+        sizes = np.broadcast_to(np.asarray(window_sizes, dtype=np.int64), types.shape)
+        return _below(types, positions, np.ascontiguousarray(sizes), self._prefix,
+                      self.reference_size, np.asarray(thresholds, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _below(types, positions, sizes, prefix, n, thresholds):
+    """:meth:`UtilityTable.below`, pair by pair: reference range (as
+    :func:`reference_range`), utility sum over it, partition of its first position."""
+    out = np.empty(types.shape[0], np.bool_)
+    rho = thresholds.shape[0]
+    for i in range(types.shape[0]):
+        ws = max(sizes[i], 1)
+        p = positions[i]
+        lo = min(p * n // ws, n - 1)
+        hi = min(max(((p + 1) * n + ws - 1) // ws, lo + 1), n)
+        t = types[i]
+        total = prefix[t, hi] - prefix[t, lo] if 0 <= t < prefix.shape[0] else 0
+        out[i] = total <= thresholds[lo * rho // n] * (hi - lo)
+    return out
 
 
 class UtilityModel:

@@ -137,9 +137,7 @@ class ESpiceShedder:
         types = np.asarray(types)
         if not self.active or len(types) == 0:
             return np.zeros(len(types), bool)
-        total, cells, lo = self.table.utility_sums(types, positions, expected)
-        part = lo * self.partitions // self.table.reference_size
-        return total <= self.thresholds[part] * cells
+        return self.table.below(types, positions, expected, self.thresholds)
 
     def keep(self, batch: np.ndarray, command: object) -> np.ndarray:
         """The ``InputShedder`` method: the keep mask of a batch taken from an inbox.

@@ -262,3 +262,29 @@ def test_scaling_up_averages_the_cells():
     assert total.tolist() == [31, 70] and cells.tolist() == [2, 2]  # means 15.5 and 35
     unknown, _, _ = table.utility_sums(np.array([-1, 7]), np.array([0, 0]), 4)
     assert unknown.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_decision_is_the_numpy_one(seed):
+    """UtilityTable.below (one compiled pass, what the shedder runs) against the
+    definition in NumPy steps (utility_sums, partition of the first reference position,
+    integer comparison), on pairs of every shape: unknown types, positions beyond the
+    window, windows smaller and larger than the reference, size 0, no-drop thresholds."""
+    rng = np.random.default_rng(seed)
+    n_types, n, bins = int(rng.integers(1, 5)), int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    cells = -(-n // bins)
+    table = UtilityTable(rng.integers(0, 101, (n_types, cells)).astype(np.int16),
+                         np.ones((n_types, cells)), n, bins)
+    pairs = 500
+    types = rng.integers(-2, n_types + 2, pairs)
+    sizes = rng.integers(0, 3 * n + 2, pairs)
+    positions = rng.integers(0, 3 * n + 4, pairs)
+    rho = int(rng.integers(1, 5))
+    thresholds = rng.integers(-1, 101, rho)
+    total, width, lo = table.utility_sums(types, positions, sizes)
+    want = total <= thresholds[lo * rho // n] * width
+    assert np.array_equal(table.below(types, positions, sizes, thresholds), want)
+    scalar = int(sizes[0])
+    total, width, lo = table.utility_sums(types, positions, scalar)
+    want = total <= thresholds[lo * rho // n] * width
+    assert np.array_equal(table.below(types, positions, scalar, thresholds), want)
