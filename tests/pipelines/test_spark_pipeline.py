@@ -289,10 +289,10 @@ def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(
 def test_sigterm_stops_a_paced_run_and_everything_it_started(tmp_path):
     before = set(stray_processes())
     out = tmp_path / "run"
-    # Paced at real time, 12 s of match outlast the 5 s the stream flows before the
-    # SIGTERM (the actors start after the Ray worker, then the stream takes 12 s); a
-    # longer match only costs its generation and ingestion up front.
-    proc = subprocess.Popen([*SPECULA, "replay", "--seconds", "12", "--speed", "1",
+    # Paced at real time, 6 s of match outlast the 2 s between the Ray worker's start
+    # and the SIGTERM (the actors start after the Ray worker, then the stream takes 6 s);
+    # a longer match only costs its generation and ingestion up front.
+    proc = subprocess.Popen([*SPECULA, "replay", "--seconds", "6", "--speed", "1",
                              "--out", str(out), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -301,7 +301,7 @@ def test_sigterm_stops_a_paced_run_and_everything_it_started(tmp_path):
         while not (log.exists() and "Started 1 Ray worker" in log.read_text(errors="replace")):
             assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
             time.sleep(1)
-        time.sleep(5)  # the stream is flowing
+        time.sleep(2)  # the actors are starting, or the stream is flowing
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=120)
     finally:

@@ -35,24 +35,23 @@ def _land(staging, watched, name: str, events: np.ndarray, broken: bool = False)
 
 def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp_path,
                                                                               spark):
-    """Files land while the watch runs (rows numbered across them, a bad line
-    quarantined); a stop requested as another file lands hands on every file taken; a
-    watch started again on the run folder reads exactly the files not taken."""
-    match = generate_match(2.0, seed=5)
+    """A bad line is quarantined and rows are numbered across the files a watch takes;
+    a stop requested as another file lands hands on every file taken; a watch started
+    again on the run folder reads exactly the files not taken."""
+    match = generate_match(1.5, seed=5)
     parts = np.array_split(match.events, 4)
     staging, watched, run = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
     staging.mkdir()
     watched.mkdir()
     _land(staging, watched, "part0.csv", parts[0], broken=True)
+    _land(staging, watched, "part1.csv", parts[1])
     first = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=30.0,
                        batch_size=1_000)
     got: list[np.ndarray] = []
     for batch in first.batches():
         got.append(batch)
         through = sum(map(len, got)) == first.counts.events
-        if through and first.counts.files == 1:
-            _land(staging, watched, "part1.csv", parts[1])  # lands while we watch
-        elif through and first.counts.files == 2 and not first.stopping:
+        if through and first.counts.files == 2 and not first.stopping:
             _land(staging, watched, "part2.csv", parts[2])  # lands, and the stop at once
             first.request_stop()
     taken = first.counts.files
@@ -65,8 +64,8 @@ def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp
     assert [(q.line, q.field, q.reason) for q in quarantine] == [
         (2, "ts", "not an integer ('oops')")]
     assert (first.counts.rows, first.counts.quarantined) == (len(head) + 1, 1)
-    _land(staging, watched, "part3.csv", parts[3])
-    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=3.0)
+    _land(staging, watched, "part3.csv", parts[3])  # lands while nothing watches
+    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0)
     rest = list(second.batches())
     assert second.counts.files == 4 - taken  # the restart reads only what was not taken
     both = np.concatenate(got + rest)

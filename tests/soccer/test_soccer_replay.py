@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # a generated match through the whole hierarchy
 
 @pytest.fixture(scope="module")
 def replays():
-    match = generate_match(15, profile="debs2013", seed=1)
+    match = generate_match(12, profile="debs2013", seed=1)
     raw = DelayModel(seed=1).arrival(match.events)
     runs = {alpha: InProcessRuntime(soccer_graph(alpha, k0_ms=400, queries=True),
                                     cost_model=CostModel(per_event=50e-6))
