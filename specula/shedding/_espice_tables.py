@@ -197,6 +197,10 @@ class UtilityTable:
         prefix = np.zeros((per_position.shape[0], per_position.shape[1] + 1), np.int64)
         np.cumsum(per_position, axis=1, out=prefix[:, 1:])
         object.__setattr__(self, "_prefix", prefix)
+        # Compile the decision kernel now, where the table is trained (and write Numba's
+        # cache for the processes that shed with it), not at the first drop under load.
+        one = np.zeros(1, np.int64)
+        _below(one, one, one + 1, prefix, self.reference_size, one)
 
     @property
     def n_types(self) -> int:
@@ -237,11 +241,13 @@ class UtilityTable:
         reference positions): Alg. 2's decision for a batch of pairs in one compiled
         pass, which at the small batches of an inbox costs a fraction of the NumPy
         steps it replaces."""
-        types = np.ascontiguousarray(types, dtype=np.int64)
-        positions = np.ascontiguousarray(positions, dtype=np.int64)
-        sizes = np.broadcast_to(np.asarray(window_sizes, dtype=np.int64), types.shape)
-        return _below(types, positions, np.ascontiguousarray(sizes), self._prefix,
-                      self.reference_size, np.asarray(thresholds, dtype=np.int64))
+        # fresh writable int64 arrays: the one signature compiled with the table
+        types = np.array(types, dtype=np.int64)
+        positions = np.array(positions, dtype=np.int64)
+        sizes = np.empty(len(types), np.int64)
+        sizes[:] = window_sizes
+        return _below(types, positions, sizes, self._prefix, self.reference_size,
+                      np.array(thresholds, dtype=np.int64))
 
 
 @njit(cache=True, nogil=True)
