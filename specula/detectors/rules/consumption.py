@@ -27,7 +27,7 @@ import numpy as np
 
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.engine import Matches, order_key
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, conform
 
 __all__ = ["Consumer", "horizon"]
 
@@ -106,7 +106,9 @@ class Consumer:
         goes past its time stamp, and keep ``part`` in the history."""
         if len(self._pending) and int(part["ts"][0]) > self._pending_ts:
             self._apply()
-        self._history = np.concatenate([self._history, _as(part, self.dtype)])
+        if part.dtype != self.dtype:
+            part = conform(part, self.dtype, drop=True)
+        self._history = np.concatenate([self._history, part])
         self._newest = max(self._newest, int(part["ts"][-1]))
 
     def after(self, found: Sequence[Matches], kept: Sequence[np.ndarray]) -> None:
@@ -164,13 +166,3 @@ class Consumer:
         self._history = np.frombuffer(state, self.dtype, n_history,
                                       32 + 8 * n_pending).copy()
 
-
-def _as(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``rows`` with the fields of ``dtype``."""
-    if rows.dtype == dtype:
-        return rows
-    out = np.zeros(len(rows), dtype)
-    for name in dtype.names:
-        if name in rows.dtype.names:
-            out[name] = rows[name]
-    return out
