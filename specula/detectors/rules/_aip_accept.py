@@ -17,7 +17,7 @@ import numpy as np
 
 from specula.detectors.rules._aip_plan import Column, Scan
 from specula.detectors.rules._aip_tables import Table
-from specula.detectors.rules._cdp_columns import encode
+from specula.detectors.rules._cdp_columns import NO_INDEX, encode
 from specula.detectors.rules._cdp_kernels import MAX, MIN, SUM, reduce
 from specula.detectors.rules.ast import Comparison
 from specula.detectors.rules.engine import aggregate_value, predicates_hold
@@ -45,7 +45,7 @@ def column_values(column: Column, table: Table, elements: list[np.ndarray]) -> n
                           table.cols["_num"][:, live], 0 if column.value else -1, start, stop,
                           bound, checks, checks,
                           np.array([p[3] for p in column.params], np.bool_),
-                          _OP[column.function])
+                          _OP[column.function], *NO_INDEX)
     return aggregate_value(column.function, value, found)
 
 

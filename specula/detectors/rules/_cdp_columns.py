@@ -2,9 +2,11 @@
 
 A :class:`Store` is one column: rows in stream order with, beside them, the arrays the
 kernels scan (time stamps, parameter keys, aggregated values), appended at the end and
-dropped from the front. :func:`encode` turns parameter values into the int64 keys the
-kernels compare, and :func:`convert` gives rows the fields of a target dtype (one
-``astype`` through a view when it can). The GPU engine mirrors these columns on the device.
+dropped from the front, and the equality index (:mod:`~specula.detectors.rules._cdp_index`)
+of the key rows that steps and reductions look up. :func:`encode` turns parameter values
+into the int64 keys the kernels compare, and :func:`convert` gives rows the fields of a
+target dtype (one ``astype`` through a view when it can). The GPU engine mirrors these
+columns on the device.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import functools
 
 import numpy as np
 
+from specula.detectors.rules import _cdp_index as _ix
 from specula.detectors.rules import _cdp_kernels as _k
 
-__all__ = ["Store", "convert", "encode"]
+__all__ = ["NO_INDEX", "Store", "convert", "encode"]
 
 
 def encode(values: np.ndarray, is_float: bool) -> np.ndarray:
@@ -30,17 +33,30 @@ def encode(values: np.ndarray, is_float: bool) -> np.ndarray:
 
 
 class Store:
-    """One column: rows in stream order in growable arrays, live part ``[start, end)``."""
+    """One column: rows in stream order in growable arrays, live part ``[start, end)``.
 
-    __slots__ = ("enc", "end", "num", "rows", "start", "ts")
+    ``indexed`` names the rows of ``enc`` that carry an equality index: ``link[i]``
+    holds, for each event, the absolute position of the previous event with the same
+    key in row ``indexed[i]``, and ``tables[i]`` the hash table from key to newest
+    position (see :mod:`~specula.detectors.rules._cdp_index`). The event at array index
+    ``j`` has absolute position ``base + j``.
+    """
 
-    def __init__(self, dtype: np.dtype, n_enc: int, n_num: int, capacity: int = 256) -> None:
+    __slots__ = ("base", "enc", "end", "indexed", "link", "num", "rows", "start", "tables",
+                 "ts")
+
+    def __init__(self, dtype: np.dtype, n_enc: int, n_num: int, capacity: int = 256,
+                 indexed: tuple[int, ...] = ()) -> None:
         self.rows = np.zeros(capacity, dtype)
         self.ts = np.zeros(capacity, np.int64)
         self.enc = np.zeros((n_enc, capacity), np.int64)
         self.num = np.zeros((n_num, capacity), np.float64)
+        self.indexed = indexed
+        self.link = np.zeros((len(indexed), capacity), np.int64)
+        self.tables = [_empty_table(64) for _ in indexed]
         self.start = 0
         self.end = 0
+        self.base = 0
 
     def __len__(self) -> int:
         return self.end - self.start
@@ -61,6 +77,16 @@ class Store:
     def live_rows(self) -> np.ndarray:
         return self.rows[self.start:self.end]
 
+    def index_of(self, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """What a kernel needs to look keys of ``enc`` row ``row`` up: the table's keys
+        and positions, the live links and the absolute position of the first live event.
+        Empty arrays when the row has no index (the kernel then scans)."""
+        if row not in self.indexed:
+            return NO_INDEX
+        i = self.indexed.index(row)
+        slot_key, slot_pos, _ = self.tables[i]
+        return slot_key, slot_pos, self.link[i, self.start:self.end], self.base + self.start
+
     def append(self, rows: np.ndarray, enc: np.ndarray, num: np.ndarray) -> None:
         r = len(rows)
         capacity = len(self.ts)
@@ -68,26 +94,53 @@ class Store:
             live = self.end - self.start
             if live + r > capacity // 2:
                 capacity = 2 * (live + r)
-            for name in ("rows", "ts", "enc", "num"):
+            for name in ("rows", "ts", "enc", "num", "link"):
                 old = getattr(self, name)
                 new = old if capacity == old.shape[-1] else np.zeros(
                     (*old.shape[:-1], capacity), old.dtype)
                 new[..., :live] = old[..., self.start:self.end]
                 setattr(self, name, new)
+            self.base += self.start
             self.start, self.end = 0, live
         self.rows[self.end:self.end + r] = rows
         self.ts[self.end:self.end + r] = rows["ts"]
         self.enc[:, self.end:self.end + r] = enc
         self.num[:, self.end:self.end + r] = num
+        for i, row in enumerate(self.indexed):
+            self._index(i, enc[row])
         self.end += r
+
+    def _index(self, i: int, keys: np.ndarray) -> None:
+        """Link the new events (keys of index ``i``) before :attr:`end` moves past them;
+        rebuild the table for the live keys when it fills up."""
+        first = self.base + self.end
+        link = self.link[i, self.end:self.end + len(keys)]
+        slot_key, slot_pos, used = self.tables[i]
+        used = _ix.append(keys, first, link, slot_key, slot_pos, used)
+        if used < 0:
+            live = self.enc[self.indexed[i], self.start:self.end]
+            distinct = len(np.unique(live)) + len(keys)
+            capacity = 1 << max(6, int(4 * distinct - 1).bit_length())
+            slot_key, slot_pos, used = _ix.rebuild(live, self.base + self.start, capacity)
+            used = _ix.append(keys, first, link, slot_key, slot_pos, used)
+        self.tables[i] = (slot_key, slot_pos, used)
 
     def drop_before(self, ts: int) -> int:
         """Forget the events older than ``ts``; return how many."""
         k = int(np.searchsorted(self.live_ts, ts, side="left"))
         self.start += k
         if self.start == self.end:
+            self.base += self.end
             self.start = self.end = 0
         return k
+
+
+NO_INDEX = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
+"""What :meth:`Store.index_of` gives for a row without an index."""
+
+
+def _empty_table(capacity: int) -> tuple[np.ndarray, np.ndarray, int]:
+    return np.zeros(capacity, np.int64), np.full(capacity, -1, np.int64), 0
 
 
 def convert(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from specula.detectors.rules._cdp_index import head
+
 EACH, LAST, FIRST = 0, 1, 2
 """Selection codes of :func:`step`."""
 
@@ -108,14 +110,34 @@ def next_fit(enc, j, stop, inc, bound, s, chk_col, chk_par):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
+def chain(slot_key, slot_pos, link, off, key, ts, low, high, buf):  # pragma: no cover - jit
+    """The live indexes of the events with indexed key ``key`` and ``low <= ts < high``,
+    in ``buf`` from the newest (doubled when full); returns ``buf`` and their number.
+    See :mod:`~specula.detectors.rules._cdp_index`."""
+    k = 0
+    j = head(slot_key, slot_pos, link, off, key, ts, high)
+    while j >= 0 and ts[j] >= low:
+        if k == buf.shape[0]:
+            buf = _grow(buf, 2 * k)
+        buf[k] = j
+        k += 1
+        j = link[j] - off
+    return buf, k
+
+
+@njit(cache=True, nogil=True)
 def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, window,
-         selection):  # pragma: no cover - jit
+         selection, slot_key, slot_pos, link, off):  # pragma: no cover - jit
     """Extend every partial sequence with the events of one column (Alg. 2, one level).
 
     The candidates of sequence ``s`` are the events ``j`` with
     ``anchor[s] - window <= ts[j] < anchor[s]`` (two binary searches) that pass the
     checks. ``EACH`` takes all of them in position order, ``LAST`` the latest and
     ``FIRST`` the earliest; single selection stops at the first candidate that fits.
+    When ``slot_key`` is not empty, the first check's row has an equality index
+    (``slot_key``, ``slot_pos``, the live ``link`` and ``off``, see
+    :meth:`~specula.detectors.rules._cdp_columns.Store.index_of`) and only the events
+    holding the sequence's key are visited.
 
     Returns ``parent`` (the extended sequence), ``chosen`` (the column index of the new
     element), the new ``bound`` matrix (the parent's values, plus ``bind_par[b]`` taken
@@ -127,9 +149,29 @@ def step(ts, enc, anchor, bound, chk_col, chk_par, chk_nan, bind_col, bind_par, 
     cap = max(16, m)
     parent = np.empty(cap, np.int64)
     chosen = np.empty(cap, np.int64)
+    indexed = slot_key.shape[0] > 0 and chk_col.shape[0] > 0
+    buf = np.empty(16, np.int64)
     k = 0
     for s in range(m):
         if blocked(bound, s, chk_par, chk_nan):
+            continue
+        key = bound[s, chk_par[0]] if indexed else 0
+        if indexed and selection == LAST:
+            low = anchor[s] - window
+            j = head(slot_key, slot_pos, link, off, key, ts, anchor[s])
+            while j >= 0 and ts[j] >= low and not _fits(enc, j, bound, s, chk_col, chk_par):
+                j = link[j] - off
+            if j >= 0 and ts[j] >= low:
+                parent, chosen, k = pair(parent, chosen, k, s, j)
+            continue
+        if indexed:
+            buf, c = chain(slot_key, slot_pos, link, off, key, ts, anchor[s] - window,
+                           anchor[s], buf)
+            for q in range(c - 1, -1, -1):
+                if _fits(enc, buf[q], bound, s, chk_col, chk_par):
+                    parent, chosen, k = pair(parent, chosen, k, s, buf[q])
+                    if selection != EACH:
+                        break
             continue
         lo = lower(ts, 0, n, anchor[s] - window)
         hi = lower(ts, lo, n, anchor[s])
@@ -177,21 +219,22 @@ def _grow(a, cap):  # pragma: no cover - jit
 
 @njit(cache=True, nogil=True)
 def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
-           op):  # pragma: no cover - jit
+           op, slot_key, slot_pos, link, off):  # pragma: no cover - jit
     """Aggregate, for every match ``s``, the events ``j`` with
     ``start[s] <= ts[j] < stop[s]`` that pass the checks.
 
     Returns ``value`` (the ``op`` of ``num[vrow, j]`` in position order; 0, +inf or
     -inf when nothing qualifies; 0 when ``vrow < 0``; a NaN value makes the minimum and
-    the maximum NaN, as it does the sum) and ``count``.
+    the maximum NaN, as it does the sum) and ``count``. The equality index, when given,
+    is used as in :func:`step`.
     """
     m = start.shape[0]
     n = ts.shape[0]
     value = np.empty(m, np.float64)
     count = np.zeros(m, np.int64)
+    indexed = slot_key.shape[0] > 0 and chk_col.shape[0] > 0
+    buf = np.empty(16, np.int64)
     for s in range(m):
-        lo = lower(ts, 0, n, start[s])
-        hi = lower(ts, lo, n, stop[s])
         if op == MIN:
             acc = np.inf
         elif op == MAX:
@@ -199,26 +242,44 @@ def reduce(ts, enc, num, vrow, start, stop, bound, chk_col, chk_par, chk_nan,
         else:
             acc = 0.0
         c = 0
-        j = hi if blocked(bound, s, chk_par, chk_nan) else lo
-        while True:
-            j = next_fit(enc, j, hi, 1, bound, s, chk_col, chk_par)
-            if j == hi:
-                break
-            c += 1
-            if vrow >= 0:
-                x = num[vrow, j]
-                if op == MIN:
-                    if x < acc or x != x:
-                        acc = x
-                elif op == MAX:
-                    if x > acc or x != x:
-                        acc = x
-                else:
-                    acc += x
-            j += 1
+        if blocked(bound, s, chk_par, chk_nan):
+            pass
+        elif indexed:
+            buf, got = chain(slot_key, slot_pos, link, off, bound[s, chk_par[0]], ts,
+                             start[s], stop[s], buf)
+            for q in range(got - 1, -1, -1):
+                j = buf[q]
+                if _fits(enc, j, bound, s, chk_col, chk_par):
+                    c += 1
+                    acc = _combine(acc, num, vrow, j, op)
+        else:
+            lo = lower(ts, 0, n, start[s])
+            hi = lower(ts, lo, n, stop[s])
+            j = lo
+            while True:
+                j = next_fit(enc, j, hi, 1, bound, s, chk_col, chk_par)
+                if j == hi:
+                    break
+                c += 1
+                acc = _combine(acc, num, vrow, j, op)
+                j += 1
         value[s] = acc
         count[s] = c
     return value, count
+
+
+@njit(cache=True, nogil=True)
+def _combine(acc, num, vrow, j, op):  # pragma: no cover - jit
+    """``acc`` combined by ``op`` with value ``num[vrow, j]`` (unchanged when ``vrow``
+    is negative: a count)."""
+    if vrow < 0:
+        return acc
+    x = num[vrow, j]
+    if op == MIN:
+        return x if (x < acc or x != x) else acc
+    if op == MAX:
+        return x if (x > acc or x != x) else acc
+    return acc + x
 
 
 # ----------------------------------------------------------- predicates and ties
@@ -297,9 +358,19 @@ def _taken(enc, pos_row, j, taken, s):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row, ops, consts,
+            stack):  # pragma: no cover - jit
+    """Whether candidate ``j`` (past the parameter checks) may extend sequence ``s``:
+    not already one of its elements (an equal time stamp under ``ties nonstrict``) and
+    passing the predicate program."""
+    return ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
+            and holds(ops, consts, stack, ts, num, j, ctx, s))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, chk_nan,
                  bind_col, bind_par, window, selection, strict, pos_row, ops, consts,
-                 fill_slot, fill_row):  # pragma: no cover - jit
+                 fill_slot, fill_row, slot_key, slot_pos, link, off):  # pragma: no cover - jit
     """:func:`step` with predicates, a floor and either ties policy.
 
     The candidates of sequence ``s`` are the events ``j`` with
@@ -308,7 +379,8 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     position keys of its elements; ``enc[pos_row]`` those of the column), that pass
     the parameter checks and the predicate program ``ops``. ``ctx[s]`` holds the values
     the programs read from earlier elements; the chosen event fills context slot
-    ``fill_slot[f]`` from its value row ``fill_row[f]`` (-1: its time stamp).
+    ``fill_slot[f]`` from its value row ``fill_row[f]`` (-1: its time stamp). The
+    equality index, when given, is used as in :func:`step`.
 
     Returns ``parent``, ``chosen`` and the new ``bound``, ``anchor``, ``floor``, ``ctx``
     and ``taken`` (the parent's, with the chosen event's key appended).
@@ -319,6 +391,8 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     parent = np.empty(cap, np.int64)
     chosen = np.empty(cap, np.int64)
     stack = np.empty(max(1, ops.shape[0]), np.float64)
+    indexed = slot_key.shape[0] > 0 and chk_col.shape[0] > 0
+    buf = np.empty(16, np.int64)
     k = 0
     for s in range(m):
         if blocked(bound, s, chk_par, chk_nan):
@@ -326,8 +400,21 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
         low = anchor[s] - window
         if floor[s] > low:
             low = floor[s]
+        high = anchor[s] if strict else anchor[s] + 1
+        if indexed:
+            buf, c = chain(slot_key, slot_pos, link, off, bound[s, chk_par[0]], ts, low, high,
+                           buf)
+            for q in range(c):
+                j = buf[q] if selection == LAST else buf[c - 1 - q]
+                if (_fits(enc, j, bound, s, chk_col, chk_par)
+                        and _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row,
+                                    ops, consts, stack)):
+                    parent, chosen, k = pair(parent, chosen, k, s, j)
+                    if selection != EACH:
+                        break
+            continue
         lo = lower(ts, 0, n, low)
-        hi = lower(ts, lo, n, anchor[s] if strict else anchor[s] + 1)
+        hi = lower(ts, lo, n, high)
         if selection == LAST:
             stop = lo - 1
             inc = -1
@@ -340,8 +427,8 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
             j = next_fit(enc, j, stop, inc, bound, s, chk_col, chk_par)
             if j == stop:
                 break
-            if ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
-                    and holds(ops, consts, stack, ts, num, j, ctx, s)):
+            if _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row, ops, consts,
+                       stack):
                 parent, chosen, k = pair(parent, chosen, k, s, j)
                 if selection != EACH:
                     break

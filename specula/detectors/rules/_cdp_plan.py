@@ -66,6 +66,9 @@ class StoreSpec:
     type_id: int
     enc: list[tuple[str, bool]]
     num: list[str]
+    indexed: list[int] = field(default_factory=list)
+    """The ``enc`` rows that steps and reductions look keys up in (their first check):
+    the column keeps an equality index of each."""
 
     def enc_row(self, attr: str, is_float: bool) -> int:
         if (attr, is_float) not in self.enc:
@@ -259,6 +262,11 @@ class Plan:
             window = None if neg.within is None else _ticks(rule, neg.within, ticks_per_second)
             self.reductions.append(Reduction(si, None, _k.SUM, -1, neg.anchor, window,
                                              neg.after, col, par, nan))
+        for scan in (*self.steps, *self.reductions):
+            if len(scan.chk_col):
+                rows = self.stores[scan.store].indexed
+                if int(scan.chk_col[0]) not in rows:
+                    rows.append(int(scan.chk_col[0]))
 
 
 def _ticks(rule: Rule, window, ticks_per_second: float | None) -> int:

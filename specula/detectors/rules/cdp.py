@@ -29,6 +29,10 @@ Readings of the paper chosen here (the semantics itself is in
   here each column holds the rows it needs (the fields the rule reads, see
   :attr:`CDPEngine.dtype`) and, beside them, the time stamps, parameter keys and
   aggregated values as separate arrays that the kernels scan.
+* **Parameter lookups** go through an equality index when a scan checks a parameter
+  (:mod:`~specula.detectors.rules._cdp_index`): each event is linked to the previous
+  one with the same key, so a sequence visits only the events of its window that hold
+  its key, newest first, instead of scanning the window.
 * **Parameters** are compared exactly: a parameter whose attributes are all integer or
   bool compares int64 values, one with a float attribute compares float64 values (as
   int64 keys of their bits, ``-0.0`` folded into ``0.0``; NaN equals nothing).
@@ -70,7 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules._cdp_columns import Store, convert, encode
+from specula.detectors.rules._cdp_columns import NO_INDEX, Store, convert, encode
 from specula.detectors.rules._cdp_plan import (
     POSITION,
     Plan,
@@ -173,7 +177,7 @@ class CDPEngine:
         self._check_order(events, ridx)
         # the relevant types this batch holds: a column of any other has nothing to add
         rtypes = types[ridx]
-        present = set((rtypes if len(rtypes) <= 64 else np.unique(rtypes)).tolist())
+        present = set((rtypes if len(rtypes) <= 64 else np.bincount(rtypes).nonzero()[0]).tolist())
         of_type: dict[int, np.ndarray] = {}
         for si, spec in enumerate(plan.stores):
             mask = self._members(events, types, spec.key, spec.type_id, of_type, present)
@@ -393,13 +397,15 @@ class CDPEngine:
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
         return _k.step(store.live_ts, store.live_enc, anchor, bound, st.chk_col, st.chk_par,
-                       st.chk_nan, st.bind_col, st.bind_par, st.window, st.selection)
+                       st.chk_nan, st.bind_col, st.bind_par, st.window, st.selection,
+                       *_index(store, st.chk_col))
 
     def _reduce(self, red: Reduction, start: np.ndarray, stop: np.ndarray,
                 bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         store = self._stores[red.store]
         return _k.reduce(store.live_ts, store.live_enc, store.live_num, red.vrow, start, stop,
-                         bound, red.chk_col, red.chk_par, red.chk_nan, red.op)
+                         bound, red.chk_col, red.chk_par, red.chk_nan, red.op,
+                         *_index(store, red.chk_col))
 
     # ---------------------------------------------------------------------- pruning
 
@@ -439,7 +445,8 @@ class CDPEngine:
     # ------------------------------------------------------- hooks of the GPU engine
 
     def _new_store(self, spec: StoreSpec, capacity: int = 256) -> Store:
-        return Store(self._plan.row_dtype, len(spec.enc), len(spec.num), capacity)
+        return Store(self._plan.row_dtype, len(spec.enc), len(spec.num), capacity,
+                     tuple(spec.indexed))
 
     def _appended(self, store: int, count: int) -> None:
         """Called after ``count`` rows were appended to column ``store``."""
@@ -449,6 +456,11 @@ class CDPEngine:
 
     def _reloaded(self) -> None:
         """Called after :meth:`restore` replaced every column."""
+
+
+def _index(store: Store, chk_col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The equality index of the row a scan checks first (empty arrays: none)."""
+    return store.index_of(int(chk_col[0])) if len(chk_col) else NO_INDEX
 
 
 class _Sequences:
@@ -472,7 +484,7 @@ class _Sequences:
             store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
             self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
             st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
-            st.fill_slot, st.fill_row)
+            st.fill_slot, st.fill_row, *_index(store, st.chk_col))
         self.follow(parent, extend=False)
         return parent, chosen, bound, anchor
 
