@@ -173,10 +173,8 @@ def _main() -> None:
     from numba import config
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
-    problems = []
-    for tpb, seed in ((2, 0), (8, 1)):
-        problems += _compare(tpb, seed) + _resync_cases(seed)
-    problems += _compare(4, 2, min_gpu_work=40)
+    problems = _compare(2, 0) + _resync_cases(0) + _resync_cases(1)
+    problems += _compare(8, 2, min_gpu_work=40)  # larger blocks, device and CPU steps mixed
     print(json.dumps(problems))
 
 
