@@ -247,6 +247,7 @@ class Gate:
         self._names = {t.id: t.name for t in registry.types()}
         self._shed = np.zeros(max(self._names) + 2, np.int64)  # by type id; last: unknown
         self.stats = InboxStats(shedding.latency_bound_s if shedding else None)
+        self._work = (0, 0)  # the shedding detector's work when the last batch was taken
         if detector is not None and hasattr(self.shedder, "attach"):
             self.shedder.attach(detector)
 
@@ -267,6 +268,8 @@ class Gate:
             return batch
         if command.overloaded:
             self.stats.overloaded_batches += 1
+        if isinstance(self.shedder, DetectorShedding):
+            self._work = self.shedder.work()
         keep = np.asarray(self.shedder.keep(batch, command), bool)
         if len(keep) != len(batch):
             raise ValueError(f"{type(self.shedder).__name__}.keep returned {len(keep)} "
@@ -287,8 +290,22 @@ class Gate:
         if s.latency_bound_s is not None and latency_s > s.latency_bound_s:
             s.violations += n
         if self.detector is not None:
-            self.detector.processed(n, busy_s)
+            unshed = self._unshed_busy(busy_s)
+            if unshed is not None:
+                self.detector.processed(n, unshed)
             self.detector.completed(latency_s, n)
+
+    def _unshed_busy(self, busy_s: float) -> float | None:
+        """The busy time the batch would have taken unshed: a detector that sheds inside
+        itself did only the work it kept, so its busy time is scaled by (kept + shed) /
+        kept units of work; None when it kept none (nothing to scale)."""
+        if not isinstance(self.shedder, DetectorShedding):
+            return busy_s
+        (done0, shed0), (done1, shed1) = self._work, self.shedder.work()
+        kept, shed = done1 - done0, shed1 - shed0
+        if shed <= 0:
+            return busy_s
+        return busy_s * (kept + shed) / kept if kept > 0 else None
 
     @property
     def shed_total(self) -> int:

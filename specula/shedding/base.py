@@ -147,6 +147,10 @@ class DetectorShedding:
         """What the detector dropped inside itself, by type name."""
         return self.detector.pairs_shed()
 
+    def work(self) -> tuple[int, int]:
+        """The detector's work so far: units processed (``work_done``) and shed."""
+        return self.detector.work_done(), sum(self.detector.pairs_shed().values())
+
 
 def make_shedder(config: Shedding, detector: Any = None) -> InputShedder:
     """A fresh shedder for one instance of a node configured with ``config``;

@@ -30,10 +30,13 @@ measurements of one instance and turns them into a :class:`DropCommand` per batc
 A node whose detector sheds inside itself (``strategy="detector"``: eSPICE's window
 operator drops (event, window) pairs, so every event still reaches it) does less work per
 event while it sheds; l(p) measured then would overstate the throughput, and δ / R would
-ask for less than the overload needs, batch after batch. There l(p) is measured only on
-the batches taken without a drop command: th is then what the paper defines it as, the
-most events per second the operator processes, unshed. (Shedding stops whenever the
-queue falls back to f · q_max, so the measurement follows a changing cost.)
+ask for less than the overload needs, batch after batch. The inbox therefore reports the
+busy time a batch would have taken unshed: its busy time scaled by the detector's work
+kept plus shed over work kept in that batch (:class:`~specula.actors.inbox.Gate`). th is
+then what the paper defines it as, the most events per second the operator processes
+unshed, and it follows the load while shedding: a window operator's cost per event grows
+with the windows open, and an l(p) frozen at the last unshed batch lets the queue pass
+q_max when windows open faster than before.
 """
 
 from __future__ import annotations
@@ -222,19 +225,15 @@ class OverloadDetector:
         self.busy = SlidingMean(config.smoothing)      # seconds per processed event
         self.latency = SlidingMean(config.smoothing)   # μ: seconds per completed event
         self.arrivals = ArrivalRate(config.smoothing)
-        # l(p) from unshed batches only, for a detector that sheds inside itself
-        self._unshed_only = config.strategy == "detector"
-        self._shedding = False  # did the last command ask for drops?
 
     def arrived(self, n: int, t_s: float) -> None:
         """``n`` events (rows) arrived in the inbox at ``t_s`` seconds."""
         self.arrivals.add(n, t_s)
 
     def processed(self, n: int, busy_s: float) -> None:
-        """``n`` events (rows) were processed in ``busy_s`` seconds of busy time (under
-        the last command)."""
-        if not (self._unshed_only and self._shedding):
-            self.busy.add(busy_s, n)
+        """``n`` events (rows) were processed in ``busy_s`` seconds of busy time, as they
+        would have taken unshed (see the module)."""
+        self.busy.add(busy_s, n)
 
     def completed(self, latency_s: float, n: int) -> None:
         """``n`` events were processed ``latency_s`` seconds after their arrival."""
@@ -266,7 +265,6 @@ class OverloadDetector:
                 if queue_overloaded(q_size, q_max, cfg.f) else 0.0
         else:
             share = latency_share(self.mu_s, cfg.latency_bound_s)
-        self._shedding = share > 0
         if share <= 0:
             return KEEP_ALL
         return DropCommand(share, q_size, q_max, rate, th, cfg.f)

@@ -137,3 +137,45 @@ def test_gate_counts_the_bound_violations_of_processed_events():
     merged = InboxStats.merge([stats, stats])
     assert merged.violations == 14 and merged.processed == 40
     assert merged.summary()["latency_p99_s"] >= 1.01
+
+
+class _Shedding:
+    """A detector that sheds inside itself, with work counters the test sets."""
+
+    def __init__(self):
+        self.kept = self.shed = 0
+
+    def on_drop_command(self, command):
+        pass
+
+    def pairs_shed(self):
+        return {"C": self.shed}
+
+    def work_done(self):
+        return self.kept
+
+
+def test_a_detector_that_sheds_inside_itself_is_measured_at_its_unshed_cost():
+    """l(p) follows the load while the detector sheds: the busy time of a batch counts
+    as if the work it shed had been done (kept + shed over kept), so a batch that shed
+    three quarters of its work at 1 ms per event reads as 4 ms per event."""
+    det = _Shedding()
+    gate = Gate(Shedding(latency_bound_s=1.0, strategy="detector"), example_registry(),
+                1.0, detector=det)
+    b = _mixed(100, 3)
+    gate.admit(b, KEEP_ALL)
+    det.kept += 400
+    gate.done(100, 0.1, 0.2)  # unshed: 1 ms per event
+    assert gate.detector.lp_s == pytest.approx(1e-3)
+    gate.admit(b, DropCommand(0.75))
+    det.kept, det.shed = det.kept + 100, det.shed + 300
+    gate.done(100, 0.025, 0.2)  # a quarter of the work, a quarter of the time
+    assert gate.detector.lp_s == pytest.approx(1e-3)  # the same unshed cost
+    gate.admit(b, DropCommand(0.75))
+    det.kept, det.shed = det.kept + 100, det.shed + 300
+    gate.done(100, 0.1, 0.2)  # more windows open: 4 ms per event unshed
+    assert gate.detector.lp_s == pytest.approx((0.1 + 0.1 + 0.4) / 300)
+    gate.admit(b, DropCommand(1.0))
+    det.shed += 400
+    gate.done(100, 0.001, 0.2)  # everything shed: nothing to scale, not measured
+    assert gate.detector.lp_s == pytest.approx((0.1 + 0.1 + 0.4) / 300)
