@@ -11,7 +11,9 @@ role): what eSPICE's UT has a row for) with ``ts``, ``type``, ``key`` and ``seq`
   windows for a false-negative rate). Per reading: ``STR`` when it is a striker's (the
   outfield player of his team who kicks most) and the ball is within ``possess_m`` (3 m) of him;
   ``DF<p>`` when player ``p`` is within ``defend_m`` (5 m) of the other team's striker (the
-  defend event of the paper's Q1); else ``P<p>``; and ``BALL``, ``REF``.
+  defend event of the paper's Q1); else ``P<p>``; and ``BALL``, ``REF``. Whether a
+  reading defends is the operator's business (a distance it computes while matching):
+  :func:`soccer_sources` gives the shedders the player only (``O<p>``).
 - **Stock (Q2-Q4)**, an intraday quote stream of 500 symbols, one quote per symbol per
   minute in symbol order (a feed sorted by ticker), as in the paper's NYSE data set. A
   minute's moves follow one market factor: symbol ``s`` rises (``RE<s>``) when
@@ -93,6 +95,14 @@ def soccer_stream(seconds: float, seed: int, *, hz: float = 2.0,
     events["seq"] = np.arange(len(events))
     defenders = tuple(f"DF{p.id}" for p in players)
     return reg, events, names, defenders
+
+
+def soccer_sources(names: list[str]) -> dict[str, str]:
+    """What a shedder sees of Q1's types: the player a reading comes from (``DF<p>`` and
+    ``P<p>`` are the class ``O<p>``). Whether a reading is a defend event is a distance
+    the operator computes while matching (the paper's Q1); a shedder decides before it."""
+    return {n: f"O{n[2:] if n.startswith('DF') else n[1:]}" for n in names
+            if n.startswith(("DF", "P"))}
 
 
 def stock_stream(minutes: int, seed: int, *, beta: float = 0.8

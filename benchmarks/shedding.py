@@ -6,7 +6,8 @@
 Queries (``benchmarks/espice_streams.py`` makes the streams and says how):
 
 - Q1, soccer, ``seq(STR; any(n, DF...))`` in a 15 s time window opened by a striker's
-  possession (``n`` = 2), first and last selection, on a generated match;
+  possession (``n`` = 2), first and last selection, on a generated match; the shedders
+  see the player a reading comes from, not whether it is a defend event (``shed_as``);
 - Q2, stock, ``seq(MLE; any(20, RE...))`` in a time window opened by a leading symbol's
   rise (120 s, ~1,000 quotes, with ``--quick``; 240 s, ~2,000, as the paper, without);
 - Q3, stock, ``seq(RE_a1; ...; RE_a10)`` of 10 symbols (in ticker order; the paper's 20
@@ -95,7 +96,8 @@ def _q1(selection: str):
     def make(names, defenders, quick):
         return dict(inputs=names, pattern=AnyOf(2, defenders, selection, with_opener=True),
                     size=15 * streams.PS, output="q1", openers=("STR",), unit="time",
-                    reference_size=15 * 36, bin_size=10)  # 2 readings/s of 18 objects
+                    reference_size=15 * 36, bin_size=10,  # 2 readings/s of 18 objects
+                    shed_as=streams.soccer_sources(list(names)))
     return make
 
 

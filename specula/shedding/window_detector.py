@@ -55,6 +55,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import time
+from collections.abc import Mapping
 from collections.abc import Sequence as Names
 from typing import Any
 
@@ -124,6 +125,12 @@ class WindowDetector(Detector):
     seconds_per_pair : float
         Wall time to spend per processed pair (sleeping): a stand-in for an expensive
         pattern match, to overload a node on Ray in tests. 0 in real use.
+    shed_as : mapping of str to str, optional
+        The class the shedder sees for an input type (default: the type itself); UT (or
+        BL's type utility) has one row per class. Where a type encodes a predicate the
+        operator evaluates while matching (a "defend" reading of a player, against the
+        same player's other readings), map the types of one source to one class: the
+        shedder decides before processing and sees no more than the event's source.
     """
 
     def __init__(self, inputs: Names[str], pattern: Sequence | AnyOf, size: int, *,
@@ -131,7 +138,8 @@ class WindowDetector(Detector):
                  slide: int | None = None, unit: str = "count",
                  reference_size: int | None = None, policy: str = "espice",
                  model: UtilityModel | None = None, retrain_every: int = 500,
-                 bin_size: int = 1, seed: int = 0, seconds_per_pair: float = 0.0) -> None:
+                 bin_size: int = 1, seed: int = 0, seconds_per_pair: float = 0.0,
+                 shed_as: Mapping[str, str] | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         self.inputs = tuple(inputs)
@@ -154,12 +162,13 @@ class WindowDetector(Detector):
         self.policy = policy
         self.seed = seed
         self.seconds_per_pair = seconds_per_pair
+        self.classes, self._class_of = _classes(self.inputs, shed_as or {})
         if model is None:
-            model = UtilityModel(len(self.inputs), self.reference_size, bin_size,
+            model = UtilityModel(len(self.classes), self.reference_size, bin_size,
                                  retrain_every=retrain_every)
-        if (model.n_types, model.reference_size) != (len(self.inputs), self.reference_size):
+        if (model.n_types, model.reference_size) != (len(self.classes), self.reference_size):
             raise ValueError(f"the model has {model.n_types} types and {model.reference_size} "
-                             f"positions; the detector {len(self.inputs)} and "
+                             f"positions; the detector {len(self.classes)} and "
                              f"{self.reference_size}")
         self.model = model
         self._pending: list[ClosedWindows] = []
@@ -247,8 +256,8 @@ class WindowDetector(Detector):
         if self._shedder is None:
             drop = uniform(self.seed, _UNTRAINED_TAG, events, windows) < self._share
         else:
-            drop = np.asarray(self._shedder.drop_pairs(types, positions, expected, events,
-                                                       windows), bool)
+            drop = np.asarray(self._shedder.drop_pairs(self._class_of[types], positions,
+                                                       expected, events, windows), bool)
         self._dropped += np.bincount(types[drop], minlength=len(self._dropped))
         return drop
 
@@ -280,6 +289,7 @@ class WindowDetector(Detector):
         waiting = sum(len(c.window) for c in self._pending)
         if waiting >= _TRAIN_CHUNK or (everything and waiting):
             windows = ClosedWindows.concat(self._pending)
+            windows = dataclasses.replace(windows, type=self._class_of[windows.type])
             self._pending = []
             if windows.observe_into(self.model) is not None:
                 self._retrained()
@@ -348,3 +358,16 @@ def _match_ids(closed: ClosedWindows, rows: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rows), np.uint64)
         np.add.at(out, which, h)
     return out.view(np.int64)
+
+
+def _classes(inputs: tuple[str, ...], shed_as: Mapping[str, str]
+             ) -> tuple[tuple[str, ...], np.ndarray]:
+    """The shedder's classes, in order of first mention among ``inputs``, and the class
+    index of each input."""
+    unknown = sorted(set(shed_as) - set(inputs))
+    if unknown:
+        raise ValueError(f"shed_as names types that are not inputs: {unknown}")
+    names = [shed_as.get(t, t) for t in inputs]
+    classes = tuple(dict.fromkeys(names))
+    index = {c: i for i, c in enumerate(classes)}
+    return classes, np.array([index[c] for c in names], np.int64)

@@ -131,3 +131,42 @@ def test_a_detector_without_the_hook_is_refused_for_strategy_detector():
         "big_c", Threshold(), shedding=Shedding(latency_bound_s=1.0, strategy="detector"))
     with pytest.raises(TypeError, match="sheds inside itself"):
         InProcessRuntime(g).run(np.zeros(0, example_registry().dtype(["C"])))
+
+
+@pytest.mark.parametrize("policy", ["espice", "bl"])
+def test_a_shedder_told_sources_decides_alike_for_the_types_of_one_source(policy):
+    """``shed_as``: the shedder learns and decides per class, so two types of one source
+    at the same place of the same window get the same decision, whatever the operator
+    makes of them; its drops are still counted by input type."""
+    sources = {"DF1": "s1", "O1": "s1", "O2": "s2", "O3": "s2"}
+    det = detector(policy=policy, shed_as=sources)
+    assert det.classes == ("STR", "s1", *NAMES[2:7], "s2")
+    assert det.model.n_types == len(det.classes)
+    reg = registry()
+    names = ["?"] * (max(t.id for t in reg.types()) + 1)
+    for t in reg.types():
+        names[t.id] = t.name
+    from specula.detectors import Emitter
+
+    det.on_batch(events(8_000, 5), names, Emitter())
+    det.on_end(Emitter())
+    det.model.build()
+    det._retrained()
+    det.on_drop_command(DropCommand(0.4, q_size=100, q_max=1_000.0, f=0.8))
+    rng = np.random.default_rng(6)
+    n = 5_000
+    pos = rng.integers(0, 60, n)
+    expected = np.full(n, 40)
+    ev_ids, win = rng.integers(0, 10**6, n), rng.integers(0, 10**4, n)
+    idx = {name: i for i, name in enumerate(NAMES)}
+    drops = {}
+    for a, b in (("DF1", "O1"), ("O2", "O3")):
+        da = det.drop_pairs(np.full(n, idx[a]), pos, expected, ev_ids, win)
+        db = det.drop_pairs(np.full(n, idx[b]), pos, expected, ev_ids, win)
+        assert np.array_equal(da, db)
+        drops[a] = int(da.sum())
+    assert drops["O2"] > 0  # the source of no pattern type is shed
+    assert set(det.pairs_shed()) == {"DF1", "O1", "O2", "O3"} - ({"DF1", "O1"} if not drops[
+        "DF1"] else set())
+    with pytest.raises(ValueError, match="not inputs"):
+        detector(shed_as={"XX": "s1"})
