@@ -172,7 +172,8 @@ def _check_replay(args: argparse.Namespace) -> Any:
         delays=not args.no_delays, alpha=args.alpha, retraction=args.retraction,
         k0_ms=args.k0_ms,
         speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
-        ray_address=args.ray_address, in_process=args.in_process, plots=not args.no_plots,
+        ray_workers=args.ray_workers, ray_address=args.ray_address,
+        in_process=args.in_process, plots=not args.no_plots,
         progress=not args.no_progress, watch=args.watch,
         latency_plots=("passes", "hits") if graph is None else None,
         idle_timeout=_IDLE_TIMEOUT if args.idle_timeout is None
@@ -475,6 +476,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="output folder (default: runs/<time stamp>)")
     s.add_argument("--spark-master", default=None,
                    help="Spark master URL (default: an embedded local-cluster)")
+    s.add_argument("--ray-workers", type=_number(int, 1, above=False, high=1_000),
+                   default=None,
+                   help="Ray worker nodes to start on Spark, one CPU each (default: one "
+                        "per core of the Spark cluster but one, which Spark keeps)")
     s.add_argument("--ray-address", default=None,
                    help="join this Ray cluster instead of starting Ray on Spark")
     s.add_argument("--in-process", action="store_true",

@@ -131,8 +131,8 @@ class RayRuntime:
                                        self.checkpoint_every_batches, self.checkpoint_every_s)
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
-        check_fits(graph, ray.cluster_resources(),
-                   [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+        alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        check_fits(graph, ray.cluster_resources(), alive)
         actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
         actors = {}
         for i in instances:
@@ -156,7 +156,7 @@ class RayRuntime:
             self.actors = {}
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
-        return self._report(reports, n_raw, wall)
+        return self._report(reports, n_raw, wall, len(alive))
 
     def _drive(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
                router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any]
@@ -222,7 +222,7 @@ class RayRuntime:
         publisher.drain()
         return n_raw
 
-    def _report(self, reports: list[dict], n_raw: int, wall: float) -> RunReport:
+    def _report(self, reports: list[dict], n_raw: int, wall: float, nodes: int) -> RunReport:
         detectors = {}
         levels = self.graph.levels()
         for name, node in self.graph.nodes.items():
@@ -241,7 +241,7 @@ class RayRuntime:
                 inbox=InboxStats.merge([r["inbox"] for r in mine]),
                 recovery=recovery_summary(mine),
                 hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])])
-        return RunReport("ray", detectors, n_raw, wall, 1e-9)
+        return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes)
 
 
 def actor_concurrency(graph: Graph, router: Router, instance: Instance,

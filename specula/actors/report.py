@@ -78,6 +78,8 @@ class RunReport:
     wall_seconds: float
     seconds_per_tick: float
     units: dict[str, list[OrderingUnit]] = field(default_factory=dict, repr=False)
+    #: Nodes of the Ray cluster the run used (None in-process).
+    cluster_nodes: int | None = None
 
     def net(self, name: str) -> np.ndarray:
         """Net output of a detector: emitted minus retracted, updates resolved."""

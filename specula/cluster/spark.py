@@ -62,6 +62,8 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.session.timeZone", "UTC"))
+    for name, value in _executor_environment().items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM launcher raises several types
@@ -74,21 +76,34 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
         spark.stop()
 
 
+def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
+    """How many Ray worker nodes fit the Spark cluster: one per ``worker_cpus`` executor
+    cores, less one core kept for Spark's own jobs (reading and writing the tables while
+    Ray runs), and at least one."""
+    cores = int(spark.sparkContext.defaultParallelism)
+    return max(1, (cores - 1) // max(1, worker_cpus))
+
+
 @contextmanager
-def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int = 0,
+def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
+                 worker_cpus: int = 1, worker_gpus: int = 0,
                  log: str | os.PathLike[str] | None = None) -> Iterator[str]:
     """Start a Ray cluster on ``spark`` and yield its address; shut it down on exit.
 
-    One Ray worker node runs inside a Spark task with ``worker_cpus`` cores (Ray's two
-    ``*_worker_node`` sizes must be given together). With ``log``, what Ray on Spark and
-    the Ray head node it starts print goes to that file instead of this terminal.
+    ``worker_nodes`` Ray worker nodes (default :func:`ray_worker_nodes`: sized to the
+    Spark cluster's cores) each run inside a Spark task with ``worker_cpus`` cores
+    (Ray's two ``*_worker_node`` sizes must be given together). With ``log``, what Ray
+    on Spark and the Ray head node it starts print goes to that file instead of this
+    terminal.
     """
     _prepare_environment()
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
+    nodes = worker_nodes if worker_nodes is not None else ray_worker_nodes(spark, worker_cpus)
     with _output_to(log), keep_sigterm_handler():  # it calls ray.init
+        print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)
         try:
-            address = _setup(setup_ray_cluster, shutdown_ray_cluster, worker_cpus,
+            address = _setup(setup_ray_cluster, shutdown_ray_cluster, nodes, worker_cpus,
                              worker_gpus)
         except ClusterError as exc:
             raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
@@ -103,10 +118,12 @@ def ray_on_spark(spark: SparkSession, *, worker_cpus: int = 1, worker_gpus: int 
                 shutdown_ray_cluster()
 
 
-def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_cpus: int,
-           worker_gpus: int) -> str:
+def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
+           worker_cpus: int, worker_gpus: int) -> str:
     try:
-        address, _ = setup_ray_cluster(max_worker_nodes=1, num_cpus_worker_node=worker_cpus,
+        address, _ = setup_ray_cluster(max_worker_nodes=worker_nodes,
+                                       min_worker_nodes=worker_nodes,
+                                       num_cpus_worker_node=worker_cpus,
                                        num_gpus_worker_node=worker_gpus,
                                        object_store_memory_worker_node=1 << 30,
                                        # Without the dashboard's optional dependencies
@@ -162,6 +179,20 @@ def _prepare_environment() -> None:
     bindir = os.path.dirname(sys.executable)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+
+
+#: What executors need from the driver's environment (:func:`_prepare_environment`).
+_EXECUTOR_ENV = ("PATH", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_LOGGER_LEVEL")
+
+
+def _executor_environment() -> dict[str, str]:
+    """The variables executors get through ``spark.executorEnv``. A local or
+    ``local-cluster`` master starts its executors from this process and they inherit
+    its environment; a standalone, YARN or Kubernetes worker starts them from its own,
+    where the ``ray`` script beside this interpreter is not on ``PATH`` and Ray on
+    Spark fails to start its worker nodes. Executors run this interpreter either way
+    (``PYSPARK_PYTHON``), so the cluster's hosts need it at the same path."""
+    return {name: os.environ[name] for name in _EXECUTOR_ENV if name in os.environ}
 
 
 def stray_processes() -> list[str]:

