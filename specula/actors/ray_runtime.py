@@ -222,7 +222,8 @@ class RayRuntime:
         publisher.drain()
         return n_raw
 
-    def _report(self, reports: list[dict], n_raw: int, wall: float, nodes: int) -> RunReport:
+    def _report(self, reports: list[dict], n_raw: int, wall: float,
+                nodes: int | None = None) -> RunReport:
         detectors = {}
         levels = self.graph.levels()
         for name, node in self.graph.nodes.items():

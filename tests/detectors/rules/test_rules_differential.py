@@ -295,7 +295,7 @@ def gpu_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out = tmp_path_factory.mktemp("gpu") / "results.json"
     env = dict(os.environ)
     env.setdefault("NUMBA_ENABLE_CUDASIM", "1")
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--engine", "gpu", "--n", "60",
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--engine", "gpu", "--n", "40",
                            "--max-batch", "30", "--json", str(out)],
                           env=env, capture_output=True, text=True, timeout=1800)
     if not out.exists():
