@@ -189,6 +189,14 @@ def run_query(q: Query, reg, events: np.ndarray, names, defenders, quick: bool) 
     return out
 
 
+def _type_names(reg) -> list[str]:
+    """Type names by registry id, as a detector's ``on_batch`` takes them."""
+    names = ["?"] * (max(t.id for t in reg.types()) + 1)
+    for t in reg.types():
+        names[t.id] = t.name
+    return names
+
+
 #: The drop share of :func:`realized_shares`' fixed command.
 FIXED_SHARE = 0.2
 
@@ -202,9 +210,7 @@ def realized_shares(reg, events: np.ndarray, names, defenders, quick: bool) -> d
     from specula.detectors import Emitter
 
     kwargs = _q1("first")(tuple(names), defenders, quick)
-    type_names = ["?"] * (max(t.id for t in reg.types()) + 1)
-    for t in reg.types():
-        type_names[t.id] = t.name
+    type_names = _type_names(reg)
     split = int(len(events) * TRAIN)
     emit = Emitter()
     trainer = WindowDetector(**kwargs)
@@ -235,9 +241,7 @@ def overhead(reg, events: np.ndarray, names, quick: bool) -> dict:
     kwargs = _q2("first")(tuple(names), (), quick)
     split = int(len(events) * TRAIN)
     det = WindowDetector(**kwargs)
-    type_names = ["?"] * (max(t.id for t in reg.types()) + 1)
-    for t in reg.types():
-        type_names[t.id] = t.name
+    type_names = _type_names(reg)
     from specula.detectors import Emitter
 
     def feed(d: WindowDetector, part: np.ndarray, step: int) -> None:

@@ -71,7 +71,7 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
     spark.sparkContext.setLogLevel("ERROR")
     # One shuffle partition per core: the validation's shuffles (row numbers, duplicates,
     # the arrival order) cost a task per partition and stage, which on a small log is
-    # most of the ingestion (a 55k-row log: 33 s with 2 partitions, 48 s with 8).
+    # most of the ingestion (docs/architecture.md, "Shuffle partitions").
     spark.conf.set("spark.sql.shuffle.partitions",
                    str(max(2, spark.sparkContext.defaultParallelism)))
     try:

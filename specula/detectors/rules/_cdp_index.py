@@ -66,19 +66,13 @@ def append(keys, first, link, slot_key, slot_pos, used):  # pragma: no cover - j
     return used
 
 
-@njit(cache=True, nogil=True)
-def rebuild(keys, first, capacity):  # pragma: no cover - jit
-    """A table of ``capacity`` slots for the live events ``keys`` (absolute positions
-    from ``first``), and the number of slots it uses."""
+def rebuild(keys: np.ndarray, first: int, capacity: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """A table of ``capacity`` slots (a power of two, at least twice the distinct
+    ``keys``) for the live events ``keys`` (absolute positions from ``first``), and the
+    number of slots it uses. Their links stand: only the table is made anew."""
     slot_key = np.zeros(capacity, np.int64)
     slot_pos = np.full(capacity, -1, np.int64)
-    used = 0
-    for i in range(keys.shape[0]):
-        h = _find(slot_key, slot_pos, keys[i])
-        if slot_pos[h] == -1:
-            used += 1
-            slot_key[h] = keys[i]
-        slot_pos[h] = first + i
+    used = append(keys, first, np.empty(len(keys), np.int64), slot_key, slot_pos, 0)
     return slot_key, slot_pos, used
 
 
