@@ -82,7 +82,8 @@ def main() -> None:
 
     runs, walls = {}, {}
     for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
-        rt = InProcessRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries),
+        rt = InProcessRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
+                                            metadata=match.metadata),
                               cost_model=CostModel(per_event=args.cost_us * 1e-6))
         t0 = time.perf_counter()
         runs[label] = rt.run(raw)
@@ -113,7 +114,8 @@ def main() -> None:
                  log_to_driver=False)
         try:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
-                report = RayRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries),
+                report = RayRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
+                                            metadata=match.metadata),
                                     batch_size=args.batch).run(raw)
                 realtime[label] = seconds / report.wall_seconds
                 ray_lat[label] = report.latencies("passes") / 1e9

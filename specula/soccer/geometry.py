@@ -22,6 +22,11 @@ NEAR_FOOT_MM = 1_000
 SENSOR_STALE_PS = 250_000_000_000
 #: A shot on goal: the projected path reaches the goal within 1.5 s (DEBS 2013 query 4).
 SHOT_HORIZON_PS = 1_500_000_000_000
+#: Acceleration of a ball in flight, down (mm/s^2).
+GRAVITY_MM_S2 = 9_810
+#: Quadratic air drag of a football, per metre: a = -k |v| v (a size 5 ball of 0.43 kg,
+#: drag coefficient about 0.2, 0.038 m^2 of cross-section, in air of 1.2 kg/m^3).
+BALL_DRAG_PER_M = 0.010
 PS = 1_000_000_000_000  # picoseconds per second
 
 #: DEBS 2013 query 1 speed classes, upper bounds in km/h: standing, trot, low, medium, high;
@@ -46,3 +51,10 @@ HEAT_GRIDS = ((8, 13), (16, 25), (32, 50), (64, 100))
 def in_pitch(x, y):
     """Inside the touch and goal lines (works on scalars and arrays)."""
     return (x >= PITCH_X[0]) & (x <= PITCH_X[1]) & (y >= PITCH_Y[0]) & (y <= PITCH_Y[1])
+#: A goalkeeper counts as standing in a half when he is this far beyond the halfway line
+#: (mm); his team is taken to defend the goal of that half (DEBS 2013 query 4 judges
+#: shots towards the opponent's goal, and the teams change ends at half time).
+SIDE_MARGIN_MM = 5_000
+#: A team changes ends when its goalkeeper has stayed in the other half this long: a
+#: keeper who runs out past the halfway line for a moment changes nothing.
+SIDE_SWITCH_PS = 10 * PS

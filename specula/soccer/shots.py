@@ -7,55 +7,137 @@ from collections.abc import Sequence
 import numpy as np
 
 from specula.detectors import Detector, Emitter, EventView
-from specula.soccer.geometry import GOALS, PS, SHOT_HORIZON_PS
+from specula.soccer.geometry import (
+    BALL_DRAG_PER_M,
+    GOALS,
+    GRAVITY_MM_S2,
+    PS,
+    SHOT_HORIZON_PS,
+    in_pitch,
+)
 
 
-def goal_reached(x, y, z, vx, vy, vz, speed_mm_s, horizon_s: float) -> np.ndarray:
-    """Index of the goal (0, 1) the straight path from (x, y, z) at ``speed`` along the
-    unit direction (v*/10,000) enters within ``horizon_s``, or -1 (arrays in, array out).
-    Gravity and drag are ignored, as in DEBS 2013 query 4."""
+def flight_s(path_mm, speed_mm_s):
+    """Seconds a ball at ``speed`` takes to fly ``path_mm``, slowed by quadratic drag:
+    v(t) = v0 / (1 + k v0 t), so the path s(t) = ln(1 + k v0 t) / k."""
+    return np.expm1(BALL_DRAG_PER_M * path_mm / 1e3) / (BALL_DRAG_PER_M * speed_mm_s / 1e3)
+
+
+def fall_mm(t, path_mm):
+    """How far a ball has fallen under gravity after ``t`` s on a flight of ``path_mm``:
+    drag, at the flight's mean speed, damps the fall as it damps the flight
+    (c = k * mean speed; fall = g (c t - 1 + exp(-c t)) / c^2, g t^2 / 2 for c = 0)."""
+    c = np.maximum(BALL_DRAG_PER_M * path_mm / 1e3 / np.maximum(t, 1e-9), 1e-9)
+    return GRAVITY_MM_S2 * (c * t - 1 + np.exp(-c * t)) / (c * c)
+
+
+def goal_reached(x, y, z, vx, vy, vz, speed_mm_s, horizon_s,
+                 goals: tuple[int, ...] = (0, 1)) -> np.ndarray:
+    """Index of the goal (of ``goals``) whose mouth the ball's projected path from
+    (x, y, z) at ``speed`` along the unit direction (v*/10,000) enters within
+    ``horizon_s``, or -1 (arrays in, array out).
+
+    DEBS 2013 query 4 projects the ball along its velocity. The path here keeps its
+    direction but slows with air drag (quadratic, ``BALL_DRAG_PER_M``, :func:`flight_s`),
+    and falls under gravity (:func:`fall_mm`); a ball that comes down to the ground rolls
+    on. A straight line at constant
+    speed would carry a lofted shot over the bar that in fact drops under it, and bring a
+    long shot in sooner than it comes. ``horizon_s`` may be one value per reading."""
     out = np.full(len(x), -1, np.int8)
-    dvx, dvy, dvz = vx / 1e4 * speed_mm_s, vy / 1e4 * speed_mm_s, vz / 1e4 * speed_mm_s
-    for g, goal in enumerate(GOALS):
-        with np.errstate(divide="ignore", invalid="ignore"):  # dvy = 0: t is +-inf or nan
-            t = (goal["y"] - y) / dvy
-            gx = x + dvx * t
-            gz = z + dvz * t
-        hit = (t > 0) & (t <= horizon_s) & (gx >= goal["x"][0]) & (gx <= goal["x"][1]) \
-            & (gz >= 0) & (gz <= goal["z"])
+    ux, uy, uz = vx / 1e4, vy / 1e4, vz / 1e4
+    speed = np.maximum(np.asarray(speed_mm_s, np.float64), 1.0)
+    for g in goals:
+        goal = GOALS[g]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            path = (goal["y"] - y) / uy  # mm along the direction to the line; uy = 0: inf
+            t = flight_s(path, speed)
+            gx = x + ux * path
+            gz = np.maximum(z + uz * path - fall_mm(t, path), 0)
+        hit = (path > 0) & (t <= horizon_s) & (gx >= goal["x"][0]) & (gx <= goal["x"][1]) \
+            & (gz <= goal["z"])
         out[hit & (out < 0)] = g
     return out
 
 
 class ShotOnGoal(Detector):
-    """DEBS 2013 query 4: after a hit, the kicked ball's projected straight path reaches
-    a goal within 1.5 s. Judged on the ball's readings between ``after_ms`` and
-    ``until_ms`` after the hit (the ball has left the foot); one ``shot`` per hit, with
-    the hit's time stamp and the expected arrival ``eta``."""
+    """DEBS 2013 query 4: after a hit, the kicked ball's projected path
+    (:func:`goal_reached`) reaches the goal the hitter's team attacks within 1.5 s of the
+    hit. Judged on the ball's readings
+    between ``after_ms`` and ``until_ms`` after the hit (the ball has left the foot); one
+    ``shot`` per hit, with the hit's time stamp and the expected arrival ``eta``.
 
-    inputs = ("hit", "ball")
-    outputs = ("shot",)
+    The goal a team attacks is the one it does not defend (``side`` events of
+    :class:`~specula.soccer.sides.TeamSides`, which follow the change of ends at half
+    time); while only the other team's side is known, the team attacks the goal that one
+    defends, and while neither is known a shot at either goal counts. So a firm
+    back-pass towards one's own goalkeeper is no shot.
+
+    While the shot lasts, each reading of its ball is reported as a ``shot_ball`` (key:
+    the ball; the shooter, his team, and the ball's position and speed), from the reading
+    that showed the shot until the ball leaves the pitch, the next hit, or 1.5 s after
+    the expected arrival: the stream of ball positions query 4 asks for.
+    """
+
+    inputs = ("hit", "ball", "side")
+    outputs = ("shot", "shot_ball")
     clock = ("ball",)
 
     def __init__(self, after_ms: float = 20.0, until_ms: float = 150.0) -> None:
         self.after_ps = int(after_ms * 1e9)
         self.until_ps = int(until_ms * 1e9)
         self.open: tuple[int, int, int, int] | None = None  # (hit ts, player, team, ball)
+        self.defends: dict[int, int] = {}  # team -> goal it defends
+        self.flying: tuple[int, int, int, int] | None = None  # (ball, player, team, end ts)
+
+    def attacks(self, team: int) -> tuple[int, ...]:
+        """The goals a shot of ``team`` can be aimed at, by what is known of the sides."""
+        if team in self.defends:
+            return (1 - self.defends[team],)
+        if 1 - team in self.defends:
+            return (self.defends[1 - team],)
+        return (0, 1)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         kind = np.asarray(type_names, dtype=object)[events["type"]]
-        hits = np.flatnonzero(kind == "hit").tolist()
-        bounds = [*hits, len(events)]
-        self._judge(events, kind, 0, bounds[0], emit)
-        for h, end in zip(hits, bounds[1:], strict=True):
-            r = events[h]
-            self.open = (int(r["ts"]), int(r["player"]), int(r["team"]), int(r["ball"]))
-            self._judge(events, kind, h + 1, end, emit)
+        marks = np.flatnonzero(kind != "ball").tolist()
+        bounds = [*marks, len(events)]
+        self._ball(events, kind, 0, bounds[0], emit)
+        for m, end in zip(marks, bounds[1:], strict=True):
+            r = events[m]
+            if kind[m] == "side":
+                self.defends[int(r["team"])] = int(r["goal"])
+            else:
+                self.open = (int(r["ts"]), int(r["player"]), int(r["team"]), int(r["ball"]))
+                self.flying = None
+            self._ball(events, kind, m + 1, end, emit)
+
+    def _ball(self, events: np.ndarray, kind: np.ndarray, start: int, end: int,
+              emit: Emitter) -> None:
+        """Ball readings ``start:end`` (between two hit or side events): judge the open
+        hit, then report the flight of the shot."""
+        if start >= end:
+            return
+        shown = self._judge(events, kind, start, end, emit)
+        if self.flying is None:
+            return
+        ball, player, team, until = self.flying
+        seg = np.arange(start if shown is None else shown, end)
+        seg = seg[(kind[seg] == "ball") & (events["key"][seg] == ball)]
+        e = events[seg]
+        over = np.flatnonzero(~np.asarray(in_pitch(e["x"], e["y"])) | (e["ts"] > until))
+        if len(over):
+            seg, self.flying = seg[:over[0]], None
+        if len(seg):
+            e = events[seg]
+            emit.many("shot_ball", ts=e["ts"], key=ball, cause=seg, player=player, team=team,
+                      x=e["x"], y=e["y"], z=e["z"], v=e["v"])
 
     def _judge(self, events: np.ndarray, kind: np.ndarray, start: int, end: int,
-               emit: Emitter) -> None:
-        if self.open is None or start >= end:
-            return
+               emit: Emitter) -> int | None:
+        """Judge the open hit on readings ``start:end``; returns the index of the reading
+        that showed a shot, if one did."""
+        if self.open is None:
+            return None
         ts0, player, team, ball = self.open
         seg = np.arange(start, end)
         ts = events["ts"][seg]
@@ -63,20 +145,22 @@ class ShotOnGoal(Detector):
                    & (ts >= ts0 + self.after_ps) & (ts <= ts0 + self.until_ps)]
         if len(mine):
             e = events[mine]
+            left = (ts0 + SHOT_HORIZON_PS - e["ts"]) / PS  # within 1.5 s of the hit
             goal = goal_reached(e["x"], e["y"], e["z"], e["vx"], e["vy"], e["vz"],
-                                e["v"] / 1e3, SHOT_HORIZON_PS / PS)
+                                e["v"] / 1e3, left, self.attacks(team))
             found = np.flatnonzero(goal >= 0)
             if len(found):
                 i = found[0]
-                dy = abs(GOALS[goal[i]]["y"] - int(e["y"][i]))
-                eta = int(e["ts"][i]) + int(dy / max(abs(e["vy"][i]) / 1e4 * e["v"][i] / 1e3, 1)
-                                            * PS)
+                path = (GOALS[goal[i]]["y"] - int(e["y"][i])) / (e["vy"][i] / 1e4)
+                eta = int(e["ts"][i]) + int(flight_s(path, max(e["v"][i] / 1e3, 1.0)) * PS)
                 emit.at(int(mine[i]))
                 emit("shot", ts0, player, player=player, team=team, goal=int(goal[i]), eta=eta)
                 self.open = None
-                return
+                self.flying = (ball, player, team, eta + SHOT_HORIZON_PS)
+                return int(mine[i])
         if len(ts) and ts[-1] > ts0 + self.until_ps:
             self.open = None
+        return None
 
 
 class BlockedShot(Detector):

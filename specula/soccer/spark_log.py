@@ -100,7 +100,7 @@ class PositionLog:
         from specula.soccer.graph import soccer_graph
 
         return soccer_graph(alpha, retraction, k0_ms=k0_ms,  # type: ignore[arg-type]
-                            queries=True)
+                            queries=True, metadata=self.metadata)
 
     def generate(self, seconds: float, profile: str, seed: int, folder: Path) -> GeneratedLog:
         """A generated match written as a Parquet position log; its truth is the match."""

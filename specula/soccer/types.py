@@ -49,6 +49,10 @@ DERIVED_TYPES = {
     "interception": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     "double_pass": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     "shot": {"player": "i4", "team": "i1", "goal": "i1", "eta": "i8"},
+    # the ball's readings while a shot lasts (key: the ball), DEBS 2013 query 4
+    "shot_ball": {"player": "i4", "team": "i1", "x": "i8", "y": "i8", "z": "i8", "v": "i8"},
+    # the goal a team defends (key: the team), from where its goalkeeper stands
+    "side": {"team": "i1", "goal": "i1"},
     "blocked_shot": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     "combination_shot": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     # DEBS 2013 queries 1-3, reported once per second and at the end of the stream (key:

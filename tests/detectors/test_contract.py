@@ -156,7 +156,8 @@ def _soccer(cls_name: str) -> Case:
 def _soccer_play(cls_name: str) -> Case:
     """Shots, one-twos and blocks are rare in a short generated match: the detectors
     above level 3 get a scripted stream of random play (passes among four players of
-    two teams, hits, shots, kicked balls flying towards or past a goal)."""
+    two teams, hits, shots, kicked balls flying towards or past a goal, changes of
+    ends)."""
     from specula.soccer import play, shots
     from specula.soccer.geometry import GOALS
     from specula.soccer.types import soccer_registry
@@ -190,6 +191,9 @@ def _soccer_play(cls_name: str) -> Case:
             for t in range(5, 200, 10):
                 rows.append({"type": "ball", "ts": ts + t * ms, "key": 4, "x": x,
                              "y": 20_000 + 25 * t, "z": 300, "v": 25_000_000, "vy": 10_000})
+    for k, at in enumerate(range(0, ts, 40_000 * ms)):  # the teams change ends
+        rows += [{"type": "side", "ts": at, "key": t, "team": t, "goal": (t + k) % 2}
+                 for t in (0, 1)]
     assert GOALS[0]["x"][0] < 26_000 < GOALS[0]["x"][1] < 40_000
     rows = [r for r in rows if r["type"] in cls.inputs]
     rows.sort(key=lambda r: r["ts"])
@@ -226,7 +230,7 @@ _SOCCER_PLAY = ("BlockedShot", "CombinationShot", "DoublePass", "ShotOnGoal")
 _SOCCER = ("AccelerationPeak", "BallInPlay", "BallNearFoot", "BallPossession", "BlockedShot",
            "CombinationShot", "DoublePass", "HeatMap", "Interception", "Pass",
            "PlayerHitsBall", "PossessionStats", "RunningAnalysis", "RunningIntensity",
-           "ShotOnGoal")
+           "ShotOnGoal", "TeamSides")
 _EXAMPLES = ("ANotBC", "ANotBCBatch", "CountPerKey", "FollowedWithin", "RunningCount",
              "SlowThreshold", "Threshold")
 
@@ -247,6 +251,7 @@ FIXTURES: dict[str, list[tuple[str, Callable[[], Case], bool]]] = {
                      "play": ("BallPossession", "DoublePass", "Interception", "Pass",
                               "PlayerHitsBall"),
                      "shots": ("BlockedShot", "CombinationShot", "ShotOnGoal"),
+                     "sides": ("TeamSides",),
                      "queries": ("HeatMap", "PossessionStats", "RunningAnalysis")}.items()
        for c in cs},
 }

@@ -7,7 +7,7 @@ import pytest
 
 from specula.ordering.emitter import Emitter
 from specula.soccer.ball import AccelerationPeak, BallInPlay
-from specula.soccer.geometry import PS
+from specula.soccer.geometry import PITCH_Y, PS, SIDE_SWITCH_PS
 from specula.soccer.play import (
     BallPossession,
     DoublePass,
@@ -17,6 +17,7 @@ from specula.soccer.play import (
 )
 from specula.soccer.players import BallNearFoot, RunningIntensity
 from specula.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
+from specula.soccer.sides import TeamSides
 from specula.soccer.types import soccer_registry
 
 REG = soccer_registry()
@@ -171,13 +172,79 @@ def test_shot_on_goal_projects_the_kicked_ball_into_the_goal():
     rows = [hit(0, 3, 0) | {"ball": 4}]
     rows += [ball(t * MS, 26_000, 20_000 + 25 * t, z=300, v=25_000_000, vy=10_000, sid=4)
              for t in range(1, 200, 10)]
-    got = feed(ShotOnGoal(), rows)
+    got = [r for r in feed(ShotOnGoal(), rows) if r[0] == "shot"]
     assert [(n, ts, p["player"], p["goal"]) for n, ts, _, p in got] == [("shot", 0, 3, 0)]
     assert 0.5 * PS < got[0][3]["eta"] < 0.6 * PS
     wide = [hit(0, 3, 0) | {"ball": 4}]
     wide += [ball(t * MS, 40_000, 20_000 + 25 * t, v=25_000_000, vy=10_000, sid=4)
              for t in range(1, 200, 10)]
     assert feed(ShotOnGoal(), wide) == []
+
+
+def side(ts, team, goal):
+    return {"type": "side", "ts": ts * MS, "key": team, "team": team, "goal": goal}
+
+
+def shot_towards_goal_0(player, team, start=0, until=1_000):
+    """A hit at ``start`` ms, then the ball flying at 25 m/s from y = 20 m to goal 0 and
+    over its line (y = 33.9 m) after about 560 ms."""
+    rows = [hit(start, player, team) | {"ball": 4}]
+    return rows + [ball((start + t) * MS, 26_000, 20_000 + 25 * t, z=300, v=25_000_000,
+                        vy=10_000, sid=4) for t in range(1, until, 10)]
+
+
+@pytest.mark.parametrize("cut", [None, 7])
+def test_shot_on_goal_counts_only_the_goal_the_team_attacks(cut):
+    """Team 0 defends goal 0: its kick towards goal 0 is a back-pass, not a shot; team 1,
+    whose side is not known yet, attacks the goal team 0 defends."""
+    back_pass = [side(0, 0, 0), *shot_towards_goal_0(3, 0, start=1)]
+    assert [r for r in feed(ShotOnGoal(), back_pass, cut) if r[0] == "shot"] == []
+    shot = [side(0, 0, 0), *shot_towards_goal_0(12, 1, start=1)]
+    got = [(n, p["player"], p["goal"]) for n, _, _, p in feed(ShotOnGoal(), shot, cut)
+           if n == "shot"]
+    assert got == [("shot", 12, 0)]
+    swapped = [side(0, 0, 1), *shot_towards_goal_0(3, 0, start=1)]  # the second half
+    assert [n for n, *_ in feed(ShotOnGoal(), swapped, cut)].count("shot") == 1
+
+
+@pytest.mark.parametrize("cut", [None, 5])
+def test_shot_on_goal_streams_the_ball_while_the_shot_lasts(cut):
+    """Every reading of the shot's ball from the one that showed the shot until the ball
+    leaves the pitch over the goal line, and none after the next hit."""
+    rows = shot_towards_goal_0(3, 0)
+    got = feed(ShotOnGoal(), rows, cut)
+    path = [(ts, p["y"]) for n, ts, _, p in got if n == "shot_ball"]
+    shown = min(ts for ts, _ in path)
+    assert 20 * MS <= shown <= 40 * MS  # the first reading judged, 20 ms after the hit
+    expected = [(r["ts"], r["y"]) for r in rows[1:]
+                if shown <= r["ts"] and r["y"] <= PITCH_Y[1]]
+    assert path == expected and path[-1][1] > 33_000
+    # the keeper of team 1 (which attacks goal 1) saves at 390 ms
+    saved = [side(0, 0, 1), *rows[:40], hit(390, 0, 1) | {"ball": 4}, *rows[40:]]
+    got = feed(ShotOnGoal(), saved, cut)
+    assert max(ts for n, ts, *_ in got if n == "shot_ball") < 390 * MS
+
+
+@pytest.mark.parametrize("cut", [None, 3])
+def test_team_sides_follow_the_goalkeepers_and_the_change_of_ends(cut):
+    """A team defends the goal of the half its keeper stands in: set by his first reading
+    beyond the margin, kept through a run upfield, changed after 10 s in the other half;
+    other players' readings change nothing."""
+    s = SIDE_SWITCH_PS // MS  # ms
+    rows = [foot(0, 26_000, 2_000, player=0),            # near the halfway line: no side
+            foot(1, 26_000, -30_000, player=0),          # defends goal 1 (negative y)
+            foot(2, 26_000, 30_000, player=5),           # a field player: ignored
+            foot(3, 26_000, 25_000, player=8, team=1),   # team 1 defends goal 0
+            foot(4, 26_000, 10_000, player=0),           # a run upfield ...
+            foot(4 + s // 2, 26_000, -28_000, player=0),  # ... back before 10 s
+            foot(s, 26_000, 28_000, player=0),           # the change of ends: from here
+            foot(s + s // 2, 26_000, 30_000, player=0),
+            foot(2 * s - 1, 26_000, 30_000, player=0),   # 10 s minus 1 ms in goal 0's half
+            foot(2 * s, 26_000, 31_000, player=0)]       # 10 s: now defends goal 0
+    rows = [r | {"ts": r["ts"] * MS} for r in rows]
+    got = feed(TeamSides({0: 0, 1: 8}), rows, cut)
+    assert [(ts // MS, k, p["goal"]) for n, ts, k, p in got] == [
+        (1, 0, 1), (3, 1, 0), (2 * s, 0, 0)]
 
 
 def test_blocked_and_combination_shots():

@@ -41,3 +41,15 @@ def test_adaptive_speculation_cuts_pass_latency_with_identical_answers(replays):
     for name in pure.detectors:
         assert np.array_equal(pure.net(name), adaptive.net(name)), name
     assert adaptive.latencies("passes").mean() <= 0.6 * pure.latencies("passes").mean()
+
+
+def test_shots_on_goal_of_a_minute_of_play_match_the_physics():
+    """Query 4 through the whole hierarchy on a minute of generated play with shots: each
+    shot whose simulated free path goes in within 1.5 s is detected, and nothing else
+    (the sides come from the goalkeepers of the match's metadata)."""
+    match = generate_match(60, profile="debs2013", seed=1)  # two shots on goal
+    report = InProcessRuntime(soccer_graph(1.0, metadata=match.metadata)).run(
+        match.events, batch_ticks=100 * 10**9)
+    shots = score_match(report, match)["shots"]
+    assert shots.truth == 2 and shots.precision == shots.recall == 1.0, shots.as_dict()
+    assert len(report.net("sides")) == 2

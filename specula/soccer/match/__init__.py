@@ -74,7 +74,10 @@ All times are sensor-clock picoseconds (``start_ps`` plus the simulated time).
     defender near the path, or the goalkeeper, whose deflection is a kick of kind 3 at
     ``ts_end``), else ``blocker`` is -1; ``scored`` is 1 when the ball went in.
     ``ts_end`` is when the shot ended: the block, or the ball's centre crossing the
-    goal line; -1 if neither happened (a weak shot that was picked up).
+    goal line; -1 if neither happened (a weak shot that was picked up). ``ts_line`` is
+    when the free path (had nobody touched it) crosses the goal line, -1 if it never
+    does: a shot on goal in the sense of DEBS 2013 query 4 is on target and crosses the
+    line within 1.5 s of the kick.
 ``out_of_play`` (:data:`OUT_DTYPE`)
     One row each time the ball's centre leaves the pitch box (touch lines x = 0 and
     52,483 mm, goal lines y = -33,960 and 33,965 mm), goals included: ``ts`` and

@@ -120,6 +120,7 @@ class Kick:
     target: int = -1  # a pass: the teammate it was aimed at
     on_target: int = 0  # a shot: 1 if its free path goes in
     ts_end: int = -1  # a shot: when it ended (half ms), as in SHOT_DTYPE; -1 if not (yet)
+    ts_line: int = -1  # a shot: when its free path crosses the goal line (half ms), or -1
 
 
 def choose_action(bodies: Bodies, rng: np.random.Generator, k: int, kicker: int,
@@ -302,6 +303,7 @@ def shot(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, kicker: int
     if i_cross < len(flight.pos):
         cx, cz = flight.pos[i_cross, 0], flight.pos[i_cross, 2]
         on_target = int(post0 <= cx <= post1 and cz <= GOAL_Z)
+    ts_line = 2 * (t + i_cross) if i_cross < len(flight.pos) else -1
     i_stop = min(i_cross, flight.out)
     # A defender near the path, or the goalkeeper, may stop it first.
     blockers = bodies.players(team=1 - team, outfield=True)
@@ -319,12 +321,13 @@ def shot(bodies: Bodies, rng: np.random.Generator, k_s: int, t: int, kicker: int
         meet.block = True
         meet.i_end = meet.k * KNOT_MS
         return Kick(kicker, t, pulse, SHOT, flight, meet, on_target=on_target,
-                    ts_end=2 * meet.i_end)
+                    ts_end=2 * meet.i_end, ts_line=ts_line)
     out = resolve(bodies, flight, k_s, exclude=(kicker,))
     ts_end = -1
     if i_cross < len(flight.pos) and (out.kind != "meet" or out.i_end > t + i_cross):
         ts_end = 2 * (t + i_cross)
-    return Kick(kicker, t, pulse, SHOT, flight, out, on_target=on_target, ts_end=ts_end)
+    return Kick(kicker, t, pulse, SHOT, flight, out, on_target=on_target, ts_end=ts_end,
+                ts_line=ts_line)
 
 
 def deflection(bodies: Bodies, rng: np.random.Generator, k: int, blocker: int, t: int,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from specula.soccer.geometry import GOALS, PITCH_X, PITCH_Y
+from specula.soccer.geometry import BALL_DRAG_PER_M, GOALS, PITCH_X, PITCH_Y
 
 # ----------------------------------------------------------------------------- the pitch
 
@@ -34,7 +34,7 @@ ATTACK = np.array([1.0, -1.0])
 
 BALL_RADIUS = 0.11  # height of the ball's centre when it lies on the ground, m
 GRAVITY = 9.81  # m/s^2
-DRAG = 0.010  # quadratic air drag, 1/m (a = -k |v| v)
+DRAG = BALL_DRAG_PER_M  # quadratic air drag, 1/m (a = -k |v| v)
 ROLL_DECEL = 1.2  # rolling friction on grass, m/s^2
 RESTITUTION = 0.55  # share of the vertical speed kept by a bounce
 BOUNCE_KEEP = 0.8  # share of the horizontal speed kept by a bounce

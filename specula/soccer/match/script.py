@@ -186,7 +186,7 @@ class Script:
         elif kick.kind == SHOT:
             blocker = out.person if out.block else -1
             shot = [ts, kick.kicker, team, team, kick.on_target, int(out.block), blocker, 0,
-                    kick.ts_end]
+                    kick.ts_end, kick.ts_line]
             log.shots.append(shot)
         self._launch(kick.flight, out, k_s)
         if shot is not None and not out.block:

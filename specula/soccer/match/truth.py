@@ -37,6 +37,7 @@ PASS_DTYPE = np.dtype([
 SHOT_DTYPE = np.dtype([
     ("ts", "i8"), ("player", "i4"), ("team", "i1"), ("goal", "i1"), ("on_target", "i1"),
     ("blocked", "i1"), ("blocker", "i4"), ("scored", "i1"), ("ts_end", "i8"),
+    ("ts_line", "i8"),
 ])
 """Shots: kick time (ps), shooter, attacked goal index, outcome (see the package docs)."""
 
@@ -235,7 +236,7 @@ class TruthLog:
             p[name] = ps(rows[:, j]) if name.startswith("ts") else rows[:, j]
         p = p[p["ts_kick"] < end]
 
-        rows = np.array(self.shots, np.int64).reshape(-1, 9)
+        rows = np.array(self.shots, np.int64).reshape(-1, len(SHOT_DTYPE))
         s = np.zeros(len(rows), SHOT_DTYPE)
         for j, name in enumerate(SHOT_DTYPE.names):
             s[name] = ps(rows[:, j]) if name.startswith("ts") else rows[:, j]
