@@ -114,9 +114,9 @@ def main() -> None:
                  log_to_driver=False)
         try:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
-                report = RayRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
-                                            metadata=match.metadata),
-                                    batch_size=args.batch).run(raw)
+                graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
+                                     metadata=match.metadata)
+                report = RayRuntime(graph, batch_size=args.batch).run(raw)
                 realtime[label] = seconds / report.wall_seconds
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)
