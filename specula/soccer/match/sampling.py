@@ -1,7 +1,8 @@
 """Sensor readings from the simulated match: each transmitter at its own times.
 
 Every transmitter reads at its own exact, constant period, from a random phase, as the
-real sensors do (:func:`sensor_period_ps`). The ball in play is read off its 1 ms grid by linear
+real sensors do (:func:`sensor_period_ps`); worn sensors drop out now and then
+(:func:`dropouts`). The ball in play is read off its 1 ms grid by linear
 interpolation (position, and velocity and acceleration by central differences on that
 grid); the spare balls lie still; a wearer's sensor sits on his limb beside the Hermite
 curve of his body, with ``|v|`` and ``|a|`` by finite differences over its own readings.
@@ -54,6 +55,26 @@ def sample_times(rng: np.random.Generator, period_ps: int, duration_ps: int) -> 
     random phase."""
     phase = int(rng.integers(0, period_ps))
     return np.arange(phase, duration_ps, period_ps, dtype=np.int64)
+
+
+#: Worn sensors drop out now and then, as the real ones do (the bundled sample holds a
+#: 113 ms gap of one sensor in about 200 sensor-seconds): on average once every this many
+#: seconds per sensor, for a time drawn uniformly from ``DROPOUT_MS``.
+DROPOUT_EVERY_S = 200.0
+DROPOUT_MS = (20.0, 120.0)
+
+
+def dropouts(rng: np.random.Generator, t: np.ndarray, duration_ps: int) -> np.ndarray:
+    """The reading times ``t`` (ps since the start) of one sensor with its dropouts cut
+    out: gaps that start as a Poisson process (:data:`DROPOUT_EVERY_S`) and last
+    :data:`DROPOUT_MS`."""
+    n = int(rng.poisson(duration_ps / 1e12 / DROPOUT_EVERY_S))
+    starts = rng.uniform(0, duration_ps, n)
+    ends = starts + rng.uniform(*DROPOUT_MS, n) * 1e9
+    gone = np.zeros(len(t), bool)
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        gone |= (t >= a) & (t < b)
+    return t[~gone]
 
 
 def finite_differences(t_s: np.ndarray, pos: np.ndarray):
@@ -166,6 +187,10 @@ def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generato
                for sid, limb in sensors]
     times += [sample_times(rng, sensor_period_ps(sid, False, profile.wearer_hz, real),
                            duration_ps) for _, sid, _ in wearers]
+    # dropouts from a stream of their own, so that they change no other draw
+    gaps = rng.spawn(1)[0]
+    times[1 + len(profile.spare_balls):] = [dropouts(gaps, t, duration_ps)
+                                            for t in times[1 + len(profile.spare_balls):]]
     bounds = np.cumsum([0] + [len(t) for t in times])
     order = np.argsort(np.concatenate(times), kind="stable")
     row_of = np.empty_like(order)
