@@ -122,33 +122,20 @@ def replay(args: argparse.Namespace) -> int:
 
     config = _check_replay(args)
     graph = config.graph
+    kind = PositionLog()
+    if args.referee:
+        kind = kind.with_referee(args.referee)
     print(f"writing to {config.out}/", flush=True)
-    result = run_replay(config, PositionLog())
+    result = run_replay(config, kind)
     print(format_summary(result.summary))
     if result.truth is not None and graph is None:
         print(format_scores(score_match(result.report, result.truth)))
-    _coach_tables(result, config)
+    from specula.soccer.analytics import coach_tables
+
+    coach_tables(result, Path(config.out), config.plots)
     print(f"complex events, emissions, late events, quarantine and metrics (Parquet), tables, "
           f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
     return 0
-
-
-def _coach_tables(result: Any, config: Any) -> None:
-    """Print the team and player tables of a run with the DEBS 2013 queries, write them
-    as CSV and, with plots, the heat maps."""
-    from specula.soccer import analytics
-    from specula.soccer.debs2013 import Metadata
-
-    events = analytics.events_by_type(result.report, result.graph)
-    if not {"running_stats", "team_possession"} & set(events):
-        return
-    metadata = result.truth.metadata if result.truth is not None else Metadata.default()
-    teams, players = analytics.tables(events, metadata)
-    print(analytics.format_tables(teams, players))
-    out = Path(config.out)
-    analytics.write_tables(teams, players, out / "tables")
-    if config.plots:
-        analytics.write_heat_maps(events.get("heat"), metadata, out / "plots")
 
 
 def _check_replay(args: argparse.Namespace) -> Any:
@@ -215,6 +202,16 @@ def _check_replay_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--speed paces the run on Ray; --in-process runs as fast as it can")
     if args.in_process and args.ray_address:
         raise UsageError("--ray-address joins a Ray cluster; --in-process runs without Ray")
+    if args.referee is not None:
+        if not args.log:
+            raise UsageError("--referee annotates a real log; a generated match brings its "
+                             "own interruptions")
+        from specula.soccer.spark_log import PositionLog
+
+        try:
+            PositionLog().with_referee(args.referee)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--referee {args.referee}: {exc}") from None
     if args.log and (args.seconds is not None or args.profile is not None):
         raise UsageError("--seconds and --profile describe a generated match; LOG is "
                          "replayed as it is")
@@ -471,8 +468,9 @@ def _parser() -> argparse.ArgumentParser:
                         "position columns, or a directory of them; default: generate a match")
     s.add_argument("--graph", default="soccer",
                    help="'soccer' (default) or MODULE:GRAPH, a graph whose sources are "
-                        "soccer types (ball, player, referee) with the soccer fields; ids "
-                        "are matched by name")
+                        "soccer types (ball, player, referee readings and the referee's "
+                        "interruption_begin/_end: specula.soccer.types.SOURCES) with the "
+                        "soccer fields; ids are matched by name")
     s.add_argument("--out", default=None, help="output folder (default: runs/<time stamp>)")
     s.add_argument("--spark-master", default=None,
                    help="Spark master URL (default: an embedded local-cluster)")
@@ -491,6 +489,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=_SEED, default=0, help="seed of the match and the delays")
     s.add_argument("--no-delays", action="store_true",
                    help="keep the recorded order instead of modelling network delays")
+    s.add_argument("--referee", default=None,
+                   help="the referee-events folder of the DEBS 2013 data: its game "
+                        "interruptions (and the time outside the halves) stop play")
     s.add_argument("--alpha", type=_option("alpha"), default=None,
                    help=NODE_OPTIONS["alpha"].doc + _GRAPH_KEEPS.format("adaptive"))
     s.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,3 +166,20 @@ def test_arguments_are_checked_before_anything_starts(project, capsys, argv, mes
     assert code == 2
     err = capsys.readouterr().err
     assert err == message.format(project=project) + "\n"
+
+
+DEBS = Path(__file__).resolve().parent / "data" / "debs2013"
+
+
+def test_replay_referee_is_checked_before_anything_starts(capsys, tmp_path):
+    """--referee reads the referee's folder before Spark starts: it needs a real log, and
+    a folder that does not hold the annotations is refused in one line."""
+    assert main(["replay", "--referee", str(DEBS / "referee-events")], start=False) == 2
+    assert "a generated match brings its own interruptions" in capsys.readouterr().err
+    log = str(DEBS / "sample-pregame-2000.csv")
+    assert main(["replay", log, "--referee", str(tmp_path)], start=False) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"specula replay: error: --referee {tmp_path}: ") and \
+        "game-interruption" in err
+    assert main(["replay", log, "--referee", str(DEBS / "referee-events"), "--in-process"],
+                start=False) == 0

@@ -78,6 +78,12 @@ class LogKind(Protocol):
         ``ts`` (the delay model, if any, sets it later)."""
         ...
 
+    def annotations(self) -> np.ndarray:
+        """Raw events that come beside the log's rows (a referee's annotations), of
+        :meth:`event_dtype`, in ``ts`` order with ``ats`` = ``ts``: a replay merges them
+        into the arrival order. Empty when there are none."""
+        ...
+
     def default_graph(self, alpha: float | str, retraction: str, k0_ms: float) -> Graph:
         """The detector graph a replay runs when the user names none."""
         ...

@@ -154,7 +154,8 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
         batches = arrival_batches(ingested.events_path, kind.event_dtype(),
                                   config.batch_size)
     played = PlayedTime(graph.ticks_per_second)
-    batches = played.count(batches)
+    annotations = Annotations(kind.annotations())
+    batches = annotations.into(played.count(batches))
     if config.in_process:
         with progress.phase("detecting (in-process)", total) as advance:
             report = _run_in_process(graph, progress.events(batches, advance),
@@ -172,6 +173,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     if config.watch:
         ingested = counts_as_ingested(watcher.counts)
     summary = summarize(report, graph, ingested, config, played.seconds)
+    summary["annotations_in"] = annotations.merged
     with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
@@ -214,6 +216,31 @@ def with_k0_ms(graph: Graph, k0_ms: float) -> Graph:
     event time (levels above the first are clocked by their producers' progress, so
     none needs more for the depth of the graph)."""
     return graph.with_options(k0=k0_of_ms(k0_ms, graph.ticks_per_second))
+
+
+class Annotations:
+    """Merges a log kind's annotations (:meth:`LogKind.annotations`, in ``ts`` order with
+    ``ats`` = ``ts``) into a stream of arrival-ordered batches: each batch takes the
+    annotations that arrived by its last event, in arrival order. Annotations after the
+    log's last event never arrive; ``merged`` counts those that did."""
+
+    def __init__(self, events: np.ndarray) -> None:
+        self.events = events
+        self.merged = 0
+
+    def into(self, batches: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        for batch in batches:
+            if not len(batch) or self.merged == len(self.events):
+                yield batch
+                continue
+            upto = int(np.searchsorted(self.events["ats"], batch["ats"][-1], side="right"))
+            if upto > self.merged:
+                extra = self.events[self.merged:upto].astype(batch.dtype)
+                extra["origin"] = extra["ats"]
+                both = np.concatenate([extra, batch])
+                batch = both[np.argsort(both["ats"], kind="stable")]
+                self.merged = upto
+            yield batch
 
 
 class PlayedTime:

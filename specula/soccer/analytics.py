@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -173,3 +174,19 @@ def write_heat_maps(heat: np.ndarray | None, metadata: Metadata, folder: Path
         plt.close(fig)
         paths[f"heat_team_{team}"] = str(path)
     return paths
+
+
+def coach_tables(result: Any, out: Path, plots: bool) -> None:
+    """Print the team and player tables of a replay (a
+    :class:`~specula.pipelines.replay.ReplayResult`) with the DEBS 2013 queries, write
+    them as CSV under ``out/tables`` and, with ``plots``, the heat maps under
+    ``out/plots``."""
+    events = events_by_type(result.report, result.graph)
+    if not {"running_stats", "team_possession"} & set(events):
+        return
+    metadata = result.truth.metadata if result.truth is not None else Metadata.default()
+    teams, players = tables(events, metadata)
+    print(format_tables(teams, players))
+    write_tables(teams, players, out / "tables")
+    if plots:
+        write_heat_maps(events.get("heat"), metadata, out / "plots")

@@ -28,14 +28,21 @@ class BallInPlay(Detector):
     steal play. A ball first seen inside the pitch (the kick-off ball at the start of a
     log) is in play from its first kick.
 
+    A referee's interruption (``interruption_begin`` to ``interruption_end``) takes the
+    ball out of play: a ``ball_out`` of the ball in play at its begin, and no ball takes
+    play until it ends (the restart's kick, or the throw-in, then puts one into play).
+    So play that the referee stopped (a foul, the wait for a kick-off, half time) gives
+    no hit, possession, pass or shot above.
+
     Deciding here, once, which ball is in play lets every detector above follow one ball
     with one state per player, instead of keeping state per ball and each having to tell
     the ball in play from spares. A Numba kernel walks the readings (the ball in play
     couples the balls, so this is sequential).
     """
 
-    inputs = ("ball",)
+    inputs = ("ball", "interruption_begin", "interruption_end")
     outputs = ("ball_in", "ball_out")
+    clock = ("ball",)
 
     def __init__(self, threshold: int = KICK_ACCELERATION) -> None:
         self.threshold = threshold
@@ -43,23 +50,60 @@ class BallInPlay(Detector):
         self.seen = np.zeros(0, bool)
         self.was_inside = np.zeros(0, bool)
         self.state = np.full(1, -1, np.int64)  # slot of the ball in play, -1: none
+        self.interrupted = False  # the referee stopped play
+        self.last_xy = np.zeros((0, 2), np.int64)  # each ball's last position
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        keys = events["key"]
-        for sid in np.unique(keys).tolist():
+        kind = np.asarray(type_names, dtype=object)[events["type"]]
+        balls = np.flatnonzero(kind == "ball")
+        for sid in np.unique(events["key"][balls]).tolist():
             if sid not in self.slots:
                 self.slots[sid] = len(self.slots)
                 self.seen = np.append(self.seen, False)
                 self.was_inside = np.append(self.was_inside, False)
+                self.last_xy = np.concatenate([self.last_xy, np.zeros((1, 2), np.int64)])
+        marks = np.flatnonzero(kind != "ball").tolist()
+        start = 0
+        for m in [*marks, len(events)]:
+            self._readings(events, balls[(balls >= start) & (balls < m)], emit)
+            if m < len(events):
+                self._referee(events, m, kind[m] == "interruption_begin", emit)
+            start = m + 1
+
+    def _readings(self, events: np.ndarray, rows: np.ndarray, emit: Emitter) -> None:
+        """Ball readings ``rows`` (batch indices) between two referee events."""
+        if not len(rows):
+            return
+        keys = events["key"][rows]
         slot = np.array([self.slots[s] for s in keys.tolist()], np.int64)
-        inside = np.asarray(in_pitch(events["x"], events["y"]))
-        at, kind = _kernels.ball_in_play(slot, inside, events["a"], self.threshold,
-                                         self.seen, self.was_inside, self.state)
+        inside = np.asarray(in_pitch(events["x"][rows], events["y"][rows]))
+        last = len(slot) - 1 - np.unique(slot[::-1], return_index=True)[1]  # per ball
+        if self.interrupted:  # no ball takes play: only remember where each one is
+            at, kind = rows[:0], rows[:0]
+            self.seen[slot] = True
+            self.was_inside[slot[last]] = inside[last]
+        else:
+            at, kind = _kernels.ball_in_play(slot, inside, events["a"][rows], self.threshold,
+                                             self.seen, self.was_inside, self.state)
+        self.last_xy[slot[last]] = np.stack([events["x"][rows[last]],
+                                             events["y"][rows[last]]], axis=1)
         for k, name in ((1, "ball_in"), (0, "ball_out")):
-            sel = at[kind == k]
+            sel = rows[at[kind == k]]
             if len(sel):
-                emit.many(name, ts=events["ts"][sel], key=keys[sel], cause=sel,
+                emit.many(name, ts=events["ts"][sel], key=events["key"][sel], cause=sel,
                           x=events["x"][sel], y=events["y"][sel])
+
+    def _referee(self, events: np.ndarray, i: int, begin: bool, emit: Emitter) -> None:
+        """An interruption begins (the ball in play leaves play, where it was last read)
+        or ends."""
+        self.interrupted = begin
+        if begin and self.state[0] >= 0:
+            slot = int(self.state[0])
+            sid = next(s for s, k in self.slots.items() if k == slot)
+            x, y = self.last_xy[slot].tolist()
+            emit.at(i)
+            emit("ball_out", int(events["ts"][i]), sid, x=x, y=y)
+            self.state[0] = -1
 
 
 class AccelerationPeak(Detector):

@@ -1,6 +1,6 @@
 """The soccer detector hierarchy: 16 detectors on 6 levels.
 
-    level 1  BallInPlay, AccelerationPeak        (ball)          RunningIntensity (player)
+    level 1  BallInPlay (ball, interruptions), AccelerationPeak (ball), RunningIntensity (player)
              TeamSides                           (player: the goalkeepers)
              RunningAnalysis, HeatMap            (player)        DEBS 2013 Q1, Q3
     level 2  BallNearFoot                        (player, ball, ball_in, ball_out)
@@ -30,7 +30,7 @@ from specula.soccer.players import BallNearFoot, RunningIntensity
 from specula.soccer.queries import HeatMap, PossessionStats, RunningAnalysis
 from specula.soccer.shots import BlockedShot, CombinationShot, ShotOnGoal
 from specula.soccer.sides import TeamSides, goalkeepers_of
-from specula.soccer.types import soccer_registry
+from specula.soccer.types import SOURCES, soccer_registry
 
 DETECTORS = {
     "ball_in_play": BallInPlay,
@@ -69,7 +69,7 @@ def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-dem
     ``metadata`` names the goalkeepers, whose positions tell which goal each team
     defends (:class:`~specula.soccer.sides.TeamSides`); default: the DEBS 2013 game's.
     """
-    g = Graph(soccer_registry(), sources=("ball", "player", "referee"))
+    g = Graph(soccer_registry(), sources=SOURCES)
     k0 = k0_of_ms(k0_ms, g.ticks_per_second)
     for name, cls in DETECTORS.items():
         if not queries and name in QUERIES:

@@ -34,7 +34,7 @@ from specula.soccer.debs2013 import (
     Metadata,
     position_dtype,
 )
-from specula.soccer.types import soccer_registry
+from specula.soccer.types import PLAY_STOP_DTYPE, interruption_events, soccer_registry
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -54,9 +54,43 @@ class PositionLog:
     name: str = "DEBS 2013 position log (13 comma-separated integers per line)"
     registry: TypeRegistry = field(default_factory=soccer_registry)
     event_columns: tuple[str, ...] = EVENT_COLUMNS
+    #: The referee's interruptions of play (``begin_ts``, ``end_ts``; -1: not ended),
+    #: sent beside the readings as ``interruption_begin``/``interruption_end`` events;
+    #: None: no annotations (all the log is play).
+    interruptions: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def event_dtype(self) -> np.dtype:
         return position_dtype()
+
+    def annotations(self) -> np.ndarray:
+        """The interruptions as raw events, numbered after any log row."""
+        if self.interruptions is None:
+            return np.zeros(0, position_dtype())
+        return interruption_events(self.interruptions, position_dtype(),
+                                   first_seq=ANNOTATION_SEQ)
+
+    def with_referee(self, directory: str | Path) -> PositionLog:
+        """This log with the DEBS 2013 game's interruptions from the referee's
+        ``game-interruption`` files, and the time outside the two halves (before the
+        kick-off, half time, after the final whistle) as interruptions too: play is only
+        within the halves.
+
+        The referee's clock was not synchronised with the sensors': each half's file
+        opens with an interruption from 0, the wait for the kick-off, which ends when
+        the kick-off is whistled (3.092 s into the first half's file, 0.455 s into the
+        second's). Its end is put at the half's kick-off on the sensor clock
+        (:data:`~specula.soccer.debs2013.HALF_START_PS`), so that the kick-off kick is
+        play; the rest of the half keeps its offsets from there."""
+        from specula.soccer.debs2013 import HALF_START_PS, read_referee_events
+
+        first = read_referee_events(directory, self.metadata).interruptions
+        starts = dict(HALF_START_PS)
+        for half in starts:
+            opening = first[(first["half"] == half) & (first["begin_offset"] == 0)]
+            if len(opening) and opening["end_offset"][0] > 0:
+                starts[half] -= int(opening["end_offset"][0])
+        annotated = read_referee_events(directory, self.metadata, half_starts=starts)
+        return replace(self, interruptions=game_interruptions(annotated.interruptions))
 
     def read_table(self, spark: SparkSession, log: str, files: Sequence[str]) -> DataFrame:
         """The Parquet ``files`` of ``log``, with the 13 integer position columns, as rows."""
@@ -109,7 +143,9 @@ class PositionLog:
         match = generate_match(seconds, profile=profile, seed=seed)
         path = folder / "match.parquet"
         write_position_parquet(match.events, path)
-        return GeneratedLog(str(path), replace(self, metadata=match.metadata), match)
+        return GeneratedLog(str(path), replace(self, metadata=match.metadata,
+                                               interruptions=match.truth.interruptions),
+                            match)
 
 
 def write_position_parquet(events: np.ndarray, path: Path) -> None:
@@ -177,3 +213,27 @@ def check_rows(rows: DataFrame, roles: DataFrame) -> DataFrame:
     reason = functools.reduce(lambda acc, chk: acc.when(chk[0], chk[2]),
                               checks[1:], F.when(checks[0][0], checks[0][2]))
     return df.withColumn("field", failed.cast("string")).withColumn("reason", reason)
+
+
+#: ``seq`` of the first annotation event: after any row a log can hold.
+ANNOTATION_SEQ = 1 << 40
+
+
+def game_interruptions(annotated: np.ndarray) -> np.ndarray:
+    """``begin_ts``/``end_ts`` records: the referee's annotated interruptions of the DEBS
+    2013 game (:data:`~specula.soccer.debs2013.INTERRUPTION_DTYPE`, on the sensor clock)
+    and the time outside its halves, overlapping ones joined, in time order."""
+    from specula.soccer.debs2013._common import HALF_END_PS, HALF_START_PS
+
+    never = 1 << 62
+    outside = [(0, HALF_START_PS[1]), (HALF_END_PS[1], HALF_START_PS[2]),
+               (HALF_END_PS[2], never)]
+    rows = [(b, never if e < 0 else e) for b, e in zip(
+        annotated["begin_ts"].tolist(), annotated["end_ts"].tolist(), strict=True)]
+    merged: list[list[int]] = []  # overlapping ones as one: begins and ends alternate
+    for b, e in sorted(rows + outside):
+        if merged and b <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([b, e])
+    return np.array([(b, -1 if e == never else e) for b, e in merged], PLAY_STOP_DTYPE)

@@ -10,6 +10,8 @@ vector has length 10,000. The sensor id is the event key. A reading becomes a ``
 
 from __future__ import annotations
 
+import numpy as np
+
 from specula.events import TypeRegistry
 from specula.soccer.geometry import INTENSITY_NAMES
 
@@ -67,13 +69,43 @@ DERIVED_TYPES = {
 }
 
 
+#: The referee's annotations of play (DEBS 2013 ``game-interruption``), raw events without
+#: payload: play stops at a begin and goes on at its end.
+REFEREE_TYPES = ("interruption_begin", "interruption_end")
+#: Every raw type: the sensor readings and the referee's annotations.
+SOURCES = ("ball", "player", "referee", *REFEREE_TYPES)
+
+
 def soccer_registry() -> TypeRegistry:
-    """A registry with the raw soccer types ``ball``, ``player``, ``referee`` and the types
-    the soccer detectors generate; time stamps in picoseconds."""
+    """A registry with the raw soccer types (:data:`SOURCES`: ``ball``, ``player``,
+    ``referee`` readings and the referee's interruptions) and the types the soccer
+    detectors generate; time stamps in picoseconds."""
     reg = TypeRegistry(ticks_per_second=PICOS_PER_SECOND)
     reg.register("ball", **POSITION_FIELDS)
     reg.register("player", **POSITION_FIELDS, **WEARER_FIELDS)
     reg.register("referee", **POSITION_FIELDS, **WEARER_FIELDS)
+    for name in REFEREE_TYPES:
+        reg.register(name)
     for name, fields in DERIVED_TYPES.items():
         reg.register(name, **fields)
     return reg
+
+
+#: Interruptions of play: begin and end (ps); end -1 while still open.
+PLAY_STOP_DTYPE = np.dtype([("begin_ts", "i8"), ("end_ts", "i8")])
+
+
+def interruption_events(stops: np.ndarray, dtype: np.dtype, first_seq: int = 0) -> np.ndarray:
+    """Raw ``interruption_begin``/``interruption_end`` events (of ``dtype``, key 0,
+    ``ats`` = ``ts``, ``seq`` numbered from ``first_seq``) for records with ``begin_ts``
+    and ``end_ts`` (-1: not ended), in ``ts`` order."""
+    reg = soccer_registry()
+    ends = stops[stops["end_ts"] >= 0]
+    out = np.zeros(len(stops) + len(ends), dtype)
+    out["ts"] = np.concatenate([stops["begin_ts"], ends["end_ts"]])
+    out["type"] = np.repeat([reg.id("interruption_begin"), reg.id("interruption_end")],
+                            [len(stops), len(ends)])
+    out = out[np.argsort(out["ts"], kind="stable")]
+    out["ats"] = out["ts"]
+    out["seq"] = first_seq + np.arange(len(out))
+    return out

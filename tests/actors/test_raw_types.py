@@ -17,6 +17,8 @@ from specula.soccer.types import (
     DERIVED_TYPES,
     PICOS_PER_SECOND,
     POSITION_FIELDS,
+    REFEREE_TYPES,
+    SOURCES,
     WEARER_FIELDS,
     soccer_registry,
 )
@@ -31,13 +33,14 @@ def _registry(raw_order: tuple[str, ...] = ("player", "ball", "referee"), *,
     reg = TypeRegistry(ticks_per_second=ticks)
     for name in raw_order:
         reg.register(name, **POSITION_FIELDS, **({} if name == "ball" else WEARER_FIELDS))
+    for name in REFEREE_TYPES[::-1]:
+        reg.register(name)
     for name, fields in DERIVED_TYPES.items():
         reg.register(name, **fields)
     return reg
 
 
-def _soccer_graph_over(registry: TypeRegistry, sources: tuple[str, ...] = (
-        "ball", "player", "referee")) -> Graph:
+def _soccer_graph_over(registry: TypeRegistry, sources: tuple[str, ...] = SOURCES) -> Graph:
     """The soccer hierarchy of :func:`soccer_graph` (pure K-slack, without the DEBS 2013
     queries) over ``registry``."""
     g = Graph(registry, sources=sources)
@@ -96,7 +99,7 @@ def test_a_source_with_other_fields_or_time_unit_is_refused(debs_sample):
     other.register("ball", **{**POSITION_FIELDS, "vx": "i8"})
     for name, fields in DERIVED_TYPES.items():
         other.register(name, **fields)
-    graph = Graph(other, sources=("ball",)).add("ball_in_play", DETECTORS["ball_in_play"]())
+    graph = Graph(other, sources=("ball",)).add("peaks", DETECTORS["acceleration_peak"]())
     with pytest.raises(RegistryMismatchError, match=r"do not fit the graph's registry: event "
                        r"type 'ball' has fields \(.*vx: int32.*\) where the events were made, "
                        r"but \(.*vx: int64.*\) in the registry they are read with"):

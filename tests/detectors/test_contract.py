@@ -127,9 +127,10 @@ def _soccer_inputs() -> dict[str, tuple[Detector, np.ndarray]]:
     # The readings arrive in time order and K covers the levels' reaction times, so
     # nothing is late and the net outputs are the in-order outputs whatever the step:
     # steps of 100 ms of arrival (not the default 5 ms) give the same events, >10x sooner.
-    report = InProcessRuntime(graph).run(match.events, batch_ticks=SOCCER_STEP)
+    stream = match.stream()  # the readings and the referee's interruptions
+    report = InProcessRuntime(graph).run(stream, batch_ticks=SOCCER_STEP)
     assert not any(len(report.late(n)) for n in graph.nodes)
-    produced = [match.events] + [report.net(n) for n in graph.nodes]
+    produced = [stream] + [report.net(n) for n in graph.nodes]
     inputs = {}
     for node in graph.nodes.values():
         ids = [reg.id(t) for t in node.inputs]

@@ -19,6 +19,7 @@ from specula.events import RegistryMismatchError
 from specula.options import OptionError, Shedding
 from specula.pipelines.plots import latency_figure
 from specula.pipelines.replay import (
+    Annotations,
     PlayedTime,
     ReplayConfig,
     replay,
@@ -211,3 +212,27 @@ def test_cli_replay_refuses_a_mismatched_graph_with_exit_status_2(tmp_path, monk
     assert "specula replay: error: the raw events do not fit the graph's registry: event " \
            "type 'ball' has fields" in err and "register it with the same fields" in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_annotations_merge_into_the_arrival_order_however_the_batches_are_cut(seed):
+    """Every annotation that arrived by the log's last event is delivered once, in the
+    batch that covers its arrival, the stream stays in arrival order, and annotations
+    after the log's end are never delivered."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype([("ts", "i8"), ("ats", "i8"), ("seq", "i8"), ("origin", "i8")])
+    log = np.zeros(int(rng.integers(0, 60)), dtype)
+    log["ats"] = np.sort(rng.integers(0, 100, len(log)))
+    log["seq"] = np.arange(len(log))
+    notes = np.zeros(int(rng.integers(0, 15)), dtype)
+    notes["ts"] = notes["ats"] = np.sort(rng.integers(-5, 120, len(notes)))
+    notes["seq"] = 1_000 + np.arange(len(notes))
+    cuts = np.sort(rng.integers(0, len(log) + 1, int(rng.integers(0, 6))))
+    batches = np.split(log, cuts)
+    annotations = Annotations(notes)
+    out = np.concatenate(list(annotations.into(batches)) or [log[:0]])
+    arrived = notes[notes["ats"] <= (log["ats"][-1] if len(log) else -10**9)]
+    assert annotations.merged == len(arrived)
+    assert sorted(out["seq"].tolist()) == sorted([*log["seq"].tolist(), *arrived["seq"].tolist()])
+    assert (np.diff(out["ats"]) >= 0).all()
+    assert (out["origin"][out["seq"] >= 1_000] == out["ats"][out["seq"] >= 1_000]).all()

@@ -304,14 +304,15 @@ def test_a_failing_run_leaves_no_process_behind(tmp_path, where):
 REORDERED_GRAPH = '''
 from specula import Graph, TypeRegistry
 from specula.soccer.graph import DETECTORS, QUERIES
-from specula.soccer.types import DERIVED_TYPES, PICOS_PER_SECOND, POSITION_FIELDS, WEARER_FIELDS
+from specula.soccer.types import (DERIVED_TYPES, PICOS_PER_SECOND, POSITION_FIELDS,
+                                  REFEREE_TYPES, SOURCES, WEARER_FIELDS)
 
 registry = TypeRegistry(ticks_per_second=PICOS_PER_SECOND)
 for name in ("player", "ball", "referee"):  # soccer_registry() has ball, player, referee
     registry.register(name, **POSITION_FIELDS, **({} if name == "ball" else WEARER_FIELDS))
-for name, fields in DERIVED_TYPES.items():
-    registry.register(name, **fields)
-graph = Graph(registry, sources=("ball", "player", "referee"))
+for name in (*DERIVED_TYPES, *REFEREE_TYPES):
+    registry.register(name, **DERIVED_TYPES.get(name, {}))
+graph = Graph(registry, sources=SOURCES)
 for name, cls in DETECTORS.items():
     if name not in QUERIES:  # the default hierarchy: the DEBS 2013 queries are opt-in
         graph.add(name, cls(), alpha=1.0, late="process" if name == "near_foot" else "side")

@@ -31,12 +31,13 @@ from specula.actors.report import RunReport
 from specula.ordering.emitter import Emitter
 from specula.pipelines.delays import DelayModel
 from specula.soccer.ball import AccelerationPeak
-from specula.soccer.debs2013 import HALF_START_PS, Metadata, read_all
+from specula.soccer.debs2013 import HALF_END_PS, HALF_START_PS, Metadata, read_all
 from specula.soccer.geometry import SENSOR_STALE_PS
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
 from specula.soccer.players import BallNearFoot
-from specula.soccer.types import soccer_registry
+from specula.soccer.spark_log import PositionLog
+from specula.soccer.types import PLAY_STOP_DTYPE, interruption_events, soccer_registry
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "debs2013" / "sample-pregame-2000.csv"
 ROWS = np.loadtxt(SAMPLE, delimiter=",", dtype=np.int64)
@@ -224,3 +225,39 @@ def test_speculation_gives_the_in_order_answer_on_the_kickoff_rows():
         assert speculative.stats(node).restores > 0, node
     for node in ordered.detectors:
         assert np.array_equal(ordered.net(node), speculative.net(node)), node
+
+
+# ------------------------------------------------------ referee interruptions
+
+REFEREE = SAMPLE.parent / "referee-events"
+
+
+def _with(events: np.ndarray, annotations: np.ndarray) -> np.ndarray:
+    both = np.concatenate([events, annotations.astype(events.dtype)])
+    return both[np.argsort(both["ts"], kind="stable")]
+
+
+def test_the_referees_interruptions_stop_play_and_the_kick_off_starts_it():
+    """With the referee's annotations (their clock put so that the wait for the kick-off
+    ends at the kick-off), the pre-game is no play and the kick-off kick is the hit it
+    is without them; an interruption that lasts past the kick leaves no ball in play."""
+    events = scene()
+    plain = run(events)
+    referee = PositionLog().with_referee(REFEREE).annotations()
+    assert REG.name(int(referee["type"][0])) == "interruption_begin" and referee["ts"][0] == 0
+    annotated = run(_with(events, referee))
+    assert annotated.net("hits")["player"].tolist() == [KICKER.id]
+    for node in ("near_foot", "hits"):
+        assert np.array_equal(plain.net(node), annotated.net(node)), node
+    stop = np.array([(KICK - 300 * MS, KICK + 100 * MS)], PLAY_STOP_DTYPE)
+    stopped = run(_with(events, interruption_events(stop, events.dtype, first_seq=1 << 40)))
+    assert len(stopped.net("hits")) == 0 and len(stopped.net("ball_in_play")) == 0
+
+
+def test_the_game_interruptions_are_the_annotated_ones_and_the_time_outside_the_halves():
+    stops = PositionLog().with_referee(REFEREE).interruptions
+    assert (stops["begin_ts"][1:] > stops["end_ts"][:-1]).all()  # joined where they overlap
+    assert stops["end_ts"][-1] == -1 and stops["begin_ts"][-1] <= HALF_END_PS[2]
+    assert stops["end_ts"][0] == HALF_START_PS[1]  # up to the kick-off of the first half
+    second = stops[(stops["begin_ts"] < HALF_START_PS[2]) & (stops["end_ts"] >= HALF_START_PS[2])]
+    assert len(second) == 1 and second["end_ts"][0] == HALF_START_PS[2]

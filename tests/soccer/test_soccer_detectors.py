@@ -49,6 +49,22 @@ def ball(ts, x, y, z=110, a=0, sid=4, v=0, vx=0, vy=0, vz=0):
             "vx": vx, "vy": vy, "vz": vz}
 
 
+@pytest.mark.parametrize("cut", [None, 2])
+def test_a_referee_interruption_takes_the_ball_out_of_play_until_it_ends(cut):
+    """The ball in play leaves play at the interruption's begin, where it was last read;
+    neither a kick nor a ball coming in puts one into play until the interruption ends;
+    then the restart kick does."""
+    rows = [ball(1, 100, 0, a=60_000_000), ball(2, 200, 0),
+            {"type": "interruption_begin", "ts": 3, "key": 0},
+            ball(4, 300, 0, a=60_000_000),                 # kicked while play is stopped
+            ball(5, -500, 0, sid=8), ball(6, 100, 0, sid=8),  # carried in from outside
+            {"type": "interruption_end", "ts": 7, "key": 0},
+            ball(8, 300, 0), ball(9, 300, 0, a=60_000_000)]  # the restart kick
+    got = feed(BallInPlay(), rows, cut)
+    assert [(n, ts, k, p["x"]) for n, ts, k, p in got] == [
+        ("ball_in", 1, 4, 100), ("ball_out", 3, 4, 200), ("ball_in", 9, 4, 300)]
+
+
 def foot(ts, x, y, sid=13, player=0, team=0, limb=0, v=0):
     return {"type": "player", "ts": ts, "key": sid, "x": x, "y": y, "z": 100,
             "player": player, "team": team, "limb": limb, "v": v}

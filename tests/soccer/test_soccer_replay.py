@@ -53,3 +53,27 @@ def test_shots_on_goal_of_a_minute_of_play_match_the_physics():
     shots = score_match(report, match)["shots"]
     assert shots.truth == 2 and shots.precision == shots.recall == 1.0, shots.as_dict()
     assert len(report.net("sides")) == 2
+
+
+def test_no_hit_while_the_referee_stops_play_and_the_same_hits_in_play():
+    """A generated match with the referee's interruptions (from each ball out to the
+    whistle before the restart): no hit falls inside one, and play gives the hits and
+    passes it gives without them."""
+    match = generate_match(45, profile="debs2013", seed=1)
+    stops = match.truth.interruptions
+    assert len(stops) == 2 and (stops["end_ts"] > stops["begin_ts"]).all()
+    runs = [InProcessRuntime(soccer_graph(1.0)).run(raw, batch_ticks=100 * 10**9)
+            for raw in (match.events, match.stream())]
+    hits = runs[1].net("hits")["ts"]
+    inside = (hits[:, None] > stops["begin_ts"]) & \
+        ((hits[:, None] < stops["end_ts"]) | (stops["end_ts"] < 0))
+    assert not inside.any()
+    for name in ("hits", "passes"):
+        assert np.array_equal(runs[0].net(name), runs[1].net(name)), name
+    # play stops at the interruption's begin, the ball's crossing of the line, a reading
+    # (under 1 ms) before the first reading outside the pitch that ends it without one
+    plain, stopped = runs[0].net("possession"), runs[1].net("possession")
+    assert plain["player"].tolist() == stopped["player"].tolist()
+    assert np.abs(plain["ts"] - stopped["ts"]).max() < 10**9
+    for s in score_match(runs[1], match).values():
+        assert s.precision >= 0.95 and s.recall >= 0.95

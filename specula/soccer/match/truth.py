@@ -18,6 +18,7 @@ import numpy as np
 from specula.soccer.debs2013 import Metadata
 from specula.soccer.match import aggregates
 from specula.soccer.match.physics import Flight
+from specula.soccer.types import PLAY_STOP_DTYPE, interruption_events
 
 if TYPE_CHECKING:
     from specula.soccer.match.bodies import Bodies
@@ -46,6 +47,9 @@ OUT_DTYPE = np.dtype([
     ("ts_restart", "i8"),
 ])
 """Ball out of play: time (ps), position (mm), line, goal scored into, restart time."""
+
+#: The referee whistles play on this long before a restart kick (ps).
+WHISTLE_PS = 500 * 10**9
 
 BOUNCE_DTYPE = np.dtype([("ts", "i8"), ("x", "i8"), ("y", "i8")])
 """Ground bounces of the ball in play: time (ps) and position (mm)."""
@@ -107,6 +111,20 @@ class GroundTruth:
     def possession(self) -> np.ndarray:
         """Query 2 per second, from the kicks and the times the ball went out of play."""
         return aggregates.possession_truth(self.kicks, self.out_of_play)
+
+    @property
+    def interruptions(self) -> np.ndarray:
+        """The referee's interruptions, :data:`~specula.soccer.types.PLAY_STOP_DTYPE`: each
+        time the ball left
+        the pitch, from that moment until the whistle :data:`WHISTLE_PS` before the
+        restart kick (not before the ball went out); ``end_ts`` -1 when play had not
+        restarted by the end of the simulated time."""
+        outs = self.out_of_play
+        rows = np.zeros(len(outs), PLAY_STOP_DTYPE)
+        rows["begin_ts"] = outs["ts"]
+        rows["end_ts"] = np.where(outs["ts_restart"] >= 0,
+                                  np.maximum(outs["ts"], outs["ts_restart"] - WHISTLE_PS), -1)
+        return rows
 
 
 @dataclass(frozen=True)
@@ -172,7 +190,17 @@ class Match:
     start_ps: int
     end_ps: int
 
+    def referee_events(self) -> np.ndarray:
+        """The truth's interruptions as raw ``interruption_begin``/``interruption_end``
+        events of the readings' dtype (key 0, numbered after the readings)."""
+        return interruption_events(self.truth.interruptions, self.events.dtype,
+                                   first_seq=len(self.events))
 
+    def stream(self) -> np.ndarray:
+        """The readings and the referee's interruptions, in ``ts`` order: what a live
+        game sends."""
+        both = np.concatenate([self.events, self.referee_events()])
+        return both[np.argsort(both["ts"], kind="stable")]
 
 
 #: Picoseconds per half millisecond, the unit of the log's kick, pass and shot times.
