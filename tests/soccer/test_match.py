@@ -218,16 +218,43 @@ def strictly_inside(r: np.ndarray) -> np.ndarray:
 
 
 def test_positions_stay_on_the_pitch_except_out_of_play(match):
+    """Players on the pitch stay inside it until they are substituted, substitutes
+    beside it until they come on (then they walk off or run on), the referee always."""
     ev = match.events
-    on_pitch = (ev["type"] == REFEREE) | ((ev["type"] == PLAYER) &
+    changed = {}  # player -> when he went off or was sent on
+    for row in match.truth.substitutions:
+        changed[int(row["off"])] = changed[int(row["on"])] = int(row["ts"])
+    until = np.array([changed.get(int(p), 2**62) for p in ev["player"].tolist()])
+    before = ev["ts"] < until
+    on_pitch = (ev["type"] == REFEREE) | ((ev["type"] == PLAYER) & before &
                                           np.isin(ev["player"], match.profile.on_pitch))
     assert inside(ev[on_pitch]).all()
     ball = ball_of(match)
     assert inside(ball[~out_intervals(match, ball)]).all()
     spares = ev[np.isin(ev["key"], match.profile.spare_balls)]
     assert not inside(spares).any() and not spares["v"].any()
-    subs = ev[(ev["type"] == PLAYER) & np.isin(ev["player"], match.profile.substitutes)]
+    subs = ev[(ev["type"] == PLAYER) & before &
+              np.isin(ev["player"], match.profile.substitutes)]
     assert not inside(subs).any()
+
+
+def test_substitutes_come_on_at_a_stoppage_and_the_players_they_replace_go_off(paper):
+    """In the paper profile (6 substitutes a side) a substitution happens while the ball
+    is out: the player who goes off makes no kick after it and walks towards the
+    warm-up area beside the pitch, the one who comes on runs onto the pitch."""
+    subs = paper.truth.substitutions
+    assert len(subs) >= 1
+    ev, kicks = paper.events, paper.truth.kicks
+    for row in subs:
+        assert (np.abs(paper.truth.out_of_play["ts"] - row["ts"]) < MS).any()
+        assert not ((kicks["player"] == row["off"]) & (kicks["ts"] > row["ts"])).any()
+        assert not ((kicks["player"] == row["on"]) & (kicks["ts"] < row["ts"])).any()
+    went = ev[(ev["player"] == subs["off"][0]) & (ev["ts"] > subs["ts"][0])]
+    came = ev[(ev["player"] == subs["on"][0]) & (ev["ts"] > subs["ts"][0])]
+    spot = ev[ev["player"] == subs["on"][0]][0]  # where the substitute warmed up
+    to_spot = np.hypot(went["x"] - spot["x"], went["y"] - spot["y"])
+    assert to_spot[-1] < to_spot[0] - 5_000  # 5 m nearer the warm-up spot
+    assert inside(came).any()
 
 
 def test_bodies_move_plausibly(match):

@@ -130,6 +130,7 @@ class Bodies:
         self.turn_rate = np.zeros((n_knots, n_people))
         self.plans: list[Plan | None] = [None] * n_people
         self.standing: dict[int, tuple[np.ndarray, float]] = {}
+        self.entering: set[int] = set()  # substitutes on their way onto the pitch
         self.wander = np.zeros((n_people, 2))
         self.home = np.zeros((n_people, 2))
 
@@ -146,6 +147,31 @@ class Bodies:
         self.home = np.stack([self.x[0], self.y[0]], axis=1)
         self.heading[0] = np.where(cast.team == 1, -np.pi / 2, np.pi / 2)
         self.wander = rng.normal(0.0, WANDER_SD, (self.n_people, 2))
+
+    def substitute(self, off: int, on: int) -> None:
+        """Player ``on`` comes on for ``off``: ``off`` leaves play at once and walks to
+        the warm-up spot ``on`` leaves; ``on`` takes ``off``'s formation slot, runs onto
+        the pitch and plays from the moment he is on it."""
+        cast = self.cast
+        cast.playing[off] = cast.active[off] = False
+        cast.slot[on] = cast.slot[off]
+        self.home[off] = self.home[on]
+        self.standing.pop(off, None)
+        self.entering.add(on)
+
+    def _come_on(self, p: np.ndarray) -> None:
+        """Substitutes on their way who are now inside the pitch start to play."""
+        cast = self.cast
+        for i in sorted(self.entering):
+            if INSET <= p[i, 0] <= WIDTH - INSET and Y_MIN + INSET <= p[i, 1] <= Y_MAX - INSET:
+                cast.playing[i] = cast.active[i] = True
+                self.entering.discard(i)
+
+    def bench(self) -> np.ndarray:
+        """Players beside the pitch: not playing, not on their way on."""
+        out = (self.cast.team >= 0) & ~self.cast.playing
+        out[list(self.entering)] = False
+        return np.flatnonzero(out)
 
     # -------------------------------------------------------------- queries
 
@@ -259,10 +285,10 @@ class Bodies:
             acc[carrier] = CARRIER_ACC
         for i, (q, _) in self.standing.items():
             target[i] = q
-        subs = np.array(cast.profile.substitutes, np.int64)
-        if len(subs):
-            target[subs] = self.home[subs] + SUB_WANDER * self.wander[subs]
-            cap[subs] = SUB_SPEED
+        bench = self.bench()
+        if len(bench):
+            target[bench] = self.home[bench] + SUB_WANDER * self.wander[bench]
+            cap[bench] = SUB_SPEED
         lo = np.array([INSET + TARGET_INSET, Y_MIN + INSET + TARGET_INSET])
         hi = np.array([WIDTH - INSET - TARGET_INSET, Y_MAX - INSET - TARGET_INSET])
         target[cast.active] = np.clip(target[cast.active], lo, hi)
@@ -285,6 +311,7 @@ class Bodies:
         self.x[k + 1], self.y[k + 1] = p_new[:, 0], p_new[:, 1]
         self.vx[k + 1], self.vy[k + 1] = v_new[:, 0], v_new[:, 1]
         self._turn(k, ball, p_new, v_new, carrier)
+        self._come_on(p_new)
 
     def _turn(self, k: int, ball: np.ndarray, p_new: np.ndarray, v_new: np.ndarray,
               carrier: int) -> None:

@@ -29,6 +29,10 @@ KICKOFF_MS = 1000  # the first kick-off is at least this far into the match, ms
 KICKOFF_JITTER_MS = 500  # ... plus up to this much, drawn at random, ms
 BALL_AHEAD = 0.3  # the players see a carried ball this far in front of the carrier, m
 GOAL_KICK_LONG = 0.5  # chance that a goal kick is kicked long rather than passed
+#: When the ball goes out, a team with substitutes left makes one with this chance
+#: (a team picked at random), up to ``SUBSTITUTIONS`` per team, as the laws allow.
+SUBSTITUTION_CHANCE = 0.35
+SUBSTITUTIONS = 3
 #: Most events handled between two knots (a guard; a few happen at most).
 MAX_EVENTS_PER_KNOT = 50
 
@@ -59,6 +63,9 @@ class Script:
         self.mode = "dead"
         self.open_shot: list[int] | None = None  # a shot whose ball is still free
         self.pending_out: list[float] | None = None  # an out whose restart is to come
+        # substitutions draw from a stream of their own: matches without substitutes
+        # (the debs2013 profile) are the same with or without them
+        self.sub_rng = rng.spawn(1)[0]
         self._kick_off()
 
     def _kick_off(self) -> None:
@@ -223,6 +230,27 @@ class Script:
         self.mode = "dead"
         self.dead = dead
         self.flight = self.outcome = None
+        self._substitution(k, flight.i0 + flight.out)
+
+    def _substitution(self, k: int, t: int) -> None:
+        """While the ball is out (ms ``t``), perhaps a substitution: an outfield player on
+        the pitch (not the restart's taker) goes off for a substitute of his team."""
+        cast, rng = self.cast, self.sub_rng
+        bench = [int(i) for i in self.bodies.bench()]
+        made = [row[1] for row in self.log.substitutions]
+        teams = [t_ for t_ in (0, 1) if made.count(t_) < SUBSTITUTIONS
+                 and any(cast.team[i] == t_ for i in bench)]
+        if not teams or rng.random() >= SUBSTITUTION_CHANCE:
+            return
+        team = int(rng.choice(teams))
+        off = [int(i) for i in self.bodies.players(team=team, outfield=True,
+                                                   exclude=(self.dead.taker,))]
+        on = [i for i in bench if cast.team[i] == team]
+        if not off:
+            return
+        off_id, on_id = int(rng.choice(off)), int(rng.choice(on))
+        self.bodies.substitute(off_id, on_id)
+        self.log.substitutions.append((t, team, off_id, on_id))
 
     def _restart(self, k: int) -> None:
         """The restart kick: a pass, or half the goal kicks kicked long."""

@@ -48,6 +48,10 @@ OUT_DTYPE = np.dtype([
 ])
 """Ball out of play: time (ps), position (mm), line, goal scored into, restart time."""
 
+SUBSTITUTION_DTYPE = np.dtype([("ts", "i8"), ("team", "i1"), ("off", "i4"), ("on", "i4")])
+"""Substitutions: when (ps; the ball went out), the team, who went off and who came on
+(he plays from when he is on the pitch)."""
+
 #: The referee whistles play on this long before a restart kick (ps).
 WHISTLE_PS = 500 * 10**9
 
@@ -71,6 +75,8 @@ class GroundTruth:
         :data:`OUT_DTYPE`, by time.
     bounces : numpy.ndarray
         :data:`BOUNCE_DTYPE`, by time.
+    substitutions : numpy.ndarray
+        :data:`SUBSTITUTION_DTYPE`, by time.
     bodies : Bodies, optional
         The simulated bodies, which the DEBS 2013 aggregates below are computed from.
     players : tuple of int
@@ -90,6 +96,7 @@ class GroundTruth:
     shots: np.ndarray
     out_of_play: np.ndarray
     bounces: np.ndarray
+    substitutions: np.ndarray
     bodies: Bodies | None = None
     players: tuple[int, ...] = ()
     start_ps: int = 0
@@ -140,9 +147,10 @@ class MatchProfile:
     spare_balls : tuple of int
         Sensor ids of the balls beside the pitch (transmitting, at rest).
     on_pitch : tuple of int
-        Player ids (metadata) of the players on the pitch.
+        Player ids (metadata) of the players on the pitch at the kick-off.
     substitutes : tuple of int
-        Player ids of substitutes warming up beside the pitch (outside the touch lines).
+        Player ids of substitutes warming up beside the pitch (outside the touch lines)
+        at the kick-off; :attr:`GroundTruth.substitutions` says who came on later.
     ball_hz, wearer_hz : float
         Nominal sampling rates; each transmitter's own rate is within 5 % of these.
     transmitters : int
@@ -224,6 +232,7 @@ class TruthLog:
         self.shots: list[list[int]] = []
         self.outs: list[list[float]] = []
         self.bounces: list[tuple[int, float, float]] = []
+        self.substitutions: list[tuple[int, int, int, int]] = []  # ms, team, off, on
 
     @property
     def last_kicker(self) -> int:
@@ -285,4 +294,11 @@ class TruthLog:
         b["x"], b["y"] = np.round(rows[:, 1] * 1000), np.round(rows[:, 2] * 1000)
         b = b[b["ts"] < end]
         b = b[np.argsort(b["ts"], kind="stable")]
-        return GroundTruth(kicks=k, passes=p, shots=s, out_of_play=o, bounces=b)
+
+        rows = np.array(self.substitutions, np.int64).reshape(-1, 4)
+        u = np.zeros(len(rows), SUBSTITUTION_DTYPE)
+        u["ts"] = start_ps + rows[:, 0] * 10**9
+        u["team"], u["off"], u["on"] = rows[:, 1], rows[:, 2], rows[:, 3]
+        u = u[u["ts"] < end]
+        return GroundTruth(kicks=k, passes=p, shots=s, out_of_play=o, bounces=b,
+                           substitutions=u)
