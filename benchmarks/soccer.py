@@ -5,7 +5,8 @@ speculation, on a generated match with network delays.
     python benchmarks/soccer.py --seconds 65     # the paper's 65 s snippet
 
 1. Generate a match (``--profile``, default ``paper``) and time the generator.
-2. Apply the delay model (per-sensor latency, jitter, bursts up to 300 ms).
+2. Apply the delay model (per-sensor latency, jitter, bursts up to 300 ms) to its
+   readings and the referee's interruptions.
 3. Replay it in-process on the virtual clock, pure K-slack (alpha = 1) and adaptive
    alpha (busy time from a cost model, so the run is deterministic), and score hits,
    passes and shots on target against the ground truth (30 ms tolerance); compare the pass
@@ -76,7 +77,7 @@ def main() -> None:
     t0 = time.perf_counter()
     match = generate_match(seconds, profile=args.profile, seed=args.seed)
     gen_rate = len(match.events) / (time.perf_counter() - t0)
-    raw = DelayModel(seed=args.seed).arrival(match.events)
+    raw = DelayModel(seed=args.seed).arrival(match.stream())  # readings and interruptions
     print(f"{seconds:g} s of play, profile {args.profile}: {len(raw):,} readings, generator "
           f"{gen_rate:,.0f} rows/s")
 
