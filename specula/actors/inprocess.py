@@ -19,7 +19,6 @@ latencies include the waits (:mod:`specula.actors.queueing`).
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from specula.detectors.graph import Graph, Instance
 from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.memory import merge_figures
 from specula.ordering.net import NetOutput
-from specula.ordering.unit import OrderingUnit, UnitStats
+from specula.ordering.unit import OrderingUnit
 
 #: Arrival time a step of :meth:`InProcessRuntime.run` covers by default, in seconds.
 DEFAULT_BATCH_SECONDS = 0.005
@@ -60,15 +59,16 @@ class CostModel:
     slower: Mapping[str, float] = field(default_factory=dict)
     per_work: float = 0.0
 
-    def busy(self, before: UnitStats, after: UnitStats, node: str | None = None,
+    def busy(self, before: tuple[int, ...], after: tuple[int, ...], node: str | None = None,
              work_done: int = 0) -> float:
-        """Busy time of the work between two readings of a unit's counters (of ``node``),
-        plus ``work_done`` units of the detector's own work."""
-        work = (work_done * self.per_work + (after.emitted - before.emitted) * self.per_event
-                + (after.snapshots - before.snapshots) * self.per_snapshot
-                + (after.restores - before.restores) * self.per_restore
-                + (after.snapshot_comparisons - before.snapshot_comparisons)
-                * self.per_comparison)
+        """Busy time of the work between two readings of a unit's counters
+        (:meth:`~specula.ordering.unit.UnitStats.work`, of ``node``), plus ``work_done``
+        units of the detector's own work."""
+        emitted, snapshots, restores, comparisons = (a - b for a, b in
+                                                     zip(after, before, strict=True))
+        work = (work_done * self.per_work + emitted * self.per_event
+                + snapshots * self.per_snapshot + restores * self.per_restore
+                + comparisons * self.per_comparison)
         return work * self.slower.get(node, 1.0) if node is not None else work
 
 
@@ -174,13 +174,14 @@ class InProcessRuntime:
                 if len(part):
                     inbox.append(split_by_key(part, inst.node.partitions)[inst.index])
             inbox = [ev.conform(b, unit.in_dtype, drop=True) for b in inbox if len(b)]
-            before = copy.copy(unit.stats) if self.cost_model else None
+            before = unit.stats.work() if self.cost_model else ()
             out = [unit.push(inbox[0] if len(inbox) == 1 else ev.concat_records(inbox), now)] \
                 if inbox else []
             if flush:
                 out.append(unit.flush(now))
             if self.cost_model and unit.controller is not None:
-                unit.controller.add_busy(self.cost_model.busy(before, unit.stats, name))
+                unit.controller.add_busy(self.cost_model.busy(before, unit.stats.work(),
+                                                              name))
             out = [o for o in out if len(o)]
             batch = (out[0] if len(out) == 1 else ev.concat_records(out)) if out else None
             if batch is not None:

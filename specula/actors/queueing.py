@@ -24,7 +24,6 @@ clock an inbox is unbounded (the Ray runtime's inboxes are bounded).
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections.abc import Iterator
@@ -112,11 +111,11 @@ def _serve(rt: InProcessRuntime, inst: Instance, station: Station, unit: Orderin
         q_size = inbox.events
         batch, arrival = inbox.pop(start)
         kept = gate.admit(batch, gate.command(q_size))
-        before, work = copy.copy(unit.stats), unit.detector.work_done()
+        before, work = unit.stats.work(), unit.detector.work_done()
         t0 = time.perf_counter()
         out = unit.push(kept, math.ceil(start)) if len(kept) else np.empty(0, unit.out_dtype)
         if rt.cost_model:
-            busy = rt.cost_model.busy(before, unit.stats, inst.node.name,
+            busy = rt.cost_model.busy(before, unit.stats.work(), inst.node.name,
                                       unit.detector.work_done() - work)
             if unit.controller is not None:
                 unit.controller.add_busy(busy)

@@ -33,14 +33,14 @@ class Router:
             mask = np.zeros(n_types, bool)
             mask[[reg.id(t) for t in node.inputs]] = True
             self._wanted[node.name] = mask
-        self._outputs = {n.name: set(n.outputs) for n in graph.nodes.values()}
-        self._inputs = {n.name: set(n.inputs) for n in graph.nodes.values()}
-        self._sources = set(graph.sources)
+        published = {None: set(graph.sources),
+                     **{n.name: set(n.outputs) for n in graph.nodes.values()}}
+        self._hears = {(n.name, source): bool(set(n.inputs) & types)
+                       for n in graph.nodes.values() for source, types in published.items()}
 
     def hears(self, node: str, source: str | None) -> bool:
         """Does ``node`` subscribe to anything ``source`` (None: raw) publishes?"""
-        published = self._sources if source is None else self._outputs[source]
-        return bool(self._inputs[node] & published)
+        return self._hears[node, source]
 
     def select(self, node: str, source: str | None, batch: np.ndarray) -> np.ndarray:
         """The part of ``batch`` that ``node`` subscribes to."""

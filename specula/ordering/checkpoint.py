@@ -139,12 +139,11 @@ def _speculative_state(buf: SpeculativeBuffer) -> dict[str, Any]:
 def _restore_speculative(buf: SpeculativeBuffer, b: dict[str, Any]) -> None:
     snaps = [Snapshot(pickle.loads(state), int(seq), int(origin))
              for state, seq, origin in b["snaps"]]
-    buf._rows = unpack_array(b["rows"])
-    buf._ts, buf._tb = unpack_array(b["ts"]), unpack_array(b["tb"])
-    buf._n_emitted = int(b["n_emitted"])
     refs = unpack_array(b["refs"])
-    buf._snaps = np.empty(len(refs), object)
+    held = np.empty(len(refs), object)
     for i, r in enumerate(refs.tolist()):
         if r >= 0:
-            buf._snaps[i] = snaps[r]
+            held[i] = snaps[r]
+    buf.load(unpack_array(b["rows"]), unpack_array(b["ts"]), unpack_array(b["tb"]), held)
+    buf._n_emitted = int(b["n_emitted"])
     buf._last_snap = snaps[b["last"]] if b["last"] >= 0 else None

@@ -79,13 +79,33 @@ class SpeculativeBuffer(Buffer):
 
     def __init__(self, unit: OrderingUnit) -> None:
         super().__init__(unit)
-        self._rows = np.empty(0, unit.in_dtype)
-        self._ts = np.empty(0, np.int64)
-        self._tb = np.empty(0, np.int64)
-        self._snaps = np.empty(0, object)  # Snapshot, None or _FRESH per position
         self._raw = np.dtype((np.void, unit.in_dtype.itemsize))  # records moved as bytes
         self._n_emitted = 0
         self._last_snap: Snapshot | None = None  # shared when the next one is equal
+        self.load(np.empty(0, unit.in_dtype), np.empty(0, np.int64), np.empty(0, np.int64),
+                  np.empty(0, object))
+
+    # ------------------------------------------------------------ storage
+    # The four arrays live in a store with room behind them: ``_rows``, ``_ts``, ``_tb``
+    # and ``_snaps`` are views of its positions [lo, lo + n). An insertion moves only the
+    # events behind its first position (arrivals land near the end), a purge moves the
+    # start, and the store is copied into a larger one only when the room runs out.
+
+    def load(self, rows: np.ndarray, ts: np.ndarray, tb: np.ndarray, snaps: np.ndarray,
+             room: int = 0) -> None:
+        """Hold these events (sorted by key) with room for ``room`` more behind them."""
+        cap = max(len(ts) + room, 64)
+        self._store = [np.empty(cap, self._raw), np.empty(cap, np.int64),
+                       np.empty(cap, np.int64), np.full(cap, None, object)]
+        for store, a in zip(self._store, (rows.view(self._raw), ts, tb, snaps), strict=True):
+            store[:len(a)] = a
+        self._lo, self._n = 0, len(ts)
+        self._views()
+
+    def _views(self) -> None:
+        lo, hi = self._lo, self._lo + self._n
+        self._rows = self._store[0][lo:hi].view(self.unit.in_dtype)
+        self._ts, self._tb, self._snaps = (a[lo:hi] for a in self._store[1:])
 
     def __len__(self) -> int:
         return len(self._ts)
@@ -184,25 +204,34 @@ class SpeculativeBuffer(Buffer):
     def _splice(self, pos: np.ndarray | None, rows: np.ndarray, ts: np.ndarray,
                 tb: np.ndarray, snaps: np.ndarray) -> None:
         """Put new events at positions ``pos`` of the grown buffer (None: at its tail, in
-        order); the caller keeps the keys sorted."""
-        raw = self._raw
-        pairs = ((self._rows.view(raw), rows.view(raw)), (self._ts, ts), (self._tb, tb),
-                 (self._snaps, snaps))
+        order); the caller keeps the keys sorted. Only the events behind the first new
+        position move."""
+        n, k = self._n, len(ts)
+        if self._lo + n + k > len(self._store[1]):
+            self.load(self._rows, self._ts, self._tb, self._snaps, room=n + k + 64)
+        lo = self._lo
+        new = (rows.view(self._raw), ts, tb, snaps)
         if pos is None:
-            grown = [np.concatenate(pair) for pair in pairs]
+            for store, a in zip(self._store, new, strict=True):
+                store[lo + n:lo + n + k] = a
         else:
-            at_old = np.ones(len(self._ts) + len(pos), bool)
-            at_old[pos] = False
-            grown = [_spliced(old, new, pos, at_old) for old, new in pairs]
-        self._rows = grown[0].view(self._rows.dtype)
-        self._ts, self._tb, self._snaps = grown[1:]
+            first = int(pos.min())
+            at_old = np.ones(n - first + k, bool)
+            at_old[pos - first] = False
+            for store, a in zip(self._store, new, strict=True):
+                store[lo + first:lo + n + k] = _spliced(store[lo + first:lo + n], a,
+                                                        pos - first, at_old)
+        self._n = n + k
+        self._views()
 
     def _delete(self, pos: int) -> None:
         """Remove the event at position ``pos`` from the arrays."""
-        raw = self._rows.view(self._raw)
-        self._rows = np.concatenate((raw[:pos], raw[pos + 1:])).view(self._rows.dtype)
-        self._ts, self._tb, self._snaps = (np.concatenate((a[:pos], a[pos + 1:]))
-                                           for a in (self._ts, self._tb, self._snaps))
+        lo, n = self._lo, self._n
+        for store in self._store:
+            store[lo + pos:lo + n - 1] = store[lo + pos + 1:lo + n]
+        self._store[3][lo + n - 1] = None  # hold no snapshot past the end
+        self._n = n - 1
+        self._views()
 
     def _insert(self, row: np.ndarray, key: tuple[int, int]) -> tuple[int, bool]:
         """Insertion-sort ``row``; returns its position and whether it landed in the emitted
@@ -474,8 +503,10 @@ class SpeculativeBuffer(Buffer):
                 u._note("purge", r)
         fold_max(self._purged_seq, self._tb[:n])
         self._horizon = self._key(n - 1)
-        self._rows, self._ts, self._tb = self._rows[n:], self._ts[n:], self._tb[n:]
-        self._snaps = self._snaps[n:]
+        self._snaps[:n] = None  # the store holds no purged snapshot
+        self._lo += n
+        self._n -= n
+        self._views()
         self._n_emitted -= n
         u.stats.purged += n
         if u._sent is not None:  # a replay starts at the oldest snapshot left, or later

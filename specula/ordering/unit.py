@@ -184,6 +184,11 @@ class UnitStats:
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
 
+    def work(self) -> tuple[int, int, int, int]:
+        """The counters a cost model charges: emitted, snapshots, restores, snapshot
+        comparisons (cheaper to read before and after a push than a copy of all)."""
+        return self.emitted, self.snapshots, self.restores, self.snapshot_comparisons
+
 
 class OrderingUnit:
     """A K-slack ordering unit, speculative when ``alpha`` allows, around one detector.
