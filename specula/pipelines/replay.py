@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,9 +174,11 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
         ingested = counts_as_ingested(watcher.counts)
     summary = summarize(report, graph, ingested, config, played.seconds)
     summary["annotations_in"] = annotations.merged
+    summary["annotations_after_log"] = len(annotations.events) - annotations.merged
     with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
+                 **annotations.save(out / "annotations", kind.event_columns, run),
                  **persist(spark, report, graph.registry, out, summary, run=run)}
     return report, summary, paths
 
@@ -241,6 +243,23 @@ class Annotations:
                 batch = both[np.argsort(both["ats"], kind="stable")]
                 self.merged = upto
             yield batch
+
+    def save(self, folder: Path, columns: Sequence[str], run: int | None = None
+             ) -> dict[str, str]:
+        """Write the annotations that arrived as ``folder/part-<run>.parquet`` (0 for a
+        replay; ``columns``, as the arrival table): with ``arrival/`` they are the whole
+        input of the run. Returns ``{"annotations": folder}``, or nothing when none
+        arrived."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self.merged:
+            return {}
+        arrived = self.events[:self.merged]
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({c: arrived[c] for c in columns}),
+                       folder / f"part-{run or 0}.parquet")
+        return {"annotations": str(folder)}
 
 
 class PlayedTime:

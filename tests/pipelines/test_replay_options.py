@@ -236,3 +236,20 @@ def test_annotations_merge_into_the_arrival_order_however_the_batches_are_cut(se
     assert sorted(out["seq"].tolist()) == sorted([*log["seq"].tolist(), *arrived["seq"].tolist()])
     assert (np.diff(out["ats"]) >= 0).all()
     assert (out["origin"][out["seq"] >= 1_000] == out["ats"][out["seq"] >= 1_000]).all()
+
+
+def test_the_annotations_that_arrived_are_saved_beside_the_arrival_table(tmp_path):
+    import pyarrow.parquet as pq
+
+    dtype = np.dtype([("ts", "i8"), ("ats", "i8"), ("seq", "i8"), ("origin", "i8")])
+    log = np.zeros(3, dtype)
+    log["ats"] = [10, 20, 30]
+    notes = np.zeros(3, dtype)
+    notes["ts"] = notes["ats"] = [5, 25, 40]
+    annotations = Annotations(notes)
+    assert annotations.save(tmp_path / "none", ("ts", "seq")) == {}
+    list(annotations.into([log[:2], log[2:]]))
+    assert annotations.save(tmp_path / "notes", ("ts", "seq"), run=2) == {
+        "annotations": str(tmp_path / "notes")}
+    saved = pq.read_table(tmp_path / "notes" / "part-2.parquet").to_pydict()
+    assert saved == {"ts": [5, 25], "seq": [0, 0]}
