@@ -40,9 +40,9 @@ def goal_reached(x, y, z, vx, vy, vz, speed_mm_s, horizon_s,
     DEBS 2013 query 4 projects the ball along its velocity. The path here keeps its
     direction but slows with air drag (quadratic, ``BALL_DRAG_PER_M``, :func:`flight_s`),
     and falls under gravity (:func:`fall_mm`); a ball that comes down to the ground rolls
-    on. A straight line at constant
-    speed would carry a lofted shot over the bar that in fact drops under it, and bring a
-    long shot in sooner than it comes. ``horizon_s`` may be one value per reading."""
+    on. A straight line at constant speed would carry a lofted shot over the bar that in
+    fact drops under it, and bring a long shot in sooner than it comes. ``horizon_s`` may
+    be one value per reading."""
     out = np.full(len(x), -1, np.int8)
     ux, uy, uz = vx / 1e4, vy / 1e4, vz / 1e4
     speed = np.maximum(np.asarray(speed_mm_s, np.float64), 1.0)
@@ -62,9 +62,9 @@ def goal_reached(x, y, z, vx, vy, vz, speed_mm_s, horizon_s,
 class ShotOnGoal(Detector):
     """DEBS 2013 query 4: after a hit, the kicked ball's projected path
     (:func:`goal_reached`) reaches the goal the hitter's team attacks within 1.5 s of the
-    hit. Judged on the ball's readings
-    between ``after_ms`` and ``until_ms`` after the hit (the ball has left the foot); one
-    ``shot`` per hit, with the hit's time stamp and the expected arrival ``eta``.
+    hit. Judged on the ball's readings between ``after_ms`` and ``until_ms`` after the
+    hit (the ball has left the foot); one ``shot`` per hit, with the hit's time stamp and
+    the expected arrival ``eta``.
 
     The goal a team attacks is the one it does not defend (``side`` events of
     :class:`~specula.soccer.sides.TeamSides`, which follow the change of ends at half

@@ -83,14 +83,15 @@ class PositionLog:
         play; the rest of the half keeps its offsets from there."""
         from specula.soccer.debs2013 import HALF_START_PS, read_referee_events
 
-        first = read_referee_events(directory, self.metadata).interruptions
-        starts = dict(HALF_START_PS)
-        for half in starts:
-            opening = first[(first["half"] == half) & (first["begin_offset"] == 0)]
+        stops = read_referee_events(directory, self.metadata).interruptions.copy()
+        for half in HALF_START_PS:
+            mine = stops["half"] == half
+            opening = stops[mine & (stops["begin_offset"] == 0)]
             if len(opening) and opening["end_offset"][0] > 0:
-                starts[half] -= int(opening["end_offset"][0])
-        annotated = read_referee_events(directory, self.metadata, half_starts=starts)
-        return replace(self, interruptions=game_interruptions(annotated.interruptions))
+                shift = int(opening["end_offset"][0])
+                stops["begin_ts"][mine] -= shift
+                stops["end_ts"][mine & (stops["end_ts"] >= 0)] -= shift
+        return replace(self, interruptions=game_interruptions(stops))
 
     def read_table(self, spark: SparkSession, log: str, files: Sequence[str]) -> DataFrame:
         """The Parquet ``files`` of ``log``, with the 13 integer position columns, as rows."""

@@ -230,9 +230,9 @@ class Script:
         self.mode = "dead"
         self.dead = dead
         self.flight = self.outcome = None
-        self._substitution(k, flight.i0 + flight.out)
+        self._substitution(flight.i0 + flight.out)
 
-    def _substitution(self, k: int, t: int) -> None:
+    def _substitution(self, t: int) -> None:
         """While the ball is out (ms ``t``), perhaps a substitution: an outfield player on
         the pitch (not the restart's taker) goes off for a substitute of his team."""
         cast, rng = self.cast, self.sub_rng
