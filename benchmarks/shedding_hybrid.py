@@ -12,8 +12,15 @@ Set-up, read from the paper (sec. VI-A, VI-B):
 * **Latency.** The paper's μ is the time to evaluate f_Q per event, a sliding mean over
   1,000 events. To keep runs deterministic on a shared machine, an event's latency here
   is the engine's *work* for its batch (candidate partial matches scanned plus matches
-  made, counted by the AIP kernel) per event; the bound θ is 50 % of the unshed mean.
-  The trigger is :mod:`specula.shedding.overload`'s latency trigger with that μ.
+  made, counted by the AIP kernel, plus one unit per event) per event *processed*
+  (a dropped event is evaluated by nothing and has no latency); θ is 50 % of the unshed
+  mean after a warm-up of ``WARMUP`` events (the paper's 1,033 µs is a steady state).
+  The trigger is :mod:`specula.shedding.overload`'s latency trigger with that μ, which
+  holds μ at θ; ``latency_ratio_*`` is the mean after the warm-up over the unshed one,
+  to read the recall figures against (a strategy that cannot get down to the bound is
+  not comparable). Every state shedder drops at most once per ``COOLDOWN`` events, half
+  the quick window: partial matches live a window, so a state drop once per window or
+  less can never take the latency down by half.
 * **Throughput** is wall-clock: events offered per second of engine + shedder time.
 * **Cost model**: learned offline on a second DS1 stream of the same law (another
   seed): 4 time slices, 10 classes per state (k-means, trees of depth 10), adapted
@@ -48,8 +55,11 @@ from specula.shedding.baselines import (
 from specula.shedding.hybrid import HybridShedder
 
 GAP_US = 10  # µs between events
-#: Events between two state drops (every state shedder): half the smoothing window
-COOLDOWN = 500
+#: Events between two state drops (every state shedder): half the quick window
+COOLDOWN = 200
+#: Events before the latency is compared with the bound: two smoothing windows, the
+#: time the trigger takes to reach its level
+WARMUP = 2_000
 
 Q1 = """define Q1(id: int)
 from C(id=$i) as c and each B(id=$i) as b within {w} from c
@@ -100,8 +110,9 @@ def run(det: RuleDetector, events: np.ndarray, shedder: object = None,
     if shedder is not None and hasattr(shedder, "attach"):
         shedder.attach(det)
     engines = det.engines()
-    found, costs, wall, shed = [], 0.0, 0.0, 0
-    for lo in range(0, len(events), batch):
+    found, wall, shed = [], 0.0, 0
+    work_done = np.zeros((2, -(-len(events) // batch)))  # per batch: work, events processed
+    for i, lo in enumerate(range(0, len(events), batch)):
         part = events[lo:lo + batch]
         t0 = time.perf_counter()
         if shedder is not None:
@@ -116,11 +127,13 @@ def run(det: RuleDetector, events: np.ndarray, shedder: object = None,
                 found.append(fold64(np.stack([event_ids(x) for x in m.elements], axis=1)))
         wall += time.perf_counter() - t0
         work = det.work - w0 + len(part)  # each event costs one unit, plus its scans
-        costs += work
-        if overload is not None:
-            overload.completed(work / batch, batch)
+        work_done[:, i] = work, len(part)
+        if overload is not None and len(part):
+            overload.completed(work / len(part), len(part))  # μ: per event processed
     keys = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
-    return {"keys": keys, "work_per_event": costs / len(events), "wall_s": wall,
+    settled = work_done[:, WARMUP // batch:].sum(axis=1)
+    return {"keys": keys, "work_per_event": work_done[0].sum() / max(work_done[1].sum(), 1),
+            "settled_work_per_event": settled[0] / max(settled[1], 1), "wall_s": wall,
             "throughput_eps": len(events) / wall, "shed_events": shed,
             "shed_pms": getattr(shedder, "dropped", 0)}
 
@@ -156,7 +169,7 @@ def evaluate(quick: bool = True, seed: int = 0, bound: float = 0.5,
     events = ds1(reg, n_eval, seed)
     model, selectivity, frequency = train(reg, rule, train_events)
     unshed = run(RuleDetector(rule, reg), events)
-    theta = bound * unshed["work_per_event"]
+    theta = bound * unshed["settled_work_per_event"]
     strategies = {
         "hybrid": lambda: HybridShedder(_copy(model), "hybrid", cooldown=COOLDOWN),
         "hyi": lambda: HybridShedder(_copy(model), "input", cooldown=COOLDOWN),
@@ -169,7 +182,7 @@ def evaluate(quick: bool = True, seed: int = 0, bound: float = 0.5,
     }
     out = {"query": query, "events": n_eval, "window_us": window, "bound": bound,
            "unshed_matches": len(unshed["keys"]),
-           "unshed_work_per_event": round(unshed["work_per_event"], 2),
+           "unshed_work_per_event": round(unshed["settled_work_per_event"], 2),
            "throughput_unshed": round(unshed["throughput_eps"])}
     for name, make in strategies.items():
         r = run(RuleDetector(rule, reg), events, make(), theta)
@@ -178,6 +191,8 @@ def evaluate(quick: bool = True, seed: int = 0, bound: float = 0.5,
         out[f"precision_{name}"] = round(hit / max(len(r["keys"]), 1), 4)
         out[f"throughput_{name}"] = round(r["throughput_eps"])
         out[f"work_ratio_{name}"] = round(r["work_per_event"] / unshed["work_per_event"], 3)
+        out[f"latency_ratio_{name}"] = round(
+            r["settled_work_per_event"] / unshed["settled_work_per_event"], 3)
         out[f"shed_events_{name}"] = r["shed_events"]
         out[f"shed_pms_{name}"] = r["shed_pms"]
     return out
@@ -202,12 +217,12 @@ def main() -> None:
         res.update({f"q4_{k}": v for k, v in q4.items() if k.startswith(("recall", "precision"))})
     print(f"DS1/Q1, bound 50 % of the unshed work per event ({res['unshed_work_per_event']}),"
           f" {res['unshed_matches']} matches unshed")
-    print(f"{'strategy':>8} {'recall':>7} {'paper':>6} {'events/s':>9} {'work':>6} "
+    print(f"{'strategy':>8} {'recall':>7} {'paper':>6} {'events/s':>9} {'latency':>7} "
           f"{'shed ev':>8} {'shed pm':>8}")
     for s in ("hybrid", "hyi", "hys", "ri", "si", "rs", "ss"):
         paper = PAPER.get(f"recall_{s}")
         print(f"{s:>8} {res[f'recall_{s}']:>7.3f} {paper if paper else '':>6} "
-              f"{res[f'throughput_{s}']:>9} {res[f'work_ratio_{s}']:>6} "
+              f"{res[f'throughput_{s}']:>9} {res[f'latency_ratio_{s}']:>7} "
               f"{res[f'shed_events_{s}']:>8} {res[f'shed_pms_{s}']:>8}")
     res["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(res))

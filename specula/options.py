@@ -107,8 +107,9 @@ class Shedding:
         events the bound allows (q_size > f·q_max), before the bound is reached.
     trigger
         ``"queue"`` (eSPICE sec. 3.4: q_max = LB / l(p), with l(p) the measured
-        processing time per event), or ``"latency"`` (the hybrid paper: shed while the
-        latency averaged over the last ``smoothing`` events, μ, exceeds θ).
+        processing time per event), or ``"latency"`` (the hybrid paper: shed when the
+        latency averaged over the last ``smoothing`` events, μ, exceeds θ, at the level
+        that brings μ back to θ).
     strategy
         Which events to drop: a name in :data:`SHEDDING_STRATEGIES` (``"random"``: RI,
         random input shedding; ``"detector"``: every event passes the inbox and the

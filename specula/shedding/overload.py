@@ -16,9 +16,20 @@ Two triggers, from the two shedding papers:
   and a queue beyond q_max violates the bound, so we also drop at least the share of the
   queue beyond f · q_max, 1 - f · q_max / q_size (:func:`backlog_share`, our addition):
   what is kept of the queue then takes f · LB to process.
-- **Hybrid shedding** (``trigger="latency"``). Shed while the query latency μ(k), a
+- **Hybrid shedding** (``trigger="latency"``). Shed when the query latency μ(k), a
   sliding average over the last measurements (1,000 in the paper), exceeds the bound
-  θ; the relative extent of the violation, (μ - θ) / μ, is how much of the load to shed.
+  θ; the relative extent of the violation, (μ - θ) / μ, is how much of the load to shed
+  (the paper's lower bound on the share of resources to save). The paper's problem is
+  to keep μ <= θ throughout, and dropping only the violation of the moment leaves μ
+  above θ for good: with the latency growing with the events kept, (μ - θ) / μ = s
+  settles where μ = θ / (1 - s), 1.5 θ for an overload of 1/3. So the share is a
+  level that persists and is corrected with every measurement: shedding a share s and
+  still seeing μ > θ, the node sheds (μ - θ) / μ of what it still keeps, i.e.
+  1 - s' = (1 - s) · θ / μ, and as much less when μ < θ. The correction is applied in
+  proportion to the fresh measurements, a whole one per ``smoothing`` events, since μ
+  needs that long to show the effect of a level; the fixed point is μ = θ. The share
+  asked for is the level, and at least the violation of the moment, (μ - θ) / μ, the
+  paper's lower bound, which covers the level's lag when the load jumps.
 
 What "latency" means here: the time from an event's arrival in the node's inbox to the
 end of the processing of the batch it was taken in; l(p) is measured as busy time per
@@ -110,13 +121,21 @@ def dropping_amount(rate_in: float, throughput: float, p_size: float) -> float:
     return rate_share(rate_in, throughput) * p_size
 
 
-def latency_share(mu_s: float, theta_s: float) -> float:
-    """The hybrid paper's relative extent of the violation, (μ - θ) / μ; 0 when μ <= θ.
+def latency_level(level: float, mu_s: float, theta_s: float, gain: float = 1.0) -> float:
+    """The latency trigger's next share: ``level`` corrected by the relative extent of
+    the violation of what is still kept, 1 - (1 - level) · (θ / μ) ** gain, at least 0
+    (``gain`` in [0, 1]: the part of a smoothing window measured since the last one).
 
-    >>> latency_share(1.25, 1.0)
+    >>> latency_level(0.0, 1.25, 1.0)       # the paper's (μ - θ) / μ
     0.2
+    >>> round(latency_level(0.2, 1.25, 1.0), 2)   # still 25 % over: shed 20 % more
+    0.36
+    >>> latency_level(0.2, 0.5, 1.0)        # far under the bound: stop
+    0.0
     """
-    return (mu_s - theta_s) / mu_s if mu_s > theta_s else 0.0
+    if not mu_s > 0:
+        return level
+    return max(0.0, 1.0 - (1.0 - level) * (theta_s / mu_s) ** gain)
 
 
 class SlidingMean:
@@ -225,6 +244,8 @@ class OverloadDetector:
         self.busy = SlidingMean(config.smoothing)      # seconds per processed event
         self.latency = SlidingMean(config.smoothing)   # μ: seconds per completed event
         self.arrivals = ArrivalRate(config.smoothing)
+        self.level = 0.0   # latency trigger: the share of the load being shed
+        self._fresh = 0    # events completed since the level was last updated
 
     def arrived(self, n: int, t_s: float) -> None:
         """``n`` events (rows) arrived in the inbox at ``t_s`` seconds."""
@@ -238,6 +259,7 @@ class OverloadDetector:
     def completed(self, latency_s: float, n: int) -> None:
         """``n`` events were processed ``latency_s`` seconds after their arrival."""
         self.latency.add(latency_s * n, n)
+        self._fresh += n
 
     @property
     def lp_s(self) -> float:
@@ -264,7 +286,18 @@ class OverloadDetector:
             share = max(rate_share(rate, th), backlog_share(q_size, q_max, cfg.f)) \
                 if queue_overloaded(q_size, q_max, cfg.f) else 0.0
         else:
-            share = latency_share(self.mu_s, cfg.latency_bound_s)
+            share = self._latency_level()
         if share <= 0:
             return KEEP_ALL
         return DropCommand(share, q_size, q_max, rate, th, cfg.f)
+
+    def _latency_level(self) -> float:
+        """The latency trigger's share: the level, corrected by the measurements since
+        the last command, and at least the violation of the moment (see the module and
+        :func:`latency_level`)."""
+        mu, theta = self.mu_s, self.config.latency_bound_s
+        if self._fresh:
+            gain = min(self._fresh / self.config.smoothing, 1.0)
+            self.level = latency_level(self.level, mu, theta, gain)
+            self._fresh = 0
+        return max(self.level, latency_level(0.0, mu, theta))

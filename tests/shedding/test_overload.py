@@ -20,7 +20,7 @@ from specula.shedding.overload import (
     backlog_share,
     dropping_amount,
     estimated_latency,
-    latency_share,
+    latency_level,
     max_queue,
     queue_overloaded,
     rate_share,
@@ -52,10 +52,16 @@ def test_espice_formulas_by_hand():
     assert backlog_share(1_600, q_max, 0.8) == 0
 
 
-def test_hybrid_latency_share_by_hand():
-    assert latency_share(1.25, 1.0) == pytest.approx(0.2)  # 25 % over: shed a fifth
-    assert latency_share(4.0, 1.0) == pytest.approx(0.75)
-    assert latency_share(1.0, 1.0) == latency_share(0.5, 1.0) == 0
+def test_hybrid_latency_level_by_hand():
+    assert latency_level(0.0, 1.25, 1.0) == pytest.approx(0.2)  # 25 % over: shed a fifth
+    assert latency_level(0.0, 4.0, 1.0) == pytest.approx(0.75)
+    assert latency_level(0.0, 1.0, 1.0) == latency_level(0.0, 0.5, 1.0) == 0
+    # shedding a fifth and still 25 % over: a fifth of the remaining 80 % more
+    assert latency_level(0.2, 1.25, 1.0) == pytest.approx(0.36)
+    assert latency_level(0.5, 1.0, 1.0) == pytest.approx(0.5)  # at the bound: hold
+    assert latency_level(0.5, 0.8, 1.0) == pytest.approx(0.375)  # under it: shed less
+    # a quarter of a window's measurements: a quarter of the correction, in log terms
+    assert latency_level(0.0, 2.0, 1.0, 0.25) == pytest.approx(1 - 0.5 ** 0.25)
 
 
 def test_queue_trigger_fires_above_f_qmax_with_the_rate_share():
@@ -87,10 +93,36 @@ def test_latency_trigger_uses_the_mean_of_the_last_smoothing_events():
     assert d.mu_s == pytest.approx(0.5) and d.command(0) is KEEP_ALL
     d.completed(1.5, 500)  # window: 500 at 0.5 s, 500 at 1.5 s: μ = 1.0, not above θ
     assert d.mu_s == pytest.approx(1.0) and d.command(0) is KEEP_ALL
-    d.completed(2.0, 250)  # 250 at 0.5, 500 at 1.5, 250 at 2.0: μ = 1.375
-    assert d.mu_s == pytest.approx(1.375)
-    assert d.command(0).share == pytest.approx(0.375 / 1.375)
+    d.completed(2.0, 1_000)  # a whole window at 2 s: the paper's (μ - θ) / μ
+    assert d.mu_s == pytest.approx(2.0)
+    assert d.command(0).share == pytest.approx(0.5)
+    assert d.command(0).share == pytest.approx(0.5)  # no new measurement: no correction
     assert d.command(0).q_size == 0  # the queue plays no part
+    d.completed(1.25, 1_000)  # shedding half and still 25 % over: 1 - 0.5 / 1.25
+    assert d.command(0).share == pytest.approx(0.6)
+    d.completed(0.9, 1_000)  # under the bound: shed less, 1 - 0.4 / 0.9
+    assert d.command(0).share == pytest.approx(1 - 0.4 / 0.9)
+    d.completed(5.0, 100)  # a jump: at least the violation of the moment, 1 - 1 / μ
+    assert d.mu_s == pytest.approx(1.31)
+    assert d.command(0).share == pytest.approx(max(1 - 1 / 1.31, 1 - (0.4 / 0.9) / 1.31 ** 0.1))
+    d.completed(0.25, 1_000)  # far under the bound: stop
+    assert d.command(0) is KEEP_ALL
+
+
+def test_latency_trigger_holds_the_mean_at_the_bound_under_any_overload():
+    # a node whose latency per event is its unshed latency times what it keeps (to the
+    # power 1, 2 or 3: work growing with the partial matches), under overloads of 1.2x to
+    # 20x the bound: the smoothed latency converges to the bound, not above it
+    for power in (1, 2, 3):
+        for over in (1.2, 2.0, 5.0, 20.0):
+            d = OverloadDetector(Shedding(latency_bound_s=1.0, trigger="latency",
+                                          smoothing=1_000))
+            mus = []
+            for _ in range(400):
+                share = d.command(0).share
+                d.completed(over * (1 - share) ** power, 50)
+                mus.append(d.mu_s)
+            assert np.mean(mus[-100:]) == pytest.approx(1.0, rel=0.02), (power, over)
 
 
 @pytest.mark.parametrize("seed", range(5))
