@@ -47,6 +47,11 @@ class Buffer(ABC):
     def __len__(self) -> int:
         """Events held."""
 
+    def settled_seq(self) -> int:
+        """The unit's counter below which nothing it generated can change any more:
+        pure K-slack emits only what is final, so everything so far."""
+        return self.unit._seq
+
     def push(self, batch: np.ndarray, flags: np.ndarray, now: int) -> None:
         """Take accepted arrivals: each run of data events between control messages goes
         to the storage at once, each control message is handled on its own."""

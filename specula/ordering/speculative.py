@@ -110,6 +110,15 @@ class SpeculativeBuffer(Buffer):
     def __len__(self) -> int:
         return len(self._ts)
 
+    def settled_seq(self) -> int:
+        """Every replay restores a snapshot of the emitted region, the oldest at the
+        earliest (the purge keeps the oldest emitted event's), and regenerates from its
+        counter on; below it, what was generated is final."""
+        for snap in self._snaps[:self._n_emitted]:
+            if isinstance(snap, Snapshot):
+                return snap.seq
+        return self.unit._seq
+
     def _key(self, i: int) -> tuple[int, int]:
         return int(self._ts[i]), int(self._tb[i])
 

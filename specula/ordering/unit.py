@@ -304,6 +304,13 @@ class OrderingUnit:
         return self.clk - (speculative_slack(self.alpha, self.k) if self.speculative
                            else self.k)
 
+    @property
+    def settled_seq(self) -> int:
+        """The counter below which the events this unit generated are final: no replay
+        regenerates, updates or retracts them (a speculative unit's oldest snapshot's
+        counter; everything for pure K-slack). A sink may persist them for good."""
+        return self._buffer.settled_seq()
+
     def __len__(self) -> int:
         """Events held in the buffer."""
         return len(self._buffer)

@@ -24,6 +24,7 @@ from specula.detectors.examples import (
     Threshold,
 )
 from specula.detectors.examples import example_registry as registry
+from specula.ordering import NetOutput
 from specula.pipelines.synthetic import example_graph
 
 
@@ -119,3 +120,32 @@ def test_batching_does_not_change_the_answer(stream, alpha, retraction):
     for name in one.detectors:
         assert len(one.late(name)) == len(many.late(name)) == 0
         assert content(one.net(name)) == content(many.net(name))
+
+
+@settings(max_examples=80, deadline=None)
+@given(streams, st.sampled_from([0.0, 0.4, 0.8, 1.0, "adaptive"]),
+       st.sampled_from(["full", "on-demand"]), st.sampled_from(["a_not_bc", "count", "big_c"]),
+       st.integers(1, 12), st.sampled_from(["side", "process"]))
+def test_what_a_unit_declared_settled_never_changes(stream, alpha, retraction, name, pieces,
+                                                   late):
+    """After every push, the unit's net events with a counter below ``settled_seq`` are
+    final: the net output after the flush has exactly those below it (the promise a
+    sink that persists as it goes relies on). The bound never goes back."""
+    reg = registry()
+    raw = make_stream(reg, *stream)
+    det = {"a_not_bc": ANotBC, "count": RunningCount, "big_c": Threshold}[name]()
+    g = Graph(reg, sources=("A", "B", "C")).add(name, det, alpha=alpha, retraction=retraction,
+                                                 late=late)
+    unit = g.instances()[0].unit(reg)
+    net = NetOutput(unit.out_dtype)
+    taken: list[tuple[int, list]] = []  # (bound, net rows below it) after every push
+    for part in np.array_split(raw, min(pieces, max(len(raw), 1))):
+        net.apply(unit.push(part), 0)
+        bound = unit.settled_seq
+        assert not taken or bound >= taken[-1][0]
+        live = net.net()
+        taken.append((bound, live[live["seq"] < bound].tolist()))
+    net.apply(unit.flush(), 0)
+    final = net.net()
+    for bound, rows in taken:
+        assert final[final["seq"] < bound].tolist() == rows
