@@ -22,6 +22,7 @@ calls; the consumer's inbox bounds the events between them (:mod:`.worker`).
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any, NamedTuple
 
@@ -36,6 +37,22 @@ def answer(ref: Any) -> Any:
     import ray
 
     return ray.get(ref)
+
+
+def named_actor(name: str, wait_s: float = 60.0) -> Any:
+    """The Ray actor called ``name``, waiting up to ``wait_s`` seconds for it to exist:
+    the actors of a resumed run restore and look up their peers while the driver is
+    still creating them."""
+    import ray
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return ray.get_actor(name)
+        except ValueError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class Reply(NamedTuple):

@@ -34,7 +34,7 @@ from specula.actors.channels import Publisher, Route, answer
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.placement import actor_options, check_fits
-from specula.actors.recovery import Checkpoints
+from specula.actors.recovery import Checkpoints, Suspension
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table, split_by_key
 from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker
@@ -101,11 +101,14 @@ class RayRuntime:
         self.max_restarts = max_restarts
         #: the last run's checkpoint settings (its folder: ``checkpoints.run``)
         self.checkpoints: Checkpoints | None = None
+        #: where the last run stopped, if it ended suspended (``run(suspend=True)``)
+        self.suspension: Suspension | None = None
         #: the actors of the run in progress, by instance label (for tests that kill them)
         self.actors: dict[str, Any] = {}
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray], *,
-            registry: ev.TypeRegistry | None = None) -> RunReport:
+            registry: ev.TypeRegistry | None = None, suspend: bool = False,
+            resume: Suspension | None = None) -> RunReport:
         """Feed raw events (one array in arrival order by ``ats``, or an iterable of
         batches already in arrival order) through the graph and report.
 
@@ -113,13 +116,21 @@ class RayRuntime:
         it is checked before Ray starts, as :meth:`InProcessRuntime.run
         <specula.actors.inprocess.InProcessRuntime.run>` checks it, and the type ids of
         every batch are translated by name when it differs from the graph's.
+
+        With ``suspend`` the run ends without flushing: the actors checkpoint where
+        they are (:mod:`.recovery`, "Suspending") and :attr:`suspension` says where, for
+        a later run's ``resume``, which starts them from there and goes on with the
+        events that come after. Both need a ``checkpoint_uri`` that outlives the run.
         """
+        if (suspend or resume is not None) and not self.checkpoint_uri:
+            raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
+                             "outlives it")
         table = raw_type_table(self.graph, registry)
         with ray_session(self.address):
-            return self._run(raw, table)
+            return self._run(raw, table, suspend, resume)
 
-    def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None
-             ) -> RunReport:
+    def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
+             suspend: bool = False, resume: Suspension | None = None) -> RunReport:
         import ray
 
         graph, router = self.graph, Router(self.graph)
@@ -127,8 +138,10 @@ class RayRuntime:
         run = uuid.uuid4().hex[:12]
         temp = tempfile.mkdtemp(prefix="specula-checkpoints-") if not self.checkpoint_uri \
             else None
-        self.checkpoints = Checkpoints(self.checkpoint_uri or temp, run,
+        self.checkpoints = Checkpoints(self.checkpoint_uri or temp,
+                                       resume.run if resume is not None else run,
                                        self.checkpoint_every_batches, self.checkpoint_every_s)
+        self.suspension = None
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
@@ -149,7 +162,8 @@ class RayRuntime:
                 routes=routes, producers=producers, checkpoints=self.checkpoints)
         self.actors = {i.label: actors[i.producer] for i in instances}
         try:
-            n_raw, wall, reports = self._drive(raw, table, router, of_node, actors)
+            n_raw, wall, reports = self._drive(raw, table, router, of_node, actors, suspend,
+                                               resume)
         finally:
             for a in actors.values():
                 ray.kill(a)
@@ -159,38 +173,50 @@ class RayRuntime:
         return self._report(reports, n_raw, wall, len(alive))
 
     def _drive(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
-               router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any]
+               router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any],
+               suspend: bool = False, resume: Suspension | None = None
                ) -> tuple[int, float, list[dict]]:
-        """Start the actors, feed them, flush them level by level and collect their
-        reports; returns the raw events, the seconds it took and the reports."""
+        """Start the actors, feed them, flush (or suspend) them level by level and
+        collect their reports; returns the raw events, the seconds it took and the
+        reports."""
         for ref in [a.start.remote() for a in actors.values()]:
             answer(ref)
         t0 = time.perf_counter()
         publisher = Publisher(self.max_in_flight)
+        for c, sent in (resume.sent if resume is not None else {}).items():
+            publisher.channel(c, actors[c]).sent = sent  # numbered on from the suspension
         n_raw = self._feed(raw, table, router, of_node, actors, publisher)
         # pushes each actor was sent, per sender: a restarted one may have lost some
         expected: dict[int, dict[int, int]] = {}
         for c, ch in publisher.channels.items():
             expected.setdefault(c, {})[0] = ch.sent
+        settled = {}
         for node in self.graph.topological_order():
             for i in of_node[node.name]:
-                for c, sent in self._flush(i, actors, expected, publisher).items():
+                done = self._flush(i, actors, expected, publisher, suspend)
+                for c, sent in done["sent"].items():
                     expected.setdefault(c, {})[i.producer] = sent
+                settled[i.producer] = done.get("settled")
+        if suspend:
+            self.suspension = Suspension(self.checkpoints.run,
+                                         {c: e[0] for c, e in expected.items() if 0 in e},
+                                         settled)
         wall = time.perf_counter() - t0
         refs = [a.report.remote() for a in actors.values()]
         return n_raw, wall, [answer(r) for r in refs]
 
     @staticmethod
     def _flush(instance: Instance, actors: dict[int, Any], expected: dict[int, dict[int, int]],
-               publisher: Publisher) -> dict[int, int]:
-        """Flush one actor; if it restarted and lost pushes, have them resent (by the
-        driver, or by the producer actor) and flush again. Returns the pushes it sent
-        to each consumer."""
+               publisher: Publisher, suspend: bool = False) -> dict[str, Any]:
+        """Flush (or suspend) one actor; if it restarted and lost pushes, have them
+        resent (by the driver, or by the producer actor) and flush again. Returns what
+        the actor's flush returns: the pushes it sent to each consumer (``"sent"``)."""
         me, actor = instance.producer, actors[instance.producer]
         while True:
-            done = answer(actor.flush.remote(expected.get(me, {})))
+            call = actor.suspend if suspend else actor.flush
+            done = answer(call.remote(expected.get(me, {})))
             if "missing" not in done:
-                return done["sent"]
+                return done
             for sender, position in done["missing"].items():
                 if sender == 0:
                     publisher.resend(me, done["epoch"], position)

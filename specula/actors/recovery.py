@@ -53,6 +53,18 @@ dropped. Pushes carry the consumer's incarnation as the sender knows it: a stale
 answered at once with the new incarnation and the position held, which is what makes
 the sender resend.
 
+Suspending. A run can end without flushing, to be resumed by a later run (a live
+watch stopped with Ctrl-C, started again on the same folder): the driver stops feeding
+and suspends the actors level by level, as it flushes them, but each one only takes
+what it was sent, waits until what it published is in its consumers' inboxes and
+checkpoints (:meth:`~specula.actors.worker.DetectorWorker.suspend`). The checkpoints
+then form a cut with nothing in flight. The resuming run starts every actor from them
+(each one a restart whose peers all hold what it sent and sent what it holds, so nothing
+is resent) and the source numbers its pushes on from where it stopped
+(:class:`Suspension`). Its net output is then the uninterrupted run's. Of the net output
+at the suspension, the events below each unit's settled counter can be persisted at
+once: no replay reaches them.
+
 Limits: one failure at a time (two restarting neighbours may wait on each other);
 shedding decisions depend on timing and are not replayed, so a shedding node recovers
 without duplicates but its output after a restart is what its replayed shedding keeps.
@@ -73,6 +85,15 @@ from specula.ordering.net import NetOutput
 
 #: Layout version of an actor checkpoint.
 CHECKPOINT_VERSION = 1
+
+#: Pushes per sender whose digest a worker keeps, to check duplicates against.
+DIGESTS_KEPT = 1_024
+
+
+def digest(batch: np.ndarray) -> int:
+    """A push's content, arrival stamps aside: what its regeneration must repeat."""
+    return hash(tuple(batch[f].tobytes() for f in ("type", "ts", "key", "producer", "seq",
+                                                   "flags")))
 
 
 @dataclass(frozen=True)
@@ -101,6 +122,30 @@ class Checkpoints:
 
     def store(self, label: str) -> Store:
         return Store(self.uri, f"{self.run}/{label}")
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """Where a suspended run stopped, for the run that resumes it (see "Suspending").
+
+    ``run`` is the folder of its checkpoints under the checkpoint URI, ``sent`` the
+    pushes the source sent to each instance it feeds (by producer id) and ``settled``
+    each instance's settled counter (:attr:`~specula.ordering.OrderingUnit.settled_seq`)
+    then: its events below it are final.
+    """
+
+    run: str
+    sent: dict[int, int]
+    settled: dict[int, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run, "sent": {str(k): v for k, v in self.sent.items()},
+                "settled": {str(k): v for k, v in self.settled.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Suspension:
+        return cls(str(data["run"]), {int(k): int(v) for k, v in data["sent"].items()},
+                   {int(k): int(v) for k, v in data["settled"].items()})
 
 
 class Store:

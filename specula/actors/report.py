@@ -5,6 +5,7 @@ violations). The same report comes from the in-process and the Ray runtime."""
 from __future__ import annotations
 
 import json
+import resource
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -14,6 +15,15 @@ from specula.actors.inbox import InboxStats
 from specula.ordering.adaptation import AlphaSample
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
+
+
+def rss_mb() -> float:
+    """This process's resident memory in MB (Linux; elsewhere its peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @dataclass

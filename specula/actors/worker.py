@@ -38,19 +38,22 @@ from typing import Any
 
 import numpy as np
 
-from specula.actors.channels import Channel, Publisher, Reply, Route, answer
+from specula.actors.channels import Channel, Publisher, Reply, Route, answer, named_actor
 from specula.actors.inbox import Gate, Inbox
 from specula.actors.placement import this_host
 from specula.actors.recovery import (
     CHECKPOINT_VERSION,
+    DIGESTS_KEPT,
     Checkpoints,
     StepLog,
+    digest,
     pack_checkpoint,
     pack_dets,
     read_net,
     unpack_checkpoint,
     write_net_segment,
 )
+from specula.actors.report import rss_mb
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
@@ -66,26 +69,8 @@ __all__ = ["DEFAULT_INBOX_EVENTS", "DetectorWorker", "Publisher", "Route"]
 DEFAULT_INBOX_EVENTS = 200_000
 
 
-def rss_mb() -> float:
-    """This process's resident memory in MB (Linux; elsewhere its peak so far)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-#: Pushes per sender whose digest a worker keeps, to check duplicates against.
-DIGESTS_KEPT = 1_024
-
-
-def digest(batch: np.ndarray) -> int:
-    """A push's content, arrival stamps aside: what its regeneration must repeat."""
-    return hash(tuple(batch[f].tobytes() for f in ("type", "ts", "key", "producer", "seq",
-                                                   "flags")))
-
-
 _CHECKPOINT = object()  # what the processing thread takes when a checkpoint is asked
+_SUSPEND = object()     # ... when the inbox is empty and a suspension is asked
 
 
 class DetectorWorker:
@@ -106,7 +91,7 @@ class DetectorWorker:
                  checkpoints: Checkpoints | None = None) -> None:
         self.instance = instance
         self.unit = instance.unit(registry)
-        self._warm_up(instance, registry)
+        instance.warm_up(registry)
         self.net = NetOutput(self.unit.out_dtype)
         self.router = router
         self.routes = routes or []
@@ -121,6 +106,8 @@ class DetectorWorker:
         self._thread: threading.Thread | None = None
         self._ending = False                # flush asked: drain, flush the unit, stop
         self._ended: int | None = None      # events the final flush generated
+        self._suspending = False            # suspend asked: drain, checkpoint, stop
+        self._suspended = False
         self._error: BaseException | None = None
         self._next: dict[int, int] = {}     # per sender: pushes held (taken or waiting)
         self._taken: dict[int, int] = {}    # per sender: pushes taken
@@ -149,23 +136,6 @@ class DetectorWorker:
             self._restore()
             self.start()
 
-    @staticmethod
-    def _warm_up(instance: Instance, registry: TypeRegistry) -> None:
-        """Run a throw-away copy of the unit on one zero event per input type, so that its
-        Numba kernels are loaded before the stream starts: a cold actor lags its siblings,
-        and on a fast replay that lag turns into event-time skew where they meet."""
-        probe = instance.unit(registry)
-        ids = [registry.id(t) for t in instance.node.inputs]
-        batch = np.zeros(len(ids), probe.in_dtype)
-        batch["type"] = ids
-        batch["ts"] = np.arange(len(ids))
-        batch["seq"] = np.arange(len(ids))
-        try:
-            probe.push(batch)
-            probe.flush()
-        except Exception:
-            pass
-
     def start(self) -> None:
         """Start the processing thread (once; every actor must exist by then)."""
         with self._cond:
@@ -179,9 +149,7 @@ class DetectorWorker:
         if not isinstance(ref, str):
             return ref
         if ref not in self._handles:
-            import ray
-
-            self._handles[ref] = ray.get_actor(ref)
+            self._handles[ref] = named_actor(ref)
         return self._handles[ref]
 
     # ------------------------------------------------------------------ calls
@@ -237,8 +205,7 @@ class DetectorWorker:
         them resent and flushes again.
         """
         with self._cond:
-            missing = {s: self._next.get(s, 0) for s, n in (expected or {}).items()
-                       if self._next.get(s, 0) < n}
+            missing = self._missing(expected)
             if missing and self._ended is None:
                 return {"missing": missing, "epoch": self.incarnation}
             self._ending = True
@@ -248,6 +215,26 @@ class DetectorWorker:
             self._check()
         return {"generated": self._ended,
                 "sent": {c: ch.sent for c, ch in self.publisher.channels.items()}}
+
+    def suspend(self, expected: dict[int, int] | None = None) -> dict[str, Any]:
+        """Pause for a later run (:mod:`.recovery`): as :meth:`flush`, but nothing is
+        flushed; the actor checkpoints and stops. Returns ``{"sent", "settled"}`` (the
+        unit's settled counter), or ``{"missing", "epoch"}`` as :meth:`flush` does."""
+        with self._cond:
+            missing = self._missing(expected)
+            if missing:
+                return {"missing": missing, "epoch": self.incarnation}
+            self._suspending = True
+            self._cond.notify_all()
+            while not self._suspended and self._error is None:
+                self._cond.wait()
+            self._check()
+        return {"sent": {c: ch.sent for c, ch in self.publisher.channels.items()},
+                "settled": self.unit.settled_seq}
+
+    def _missing(self, expected: dict[int, int] | None) -> dict[int, int]:
+        """The position held of each sender of ``expected`` whose pushes are not in."""
+        return {s: held for s, n in (expected or {}).items() if (held := self._next.get(s, 0)) < n}
 
     def resend(self, consumer: int, epoch: int, position: int) -> int:
         """Resend to ``consumer`` (incarnation ``epoch``, holding ``position`` of this
@@ -275,7 +262,7 @@ class DetectorWorker:
             self._want_checkpoint = True
             self._cond.notify_all()
             while (self.checkpoint_stats["count"] < target and self._ended is None
-                   and self._error is None):
+                   and not self._suspended and self._error is None):
                 self._cond.wait()
             self._check()
             return self.checkpoint_stats["count"]
@@ -333,11 +320,13 @@ class DetectorWorker:
         try:
             if self.incarnation > 0:
                 self._recover()
-            while self._ended is None:
+            while self._ended is None and not self._suspended:
                 with self._cond:
                     took = self._next_batch()
                 if took is None:
                     self._finish()
+                elif took is _SUSPEND:
+                    self._suspend()
                 elif took is _CHECKPOINT:
                     self._checkpoint()
                 else:
@@ -373,6 +362,8 @@ class DetectorWorker:
                 return self._pop(None, None)
             elif self._ending:
                 return None
+            elif self._suspending:
+                return _SUSPEND
             self._cond.wait()
 
     def _pop(self, sender: int | None, alpha: float | None) -> tuple:
@@ -423,6 +414,14 @@ class DetectorWorker:
             self._checkpoint(ended=len(out))
         with self._cond:
             self._ended = len(out)
+            self._cond.notify_all()
+
+    def _suspend(self) -> None:
+        """Checkpoint once what was published is in the consumers' inboxes."""
+        self.publisher.drain()
+        self._checkpoint()
+        with self._cond:
+            self._suspended = True
             self._cond.notify_all()
 
     def _publish(self, out: np.ndarray, now: int) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
 from specula.options import (
@@ -101,6 +103,22 @@ class Instance:
                             alpha=alpha, retraction=node.retraction, late=node.late,
                             k0=node.k0, trace=trace, name=self.label, channels=self.channels,
                             memory=node.memory)
+
+    def warm_up(self, registry: TypeRegistry) -> None:
+        """Run a throw-away unit on one zero event per input type, so that its Numba
+        kernels are loaded before the stream starts: a cold actor lags its siblings,
+        and on a fast replay that lag turns into event-time skew where they meet."""
+        probe = self.unit(registry)
+        ids = [registry.id(t) for t in self.node.inputs]
+        batch = np.zeros(len(ids), probe.in_dtype)
+        batch["type"] = ids
+        batch["ts"] = np.arange(len(ids))
+        batch["seq"] = np.arange(len(ids))
+        try:
+            probe.push(batch)
+            probe.flush()
+        except Exception:
+            pass
 
 
 class Graph:

@@ -279,6 +279,47 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
         assert persisted.tobytes() == got.tobytes(), name
 
 
+def test_a_run_suspended_twice_and_resumed_gives_the_uninterrupted_answer(
+        local_ray, crash_stream, tmp_path):
+    """Three runs over three parts of the stream, cut at random arrivals: each of the
+    first two suspends (no flush), the next resumes from its checkpoints. The last
+    run's net output is the uninterrupted run's, and the events each run may persist
+    (settled at its suspension, from where the previous one stopped; the rest at the
+    end) add up to it exactly, none twice."""
+    graph, raw, reference = crash_stream
+    cuts = sorted(np.random.default_rng(7).choice(np.arange(500, len(raw) - 500), 2,
+                                                  replace=False))
+    persisted: dict[str, list] = {name: [] for name in graph.nodes}
+    since: dict[int, int] = {}  # producer -> counter persisted up to
+    resume = None
+    for lo, hi in zip([0, *cuts], [*cuts, len(raw)], strict=True):
+        runtime = RayRuntime(graph, batch_size=300, checkpoint_uri=str(tmp_path))
+        last = hi == len(raw)
+        report = runtime.run(raw[lo:hi], suspend=not last, resume=resume)
+        resume = runtime.suspension
+        assert (resume is None) == last
+        for name in graph.nodes:
+            net = report.net(name)
+            (p,) = [i.producer for i in graph.instances() if i.node.name == name]
+            upto = np.iinfo(np.int64).max if last else resume.settled[p]
+            persisted[name].append(net[(net["seq"] >= since.get(p, 0)) & (net["seq"] < upto)])
+            since[p] = upto
+    st = report.stats("a_not_bc")
+    assert st.relocations > 5 and st.replayed > 1_000  # counters carry over the runs
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0, name
+        assert content(report.net(name)) == content(reference.net(name)), name
+        parts = np.concatenate(persisted[name])
+        assert content(parts) == content(reference.net(name)), name
+        assert len(np.unique(parts["seq"])) == len(parts), name
+        assert len(persisted[name][0]) > 0 and len(persisted[name][1]) > 0, name
+
+
+def test_suspending_needs_checkpoints_that_outlive_the_run():
+    with pytest.raises(ValueError, match="checkpoint_uri that outlives it"):
+        RayRuntime(example_graph(0.0, "on-demand")).run(np.zeros(0), suspend=True)
+
+
 def test_a_graph_asking_for_more_than_the_cluster_is_refused_before_it_starts(local_ray):
     from specula.actors.placement import PlacementError
 
