@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -107,7 +107,8 @@ class RayRuntime:
         self.actors: dict[str, Any] = {}
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray], *,
-            registry: ev.TypeRegistry | None = None, suspend: bool = False,
+            registry: ev.TypeRegistry | None = None,
+            suspend: bool | Callable[[], bool] = False,
             resume: Suspension | None = None) -> RunReport:
         """Feed raw events (one array in arrival order by ``ats``, or an iterable of
         batches already in arrival order) through the graph and report.
@@ -121,6 +122,8 @@ class RayRuntime:
         they are (:mod:`.recovery`, "Suspending") and :attr:`suspension` says where, for
         a later run's ``resume``, which starts them from there and goes on with the
         events that come after. Both need a ``checkpoint_uri`` that outlives the run.
+        ``suspend`` may be a function, asked when the raw events end (a live source
+        that was stopped suspends; one that ran dry flushes).
         """
         if (suspend or resume is not None) and not self.checkpoint_uri:
             raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
@@ -130,7 +133,8 @@ class RayRuntime:
             return self._run(raw, table, suspend, resume)
 
     def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
-             suspend: bool = False, resume: Suspension | None = None) -> RunReport:
+             suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None
+             ) -> RunReport:
         import ray
 
         graph, router = self.graph, Router(self.graph)
@@ -174,7 +178,7 @@ class RayRuntime:
 
     def _drive(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
                router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any],
-               suspend: bool = False, resume: Suspension | None = None
+               suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None
                ) -> tuple[int, float, list[dict]]:
         """Start the actors, feed them, flush (or suspend) them level by level and
         collect their reports; returns the raw events, the seconds it took and the
@@ -186,6 +190,7 @@ class RayRuntime:
         for c, sent in (resume.sent if resume is not None else {}).items():
             publisher.channel(c, actors[c]).sent = sent  # numbered on from the suspension
         n_raw = self._feed(raw, table, router, of_node, actors, publisher)
+        suspend = suspend() if callable(suspend) else suspend
         # pushes each actor was sent, per sender: a restarted one may have lost some
         expected: dict[int, dict[int, int]] = {}
         for c, ch in publisher.channels.items():

@@ -151,12 +151,15 @@ class NetOutput:
     def __len__(self) -> int:
         return sum(len(e) for e in self._live.values())
 
-    def emissions(self) -> np.ndarray:
-        """Everything received, in the order applied: events, updates and retractions."""
-        if not self._chunks:
+    def emissions(self, since: int | None = None) -> np.ndarray:
+        """Everything received, in the order applied: events, updates and retractions
+        (those applied at time ``since`` or later, if given)."""
+        chunks = [c for c, t in zip(self._chunks, self._times, strict=True)
+                  if since is None or t >= since]
+        if not chunks:
             return np.empty(0, self.dtype)
         return ev.concat([c if c.dtype == self.dtype else ev.conform(c, self.dtype, drop=True)
-                          for c in self._chunks], self.dtype)
+                          for c in chunks], self.dtype)
 
     def _gather(self) -> tuple[np.ndarray, np.ndarray]:
         refs = [ref for e in self._live.values() for ref in e.values()]

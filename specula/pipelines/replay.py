@@ -9,6 +9,8 @@
    quarantine, delays, the arrival-ordered stream as Parquet;
    With ``watch``, step 2 is instead a Structured Streaming query over a directory
    (:class:`~specula.pipelines.spark_stream.LogWatcher`) that feeds files as they land;
+   a watch stopped by a signal suspends its graph on Ray and the next watch on the same
+   folder resumes it (:mod:`~specula.pipelines.resume`);
 3. Ray started on the Spark cluster (or a Ray cluster joined at ``ray_address``, or no
    Ray at all with ``in_process``), fed the stream in arrival order, paced and with
    backpressure, through the detector graph;
@@ -22,13 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from specula.actors.recovery import Suspension
 from specula.actors.report import RunReport, format_detectors
 from specula.actors.routing import raw_type_table
 from specula.detectors.graph import Graph
@@ -36,6 +39,7 @@ from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
 from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
+from specula.pipelines.resume import OwnOutput, read_suspension, save_suspension, state_dir
 
 #: The options of the kind's default graph where the config leaves them unset.
 DEFAULT_OPTIONS: dict[str, Any] = {"alpha": "adaptive", "retraction": "on-demand",
@@ -133,9 +137,14 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
     from specula.pipelines.spark_store import persist
 
-    total, run = None, None
+    total, run, resume, suspension, own = None, None, None, None, None
     stopping: Any = contextlib.nullcontext()
     if config.watch:
+        resume = read_suspension(out)
+        if resume is not None and config.in_process:
+            raise ValueError(f"{state_dir(out)} holds a watch stopped mid-stream, which "
+                             "only the Ray runtime resumes: run without --in-process to go "
+                             "on from it, or remove that folder to start afresh")
         from specula.pipelines.spark_stream import (
             LogWatcher,
             counts_as_ingested,
@@ -167,19 +176,28 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                     contextlib.nullcontext(config.ray_address) if config.ray_address
                     else ray_on_spark(spark, worker_nodes=config.ray_workers,
                                       log=out / "logs" / "ray-on-spark.log"))
+            start_ns = time.time_ns()
             with progress.phase("detecting (Ray)", total) as advance, stopping:
-                report = _run_on_ray(graph, address, progress.events(batches, advance),
-                                     kind.registry, config)
+                report, suspension = _run_on_ray(
+                    graph, address, progress.events(batches, advance), kind.registry,
+                    config, resume, (lambda: watcher.stopping) if config.watch else None)
+            if config.watch:
+                own = OwnOutput(resume.settled if resume else {},
+                                suspension.settled if suspension else None, start_ns)
     if config.watch:
         ingested = counts_as_ingested(watcher.counts)
     summary = summarize(report, graph, ingested, config, played.seconds)
+    if own is not None:
+        summary["resumed"], summary["suspended"] = resume is not None, suspension is not None
     summary["annotations_in"] = annotations.merged
     summary["annotations_after_log"] = len(annotations.events) - annotations.merged
     with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
                  **annotations.save(out / "annotations", kind.event_columns, run),
-                 **persist(spark, report, graph.registry, out, summary, run=run)}
+                 **persist(spark, report, graph.registry, out, summary, run=run, own=own)}
+    if own is not None:
+        save_suspension(out, suspension)
     return report, summary, paths
 
 
@@ -374,12 +392,17 @@ def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeR
 
 
 def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
-                registry: TypeRegistry, config: ReplayConfig) -> RunReport:
+                registry: TypeRegistry, config: ReplayConfig, resume: Suspension | None,
+                stopped: Callable[[], bool] | None) -> tuple[RunReport, Suspension | None]:
+    """The run on Ray; a watch (``stopped``: whether it was stopped) checkpoints into
+    the run folder, suspends when stopped and resumes from ``resume``."""
     from specula.actors.ray_runtime import RayRuntime
 
     runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
-                         speed=config.speed)
-    return runtime.run(batches, registry=registry)
+                         speed=config.speed,
+                         checkpoint_uri=str(state_dir(config.out)) if stopped else None)
+    report = runtime.run(batches, registry=registry, resume=resume, suspend=stopped or False)
+    return report, runtime.suspension
 
 
 def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig

@@ -28,6 +28,7 @@ import numpy as np
 
 from specula.actors.report import RunReport
 from specula.events import TypeRegistry
+from specula.pipelines.resume import OwnOutput
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,19 +36,22 @@ if TYPE_CHECKING:
 
 def persist(spark: SparkSession, report: RunReport, registry: TypeRegistry,
             out: str | os.PathLike[str], summary: dict[str, Any], *,
-            run: int | None = None) -> dict[str, str]:
+            run: int | None = None, own: OwnOutput | None = None) -> dict[str, str]:
     """Write the run's event tables, metrics and summary under ``out``; return the paths.
 
     With ``run`` (a watch, which may be stopped and started again on one ``out``), the
     tables and metrics are appended with a ``run`` column, so earlier runs' rows stay,
     and the summary is also kept as ``runs/<run>.json``; without, they replace what
-    ``out`` held.
+    ``out`` held. ``own`` selects the rows of a watch that suspends or resumes
+    (:mod:`~specula.pipelines.resume`).
     """
     out = Path(out)
+    own = own or OwnOutput(start_ns=0)
     tables = {
-        "complex": {n: d.net.net() for n, d in report.detectors.items()},
-        "emissions": {n: d.net.emissions() for n, d in report.detectors.items()},
-        "late": {n: d.late for n, d in report.detectors.items()},
+        "complex": {n: own.complex(d.net.net()) for n, d in report.detectors.items()},
+        "emissions": {n: d.net.emissions(since=own.start_ns)
+                      for n, d in report.detectors.items()},
+        "late": {n: own.late(d.late) for n, d in report.detectors.items()},
     }
     mode = "overwrite" if run is None else "append"
     paths = {}

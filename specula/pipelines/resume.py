@@ -1,0 +1,91 @@
+"""A live run stopped and started again on one run folder: where the suspended graph's
+state lives, and which of a run's outputs are its own to persist.
+
+A watch stopped by Ctrl-C or SIGTERM suspends its graph instead of flushing it
+(:meth:`~specula.actors.ray_runtime.RayRuntime.run` with ``suspend``): the actors'
+checkpoints stay in ``out/state/`` and ``out/state/suspended.json`` says where the run
+stopped (a :class:`~specula.actors.recovery.Suspension`). The next watch on ``out``
+resumes from there, so a detection that spans the stop is found as if the watch had
+never stopped. A watch that ends by its idle timeout flushes (the stream is over) and
+removes the state.
+
+Each run persists only what is its own (:class:`OwnOutput`): of the net output, the
+events from where the previous run's persisting stopped (its settled counters) up to
+this run's settled counters if it suspends, or all of them if it flushes; the
+emissions and late events of its own time. The runs' rows together are the net output
+of one uninterrupted run, each detection once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from specula.actors.recovery import Suspension
+
+#: The folder of a run folder that holds a suspended graph's checkpoints.
+STATE = "state"
+_RECORD = "suspended.json"
+
+
+def state_dir(out: Path) -> Path:
+    """Where the actors of a watch on ``out`` checkpoint (absolute: actors resolve it)."""
+    return (Path(out) / STATE).resolve()
+
+
+def read_suspension(out: Path) -> Suspension | None:
+    """Where the last watch on ``out`` suspended, or None (it flushed, or none ran)."""
+    record = state_dir(out) / _RECORD
+    return Suspension.from_json(json.loads(record.read_text())) if record.exists() else None
+
+
+def save_suspension(out: Path, suspension: Suspension | None) -> None:
+    """Record ``suspension`` for the next watch, or (None: the run flushed) remove the
+    state, which no run needs any more. Call it once the run's output is persisted."""
+    state = state_dir(out)
+    if suspension is None:
+        shutil.rmtree(state, ignore_errors=True)
+        return
+    tmp = state / f".{_RECORD}"
+    tmp.write_text(json.dumps(suspension.to_json()) + "\n")
+    tmp.replace(state / _RECORD)
+
+
+@dataclass
+class OwnOutput:
+    """Which rows of a run's report the run persists (see the module).
+
+    ``since``: per producer, the counter the earlier runs persisted up to (their last
+    suspension's settled counters); ``upto``: per producer, this run's settled counters
+    if it suspends, None if it flushed; ``start_ns``: when the run started (wall clock),
+    before which every emission and late event belongs to an earlier run.
+    """
+
+    since: dict[int, int] = field(default_factory=dict)
+    upto: dict[int, int] | None = None
+    start_ns: int = field(default_factory=time.time_ns)
+
+    def complex(self, net: np.ndarray) -> np.ndarray:
+        """The net events that are this run's to persist."""
+        if not self.since and self.upto is None:
+            return net
+        producers, seqs = net["producer"].astype(np.int64), net["seq"].astype(np.int64)
+        lo = _per_producer(producers, self.since, 0)
+        hi = _per_producer(producers, self.upto or {}, np.iinfo(np.int64).max)
+        return net[(seqs >= lo) & (seqs < hi)]
+
+    def late(self, rows: np.ndarray) -> np.ndarray:
+        """The late events that reached their unit in this run."""
+        return rows[rows["ats"] >= self.start_ns] if self.since else rows
+
+
+def _per_producer(producers: np.ndarray, bound: dict[int, int], default: int) -> np.ndarray:
+    out = np.full(len(producers), default, np.int64)
+    for p, b in bound.items():
+        out[producers == p] = b
+    return out

@@ -1,0 +1,137 @@
+"""A live watch stopped with Ctrl-C mid-match and started again on the same run folder
+finds exactly the detections of one uninterrupted run: the first run suspends its
+graph on Ray and persists what is settled, the second resumes it and persists the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from specula.actors.inprocess import InProcessRuntime
+from specula.soccer.debs2013 import write_positions
+from specula.soccer.graph import soccer_graph
+from specula.soccer.match import generate_match
+
+# Spark and Ray in subprocesses: two watches take ~150 s (Spark's first micro-batch of
+# a watch alone ~30 s), so this is one of the long runs; the default suite checks the
+# suspension on Ray (tests/actors/test_ray_runtime.py) and the selection of what each
+# run persists (tests/pipelines/test_resume.py)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    os.environ.get("SPECULA_SOAK") != "1", reason="set SPECULA_SOAK=1 for the long runs")]
+
+SPECULA = [sys.executable, "-m", "specula.cli"]
+IGNORED = ("flags", "ats", "kplus", "origin")
+REFERENCE_STEP = 100 * 10**9  # ps: nothing is late, so the step changes no answer
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A local Ray cluster the watches join (Ray on Spark would add ~25 s a run),
+    without token authentication, which a joining process has no token for here."""
+    ray = pytest.importorskip("ray")
+    mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # the watches inherit it
+    try:
+        context = ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+                           log_to_driver=False)
+        yield context.address_info["gcs_address"]
+        ray.shutdown()
+    finally:
+        if mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = mode
+
+
+def _land(staging, watched, name: str, events: np.ndarray) -> None:
+    """Write a log file elsewhere, then move it into the watched folder whole."""
+    write_positions(staging / name, events, newline="\n")
+    (staging / name).rename(watched / name)
+
+
+def _committed(out) -> int:
+    """Micro-batches the watch's streaming query committed (one file each)."""
+    commits = out / "checkpoint" / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+
+def _complex(out) -> dict[str, object]:
+    data = pq.read_table(out / "complex").to_pandas()
+    return {name: rows for name, rows in data.groupby("detector")}
+
+
+def _content(rows: object, names: list[str]) -> list[tuple]:
+    """Rows (a record array or a data frame) as sorted tuples of the fields ``names``."""
+    return sorted(zip(*(rows[n].tolist() for n in names), strict=True))
+
+
+def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_detections(
+        tmp_path, ray_address):
+    match = generate_match(8.0, seed=3)
+    parts = np.array_split(match.events, 4)
+    staging, watched, out = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
+    staging.mkdir()
+    watched.mkdir()
+    for i in (0, 1):
+        _land(staging, watched, f"part{i}.csv", parts[i])
+    watch = [*SPECULA, "replay", str(watched), "--watch", "--out", str(out), "--no-progress",
+             "--no-plots", "--ray-address", ray_address]
+    proc = subprocess.Popen([*watch, "--idle-timeout", "300"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 240
+        while _committed(out) < 2:  # both files are in the graph's hands
+            assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        first, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, first
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["run"], summary["suspended"], summary["resumed"]) == (1, True, False)
+    assert (out / "state" / "suspended.json").exists()
+
+    for i in (2, 3):
+        _land(staging, watched, f"part{i}.csv", parts[i])
+    second = subprocess.run([*watch, "--idle-timeout", "3"], capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert second.returncode == 0, second.stdout + second.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["run"], summary["suspended"], summary["resumed"]) == (2, False, True)
+    assert not (out / "state").exists()  # the stream ended: nothing left to resume
+
+    graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
+    raw = match.events.copy()
+    raw["ats"] = raw["ts"]
+    whole = InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+    # the stop matters: two runs that each flush at their end find other detections
+    cut = len(np.concatenate(parts[:2]))
+    halves = [InProcessRuntime(graph).run(half, batch_ticks=REFERENCE_STEP)
+              for half in (raw[:cut], raw[cut:])]
+    persisted = _complex(out)
+    assert not (out / "late").exists() or pq.read_table(out / "late").num_rows == 0
+    differs = False
+    for name in graph.nodes:
+        want = whole.net(name)
+        names = [n for n in want.dtype.names if n not in IGNORED]
+        got = persisted.get(name)
+        assert _content(want, names) == ([] if got is None else _content(got, names)), name
+        if got is not None:  # each detection once, split over both runs
+            assert not got.duplicated(["producer", "seq"]).any(), name
+        flushed = sorted(_content(halves[0].net(name), names)
+                         + _content(halves[1].net(name), names))
+        differs |= flushed != _content(want, names)
+    assert differs
+    runs = pq.read_table(out / "complex").to_pandas()["run"].value_counts()
+    assert runs.get(1, 0) > 0 and runs.get(2, 0) > 0
