@@ -21,10 +21,13 @@ push, or when a flush says pushes are missing) and the report counts the restart
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -129,7 +132,7 @@ class RayRuntime:
             raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
                              "outlives it")
         table = raw_type_table(self.graph, registry)
-        with ray_session(self.address):
+        with ray_session(self.address, modules=user_modules(self.graph)):
             return self._run(raw, table, suspend, resume)
 
     def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
@@ -274,6 +277,27 @@ class RayRuntime:
                 recovery=recovery_summary(mine),
                 hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])])
         return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes)
+
+
+def user_modules(graph: Graph) -> list[ModuleType]:
+    """The top-level modules and packages the graph's detectors (and shedding
+    strategies) are defined in, other than specula, the standard library and installed
+    distributions, which every host has: the user's files, for Ray to ship to hosts
+    that lack them. A class defined in ``__main__`` travels by value anyway."""
+    found: dict[str, ModuleType] = {}
+    for node in graph.nodes.values():
+        strategy = node.shedding.strategy if node.shedding is not None else None
+        for obj in (node.detector, strategy):
+            top = type(obj).__module__.split(".")[0]
+            module = sys.modules.get(top)
+            where = getattr(module, "__file__", None) or ""
+            if (module is None or top in ("specula", "__main__", "builtins")
+                    or top in sys.stdlib_module_names or not where
+                    or any(part in ("site-packages", "dist-packages")
+                           for part in Path(where).parts)):
+                continue
+            found[top] = module
+    return list(found.values())
 
 
 def actor_concurrency(graph: Graph, router: Router, instance: Instance,

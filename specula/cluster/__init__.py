@@ -7,8 +7,9 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from types import ModuleType
 from urllib.parse import urlsplit
 
 
@@ -52,23 +53,31 @@ def keep_sigterm_handler() -> Iterator[None]:
 
 
 @contextmanager
-def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[None]:
+def ray_session(address: str | None = None, *, num_cpus: int | None = None,
+                modules: Sequence[ModuleType] = ()) -> Iterator[None]:
     """Use the Ray cluster at ``address``, or start one embedded on this machine (a new
     one even where ``RAY_ADDRESS`` names another: embedded means embedded).
 
-    An already connected driver is reused as it is. A cluster this function started is
-    shut down on exit, on errors and on Ctrl-C; a joined one is only disconnected.
+    Workers import the user's modules as the driver does: on this machine through the
+    driver's ``PYTHONPATH``; on a joined cluster, whose other hosts have none of the
+    driver's files, ``modules`` (those the graph's detectors come from) are also shipped
+    with the job's ``runtime_env`` (``py_modules``: Ray uploads them once and puts them
+    on every worker's path). An already connected driver is reused as it is. A cluster
+    this function started is shut down on exit, on errors and on Ctrl-C; a joined one is
+    only disconnected.
     """
     import ray
 
     if ray.is_initialized():
         yield
         return
-    # Workers must import the user's modules as the driver does.
     paths = [p for p in sys.path if p and os.path.isdir(p)]
-    env = {"PYTHONPATH": os.pathsep.join([os.getcwd(), *paths])}
+    runtime_env: dict[str, object] = {
+        "env_vars": {"PYTHONPATH": os.pathsep.join([os.getcwd(), *paths])}}
+    if address and modules:
+        runtime_env["py_modules"] = list(modules)
     kwargs = dict(include_dashboard=False, configure_logging=False, log_to_driver=True,
-                  runtime_env={"env_vars": env})
+                  runtime_env=runtime_env)
     with keep_sigterm_handler():
         if address:
             check_reachable(address, "Ray cluster")

@@ -71,3 +71,59 @@ def test_the_soccer_hierarchy_on_three_nodes_gives_the_in_process_answer(three_n
         assert len(report.late(name)) == len(reference.late(name)) == 0, name
         assert content(report.net(name)) == content(reference.net(name)), name
     assert len(report.net("near_foot")) > 0
+
+
+USER_MODULE = '''
+from specula.detectors import Detector
+
+
+class Doubled(Detector):
+    """Every C becomes a D with twice its value (a detector only this file defines)."""
+
+    inputs, outputs = ("C",), ("D",)
+
+    def on_event(self, event, emit):
+        emit("D", event.ts, event.key, a_ts=event.ts)
+'''
+
+
+def _user_module(folder):
+    """Import a detector module from ``folder``, then take ``folder`` off the path: only
+    this process can import it now, as on a laptop whose files a cluster lacks."""
+    import importlib
+    import sys
+
+    (folder / "specula_user_detectors.py").write_text(USER_MODULE)
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module("specula_user_detectors")
+    finally:
+        sys.path.remove(str(folder))
+
+
+def test_user_modules_are_the_files_of_the_graphs_own_detectors(tmp_path):
+    from specula.actors.ray_runtime import user_modules
+    from specula.shedding import Shedding
+
+    mine = _user_module(tmp_path)
+    graph = Graph(example_registry(), sources=("C",))
+    graph.add("doubled", mine.Doubled(), shedding=Shedding(latency_bound_s=1.0))
+    graph.add("big_c", Threshold())
+    assert user_modules(graph) == [mine]  # not specula's, not the standard library's
+
+
+def test_a_joined_cluster_gets_the_modules_of_the_detectors_shipped(three_nodes, tmp_path):
+    # the driver joins the cluster itself (ray_session), as `specula replay --ray-address`
+    # does; without py_modules the actors could not unpickle Doubled
+    mine = _user_module(tmp_path)
+    graph = Graph(example_registry(), sources=("C",))
+    graph.add("doubled", mine.Doubled(), k0=3_000)
+    raw = abc_stream(example_registry(), 1_000, seed=2, max_delay=20)
+    ray.shutdown()  # leave the fixture's connection: the run connects on its own
+    try:
+        report = RayRuntime(graph, batch_size=200, address=three_nodes.address).run(raw)
+    finally:
+        ray.init(address=three_nodes.address, configure_logging=False, log_to_driver=False)
+    reference = InProcessRuntime(graph).run(raw, batch_ticks=50)
+    assert content(report.net("doubled")) == content(reference.net("doubled"))
+    assert len(report.net("doubled")) > 100
