@@ -24,9 +24,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from specula.actors.recovery import pack_dets
+from specula.ordering.checkpoint import pack_array, unpack_array
 
 
 def answer(ref: Any) -> Any:
@@ -155,6 +159,22 @@ class Publisher:
             n = self._resend(ch, max(epoch, ch.epoch), position)
         self._wait(ch, 0)
         return n
+
+    def state(self) -> list[Any]:
+        """Every channel's numbering and kept pushes, msgpack-ready, for a checkpoint."""
+        with self._lock:
+            return [[c, ch.sent, ch.epoch, ch.last_step,
+                     [[n, pack_array(b), pack_dets(d)] for n, b, d in ch.kept]]
+                    for c, ch in self.channels.items()]
+
+    def restore(self, state: list[Any], actor: Callable[[int], Any]) -> None:
+        """Set the channels back to a checkpoint's :meth:`state` (``actor``: a consumer's
+        actor by its producer id)."""
+        with self._lock:
+            for c, sent, epoch, last_step, kept in state:
+                ch = self.channel(int(c), actor(int(c)))
+                ch.sent, ch.epoch, ch.last_step = sent, epoch, last_step
+                ch.kept.extend((n, unpack_array(b), d) for n, b, d in kept)
 
     def kept_events(self) -> int:
         """Events kept for resending, over all consumers."""

@@ -34,6 +34,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.actors.channels import Publisher, Route, answer
+from specula.actors.clocks import estimate_offset
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.placement import actor_options, check_fits
@@ -186,7 +187,9 @@ class RayRuntime:
         """Start the actors, feed them, flush (or suspend) them level by level and
         collect their reports; returns the raw events, the seconds it took and the
         reports."""
-        for ref in [a.start.remote() for a in actors.values()]:
+        clocks = {p: estimate_offset(lambda a=a: answer(a.status.remote())["clock_ns"])
+                  for p, a in actors.items()}
+        for ref in [a.start.remote(clocks[p]) for p, a in actors.items()]:
             answer(ref)
         t0 = time.perf_counter()
         publisher = Publisher(self.max_in_flight)
@@ -275,7 +278,9 @@ class RayRuntime:
                 memory=merge_figures([r["memory"] for r in mine]),
                 inbox=InboxStats.merge([r["inbox"] for r in mine]),
                 recovery=recovery_summary(mine),
-                hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])])
+                hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])],
+                clocks_ms=[(r["clock"][0] / 1e6, r["clock"][1] / 1e6)
+                           for r in sorted(mine, key=lambda r: r["producer"])])
         return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes)
 
 

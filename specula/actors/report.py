@@ -54,6 +54,10 @@ class DetectorReport:
     #: on Ray: where each instance's actor ran (node address and id), in partition
     #: order; None in-process
     hosts: list[str] | None = None
+    #: on Ray: per instance, in the same order, its host's clock minus the driver's and
+    #: the error bound of that estimate, ms (its time stamps are shifted by the offset:
+    #: :mod:`~specula.actors.clocks`)
+    clocks_ms: list[tuple[float, float]] | None = None
 
     def summary(self, seconds_per_tick: float) -> dict[str, Any]:
         lat = self.net.latencies() * seconds_per_tick
@@ -71,6 +75,7 @@ class DetectorReport:
             "recovery": self.recovery,
             "memory": self.memory,
             "hosts": self.hosts,
+            "clocks_ms": self.clocks_ms,
         }
 
 

@@ -48,7 +48,6 @@ from specula.actors.recovery import (
     StepLog,
     digest,
     pack_checkpoint,
-    pack_dets,
     read_net,
     unpack_checkpoint,
     write_net_segment,
@@ -57,7 +56,7 @@ from specula.actors.report import rss_mb
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
-from specula.ordering.checkpoint import pack_array, restore_unit, unit_state, unpack_array
+from specula.ordering.checkpoint import restore_unit, unit_state
 from specula.ordering.net import NetOutput
 from specula.ordering.samples import SampleLog
 
@@ -123,6 +122,7 @@ class DetectorWorker:
         self.duplicates = 0                 # pushes dropped as already held
         self.divergent = 0                  # of them, those unlike the push held
         self._digests: dict[int, dict[int, int]] = {}  # per sender: push number -> digest
+        self._clock = (0, 0)                # this host's clock minus the driver's, error
         self.checkpoints = checkpoints
         self.checkpoint_stats = {"count": 0, "seconds": 0.0, "bytes": 0}
         self._want_checkpoint = False
@@ -136,9 +136,11 @@ class DetectorWorker:
             self._restore()
             self.start()
 
-    def start(self) -> None:
-        """Start the processing thread (once; every actor must exist by then)."""
+    def start(self, clock: tuple[int, int] | None = None) -> None:
+        """Start the processing thread (once; every actor must exist by then); ``clock``:
+        this host's offset from the driver's clock and its error, ns (:mod:`.clocks`)."""
         with self._cond:
+            self._clock = tuple(clock) if clock is not None else self._clock
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name=f"specula-{self.instance.label}")
@@ -267,10 +269,14 @@ class DetectorWorker:
             self._check()
             return self.checkpoint_stats["count"]
 
+    def _now(self) -> int:
+        return time.time_ns() - self._clock[0]
+
     def status(self) -> dict[str, Any]:
-        """Where the actor is: its incarnation, the batches it took, whether it ended."""
+        """Where the actor is: its incarnation, the batches it took, whether it ended,
+        and its host's wall clock (for the driver's estimate of its offset)."""
         return {"incarnation": self.incarnation, "step": self._step,
-                "ended": self._ended is not None}
+                "ended": self._ended is not None, "clock_ns": time.time_ns()}
 
     def report(self) -> dict[str, Any]:
         c = self.unit.controller
@@ -283,6 +289,7 @@ class DetectorWorker:
                 "duplicates": self.duplicates, "divergent": self.divergent,
                 "resent": self.publisher.resent_batches,
                 "checkpoints": dict(self.checkpoint_stats), "host": this_host(),
+                "clock": self._clock,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def _duplicate(self, sender: int, n: int, batch: np.ndarray) -> None:
@@ -381,11 +388,11 @@ class DetectorWorker:
         self._log_step(sender, alpha)
         kept = self.gate.admit(batch, command)
         t0 = time.perf_counter()
-        out = self.unit.push(kept, time.time_ns()) if len(kept) \
+        out = self.unit.push(kept, self._now()) if len(kept) \
             else np.empty(0, self.unit.out_dtype)
         busy = time.perf_counter() - t0
         self.busy_s += busy
-        self._publish(out, time.time_ns())
+        self._publish(out, self._now())
         self._taken[sender] = self._taken.get(sender, 0) + 1
         done = time.monotonic_ns()
         self.gate.done(len(kept), busy, (done - arrival) * 1e-9)
@@ -406,7 +413,7 @@ class DetectorWorker:
     def _finish(self) -> None:
         """End of stream: flush the unit, publish, wait for the answers, checkpoint."""
         self._log_step(-1, None)
-        now = time.time_ns()
+        now = self._now()
         out = self.unit.flush(now)
         self._publish(out, now)
         self.publisher.drain()
@@ -454,7 +461,7 @@ class DetectorWorker:
 
     def _sample(self, wait_s: float) -> None:
         s = self.unit.stats
-        self.series.append({"time_ns": time.time_ns(), "alpha": self.unit.alpha,
+        self.series.append({"time_ns": self._now(), "alpha": self.unit.alpha,
                             "events_in": s.events_in, "emitted": s.emitted,
                             "replayed": s.replayed, "late": s.late,
                             "buffered": len(self.unit), "in_flight": self.publisher.in_flight(),
@@ -473,16 +480,13 @@ class DetectorWorker:
         if self.net.batches > self._net_saved:
             write_net_segment(self.store, self._segments, self.net, self._net_saved)
             self._segments, self._net_saved = self._segments + 1, self.net.batches
-        with self.publisher._lock:
-            channels = [[c, ch.sent, ch.epoch, ch.last_step,
-                         [[n, pack_array(b), pack_dets(d)] for n, b, d in ch.kept]]
-                        for c, ch in self.publisher.channels.items()]
+        channels = self.publisher.state()
         with self._cond:
             logs = [[p, *log.as_list()] for p, log in self._logs.items()]
         state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit), "step": self._step,
                  "taken": [[s, n] for s, n in self._taken.items()], "channels": channels,
                  "logs": logs, "published": self._published, "segments": self._segments,
-                 "ended": ended, "duplicates": self.duplicates,
+                 "ended": ended, "duplicates": self.duplicates, "clock": self._clock,
                  "checkpoints": [self.checkpoint_stats["count"] + 1,
                                  self.checkpoint_stats["seconds"]]}
         data = pack_checkpoint(state)
@@ -510,17 +514,14 @@ class DetectorWorker:
         self._taken = {int(s): n for s, n in state["taken"]}
         self._next, self._acked = dict(self._taken), dict(self._taken)
         actors = {c: a for r in self.routes for c, a in zip(r.consumers, r.actors, strict=True)}
-        for c, sent, epoch, last_step, kept in state["channels"]:
-            ch = self.publisher.channel(int(c), self.actor(actors[int(c)]))
-            ch.sent, ch.epoch, ch.last_step = sent, epoch, last_step
-            ch.kept.extend((n, unpack_array(b), d) for n, b, d in kept)
+        self.publisher.restore(state["channels"], lambda c: self.actor(actors[c]))
         self._logs = {int(p): StepLog(base, senders, alphas)
                       for p, base, senders, alphas in state["logs"]}
         self._published = state["published"]
         self._segments = state["segments"]
         self.net = read_net(self.store, self._segments, self.unit.out_dtype)
         self._net_saved = self.net.batches
-        self.duplicates = state["duplicates"]
+        self.duplicates, self._clock = state["duplicates"], tuple(state["clock"])
         self._ended = state["ended"]
         self.checkpoint_stats["count"], self.checkpoint_stats["seconds"] = state["checkpoints"]
 

@@ -338,3 +338,6 @@ def test_the_report_says_where_each_actor_ran(local_ray):
     hosts = report.detectors["per_key"].hosts
     assert len(hosts) == 2 and all(h.endswith(node) for h in hosts)
     assert report.summary()["detectors"]["per_key"]["hosts"] == hosts
+    # one host: each actor's clock offset is zero within the bound of its estimate
+    clocks = report.detectors["per_key"].clocks_ms
+    assert len(clocks) == 2 and all(abs(offset) <= error + 0.01 for offset, error in clocks)
