@@ -31,15 +31,14 @@ def three_nodes():
     cluster.shutdown()
 
 
-def test_partitions_asking_a_cpu_each_run_on_three_nodes_with_the_in_process_answer(
-        three_nodes):
+def test_four_partitions_spread_over_three_nodes_with_the_in_process_answer(three_nodes):
     graph = Graph(example_registry(), sources=("C",))
-    graph.add("per_key", CountPerKey(), partitions=3, cpus=1.0, k0=3_000, alpha=0.0)
+    graph.add("per_key", CountPerKey(), partitions=4, cpus=0.5, k0=3_000, alpha=0.0)
     graph.add("big_c", Threshold(), k0=3_000)  # asks for nothing: fits beside them
     raw = abc_stream(example_registry(), 4_000, seed=5, max_delay=20, keys=9)
     report = RayRuntime(graph, batch_size=400).run(raw)
     hosts = report.detectors["per_key"].hosts
-    assert len(set(hosts)) == 3, hosts  # one CPU per node: one instance per node
+    assert len(hosts) == 4 and len(set(hosts)) == 3, hosts  # SPREAD: every node has one
     reference = InProcessRuntime(graph).run(raw, batch_ticks=50)
     for name in graph.nodes:
         assert len(report.late(name)) == len(reference.late(name)) == 0
