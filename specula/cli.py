@@ -174,12 +174,12 @@ def score(args: argparse.Namespace) -> int:
     """Score the shots and possession of a replay of the real DEBS 2013 game (its --out
     folder) against the referee's annotations (the ``referee-events`` folder of the
     challenge data); print the table and write ``referee_score.json`` beside the run."""
-    from specula.soccer.debs2013 import read_referee_events
+    from specula.soccer.debs2013 import kickoff_aligned, read_referee_events
     from specula.soccer.referee_score import DEFAULT_TOLERANCE_S, score_run
     from specula.soccer.scoring import format_scores
 
     try:
-        referee = read_referee_events(args.referee)
+        referee = kickoff_aligned(read_referee_events(args.referee))
         scores = score_run(args.out, referee, args.tolerance_s or DEFAULT_TOLERANCE_S)
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None

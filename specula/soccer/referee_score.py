@@ -13,7 +13,10 @@ with them, over the stretch of the game the run's log covered:
   ``possession`` matches an annotated change to the same player within the tolerance.
 
 The annotations were made by hand on a clock that was not synchronised with the
-sensors, so the default tolerance is two seconds.
+sensors. ``specula score`` puts each half's kick-off whistle at the half's start
+(:func:`~specula.soccer.debs2013.kickoff_aligned`, as ``specula replay --referee``
+does), but within a half the clocks drift apart by a few seconds, so the default
+tolerance is two seconds.
 """
 
 from __future__ import annotations

@@ -79,18 +79,11 @@ class PositionLog:
         opens with an interruption from 0, the wait for the kick-off, which ends when
         the kick-off is whistled (3.092 s into the first half's file, 0.455 s into the
         second's). Its end is put at the half's kick-off on the sensor clock
-        (:data:`~specula.soccer.debs2013.HALF_START_PS`), so that the kick-off kick is
+        (:func:`~specula.soccer.debs2013.kickoff_aligned`), so that the kick-off kick is
         play; the rest of the half keeps its offsets from there."""
-        from specula.soccer.debs2013 import HALF_START_PS, read_referee_events
+        from specula.soccer.debs2013 import kickoff_aligned, read_referee_events
 
-        stops = read_referee_events(directory, self.metadata).interruptions.copy()
-        for half in HALF_START_PS:
-            mine = stops["half"] == half
-            opening = stops[mine & (stops["begin_offset"] == 0)]
-            if len(opening) and opening["end_offset"][0] > 0:
-                shift = int(opening["end_offset"][0])
-                stops["begin_ts"][mine] -= shift
-                stops["end_ts"][mine & (stops["end_ts"] >= 0)] -= shift
+        stops = kickoff_aligned(read_referee_events(directory, self.metadata)).interruptions
         return replace(self, interruptions=game_interruptions(stops))
 
     def read_table(self, spark: SparkSession, log: str, files: Sequence[str]) -> DataFrame:

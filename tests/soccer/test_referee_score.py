@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specula import cli
-from specula.soccer.debs2013 import HALF_START_PS, read_referee_events
+from specula.soccer.debs2013 import HALF_START_PS, kickoff_aligned, read_referee_events
 from specula.soccer.referee_score import RunDetections, possessor_changes, score_against_referee
 
 REFEREE = Path(__file__).resolve().parents[1] / "data" / "debs2013" / "referee-events"
@@ -28,8 +28,9 @@ def _records(ts, player) -> np.ndarray:
 
 
 def _annotated() -> tuple[np.ndarray, np.ndarray]:
-    """The annotated shots and possession changes inside SPAN."""
-    referee = read_referee_events(REFEREE)
+    """The annotated shots and possession changes inside SPAN, on the sensor clock as
+    ``specula score`` aligns it (the kick-off whistles at the halves' starts)."""
+    referee = kickoff_aligned(read_referee_events(REFEREE))
     shots = referee.shots[(referee.shots["ts"] >= SPAN[0]) & (referee.shots["ts"] <= SPAN[1])]
     ts, player = possessor_changes(referee.possession["begin_ts"], referee.possession["player"])
     inside = (ts >= SPAN[0]) & (ts <= SPAN[1])
@@ -48,7 +49,8 @@ def test_detections_near_the_annotations_score_as_matched_and_the_rest_do_not():
     detected_shots = np.concatenate([_records(shots["ts"] + PS, shots["player"]), false_shot])
     detected_changes = _records(changes["ts"][1:] - PS // 2, changes["player"][1:])
     run = RunDetections(detected_shots, detected_changes, *SPAN)
-    scores = score_against_referee(run, read_referee_events(REFEREE))
+    referee = kickoff_aligned(read_referee_events(REFEREE))
+    scores = score_against_referee(run, referee)
     assert scores["shots"].as_dict() == {
         "detected": len(shots) + 1, "truth": len(shots), "matched": len(shots),
         "precision": round(len(shots) / (len(shots) + 1), 4), "recall": 1.0}
@@ -56,7 +58,7 @@ def test_detections_near_the_annotations_score_as_matched_and_the_rest_do_not():
         len(changes) - 1, len(changes))
     too_far = RunDetections(_records(shots["ts"] + 3 * PS, shots["player"]),
                             detected_changes, *SPAN)
-    assert score_against_referee(too_far, read_referee_events(REFEREE))["shots"].matched == 0
+    assert score_against_referee(too_far, referee)["shots"].matched == 0
 
 
 def test_the_command_scores_a_replay_folder(tmp_path, capsys):
@@ -78,3 +80,19 @@ def test_the_command_scores_a_replay_folder(tmp_path, capsys):
 def test_the_command_names_what_is_missing(tmp_path, capsys):
     assert cli.main(["score", str(tmp_path), "--referee", str(REFEREE)]) == 2
     assert f"{tmp_path / 'complex'} does not exist" in capsys.readouterr().err
+
+
+def test_kickoff_alignment_moves_every_annotation_of_a_half_by_its_kickoff_whistle():
+    raw = read_referee_events(REFEREE)
+    aligned = kickoff_aligned(raw)
+    for half, whistle_ps in ((1, 3_092 * 10**9), (2, 455 * 10**9)):
+        stops = aligned.interruptions[aligned.interruptions["half"] == half]
+        assert stops["end_ts"][0] == HALF_START_PS[half]  # the kick-off is whistled then
+        for table, fields in ((raw.shots, ("ts",)), (raw.possession, ("begin_ts", "end_ts")),
+                              (raw.interruptions, ("begin_ts",))):
+            mine = table["half"] == half
+            moved = {id(raw.shots): aligned.shots, id(raw.possession): aligned.possession,
+                     id(raw.interruptions): aligned.interruptions}[id(table)][mine]
+            for field in fields:
+                assert (table[field][mine] - moved[field] == whistle_ps).all(), (half, field)
+    assert (aligned.shots["offset"] == raw.shots["offset"]).all()  # referee clock as read

@@ -64,6 +64,7 @@ from specula.soccer.debs2013.referee import (
     POSSESSION_DTYPE,
     SHOT_DTYPE,
     RefereeEvents,
+    kickoff_aligned,
     read_referee_events,
 )
 
@@ -91,6 +92,7 @@ __all__ = [
     "PositionChunk",
     "Quarantined",
     "RefereeEvents",
+    "kickoff_aligned",
     "position_dtype",
     "read_all",
     "read_metadata",

@@ -17,7 +17,7 @@ from specula.soccer.debs2013._common import HALF_START_PS, PathLike
 from specula.soccer.debs2013.metadata import Metadata, Player
 
 __all__ = ["INTERRUPTION_DTYPE", "POSSESSION_DTYPE", "SHOT_DTYPE", "RefereeEvents",
-           "read_referee_events"]
+           "kickoff_aligned", "read_referee_events"]
 
 _PICOS_PER_MILLI = 10**9
 
@@ -172,6 +172,31 @@ def read_referee_events(
         shots=np.array(sorted(shots, key=lambda row: (row[0], row[1])), SHOT_DTYPE),
         possession=np.array(possession, POSSESSION_DTYPE),
     )
+
+
+def kickoff_aligned(events: RefereeEvents) -> RefereeEvents:
+    """``events`` with each half's sensor-clock times moved so that its kick-off whistle
+    falls on the half's start (:data:`HALF_START_PS`, where the sensors show the
+    kick-off): every annotation of the half earlier by the end of its opening
+    interruption, the wait for the kick-off (3.092 s into the first half's files, 0.455 s
+    into the second's). A half whose interruptions do not open at 0 stays as it is. The
+    referee offsets are kept; within a half the two clocks still drift apart by a few
+    seconds."""
+    stops = events.interruptions.copy()
+    shots, possession = events.shots.copy(), events.possession.copy()
+    for half in np.unique(stops["half"]).tolist():
+        mine = stops["half"] == half
+        opening = stops[mine & (stops["begin_offset"] == 0)]
+        if not len(opening) or opening["end_offset"][0] <= 0:
+            continue
+        shift = int(opening["end_offset"][0])
+        stops["begin_ts"][mine] -= shift
+        stops["end_ts"][mine & (stops["end_ts"] >= 0)] -= shift
+        shots["ts"][shots["half"] == half] -= shift
+        held = possession["half"] == half
+        possession["begin_ts"][held] -= shift
+        possession["end_ts"][held] -= shift
+    return RefereeEvents(stops, shots, possession)
 
 
 def _read_referee_rows(path: Path) -> list[tuple[int, int, str, int, int]]:
