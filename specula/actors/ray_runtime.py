@@ -20,12 +20,14 @@ push, or when a flush says pushes are missing) and the report counts the restart
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -41,6 +43,7 @@ from specula.actors.placement import actor_options, check_fits
 from specula.actors.recovery import Checkpoints, Suspension
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table, split_by_key
+from specula.actors.settled import SettledTail
 from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
@@ -107,13 +110,17 @@ class RayRuntime:
         self.checkpoints: Checkpoints | None = None
         #: where the last run stopped, if it ended suspended (``run(suspend=True)``)
         self.suspension: Suspension | None = None
+        #: per producer id, the counter below which the last run's ``on_settled`` got
+        #: every event (from its ``resume``'s settled counters on)
+        self.settled_since: dict[int, int] = {}
         #: the actors of the run in progress, by instance label (for tests that kill them)
         self.actors: dict[str, Any] = {}
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray], *,
             registry: ev.TypeRegistry | None = None,
             suspend: bool | Callable[[], bool] = False,
-            resume: Suspension | None = None) -> RunReport:
+            resume: Suspension | None = None,
+            on_settled: Callable[[dict[str, np.ndarray]], None] | None = None) -> RunReport:
         """Feed raw events (one array in arrival order by ``ats``, or an iterable of
         batches already in arrival order) through the graph and report.
 
@@ -128,16 +135,22 @@ class RayRuntime:
         events that come after. Both need a ``checkpoint_uri`` that outlives the run.
         ``suspend`` may be a function, asked when the raw events end (a live source
         that was stopped suspends; one that ran dry flushes).
+
+        ``on_settled`` is called, from a thread of its own, with the detections that
+        became final (per node; :class:`~.settled.SettledTail`) after every checkpoint
+        interval while the raw events flow; :attr:`settled_since` then says, per
+        producer id, the counter below which it got them all.
         """
         if (suspend or resume is not None) and not self.checkpoint_uri:
             raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
                              "outlives it")
         table = raw_type_table(self.graph, registry)
         with ray_session(self.address, modules=user_modules(self.graph)):
-            return self._run(raw, table, suspend, resume)
+            return self._run(raw, table, suspend, resume, on_settled)
 
     def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
-             suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None
+             suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None,
+             on_settled: Callable[[dict[str, np.ndarray]], None] | None = None
              ) -> RunReport:
         import ray
 
@@ -150,6 +163,7 @@ class RayRuntime:
                                        resume.run if resume is not None else run,
                                        self.checkpoint_every_batches, self.checkpoint_every_s)
         self.suspension = None
+        self.settled_since = dict(resume.settled) if resume is not None else {}
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
@@ -170,8 +184,9 @@ class RayRuntime:
                 routes=routes, producers=producers, checkpoints=self.checkpoints)
         self.actors = {i.label: actors[i.producer] for i in instances}
         try:
-            n_raw, wall, reports = self._drive(raw, table, router, of_node, actors, suspend,
-                                               resume)
+            with self._tail(on_settled):
+                n_raw, wall, reports = self._drive(raw, table, router, of_node, actors,
+                                                   suspend, resume)
         finally:
             for a in actors.values():
                 ray.kill(a)
@@ -179,6 +194,36 @@ class RayRuntime:
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
         return self._report(reports, n_raw, wall, len(alive))
+
+    @contextlib.contextmanager
+    def _tail(self, on_settled: Callable[[dict[str, np.ndarray]], None] | None
+              ) -> Iterator[None]:
+        """While the block runs, hand ``on_settled`` what became final after every
+        checkpoint interval, and once more at the end (:mod:`.settled`)."""
+        if on_settled is None:
+            yield
+            return
+        tail = SettledTail(self.checkpoints, self.graph, self.settled_since)
+        stop, failed = threading.Event(), []
+
+        def follow() -> None:
+            try:
+                while not stop.wait(self.checkpoint_every_s):
+                    on_settled(tail.take())
+                on_settled(tail.take())
+            except BaseException as exc:  # raised in the driver's thread below
+                failed.append(exc)
+
+        thread = threading.Thread(target=follow, name="specula-settled", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self.settled_since = dict(tail.since)
+        if failed:
+            raise failed[0]
 
     def _drive(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
                router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any],

@@ -258,13 +258,18 @@ def write_net_segment(store: Store, index: int, net: NetOutput, start: int) -> N
 def read_net(store: Store, segments: int, dtype: np.dtype) -> NetOutput:
     """The net output made of the first ``segments`` segments."""
     net = NetOutput(dtype)
-    for i in range(segments):
+    apply_segments(store, net, 0, segments)
+    return net
+
+
+def apply_segments(store: Store, net: NetOutput, start: int, stop: int) -> None:
+    """Apply segments ``start`` to ``stop`` (excluded) of ``store`` to ``net``."""
+    for i in range(start, stop):
         data = store.read(f"net-{i:06d}")
         if data is None:
             raise FileNotFoundError(f"{store.path}: net output segment {i} is missing")
         rows, lengths, times = (unpack_array(b) for b in msgpack.unpackb(data, raw=False))
         net.reapply(rows, lengths, times)
-    return net
 
 
 def persisted_net(checkpoints: Checkpoints, label: str, dtype: np.dtype) -> NetOutput:

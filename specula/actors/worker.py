@@ -486,6 +486,7 @@ class DetectorWorker:
         state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit), "step": self._step,
                  "taken": [[s, n] for s, n in self._taken.items()], "channels": channels,
                  "logs": logs, "published": self._published, "segments": self._segments,
+                 "settled": self.unit.settled_seq,
                  "ended": ended, "duplicates": self.duplicates, "clock": self._clock,
                  "checkpoints": [self.checkpoint_stats["count"] + 1,
                                  self.checkpoint_stats["seconds"]]}

@@ -148,6 +148,23 @@ class NetOutput:
         for start, end, now in zip([0, *ends[:-1]], ends, times.tolist(), strict=True):
             self.apply(rows[start:end], now)
 
+    def keep_from(self, seq: int) -> NetOutput:
+        """A net output holding only the live events with counters from ``seq`` on, as
+        one batch (their first emission times kept): for a holder that has handed
+        on, for good, the events below ``seq``."""
+        rows, times = self._gather()
+        keep = rows["seq"] >= seq
+        order = np.argsort(times[keep], kind="stable")
+        rows, times = rows[keep][order].copy(), times[keep][order]
+        rows["flags"] = 0  # each is the live version of its event
+        kept = NetOutput(self.dtype)
+        if not len(rows):
+            return kept
+        cuts = np.flatnonzero(np.diff(times)) + 1
+        for part, at in zip(np.split(rows, cuts), np.split(times, cuts), strict=True):
+            kept.apply(part, int(at[0]))  # one batch per first-emission time
+        return kept
+
     def __len__(self) -> int:
         return sum(len(e) for e in self._live.values())
 

@@ -39,7 +39,13 @@ from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
 from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
-from specula.pipelines.resume import OwnOutput, read_suspension, save_suspension, state_dir
+from specula.pipelines.resume import (
+    LiveOutput,
+    OwnOutput,
+    read_suspension,
+    save_suspension,
+    state_dir,
+)
 
 #: The options of the kind's default graph where the config leaves them unset.
 DEFAULT_OPTIONS: dict[str, Any] = {"alpha": "adaptive", "retraction": "on-demand",
@@ -137,7 +143,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
     from specula.pipelines.spark_store import persist
 
-    total, run, resume, suspension, own = None, None, None, None, None
+    total, run, resume, suspension, own, live = None, None, None, None, None, None
     stopping: Any = contextlib.nullcontext()
     if config.watch:
         resume = read_suspension(out)
@@ -177,18 +183,20 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                     else ray_on_spark(spark, worker_nodes=config.ray_workers,
                                       log=out / "logs" / "ray-on-spark.log"))
             start_ns = time.time_ns()
+            live = LiveOutput(spark, graph, out, run) if config.watch else None
             with progress.phase("detecting (Ray)", total) as advance, stopping:
-                report, suspension = _run_on_ray(
+                report, suspension, since = _run_on_ray(
                     graph, address, progress.events(batches, advance), kind.registry,
-                    config, resume, (lambda: watcher.stopping) if config.watch else None)
+                    config, resume, (lambda: watcher.stopping) if config.watch else None,
+                    live)
             if config.watch:
-                own = OwnOutput(resume.settled if resume else {},
-                                suspension.settled if suspension else None, start_ns)
+                own = OwnOutput(since, suspension.settled if suspension else None, start_ns)
     if config.watch:
         ingested = counts_as_ingested(watcher.counts)
     summary = summarize(report, graph, ingested, config, played.seconds)
     if own is not None:
         summary["resumed"], summary["suspended"] = resume is not None, suspension is not None
+        summary["written_live"] = live.written if live is not None else 0
     summary["annotations_in"] = annotations.merged
     summary["annotations_after_log"] = len(annotations.events) - annotations.merged
     with progress.phase("persisting"):
@@ -393,16 +401,20 @@ def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeR
 
 def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
                 registry: TypeRegistry, config: ReplayConfig, resume: Suspension | None,
-                stopped: Callable[[], bool] | None) -> tuple[RunReport, Suspension | None]:
+                stopped: Callable[[], bool] | None, live: LiveOutput | None
+                ) -> tuple[RunReport, Suspension | None, dict[int, int]]:
     """The run on Ray; a watch (``stopped``: whether it was stopped) checkpoints into
-    the run folder, suspends when stopped and resumes from ``resume``."""
+    the run folder, persists its detections as they become final (``live``), suspends
+    when stopped and resumes from ``resume``. Also returns, per producer, the counter
+    below which its detections are persisted."""
     from specula.actors.ray_runtime import RayRuntime
 
     runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
                          speed=config.speed,
                          checkpoint_uri=str(state_dir(config.out)) if stopped else None)
-    report = runtime.run(batches, registry=registry, resume=resume, suspend=stopped or False)
-    return report, runtime.suspension
+    report = runtime.run(batches, registry=registry, resume=resume, suspend=stopped or False,
+                         on_settled=live)
+    return report, runtime.suspension, runtime.settled_since
 
 
 def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig

@@ -9,11 +9,14 @@ resumes from there, so a detection that spans the stop is found as if the watch 
 never stopped. A watch that ends by its idle timeout flushes (the stream is over) and
 removes the state.
 
-Each run persists only what is its own (:class:`OwnOutput`): of the net output, the
-events from where the previous run's persisting stopped (its settled counters) up to
-this run's settled counters if it suspends, or all of them if it flushes; the
-emissions and late events of its own time. The runs' rows together are the net output
-of one uninterrupted run, each detection once.
+While a watch runs, its detections are appended to ``out/complex`` as they become
+final (:class:`LiveOutput`, fed from the actors' checkpoints:
+:class:`~specula.actors.settled.SettledTail`). At its end each run persists only what
+is its own and not yet written (:class:`OwnOutput`): of the net output, the events from
+where the live writing (or the previous run's persisting) stopped up to this run's
+settled counters if it suspends, or all of them if it flushes; the emissions and late
+events of its own time. The runs' rows together are the net output of one
+uninterrupted run, each detection once.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from specula.actors.recovery import Suspension
+from specula.detectors.graph import Graph
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: The folder of a run folder that holds a suspended graph's checkpoints.
 STATE = "state"
@@ -82,6 +90,27 @@ class OwnOutput:
     def late(self, rows: np.ndarray) -> np.ndarray:
         """The late events that reached their unit in this run."""
         return rows[rows["ats"] >= self.start_ns] if self.since else rows
+
+
+class LiveOutput:
+    """Appends a watch's detections to ``out/complex`` as they become final, while the
+    watch runs (the ``on_settled`` of :meth:`~specula.actors.ray_runtime.RayRuntime.run`;
+    :func:`~specula.pipelines.spark_store.append_complex`)."""
+
+    def __init__(self, spark: SparkSession, graph: Graph, out: Path, run: int) -> None:
+        self.spark, self.registry, self.out, self.run = spark, graph.registry, out, run
+        # every node, events or not: each part then has the columns of all, as
+        # persist writes them, and the table one schema
+        self.empty = {name: np.zeros(0, graph.registry.dtype(node.outputs))
+                      for name, node in graph.nodes.items()}
+        self.written = 0
+
+    def __call__(self, found: dict[str, np.ndarray]) -> None:
+        from specula.pipelines.spark_store import append_complex
+
+        if any(len(rows) for rows in found.values()):
+            self.written += append_complex(self.spark, {**self.empty, **found},
+                                           self.registry, self.out, self.run)
 
 
 def _per_producer(producers: np.ndarray, bound: dict[int, int], default: int) -> np.ndarray:

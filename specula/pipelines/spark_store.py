@@ -71,6 +71,17 @@ def persist(spark: SparkSession, report: RunReport, registry: TypeRegistry,
     return paths
 
 
+def append_complex(spark: SparkSession, per_detector: dict[str, np.ndarray],
+                   registry: TypeRegistry, out: str | os.PathLike[str], run: int) -> int:
+    """Append net events of a watch (``run``) that became final while it runs to
+    ``out/complex``, as :func:`persist` writes them; returns how many."""
+    n = sum(len(rows) for rows in per_detector.values())
+    if n:
+        frame = _numbered(_events_frame(spark, per_detector, registry), run)
+        frame.write.mode("append").partitionBy("event_type").parquet(str(Path(out) / "complex"))
+    return n
+
+
 def _numbered(frame: DataFrame, run: int | None) -> DataFrame:
     """``frame`` with a ``run`` column (a watch's number), or as it is."""
     if run is None:

@@ -126,9 +126,9 @@ def latency_level(level: float, mu_s: float, theta_s: float, gain: float = 1.0) 
     the violation of what is still kept, 1 - (1 - level) · (θ / μ) ** gain, at least 0
     (``gain`` in [0, 1]: the part of a smoothing window measured since the last one).
 
-    >>> latency_level(0.0, 1.25, 1.0)       # the paper's (μ - θ) / μ
+    >>> round(latency_level(0.0, 1.25, 1.0), 6)     # the paper's (μ - θ) / μ
     0.2
-    >>> round(latency_level(0.2, 1.25, 1.0), 2)   # still 25 % over: shed 20 % more
+    >>> round(latency_level(0.2, 1.25, 1.0), 6)     # still 25 % over: shed 20 % more
     0.36
     >>> latency_level(0.2, 0.5, 1.0)        # far under the bound: stop
     0.0

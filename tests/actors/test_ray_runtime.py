@@ -290,7 +290,7 @@ def test_a_run_suspended_twice_and_resumed_gives_the_uninterrupted_answer(
     cuts = sorted(np.random.default_rng(7).choice(np.arange(500, len(raw) - 500), 2,
                                                   replace=False))
     persisted: dict[str, list] = {name: [] for name in graph.nodes}
-    since: dict[int, int] = {}  # producer -> counter persisted up to
+    persisted_since: dict[int, int] = {}  # producer -> counter persisted up to
     resume = None
     for lo, hi in zip([0, *cuts], [*cuts, len(raw)], strict=True):
         runtime = RayRuntime(graph, batch_size=300, checkpoint_uri=str(tmp_path))
@@ -301,9 +301,10 @@ def test_a_run_suspended_twice_and_resumed_gives_the_uninterrupted_answer(
         for name in graph.nodes:
             net = report.net(name)
             (p,) = [i.producer for i in graph.instances() if i.node.name == name]
+            since = persisted_since.get(p, 0)
             upto = np.iinfo(np.int64).max if last else resume.settled[p]
-            persisted[name].append(net[(net["seq"] >= since.get(p, 0)) & (net["seq"] < upto)])
-            since[p] = upto
+            persisted[name].append(net[(net["seq"] >= since) & (net["seq"] < upto)])
+            persisted_since[p] = upto
     st = report.stats("a_not_bc")
     assert st.relocations > 5 and st.replayed > 1_000  # counters carry over the runs
     for name in graph.nodes:
@@ -313,6 +314,26 @@ def test_a_run_suspended_twice_and_resumed_gives_the_uninterrupted_answer(
         assert content(parts) == content(reference.net(name)), name
         assert len(np.unique(parts["seq"])) == len(parts), name
         assert len(persisted[name][0]) > 0 and len(persisted[name][1]) > 0, name
+
+
+def test_detections_are_handed_on_as_they_become_final_each_once(
+        local_ray, crash_stream, tmp_path):
+    """A paced run (~6 s) hands on what its checkpoints made final as it goes: before
+    the end some, and with the end everything, each detection once."""
+    graph, raw, reference = crash_stream
+    got: list[dict] = []
+    runtime = RayRuntime(graph, batch_size=200, speed=3_000.0, checkpoint_uri=str(tmp_path),
+                         checkpoint_every_batches=10, checkpoint_every_s=0.3)
+    report = runtime.run(raw, on_settled=got.append)
+    assert sum(len(rows) for found in got[:-1] for rows in found.values()) > 0
+    for name in graph.nodes:
+        handed = [found[name] for found in got if name in found]
+        parts = np.concatenate(handed) if handed else report.net(name)[:0]
+        assert len(report.late(name)) == 0, name
+        assert content(parts) == content(reference.net(name)), name
+        assert len(np.unique(parts["seq"])) == len(parts), name
+    (p,) = [i.producer for i in graph.instances() if i.node.name == "count"]
+    assert runtime.settled_since[p] > 0
 
 
 def test_suspending_needs_checkpoints_that_outlive_the_run():

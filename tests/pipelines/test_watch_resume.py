@@ -1,6 +1,7 @@
 """A live watch stopped with Ctrl-C mid-match and started again on the same run folder
-finds exactly the detections of one uninterrupted run: the first run suspends its
-graph on Ray and persists what is settled, the second resumes it and persists the rest.
+finds exactly the detections of one uninterrupted run: the first run writes detections
+as they become final, suspends its graph on Ray and persists what is settled; the
+second resumes it and persists the rest.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_det
                             stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 240
-        while _committed(out) < 2:  # both files are in the graph's hands
+        # both files are in the graph's hands, and detections are being written
+        while _committed(out) < 2 or not list(out.glob("complex/*/*.parquet")):
             assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
             time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
@@ -100,6 +102,7 @@ def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_det
     assert proc.returncode == 0, first
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["run"], summary["suspended"], summary["resumed"]) == (1, True, False)
+    assert summary["written_live"] > 0  # written while the watch ran
     assert (out / "state" / "suspended.json").exists()
 
     for i in (2, 3):
