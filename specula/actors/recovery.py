@@ -83,8 +83,8 @@ import numpy as np
 from specula.ordering.checkpoint import pack_array, unpack_array
 from specula.ordering.net import NetOutput
 
-#: Layout version of an actor checkpoint.
-CHECKPOINT_VERSION = 1
+#: Layout version of an actor checkpoint (2: with the settled counter and the clock offset).
+CHECKPOINT_VERSION = 2
 
 #: Pushes per sender whose digest a worker keeps, to check duplicates against.
 DIGESTS_KEPT = 1_024
