@@ -40,7 +40,7 @@ from specula.actors.clocks import estimate_offset
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.placement import actor_options, check_fits
-from specula.actors.recovery import Checkpoints, Suspension
+from specula.actors.recovery import Checkpoints, Suspension, graph_shape
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table, split_by_key
 from specula.actors.settled import SettledTail
@@ -144,6 +144,8 @@ class RayRuntime:
         if (suspend or resume is not None) and not self.checkpoint_uri:
             raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
                              "outlives it")
+        if resume is not None:
+            resume.check(self.graph)
         table = raw_type_table(self.graph, registry)
         with ray_session(self.address, modules=user_modules(self.graph)):
             return self._run(raw, table, suspend, resume, on_settled)
@@ -256,7 +258,7 @@ class RayRuntime:
         if suspend:
             self.suspension = Suspension(self.checkpoints.run,
                                          {c: e[0] for c, e in expected.items() if 0 in e},
-                                         settled)
+                                         settled, graph_shape(self.graph))
         wall = time.perf_counter() - t0
         refs = [a.report.remote() for a in actors.values()]
         return n_raw, wall, [answer(r) for r in refs]

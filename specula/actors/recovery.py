@@ -80,6 +80,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from specula.detectors.graph import Graph
 from specula.ordering.checkpoint import pack_array, unpack_array
 from specula.ordering.net import NetOutput
 
@@ -137,15 +138,40 @@ class Suspension:
     run: str
     sent: dict[int, int]
     settled: dict[int, int]
+    #: the suspended graph's nodes (:func:`graph_shape`): only the same graph resumes
+    graph: list[str]
 
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run, "sent": {str(k): v for k, v in self.sent.items()},
-                "settled": {str(k): v for k, v in self.settled.items()}}
+                "settled": {str(k): v for k, v in self.settled.items()},
+                "graph": self.graph}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Suspension:
         return cls(str(data["run"]), {int(k): int(v) for k, v in data["sent"].items()},
-                   {int(k): int(v) for k, v in data["settled"].items()})
+                   {int(k): int(v) for k, v in data["settled"].items()},
+                   [str(n) for n in data["graph"]])
+
+    def check(self, graph: Graph) -> None:
+        """Refuse to resume with another graph than the one suspended: its actors'
+        checkpoints would not fit (``ValueError`` naming the difference)."""
+        mine = graph_shape(graph)
+        if mine != self.graph:
+            gone, new = sorted(set(self.graph) - set(mine)), sorted(set(mine) - set(self.graph))
+            raise ValueError("the suspended run had another graph: "
+                             + "; ".join(filter(None, [
+                                 f"it had {', '.join(gone)}" if gone else "",
+                                 f"this one has {', '.join(new)}" if new else "",
+                                 "" if gone or new else "its nodes in another order"]))
+                             + ". Resume it with its graph, or start afresh without its state")
+
+
+def graph_shape(graph: Graph) -> list[str]:
+    """What of a graph its actors' checkpoints depend on, one entry per node in the
+    order of its producer ids: name, detector class, partitions, inputs and outputs."""
+    return [f"{name} ({type(node.detector).__qualname__} x{node.partitions}: "
+            f"{','.join(node.inputs)} -> {','.join(node.outputs)})"
+            for name, node in graph.nodes.items()]
 
 
 class Store:

@@ -42,9 +42,9 @@ from specula.pipelines.progress import JobProgress
 from specula.pipelines.resume import (
     LiveOutput,
     OwnOutput,
-    read_suspension,
     save_suspension,
     state_dir,
+    suspended_watch,
 )
 
 #: The options of the kind's default graph where the config leaves them unset.
@@ -115,6 +115,8 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     raw_type_table(graph, kind.registry)  # and events it cannot read
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    if config.watch:
+        suspended_watch(out, graph, config.in_process)  # before Spark starts
     with JobProgress(config.progress) as progress, contextlib.ExitStack() as spark_open:
         log, truth = config.log, None
         if log is None:
@@ -146,11 +148,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     total, run, resume, suspension, own, live = None, None, None, None, None, None
     stopping: Any = contextlib.nullcontext()
     if config.watch:
-        resume = read_suspension(out)
-        if resume is not None and config.in_process:
-            raise ValueError(f"{state_dir(out)} holds a watch stopped mid-stream, which "
-                             "only the Ray runtime resumes: run without --in-process to go "
-                             "on from it, or remove that folder to start afresh")
+        resume = suspended_watch(out, graph, config.in_process)
         from specula.pipelines.spark_stream import (
             LogWatcher,
             counts_as_ingested,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specula.actors.recovery import Suspension
-from specula.detectors.graph import Graph
+from specula.detectors.graph import Graph, GraphError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,6 +50,24 @@ def read_suspension(out: Path) -> Suspension | None:
     """Where the last watch on ``out`` suspended, or None (it flushed, or none ran)."""
     record = state_dir(out) / _RECORD
     return Suspension.from_json(json.loads(record.read_text())) if record.exists() else None
+
+
+def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspension | None:
+    """The suspended watch a watch on ``out`` resumes, or None; refused (``GraphError``
+    naming the folder and why) when ``graph`` is not the suspended one or the watch
+    runs in-process, which cannot resume."""
+    suspension = read_suspension(out)
+    if suspension is None:
+        return None
+    if in_process:
+        raise GraphError(f"{state_dir(out)} holds a watch stopped mid-stream, which only "
+                         "the Ray runtime resumes: run without --in-process to go on from "
+                         "it, or remove that folder to start afresh")
+    try:
+        suspension.check(graph)
+    except ValueError as exc:
+        raise GraphError(f"{state_dir(out)}: {exc} (remove that folder)") from None
+    return suspension
 
 
 def save_suspension(out: Path, suspension: Suspension | None) -> None:

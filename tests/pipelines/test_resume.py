@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from specula.actors.recovery import Suspension
-from specula.detectors.examples import example_registry
-from specula.pipelines.resume import OwnOutput, read_suspension, save_suspension, state_dir
+from specula import Graph
+from specula.actors.recovery import Suspension, graph_shape
+from specula.detectors.examples import Threshold, example_registry
+from specula.pipelines.resume import (
+    OwnOutput,
+    read_suspension,
+    save_suspension,
+    state_dir,
+    suspended_watch,
+)
+from specula.pipelines.synthetic import example_graph
 
 
 def _net(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -47,8 +56,25 @@ def test_the_suspension_record_round_trips_and_a_flush_removes_the_state(tmp_pat
     assert read_suspension(tmp_path) is None
     state_dir(tmp_path).mkdir()
     (state_dir(tmp_path) / "checkpoint").write_text("x")
-    s = Suspension("ab12", {3: 17, 4: 2}, {3: 100, 4: 0, 5: 7})
+    s = Suspension("ab12", {3: 17, 4: 2}, {3: 100, 4: 0, 5: 7}, ["a (A x1: C -> D)"])
     save_suspension(tmp_path, s)
     assert read_suspension(tmp_path) == s
     save_suspension(tmp_path, None)
     assert not state_dir(tmp_path).exists() and read_suspension(tmp_path) is None
+
+
+def test_only_the_suspended_graph_resumes(tmp_path):
+    g = example_graph(0.0, "on-demand")
+    state_dir(tmp_path).mkdir()
+    save_suspension(tmp_path, Suspension("ab12", {}, {}, graph_shape(g)))
+    assert suspended_watch(tmp_path, g) == read_suspension(tmp_path)
+    other = Graph(example_registry(), sources=("A", "B", "C")).add("huge_c", Threshold())
+    with pytest.raises(ValueError) as refused:
+        suspended_watch(tmp_path, other)
+    message = str(refused.value)
+    assert message.startswith(f"{state_dir(tmp_path)}: the suspended run had another graph")
+    assert "it had a_not_bc (ANotBC x1: A,B,C -> D)" in message
+    assert "this one has huge_c (Threshold x1: C -> E)" in message
+    assert message.endswith("start afresh without its state (remove that folder)")
+    with pytest.raises(ValueError, match="only the Ray runtime resumes"):
+        suspended_watch(tmp_path, g, in_process=True)
