@@ -318,12 +318,12 @@ def test_a_run_suspended_twice_and_resumed_gives_the_uninterrupted_answer(
 
 def test_detections_are_handed_on_as_they_become_final_each_once(
         local_ray, crash_stream, tmp_path):
-    """A paced run (~6 s) hands on what its checkpoints made final as it goes: before
+    """A paced run (~3 s) hands on what its checkpoints made final as it goes: before
     the end some, and with the end everything, each detection once."""
     graph, raw, reference = crash_stream
     got: list[dict] = []
-    runtime = RayRuntime(graph, batch_size=200, speed=3_000.0, checkpoint_uri=str(tmp_path),
-                         checkpoint_every_batches=10, checkpoint_every_s=0.3)
+    runtime = RayRuntime(graph, batch_size=200, speed=6_000.0, checkpoint_uri=str(tmp_path),
+                         checkpoint_every_batches=10, checkpoint_every_s=0.2)
     report = runtime.run(raw, on_settled=got.append)
     assert sum(len(rows) for found in got[:-1] for rows in found.values()) > 0
     for name in graph.nodes:

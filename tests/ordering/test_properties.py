@@ -122,7 +122,7 @@ def test_batching_does_not_change_the_answer(stream, alpha, retraction):
         assert content(one.net(name)) == content(many.net(name))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(streams, st.sampled_from([0.0, 0.4, 0.8, 1.0, "adaptive"]),
        st.sampled_from(["full", "on-demand"]), st.sampled_from(["a_not_bc", "count", "big_c"]),
        st.integers(1, 12), st.sampled_from(["side", "process"]))
