@@ -51,9 +51,11 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
     from pyspark.sql import SparkSession
 
     # Thread stacks of 8 MB: the validation's one CASE over some 40 checks overflows
-    # the 1 MB default in the analyzer of a streaming query's thread.
+    # the 1 MB default in the analyzer of a streaming query's thread. HotSpot leaves
+    # methods over 8,000 bytes of bytecode interpreted; the validation's generated code
+    # is larger, so without -XX:-DontCompileHugeMethods it runs several times slower.
     options = (f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
-               " -Xss8m")
+               " -Xss8m -XX:-DontCompileHugeMethods")
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.driver.extraJavaOptions", options)
                .config("spark.executor.extraJavaOptions", options)

@@ -167,20 +167,21 @@ def text_rows(lines: DataFrame) -> DataFrame:
     lines = lines.select(F.input_file_name().alias("file"), F.col("value").alias("text"))
     # blank as in the NumPy readers (bytes.strip): F.trim strips only spaces, so a line
     # of tabs would become a quarantined row here and be skipped there
-    lines = number_rows(lines, "line").where(~F.col("text").rlike(r"^[ \t\n\r\x0B\f]*$"))
-    return number_rows(lines, "row", per_file=False).withColumn("parts",
-                                                                F.split("text", ",", -1))
+    lines = number_rows(lines, per_file="line").where(
+        ~F.col("text").rlike(r"^[ \t\n\r\x0B\f]*$"))
+    return number_rows(lines, overall="row").withColumn("parts", F.split("text", ",", -1))
 
 
-def number_rows(df: DataFrame, name: str, *, per_file: bool = True) -> DataFrame:
-    """Add ``name``: 1-based row number per file (or over all files, file by file), in
-    file order.
+def number_rows(df: DataFrame, *, per_file: str | None = None, overall: str | None = None
+                ) -> DataFrame:
+    """Add 1-based row numbers in file order: ``per_file`` (counted from each file's
+    first row) and ``overall`` (over all files, file by file), either or both.
 
     Spark's file splits keep the order of a file across partition ids, and the rows of
     one split are consecutive in its partition, beside other files' splits. A row's
     number is its index in its partition, less the index of its split's first row,
     plus the rows of the earlier splits (of the file, or of all files): counted per
-    split, with no shuffle of the rows.
+    split, with no shuffle of the rows, and both numberings from the same counts.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -191,14 +192,18 @@ def number_rows(df: DataFrame, name: str, *, per_file: bool = True) -> DataFrame
     df = df.withColumn("_idx", F.col("_mid") - F.shiftleft(F.col("_pid").cast("long"), 33))
     splits = df.groupBy("file", "_pid").agg(F.count("*").alias("_n"),
                                             F.min("_idx").alias("_first"))
-    group = ["file"] if per_file else []
-    before = Window.partitionBy(*group).orderBy("file", "_pid").rowsBetween(
-        Window.unboundedPreceding, -1)
-    splits = splits.withColumn("_off", F.coalesce(F.sum("_n").over(before), F.lit(0))
-                               - F.col("_first"))
-    df = df.join(F.broadcast(splits.select("file", "_pid", "_off")), ["file", "_pid"])
-    return df.withColumn(name, F.col("_off") + F.col("_idx") + 1).drop("_pid", "_mid", "_idx",
-                                                                       "_off")
+    names = {name: group for name, group in ((per_file, ["file"]), (overall, []))
+             if name is not None}
+    for name, group in names.items():
+        before = Window.partitionBy(*group).orderBy("file", "_pid").rowsBetween(
+            Window.unboundedPreceding, -1)
+        splits = splits.withColumn(f"_off_{name}", F.coalesce(F.sum("_n").over(before),
+                                                              F.lit(0)) - F.col("_first"))
+    offsets = [f"_off_{name}" for name in names]
+    df = df.join(F.broadcast(splits.select("file", "_pid", *offsets)), ["file", "_pid"])
+    for name in names:
+        df = df.withColumn(name, F.col(f"_off_{name}") + F.col("_idx") + 1)
+    return df.drop("_pid", "_mid", "_idx", *offsets)
 
 
 # ------------------------------------------------------------------------------ events
