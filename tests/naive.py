@@ -139,60 +139,70 @@ def consumed(stream: Sequence[np.void], late: Sequence[np.void],
     The producer's net output is kept as a sink keeps it (an event lives from its
     emission until a retraction from its counter on, or an update that differs); the
     consumer's share is what ``wanted`` accepts. A message matched by a late record is
-    refused: a late event or update never counts, a late update or revocation leaves the
-    version it revises processed (when the consumer held it: else the record is a problem). A
-    late retraction leaves processed the events it revokes that the consumer had
-    already purged: those with a key up to its horizon then (see :func:`purged`).
-    ``registry`` names types in problems.
+    refused: a late event or update never counts. A late update leaves the consumer
+    holding the version it revises (when the consumer held it: else the record is a
+    problem); that version is processed unless a later revision that is not late
+    removes or replaces it (a revocation or retraction finds an event by producer and
+    counter, whatever its version). A late revocation leaves the version the consumer
+    held processed. A late retraction leaves processed the events it revokes that the
+    consumer had already purged: those with a key up to its horizon then (see
+    :func:`purged`). ``registry`` names types in problems.
     """
     out = Consumed()
     live: dict[int, np.void] = {}
-    refused: set[int] = set()  # counters whose live version the consumer refused
+    # counters whose live version the consumer refused, with the version it holds
+    # instead (None: none, the live version was a late event)
+    held: dict[int, np.void | None] = {}
     checked: list[tuple[int, bool, tuple[int, int]]] = []  # (position, late?, key)
     retractions: list[tuple[int, list[np.void]]] = []
     records, unmatched = align(stream, late)
+
+    def version(s: int) -> np.void | None:
+        """The version of counter ``s`` the consumer holds or processed."""
+        return held[s] if s in held else live.get(s)
+
     for i, msg in enumerate(stream):
         record = records.get(i)
         seq = int(msg["seq"])
         if msg["flags"] & RETRACTION:
             gone = sorted(s for s in live if s >= seq)
             if record is not None:
-                mine = [live[s] for s in gone if wanted(live[s]) and s not in refused]
+                mine = [v for v in map(version, gone) if v is not None and wanted(v)]
                 retractions.append((i, sorted(mine, key=key)))
             for s in gone:
                 del live[s]
-                refused.discard(s)
+                held.pop(s, None)
             continue
-        old = live.get(seq)
+        old = version(seq)
         if msg["flags"] & REVOKE:  # late: the consumer had purged the version it revokes
-            if record is not None and old is not None and wanted(old) and seq not in refused:
+            if record is not None and old is not None and wanted(old):
                 out.rows.append(old)
             live.pop(seq, None)
-            refused.discard(seq)
+            held.pop(seq, None)
             continue
         if record is None:
             if msg["flags"] & UPDATE and old is not None and same_content(old, msg):
                 continue  # discarded as equal, whatever the horizon
             if wanted(msg):
                 checked.append((i, False, key(msg)))
-            refused.discard(seq)
+            held.pop(seq, None)
         elif record["flags"] & UPDATE:  # the version it revises was purged or refused
-            if old is None or not wanted(old):
-                out.problems.append(f"late update {show(record, registry)} revises "
-                                    f"{'nothing' if old is None else show(old, registry)}, "
-                                    "which the consumer never held")
-            elif seq not in refused:
-                out.rows.append(old)
-            refused.add(seq)
+            if seq not in held:
+                if old is None or not wanted(old):
+                    out.problems.append(
+                        f"late update {show(record, registry)} revises "
+                        f"{'nothing' if old is None else show(old, registry)}, which the "
+                        "consumer never held")
+                held[seq] = old
         else:  # refused for its key below the horizon
             checked.append((i, True, key(msg)))
-            refused.add(seq)
+            held.setdefault(seq, None)
         live[seq] = msg
     for i, revoked in retractions:
         sure, maybe = purged(revoked, checked, i)
         out.rows += sure
         out.undecided.append(maybe)
-    out.rows += [r for s, r in live.items() if wanted(r) and s not in refused]
+    out.rows += [v for v in map(version, live) if v is not None and wanted(v)]
     out.problems += [f"late record {show(r, registry)} matches no message its producer sent"
                      for r in unmatched]
     return out

@@ -467,3 +467,20 @@ def test_late_retractions_leave_purged_events_processed():
         Spec("n4a", Echo(("T2",), ("T3",)), k0=20),
     ), events=(("B", 56, 1, 4, 56), ("B", 58, 0, 0, 73), ("C", 77, 0, 0, 77),
                ("B", 85, 1, 0, 85)), batch_ticks=4))
+
+
+def test_revocation_after_a_late_update_removes_the_held_version():
+    """Passes (found by the property suite): n3a (k0=0) holds counter 0 of n2b as T1@4
+    when n2b's replay updates it to T1@3, behind n3a's horizon: the update is late and
+    n3a keeps T1@4. n2b's next replays revoke the version at T1@3 and resend the
+    counter; n3a finds its T1@4 by producer and counter and removes it where it still
+    holds it, so what n3a processed of that counter depends on whether it had purged
+    it. The check must accept both."""
+    check(Case(nodes=(
+        Spec("n1a", Echo(("B",), ("T0",)), k0=2),
+        Spec("n1b", Echo(("A",), ("T0",)), alpha=0.0, retraction="on-demand"),
+        Spec("n2a", Echo(("T0",), ("T1",)), k0=0),
+        Spec("n2b", Echo(("T0", "C"), ("T1",)), alpha=0.0, retraction="on-demand"),
+        Spec("n3a", Echo(("T1",), ("T2",)), alpha=0.0, k0=0),
+    ), events=(("A", 1, 0, 0, 7), ("A", 2, 0, 0, 7), ("B", 3, 1, 6, 7), ("A", 4, 0, 0, 4),
+               ("C", 4, 1, 6, 4), ("B", 6, 2, 0, 6)), batch_ticks=0), only="n3a")
