@@ -173,7 +173,8 @@ class InProcessRuntime:
                 part = self.router.select(name, source, batch)
                 if len(part):
                     inbox.append(split_by_key(part, inst.node.partitions)[inst.index])
-            inbox = [ev.conform(b, unit.in_dtype, drop=True) for b in inbox if len(b)]
+            inbox = [b if b.dtype == unit.in_dtype else ev.conform(b, unit.in_dtype, drop=True)
+                     for b in inbox if len(b)]
             before = unit.stats.work() if self.cost_model else ()
             out = [unit.push(inbox[0] if len(inbox) == 1 else ev.concat_records(inbox), now)] \
                 if inbox else []

@@ -49,7 +49,7 @@ class Router:
         keep = np.take(self._wanted[node], batch["type"], mode="clip")
         if source is not None:
             keep |= (batch["flags"] & _BROADCAST) > 0
-        return batch if keep.all() else batch[keep]
+        return batch if keep.all() else ev.select_records(batch, keep)
 
 
 def raw_type_table(graph: Graph, registry: ev.TypeRegistry | None) -> np.ndarray | None:
@@ -85,7 +85,7 @@ def split_by_key(batch: np.ndarray, partitions: int) -> list[np.ndarray]:
         return [batch]
     control = (batch["flags"] & _BROADCAST) > 0
     part = np.where(control, -1, partition_of(batch["key"], partitions))
-    return [batch[(part == i) | control] for i in range(partitions)]
+    return [ev.select_records(batch, (part == i) | control) for i in range(partitions)]
 
 
 def punctuate(out: np.ndarray, unit: OrderingUnit, published: int | None, now: int

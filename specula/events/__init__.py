@@ -46,7 +46,14 @@ Examples
 True
 """
 
-from specula.events.batches import concat, concat_records, conform, empty, validate_batch
+from specula.events.batches import (
+    concat,
+    concat_records,
+    conform,
+    empty,
+    select_records,
+    validate_batch,
+)
 from specula.events.codec import (
     batch_registry,
     decode_batch,
@@ -90,6 +97,7 @@ __all__ = [
     "empty",
     "encode_batch",
     "encode_event",
+    "select_records",
     "translate_types",
     "type_table",
     "validate_batch",

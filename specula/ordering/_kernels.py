@@ -162,12 +162,13 @@ def _heap_pop(h_ts, h_tb, h_ix, size):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, clk, k,
-                 pending, h_ts, h_tb, process_late, first_ix, shift):  # pragma: no cover - jit
+def kslack_order(buf_ix, buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, clk,
+                 k, pending, h_ts, h_tb, process_late, first_ix, shift):  # pragma: no cover - jit
     """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order.
 
-    ``buf_ts``/``buf_tb`` is the sorted buffer (time stamp, tie-break); its events have
-    store indices ``0..len-1`` and the arriving ones ``first_ix + j``. Per arrival: the
+    ``buf_ts``/``buf_tb`` is the sorted buffer (time stamp, tie-break) and ``buf_ix`` its
+    events' store indices; the arriving ones have store indices ``first_ix + j``, above
+    every buffered one (store indices break ties of equal keys: arrival order). Per arrival: the
     clock and K advance as in :func:`advance_clock` (``proposal``, ``immediate``); the
     event is late if its key is below the horizon ``(h_ts, h_tb)`` (the key of the last
     emitted event); then every buffered event with ``ts + K <= clk`` is
@@ -191,7 +192,7 @@ def kslack_order(buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, 
     for i in range(nb):
         m_ts[i] = buf_ts[i]
         m_tb[i] = buf_tb[i]
-        m_ix[i] = i
+        m_ix[i] = buf_ix[i]
     head = 0
     tail = nb
     p_ts = np.empty(n, np.int64)

@@ -74,7 +74,7 @@ def unit_state(unit: OrderingUnit) -> dict[str, Any]:
     if unit.controller is not None:
         state["controller"] = unit.controller.state()
     if isinstance(buf, KSlackBuffer):
-        state["buffer"] = {"kind": "kslack", "rows": pack_array(buf._buf),
+        state["buffer"] = {"kind": "kslack", "rows": pack_array(buf.rows),
                            "ts": pack_array(buf._buf_ts), "tb": pack_array(buf._buf_tb)}
     else:
         state["buffer"] = _speculative_state(buf)
@@ -109,8 +109,7 @@ def restore_unit(unit: OrderingUnit, state: dict[str, Any]) -> None:
     unit.memory.load_state(state["memory"])
     b = state["buffer"]
     if b["kind"] == "kslack":
-        buf._buf = unpack_array(b["rows"])
-        buf._buf_ts, buf._buf_tb = unpack_array(b["ts"]), unpack_array(b["tb"])
+        buf.load(unpack_array(b["rows"]), unpack_array(b["ts"]), unpack_array(b["tb"]))
     else:
         _restore_speculative(buf, b)
 

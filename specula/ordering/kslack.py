@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specula import events as ev
-from specula.events import concat_records
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import TIEBREAK_SHIFT, max_per_producer, tiebreak
@@ -23,20 +22,53 @@ if TYPE_CHECKING:
 
 
 class KSlackBuffer(Buffer):
-    """The buffered events as a record array sorted by key, with their time stamps and
-    tie-breaks as int64 arrays for the kernel."""
+    """The buffered events: rows in an append-only store, and, sorted by key, their
+    store indices, time stamps and tie-breaks as int64 arrays for the kernel.
+
+    Arrivals are written behind the store's last row and emitted rows are copied out by
+    index, so a push costs what it adds and emits, not the size of the buffer (with K of
+    a few hundred milliseconds and batches of a few milliseconds, copying the whole
+    buffer per push cost ~100x the batch). When the store is full, the live rows move to
+    the front of one twice their size, in key order.
+    """
 
     trace_discarded_updates = False
     refuse_late_updates = False
 
     def __init__(self, unit: OrderingUnit) -> None:
         super().__init__(unit)
-        self._buf = np.empty(0, unit.in_dtype)
-        self._buf_ts = np.empty(0, np.int64)
-        self._buf_tb = np.empty(0, np.int64)
+        self.load(np.empty(0, unit.in_dtype), np.empty(0, np.int64), np.empty(0, np.int64))
 
     def __len__(self) -> int:
-        return len(self._buf)
+        return len(self._buf_ix)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """A copy of the buffered events, in key order."""
+        return np.take(self._store, self._buf_ix)
+
+    def load(self, rows: np.ndarray, ts: np.ndarray, tb: np.ndarray) -> None:
+        """Hold ``rows`` (in key order) with their time stamps and tie-breaks."""
+        self._store = rows.copy()
+        self._used = len(rows)
+        self._buf_ix = np.arange(len(rows), dtype=np.int64)
+        self._buf_ts, self._buf_tb = ts, tb
+
+    def _append(self, run: np.ndarray) -> int:
+        """Write ``run`` behind the store's rows (compacting the store when it is full);
+        returns the store index of its first row."""
+        n = len(run)
+        raw = np.dtype((np.void, run.dtype.itemsize))  # rows copied as bytes, not by field
+        if self._used + n > len(self._store):
+            live = np.take(self._store, self._buf_ix)
+            store = np.empty(max(256, 2 * (len(live) + n)), self._store.dtype)
+            store.view(raw)[:len(live)] = live.view(raw)
+            self._store, self._used = store, len(live)
+            self._buf_ix = np.arange(len(live), dtype=np.int64)
+        first = self._used
+        self._store.view(raw)[first:first + n] = np.ascontiguousarray(run).view(raw)
+        self._used += n
+        return first
 
     def flush(self, now: int) -> None:
         """Emit and purge every buffered event with ``ts + K <= clk``."""
@@ -53,7 +85,8 @@ class KSlackBuffer(Buffer):
         u = self.unit
         ready = int(np.searchsorted(self._buf_ts, u.clk - u.k, side="right"))
         if ready:
-            out, self._buf = self._buf[:ready], self._buf[ready:]
+            out = np.take(self._store, self._buf_ix[:ready])
+            self._buf_ix = self._buf_ix[ready:]
             self._buf_ts, self._buf_tb = self._buf_ts[ready:], self._buf_tb[ready:]
             last = out[-1]
             self._horizon = (int(last["ts"]), int(tiebreak(last["producer"], last["seq"])))
@@ -80,19 +113,22 @@ class KSlackBuffer(Buffer):
         self._order(batch[start:end], ctx[0][start:end], now)
 
     def _find(self, producer: int, seq: int) -> int | None:
-        held = np.flatnonzero((self._buf["producer"] == producer) & (self._buf["seq"] == seq))
+        ix = self._buf_ix
+        held = np.flatnonzero((self._store["producer"][ix] == producer)
+                              & (self._store["seq"][ix] == seq))
         return int(held[0]) if len(held) else None
 
     def _held(self, i: int) -> np.void:
-        return self._buf[i]
+        return self._store[self._buf_ix[i]]
 
     def _revoke(self, producer: int, seq: int, now: int) -> None:
-        gone = (self._buf["producer"] == producer) & (self._buf["seq"] >= seq)
+        ix = self._buf_ix
+        gone = (self._store["producer"][ix] == producer) & (self._store["seq"][ix] >= seq)
         self.unit.stats.events_removed += int(gone.sum())
         self._keep(~gone)
 
     def _drop(self, i: int, now: int) -> None:
-        keep = np.ones(len(self._buf), bool)
+        keep = np.ones(len(self._buf_ix), bool)
         keep[i] = False
         self._keep(keep)
 
@@ -101,7 +137,7 @@ class KSlackBuffer(Buffer):
         self._order(row, self.unit._proposals(row, row["flags"]), now)
 
     def _keep(self, keep: np.ndarray) -> None:
-        self._buf = self._buf[keep]
+        self._buf_ix = self._buf_ix[keep]
         self._buf_ts = self._buf_ts[keep]
         self._buf_tb = self._buf_tb[keep]
 
@@ -110,22 +146,23 @@ class KSlackBuffer(Buffer):
         """A run of data events through the kernel: clock (``proposal`` per event), K,
         late events, emission."""
         u = self.unit
-        store = concat_records([self._buf, run]) if len(self._buf) else run
+        first = self._append(run)
+        store = self._store
         process_late = u.late_policy == "process"
-        (emitted, ne, late, nl, remaining, self._buf_ts, self._buf_tb, clk, k, pending,
+        (emitted, ne, late, nl, self._buf_ix, self._buf_ts, self._buf_tb, clk, k, pending,
          h_ts, h_tb) = _kernels.kslack_order(
-            self._buf_ts, self._buf_tb, run["ts"], run["producer"], run["seq"], run["kplus"],
+            self._buf_ix, self._buf_ts, self._buf_tb, run["ts"], run["producer"], run["seq"],
+            run["kplus"],
             np.ascontiguousarray(proposal), u.clock_source.immediate, np.int64(u.clk),
             np.int64(u.k),
             np.int64(u._pending), np.int64(self._horizon[0]), np.int64(self._horizon[1]),
-            process_late, np.int64(len(self._buf)), TIEBREAK_SHIFT)
+            process_late, np.int64(first), TIEBREAK_SHIFT)
         u.clk, u.k, u._pending = int(clk), int(k), int(pending)
         self._horizon = (int(h_ts), int(h_tb))
         if nl:
             u._to_late(np.take(store, late[:nl]))
             if process_late:
                 u.stats.late_processed += nl
-        self._buf = np.take(store, remaining)
         if ne:
             out = np.take(store, emitted[:ne])
             u.stats.purged += ne - (nl if process_late else 0)

@@ -363,7 +363,8 @@ class OrderingUnit:
         keep = np.take(self._is_input, batch["type"], mode="clip")
         if not keep.all():
             keep |= (batch["flags"] & (ev.CONTROL | ev.PROGRESS)) > 0
-            batch = batch[keep]
+            if not keep.all():
+                batch = ev.select_records(batch, keep)
         return batch
 
     def _push(self, batch: np.ndarray, now: int) -> None:
@@ -481,7 +482,7 @@ class OrderingUnit:
         # counters follow the input order, however the detector grouped its output, so
         # they do not depend on how the input was cut into batches
         order = np.argsort(cause, kind="stable")
-        out, cause = out[order], cause[order]
+        out, cause = np.take(out, order), cause[order]
         n = len(out)
         out["producer"] = self.producer
         out["seq"] = np.arange(self._seq, self._seq + n)
