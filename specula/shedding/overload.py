@@ -34,7 +34,8 @@ Two triggers, from the two shedding papers:
 What "latency" means here: the time from an event's arrival in the node's inbox to the
 end of the processing of the batch it was taken in; l(p) is measured as busy time per
 event processed, R as events arrived per second, both over the last ``smoothing``
-events (:class:`~specula.options.Shedding`). The formulas are plain functions, checked
+events (:class:`~specula.options.Shedding`; l(p) follows a rise within a tenth of them,
+see :attr:`OverloadDetector.lp_s`). The formulas are plain functions, checked
 against hand computations in ``tests/shedding``; :class:`OverloadDetector` keeps the
 measurements of one instance and turns them into a :class:`DropCommand` per batch.
 
@@ -242,6 +243,7 @@ class OverloadDetector:
     def __init__(self, config: Shedding) -> None:
         self.config = config
         self.busy = SlidingMean(config.smoothing)      # seconds per processed event
+        self.recent_busy = SlidingMean(max(1, config.smoothing // 10))  # ... of late
         self.latency = SlidingMean(config.smoothing)   # μ: seconds per completed event
         self.arrivals = ArrivalRate(config.smoothing)
         self.level = 0.0   # latency trigger: the share of the load being shed
@@ -255,6 +257,7 @@ class OverloadDetector:
         """``n`` events (rows) were processed in ``busy_s`` seconds of busy time, as they
         would have taken unshed (see the module)."""
         self.busy.add(busy_s, n)
+        self.recent_busy.add(busy_s, n)
 
     def completed(self, latency_s: float, n: int) -> None:
         """``n`` events were processed ``latency_s`` seconds after their arrival."""
@@ -263,8 +266,14 @@ class OverloadDetector:
 
     @property
     def lp_s(self) -> float:
-        """l(p): measured seconds of processing per event (0 until measured)."""
-        return self.busy.mean
+        """l(p): measured seconds of processing per event (0 until measured): the mean
+        over the last ``smoothing`` events, or over the last tenth of them when that is
+        higher. A window operator's cost per event grows while its windows open, and the
+        long mean lags it: q_max then stays too high for the queue the bound allows, and
+        the latency passes the bound before the drops catch up."""
+        mean, recent = self.busy.mean, self.recent_busy.mean
+        # the recent mean only when it is really higher, not by the rounding of a cut
+        return recent if recent > mean * (1 + 1e-9) else mean
 
     @property
     def throughput(self) -> float:

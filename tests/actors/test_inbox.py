@@ -174,8 +174,9 @@ def test_a_detector_that_sheds_inside_itself_is_measured_at_its_unshed_cost():
     gate.admit(b, DropCommand(0.75))
     det.kept, det.shed = det.kept + 100, det.shed + 300
     gate.done(100, 0.1, 0.2)  # more windows open: 4 ms per event unshed
-    assert gate.detector.lp_s == pytest.approx((0.1 + 0.1 + 0.4) / 300)
+    assert gate.detector.busy.mean == pytest.approx((0.1 + 0.1 + 0.4) / 300)
+    assert gate.detector.lp_s == pytest.approx(4e-3)  # the last 100 events: the rise
     gate.admit(b, DropCommand(1.0))
     det.shed += 400
     gate.done(100, 0.001, 0.2)  # everything shed: nothing to scale, not measured
-    assert gate.detector.lp_s == pytest.approx((0.1 + 0.1 + 0.4) / 300)
+    assert gate.detector.lp_s == pytest.approx(4e-3)

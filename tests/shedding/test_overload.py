@@ -87,6 +87,19 @@ def test_queue_trigger_fires_above_f_qmax_with_the_rate_share():
     assert d.command(10_000).share == pytest.approx(1 - 400 / 10_000)
 
 
+def test_lp_follows_a_rising_cost_within_a_tenth_of_the_smoothing():
+    """A window operator's cost per event grows while windows open: l(p) is the mean of
+    the last tenth of ``smoothing`` events when that is higher, so q_max shrinks with the
+    rise; a falling cost is followed by the long mean."""
+    d = OverloadDetector(Shedding(latency_bound_s=1.0, f=0.8, smoothing=1_000))
+    d.processed(900, 0.9)   # 1 ms per event
+    d.processed(100, 0.3)   # then 3 ms
+    assert d.busy.mean == pytest.approx(1.2e-3) and d.lp_s == pytest.approx(3e-3)
+    assert max_queue(1.0, d.lp_s) == pytest.approx(1_000 / 3)
+    d.processed(100, 0.05)  # 0.5 ms: the long mean, 1.15 ms, is higher
+    assert d.lp_s == pytest.approx(d.busy.mean) and d.lp_s == pytest.approx(1.15e-3)
+
+
 def test_latency_trigger_uses_the_mean_of_the_last_smoothing_events():
     d = OverloadDetector(Shedding(latency_bound_s=1.0, trigger="latency", smoothing=1_000))
     d.completed(0.5, 1_000)
