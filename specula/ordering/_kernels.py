@@ -168,11 +168,12 @@ def kslack_order(buf_ix, buf_ts, buf_tb, ts, producer, seq, kplus, proposal, imm
 
     ``buf_ts``/``buf_tb`` is the sorted buffer (time stamp, tie-break) and ``buf_ix`` its
     events' store indices; the arriving ones have store indices ``first_ix + j``, above
-    every buffered one (store indices break ties of equal keys: arrival order). Per arrival: the
-    clock and K advance as in :func:`advance_clock` (``proposal``, ``immediate``); the
-    event is late if its key is below the horizon ``(h_ts, h_tb)`` (the key of the last
-    emitted event); then every buffered event with ``ts + K <= clk`` is
-    emitted and purged, smallest key first (equal keys in arrival order).
+    every buffered one (store indices break ties of equal keys: arrival order). Per
+    arrival: the clock and K advance as in :func:`advance_clock` (``proposal``,
+    ``immediate``); the event is late if its key is below the horizon ``(h_ts, h_tb)``
+    (the key of the last emitted event); then every buffered event with
+    ``ts + K <= clk`` is emitted and purged, smallest key first (equal keys in arrival
+    order).
 
     The buffer is a sorted run that in-order arrivals extend at the tail in O(1), plus a
     binary heap for arrivals that belong further back (O(log n)); a batch made of sorted
