@@ -37,6 +37,7 @@ class KSlackBuffer(Buffer):
 
     def __init__(self, unit: OrderingUnit) -> None:
         super().__init__(unit)
+        self._raw = np.dtype((np.void, unit.in_dtype.itemsize))  # rows moved as bytes
         self.load(np.empty(0, unit.in_dtype), np.empty(0, np.int64), np.empty(0, np.int64))
 
     def __len__(self) -> int:
@@ -57,8 +58,7 @@ class KSlackBuffer(Buffer):
     def _append(self, run: np.ndarray) -> int:
         """Write ``run`` behind the store's rows (compacting the store when it is full);
         returns the store index of its first row."""
-        n = len(run)
-        raw = np.dtype((np.void, run.dtype.itemsize))  # rows copied as bytes, not by field
+        n, raw = len(run), self._raw
         if self._used + n > len(self._store):
             live = np.take(self._store, self._buf_ix)
             store = np.empty(max(256, 2 * (len(live) + n)), self._store.dtype)
