@@ -14,7 +14,10 @@ retraction among many live events, and raw events/s on one and on three Ray node
 2. ``actor_mb_per_million_events``: over the long match, the largest growth of an
    actor's resident memory per million raw events fed, over the second half of its
    per-batch samples (the first half holds the start-up: imports, compilation, buffers
-   filling up to K).
+   filling up to K). ``actor_mb_per_million_events_live``: the same for a run that
+   hands its output on as it settles, as a watch does, so that the actors forget it;
+   ``net_events_held`` / ``net_events_held_live``: the net events the actors hold at
+   the end of each.
 3. ``retraction_us_at_1m_live``: a :class:`~specula.ordering.net.NetOutput` holding
    10k, 100k and 1M live events of one producer retracts its newest 10, 20 times; the
    median, in microseconds (``benchmarks/net_output.py`` measures it, against the scan
@@ -91,15 +94,17 @@ def batches(raw: np.ndarray) -> Iterator[np.ndarray]:
         yield raw[i:i + BATCH]
 
 
-def driver_run(raw: np.ndarray) -> tuple[float, float, dict]:
+def driver_run(raw: np.ndarray, hand_on: bool = False) -> tuple[float, float, dict]:
     """Driver memory growth (MB) over one run on the current Ray session, its wall
-    seconds and the run's report."""
+    seconds and the run's report. ``hand_on``: the run hands its output on as it
+    settles (as a watch does; here to nobody) and the actors forget it."""
     graph = soccer_graph("adaptive", k0_ms=K0_MS)
     runtime = RayRuntime(graph, batch_size=BATCH)
     before = rss_mb()
     t0 = time.perf_counter()
     with PeakRss() as rss:
-        report = runtime.run(batches(raw))
+        report = runtime.run(batches(raw), on_settled=(lambda settled: None) if hand_on
+                             else None)
     return rss.peak - before, time.perf_counter() - t0, report
 
 
@@ -154,8 +159,14 @@ def driver_figures(seconds: float, seed: int) -> dict:
     with ray_session(num_cpus=2):
         driver_run(raw[:BATCH * 4])  # actor start-up and imports, not measured
         grew, wall, report = driver_run(raw)
+        _, wall_live, live = driver_run(raw, hand_on=True)
     return {"mb": grew, "events": len(raw), "actor_mb_per_million":
-            actor_growth(report, len(raw), wall)}
+            actor_growth(report, len(raw), wall),
+            "actor_mb_per_million_live": actor_growth(live, len(raw), wall_live),
+            "net_held": sum(len(d.net) for d in report.detectors.values()),
+            "net_held_live": sum(len(d.net) for d in live.detectors.values()),
+            "handed_on_live": sum(d.handed_on.events for d in live.detectors.values()
+                                  if d.handed_on is not None)}
 
 
 def main() -> None:
@@ -189,6 +200,14 @@ def main() -> None:
     print(f"largest actor memory growth over {long_s:g} s of play: "
           f"{'n/a' if actor is None else f'{actor:.1f}'} MB per million raw events")
     result["actor_mb_per_million_events"] = None if actor is None else round(actor, 1)
+    live = b["actor_mb_per_million_live"]
+    print(f"the same run handing its output on as it settles (a watch): "
+          f"{'n/a' if live is None else f'{live:.1f}'} MB per million; the actors hold "
+          f"{b['net_held_live']:,} net events at the end ({b['handed_on_live']:,} handed "
+          f"on and forgotten), against {b['net_held']:,}")
+    result["actor_mb_per_million_events_live"] = None if live is None else round(live, 1)
+    result["net_events_held_live"] = b["net_held_live"]
+    result["net_events_held"] = b["net_held"]
 
     short = match_raw(short_s, args.seed)
     for nodes in (1, 3):

@@ -65,6 +65,19 @@ class Histogram:
         self.total += seconds * n
         self.max = max(self.max, seconds)
 
+    def add_all(self, seconds: np.ndarray) -> None:
+        """Count one event per duration in ``seconds``."""
+        if not len(seconds):
+            return
+        seconds = np.asarray(seconds, np.float64)
+        low = np.maximum(seconds, self.LOW) / self.LOW
+        bins = np.where(seconds < self.LOW, 0,
+                        1 + np.floor(np.log10(low) * self.PER_DECADE).astype(np.int64))
+        np.add.at(self.counts, np.minimum(bins, len(self.counts) - 1), 1)
+        self.count += len(seconds)
+        self.total += float(seconds.sum())
+        self.max = max(self.max, float(seconds.max()))
+
     def _bin(self, seconds: float) -> int:
         if seconds < self.LOW:
             return 0

@@ -39,11 +39,12 @@ from specula.actors.channels import Publisher, Route, answer
 from specula.actors.clocks import estimate_offset
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
+from specula.actors.output_log import HandedOn
 from specula.actors.placement import actor_options, check_fits
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table, split_by_key
-from specula.actors.settled import SettledTail
+from specula.actors.settled import Settled, SettledTail
 from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
@@ -110,9 +111,6 @@ class RayRuntime:
         self.checkpoints: Checkpoints | None = None
         #: where the last run stopped, if it ended suspended (``run(suspend=True)``)
         self.suspension: Suspension | None = None
-        #: per producer id, the counter below which the last run's ``on_settled`` got
-        #: every event (from its ``resume``'s settled counters on)
-        self.settled_since: dict[int, int] = {}
         #: the actors of the run in progress, by instance label (for tests that kill them)
         self.actors: dict[str, Any] = {}
 
@@ -120,7 +118,7 @@ class RayRuntime:
             registry: ev.TypeRegistry | None = None,
             suspend: bool | Callable[[], bool] = False,
             resume: Suspension | None = None,
-            on_settled: Callable[[dict[str, np.ndarray]], None] | None = None) -> RunReport:
+            on_settled: Callable[[Settled], None] | None = None) -> RunReport:
         """Feed raw events (one array in arrival order by ``ats``, or an iterable of
         batches already in arrival order) through the graph and report.
 
@@ -136,10 +134,15 @@ class RayRuntime:
         ``suspend`` may be a function, asked when the raw events end (a live source
         that was stopped suspends; one that ran dry flushes).
 
-        ``on_settled`` is called, from a thread of its own, with the detections that
-        became final (per node; :class:`~.settled.SettledTail`) after every checkpoint
-        interval while the raw events flow; :attr:`settled_since` then says, per
-        producer id, the counter below which it got them all.
+        ``on_settled`` is called, from a thread of its own, with what became final
+        (:class:`~.settled.Settled`: per node the net events, emissions and late events;
+        :class:`~.settled.SettledTail`) after every checkpoint interval while the raw
+        events flow, and once at the end: together, every net event of the run from
+        ``resume``'s settled counters on, and every emission and late event of the run,
+        each once. The actors then forget what it was handed (:mod:`.output_log`), so
+        that their memory stays bounded however long the stream: the report's net
+        outputs and late events hold only what was not handed on, and its
+        ``handed_on`` counts the rest.
         """
         if (suspend or resume is not None) and not self.checkpoint_uri:
             raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
@@ -152,7 +155,7 @@ class RayRuntime:
 
     def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
              suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None,
-             on_settled: Callable[[dict[str, np.ndarray]], None] | None = None
+             on_settled: Callable[[Settled], None] | None = None
              ) -> RunReport:
         import ray
 
@@ -165,7 +168,6 @@ class RayRuntime:
                                        resume.run if resume is not None else run,
                                        self.checkpoint_every_batches, self.checkpoint_every_s)
         self.suspension = None
-        self.settled_since = dict(resume.settled) if resume is not None else {}
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
@@ -186,7 +188,7 @@ class RayRuntime:
                 routes=routes, producers=producers, checkpoints=self.checkpoints)
         self.actors = {i.label: actors[i.producer] for i in instances}
         try:
-            with self._tail(on_settled):
+            with self._tail(on_settled, resume, actors):
                 n_raw, wall, reports = self._drive(raw, table, router, of_node, actors,
                                                    suspend, resume)
         finally:
@@ -198,20 +200,23 @@ class RayRuntime:
         return self._report(reports, n_raw, wall, len(alive))
 
     @contextlib.contextmanager
-    def _tail(self, on_settled: Callable[[dict[str, np.ndarray]], None] | None
-              ) -> Iterator[None]:
+    def _tail(self, on_settled: Callable[[Settled], None] | None,
+              resume: Suspension | None, actors: dict[int, Any]) -> Iterator[None]:
         """While the block runs, hand ``on_settled`` what became final after every
-        checkpoint interval, and once more at the end (:mod:`.settled`)."""
+        checkpoint interval, and once more at the end (:mod:`.settled`); after each
+        hand-on but the last, tell the actors what they may forget."""
         if on_settled is None:
             yield
             return
-        tail = SettledTail(self.checkpoints, self.graph, self.settled_since)
+        tail = SettledTail(self.checkpoints, self.graph, resume)
         stop, failed = threading.Event(), []
 
         def follow() -> None:
             try:
                 while not stop.wait(self.checkpoint_every_s):
                     on_settled(tail.take())
+                    for p, actor in actors.items():
+                        actor.forget.remote(tail.since.get(p, 0), tail.segments[p])
                 on_settled(tail.take())
             except BaseException as exc:  # raised in the driver's thread below
                 failed.append(exc)
@@ -223,7 +228,6 @@ class RayRuntime:
         finally:
             stop.set()
             thread.join()
-            self.settled_since = dict(tail.since)
         if failed:
             raise failed[0]
 
@@ -248,17 +252,18 @@ class RayRuntime:
         expected: dict[int, dict[int, int]] = {}
         for c, ch in publisher.channels.items():
             expected.setdefault(c, {})[0] = ch.sent
-        settled = {}
+        settled, segments = {}, {}
         for node in self.graph.topological_order():
             for i in of_node[node.name]:
                 done = self._flush(i, actors, expected, publisher, suspend)
                 for c, sent in done["sent"].items():
                     expected.setdefault(c, {})[i.producer] = sent
                 settled[i.producer] = done.get("settled")
+                segments[i.producer] = done.get("segments")
         if suspend:
             self.suspension = Suspension(self.checkpoints.run,
                                          {c: e[0] for c, e in expected.items() if 0 in e},
-                                         settled, graph_shape(self.graph))
+                                         settled, graph_shape(self.graph), segments)
         wall = time.perf_counter() - t0
         refs = [a.report.remote() for a in actors.values()]
         return n_raw, wall, [answer(r) for r in refs]
@@ -316,6 +321,7 @@ class RayRuntime:
             detectors[name] = DetectorReport(
                 name=name,
                 net=merge_nets([r["net"] for r in mine]),
+                handed_on=HandedOn.total([r["handed_on"] for r in mine]),
                 stats=sum_stats([r["stats"] for r in mine]),
                 late=ev.concat([r["late"] for r in mine], dtype),
                 alpha={r["label"]: r["alpha"] for r in mine if r["alpha"]},

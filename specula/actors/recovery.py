@@ -5,14 +5,16 @@ What a checkpoint holds (one msgpack object per actor, written atomically; NumPy
 arrays as ``.npy`` bytes, the detector's states as its ``snapshot`` returns them):
 
 * the ordering unit's whole state (:mod:`specula.ordering.checkpoint`): buffer,
-  snapshots, clock, K, counters, late events, the versions a replay may revise;
+  snapshots, clock, K, counters, the versions a replay may revise (its late events
+  go to the output segments);
 * the input position: per sender, the pushes taken (processed), and the step count;
 * the emission position: per consumer, the pushes numbered so far, the last step whose
   determinants went out, the consumer's incarnation as known, and the pushes the
   consumer's own checkpoint does not cover yet (to resend if it restarts);
 * the determinants this actor holds for its producers (:class:`StepLog`);
-* the progress last published, and the net output, as a list of immutable segments
-  (each checkpoint writes what was applied since the previous one).
+* the progress last published, and where the actor's output stands on storage: its
+  net output and late events as a list of immutable segments (each checkpoint writes
+  what came since the previous one) after an optional base (:mod:`.output_log`).
 
 Resend and dedupe. A consumer checkpoints the pushes it has *taken*; the replies to
 later pushes tell each producer how many its checkpoint covers, and the producer drops
@@ -74,18 +76,17 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 import numpy as np
 
 from specula.detectors.graph import Graph
-from specula.ordering.checkpoint import pack_array, unpack_array
-from specula.ordering.net import NetOutput
 
-#: Layout version of an actor checkpoint (2: with the settled counter and the clock offset).
-CHECKPOINT_VERSION = 2
+#: Layout version of an actor checkpoint (3: late events in the output segments, the
+#: output's base: :mod:`.output_log`).
+CHECKPOINT_VERSION = 3
 
 #: Pushes per sender whose digest a worker keeps, to check duplicates against.
 DIGESTS_KEPT = 1_024
@@ -132,7 +133,9 @@ class Suspension:
     ``run`` is the folder of its checkpoints under the checkpoint URI, ``sent`` the
     pushes the source sent to each instance it feeds (by producer id) and ``settled``
     each instance's settled counter (:attr:`~specula.ordering.OrderingUnit.settled_seq`)
-    then: its events below it are final.
+    then: its events below it are final. ``segments`` gives the output segments
+    (:mod:`.output_log`) each instance had written: a resuming run hands on the
+    emissions and late events from there.
     """
 
     run: str
@@ -140,17 +143,20 @@ class Suspension:
     settled: dict[int, int]
     #: the suspended graph's nodes (:func:`graph_shape`): only the same graph resumes
     graph: list[str]
+    segments: dict[int, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run, "sent": {str(k): v for k, v in self.sent.items()},
                 "settled": {str(k): v for k, v in self.settled.items()},
-                "graph": self.graph}
+                "graph": self.graph,
+                "segments": {str(k): v for k, v in self.segments.items()}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Suspension:
         return cls(str(data["run"]), {int(k): int(v) for k, v in data["sent"].items()},
                    {int(k): int(v) for k, v in data["settled"].items()},
-                   [str(n) for n in data["graph"]])
+                   [str(n) for n in data["graph"]],
+                   {int(k): int(v) for k, v in data.get("segments", {}).items()})
 
     def check(self, graph: Graph) -> None:
         """Refuse to resume with another graph than the one suspended: its actors'
@@ -205,6 +211,14 @@ class Store:
             return None
         with self.fs.open_input_stream(path) as src:
             return src.read()
+
+    def delete(self, name: str) -> None:
+        """Remove an object (nothing if it is not there)."""
+        from pyarrow import fs
+
+        path = f"{self.path}/{name}"
+        if self.fs.get_file_info(path).type != fs.FileType.NotFound:
+            self.fs.delete_file(path)
 
     def next_incarnation(self) -> int:
         """The incarnation of the process calling this (0 for the first), recorded."""
@@ -272,37 +286,3 @@ def pack_dets(dets: Any) -> Any:
         return None
     first, senders, alphas, ckpt = dets
     return [first, list(senders), list(alphas), ckpt]
-
-
-def write_net_segment(store: Store, index: int, net: NetOutput, start: int) -> None:
-    """What ``net`` applied from its ``start``-th batch on, as segment ``index``."""
-    rows, lengths, times = net.log(start)
-    store.write(f"net-{index:06d}", msgpack.packb(
-        [pack_array(rows), pack_array(lengths), pack_array(times)], use_bin_type=True))
-
-
-def read_net(store: Store, segments: int, dtype: np.dtype) -> NetOutput:
-    """The net output made of the first ``segments`` segments."""
-    net = NetOutput(dtype)
-    apply_segments(store, net, 0, segments)
-    return net
-
-
-def apply_segments(store: Store, net: NetOutput, start: int, stop: int) -> None:
-    """Apply segments ``start`` to ``stop`` (excluded) of ``store`` to ``net``."""
-    for i in range(start, stop):
-        data = store.read(f"net-{i:06d}")
-        if data is None:
-            raise FileNotFoundError(f"{store.path}: net output segment {i} is missing")
-        rows, lengths, times = (unpack_array(b) for b in msgpack.unpackb(data, raw=False))
-        net.reapply(rows, lengths, times)
-
-
-def persisted_net(checkpoints: Checkpoints, label: str, dtype: np.dtype) -> NetOutput:
-    """The net output an actor's last checkpoint persisted (the whole run's once the
-    run is over: every actor checkpoints at the end of the stream)."""
-    store = checkpoints.store(label)
-    data = store.read("checkpoint")
-    if data is None:
-        return NetOutput(dtype)
-    return read_net(store, unpack_checkpoint(data, label)["segments"], dtype)

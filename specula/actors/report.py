@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from specula.actors.inbox import InboxStats
+from specula.actors.inbox import Histogram, InboxStats
+from specula.actors.output_log import HandedOn
 from specula.ordering.adaptation import AlphaSample
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
@@ -58,15 +59,40 @@ class DetectorReport:
     #: the error bound of that estimate, ms (its time stamps are shifted by the offset:
     #: :mod:`~specula.actors.clocks`)
     clocks_ms: list[tuple[float, float]] | None = None
+    #: on Ray, in a run that hands its detections on as they settle (``on_settled``):
+    #: the net events its actors handed on and no longer hold in :attr:`net`
+    handed_on: HandedOn | None = None
+
+    def detected(self) -> dict[int, int]:
+        """Net events per type id, those handed on included."""
+        types, counts = np.unique(self.net.net()["type"], return_counts=True)
+        out = dict(zip(types.tolist(), counts.tolist(), strict=True))
+        for t, n in (self.handed_on.by_type.items() if self.handed_on else ()):
+            out[t] = out.get(t, 0) + n
+        return out
+
+    def latency_s(self, seconds_per_tick: float) -> tuple[float | None, float | None]:
+        """Mean and 99th percentile of the detection latency in seconds, over the net
+        events held and those handed on (then the percentile is a histogram bin's upper
+        edge, ~6 % wide: :class:`~.inbox.Histogram`)."""
+        lat = self.net.latencies() * seconds_per_tick
+        if self.handed_on is not None and self.handed_on.events:
+            h = Histogram()
+            h.absorb(self.handed_on.latency)
+            h.add_all(lat)
+            return h.mean, h.percentile(99)
+        if not len(lat):
+            return None, None
+        return float(lat.mean()), float(np.percentile(lat, 99))
 
     def summary(self, seconds_per_tick: float) -> dict[str, Any]:
-        lat = self.net.latencies() * seconds_per_tick
+        mean, p99 = self.latency_s(seconds_per_tick)
         alphas = [s.alpha for h in self.alpha.values() for s in h]
         return {
-            "net_events": len(self.net),
+            "net_events": len(self.net) + (self.handed_on.events if self.handed_on else 0),
             "late": len(self.late),
-            "latency_mean_s": float(lat.mean()) if len(lat) else None,
-            "latency_p99_s": float(np.percentile(lat, 99)) if len(lat) else None,
+            "latency_mean_s": mean,
+            "latency_p99_s": p99,
             "alpha_mean": float(np.mean(alphas)) if alphas else None,
             "level": self.level,
             "k_s": self.k_s,

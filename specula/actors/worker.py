@@ -38,8 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from specula import events as ev
 from specula.actors.channels import Channel, Publisher, Reply, Route, answer, named_actor
 from specula.actors.inbox import Gate, Inbox
+from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
 from specula.actors.recovery import (
     CHECKPOINT_VERSION,
@@ -48,16 +50,13 @@ from specula.actors.recovery import (
     StepLog,
     digest,
     pack_checkpoint,
-    read_net,
     unpack_checkpoint,
-    write_net_segment,
 )
 from specula.actors.report import rss_mb
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
 from specula.ordering.checkpoint import restore_unit, unit_state
-from specula.ordering.net import NetOutput
 from specula.ordering.samples import SampleLog
 
 __all__ = ["DEFAULT_INBOX_EVENTS", "DetectorWorker", "Publisher", "Route"]
@@ -91,7 +90,6 @@ class DetectorWorker:
         self.instance = instance
         self.unit = instance.unit(registry)
         instance.warm_up(registry)
-        self.net = NetOutput(self.unit.out_dtype)
         self.router = router
         self.routes = routes or []
         self.producers = producers or []
@@ -126,10 +124,11 @@ class DetectorWorker:
         self.checkpoints = checkpoints
         self.checkpoint_stats = {"count": 0, "seconds": 0.0, "bytes": 0}
         self._want_checkpoint = False
+        self._forget = (0, 0)               # what the driver says was handed on (forget)
         self._since = 0                     # batches since the last checkpoint
         self._last_checkpoint = time.monotonic()
-        self._segments = self._net_saved = 0
         self.store = checkpoints.store(instance.label) if checkpoints else None
+        self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, self.store)
         self.incarnation = self.store.next_incarnation() if self.store else 0
         self.publisher = Publisher(max_in_flight, instance.producer, self.incarnation)
         if self.incarnation > 0:
@@ -232,7 +231,7 @@ class DetectorWorker:
                 self._cond.wait()
             self._check()
         return {"sent": {c: ch.sent for c, ch in self.publisher.channels.items()},
-                "settled": self.unit.settled_seq}
+                "settled": self.unit.settled_seq, "segments": self.output.segments}
 
     def _missing(self, expected: dict[int, int] | None) -> dict[int, int]:
         """The position held of each sender of ``expected`` whose pushes are not in."""
@@ -253,6 +252,17 @@ class DetectorWorker:
                 self._cond.notify_all()
             log = self._logs.get(producer, StepLog())
             return [*log.as_list(), self._next.get(producer, 0)]
+
+    def forget(self, seq: int, segments: int) -> None:
+        """The net events below counter ``seq`` and the output segments below
+        ``segments`` were handed on for good (a run's ``on_settled``): drop them at
+        the next checkpoint, keeping their tally (:mod:`.output_log`)."""
+        with self._cond:
+            self._forget = (max(self._forget[0], seq), max(self._forget[1], segments))
+
+    def late_events(self) -> np.ndarray:
+        """The late side output held: what the checkpoints wrote, then the unit's."""
+        return ev.concat_records([self.output.late(), self.unit.late_events()])
 
     def checkpoint(self) -> int:
         """Checkpoint at the next batch boundary (now, if idle); returns the checkpoints
@@ -281,7 +291,8 @@ class DetectorWorker:
     def report(self) -> dict[str, Any]:
         c = self.unit.controller
         return {"producer": self.instance.producer, "label": self.instance.label,
-                "net": self.net, "stats": self.unit.stats, "late": self.unit.late_events(),
+                "net": self.output.net, "handed_on": self.output.handed,
+                "stats": self.unit.stats, "late": self.late_events(),
                 "memory": self.unit.memory.figures(),
                 "alpha": c.history if c is not None else [], "series": list(self.series),
                 "busy_s": self.busy_s, "k": self.unit.k,
@@ -433,7 +444,7 @@ class DetectorWorker:
 
     def _publish(self, out: np.ndarray, now: int) -> None:
         if len(out):
-            self.net.apply(out, now)
+            self.output.apply(out, now)
         out, self._published = punctuate(out, self.unit, self._published, now)
         if not len(out):
             return
@@ -477,21 +488,22 @@ class DetectorWorker:
         """Write the state (and the net output applied since the last one) to storage;
         then tell producers, through the replies, what it covers."""
         t0 = time.perf_counter()
-        if self.net.batches > self._net_saved:
-            write_net_segment(self.store, self._segments, self.net, self._net_saved)
-            self._segments, self._net_saved = self._segments + 1, self.net.batches
+        with self._cond:
+            self.output.forget(*self._forget)
+        self.output.save(self.unit.take_late())
         channels = self.publisher.state()
         with self._cond:
             logs = [[p, *log.as_list()] for p, log in self._logs.items()]
         state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit), "step": self._step,
                  "taken": [[s, n] for s, n in self._taken.items()], "channels": channels,
-                 "logs": logs, "published": self._published, "segments": self._segments,
+                 "logs": logs, "published": self._published, "output": self.output.state(),
                  "settled": self.unit.settled_seq,
                  "ended": ended, "duplicates": self.duplicates, "clock": self._clock,
                  "checkpoints": [self.checkpoint_stats["count"] + 1,
                                  self.checkpoint_stats["seconds"]]}
         data = pack_checkpoint(state)
         self.store.write("checkpoint", data)
+        self.output.committed()
         self._steps_base = self._step
         self._senders.clear()
         self._alphas.clear()
@@ -519,9 +531,7 @@ class DetectorWorker:
         self._logs = {int(p): StepLog(base, senders, alphas)
                       for p, base, senders, alphas in state["logs"]}
         self._published = state["published"]
-        self._segments = state["segments"]
-        self.net = read_net(self.store, self._segments, self.unit.out_dtype)
-        self._net_saved = self.net.batches
+        self.output.restore(state["output"])
         self.duplicates, self._clock = state["duplicates"], tuple(state["clock"])
         self._ended = state["ended"]
         self.checkpoint_stats["count"], self.checkpoint_stats["seconds"] = state["checkpoints"]

@@ -145,25 +145,26 @@ class NetOutput:
     def reapply(self, rows: np.ndarray, lengths: np.ndarray, times: np.ndarray) -> None:
         """Apply again the batches :meth:`log` returned, in order, at their times."""
         ends = np.cumsum(lengths).tolist()
-        for start, end, now in zip([0, *ends[:-1]], ends, times.tolist(), strict=True):
+        for start, end, now in zip([0, *ends][:-1], ends, times.tolist(), strict=True):
             self.apply(rows[start:end], now)
 
-    def keep_from(self, seq: int) -> NetOutput:
-        """A net output holding only the live events with counters from ``seq`` on, as
-        one batch (their first emission times kept): for a holder that has handed
-        on, for good, the events below ``seq``."""
+    def split_at(self, seq: int) -> tuple[np.ndarray, np.ndarray, NetOutput]:
+        """The live events with counters below ``seq`` and their first emission times,
+        and a net output holding only the others, as one batch per first emission time
+        (their times kept): for a holder that hands on, for good, the events below
+        ``seq``."""
         rows, times = self._gather()
         keep = rows["seq"] >= seq
         order = np.argsort(times[keep], kind="stable")
-        rows, times = rows[keep][order].copy(), times[keep][order]
-        rows["flags"] = 0  # each is the live version of its event
+        kept_rows, kept_times = rows[keep][order].copy(), times[keep][order]
+        kept_rows["flags"] = 0  # each is the live version of its event
         kept = NetOutput(self.dtype)
-        if not len(rows):
-            return kept
-        cuts = np.flatnonzero(np.diff(times)) + 1
-        for part, at in zip(np.split(rows, cuts), np.split(times, cuts), strict=True):
-            kept.apply(part, int(at[0]))  # one batch per first-emission time
-        return kept
+        cuts = np.flatnonzero(np.diff(kept_times)) + 1
+        for part, at in zip(np.split(kept_rows, cuts), np.split(kept_times, cuts),
+                            strict=True):
+            if len(part):
+                kept.apply(part, int(at[0]))  # one batch per first-emission time
+        return rows[~keep], times[~keep], kept
 
     def __len__(self) -> int:
         return sum(len(e) for e in self._live.values())
@@ -198,11 +199,7 @@ class NetOutput:
 
     def net(self) -> np.ndarray:
         """The live events in order of (ts, producer, seq); arrival fields zeroed."""
-        rows, _ = self._gather()
-        rows = rows.copy()
-        for f in ("flags", "ats", "kplus", "origin"):
-            rows[f] = 0
-        return rows[np.lexsort((rows["seq"], rows["producer"], rows["ts"]))]
+        return net_rows(self._gather()[0])
 
     def timeline(self) -> tuple[np.ndarray, np.ndarray]:
         """(first emission time, latency) of every live event, in emission order."""
@@ -214,3 +211,12 @@ class NetOutput:
         """For every live event: first emission of its final version minus its origin."""
         rows, times = self._gather()
         return times - rows["origin"]
+
+
+def net_rows(rows: np.ndarray) -> np.ndarray:
+    """Net events as a sink keeps them: in order of (ts, producer, seq), with the
+    fields of their arrival and emission (flags, ats, kplus, origin) zeroed; a copy."""
+    rows = rows.copy()
+    for f in ("flags", "ats", "kplus", "origin"):
+        rows[f] = 0
+    return rows[np.lexsort((rows["seq"], rows["producer"], rows["ts"]))]

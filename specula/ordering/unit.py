@@ -332,6 +332,13 @@ class OrderingUnit:
         out["flags"] |= ev.LATE
         return out
 
+    def take_late(self) -> np.ndarray:
+        """The late side output so far, as :meth:`late_events`, handed over: the unit
+        holds none of it afterwards (its holder keeps or spills it)."""
+        out = self.late_events()
+        self._late = []
+        return out
+
     def push(self, batch: np.ndarray, now: int = 0) -> np.ndarray:
         """Take a batch of arrivals (in arrival order) and return what the detector generated.
 

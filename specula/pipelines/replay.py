@@ -41,7 +41,6 @@ from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
 from specula.pipelines.resume import (
     LiveOutput,
-    OwnOutput,
     save_suspension,
     state_dir,
     suspended_watch,
@@ -145,7 +144,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
     from specula.pipelines.spark_store import persist
 
-    total, run, resume, suspension, own, live = None, None, None, None, None, None
+    total, run, resume, suspension, live = None, None, None, None, None
     stopping: Any = contextlib.nullcontext()
     if config.watch:
         resume = suspended_watch(out, graph, config.in_process)
@@ -180,29 +179,27 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                     contextlib.nullcontext(config.ray_address) if config.ray_address
                     else ray_on_spark(spark, worker_nodes=config.ray_workers,
                                       log=out / "logs" / "ray-on-spark.log"))
-            start_ns = time.time_ns()
             live = LiveOutput(spark, graph, out, run) if config.watch else None
             with progress.phase("detecting (Ray)", total) as advance, stopping:
-                report, suspension, since = _run_on_ray(
+                report, suspension = _run_on_ray(
                     graph, address, progress.events(batches, advance), kind.registry,
                     config, resume, (lambda: watcher.stopping) if config.watch else None,
                     live)
-            if config.watch:
-                own = OwnOutput(since, suspension.settled if suspension else None, start_ns)
     if config.watch:
         ingested = counts_as_ingested(watcher.counts)
     summary = summarize(report, graph, ingested, config, played.seconds)
-    if own is not None:
+    if live is not None:
         summary["resumed"], summary["suspended"] = resume is not None, suspension is not None
-        summary["written_live"] = live.written if live is not None else 0
+        summary["written_live"] = live.written
     summary["annotations_in"] = annotations.merged
     summary["annotations_after_log"] = len(annotations.events) - annotations.merged
     with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
                  **annotations.save(out / "annotations", kind.event_columns, run),
-                 **persist(spark, report, graph.registry, out, summary, run=run, own=own)}
-    if own is not None:
+                 **persist(spark, report, graph.registry, out, summary, run=run,
+                           event_tables=live is None)}
+    if live is not None:
         save_suspension(out, suspension)
     return report, summary, paths
 
@@ -321,10 +318,9 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
     detectors = report.summary()["detectors"]
     detected: dict[str, int] = {}
     for name, node in graph.nodes.items():
-        net = report.net(name)
+        counts = report.detectors[name].detected()
         for t in node.outputs:
-            detected[t] = detected.get(t, 0) + int(np.count_nonzero(
-                net["type"] == graph.registry.id(t)))
+            detected[t] = detected.get(t, 0) + counts.get(graph.registry.id(t), 0)
     return {
         "log": config.log or f"generated {config.profile} log, {config.seconds:g} s, "
                              f"seed {config.seed}",
@@ -400,11 +396,10 @@ def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeR
 def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
                 registry: TypeRegistry, config: ReplayConfig, resume: Suspension | None,
                 stopped: Callable[[], bool] | None, live: LiveOutput | None
-                ) -> tuple[RunReport, Suspension | None, dict[int, int]]:
+                ) -> tuple[RunReport, Suspension | None]:
     """The run on Ray; a watch (``stopped``: whether it was stopped) checkpoints into
-    the run folder, persists its detections as they become final (``live``), suspends
-    when stopped and resumes from ``resume``. Also returns, per producer, the counter
-    below which its detections are persisted."""
+    the run folder, persists its output as it becomes final (``live``), suspends when
+    stopped and resumes from ``resume``. Also returns where it suspended, if it did."""
     from specula.actors.ray_runtime import RayRuntime
 
     runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
@@ -412,7 +407,7 @@ def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
                          checkpoint_uri=str(state_dir(config.out)) if stopped else None)
     report = runtime.run(batches, registry=registry, resume=resume, suspend=stopped or False,
                          on_settled=live)
-    return report, runtime.suspension, runtime.settled_since
+    return report, runtime.suspension
 
 
 def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig

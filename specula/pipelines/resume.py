@@ -1,5 +1,5 @@
 """A live run stopped and started again on one run folder: where the suspended graph's
-state lives, and which of a run's outputs are its own to persist.
+state lives, and how a watch's output reaches the run folder while it runs.
 
 A watch stopped by Ctrl-C or SIGTERM suspends its graph instead of flushing it
 (:meth:`~specula.actors.ray_runtime.RayRuntime.run` with ``suspend``): the actors'
@@ -9,28 +9,26 @@ resumes from there, so a detection that spans the stop is found as if the watch 
 never stopped. A watch that ends by its idle timeout flushes (the stream is over) and
 removes the state.
 
-While a watch runs, its detections are appended to ``out/complex`` as they become
-final (:class:`LiveOutput`, fed from the actors' checkpoints:
-:class:`~specula.actors.settled.SettledTail`). At its end each run persists only what
-is its own and not yet written (:class:`OwnOutput`): of the net output, the events from
-where the live writing (or the previous run's persisting) stopped up to this run's
-settled counters if it suspends, or all of them if it flushes; the emissions and late
-events of its own time. The runs' rows together are the net output of one
-uninterrupted run, each detection once.
+While a watch runs on Ray, its output is appended to ``out/complex``, ``out/emissions``
+and ``out/late`` as it becomes final (:class:`LiveOutput`, fed from the actors'
+checkpoints: :class:`~specula.actors.settled.SettledTail`), and the actors forget what
+was written. Each run hands on the net events from its resume's settled counters up to
+its own at the end (all of them if it flushes) and the emissions and late events of
+its own segments, so the runs' rows together are the output of one uninterrupted run,
+each row once; at its end a run writes only its metrics and summary.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from specula.actors.recovery import Suspension
+from specula.actors.settled import Settled
 from specula.detectors.graph import Graph, GraphError
 
 if TYPE_CHECKING:
@@ -82,57 +80,31 @@ def save_suspension(out: Path, suspension: Suspension | None) -> None:
     tmp.replace(state / _RECORD)
 
 
-@dataclass
-class OwnOutput:
-    """Which rows of a run's report the run persists (see the module).
-
-    ``since``: per producer, the counter the earlier runs persisted up to (their last
-    suspension's settled counters); ``upto``: per producer, this run's settled counters
-    if it suspends, None if it flushed; ``start_ns``: when the run started (wall clock),
-    before which every emission and late event belongs to an earlier run.
-    """
-
-    since: dict[int, int] = field(default_factory=dict)
-    upto: dict[int, int] | None = None
-    start_ns: int = field(default_factory=time.time_ns)
-
-    def complex(self, net: np.ndarray) -> np.ndarray:
-        """The net events that are this run's to persist."""
-        if not self.since and self.upto is None:
-            return net
-        producers, seqs = net["producer"].astype(np.int64), net["seq"].astype(np.int64)
-        lo = _per_producer(producers, self.since, 0)
-        hi = _per_producer(producers, self.upto or {}, np.iinfo(np.int64).max)
-        return net[(seqs >= lo) & (seqs < hi)]
-
-    def late(self, rows: np.ndarray) -> np.ndarray:
-        """The late events that reached their unit in this run."""
-        return rows[rows["ats"] >= self.start_ns] if self.since else rows
-
-
 class LiveOutput:
-    """Appends a watch's detections to ``out/complex`` as they become final, while the
-    watch runs (the ``on_settled`` of :meth:`~specula.actors.ray_runtime.RayRuntime.run`;
-    :func:`~specula.pipelines.spark_store.append_complex`)."""
+    """Appends a watch's output to ``out/complex``, ``out/emissions`` and ``out/late``
+    as it becomes final, while the watch runs (the ``on_settled`` of
+    :meth:`~specula.actors.ray_runtime.RayRuntime.run`;
+    :func:`~specula.pipelines.spark_store.append_events`). :attr:`written` counts the
+    net events written."""
 
     def __init__(self, spark: SparkSession, graph: Graph, out: Path, run: int) -> None:
         self.spark, self.registry, self.out, self.run = spark, graph.registry, out, run
         # every node, events or not: each part then has the columns of all, as
-        # persist writes them, and the table one schema
-        self.empty = {name: np.zeros(0, graph.registry.dtype(node.outputs))
-                      for name, node in graph.nodes.items()}
+        # persist writes them, and each table one schema
+        self.empty = {
+            "complex": {n: np.zeros(0, graph.registry.dtype(node.outputs))
+                        for n, node in graph.nodes.items()},
+            "late": {n: np.zeros(0, graph.registry.dtype(node.inputs))
+                     for n, node in graph.nodes.items()}}
+        self.empty["emissions"] = self.empty["complex"]
         self.written = 0
 
-    def __call__(self, found: dict[str, np.ndarray]) -> None:
-        from specula.pipelines.spark_store import append_complex
+    def __call__(self, settled: Settled) -> None:
+        from specula.pipelines.spark_store import append_events
 
-        if any(len(rows) for rows in found.values()):
-            self.written += append_complex(self.spark, {**self.empty, **found},
-                                           self.registry, self.out, self.run)
-
-
-def _per_producer(producers: np.ndarray, bound: dict[int, int], default: int) -> np.ndarray:
-    out = np.full(len(producers), default, np.int64)
-    for p, b in bound.items():
-        out[producers == p] = b
-    return out
+        for table in ("complex", "emissions", "late"):
+            found = getattr(settled, table)
+            if any(len(rows) for rows in found.values()):
+                n = append_events(self.spark, table, {**self.empty[table], **found},
+                                  self.registry, self.out, self.run)
+                self.written += n if table == "complex" else 0

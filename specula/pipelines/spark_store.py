@@ -28,7 +28,6 @@ import numpy as np
 
 from specula.actors.report import RunReport
 from specula.events import TypeRegistry
-from specula.pipelines.resume import OwnOutput
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,27 +35,24 @@ if TYPE_CHECKING:
 
 def persist(spark: SparkSession, report: RunReport, registry: TypeRegistry,
             out: str | os.PathLike[str], summary: dict[str, Any], *,
-            run: int | None = None, own: OwnOutput | None = None) -> dict[str, str]:
+            run: int | None = None, event_tables: bool = True) -> dict[str, str]:
     """Write the run's event tables, metrics and summary under ``out``; return the paths.
 
     With ``run`` (a watch, which may be stopped and started again on one ``out``), the
     tables and metrics are appended with a ``run`` column, so earlier runs' rows stay,
     and the summary is also kept as ``runs/<run>.json``; without, they replace what
-    ``out`` held. ``own`` selects the rows of a watch that suspends or resumes
-    (:mod:`~specula.pipelines.resume`).
+    ``out`` held. Without ``event_tables`` the event tables are not written: a watch on
+    Ray appended them while it ran (:class:`~specula.pipelines.resume.LiveOutput`).
     """
     out = Path(out)
-    own = own or OwnOutput(start_ns=0)
-    tables = {
-        "complex": {n: own.complex(d.net.net()) for n, d in report.detectors.items()},
-        "emissions": {n: d.net.emissions(since=own.start_ns)
-                      for n, d in report.detectors.items()},
-        "late": {n: own.late(d.late) for n, d in report.detectors.items()},
-    }
     mode = "overwrite" if run is None else "append"
-    paths = {}
+    paths = {name: str(out / name) for name in ("complex", "emissions", "late")}
+    tables = {
+        "complex": {n: d.net.net() for n, d in report.detectors.items()},
+        "emissions": {n: d.net.emissions() for n, d in report.detectors.items()},
+        "late": {n: d.late for n, d in report.detectors.items()},
+    } if event_tables else {}
     for name, per_detector in tables.items():
-        paths[name] = str(out / name)
         frame = _numbered(_events_frame(spark, per_detector, registry), run)
         frame.write.mode(mode).partitionBy("event_type").parquet(paths[name])
     paths["metrics"] = str(out / "metrics")
@@ -71,14 +67,14 @@ def persist(spark: SparkSession, report: RunReport, registry: TypeRegistry,
     return paths
 
 
-def append_complex(spark: SparkSession, per_detector: dict[str, np.ndarray],
-                   registry: TypeRegistry, out: str | os.PathLike[str], run: int) -> int:
-    """Append net events of a watch (``run``) that became final while it runs to
-    ``out/complex``, as :func:`persist` writes them; returns how many."""
+def append_events(spark: SparkSession, table: str, per_detector: dict[str, np.ndarray],
+                  registry: TypeRegistry, out: str | os.PathLike[str], run: int) -> int:
+    """Append a watch's (``run``) rows that became final while it runs to the event
+    table ``out/<table>``, as :func:`persist` writes them; returns how many."""
     n = sum(len(rows) for rows in per_detector.values())
     if n:
         frame = _numbered(_events_frame(spark, per_detector, registry), run)
-        frame.write.mode("append").partitionBy("event_type").parquet(str(Path(out) / "complex"))
+        frame.write.mode("append").partitionBy("event_type").parquet(str(Path(out) / table))
     return n
 
 

@@ -10,8 +10,10 @@ from naive import content
 
 from specula import Graph, InProcessRuntime, TypeRegistry
 from specula.actors.ray_runtime import RayRuntime
+from specula.actors.settled import Settled
 from specula.detectors.examples import CountPerKey, Threshold, example_registry
 from specula.options import MemoryLimit
+from specula.ordering.net import NetOutput
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 pytestmark = pytest.mark.slow  # starts embedded Ray
@@ -247,7 +249,7 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
         local_ray, crash_stream, tmp_path, victim):
     import threading
 
-    from specula.actors.recovery import persisted_net
+    from specula.actors.output_log import persisted_net
 
     graph, raw, reference = crash_stream
     runtime = RayRuntime(graph, batch_size=200, speed=3_000.0, checkpoint_uri=str(tmp_path),
@@ -283,57 +285,86 @@ def test_a_run_suspended_twice_and_resumed_gives_the_uninterrupted_answer(
         local_ray, crash_stream, tmp_path):
     """Three runs over three parts of the stream, cut at random arrivals: each of the
     first two suspends (no flush), the next resumes from its checkpoints. The last
-    run's net output is the uninterrupted run's, and the events each run may persist
-    (settled at its suspension, from where the previous one stopped; the rest at the
-    end) add up to it exactly, none twice."""
+    run's net output is the uninterrupted run's, and what the runs hand on as it
+    becomes final (from the previous suspension's settled counters to their own, the
+    rest with the flush) adds up to it exactly, none twice; so do their emissions."""
     graph, raw, reference = crash_stream
     cuts = sorted(np.random.default_rng(7).choice(np.arange(500, len(raw) - 500), 2,
                                                   replace=False))
-    persisted: dict[str, list] = {name: [] for name in graph.nodes}
-    persisted_since: dict[int, int] = {}  # producer -> counter persisted up to
-    resume = None
+    got: list[Settled] = []
+    resume, handed_per_run = None, []
     for lo, hi in zip([0, *cuts], [*cuts, len(raw)], strict=True):
         runtime = RayRuntime(graph, batch_size=300, checkpoint_uri=str(tmp_path))
         last = hi == len(raw)
-        report = runtime.run(raw[lo:hi], suspend=not last, resume=resume)
+        start = len(got)
+        report = runtime.run(raw[lo:hi], suspend=not last, resume=resume, on_settled=got.append)
         resume = runtime.suspension
         assert (resume is None) == last
-        for name in graph.nodes:
-            net = report.net(name)
-            (p,) = [i.producer for i in graph.instances() if i.node.name == name]
-            since = persisted_since.get(p, 0)
-            upto = np.iinfo(np.int64).max if last else resume.settled[p]
-            persisted[name].append(net[(net["seq"] >= since) & (net["seq"] < upto)])
-            persisted_since[p] = upto
+        handed_per_run.append(sum(len(rows) for found in got[start:]
+                                  for rows in found.complex.values()))
     st = report.stats("a_not_bc")
     assert st.relocations > 5 and st.replayed > 1_000  # counters carry over the runs
+    assert all(n > 0 for n in handed_per_run)
     for name in graph.nodes:
-        assert len(report.late(name)) == len(reference.late(name)) == 0, name
-        assert content(report.net(name)) == content(reference.net(name)), name
-        parts = np.concatenate(persisted[name])
-        assert content(parts) == content(reference.net(name)), name
-        assert len(np.unique(parts["seq"])) == len(parts), name
-        assert len(persisted[name][0]) > 0 and len(persisted[name][1]) > 0, name
+        assert len(reference.late(name)) == 0, name
+        assert_handed_on_once(got, name, reference.net(name))
 
 
-def test_detections_are_handed_on_as_they_become_final_each_once(
+def assert_handed_on_once(got: list[Settled], name: str, want: np.ndarray) -> None:
+    """The net events handed on are ``want``, each once, and so is the net output of
+    the emissions handed on, applied in order."""
+    parts = [found.complex[name] for found in got if name in found.complex]
+    handed = np.concatenate(parts) if parts else want[:0]
+    assert content(handed) == content(want), name
+    assert len(np.unique(handed["seq"])) == len(handed), name
+    emitted = NetOutput(want.dtype)
+    for found in got:
+        if name in found.emissions:
+            emitted.apply(found.emissions[name], 0)
+    assert content(emitted.net()) == content(want), name
+
+
+def test_detections_are_handed_on_as_they_become_final_and_the_actors_forget_them(
         local_ray, crash_stream, tmp_path):
     """A paced run (~3 s) hands on what its checkpoints made final as it goes: before
-    the end some, and with the end everything, each detection once."""
+    the end some, and with the end everything, each detection once; the actors drop
+    what was handed on, and the report still counts it."""
     graph, raw, reference = crash_stream
-    got: list[dict] = []
+    got: list[Settled] = []
     runtime = RayRuntime(graph, batch_size=200, speed=6_000.0, checkpoint_uri=str(tmp_path),
                          checkpoint_every_batches=10, checkpoint_every_s=0.2)
     report = runtime.run(raw, on_settled=got.append)
-    assert sum(len(rows) for found in got[:-1] for rows in found.values()) > 0
+    assert sum(len(rows) for found in got[:-1] for rows in found.complex.values()) > 0
+    summary = report.summary()["detectors"]
     for name in graph.nodes:
-        handed = [found[name] for found in got if name in found]
-        parts = np.concatenate(handed) if handed else report.net(name)[:0]
         assert len(report.late(name)) == 0, name
-        assert content(parts) == content(reference.net(name)), name
-        assert len(np.unique(parts["seq"])) == len(parts), name
-    (p,) = [i.producer for i in graph.instances() if i.node.name == "count"]
-    assert runtime.settled_since[p] > 0
+        assert_handed_on_once(got, name, reference.net(name))
+        d = report.detectors[name]
+        assert d.handed_on is not None and d.handed_on.events > 0, name
+        assert len(d.net) < len(reference.net(name)), name  # it forgot some
+        assert summary[name]["net_events"] == len(reference.net(name)), name
+        want = np.unique(reference.net(name)["type"], return_counts=True)
+        assert d.detected() == dict(zip(*(w.tolist() for w in want), strict=True)), name
+        assert summary[name]["latency_mean_s"] > 0, name
+
+
+def test_late_events_are_handed_on_once_and_forgotten(local_ray, tmp_path):
+    """A level-1 actor whose K stays below the disorder sets events aside as late; a
+    run that hands its output on hands each late event on once (the same as a run
+    that does not), and its actor keeps none of those it handed on."""
+    reg = example_registry()
+    raw = abc_stream(reg, 8_000, seed=5, max_delay=2_000, burst=0.2)
+    graph = Graph(reg, sources=("A", "B", "C")).add(
+        "t", Threshold(), alpha=1.0, k0=0, memory=MemoryLimit(buffered_events=200))
+    plain = RayRuntime(graph, batch_size=100).run(raw)
+    got: list[Settled] = []
+    handed = RayRuntime(graph, batch_size=100, speed=4_000.0, checkpoint_uri=str(tmp_path),
+                        checkpoint_every_batches=5, checkpoint_every_s=0.1).run(
+        raw, on_settled=got.append)
+    late = np.concatenate([found.late["t"] for found in got if "t" in found.late])
+    assert len(plain.late("t")) > 100
+    assert content(late) == content(plain.late("t"))
+    assert len(handed.late("t")) < len(late)
 
 
 def test_suspending_needs_checkpoints_that_outlive_the_run():

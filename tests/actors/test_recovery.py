@@ -15,8 +15,9 @@ from naive import content
 
 from specula import InProcessRuntime
 from specula.actors.channels import Route
+from specula.actors.output_log import persisted_net
 from specula.actors.ray_runtime import RayRuntime
-from specula.actors.recovery import Checkpoints, persisted_net
+from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
 from specula.actors.worker import DetectorWorker
 from specula.detectors.examples import example_registry

@@ -44,7 +44,7 @@ def test_pushes_from_one_sender_enter_in_the_order_sent_whatever_order_they_come
     late.join(timeout=5)
     assert not late.is_alive()
     w.flush()
-    net = w.net.net()
+    net = w.output.net.net()
     assert np.array_equal(net["ts"], np.arange(200))  # in time order: nothing late
     assert len(w.unit.late_events()) == 0
 
@@ -75,7 +75,7 @@ def test_a_full_inbox_makes_the_producer_wait_until_the_thread_takes_a_batch():
     third.join(timeout=5)
     assert not third.is_alive()
     w.flush()
-    assert len(w.net.net()) == 400 and w.inbox.max_events <= 250
+    assert len(w.output.net.net()) == 400 and w.inbox.max_events <= 250
     stats = w.report()["inbox"]
     assert stats.processed == stats.waits.count == w.inbox.pushed == 400
     assert stats.waits.max > 0.05  # the batches behind the held one waited
@@ -114,4 +114,4 @@ def test_the_worker_sheds_and_reports_what_it_dropped():
     stats = w.report()["inbox"]
     assert stats.shed["C"] > 0 and stats.overloaded_batches > 0
     assert stats.processed + stats.shed["C"] == 10_000
-    assert len(w.net.net()) == stats.processed  # every kept C is above the limit
+    assert len(w.output.net.net()) == stats.processed  # every kept C is above the limit

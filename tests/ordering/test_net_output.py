@@ -94,17 +94,21 @@ def test_net_output_equals_the_plain_model(batches, split):
 
 @settings(max_examples=50, deadline=None)
 @given(batches=streams(), cut=st.integers(0, 25), bound=st.integers(0, 8))
-def test_keep_from_holds_what_is_above_the_bound_and_goes_on_alike(batches, cut, bound):
-    """A holder that handed on the events below ``bound`` (final: nothing revises them
-    later) keeps the rest with their first emission times, and later batches act on it
-    as on the whole net output."""
+def test_split_at_hands_on_what_is_below_the_bound_and_the_rest_goes_on_alike(
+        batches, cut, bound):
+    """A holder that hands on the events below ``bound`` (final: nothing revises them
+    later) gets them with their first emission times and keeps the rest with theirs;
+    later batches act on what it keeps as on the whole net output."""
     before = batches[:cut]
     after = [[x for x in b if x[2] >= bound] for b in batches[cut:]]
     after = [b for b in after if b]
     whole = NetOutput(DTYPE)
     for b in before:
         whole.apply(as_rows(b), b[0][4])
-    kept = whole.keep_from(bound)
+    handed, handed_times, kept = whole.split_at(bound)
+    assert {(int(r["producer"]), int(r["seq"])): (int(r["count"]), int(t))
+            for r, t in zip(handed, handed_times, strict=True)} == {
+        k: v for k, v in model(before).items() if k[1] < bound}
     for b in after:
         kept.apply(as_rows(b), b[0][4])
     rows, times = kept._gather()

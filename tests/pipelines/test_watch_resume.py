@@ -138,3 +138,6 @@ def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_det
     assert differs
     runs = pq.read_table(out / "complex").to_pandas()["run"].value_counts()
     assert runs.get(1, 0) > 0 and runs.get(2, 0) > 0
+    # the emissions (updates and retractions with them) were written by both runs too
+    emitted = pq.read_table(out / "emissions").to_pandas()
+    assert set(emitted["run"]) == {1, 2} and len(emitted) >= len(pq.read_table(out / "complex"))
