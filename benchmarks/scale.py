@@ -1,8 +1,13 @@
 """Scale: memory of the driver and of the actors per million raw events, the cost of a
 retraction among many live events, and raw events/s on one and on three Ray nodes.
 
-    python benchmarks/scale.py --quick     # 10 s and 20 s of play, about 4 min
-    python benchmarks/scale.py             # 30 s and 65 s of play (the paper's snippet)
+    python benchmarks/scale.py --quick     # the cluster rates on 10 s of play, ~6 min
+    python benchmarks/scale.py             # ... on 30 s of play, ~7 min
+
+Memory is measured over 30 s and 65 s of play (the paper's snippet) in both modes: in
+shorter matches the second half of an actor's samples still holds its start-up (the
+level-2 buffers peak ~15 s in, while K learns the disorder), and a slope between two
+short runs is mostly noise.
 
 1. ``driver_mb_per_million_events``: a generated match (profile ``paper``, with network
    delays) is fed to :class:`~specula.actors.ray_runtime.RayRuntime` as an iterable of
@@ -12,20 +17,24 @@ retraction among many live events, and raw events/s on one and on three Ray node
    the short and the long match, per million raw events more (the slope, so fixed costs
    such as Ray's client cancel out). The input array is made before the measurement.
 2. ``actor_mb_per_million_events``: over the long match, the largest growth of an
-   actor's resident memory per million raw events fed, over the second half of its
-   per-batch samples (the first half holds the start-up: imports, compilation, buffers
-   filling up to K). ``actor_mb_per_million_events_live``: the same for a run that
-   hands its output on as it settles, as a watch does, so that the actors forget it;
+   actor's private resident memory (``RssAnon``, as for the driver: the pages of Ray's
+   object store an actor reads its pushes from are the store's, bounded by its size,
+   and the per-batch samples report them apart as ``shm_mb``) per million raw events
+   fed, over the second half of its per-batch samples (the first half holds the
+   start-up: imports, compilation, buffers filling up to K).
+   ``actor_mb_per_million_events_live``: the same for a run that hands its output on
+   as it settles, as a watch does, so that the actors forget it;
    ``net_events_held`` / ``net_events_held_live``: the net events the actors hold at
    the end of each.
 3. ``retraction_us_at_1m_live``: a :class:`~specula.ordering.net.NetOutput` holding
    10k, 100k and 1M live events of one producer retracts its newest 10, 20 times; the
    median, in microseconds (``benchmarks/net_output.py`` measures it, against the scan
    it replaced).
-4. ``events_per_s_1_node`` / ``events_per_s_3_nodes``: the short match through the
-   soccer hierarchy on a ``ray.cluster_utils.Cluster`` of one node with 3 CPUs, then of
-   three nodes with 1 CPU each (one machine: its cores bound both figures; what matters
-   is that spreading does not make it slower). The nodes the actors ran on are printed.
+4. ``events_per_s_1_node`` / ``events_per_s_3_nodes``: 10 s (``--quick``) or 30 s of
+   play through the soccer hierarchy on a ``ray.cluster_utils.Cluster`` of one node
+   with 3 CPUs, then of three nodes with 1 CPU each (one machine: its cores bound both
+   figures; what matters is that spreading does not make it slower). The nodes the
+   actors ran on are printed.
 
 The last line printed is one JSON object.
 """
@@ -44,6 +53,7 @@ import numpy as np
 from net_output import retraction_us
 
 from specula.actors.ray_runtime import RayRuntime
+from specula.actors.report import rss_mb
 from specula.ordering.net import NetOutput
 from specula.pipelines.delays import DelayModel
 from specula.soccer.graph import soccer_graph
@@ -51,17 +61,6 @@ from specula.soccer.match import generate_match
 
 K0_MS = 400.0
 BATCH = 5_000
-
-
-def rss_mb() -> float:
-    """This process's private resident memory now, MB: ``RssAnon`` (Ray's object store
-    is shared memory that the driver writes its pushes into; its pages, ``RssShmem``,
-    are the store's, bounded by its size, not the driver's)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no RssAnon in /proc/self/status")
 
 
 class PeakRss:
@@ -171,14 +170,14 @@ def driver_figures(seconds: float, seed: int) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="10 s and 20 s of play")
+    p.add_argument("--quick", action="store_true", help="cluster rates on 10 s of play")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--driver", type=float, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.driver is not None:
         print(json.dumps(driver_figures(args.driver, args.seed)))
         return
-    short_s, long_s = (10.0, 20.0) if args.quick else (30.0, 65.0)
+    short_s, long_s = 30.0, 65.0
     result: dict[str, float | int | None] = {}
 
     for live in (10_000, 100_000, 1_000_000):
@@ -209,7 +208,7 @@ def main() -> None:
     result["net_events_held_live"] = b["net_held_live"]
     result["net_events_held"] = b["net_held"]
 
-    short = match_raw(short_s, args.seed)
+    short = match_raw(10.0 if args.quick else short_s, args.seed)
     for nodes in (1, 3):
         rate, used = cluster_rate(short, nodes)
         print(f"{nodes} node(s): {rate:,.0f} raw events/s, actors on {used} node(s)")

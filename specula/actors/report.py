@@ -19,12 +19,30 @@ from specula.ordering.unit import OrderingUnit, UnitStats
 
 
 def rss_mb() -> float:
-    """This process's resident memory in MB (Linux; elsewhere its peak so far)."""
+    """This process's private resident memory in MB (``RssAnon``: its own heap; on
+    other systems than Linux its peak resident memory so far). Pages of Ray's object
+    store the process touched are not in it (:func:`shared_mb`)."""
+    kb = _status_kb("RssAnon")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if kb is None \
+        else kb / 1024
+
+
+def shared_mb() -> float:
+    """This process's resident shared memory in MB (``RssShmem``; 0 where unknown):
+    on Ray, mostly pages of the object store it read pushes from, which belong to the
+    store and are bounded by its size, not by the process."""
+    return (_status_kb("RssShmem") or 0) / 1024
+
+
+def _status_kb(field: str) -> int | None:
     try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
     except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        pass
+    return None
 
 
 @dataclass

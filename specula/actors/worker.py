@@ -52,7 +52,7 @@ from specula.actors.recovery import (
     pack_checkpoint,
     unpack_checkpoint,
 )
-from specula.actors.report import rss_mb
+from specula.actors.report import rss_mb, shared_mb
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
@@ -481,7 +481,7 @@ class DetectorWorker:
                             "violations": self.gate.stats.violations,
                             "kept_events": self.publisher.kept_events(),
                             "snapshot_kb": self.unit.memory.snapshot_bytes() // 1024,
-                            "rss_mb": rss_mb()})
+                            "rss_mb": rss_mb(), "shm_mb": shared_mb()})
 
     # ------------------------------------------------------------ checkpoints
     def _checkpoint(self, ended: int | None = None) -> None:
