@@ -74,7 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules._cdp_columns import NO_INDEX, Store, convert, encode
+from specula.detectors.rules._cdp_columns import NO_INDEX, Store, encode, take
 from specula.detectors.rules._cdp_plan import (
     POSITION,
     Plan,
@@ -332,7 +332,7 @@ class CDPEngine:
 
     def _rows(self, events: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """The rows of ``events`` under ``mask``, in the columns' dtype."""
-        return convert(events[mask], self._plan.row_dtype)
+        return take(events, mask.nonzero()[0], self._plan.row_dtype)
 
     def _derive(self, spec: StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         enc = np.empty((len(spec.enc), len(rows)), np.int64)
@@ -372,11 +372,11 @@ class CDPEngine:
             picks[i] = chosen[which]
             which = parent[which]
         picks[0] = which
-        elements = [convert(trows[which], self.dtype)]
+        elements = [take(trows, which, self.dtype)]
         times = [trows["ts"][which]]
         for st, pick in zip(plan.steps, picks[1:], strict=True):
             store = self._stores[st.store]
-            elements.append(convert(store.live_rows[pick], self.dtype))
+            elements.append(take(store.live_rows, pick, self.dtype))
             times.append(store.live_ts[pick])
         m = len(which)
         n_agg = len(plan.rule.aggregates)
