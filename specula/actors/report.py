@@ -108,7 +108,6 @@ class DetectorReport:
         alphas = [s.alpha for h in self.alpha.values() for s in h]
         return {
             "net_events": len(self.net) + (self.handed_on.events if self.handed_on else 0),
-            "late": len(self.late),
             "latency_mean_s": mean,
             "latency_p99_s": p99,
             "alpha_mean": float(np.mean(alphas)) if alphas else None,
