@@ -158,8 +158,9 @@ class ActorOutput:
             if len(late):
                 self._late.append((self.segments, late))
             self.segments, self._saved = self.segments + 1, self.net.batches
-        if self._forget != self._forgotten:
-            self._drop(*self._forget)
+        asked = self._forget  # one read: forget() may run in another thread
+        if asked != self._forgotten:
+            self._drop(*asked)
 
     def _drop(self, seq: int, segments: int) -> None:
         rows, times, self.net = self.net.split_at(seq)

@@ -124,7 +124,6 @@ class DetectorWorker:
         self.checkpoints = checkpoints
         self.checkpoint_stats = {"count": 0, "seconds": 0.0, "bytes": 0}
         self._want_checkpoint = False
-        self._forget = (0, 0)               # what the driver says was handed on (forget)
         self._since = 0                     # batches since the last checkpoint
         self._last_checkpoint = time.monotonic()
         self.store = checkpoints.store(instance.label) if checkpoints else None
@@ -254,15 +253,9 @@ class DetectorWorker:
             return [*log.as_list(), self._next.get(producer, 0)]
 
     def forget(self, seq: int, segments: int) -> None:
-        """The net events below counter ``seq`` and the output segments below
-        ``segments`` were handed on for good (a run's ``on_settled``): drop them at
-        the next checkpoint, keeping their tally (:mod:`.output_log`)."""
-        with self._cond:
-            self._forget = (max(self._forget[0], seq), max(self._forget[1], segments))
-
-    def late_events(self) -> np.ndarray:
-        """The late side output held: what the checkpoints wrote, then the unit's."""
-        return ev.concat_records([self.output.late(), self.unit.late_events()])
+        """The net events below ``seq`` and the segments below ``segments`` were handed
+        on for good: drop them at the next checkpoint (:meth:`.ActorOutput.forget`)."""
+        self.output.forget(seq, segments)
 
     def checkpoint(self) -> int:
         """Checkpoint at the next batch boundary (now, if idle); returns the checkpoints
@@ -292,7 +285,8 @@ class DetectorWorker:
         c = self.unit.controller
         return {"producer": self.instance.producer, "label": self.instance.label,
                 "net": self.output.net, "handed_on": self.output.handed,
-                "stats": self.unit.stats, "late": self.late_events(),
+                "stats": self.unit.stats,
+                "late": ev.concat_records([self.output.late(), self.unit.late_events()]),
                 "memory": self.unit.memory.figures(),
                 "alpha": c.history if c is not None else [], "series": list(self.series),
                 "busy_s": self.busy_s, "k": self.unit.k,
@@ -472,24 +466,20 @@ class DetectorWorker:
 
     def _sample(self, wait_s: float) -> None:
         s = self.unit.stats
-        self.series.append({"time_ns": self._now(), "alpha": self.unit.alpha,
-                            "events_in": s.events_in, "emitted": s.emitted,
-                            "replayed": s.replayed, "late": s.late,
-                            "buffered": len(self.unit), "in_flight": self.publisher.in_flight(),
-                            "inbox_events": self.inbox.events, "wait_s": wait_s,
-                            "shed": self.gate.shed_total,
-                            "violations": self.gate.stats.violations,
-                            "kept_events": self.publisher.kept_events(),
-                            "snapshot_kb": self.unit.memory.snapshot_bytes() // 1024,
-                            "rss_mb": rss_mb(), "shm_mb": shared_mb()})
+        self.series.append({
+            "time_ns": self._now(), "alpha": self.unit.alpha, "events_in": s.events_in,
+            "emitted": s.emitted, "replayed": s.replayed, "late": s.late,
+            "buffered": len(self.unit), "in_flight": self.publisher.in_flight(),
+            "inbox_events": self.inbox.events, "wait_s": wait_s, "shed": self.gate.shed_total,
+            "violations": self.gate.stats.violations, "kept_events": self.publisher.kept_events(),
+            "snapshot_kb": self.unit.memory.snapshot_bytes() // 1024, "rss_mb": rss_mb(),
+            "shm_mb": shared_mb()})
 
     # ------------------------------------------------------------ checkpoints
     def _checkpoint(self, ended: int | None = None) -> None:
         """Write the state (and the net output applied since the last one) to storage;
         then tell producers, through the replies, what it covers."""
         t0 = time.perf_counter()
-        with self._cond:
-            self.output.forget(*self._forget)
         self.output.save(self.unit.take_late())
         channels = self.publisher.state()
         with self._cond:
