@@ -96,6 +96,10 @@ class Segment:
     times: np.ndarray
     late: np.ndarray
 
+    def apply_to(self, net: NetOutput) -> None:
+        """Apply the segment's batches to ``net``, at their emission times."""
+        net.reapply(self.rows, self.lengths, self.times)
+
 
 def write_segment(store: Store, index: int, net: NetOutput, start: int,
                   late: np.ndarray) -> None:
@@ -192,7 +196,7 @@ class ActorOutput:
         self._forgotten = self._forget = base.forgotten
         for i in range(self.base, self.segments):
             seg = read_segment(self.store, i)
-            self.net.reapply(seg.rows, seg.lengths, seg.times)
+            seg.apply_to(self.net)
             if len(seg.late):
                 self._late.append((i, seg.late))
         self._saved = self.net.batches
@@ -234,15 +238,12 @@ def read_base(store: Store, index: int, dtype: np.dtype) -> Base:
 
 
 def persisted_net(checkpoints: Checkpoints, label: str, dtype: np.dtype) -> NetOutput:
-    """The net output an actor's last checkpoint persisted (the whole run's once the
-    run is over: every actor checkpoints at the end of the stream), for an actor that
-    forgot nothing."""
+    """The net output an actor's last checkpoint persisted and it still holds (the
+    whole run's once the run is over, if it forgot nothing: every actor checkpoints at
+    the end of the stream)."""
     store = checkpoints.store(label)
     data = store.read("checkpoint")
-    net = NetOutput(dtype)
-    if data is None:
-        return net
-    for i in range(unpack_checkpoint(data, label)["output"]["segments"]):
-        seg = read_segment(store, i)
-        net.reapply(seg.rows, seg.lengths, seg.times)
-    return net
+    output = ActorOutput(dtype, dtype, store)
+    if data is not None:
+        output.restore(unpack_checkpoint(data, label)["output"])
+    return output.net

@@ -72,7 +72,7 @@ class SettledTail:
             net, name = self._nets[p], inst.node.name
             for i in range(self.segments[p], state["output"]["segments"]):
                 seg = read_segment(store, i)
-                net.reapply(seg.rows, seg.lengths, seg.times)
+                seg.apply_to(net)
                 if i >= self._own.get(p, 0):
                     _add(found["emissions"], name, seg.rows)
                     _add(found["late"], name, seg.late)
