@@ -97,6 +97,10 @@ class Channel:
         self.pending: deque[Any] = deque()  # object refs of unanswered pushes
         #: pushes to make once the window allows: (n, batch, determinants, resend)
         self.queue: deque[tuple[int, np.ndarray, Any, bool]] = deque()
+        #: a restarted sender regenerating its pushes: those below ``covered`` are in the
+        #: consumer's checkpoint (dropped), those below ``held`` in its inbox (kept only)
+        self.covered = 0
+        self.held = 0
 
 
 class Publisher:
@@ -133,10 +137,21 @@ class Publisher:
         with self._lock:
             n = ch.sent
             ch.sent += 1
+            if n < ch.covered:
+                return
             ch.kept.append((n, batch, dets))
+            if n < ch.held:
+                return
             ch.queue.append((n, batch, dets, False))
             self.sent_batches += 1
         self._wait(ch, self.max_in_flight)
+
+    def regenerate(self, ch: Channel, covered: int, held: int, epoch: int) -> None:
+        """This sender restarted and numbers its pushes to ``ch`` from 0 again: the
+        consumer (incarnation ``epoch``) has the first ``held``, and its checkpoint
+        covers the first ``covered``; send only those after ``held``."""
+        with self._lock:
+            ch.covered, ch.held, ch.epoch = covered, held, epoch
 
     def drain(self) -> None:
         """Wait until every push sent so far is answered (its batch is in its consumer's

@@ -30,6 +30,7 @@ from specula.actors.inbox import InboxStats
 from specula.actors.queueing import Station, queued_step
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, punctuate, raw_type_table, split_by_key
+from specula.actors.sources import Sources, played_seconds
 from specula.detectors.graph import Graph, Instance
 from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.memory import merge_figures
@@ -114,9 +115,10 @@ class InProcessRuntime:
         self.router = Router(graph)
         self.messages: dict[str, list[np.ndarray]] = {}
 
-    def run(self, raw: np.ndarray, *, batch_ticks: int | None = None,
+    def run(self, raw: np.ndarray | Sources, *, batch_ticks: int | None = None,
             registry: ev.TypeRegistry | None = None) -> RunReport:
         """Deliver ``raw`` (with ``ats`` set) in arrival order, then flush level by level.
+        :class:`~.sources.Sources` are read merged, in arrival order.
 
         ``registry`` is the one the raw events were made with (default: the graph's).
         When it is another, their type ids are translated by name into the graph's,
@@ -137,6 +139,9 @@ class InProcessRuntime:
         self._published: dict[int, int | None] = {}
         nets = {i.producer: NetOutput(units[i.producer].out_dtype) for i in self.instances}
         self.messages = {n: [] for n in self.graph.nodes}
+        if isinstance(raw, Sources):
+            parts = list(raw.merged())
+            raw = ev.concat_records(parts) if parts else np.zeros(0, self.graph.registry.dtype())
         raw = prepare_raw(raw, table)
         if batch_ticks is None:
             batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
@@ -152,7 +157,9 @@ class InProcessRuntime:
         for batch, now in _steps(raw, batch_ticks):
             step(batch, now, flush=False)
         step(raw[:0], int(raw["ats"][-1]) if len(raw) else 0, flush=True)
-        return self._report(units, nets, len(raw), time.perf_counter() - t0, stations)
+        report = self._report(units, nets, len(raw), time.perf_counter() - t0, stations)
+        report.played_seconds = len(played_seconds(raw, self.ticks_per_second))
+        return report
 
     def _unit(self, instance: Instance, clock: ManualClock) -> OrderingUnit:
         controller = None

@@ -1,7 +1,9 @@
 """The Ray runtime: every detector instance in its own Ray actor.
 
-The driver is the source: it feeds raw batches in arrival order to the actors that
-subscribe to raw types, stamping each batch's arrival (and origin) with the wall clock
+Raw events enter from the driver, which feeds a stream it is given in arrival order to
+the actors that subscribe to raw types, or from source actors, one per part of a
+:class:`~.sources.Sources`, which the driver steps through arrival time together
+(:mod:`.sources`); either stamps each batch's arrival (and origin) with the wall clock
 at injection. Each actor is a threaded Ray actor with a bounded inbox that its
 processing thread drains (:mod:`specula.actors.worker`); actors push to each other
 directly, and a full inbox makes its producers wait. At the end of the stream the
@@ -43,8 +45,10 @@ from specula.actors.output_log import HandedOn
 from specula.actors.placement import actor_options, check_fits
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
-from specula.actors.routing import Router, raw_type_table, split_by_key
+from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
+from specula.actors.source_worker import SourceWorker
+from specula.actors.sources import SOURCE_SENDERS, Feeder, Sources
 from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
@@ -114,13 +118,17 @@ class RayRuntime:
         #: the actors of the run in progress, by instance label (for tests that kill them)
         self.actors: dict[str, Any] = {}
 
-    def run(self, raw: np.ndarray | Iterable[np.ndarray], *,
+    def run(self, raw: np.ndarray | Iterable[np.ndarray] | Sources, *,
             registry: ev.TypeRegistry | None = None,
             suspend: bool | Callable[[], bool] = False,
             resume: Suspension | None = None,
-            on_settled: Callable[[Settled], None] | None = None) -> RunReport:
+            on_settled: Callable[[Settled], None] | None = None,
+            on_fed: Callable[[int], None] | None = None) -> RunReport:
         """Feed raw events (one array in arrival order by ``ats``, or an iterable of
-        batches already in arrival order) through the graph and report.
+        batches already in arrival order, fed by the driver; or :class:`~.sources.Sources`,
+        each part fed by a source actor of its own) through the graph and report.
+        ``on_fed`` is called with the raw events fed, after every batch (or step of the
+        sources).
 
         ``registry`` is the one the raw events were made with (default: the graph's);
         it is checked before Ray starts, as :meth:`InProcessRuntime.run
@@ -147,16 +155,19 @@ class RayRuntime:
         if (suspend or resume is not None) and not self.checkpoint_uri:
             raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
                              "outlives it")
+        if (suspend or resume is not None) and isinstance(raw, Sources):
+            raise ValueError("a run fed by source actors cannot be suspended or resumed; "
+                             "a live watch is fed by the driver")
         if resume is not None:
             resume.check(self.graph)
         table = raw_type_table(self.graph, registry)
         with ray_session(self.address, modules=user_modules(self.graph)):
-            return self._run(raw, table, suspend, resume, on_settled)
+            return self._run(raw, table, suspend, resume, on_settled, on_fed)
 
-    def _run(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
+    def _run(self, raw: np.ndarray | Iterable[np.ndarray] | Sources, table: np.ndarray | None,
              suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None,
-             on_settled: Callable[[Settled], None] | None = None
-             ) -> RunReport:
+             on_settled: Callable[[Settled], None] | None = None,
+             on_fed: Callable[[int], None] | None = None) -> RunReport:
         import ray
 
         graph, router = self.graph, Router(self.graph)
@@ -170,34 +181,51 @@ class RayRuntime:
         self.suspension = None
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
+        parts = raw.parts if isinstance(raw, Sources) else []
+        sources = {SOURCE_SENDERS + j: f"specula-{run}-source-{j}" for j in range(len(parts))}
         alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
         check_fits(graph, ray.cluster_resources(), alive)
+
+        def routes(source: str | None) -> list[Route]:
+            return [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
+                          [names[j.producer] for j in of_node[n.name]])
+                    for n in graph.nodes.values() if router.hears(n.name, source)]
+
         actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
-        actors = {}
+        actors, feeders = {}, {}
         for i in instances:
-            routes = [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
-                            [names[j.producer] for j in of_node[n.name]])
-                      for n in graph.nodes.values() if router.hears(n.name, i.node.name)]
             producers = [(j.producer, names[j.producer]) for j in instances
                          if router.hears(i.node.name, j.node.name)]
+            producers += list(sources.items()) if router.hears(i.node.name, None) else []
             actors[i.producer] = actor_cls.options(
                 name=names[i.producer], max_restarts=self.max_restarts, max_task_retries=-1,
-                max_concurrency=actor_concurrency(graph, router, i, self.max_in_flight),
+                max_concurrency=actor_concurrency(graph, router, i, self.max_in_flight,
+                                                  max(1, len(parts))),
                 **actor_options(i)).remote(
                 i, graph.registry, self.max_in_flight, self.inbox_events, router=router,
-                routes=routes, producers=producers, checkpoints=self.checkpoints)
+                routes=routes(i.node.name), producers=producers, checkpoints=self.checkpoints)
+        source_cls = ray.remote(num_cpus=0)(SourceWorker)
+        step_ticks = max(1, int(raw.step_s * graph.ticks_per_second)) if parts else 0
+        for (sender, name), part in zip(sources.items(), parts, strict=True):
+            feeders[sender] = source_cls.options(
+                name=name, max_restarts=self.max_restarts, max_task_retries=-1,
+                max_concurrency=3, scheduling_strategy="SPREAD").remote(
+                part, sender - SOURCE_SENDERS, routes(None), router, table,
+                graph.ticks_per_second, step_ticks, self.batch_size, self.max_in_flight,
+                self.checkpoints)
         self.actors = {i.label: actors[i.producer] for i in instances}
+        self.actors |= {name.split("-", 2)[2]: feeders[s] for s, name in sources.items()}
         try:
             with self._tail(on_settled, resume, actors):
-                n_raw, wall, reports = self._drive(raw, table, router, of_node, actors,
-                                                   suspend, resume)
+                fed, wall, reports = self._drive(raw, table, router, of_node, actors, feeders,
+                                                 step_ticks, suspend, resume, on_fed)
         finally:
-            for a in actors.values():
+            for a in [*actors.values(), *feeders.values()]:
                 ray.kill(a)
             self.actors = {}
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
-        return self._report(reports, n_raw, wall, len(alive))
+        return self._report(reports, fed, wall, len(alive))
 
     @contextlib.contextmanager
     def _tail(self, on_settled: Callable[[Settled], None] | None,
@@ -231,31 +259,38 @@ class RayRuntime:
         if failed:
             raise failed[0]
 
-    def _drive(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
-               router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any],
-               suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None
-               ) -> tuple[int, float, list[dict]]:
-        """Start the actors, feed them, flush (or suspend) them level by level and
-        collect their reports; returns the raw events, the seconds it took and the
-        reports."""
+    def _drive(self, raw: np.ndarray | Iterable[np.ndarray] | Sources,
+               table: np.ndarray | None, router: Router, of_node: dict[str, list[Instance]],
+               actors: dict[int, Any], feeders: dict[int, Any], step_ticks: int,
+               suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None,
+               on_fed: Callable[[int], None] | None = None
+               ) -> tuple[list[dict], float, list[dict]]:
+        """Start the actors, feed them (from the driver, or step the source actors),
+        flush (or suspend) them level by level and collect their reports; returns what
+        each source fed, the seconds it took and the reports."""
+        everyone = {**actors, **feeders}
         clocks = {p: estimate_offset(lambda a=a: answer(a.status.remote())["clock_ns"])
-                  for p, a in actors.items()}
-        for ref in [a.start.remote(clocks[p]) for p, a in actors.items()]:
+                  for p, a in everyone.items()}
+        for ref in [a.start.remote(clocks[p]) for p, a in everyone.items()]:
             answer(ref)
         t0 = time.perf_counter()
-        publisher = Publisher(self.max_in_flight)
-        for c, sent in (resume.sent if resume is not None else {}).items():
-            publisher.channel(c, actors[c]).sent = sent  # numbered on from the suspension
-        n_raw = self._feed(raw, table, router, of_node, actors, publisher)
+        if feeders:
+            fed = self._feed_sources(feeders, step_ticks, on_fed)
+        else:
+            publisher = Publisher(self.max_in_flight)
+            for c, sent in (resume.sent if resume is not None else {}).items():
+                publisher.channel(c, actors[c]).sent = sent  # numbered on from the suspension
+            fed = [self._feed(raw, table, router, of_node, actors, publisher, on_fed)]
         suspend = suspend() if callable(suspend) else suspend
         # pushes each actor was sent, per sender: a restarted one may have lost some
         expected: dict[int, dict[int, int]] = {}
-        for c, ch in publisher.channels.items():
-            expected.setdefault(c, {})[0] = ch.sent
+        for source in fed:
+            for c, sent in source["sent"].items():
+                expected.setdefault(c, {})[source["sender"]] = sent
         settled, segments = {}, {}
         for node in self.graph.topological_order():
             for i in of_node[node.name]:
-                done = self._flush(i, actors, expected, publisher, suspend)
+                done = self._flush(i, everyone, expected, fed[0].get("publisher"), suspend)
                 for c, sent in done["sent"].items():
                     expected.setdefault(c, {})[i.producer] = sent
                 settled[i.producer] = done.get("settled")
@@ -266,14 +301,15 @@ class RayRuntime:
                                          settled, graph_shape(self.graph), segments)
         wall = time.perf_counter() - t0
         refs = [a.report.remote() for a in actors.values()]
-        return n_raw, wall, [answer(r) for r in refs]
+        return fed, wall, [answer(r) for r in refs]
 
     @staticmethod
     def _flush(instance: Instance, actors: dict[int, Any], expected: dict[int, dict[int, int]],
-               publisher: Publisher, suspend: bool = False) -> dict[str, Any]:
+               publisher: Publisher | None, suspend: bool = False) -> dict[str, Any]:
         """Flush (or suspend) one actor; if it restarted and lost pushes, have them
-        resent (by the driver, or by the producer actor) and flush again. Returns what
-        the actor's flush returns: the pushes it sent to each consumer (``"sent"``)."""
+        resent (by the driver's ``publisher``, or by the producer's actor: a source or
+        an instance) and flush again. Returns what the actor's flush returns: the pushes
+        it sent to each consumer (``"sent"``)."""
         me, actor = instance.producer, actors[instance.producer]
         while True:
             call = actor.suspend if suspend else actor.flush
@@ -288,30 +324,54 @@ class RayRuntime:
 
     def _feed(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
               router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any],
-              publisher: Publisher) -> int:
-        """Send raw batches to their subscribers; returns the number of raw events."""
-        subscribers = [n for n in self.graph.nodes.values() if router.hears(n.name, None)]
-        n_raw = 0
+              publisher: Publisher, on_fed: Callable[[int], None] | None) -> dict[str, Any]:
+        """The driver as the source: send raw batches to their subscribers, paced by
+        their time stamps; returns what it fed (as a source actor's report says)."""
+        routes = [Route(n.name, n.partitions, [i.producer for i in of_node[n.name]],
+                        [actors[i.producer] for i in of_node[n.name]])
+                  for n in self.graph.nodes.values() if router.hears(n.name, None)]
+        feeder = Feeder(router, routes, publisher, table, self.graph.ticks_per_second)
         start, ts0 = time.perf_counter(), None
         for batch in _batches(raw, self.batch_size):
             if self.speed and len(batch):
                 ts0 = int(batch["ts"].min()) if ts0 is None else ts0
-                due = (int(batch["ts"].min()) - ts0) / self.graph.ticks_per_second / self.speed
-                time.sleep(max(0.0, start + due - time.perf_counter()))
-            batch = ev.translate_types(batch, table)  # a copy
-            batch["ats"] = batch["origin"] = time.time_ns()
-            n_raw += len(batch)
-            for node in subscribers:
-                part = router.select(node.name, None, batch)
-                for inst, piece in zip(of_node[node.name], split_by_key(part, node.partitions),
-                                       strict=True):
-                    if len(piece):
-                        ch = publisher.channel(inst.producer, actors[inst.producer])
-                        publisher.send(ch, piece)
+                self._pace(start, int(batch["ts"].min()) - ts0)
+            feeder.feed(batch)
+            if on_fed is not None:
+                on_fed(len(batch))
         publisher.drain()
-        return n_raw
+        return {"sender": 0, "sent": {c: ch.sent for c, ch in publisher.channels.items()},
+                "events": feeder.events, "seconds": sorted(feeder.played_seconds),
+                "publisher": publisher}
 
-    def _report(self, reports: list[dict], n_raw: int, wall: float,
+    def _feed_sources(self, feeders: dict[int, Any], step_ticks: int,
+                      on_fed: Callable[[int], None] | None) -> list[dict[str, Any]]:
+        """Step the source actors through arrival time together (:mod:`.sources`): each
+        step, every source with events left sends those that arrived before its end, and
+        the next starts when all are done. Returns the sources' reports."""
+        nexts = {s: answer(a.next_arrival.remote()) for s, a in feeders.items()}
+        nexts = {s: n for s, n in nexts.items() if n is not None}
+        start, first = time.perf_counter(), min(nexts.values(), default=0)
+        while nexts:
+            until = (min(nexts.values()) // step_ticks + 1) * step_ticks
+            if self.speed:
+                self._pace(start, until - step_ticks - first)
+            refs = {s: feeders[s].feed.remote(until) for s in nexts}
+            nexts = {}
+            for s, ref in refs.items():
+                n, after = answer(ref)
+                if on_fed is not None:
+                    on_fed(n)
+                if after is not None:
+                    nexts[s] = after
+        return [answer(a.finish.remote()) for a in feeders.values()]
+
+    def _pace(self, start: float, ticks: int) -> None:
+        """Wait until ``ticks`` of stream time after ``start``, at :attr:`speed`."""
+        due = ticks / self.graph.ticks_per_second / self.speed
+        time.sleep(max(0.0, start + due - time.perf_counter()))
+
+    def _report(self, reports: list[dict], fed: list[dict], wall: float,
                 nodes: int | None = None) -> RunReport:
         detectors = {}
         levels = self.graph.levels()
@@ -334,7 +394,12 @@ class RayRuntime:
                 hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])],
                 clocks_ms=[(r["clock"][0] / 1e6, r["clock"][1] / 1e6)
                            for r in sorted(mine, key=lambda r: r["producer"])])
-        return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes)
+        n_raw = sum(f["events"] for f in fed)
+        played = len({s for f in fed for s in f["seconds"]})
+        sources = [{k: f[k] for k in ("index", "events", "restarts", "resent", "host")}
+                   for f in fed if f["sender"] != 0]
+        return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes,
+                         played_seconds=played, sources=sources)
 
 
 def user_modules(graph: Graph) -> list[ModuleType]:
@@ -359,16 +424,16 @@ def user_modules(graph: Graph) -> list[ModuleType]:
 
 
 def actor_concurrency(graph: Graph, router: Router, instance: Instance,
-                      max_in_flight: int) -> int:
+                      max_in_flight: int, sources: int = 1) -> int:
     """Threads the actor of ``instance`` needs: one for every push that can be in flight
-    to it (``max_in_flight`` from each instance that publishes to it, and from the
-    source if it hears raw types), since a push may wait in its thread for an earlier
+    to it (``max_in_flight`` from each instance that publishes to it, and from each of
+    the ``sources`` if it hears raw types), since a push may wait in its thread for an earlier
     one or for room in the inbox; and six more, for a flush, a report, a checkpoint and
     the requests of restarted neighbours (resends, determinants)."""
     name = instance.node.name
     senders = sum(n.partitions for n in graph.nodes.values()
                   if n.name != name and router.hears(name, n.name))
-    senders += 1 if router.hears(name, None) else 0
+    senders += sources if router.hears(name, None) else 0
     return max_in_flight * senders + 6
 
 

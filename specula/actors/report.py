@@ -138,6 +138,12 @@ class RunReport:
     units: dict[str, list[OrderingUnit]] = field(default_factory=dict, repr=False)
     #: Nodes of the Ray cluster the run used (None in-process).
     cluster_nodes: int | None = None
+    #: Whole seconds of event time that hold a raw event: how long the stream played,
+    #: gaps (a break, sensors off) left out.
+    played_seconds: int = 0
+    #: The source actors' reports, one per part of a run fed from
+    #: :class:`~.sources.Sources` (events, restarts, pushes resent, host).
+    sources: list[dict[str, Any]] = field(default_factory=list)
 
     def net(self, name: str) -> np.ndarray:
         """Net output of a detector: emitted minus retracted, updates resolved."""
@@ -165,6 +171,8 @@ class RunReport:
             "raw_events": self.raw_events,
             "wall_seconds": self.wall_seconds,
             "raw_events_per_s": self.raw_events / self.wall_seconds if self.wall_seconds else None,
+            "played_seconds": self.played_seconds,
+            "sources": self.sources,
             "detectors": {n: d.summary(self.seconds_per_tick) for n, d in self.detectors.items()},
         }
 

@@ -242,15 +242,16 @@ class DetectorWorker:
         return self.publisher.resend(consumer, epoch, position)
 
     def recover_producer(self, producer: int, incarnation: int) -> list[Any]:
-        """Producer ``producer`` restarted as ``incarnation``: drop its older processes'
-        pushes from now on, and return its determinants held here (base step, senders,
-        alphas) and the pushes of it held."""
+        """Producer ``producer`` restarted as ``incarnation``: fence off its old pushes;
+        returns its determinants held here (base step, senders, alphas), its pushes
+        held and taken by the last checkpoint, and this actor's incarnation."""
         with self._cond:
             if incarnation > self._fence.get(producer, 0):
                 self._fence[producer] = incarnation
                 self._cond.notify_all()
             log = self._logs.get(producer, StepLog())
-            return [*log.as_list(), self._next.get(producer, 0)]
+            return [*log.as_list(), self._next.get(producer, 0), self._acked.get(producer, 0),
+                    self.incarnation]
 
     def forget(self, seq: int, segments: int) -> None:
         """The net events below ``seq`` and the segments below ``segments`` were handed
@@ -284,8 +285,7 @@ class DetectorWorker:
     def report(self) -> dict[str, Any]:
         c = self.unit.controller
         return {"producer": self.instance.producer, "label": self.instance.label,
-                "net": self.output.net, "handed_on": self.output.handed,
-                "stats": self.unit.stats,
+                "net": self.output.net, "handed_on": self.output.handed, "stats": self.unit.stats,
                 "late": ev.concat_records([self.output.late(), self.unit.late_events()]),
                 "memory": self.unit.memory.figures(),
                 "alpha": c.history if c is not None else [], "series": list(self.series),
@@ -535,7 +535,7 @@ class DetectorWorker:
         answers = [answer(a.recover_producer.remote(self.instance.producer, self.incarnation))
                    for _, a in consumers]
         best: tuple[list[int], list[float]] = ([], [])
-        for base, senders, alphas, _ in answers:
+        for base, senders, alphas, *_ in answers:
             plan = StepLog(base, senders, alphas).plan(self._step)
             if plan is not None and len(plan[0]) > len(best[0]):
                 best = plan
@@ -543,7 +543,7 @@ class DetectorWorker:
             self._plan = deque(zip(*best, strict=True))
         for (c, a), held in zip(consumers, answers, strict=True):
             ch = self.publisher.channel(c, a)
-            self.publisher.resend(c, ch.epoch, held[-1])
+            self.publisher.resend(c, ch.epoch, held[3])
         for producer, actor in self.producers:
             self.actor(actor).resend.remote(self.instance.producer, self.incarnation,
                                             self._next.get(producer, 0))

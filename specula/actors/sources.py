@@ -1,0 +1,196 @@
+"""Where raw events enter a graph: the feeding of raw batches to the level-1 actors,
+from the driver or from several source actors at once.
+
+A :class:`Feeder` does what every source does with a raw batch: read its type ids in the
+graph's registry, stamp its arrival (and origin) with the wall clock, select what each
+subscriber node reads, split it by key over the node's instances and push the pieces.
+The Ray runtime's driver runs one for a stream it is given (an array, or an iterable of
+batches: a live watch); with :class:`Sources`, each part of the stream (a Parquet file
+of the arrival table, say) is read and fed by a source actor of its own
+(:mod:`.source_worker`), so no single process reads, copies and routes every event.
+
+Independent sources run at their own pace, and a level-1 unit's clock is the largest
+time stamp it has seen from any of them: a source ahead of the others would make their
+events look delayed by the gap, and late beyond K. So the driver moves the sources
+through arrival time in steps (:attr:`Sources.step_s`): each source sends the events
+that arrived before the step's end, and the next step starts when every source is
+done with this one. Sources are then at most a step apart, a disorder the units' K
+absorbs like any other. A source cuts its pushes at every multiple of the step in
+arrival time (and every ``batch_size`` events), whatever steps the driver asks for, so
+a restarted source regenerates exactly the pushes its consumers numbered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from specula import events as ev
+from specula.actors.channels import Publisher, Route
+from specula.actors.routing import Router, split_by_key
+
+#: Sender ids of source actors: ``SOURCE_SENDERS + j`` for the j-th (the driver, as a
+#: source, is sender 0; instances of the graph count from 1).
+SOURCE_SENDERS = 1 << 40
+
+
+@runtime_checkable
+class RawPart(Protocol):
+    """One part of a stream of raw events, read by one source actor: picklable (it
+    travels to the actor) and yielding its events in arrival order (by ``ats``)."""
+
+    def batches(self, batch_size: int) -> Iterator[np.ndarray]:
+        """The part's events, in arrival order, in batches of at most ``batch_size``."""
+        ...
+
+
+@dataclass(frozen=True)
+class ArrayPart:
+    """A part held in memory: raw events sorted by ``ats`` (annotations, tests)."""
+
+    events: np.ndarray
+
+    def batches(self, batch_size: int) -> Iterator[np.ndarray]:
+        for i in range(0, len(self.events), batch_size):
+            yield self.events[i:i + batch_size]
+
+
+@dataclass(frozen=True)
+class Sources:
+    """A stream of raw events in parts, each fed by a source actor of its own.
+
+    Every event of the stream is in exactly one part, and each part is in arrival
+    order; events of one key should be in one part (parts cut by key), or the key's
+    own order across parts is only as good as a step. ``step_s`` is how far, in
+    seconds of arrival time, the sources may run apart (see the module's docstring).
+    """
+
+    parts: Sequence[RawPart]
+    step_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise ValueError("Sources needs at least one part")
+        for part in self.parts:
+            if not isinstance(part, RawPart):
+                raise TypeError(f"a source part must have batches(batch_size); got "
+                                f"{type(part).__name__}")
+        if not (isinstance(self.step_s, int | float) and self.step_s > 0):
+            raise ValueError(f"step_s must be a number of seconds > 0; got {self.step_s!r}")
+
+    def merged(self, batch_size: int = 10_000) -> Iterator[np.ndarray]:
+        """The whole stream in arrival order (then ``seq``): the parts merged, for a
+        runtime that reads it in one process."""
+        return merge_by_arrival([p.batches(batch_size) for p in self.parts])
+
+
+def merge_by_arrival(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.ndarray]:
+    """Merge streams of batches, each in arrival order, into one in arrival order (equal
+    arrivals by ``seq``): each output batch holds every event that arrived before the
+    earliest end of the open streams' current batches, so memory stays at about one
+    batch per stream."""
+    rows = [_next_batch(s) for s in streams]
+    ended = [h is None for h in rows]
+    while not all(ended):
+        # a stream whose batch ends at `cut` may go on with more events at `cut`
+        cut = min(int(rows[i]["ats"][-1]) for i in range(len(rows)) if not ended[i])
+        out = []
+        for i, h in enumerate(rows):
+            if h is None:
+                continue
+            n = int(np.searchsorted(h["ats"], cut, side="left"))
+            out.append(h[:n])
+            rows[i] = h[n:]
+            if not ended[i] and int(h["ats"][-1]) == cut:
+                more = _next_batch(streams[i])
+                if more is None:
+                    ended[i] = True
+                else:
+                    rows[i] = np.concatenate([rows[i], more])
+        yield from _in_order(out)
+    yield from _in_order([h for h in rows if h is not None])
+
+
+def _in_order(batches: list[np.ndarray]) -> Iterator[np.ndarray]:
+    """The events of ``batches`` as one batch sorted by (``ats``, ``seq``), if any."""
+    batch = np.concatenate(batches) if batches else None
+    if batch is not None and len(batch):
+        yield batch[np.lexsort((batch["seq"], batch["ats"]))]
+
+
+def _next_batch(stream: Iterator[np.ndarray]) -> np.ndarray | None:
+    """The stream's next non-empty batch, or None at its end."""
+    for batch in stream:
+        if len(batch):
+            return batch
+    return None
+
+
+class Feeder:
+    """Routes raw batches to the level-1 actors through a :class:`~.channels.Publisher`:
+    type ids read through ``table``, arrival and origin stamped on the driver's clock
+    (this host's minus ``clock_offset`` ns), pieces per subscriber instance. Counts the
+    events and the whole seconds of event time that hold one (:attr:`played_seconds`)."""
+
+    def __init__(self, router: Router, routes: Sequence[Route], publisher: Publisher,
+                 table: np.ndarray | None, ticks_per_second: float,
+                 actor: Any = None) -> None:
+        self.router = router
+        self.routes = routes
+        self.publisher = publisher
+        self.table = table
+        self.ticks_per_second = int(ticks_per_second)
+        self.clock_offset = 0
+        self.events = 0
+        self._actor = actor if actor is not None else (lambda ref: ref)
+        self._seconds: set[int] = set()
+
+    def feed(self, batch: np.ndarray) -> None:
+        """Push ``batch`` (raw events in arrival order) to its subscribers."""
+        if not len(batch):
+            return
+        batch = ev.translate_types(batch, self.table)  # a copy
+        batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
+        self.events += len(batch)
+        self._seconds.update(np.unique(batch["ts"] // self.ticks_per_second).tolist())
+        for route in self.routes:
+            part = self.router.select(route.node, None, batch)
+            pieces = split_by_key(part, route.partitions)
+            for consumer, actor, piece in zip(route.consumers, route.actors, pieces,
+                                              strict=True):
+                if len(piece):
+                    ch = self.publisher.channel(consumer, self._actor(actor))
+                    self.publisher.send(ch, piece)
+
+    @property
+    def played_seconds(self) -> set[int]:
+        """The whole seconds of event time that hold at least one fed event."""
+        return self._seconds
+
+
+def played_seconds(raw: np.ndarray | Iterable[np.ndarray], ticks_per_second: float
+                   ) -> set[int]:
+    """The whole seconds of event time that hold at least one event of ``raw``."""
+    batches = [raw] if isinstance(raw, np.ndarray) else raw
+    return {s for b in batches if len(b)
+            for s in np.unique(b["ts"] // int(ticks_per_second)).tolist()}
+
+
+def step_cuts(ats: np.ndarray, step_ticks: int, batch_size: int) -> list[tuple[int, int]]:
+    """Where a source cuts the events ``ats`` (arrival times, ascending) into pushes:
+    at every multiple of ``step_ticks`` and every ``batch_size`` events after one.
+
+    >>> step_cuts(np.array([1, 2, 3, 10, 11, 25]), 10, 2)
+    [(0, 2), (2, 3), (3, 5), (5, 6)]
+    """
+    cells = ats // step_ticks
+    edges = np.flatnonzero(np.diff(cells)) + 1
+    cuts = []
+    for start, end in zip(np.r_[0, edges], np.r_[edges, len(ats)], strict=True):
+        cuts += [(int(i), int(min(i + batch_size, end)))
+                 for i in range(int(start), int(end), batch_size)]
+    return cuts

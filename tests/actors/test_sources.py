@@ -1,0 +1,162 @@
+"""Raw events from several source actors: the parts of a stream merged in arrival
+order, the cuts a source makes, and graphs fed by source actors on Ray giving the
+in-process answer, with a source or a level-1 actor killed mid-stream."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from naive import content
+
+from specula import InProcessRuntime
+from specula.actors.inprocess import prepare_raw
+from specula.actors.sources import ArrayPart, Sources, step_cuts
+from specula.detectors.examples import example_registry
+from specula.pipelines.synthetic import abc_stream, example_graph
+
+
+#: Ticks of arrival the sources may run apart: about the stream's own delays.
+STEP = 40
+
+
+def _parts(raw: np.ndarray, n: int) -> list[ArrayPart]:
+    """``raw`` (in arrival order) cut by key into ``n`` parts."""
+    return [ArrayPart(raw[raw["key"] % n == j]) for j in range(n)]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(n=st.integers(0, 300), parts=st.integers(1, 5), batch=st.integers(1, 40),
+       spread=st.integers(1, 30), seed=st.integers(0, 2**16))
+def test_merged_parts_are_the_stream_in_arrival_order(n, parts, batch, spread, seed):
+    """Any parts (ties in ``ats`` within and across parts, empty parts, any batch size):
+    the merge is every event once, in (ats, seq) order."""
+    rng = np.random.default_rng(seed)
+    raw = np.zeros(n, example_registry().dtype(["A", "B", "C"]))
+    raw["ats"] = rng.integers(0, spread, n)
+    raw["seq"] = rng.permutation(n)
+    raw["key"] = rng.integers(0, 7, n)
+    raw = raw[np.lexsort((raw["seq"], raw["ats"]))]
+    merged = list(Sources(_parts(raw, parts)).merged(batch))
+    got = np.concatenate(merged) if merged else raw[:0]
+    assert got.tobytes() == raw.tobytes()
+    assert all(len(b) for b in merged)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(ats=st.lists(st.integers(0, 200), max_size=200), step=st.integers(1, 50),
+       size=st.integers(1, 20))
+def test_a_source_cuts_at_every_step_and_every_batch(ats, step, size):
+    ats = np.sort(np.array(ats, np.int64))
+    cuts = step_cuts(ats, step, size)
+    assert [i for a, b in cuts for i in range(a, b)] == list(range(len(ats)))
+    for a, b in cuts:
+        assert 0 < b - a <= size
+        assert ats[a] // step == ats[b - 1] // step  # no push spans a step boundary
+
+
+def test_sources_are_checked():
+    with pytest.raises(ValueError, match="at least one part"):
+        Sources([])
+    with pytest.raises(TypeError, match="batches"):
+        Sources([np.zeros(3)])
+    with pytest.raises(ValueError, match="step_s"):
+        Sources([ArrayPart(np.zeros(0))], step_s=0)
+
+
+def test_in_process_reads_sources_merged():
+    raw = prepare_raw(abc_stream(example_registry(), 3_000, seed=3, keys=6))
+    graph = example_graph(0.5, "on-demand", k0=3_000)
+    whole = InProcessRuntime(graph).run(raw, batch_ticks=50)
+    parted = InProcessRuntime(graph).run(Sources(_parts(raw, 4)), batch_ticks=50)
+    assert parted.raw_events == whole.raw_events == 3_000
+    assert parted.played_seconds == whole.played_seconds
+    for name in graph.nodes:
+        assert content(parted.net(name)) == content(whole.net(name)), name
+
+
+# ------------------------------------------------------------------------- on Ray
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def keyed_stream():
+    graph = example_graph(0.0, "on-demand", k0=3_000)
+    raw = prepare_raw(abc_stream(example_registry(), 4_000, seed=11, max_delay=20, keys=9))
+    return graph, raw, InProcessRuntime(graph).run(raw, batch_ticks=50)
+
+
+def _assert_in_process_answer(report, graph, reference):
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0, name
+        got = report.net(name)
+        assert content(got) == content(reference.net(name)), name
+        ids = got["producer"].astype(np.int64) << 40 | got["seq"]
+        assert len(np.unique(ids)) == len(ids), name  # no duplicates
+
+
+@pytest.mark.slow
+def test_a_graph_fed_by_three_source_actors_gives_the_in_process_answer(
+        local_ray, keyed_stream):
+    from specula.actors.ray_runtime import RayRuntime
+
+    graph, raw, reference = keyed_stream
+    fed = []
+    report = RayRuntime(graph, batch_size=200).run(
+        Sources(_parts(raw, 3), step_s=STEP), on_fed=fed.append)
+    _assert_in_process_answer(report, graph, reference)
+    assert report.raw_events == sum(fed) == len(raw)
+    assert report.played_seconds == reference.played_seconds
+    assert sorted(s["index"] for s in report.sources) == [0, 1, 2]
+    assert [s["events"] for s in sorted(report.sources, key=lambda s: s["index"])] == \
+        [int((raw["key"] % 3 == j).sum()) for j in range(3)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", ["source-1", "a_not_bc"])
+def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
+        local_ray, keyed_stream, tmp_path, victim):
+    """A source restarts by reading its part again, dropping and keeping what its
+    consumers hold; a level-1 actor restarts and has its sources resend."""
+    from test_ray_runtime import kill_at_random
+
+    from specula.actors.ray_runtime import RayRuntime
+
+    graph, raw, reference = keyed_stream
+    runtime = RayRuntime(graph, batch_size=200, speed=1_000.0, checkpoint_uri=str(tmp_path),
+                         checkpoint_every_batches=10, checkpoint_every_s=0.5)
+    done, kills = threading.Event(), []
+    killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 3, done, kills))
+    killer.start()
+    try:
+        report = runtime.run(Sources(_parts(raw, 3), step_s=STEP))
+    finally:
+        done.set()
+        killer.join()
+    restarts = {f"source-{s['index']}": s["restarts"] for s in report.sources}
+    restarts |= report.restarts()
+    print(f"restarts {restarts}, seconds from kill to up {kills}")
+    assert restarts[victim] >= 1 and sum(restarts.values()) == restarts[victim]
+    _assert_in_process_answer(report, graph, reference)
+    assert report.raw_events == len(raw)
+    summary = report.summary()["detectors"]
+    assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
+
+
+def test_a_run_fed_by_sources_cannot_be_suspended(tmp_path):
+    from specula.actors.ray_runtime import RayRuntime
+
+    graph = example_graph(0.0, "on-demand", k0=3_000)
+    runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path))
+    with pytest.raises(ValueError, match="cannot be suspended or resumed"):
+        runtime.run(Sources([ArrayPart(np.zeros(0, graph.registry.dtype()))]), suspend=True)
