@@ -159,7 +159,7 @@ def _check_replay(args: argparse.Namespace) -> Any:
         delays=not args.no_delays, alpha=args.alpha, retraction=args.retraction,
         k0_ms=args.k0_ms,
         speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
-        ray_workers=args.ray_workers, ray_address=args.ray_address,
+        ray_workers=args.ray_workers, ray_address=args.ray_address, sources=args.sources,
         in_process=args.in_process, plots=not args.no_plots,
         progress=not args.no_progress, watch=args.watch,
         latency_plots=("passes", "hits") if graph is None else None,
@@ -217,6 +217,9 @@ def _check_replay_combinations(args: argparse.Namespace) -> None:
                          "replayed as it is")
     if args.idle_timeout is not None and not args.watch:
         raise UsageError("--idle-timeout applies to --watch only")
+    if args.sources > 1 and (args.in_process or args.watch):
+        raise UsageError("--sources feeds a replay on Ray from source actors; --in-process "
+                         "and --watch read the stream in this process")
 
 
 def _check_writable_folder(folder: str, option: str) -> None:
@@ -480,6 +483,10 @@ def _parser() -> argparse.ArgumentParser:
                         "per core of the Spark cluster but one, which Spark keeps)")
     s.add_argument("--ray-address", default=None,
                    help="join this Ray cluster instead of starting Ray on Spark")
+    s.add_argument("--sources", type=_number(int, 1, above=False, high=1_024), default=1,
+                   help="feed the stream from this many source actors, each reading a "
+                        "part of it cut by sensor, instead of from the driver (default 1: "
+                        "the driver feeds)")
     s.add_argument("--in-process", action="store_true",
                    help="run the detectors in this process instead of on Ray")
     s.add_argument("--seconds", type=_number(float, 0, above=True, high=86_400), default=None,

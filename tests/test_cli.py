@@ -135,6 +135,12 @@ def graph():
     (["replay", "--speed", "2", "--in-process"],
      "specula replay: error: --speed paces the run on Ray; --in-process runs as fast as it "
      "can"),
+    (["replay", "--sources", "2", "--in-process"],
+     "specula replay: error: --sources feeds a replay on Ray from source actors; "
+     "--in-process and --watch read the stream in this process"),
+    (["replay", "--sources", "0"],
+     "specula replay: error: argument --sources: expected an integer >= 1, got '0' "
+     "(see specula replay --help)"),
     (["replay", "data.csv", "--seconds", "5"],
      "specula replay: error: --seconds and --profile describe a generated match; LOG is "
      "replayed as it is"),

@@ -34,6 +34,7 @@ import numpy as np
 from specula.actors.recovery import Suspension
 from specula.actors.report import RunReport, format_detectors
 from specula.actors.routing import raw_type_table
+from specula.actors.sources import ArrayPart, Sources
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
@@ -79,6 +80,9 @@ class ReplayConfig:
     #: (:func:`~specula.cluster.spark.ray_worker_nodes`).
     ray_workers: int | None = None
     ray_address: str | None = None
+    #: Source actors that feed a replay on Ray, each a part of the arrival table cut by
+    #: key (:mod:`specula.actors.sources`); 1: the driver feeds.
+    sources: int = 1
     in_process: bool = False
     plots: bool = True
     #: Detectors whose latency is plotted; None: those at the top of the graph.
@@ -141,11 +145,19 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
               ) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
     """Ingestion, detection and persistence on a running Spark session."""
     from specula.cluster.spark import ray_on_spark
-    from specula.pipelines.spark_ingest import arrival_batches, count_rows, ingest
+    from specula.pipelines.arrival import (
+        arrival_batches,
+        arrival_sources,
+        count_rows,
+        last_arrival,
+    )
+    from specula.pipelines.spark_ingest import ingest
     from specula.pipelines.spark_store import persist
 
     total, run, resume, suspension, live = None, None, None, None, None
     stopping: Any = contextlib.nullcontext()
+    annotations = Annotations(kind.annotations())
+    raw: Iterable[np.ndarray] | Sources
     if config.watch:
         resume = suspended_watch(out, graph, config.in_process)
         from specula.pipelines.spark_stream import (
@@ -156,22 +168,21 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
 
         watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
                              batch_size=config.batch_size)
-        batches = watcher.batches()
+        raw = annotations.into(watcher.batches())
         stopping = stop_on_signals(watcher, progress.say)
         run = next_run(out)
     else:
         with progress.phase("ingesting (checks, delays)"):
-            ingested = ingest(spark, kind, log, out, delays=delays)
+            ingested = ingest(spark, kind, log, out, delays=delays,
+                              parts=config.sources if config.sources > 1 else None)
             total = count_rows(ingested.events_path) if config.progress else None
-        batches = arrival_batches(ingested.events_path, kind.event_dtype(),
-                                  config.batch_size)
-    played = PlayedTime(graph.ticks_per_second)
-    annotations = Annotations(kind.annotations())
-    batches = annotations.into(played.count(batches))
+        path, dtype = ingested.events_path, kind.event_dtype()
+        raw = arrival_sources(path, dtype, annotations.arrived_by(last_arrival(path))) \
+            if config.sources > 1 and not config.in_process else \
+            annotations.into(arrival_batches(path, dtype, config.batch_size))
     if config.in_process:
         with progress.phase("detecting (in-process)", total) as advance:
-            report = _run_in_process(graph, progress.events(batches, advance),
-                                     kind.registry)
+            report = _run_in_process(graph, progress.events(raw, advance), kind.registry)
     else:
         with contextlib.ExitStack() as ray_open:
             with progress.phase("starting Ray on Spark"):
@@ -182,12 +193,11 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
             live = LiveOutput(spark, graph, out, run) if config.watch else None
             with progress.phase("detecting (Ray)", total) as advance, stopping:
                 report, suspension = _run_on_ray(
-                    graph, address, progress.events(batches, advance), kind.registry,
-                    config, resume, (lambda: watcher.stopping) if config.watch else None,
-                    live)
+                    graph, address, raw, kind.registry, config, resume,
+                    (lambda: watcher.stopping) if config.watch else None, live, advance)
     if config.watch:
         ingested = counts_as_ingested(watcher.counts)
-    summary = summarize(report, graph, ingested, config, played.seconds)
+    summary = summarize(report, graph, ingested, config)
     if live is not None:
         summary["resumed"], summary["suspended"] = resume is not None, suspension is not None
         summary["written_live"] = live.written
@@ -265,6 +275,17 @@ class Annotations:
                 self.merged = upto
             yield batch
 
+    def arrived_by(self, end: int | None) -> list[ArrayPart]:
+        """The annotations that arrive by ``end`` (the stream's last arrival; None: an
+        empty stream), as a part for a source actor of their own; none if none do."""
+        upto = 0 if end is None else int(np.searchsorted(self.events["ats"], end, "right"))
+        self.merged = upto
+        if not upto:
+            return []
+        arrived = self.events[:upto].copy()
+        arrived["origin"] = arrived["ats"]
+        return [ArrayPart(arrived)]
+
     def save(self, folder: Path, columns: Sequence[str], run: int | None = None
              ) -> dict[str, str]:
         """Write the annotations that arrived as ``folder/part-<run>.parquet`` (0 for a
@@ -283,38 +304,18 @@ class Annotations:
         return {"annotations": str(folder)}
 
 
-class PlayedTime:
-    """The whole seconds of event time that hold at least one reading, counted as the
-    batches pass: a log with gaps (a break, sensors off) was played for that long, not
-    for its first-to-last span."""
-
-    def __init__(self, ticks_per_second: float) -> None:
-        self.ticks_per_second = ticks_per_second
-        self._seconds: set[int] = set()
-
-    def count(self, batches: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-        for batch in batches:
-            if len(batch):
-                whole = np.floor_divide(batch["ts"], int(self.ticks_per_second))
-                self._seconds.update(np.unique(whole).tolist())
-            yield batch
-
-    @property
-    def seconds(self) -> int:
-        return len(self._seconds)
-
-
-def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConfig,
-              played_s: float | None = None) -> dict[str, Any]:
+def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConfig
+              ) -> dict[str, Any]:
     """Events in, quarantined, late, detections per type, latency and real-time factor.
 
     The options are read from the nodes of ``graph``, the graph that ran: ``options``
     per node, and ``alpha`` and ``retraction`` where every node has the same (else
-    None). The real-time factor is ``played_s`` (the seconds of event time that hold
-    readings; default: the first-to-last span) over the wall time of the detection.
+    None). The real-time factor is the seconds of event time that hold raw events
+    (:attr:`~specula.actors.report.RunReport.played_seconds`) over the wall time of
+    the detection.
     """
     span_s = max(0, ingested.last_ts - ingested.first_ts) / graph.ticks_per_second
-    played_s = span_s if played_s is None else played_s
+    played_s = report.played_seconds
     detectors = report.summary()["detectors"]
     detected: dict[str, int] = {}
     for name, node in graph.nodes.items():
@@ -326,6 +327,7 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
                              f"seed {config.seed}",
         "runtime": report.runtime,
         "ray_nodes": report.cluster_nodes,
+        "sources": report.sources,
         "rows": ingested.rows,
         "events_in": ingested.events,
         "quarantined": ingested.quarantined,
@@ -393,11 +395,12 @@ def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeR
     return InProcessRuntime(graph).run(raw, registry=registry)
 
 
-def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
+def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,
                 registry: TypeRegistry, config: ReplayConfig, resume: Suspension | None,
-                stopped: Callable[[], bool] | None, live: LiveOutput | None
-                ) -> tuple[RunReport, Suspension | None]:
-    """The run on Ray; a watch (``stopped``: whether it was stopped) checkpoints into
+                stopped: Callable[[], bool] | None, live: LiveOutput | None,
+                on_fed: Callable[[int], None]) -> tuple[RunReport, Suspension | None]:
+    """The run on Ray (fed by the driver, or by a source actor per part of the arrival
+    table with ``config.sources``); a watch (``stopped``: whether it was stopped) checkpoints into
     the run folder, persists its output as it becomes final (``live``), suspends when
     stopped and resumes from ``resume``. Also returns where it suspended, if it did."""
     from specula.actors.ray_runtime import RayRuntime
@@ -405,8 +408,8 @@ def _run_on_ray(graph: Graph, address: str, batches: Iterable[np.ndarray],
     runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
                          speed=config.speed,
                          checkpoint_uri=str(state_dir(config.out)) if stopped else None)
-    report = runtime.run(batches, registry=registry, resume=resume, suspend=stopped or False,
-                         on_settled=live)
+    report = runtime.run(raw, registry=registry, resume=resume, suspend=stopped or False,
+                         on_settled=live, on_fed=on_fed)
     return report, runtime.suspension
 
 

@@ -9,17 +9,17 @@ duplicates, splits the rows into a clean table and a quarantine table
 (:mod:`~specula.pipelines.spark_quarantine`) that holds each rejected line with its file, line
 number, field and reason, turns the clean rows into events, applies the
 :class:`~specula.pipelines.delays.DelayModel` per partition (its delays depend only on
-the reading) and writes the events sorted by arrival time as Parquet. Spark does all
+the reading) and writes the events as Parquet, hashed by key over Spark's partitions and
+sorted by arrival time within each. Spark does all
 of it in bounded memory: nothing is collected on the driver but counts and the list
 of sensor keys.
 
-:func:`arrival_batches` then streams that Parquet back, in arrival order, as NumPy
-batches for the detector actors.
+:mod:`~specula.pipelines.arrival` then reads that Parquet back, in arrival order, as
+NumPy batches for the detector actors, or a source actor per part.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,15 +68,18 @@ FIRST_QUARANTINED = 5
 
 
 def ingest(spark: SparkSession, kind: LogKind, log: str | os.PathLike[str],
-           out: str | os.PathLike[str], *, delays: DelayModel | None = None) -> Ingested:
+           out: str | os.PathLike[str], *, delays: DelayModel | None = None,
+           parts: int | None = None) -> Ingested:
     """Validate ``log``, write the arrival-ordered events and the quarantine under ``out``.
 
-    Writes ``out/arrival`` (Parquet, the kind's event columns, sorted by ``ats`` then
-    ``seq`` across and within its part files) and ``out/quarantine`` (Parquet,
-    :data:`~specula.pipelines.logs.QUARANTINE_COLUMNS`: rejected rows, exact duplicates
-    and damaged files, see :mod:`~specula.pipelines.spark_quarantine`). ``delays=None`` keeps
-    the recorded order (``ats = ts``). Raises :class:`LogError` for a missing log, a
-    table the kind cannot read, or a log in which no row is valid.
+    Writes ``out/arrival`` (Parquet, the kind's event columns, hashed by key over its
+    part files and sorted by ``ats`` then ``seq`` within each: :mod:`.arrival`) and
+    ``out/quarantine`` (Parquet, :data:`~specula.pipelines.logs.QUARANTINE_COLUMNS`:
+    rejected rows, exact duplicates and damaged files, see
+    :mod:`~specula.pipelines.spark_quarantine`). ``delays=None`` keeps the recorded
+    order (``ats = ts``). ``parts``: how many part files ``arrival`` has (default: one
+    per shuffle partition). Raises :class:`LogError` for a missing log, a table the
+    kind cannot read, or a log in which no row is valid.
     """
     rows, damaged = _read(spark, kind, str(log))
     checked = mark_duplicates(kind.check(spark, rows))
@@ -101,35 +104,16 @@ def ingest(spark: SparkSession, kind: LogKind, log: str | os.PathLike[str],
             raise LogError(f"{log}: no valid rows; is this a {kind.name}?{where}")
         events = _arrive(events, delays, np.asarray(sensors, np.int64))
         events_path = str(Path(out) / "arrival")
-        events.orderBy("ats", "seq").write.mode("overwrite").parquet(events_path)
+        # a part per partition, each the whole stream of its keys in arrival order
+        hashed = events.repartition(parts, "key") if parts else events.repartition("key")
+        hashed.sortWithinPartitions("ats", "seq").write.mode(
+            "overwrite").parquet(events_path)
     finally:
         checked.unpersist()
     return Ingested(events_path, quarantine_path, rows=counts.rows + len(damaged),
                     events=counts.rows - counts.bad, quarantined=counts.bad + len(damaged),
                     sensors=sensors, first_ts=counts.first, last_ts=counts.last,
                     duplicates=counts.duplicates, first_quarantined=first)
-
-
-def arrival_batches(path: str | os.PathLike[str], dtype: np.dtype, batch_size: int = 10_000
-                    ) -> Iterator[np.ndarray]:
-    """The events of an ``arrival`` table, in arrival order, as batches of ``dtype``."""
-    import pyarrow.parquet as pq
-
-    for part in sorted(glob.glob(os.path.join(path, "part-*.parquet"))):
-        for record_batch in pq.ParquetFile(part).iter_batches(batch_size=batch_size):
-            batch = np.zeros(record_batch.num_rows, dtype)
-            for name in record_batch.schema.names:
-                batch[name] = record_batch.column(name).to_numpy()
-            batch["origin"] = batch["ats"]
-            yield batch
-
-
-def count_rows(path: str | os.PathLike[str]) -> int:
-    """Rows of a Parquet table from its footers (no data read)."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(p).metadata.num_rows
-               for p in glob.glob(os.path.join(path, "part-*.parquet")))
 
 
 # ----------------------------------------------------------------------------- reading

@@ -18,8 +18,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from specula.pipelines.arrival import arrival_batches
 from specula.pipelines.logs import LogError
-from specula.pipelines.spark_ingest import Ingested, arrival_batches, ingest
+from specula.pipelines.spark_ingest import Ingested, ingest
 from specula.pipelines.spark_quarantine import describe
 from specula.soccer.debs2013 import position_dtype, read_all
 from specula.soccer.spark_log import PositionLog

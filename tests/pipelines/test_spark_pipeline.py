@@ -24,7 +24,7 @@ import pytest
 
 from specula.actors.inprocess import InProcessRuntime
 from specula.cluster.spark import stray_processes
-from specula.pipelines.spark_ingest import arrival_batches
+from specula.pipelines.arrival import arrival_batches
 from specula.soccer.debs2013 import RECORDING_PS, position_dtype, read_all, write_positions
 from specula.soccer.graph import DETECTORS, QUERIES, soccer_graph
 from specula.soccer.match import generate_match
@@ -109,16 +109,20 @@ def standalone_spark(tmp_path) -> Iterator[str]:
 
 def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standalone_spark):
     """On a standalone master with 3 cores: Ray on Spark sized to it (2 worker nodes and
-    the head), executors that find the ``ray`` script, and the in-process answer."""
+    the head), executors that find the ``ray`` script, the stream fed by two source
+    actors (a part of the arrival table each), and the in-process answer."""
     before = set(stray_processes())
     out = tmp_path / "run"
     done = _run(["replay", "--seconds", "4", "--out", str(out), "--no-progress",
-                 "--spark-master", standalone_spark])
+                 "--spark-master", standalone_spark, "--sources", "2"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on ray" in done.stdout and "real-time factor" in done.stdout
     _assert_no_strays(before)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ray_nodes"] == 3, summary["ray_nodes"]
+    assert len(list((out / "arrival").glob("part-*.parquet"))) == 2
+    fed = summary["sources"]  # the two parts, and the generated match's annotations
+    assert len(fed) in (2, 3) and sum(s["events"] for s in fed[:2]) == summary["events_in"]
 
     # The persisted net outputs equal the in-process runtime's on the same arrival stream.
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
