@@ -2,7 +2,7 @@
 driver (one process reads and routes every event) and by source actors (a part of the
 stream each, cut by sensor, stepped together through arrival time).
 
-    python benchmarks/sources.py --quick    # 10 s of play, ~3 min
+    python benchmarks/sources.py --quick    # 10 s of play, ~5 min
     python benchmarks/sources.py            # 30 s of play
 
 A generated match (profile ``paper``, with network delays) in arrival order; each
