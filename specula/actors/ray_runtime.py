@@ -352,14 +352,16 @@ class RayRuntime:
         nexts = {s: answer(a.next_arrival.remote()) for s, a in feeders.items()}
         nexts = {s: n for s, n in nexts.items() if n is not None}
         start, first = time.perf_counter(), min(nexts.values(), default=0)
+        since: dict[int, int] = {}  # per source: where its last step ended
         while nexts:
             until = (min(nexts.values()) // step_ticks + 1) * step_ticks
             if self.speed:
                 self._pace(start, until - step_ticks - first)
-            refs = {s: feeders[s].feed.remote(until) for s in nexts}
+            refs = {s: feeders[s].feed.remote(until, since.get(s)) for s in nexts}
             nexts = {}
             for s, ref in refs.items():
                 n, after = answer(ref)
+                since[s] = until
                 if on_fed is not None:
                     on_fed(n)
                 if after is not None:

@@ -80,16 +80,20 @@ class SourceWorker:
             rows = self._read_until(None)
             return int(rows["ats"][0]) if len(rows) else None
 
-    def feed(self, until: int) -> tuple[int, int | None]:
-        """Send the events that arrived before ``until`` (a multiple of the step);
-        returns how many, and the arrival of the next one (None: the part ended)."""
+    def feed(self, until: int, since: int | None = None) -> tuple[int, int | None]:
+        """Send the events that arrived before ``until`` (a multiple of the step; the
+        driver's previous step for this source ended at ``since``); returns how many
+        arrived from ``since`` on (a restarted source sends the earlier ones again, to
+        whom lacks them), and the arrival of the next one (None: the part ended)."""
         with self._lock:
             rows = self._read_until(until)
             n = int(np.searchsorted(rows["ats"], until, side="left"))
             due, self._rows = rows[:n], rows[n:]
             for a, b in step_cuts(due["ats"], self.step_ticks, self.batch_size):
                 self.feeder.feed(due[a:b])
-            return n, (int(self._rows["ats"][0]) if len(self._rows) else None)
+            new = n - (int(np.searchsorted(due["ats"], since, side="left"))
+                       if since is not None else 0)
+            return new, (int(self._rows["ats"][0]) if len(self._rows) else None)
 
     def finish(self) -> dict[str, Any]:
         """Wait until every push is in its consumer's inbox; the source's report."""

@@ -18,7 +18,6 @@ from specula.actors.sources import ArrayPart, Sources, step_cuts
 from specula.detectors.examples import example_registry
 from specula.pipelines.synthetic import abc_stream, example_graph
 
-
 #: Ticks of arrival the sources may run apart: about the stream's own delays.
 STEP = 40
 
@@ -106,28 +105,13 @@ def _assert_in_process_answer(report, graph, reference):
 
 
 @pytest.mark.slow
-def test_a_graph_fed_by_three_source_actors_gives_the_in_process_answer(
-        local_ray, keyed_stream):
-    from specula.actors.ray_runtime import RayRuntime
-
-    graph, raw, reference = keyed_stream
-    fed = []
-    report = RayRuntime(graph, batch_size=200).run(
-        Sources(_parts(raw, 3), step_s=STEP), on_fed=fed.append)
-    _assert_in_process_answer(report, graph, reference)
-    assert report.raw_events == sum(fed) == len(raw)
-    assert report.played_seconds == reference.played_seconds
-    assert sorted(s["index"] for s in report.sources) == [0, 1, 2]
-    assert [s["events"] for s in sorted(report.sources, key=lambda s: s["index"])] == \
-        [int((raw["key"] % 3 == j).sum()) for j in range(3)]
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["source-1", "a_not_bc"])
 def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
         local_ray, keyed_stream, tmp_path, victim):
-    """A source restarts by reading its part again, dropping and keeping what its
-    consumers hold; a level-1 actor restarts and has its sources resend."""
+    """Three source actors feed the graph (a part of the stream each, cut by key) and
+    one actor is killed twice: a source restarts by reading its part again, dropping
+    and keeping what its consumers hold; a level-1 actor restarts and has its sources
+    resend. Either way every event is fed once and the answer is the in-process one."""
     from test_ray_runtime import kill_at_random
 
     from specula.actors.ray_runtime import RayRuntime
@@ -135,11 +119,11 @@ def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
     graph, raw, reference = keyed_stream
     runtime = RayRuntime(graph, batch_size=200, speed=1_000.0, checkpoint_uri=str(tmp_path),
                          checkpoint_every_batches=10, checkpoint_every_s=0.5)
-    done, kills = threading.Event(), []
+    done, kills, fed = threading.Event(), [], []
     killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 3, done, kills))
     killer.start()
     try:
-        report = runtime.run(Sources(_parts(raw, 3), step_s=STEP))
+        report = runtime.run(Sources(_parts(raw, 3), step_s=STEP), on_fed=fed.append)
     finally:
         done.set()
         killer.join()
@@ -148,7 +132,11 @@ def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
     print(f"restarts {restarts}, seconds from kill to up {kills}")
     assert restarts[victim] >= 1 and sum(restarts.values()) == restarts[victim]
     _assert_in_process_answer(report, graph, reference)
-    assert report.raw_events == len(raw)
+    assert report.raw_events == sum(fed) == len(raw)
+    assert report.played_seconds == reference.played_seconds
+    by_index = sorted(report.sources, key=lambda s: s["index"])
+    assert [s["events"] for s in by_index] == [int((raw["key"] % 3 == j).sum())
+                                              for j in range(3)]
     summary = report.summary()["detectors"]
     assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
 
