@@ -96,7 +96,7 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
     if victim is not None:
         thread.start()
     try:
-        n_raw, wall, reports = rt._drive(raw, None, router, of_node, actors)
+        fed, wall, reports = rt._drive(raw, None, router, of_node, actors, {}, 0)
     finally:
         done.set()
         if victim is not None:
@@ -104,7 +104,7 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
         for a in actors.values():
             a.worker.halt()
         pool.shutdown(wait=False, cancel_futures=True)
-    return rt._report(reports, n_raw, wall), checkpoints, actors
+    return rt._report(reports, fed, wall), checkpoints, actors
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from fuzzing import SOAK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive import content
@@ -105,7 +106,12 @@ def _assert_in_process_answer(report, graph, reference):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("victim", ["source-1", "a_not_bc"])
+@pytest.mark.parametrize("victim", [
+    "source-1",
+    # the restart protocol of a level-1 actor is killed fed by the driver in
+    # test_ray_runtime.py; from sources it differs only in who resends
+    pytest.param("a_not_bc", marks=pytest.mark.skipif(
+        not SOAK, reason="set SPECULA_SOAK=1 for a level-1 actor killed amid sources"))])
 def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
         local_ray, keyed_stream, tmp_path, victim):
     """Three source actors feed the graph (a part of the stream each, cut by key) and

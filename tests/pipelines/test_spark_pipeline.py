@@ -113,7 +113,7 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standal
     actors (a part of the arrival table each), and the in-process answer."""
     before = set(stray_processes())
     out = tmp_path / "run"
-    done = _run(["replay", "--seconds", "4", "--out", str(out), "--no-progress",
+    done = _run(["replay", "--seconds", "3", "--out", str(out), "--no-progress",
                  "--spark-master", standalone_spark, "--sources", "2"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on ray" in done.stdout and "real-time factor" in done.stdout
