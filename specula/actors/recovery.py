@@ -46,7 +46,10 @@ is restored from the checkpoint and rebuilt from the regenerated output. The
 consumers thus see one timeline of each producer, as in a run without crashes, and
 with nothing late (the runtime reports late events), speculation's net output is the
 in-order output whatever the arrival order (``specula.ordering.unit``). A level-1
-actor has one sender, the source, whose batches are numbered: its plan is its FIFO.
+actor fed by the driver has one sender, whose batches are numbered: its plan is its
+FIFO; one fed by source actors (:mod:`.sources`) logs which source each batch came
+from, as any actor with several producers. A source keeps no checkpoint: it
+regenerates its pushes from its part (:mod:`.source_worker`).
 
 Fencing. Each process of an actor has an incarnation (stored beside the checkpoint).
 Pushes carry their sender's: a restarted producer raises the fence at its consumers
