@@ -82,7 +82,8 @@ class SourceWorker:
 
     def feed(self, until: int, since: int | None = None) -> tuple[int, int | None]:
         """Send the events that arrived before ``until`` (a multiple of the step; the
-        driver's previous step for this source ended at ``since``); returns how many
+        driver's previous step for this source ended at ``since``) and wait until they
+        are in the consumers' inboxes; returns how many
         arrived from ``since`` on (a restarted source sends the earlier ones again, to
         whom lacks them), and the arrival of the next one (None: the part ended)."""
         with self._lock:
@@ -91,6 +92,9 @@ class SourceWorker:
             due, self._rows = rows[:n], rows[n:]
             for a, b in step_cuts(due["ats"], self.step_ticks, self.batch_size):
                 self.feeder.feed(due[a:b])
+            # the step ends when its pushes are in the consumers' inboxes: the next one's
+            # cannot overtake another source's pushes of this one on their way
+            self.publisher.drain()
             new = n - (int(np.searchsorted(due["ats"], since, side="left"))
                        if since is not None else 0)
             return new, (int(self._rows["ats"][0]) if len(self._rows) else None)

@@ -13,11 +13,13 @@ Independent sources run at their own pace, and a level-1 unit's clock is the lar
 time stamp it has seen from any of them: a source ahead of the others would make their
 events look delayed by the gap, and late beyond K. So the driver moves the sources
 through arrival time in steps (:attr:`Sources.step_s`): each source sends the events
-that arrived before the step's end, and the next step starts when every source is
-done with this one. Sources are then at most a step apart, a disorder the units' K
-absorbs like any other. A source cuts its pushes at every multiple of the step in
-arrival time (and every ``batch_size`` events), whatever steps the driver asks for, so
-a restarted source regenerates exactly the pushes its consumers numbered.
+that arrived before the step's end, and the next step starts when every source's
+pushes of this one are in their consumers' inboxes (a push still on its way could be
+overtaken by another source's of the next step). Sources are then at most a step
+apart, a disorder the units' K absorbs like any other. A source cuts its pushes at
+every multiple of the step in arrival time (and every ``batch_size`` events), whatever
+steps the driver asks for, so a restarted source regenerates exactly the pushes its
+consumers numbered.
 """
 
 from __future__ import annotations
