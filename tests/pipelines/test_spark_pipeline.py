@@ -113,8 +113,9 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standal
     actors (a part of the arrival table each), and the in-process answer."""
     before = set(stray_processes())
     out = tmp_path / "run"
+    # two sources add up to a step (0.1 s) of disorder to the delays: K0 covers both
     done = _run(["replay", "--seconds", "3", "--out", str(out), "--no-progress",
-                 "--spark-master", standalone_spark, "--sources", "2"])
+                 "--spark-master", standalone_spark, "--sources", "2", "--k0-ms", "600"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on ray" in done.stdout and "real-time factor" in done.stdout
     _assert_no_strays(before)
