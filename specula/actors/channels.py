@@ -59,6 +59,21 @@ def named_actor(name: str, wait_s: float = 60.0) -> Any:
             time.sleep(0.05)
 
 
+class Peers:
+    """Other actors as handles: a handle is used as it is, a name is looked up once
+    (:func:`named_actor`; a restarted actor finds its peers by name)."""
+
+    def __init__(self) -> None:
+        self._handles: dict[str, Any] = {}
+
+    def __call__(self, ref: Any) -> Any:
+        if not isinstance(ref, str):
+            return ref
+        if ref not in self._handles:
+            self._handles[ref] = named_actor(ref)
+        return self._handles[ref]
+
+
 class Reply(NamedTuple):
     """What a consumer answers a push."""
 

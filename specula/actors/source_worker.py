@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from specula.actors.channels import Publisher, Route, answer, named_actor
+from specula.actors.channels import Peers, Publisher, Route, answer
 from specula.actors.placement import this_host
 from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
-from specula.actors.sources import SOURCE_SENDERS, Feeder, RawPart, _next_batch, step_cuts
+from specula.actors.sources import SOURCE_SENDERS, Feeder, RawPart, next_batch, step_cuts
 
 
 class SourceWorker:
@@ -46,7 +46,7 @@ class SourceWorker:
         store = checkpoints.store(f"source-{index}") if checkpoints else None
         self.incarnation = store.next_incarnation() if store else 0
         self.publisher = Publisher(max_in_flight, self.sender, self.incarnation)
-        self._handles: dict[str, Any] = {}
+        self.actor = Peers()  # a consumer's actor, by handle or name
         self.feeder = Feeder(router, routes, self.publisher, table, ticks_per_second,
                              actor=self.actor)
         self._batches: Iterator[np.ndarray] | None = None
@@ -55,14 +55,6 @@ class SourceWorker:
         self._lock = threading.Lock()  # one step at a time (a retried one included)
         if self.incarnation > 0:
             self._recover(routes)
-
-    def actor(self, ref: Any) -> Any:
-        """A consumer's actor: the handle, or looked up by its name."""
-        if not isinstance(ref, str):
-            return ref
-        if ref not in self._handles:
-            self._handles[ref] = named_actor(ref)
-        return self._handles[ref]
 
     def start(self, clock: tuple[int, int] | None = None) -> None:
         """``clock``: this host's offset from the driver's clock and its error, ns
@@ -121,7 +113,7 @@ class SourceWorker:
             self._batches = iter(self.part.batches(self.batch_size))
         while not self._ended and (self._rows is None or not len(self._rows) or (
                 until is not None and int(self._rows["ats"][-1]) < until)):
-            more = _next_batch(self._batches)
+            more = next_batch(self._batches)
             if more is None:
                 self._ended = True
             else:

@@ -95,7 +95,7 @@ def merge_by_arrival(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.nda
     arrivals by ``seq``): each output batch holds every event that arrived before the
     earliest end of the open streams' current batches, so memory stays at about one
     batch per stream."""
-    rows = [_next_batch(s) for s in streams]
+    rows = [next_batch(s) for s in streams]
     ended = [h is None for h in rows]
     while not all(ended):
         # a stream whose batch ends at `cut` may go on with more events at `cut`
@@ -108,7 +108,7 @@ def merge_by_arrival(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.nda
             out.append(h[:n])
             rows[i] = h[n:]
             if not ended[i] and int(h["ats"][-1]) == cut:
-                more = _next_batch(streams[i])
+                more = next_batch(streams[i])
                 if more is None:
                     ended[i] = True
                 else:
@@ -124,7 +124,7 @@ def _in_order(batches: list[np.ndarray]) -> Iterator[np.ndarray]:
         yield batch[np.lexsort((batch["seq"], batch["ats"]))]
 
 
-def _next_batch(stream: Iterator[np.ndarray]) -> np.ndarray | None:
+def next_batch(stream: Iterator[np.ndarray]) -> np.ndarray | None:
     """The stream's next non-empty batch, or None at its end."""
     for batch in stream:
         if len(batch):
@@ -158,7 +158,7 @@ class Feeder:
         batch = ev.translate_types(batch, self.table)  # a copy
         batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
         self.events += len(batch)
-        self._seconds.update(np.unique(batch["ts"] // self.ticks_per_second).tolist())
+        self._seconds |= played_seconds(batch, self.ticks_per_second)
         for route in self.routes:
             part = self.router.select(route.node, None, batch)
             pieces = split_by_key(part, route.partitions)

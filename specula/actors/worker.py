@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from specula import events as ev
-from specula.actors.channels import Channel, Publisher, Reply, Route, answer, named_actor
+from specula.actors.channels import Channel, Peers, Publisher, Reply, Route, answer
 from specula.actors.inbox import Gate, Inbox
 from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
@@ -116,7 +116,7 @@ class DetectorWorker:
         self._senders: list[int] = []
         self._alphas: list[float] = []
         self._plan: deque[tuple[int, float]] = deque()  # steps to take again, in order
-        self._handles: dict[str, Any] = {}
+        self.actor = Peers()  # a consumer's or producer's actor, by handle or name
         self.duplicates = 0                 # pushes dropped as already held
         self.divergent = 0                  # of them, those unlike the push held
         self._digests: dict[int, dict[int, int]] = {}  # per sender: push number -> digest
@@ -143,14 +143,6 @@ class DetectorWorker:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name=f"specula-{self.instance.label}")
                 self._thread.start()
-
-    def actor(self, ref: Any) -> Any:
-        """A consumer's or producer's actor: the handle, or looked up by its name."""
-        if not isinstance(ref, str):
-            return ref
-        if ref not in self._handles:
-            self._handles[ref] = named_actor(ref)
-        return self._handles[ref]
 
     # ------------------------------------------------------------------ calls
     def push(self, batch: np.ndarray, sender: int = 0, n: int | None = None,
