@@ -78,6 +78,7 @@ PAPER = {
                 "eSPICE better by up to 5x (R1), 3.2x (R2)",
     "Q1 last": "FN eSPICE 4 % .. 6 %, BL 27 % .. 42 % at R1 (n=2..6); up to 7x",
     "Q2 first": "eSPICE better by up to 30x (R1), 24x (R2); last: similar",
+    "Q2 last": "similar to first: eSPICE better by up to 30x (R1), 24x (R2)",
     "Q3 first": "FN eSPICE almost 0 % at R1 and R2; BL high",
     "Q4 first": "FN eSPICE almost 0 % at R1 and R2; BL high",
     "latency": "LB = 1 s never violated; event latency around f*LB = 0.8 s",
@@ -96,7 +97,7 @@ def _q1(selection: str):
     def make(names, defenders, quick):
         return dict(inputs=names, pattern=AnyOf(2, defenders, selection, with_opener=True),
                     size=15 * streams.PS, output="q1", openers=("STR",), unit="time",
-                    reference_size=15 * 36, bin_size=10,  # 2 readings/s of 18 objects
+                    reference_size=15 * 36, bin_size=30,  # 2 readings/s of 18 objects
                     shed_as=streams.soccer_sources(list(names)))
     return make
 

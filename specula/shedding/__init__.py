@@ -23,6 +23,8 @@ from specula.shedding._espice_tables import (
     dropping_amount,
     partition_count,
     reference_range,
+    threshold_fractions,
+    utility_levels,
     utility_thresholds,
 )
 from specula.shedding._hybrid_model import HybridModel, TreeTable, learn
@@ -63,4 +65,5 @@ __all__ = ["KEEP_ALL", "SHEDDING_STRATEGIES", "SHEDDING_TRIGGERS", "AnyOf", "Clo
            "UtilityModel", "UtilityTable", "WindowAssigner", "WindowDetector",
            "WindowOperator", "compute_cdt", "dropping_amount", "learn", "make_shedder",
            "min_cover_dp", "min_cover_greedy", "partition_count", "reference_range",
-           "selectivity_input", "shedding_set", "utility_thresholds"]
+           "selectivity_input", "shedding_set", "threshold_fractions", "utility_levels",
+           "utility_thresholds"]

@@ -9,7 +9,8 @@ Notation follows the paper (Slo, Bhowmik, Rothermel, Middleware '19, sec. 3):
 
 - ``M`` event types, ``N`` positions of the reference window (the average window size,
   in events), ``bs`` the bin size; UT has ``M x ceil(N / bs)`` cells.
-- ``UT(T, P)`` in 0..100: the utility of an event of type ``T`` at position ``P``.
+- ``UT(T, P)`` in 0..100: the utility level of an event of type ``T`` at position ``P``
+  (:meth:`UtilityModel.build` says how probabilities become levels).
 - ``S(T, P)``: the position share, the probability that the event at position ``P`` of a
   window is of type ``T`` (so ``sum_T S(T, P) = 1`` at every position a window reached).
 - ``CDT(part, u) = O(u)``: the expected number of events of partition ``part`` of a window
@@ -30,10 +31,11 @@ import numpy as np
 from numba import njit
 
 __all__ = ["LEVELS", "UtilityModel", "UtilityTable", "compute_cdt", "dropping_amount",
-           "partition_count", "reference_range", "utility_thresholds"]
+           "partition_count", "reference_range", "threshold_fractions", "utility_levels",
+           "utility_thresholds"]
 
 LEVELS = 101
-"""Utility values are the integers 0..100 (UT cells are probabilities times 100, rounded)."""
+"""Utility levels are the integers 0..100."""
 
 _REACHED = 1e-9
 """Relative slack of the threshold search: a CDT within ``1e-9 x`` of ``x`` has reached
@@ -137,6 +139,34 @@ def utility_thresholds(cdt: np.ndarray, x: float | np.ndarray) -> np.ndarray:
     return np.where(x > 0, thresholds, -1).astype(np.int64)
 
 
+def threshold_fractions(cdt: np.ndarray, x: float | np.ndarray,
+                        thresholds: np.ndarray) -> np.ndarray:
+    """Per partition, the share of the events *at* its threshold level to drop, so that
+    the expected drop is ``x`` and not all of ``CDT(u_th)``.
+
+    Alg. 2 drops every event whose utility is ``<= u_th``: at least ``x``, and as much
+    more as the level ``u_th`` holds. Where many events share a level (a sparse query
+    leaves most of a window at the lowest one), that is far more than asked: the
+    share dropped would jump from ``CDT(u_th - 1)`` to ``CDT(u_th)``. The events below
+    the threshold are dropped, and of those at it the share
+    ``(x - CDT(u_th - 1)) / (CDT(u_th) - CDT(u_th - 1))`` (as BL samples its boundary
+    type): 0 where the shedder is inactive, 1 where ``x`` exceeds the partition.
+
+    >>> cdt = np.array([[1.0, 1.0, 3.0, 4.0] + [4.0] * 97])
+    >>> threshold_fractions(cdt, 2.0, utility_thresholds(cdt, 2.0)).tolist()
+    [0.5]
+    """
+    cdt = np.asarray(cdt, dtype=np.float64)
+    x = np.broadcast_to(np.asarray(x, dtype=np.float64), cdt.shape[:1])
+    rows = np.arange(cdt.shape[0])
+    at = cdt[rows, np.clip(thresholds, 0, LEVELS - 1)]
+    below = np.where(thresholds > 0, cdt[rows, np.clip(thresholds - 1, 0, LEVELS - 1)], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(at > below, (x - below) / np.where(at > below, at - below, 1.0), 1.0)
+    share = np.where(x >= at, 1.0, np.clip(share, 0.0, 1.0))
+    return np.where(thresholds >= 0, share, 0.0)
+
+
 def reference_range(positions: np.ndarray, window_sizes: np.ndarray | int,
                     reference_size: int) -> tuple[np.ndarray, np.ndarray]:
     """The reference positions ``[lo, hi)`` that position ``p`` of a window of size ``ws`` maps to.
@@ -200,7 +230,7 @@ class UtilityTable:
         # Compile the decision kernel now, where the table is trained (and write Numba's
         # cache for the processes that shed with it), not at the first drop under load.
         one = np.zeros(1, np.int64)
-        _below(one, one, one + 1, prefix, self.reference_size, one)
+        _below(one, one, one + 1, prefix, self.reference_size, one, np.ones(1), np.zeros(1))
 
     @property
     def n_types(self) -> int:
@@ -235,25 +265,32 @@ class UtilityTable:
         return total, hi - lo, lo
 
     def below(self, types: np.ndarray, positions: np.ndarray, window_sizes: np.ndarray | int,
-              thresholds: np.ndarray) -> np.ndarray:
-        """Whether each event's utility (as :meth:`utility_sums` computes it) is at or
-        below the threshold of its partition (``thresholds`` per partition of the
-        reference positions): Alg. 2's decision for a batch of pairs in one compiled
-        pass, which at the small batches of an inbox costs a fraction of the NumPy
-        steps it replaces."""
+              thresholds: np.ndarray, fractions: np.ndarray | None = None,
+              draws: np.ndarray | None = None) -> np.ndarray:
+        """Alg. 2's decision for a batch of pairs in one compiled pass (at the small
+        batches of an inbox a fraction of the NumPy steps it replaces): True where an
+        event's utility (as :meth:`utility_sums` computes it) is below the threshold of
+        its partition (``thresholds`` per partition of the reference positions), or at
+        it (a mean utility in ``(u_th - 1, u_th]``) and its draw in ``[0, 1)`` is below
+        the partition's fraction (:func:`threshold_fractions`). Without fractions every
+        event at the threshold is dropped, as the paper's Alg. 2 does."""
         # fresh writable int64 arrays: the one signature compiled with the table
         types = np.array(types, dtype=np.int64)
         positions = np.array(positions, dtype=np.int64)
         sizes = np.empty(len(types), np.int64)
         sizes[:] = window_sizes
+        rho = len(thresholds)
+        fractions = np.ones(rho) if fractions is None else np.array(fractions, np.float64)
+        draws = np.zeros(len(types)) if draws is None else np.array(draws, np.float64)
         return _below(types, positions, sizes, self._prefix, self.reference_size,
-                      np.array(thresholds, dtype=np.int64))
+                      np.array(thresholds, dtype=np.int64), fractions, draws)
 
 
 @njit(cache=True, nogil=True)
-def _below(types, positions, sizes, prefix, n, thresholds):
+def _below(types, positions, sizes, prefix, n, thresholds, fractions, draws):
     """:meth:`UtilityTable.below`, pair by pair: reference range (as
-    :func:`reference_range`), utility sum over it, partition of its first position."""
+    :func:`reference_range`), utility sum over it, partition of its first position,
+    compared exactly in integers (``sum <= u * cells``)."""
     out = np.empty(types.shape[0], np.bool_)
     rho = thresholds.shape[0]
     for i in range(types.shape[0]):
@@ -263,7 +300,10 @@ def _below(types, positions, sizes, prefix, n, thresholds):
         hi = min(max(((p + 1) * n + ws - 1) // ws, lo + 1), n)
         t = types[i]
         total = prefix[t, hi] - prefix[t, lo] if 0 <= t < prefix.shape[0] else 0
-        out[i] = total <= thresholds[lo * rho // n] * (hi - lo)
+        part = lo * rho // n
+        th = thresholds[part]
+        out[i] = total <= (th - 1) * (hi - lo) or (
+            total <= th * (hi - lo) and draws[i] < fractions[part])
     return out
 
 
@@ -289,10 +329,19 @@ class UtilityModel:
         How counts become utilities. The paper defines the utility as "the probability of
         the primitive event to be part of a complex event" and says the counts of types and
         positions in complex events are "normalized". Read by default (``"conditional"``) as
-        that probability: ``UT(T, b) = matched(T, b) / seen(T, b)``, the share of events of
-        type T in bin b that took part in a complex event. ``"type"`` normalises each type's
-        row to sum to 1 instead (``matched(T, b) / sum_b matched(T, b)``), the shape of the
-        paper's Table 1, whose rows sum to 100.
+        that probability, the share of events of type T in bin b that took part in a
+        complex event, estimated with ``prior_matches`` (below). ``"type"`` normalises each
+        type's row to sum to 1 instead (``matched(T, b) / sum_b matched(T, b)``), the
+        shape of the paper's Table 1, whose rows sum to 100.
+    prior_matches : float
+        The conditional estimate's weight of its prior, in complex events: a cell's
+        probability is ``(matched + a) / (seen + a / prior)`` with ``a = prior_matches``
+        and ``prior = p(T) q(b)``, the type's rate times the bin's rate relative to all
+        types. A query whose matches are rare leaves most cells without a single match
+        in training; the plain ``matched / seen`` puts all of them at 0, a type that
+        matches often beside one that never does, and a test-time match at such a cell
+        is the first to go. With the prior such cells rank by their type and position,
+        and a cell with many observations keeps its own rate. 0: the plain rate.
     retrain_every : int or None
         Rebuild the table after every this many observed windows (periodic retraining,
         sec. 3.6); None rebuilds only on :meth:`build`.
@@ -302,10 +351,12 @@ class UtilityModel:
     """
 
     def __init__(self, n_types: int, reference_size: int, bin_size: int = 1, *,
-                 normalization: str = "conditional", retrain_every: int | None = None,
-                 forget: bool = False) -> None:
+                 normalization: str = "conditional", prior_matches: float = 5.0,
+                 retrain_every: int | None = None, forget: bool = False) -> None:
         if n_types < 1 or reference_size < 1 or bin_size < 1:
             raise ValueError("n_types, reference_size and bin_size must be >= 1")
+        if prior_matches < 0:
+            raise ValueError(f"prior_matches must be >= 0, got {prior_matches}")
         if normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got "
                              f"{normalization!r}")
@@ -315,6 +366,7 @@ class UtilityModel:
         self.reference_size = reference_size
         self.bin_size = bin_size
         self.normalization = normalization
+        self.prior_matches = float(prior_matches)
         self.retrain_every = retrain_every
         self.forget = forget
         self.seen = np.zeros((n_types, reference_size), np.float64)
@@ -350,23 +402,69 @@ class UtilityModel:
         return None
 
     def build(self) -> UtilityTable:
-        """Rebuild UT and the shares from the statistics (and clear them if ``forget``)."""
-        starts = np.arange(0, self.reference_size, self.bin_size)
-        seen = np.add.reduceat(self.seen, starts, axis=1)
-        matched = np.add.reduceat(self.matched, starts, axis=1)
-        if self.normalization == "conditional":
-            base = seen
-        else:
-            base = np.broadcast_to(matched.sum(axis=1, keepdims=True), matched.shape)
+        """Rebuild UT and the shares from the statistics (and clear them if ``forget``).
+
+        UT holds utility *levels*: a cell's level is the share, in whole percent, of the
+        training events whose utility (:meth:`probabilities`) is lower than its own
+        (:func:`utility_levels`). Alg. 1 and 2 use only the order of the utilities and
+        which are equal; the probabilities times 100, rounded, would put every cell under
+        0.5 % at 0, which in a query with rare matches is nearly the whole table (soccer
+        Q1: 94 % of a window's events), and drop them all alike.
+        """
+        prob, seen = self.probabilities(), self._binned(self.seen)
         with np.errstate(invalid="ignore", divide="ignore"):
-            prob = np.where(base > 0, matched / np.where(base > 0, base, 1), 0.0)
             per_bin = seen.sum(axis=0, keepdims=True)
             shares = np.where(per_bin > 0, seen / np.where(per_bin > 0, per_bin, 1), 0.0)
-        # Times 100, rounded half up to an integer (sec. 3.3): UT(T, P) in [0, 100].
-        ut = np.clip(np.floor(prob * 100.0 + 0.5), 0, 100).astype(np.int16)
+        ut = utility_levels(prob, seen)
         self.table = UtilityTable(ut, shares, self.reference_size, self.bin_size)
         self.windows = 0
         if self.forget:
             self.seen[:] = 0
             self.matched[:] = 0
         return self.table
+
+    def probabilities(self) -> np.ndarray:
+        """The utility of each (type, bin), (M, B): the estimated probability that an
+        event there takes part in a complex event (``normalization``)."""
+        seen, matched = self._binned(self.seen), self._binned(self.matched)
+        if self.normalization == "conditional":
+            return _conditional(matched, seen, self.prior_matches)
+        rows = matched.sum(axis=1, keepdims=True)
+        return np.where(rows > 0, matched / np.where(rows > 0, rows, 1), 0.0)
+
+    def _binned(self, counts: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(counts, np.arange(0, self.reference_size, self.bin_size), axis=1)
+
+
+def _conditional(matched: np.ndarray, seen: np.ndarray, prior_matches: float) -> np.ndarray:
+    """P(match | type, bin), each cell drawn towards ``p(T) q(b)`` with the weight of
+    ``prior_matches`` complex events (:class:`UtilityModel`)."""
+    rate = np.where(seen > 0, matched / np.where(seen > 0, seen, 1), 0.0)
+    if prior_matches <= 0 or seen.sum() <= 0:
+        return rate
+    type_seen = np.maximum(seen.sum(axis=1, keepdims=True), 1e-300)
+    type_rate = matched.sum(axis=1, keepdims=True) / type_seen
+    bins_seen = seen.sum(axis=0, keepdims=True)
+    bin_rate = np.where(bins_seen > 0, matched.sum(axis=0, keepdims=True)
+                        / np.where(bins_seen > 0, bins_seen, 1), 0.0)
+    overall = matched.sum() / seen.sum()
+    prior = type_rate * bin_rate / overall if overall > 0 else np.zeros_like(rate)
+    return np.where(prior > 0, (matched + prior_matches)
+                    / (seen + prior_matches / np.where(prior > 0, prior, 1)), rate)
+
+
+def utility_levels(utility: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Utilities as levels 0..100: the share, in whole percent (rounded down), of the
+    total ``weight`` held by cells of lower utility. Equal utilities share a level, the
+    order is kept, and the levels spread the weight (events seen in training) evenly.
+
+    >>> utility_levels(np.array([[0.0, 0.0, 0.001, 0.4]]), np.array([[50, 30, 15, 5]])).tolist()
+    [[0, 0, 80, 95]]
+    """
+    values, group = np.unique(np.asarray(utility, np.float64), return_inverse=True)
+    mass = np.bincount(group.ravel(), weights=np.asarray(weight, np.float64).ravel(),
+                       minlength=len(values))
+    total = mass.sum()
+    lower = (np.cumsum(mass) - mass) / total if total > 0 else np.zeros(len(values))
+    levels = np.minimum(np.floor(lower * 100.0 + 1e-9), LEVELS - 1).astype(np.int16)
+    return levels[group].reshape(np.shape(utility))

@@ -4,8 +4,12 @@ An event's utility in a window is predicted from its type and its position in th
 (UT, learned from the complex events the operator detected, :class:`UtilityModel`). To drop
 ``x`` events from each partition of each window, the shedder finds a utility threshold per
 partition from the CDT (Alg. 1, :func:`compute_cdt`; Alg. 2, :func:`utility_thresholds`) and
-drops an event from a window when its utility there is at most its partition's threshold
-(Alg. 2, ``applyLS``): one lookup per (event, window) pair, vectorised over a batch.
+drops an event from a window when its utility there is below its partition's threshold
+(Alg. 2, ``applyLS``): one lookup per (event, window) pair, vectorised over a batch. Of
+the events *at* the threshold it drops a share (:func:`threshold_fractions`), drawn by a
+hash of the event and the window, so that it drops the amount asked rather than every
+event of the threshold's level (the paper's rule, which drops up to all of a level that
+most of a window shares).
 
 Two levels of decision, and why:
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specula.events.hashing import uniform
 from specula.shedding._espice_tables import (
     LEVELS,
     UtilityModel,
@@ -41,12 +46,17 @@ from specula.shedding._espice_tables import (
     dropping_amount,
     partition_count,
     reference_range,
+    threshold_fractions,
     utility_thresholds,
 )
 from specula.shedding.windows import WindowAssigner
 
 __all__ = ["LEVELS", "ESpiceShedder", "UtilityModel", "UtilityTable", "compute_cdt",
-           "dropping_amount", "partition_count", "reference_range", "utility_thresholds"]
+           "dropping_amount", "partition_count", "reference_range", "threshold_fractions",
+           "utility_thresholds"]
+
+#: Tag of the draws at the threshold (:func:`~specula.events.hashing.uniform`).
+_TIE_TAG = 0x7469
 
 
 class ESpiceShedder:
@@ -62,6 +72,8 @@ class ESpiceShedder:
         event belongs to the partition of the first reference position it maps to.
     assigner : WindowAssigner, optional
         The operator's windows, for :meth:`keep` (the inbox-level method).
+    seed : int
+        Seed of the draws at the threshold.
 
     Attributes
     ----------
@@ -71,19 +83,24 @@ class ESpiceShedder:
         The CDT of every partition.
     thresholds : (rho,) int array
         ``u_th`` per partition (-1 while inactive).
+    fractions : (rho,) float array
+        The share of the events at ``u_th`` dropped, per partition.
     """
 
     def __init__(self, table: UtilityTable, partitions: int = 1, *,
-                 assigner: WindowAssigner | None = None) -> None:
+                 assigner: WindowAssigner | None = None, seed: int = 0) -> None:
         self.assigner = assigner
+        self.seed = seed
         self.amount = 0.0
+        self._events = 0  # plain events through keep: the stream index of the next one
         self._set(table, partitions)
 
     @classmethod
     def for_bound(cls, table: UtilityTable, q_max: float, f: float, *,
-                  assigner: WindowAssigner | None = None) -> ESpiceShedder:
+                  assigner: WindowAssigner | None = None, seed: int = 0) -> ESpiceShedder:
         """A shedder with rho = ceil(N / (q_max - f q_max)) partitions of the reference window."""
-        return cls(table, partition_count(table.reference_size, q_max, f), assigner=assigner)
+        return cls(table, partition_count(table.reference_size, q_max, f), assigner=assigner,
+                   seed=seed)
 
     @property
     def partition_size(self) -> float:
@@ -99,7 +116,7 @@ class ESpiceShedder:
         self.table = table
         self.partitions = int(partitions)
         self.cdt = compute_cdt(*table.by_position(), self.partitions)
-        self.thresholds = utility_thresholds(self.cdt, self.amount)
+        self._search()
 
     def update_table(self, table: UtilityTable) -> None:
         """Swap in a retrained table: CDT and thresholds are rebuilt for the same ``x``."""
@@ -112,7 +129,12 @@ class ESpiceShedder:
     def set_amount(self, x: float) -> None:
         """Drop ``x`` events from each partition of each window (Alg. 2, lines 1-7)."""
         self.amount = max(0.0, float(x))
+        self._search()
+
+    def _search(self) -> None:
+        """Thresholds and the fractions at them for the current ``x``."""
         self.thresholds = utility_thresholds(self.cdt, self.amount)
+        self.fractions = threshold_fractions(self.cdt, self.amount, self.thresholds)
 
     def set_rates(self, rate: float, throughput: float) -> float:
         """Set ``x = (R - th) p_size / R`` from the input rate and the operator's throughput;
@@ -131,13 +153,17 @@ class ESpiceShedder:
         lookup assumes (the reference size, or a prediction for time-based windows). The
         utility is the mean of UT over the reference positions the event maps to, compared
         exactly in integers (``sum <= u_th * cells``). ``events`` and ``windows`` (stream
-        index, window id) are not needed: eSPICE's decision is a function of type and
-        position alone; they are accepted so that every pair shedder has one signature.
+        index, window id) key the draw of a pair at the threshold; without them the draw
+        is keyed by type and position.
         """
         types = np.asarray(types)
         if not self.active or len(types) == 0:
             return np.zeros(len(types), bool)
-        return self.table.below(types, positions, expected, self.thresholds)
+        keys = (events, windows) if events is not None and windows is not None else \
+            (types, positions)
+        draws = uniform(self.seed, _TIE_TAG, *keys)
+        return self.table.below(types, positions, expected, self.thresholds, self.fractions,
+                                draws)
 
     def keep(self, batch: np.ndarray, command: object) -> np.ndarray:
         """The ``InputShedder`` method: the keep mask of a batch taken from an inbox.
@@ -157,14 +183,16 @@ class ESpiceShedder:
             else np.arange(len(batch))
         types = np.asarray(batch["type"][plain], dtype=np.int64)
         pairs, _, _ = self.assigner.assign(batch["ts"][plain], types)
+        first, self._events = self._events, self._events + len(plain)
         if share <= 0 or len(plain) == 0:
             return keep
-        thresholds, amount = self.thresholds, self.amount
+        saved = self.amount, self.thresholds, self.fractions
         self.set_amount(self.partition_size * share)
         try:
-            dropped = self.drop_pairs(types[pairs.event], pairs.position, pairs.expected)
+            dropped = self.drop_pairs(types[pairs.event], pairs.position, pairs.expected,
+                                      first + pairs.event, pairs.window)
         finally:
-            self.amount, self.thresholds = amount, thresholds
+            self.amount, self.thresholds, self.fractions = saved
         # Kept in at least one window: keep the event.
         keep[plain] = np.bincount(pairs.event[~dropped], minlength=len(plain)) > 0
         return keep

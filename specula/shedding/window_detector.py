@@ -271,7 +271,7 @@ class WindowDetector(Detector):
         elif isinstance(self._shedder, ESpiceShedder) and self._shedder.partitions == self._rho:
             self._shedder.update_table(table)
         else:
-            self._shedder = ESpiceShedder(table, self._rho)
+            self._shedder = ESpiceShedder(table, self._rho, seed=self.seed)
         self._set_amount(rebuilt=True)
 
     def _set_amount(self, rebuilt: bool = False) -> None:

@@ -20,6 +20,8 @@ from specula.shedding import (
     dropping_amount,
     partition_count,
     reference_range,
+    threshold_fractions,
+    utility_levels,
     utility_thresholds,
 )
 
@@ -103,6 +105,33 @@ def test_thresholds_are_the_smallest_utility_that_drops_at_least_x(seed):
                 assert cdt[part, u] >= x and (u == 0 or cdt[part, u - 1] < x)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_below_the_threshold_and_a_fraction_at_it_drop_exactly_x(seed):
+    """The expected drop per partition, every event below ``u_th`` and the fraction of
+    those at it, is ``x`` (all of the partition when ``x`` exceeds it, none for
+    ``x <= 0``), for tables of any shape, including levels most of a window shares."""
+    rng = np.random.default_rng(200 + seed)
+    m, n = int(rng.integers(1, 5)), int(rng.integers(1, 23))
+    rho = int(rng.integers(1, n + 1))
+    ut, shares = _random_table(rng, m, n)
+    if seed % 2:  # one level holds most of the window (a sparse query's zeros)
+        ut = np.where(rng.random(ut.shape) < 0.8, 0, ut)
+    cdt = compute_cdt(ut, shares, rho)
+    amounts = [0.0, -1.0, *np.unique(cdt).tolist(), *(rng.integers(1, 400, 6) / 64.0).tolist(),
+               float(cdt[:, -1].max() + 1)]
+    part = np.arange(n) * rho // n
+    for x in amounts:
+        thresholds = utility_thresholds(cdt, x)
+        fractions = threshold_fractions(cdt, x, thresholds)
+        assert ((fractions >= 0) & (fractions <= 1)).all()
+        probability = np.where(ut < thresholds[part], 1.0,
+                               np.where(ut == thresholds[part], fractions[part], 0.0))
+        dropped = np.bincount(np.broadcast_to(part, ut.shape).ravel(),
+                              weights=(probability * shares).ravel(), minlength=rho)
+        want = np.clip(x, 0.0, cdt[:, -1])
+        assert np.allclose(dropped, want, rtol=1e-9, atol=1e-9), x
+
+
 def test_threshold_per_partition_amounts_and_the_open_cases():
     cdt = compute_cdt(np.array([[0, 50, 100, 100]]), np.full((1, 4), 1.0), 2)
     # Partition 0 holds utilities 0 and 50, partition 1 two of 100.
@@ -155,7 +184,7 @@ def test_dropping_amount_is_the_excess_that_arrives_during_a_partition():
 
 @pytest.mark.parametrize("normalization", ["conditional", "type"])
 @pytest.mark.parametrize("seed", range(5))
-def test_utilities_are_integers_in_0_100(normalization, seed):
+def test_levels_are_integers_in_0_100_in_the_order_of_the_utilities(normalization, seed):
     rng = np.random.default_rng(seed)
     m, n, bs = 4, 17, int(rng.integers(1, 6))
     model = UtilityModel(m, n, bs, normalization=normalization)
@@ -169,54 +198,85 @@ def test_utilities_are_integers_in_0_100(normalization, seed):
     assert table.ut.min() >= 0 and table.ut.max() <= 100
     shares = table.shares.sum(axis=0)
     assert np.allclose(shares[shares > 0], 1.0)  # a distribution over types per bin
-    if normalization == "type":  # rows of matched types sum to 100 up to rounding
-        rows = table.ut.sum(axis=1)[table.ut.sum(axis=1) > 0]
-        assert np.all(np.abs(rows - 100) <= table.ut.shape[1] / 2)
+    # a higher utility never gets a lower level, equal utilities get one level
+    prob, ut = model.probabilities().ravel(), table.ut.ravel()
+    order = np.argsort(prob, kind="stable")
+    assert np.all(np.diff(ut[order]) >= 0)
+    for value in np.unique(prob):
+        assert len(np.unique(ut[prob == value])) == 1
+    if normalization == "type":  # rows of matched types sum to 1
+        rows = model.probabilities().sum(axis=1)
+        assert np.allclose(rows[rows > 0], 1.0)
 
 
 def test_conditional_utility_is_the_share_of_events_that_took_part():
-    model = UtilityModel(2, 3)
     # Type 0 at position 1: seen 4 times, matched 3; position 2 seen 3 times, matched 0;
-    # type 1 at position 0 always matched; 1 of 3 at position 2 (1/3 -> 33).
+    # type 1 at position 0 always matched; 1 of 3 at position 2.
     types = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
     positions = np.array([1, 1, 1, 1, 2, 2, 2, 0, 0, 2, 2, 2])
     matched = np.array([1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0], bool)
+    model = UtilityModel(2, 3, prior_matches=0)
     model.observe(types, positions, 3, matched, windows=4)
+    assert np.allclose(model.probabilities(), [[0, 3 / 4, 0], [1, 0, 1 / 3]])
     table = model.build()
-    assert table.ut.tolist() == [[0, 75, 0], [100, 0, 33]]
+    # 12 events, by utility: 0 (3 of them), 1/3 (3), 3/4 (4), 1 (2): the share below each
+    assert table.ut.tolist() == [[0, 50, 0], [83, 0, 25]]
     assert table.shares.tolist() == [[0.0, 1.0, 0.5], [1.0, 0.0, 0.5]]
     typed = UtilityModel(2, 3, normalization="type")
     typed.observe(types, positions, 3, matched, windows=4)
-    assert typed.build().ut.tolist() == [[0, 100, 0], [67, 0, 33]]
+    assert np.allclose(typed.probabilities(), [[0, 1, 0], [2 / 3, 0, 1 / 3]])
 
 
-def test_rounding_is_half_up():
-    model = UtilityModel(1, 2)
-    # 1/8 = 12.5 % -> 13; 5/8 -> 62.5 -> 63 (NumPy's rint would give 12 and 62).
-    model.observe(np.zeros(16, int), np.repeat([0, 1], 8),
-                  2, np.r_[np.arange(8) < 1, np.arange(8) < 5], windows=8)
-    assert model.build().ut.tolist() == [[13, 63]]
+def test_the_prior_ranks_cells_without_matches_by_their_type_and_position():
+    """Type 0 matches at early positions only, type 2 at late ones, type 1 never. A late
+    cell of type 0, without a match of its own, ranks above every cell of type 1 (it
+    would tie with them at 0 on plain rates); a cell with 1,000 events keeps nearly its
+    own rate."""
+    model = UtilityModel(3, 4, prior_matches=5)
+    rng = np.random.default_rng(0)
+    positions = np.repeat(np.arange(4), 20)
+    rows = {0: positions < 2, 1: np.zeros(80, bool), 2: positions >= 2}
+    for _ in range(50):
+        for t, where in rows.items():
+            model.observe(np.full(80, t), positions, 4, where & (rng.random(80) < 0.05),
+                          windows=1)
+    prob, plain = model.probabilities(), model.matched / model.seen
+    assert plain[0, 2:].max() == 0 and (prob[0, 2:] > 0).all()
+    assert prob[1].max() == 0
+    assert np.allclose(prob[0, :2], plain[0, :2], rtol=0.1)
+    table = model.build()
+    assert table.ut[0].min() > table.ut[1].max()
+
+
+def test_levels_split_the_weight_evenly():
+    """A level is the whole percent of the weight below the utility: ties share one."""
+    prob = np.array([[0.0, 0.2, 0.2, 0.9], [0.0, 0.1, 0.5, 1.0]])
+    weight = np.array([[25, 5, 5, 5], [25, 10, 15, 10]])
+    assert utility_levels(prob, weight).tolist() == [[0, 60, 60, 85], [0, 50, 70, 90]]
+    assert utility_levels(prob, np.zeros_like(weight)).max() == 0  # nothing seen yet
 
 
 def test_bins_pool_neighbouring_positions():
-    model = UtilityModel(1, 5, bin_size=2)
+    model = UtilityModel(1, 5, bin_size=2, prior_matches=0)
     model.observe(np.zeros(5, int), np.arange(5), 5, np.array([1, 0, 1, 1, 0], bool), 1)
+    assert model.probabilities().tolist() == [[0.5, 1.0, 0.0]]
     table = model.build()
-    assert table.ut.tolist() == [[50, 100, 0]]
+    assert table.ut.tolist() == [[20, 60, 0]]  # weights 2, 2, 1 of 5
     ut, shares = table.by_position()
-    assert ut.tolist() == [[50, 50, 100, 100, 0]] and shares.shape == (1, 5)
+    assert ut.tolist() == [[20, 20, 60, 60, 0]] and shares.shape == (1, 5)
 
 
 def test_periodic_retraining_and_forgetting():
     """Every ``retrain_every`` windows a new table; with ``forget`` it sees that period only."""
-    for forget, want in ((False, [[50]]), (True, [[0]])):
-        model = UtilityModel(1, 1, retrain_every=2, forget=forget)
+    for forget, want in ((False, 2 / 3), (True, 0.0)):
+        model = UtilityModel(1, 1, retrain_every=2, forget=forget, prior_matches=0)
         assert model.observe([0], [0], 1, [True], windows=1) is None
         first = model.observe([0], [0], 1, [True], windows=1)
-        assert first is not None and first.ut.tolist() == [[100]]
+        assert first is not None and first is model.table
         model.observe([0], [0], 1, [False], windows=1)
+        assert model.probabilities().tolist() == [[want]]  # 2 of 3 matched, or 0 of 1
         second = model.observe([0], [0], 1, [False], windows=1)
-        assert second is model.table and second.ut.tolist() == want
+        assert second is model.table and second is not first
 
 
 # ------------------------------------------------------------------ variable window sizes
@@ -247,13 +307,14 @@ def test_windows_of_other_sizes_train_the_same_relative_positions():
         p = np.arange(ws)
         matched = (p * 4 >= ws) & (p * 2 < ws)
         model.observe(np.zeros(ws, int), p, ws, matched, windows=1)
+    assert model.probabilities().tolist() == [[0, 0, 1, 1, 0, 0, 0, 0]]
     table = model.build()
-    assert table.ut.tolist() == [[0, 0, 100, 100, 0, 0, 0, 0]]
+    assert table.ut.tolist() == [[0, 0, 75, 75, 0, 0, 0, 0]]  # 3/4 of the events below
     # Looking up: position 2 of a window of 4 spans reference 4..5 (0, 0); position 1
-    # spans 2..3 (100); of a window of 16, position 5 maps to reference 2 alone.
+    # spans 2..3 (75); of a window of 16, position 5 maps to reference 2 alone.
     total, cells, lo = table.utility_sums(np.zeros(3, int), np.array([2, 1, 5]),
                                           np.array([4, 4, 16]))
-    assert (total / cells).tolist() == [0, 100, 100] and lo.tolist() == [4, 2, 2]
+    assert (total / cells).tolist() == [0, 75, 75] and lo.tolist() == [4, 2, 2]
 
 
 def test_scaling_up_averages_the_cells():

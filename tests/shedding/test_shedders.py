@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from shedding_streams import DTYPE, q1_probs, stream
 
+from specula.events.hashing import uniform
 from specula.shedding import (
     ESpiceShedder,
     TypeUtilityShedder,
@@ -17,6 +18,7 @@ from specula.shedding import (
     UtilityTable,
     WindowAssigner,
 )
+from specula.shedding.espice import _TIE_TAG
 
 
 def _random_table(rng: np.random.Generator, m: int, n: int, bs: int) -> UtilityTable:
@@ -26,9 +28,10 @@ def _random_table(rng: np.random.Generator, m: int, n: int, bs: int) -> UtilityT
                         shares / shares.sum(axis=0), n, bs)
 
 
-def _naive_drop(table: UtilityTable, thresholds: np.ndarray, rho: int, t: int, p: int,
-                ws: int) -> bool:
-    """Alg. 2 ``applyLS`` for one event: mean UT over the scaled span <= its partition's u_th."""
+def _naive_drop(table: UtilityTable, shedder: ESpiceShedder, t: int, p: int, ws: int,
+                draw: float) -> bool:
+    """Alg. 2 ``applyLS`` for one event: mean UT over the scaled span below its partition's
+    u_th (at most u_th - 1), or at it (above u_th - 1) and the draw below its fraction."""
     n = table.reference_size
     if p >= ws:
         cells = [n - 1]
@@ -38,8 +41,10 @@ def _naive_drop(table: UtilityTable, thresholds: np.ndarray, rho: int, t: int, p
     known = 0 <= t < table.n_types
     utility = Fraction(sum(int(table.ut[t, j // table.bin_size]) for j in cells) if known
                        else 0, len(cells))
-    part = int(Fraction(cells[0]) // Fraction(n, rho))
-    return utility <= thresholds[part]
+    part = int(Fraction(cells[0]) // Fraction(n, shedder.partitions))
+    threshold = shedder.thresholds[part]
+    return utility <= threshold - 1 or (utility <= threshold
+                                        and draw < shedder.fractions[part])
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -54,9 +59,11 @@ def test_pair_decision_equals_a_per_event_loop(seed):
     types = rng.integers(-1, m + 1, pairs)
     sizes = rng.integers(1, 3 * n + 2, pairs)
     positions = rng.integers(0, sizes + 2)  # a few beyond the predicted size
-    got = shedder.drop_pairs(types, positions, sizes)
-    want = [_naive_drop(table, shedder.thresholds, rho, int(t), int(p), int(w))
-            for t, p, w in zip(types, positions, sizes, strict=True)]
+    events, windows = rng.permutation(pairs), rng.integers(0, 9, pairs)
+    got = shedder.drop_pairs(types, positions, sizes, events, windows)
+    draws = uniform(shedder.seed, _TIE_TAG, events, windows)
+    want = [_naive_drop(table, shedder, int(t), int(p), int(w), float(d))
+            for t, p, w, d in zip(types, positions, sizes, draws, strict=True)]
     assert got.tolist() == want
     assert 0 < got.sum() < pairs or shedder.thresholds.max() in (-1, 100)
 
@@ -109,7 +116,8 @@ def test_keep_drops_events_dropped_from_every_window():
         assert keep.dtype == bool and keep.shape == (len(part),)
         pairs, _, _ = reference.assign(part["ts"], part["type"])
         shedder.set_amount(shedder.partition_size * 0.25)
-        drop = shedder.drop_pairs(part["type"][pairs.event], pairs.position, pairs.expected)
+        drop = shedder.drop_pairs(part["type"][pairs.event], pairs.position, pairs.expected,
+                                  lo + pairs.event, pairs.window)
         shedder.set_amount(0)
         kept_in = np.bincount(pairs.event[~drop], minlength=len(part)) > 0
         assert np.array_equal(keep, kept_in)
@@ -151,7 +159,8 @@ def test_keep_reads_a_command_and_leaves_flagged_rows_out_of_the_windows():
     command = SimpleNamespace(share=0.25)
     got = [ESpiceShedder(table, assigner=WindowAssigner(4, slide=4)).keep(b, command)
            for b in (plain, mixed)]
-    assert got[0].tolist() == [True, False, False, True] * 2
+    # x = 1 of each window of 4: half of the two events of utility 0, drawn per event
+    assert got[0][[0, 3, 4, 7]].all() and (~got[0]).sum() in (1, 2, 3)
     assert got[1][mixed["flags"] != 0].all()
     assert np.array_equal(got[1][mixed["flags"] == 0], got[0])
 
