@@ -32,6 +32,17 @@ def content(rows: np.ndarray) -> list[tuple]:
     return sorted(tuple(r[n].item() for n in names) for r in rows)
 
 
+
+def assert_net_equals(report, reference, name: str) -> np.ndarray:
+    """A node's net output in ``report`` is ``reference``'s: neither has late events, the
+    contents are equal, and no generated event appears twice. Returns ``report``'s."""
+    assert len(report.late(name)) == len(reference.late(name)) == 0, name
+    got = report.net(name)
+    assert content(got) == content(reference.net(name)), name
+    ids = got["producer"].astype(np.int64) << 40 | got["seq"]
+    assert len(np.unique(ids)) == len(ids), name  # no duplicates
+    return got
+
 def run_detector(detector, rows: list[np.void], registry, producer: int, out_dtype) -> np.ndarray:
     """Feed ``rows`` in key order to a copy of ``detector``, one event per call."""
     det = copy.deepcopy(detector)

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from naive import content
+from naive import assert_net_equals, content
 
 from specula import Graph, InProcessRuntime, TypeRegistry
 from specula.actors.ray_runtime import RayRuntime
@@ -271,11 +271,7 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
     assert summary[victim]["recovery"]["restarts"] == restarts[victim]
     assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
     for name in graph.nodes:
-        assert len(report.late(name)) == len(reference.late(name)) == 0, name
-        got = report.net(name)
-        assert content(got) == content(reference.net(name)), name
-        ids = got["producer"].astype(np.int64) << 40 | got["seq"]
-        assert len(np.unique(ids)) == len(ids), name  # no duplicates
+        got = assert_net_equals(report, reference, name)
         (label,) = [i.label for i in graph.instances() if i.node.name == name]
         persisted = persisted_net(runtime.checkpoints, label, got.dtype).net()
         assert persisted.tobytes() == got.tobytes(), name

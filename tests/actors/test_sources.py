@@ -11,7 +11,7 @@ import pytest
 from fuzzing import SOAK
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from naive import content
+from naive import assert_net_equals, content
 
 from specula import InProcessRuntime
 from specula.actors.inprocess import prepare_raw
@@ -98,11 +98,7 @@ def keyed_stream():
 
 def _assert_in_process_answer(report, graph, reference):
     for name in graph.nodes:
-        assert len(report.late(name)) == len(reference.late(name)) == 0, name
-        got = report.net(name)
-        assert content(got) == content(reference.net(name)), name
-        ids = got["producer"].astype(np.int64) << 40 | got["seq"]
-        assert len(np.unique(ids)) == len(ids), name  # no duplicates
+        assert_net_equals(report, reference, name)
 
 
 @pytest.mark.slow
