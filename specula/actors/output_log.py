@@ -17,6 +17,9 @@ its net output (keeping their count per type and their latencies in a
 :class:`HandedOn`), drops the late events of those segments, and writes a *base*,
 ``base-<i>``: the net output and late events kept, and the tally, as of segment ``i``.
 A restarted actor then reads the base and the segments after it, not the whole run.
+Once that base's checkpoint is written, the segments below both the base and the
+index handed on are deleted, so storage holds what a restart or the tail can still
+read, not the whole stream.
 """
 
 from __future__ import annotations
@@ -138,6 +141,7 @@ class ActorOutput:
         self._forgotten = (0, 0)  # net counter and segment index forgotten below
         self._forget = (0, 0)    # ... asked for
         self._stale: list[int] = []  # bases to remove once a checkpoint names a newer one
+        self._swept = 0          # segments below this index are deleted from storage
 
     def apply(self, out: np.ndarray, now: int) -> None:
         """Apply the unit's output (at emission time ``now``) to the net output."""
@@ -178,19 +182,26 @@ class ActorOutput:
                                     self._forgotten))
 
     def committed(self) -> None:
-        """The checkpoint naming the current base is written: remove older bases."""
+        """The checkpoint naming the current base is written: remove older bases, and
+        the segments below both the base (a restart reads from it) and the index handed
+        on (the tail read them)."""
         for old in self._stale:
             if old and old != self.base:
                 self.store.delete(f"base-{old:06d}")
         self._stale.clear()
+        end = min(self.base, self._forgotten[1])
+        for i in range(self._swept, end):
+            self.store.delete(f"net-{i:06d}")
+        self._swept = max(self._swept, end)
 
     def state(self) -> dict[str, Any]:
         """Where the output stands on storage, for the checkpoint."""
-        return {"segments": self.segments, "base": self.base}
+        return {"segments": self.segments, "base": self.base, "swept": self._swept}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Back to a checkpoint's :meth:`state`: the base, then the segments after it."""
         self.segments, self.base = state["segments"], state["base"]
+        self._swept = state.get("swept", 0)  # a restart deletes what was left again
         base = read_base(self.store, self.base, self.net.dtype)
         self.net, self._late, self.handed = base.net, base.late, base.handed
         self._forgotten = self._forget = base.forgotten

@@ -39,7 +39,8 @@ def test_forgetting_and_restoring_keep_what_was_not_handed_on(tmp_path, seed):
     the counter and the segments written) and restores from storage at random points:
     the output holds exactly the reference net events from the counter on, its tally
     counts the rest, it holds the late events of the segments not handed on, a
-    restore gives back what the last checkpoint saved, and one base is kept."""
+    restore gives back what the last checkpoint saved, one base is kept, and storage
+    keeps exactly the segments that the base or the tail still needs."""
     rng = np.random.default_rng(seed)
     store = Store(str(tmp_path), f"s{seed}")
     out = ActorOutput(DTYPE, DTYPE, store)
@@ -85,6 +86,9 @@ def test_forgetting_and_restoring_keep_what_was_not_handed_on(tmp_path, seed):
             late = [r for i, r in sorted(late_by_segment.items()) if i >= forgotten]
             assert content(out.late()) == content(np.concatenate(late) if late else
                                                   np.zeros(0, DTYPE))
+            kept = sorted(int(f.base_name[4:]) for f in store.fs.get_file_info(_selector(store))
+                          if f.base_name.startswith("net-"))
+            assert kept == list(range(min(out.base, forgotten), out.segments))
     assert len([f for f in store.fs.get_file_info(_selector(store)) if
                 f.base_name.startswith("base-")]) <= 1
 

@@ -324,7 +324,8 @@ def test_detections_are_handed_on_as_they_become_final_and_the_actors_forget_the
         local_ray, crash_stream, tmp_path):
     """A paced run (~3 s) hands on what its checkpoints made final as it goes: before
     the end some, and with the end everything, each detection once; the actors drop
-    what was handed on, and the report still counts it."""
+    what was handed on (their output segments on storage too), and the report still
+    counts it."""
     graph, raw, reference = crash_stream
     got: list[Settled] = []
     runtime = RayRuntime(graph, batch_size=200, speed=6_000.0, checkpoint_uri=str(tmp_path),
@@ -342,6 +343,8 @@ def test_detections_are_handed_on_as_they_become_final_and_the_actors_forget_the
         want = np.unique(reference.net(name)["type"], return_counts=True)
         assert d.detected() == dict(zip(*(w.tolist() for w in want), strict=True)), name
         assert summary[name]["latency_mean_s"] > 0, name
+    actors = {path.parent for path in tmp_path.rglob("net-*")}
+    assert actors and all(not (a / "net-000000").exists() for a in actors)
 
 
 def test_late_events_are_handed_on_once_and_forgotten(local_ray, tmp_path):
