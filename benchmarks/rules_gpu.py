@@ -10,8 +10,15 @@ call, medians of interleaved repeats, composites compared between the engines); 
 are CPU time over GPU time. ``gpu`` launches a kernel for every step (the paper's
 engine: what the sweep reproduces); ``auto`` is the engine as deployed, which runs
 steps with less work than ``MIN_GPU_WORK`` on the CPU. ``restore_ms_*`` is a rollback
-by one batch, as a speculative ordering unit does it. The last line printed is one JSON
-object.
+by one batch, as a speculative ordering unit does it.
+
+R5 binds ``$x`` by equality, so the CPU engine looks each sequence's events up in the
+column's equality index and the GPU's full scan competes with a lookup. The *scan
+sweep* (``scan_sweep`` in the JSON line) measures the other kind of rule, one whose
+steps only a scan can check: ``SCAN``, selective inequalities between the elements
+(about one composite per 10,000 events at a 100k window). Its prefill holds no
+terminator (the C events of the first window are turned into A and B), so that filling
+the columns costs no scans. The last line printed is one JSON object.
 
 Without a GPU it prints one line saying so and exits with status 3 ("nothing measured"),
 so that a script running it can tell a skipped benchmark from a passed one (0) and from a
@@ -36,12 +43,20 @@ from specula.detectors.rules.cdp import CDPEngine
 
 NOTHING_MEASURED = 3
 SWEEP = (1_000, 2_000, 4_000, 10_000, 20_000, 50_000, 100_000)
+SCAN = ("define CE(att1: int, att2: int) from C() as c "
+        "and {sel} B(att > c.att + 49500) as b within {w} from c "
+        "and {sel} A(att < b.att - 49990) as a within {w} from b "
+        "where att1=c.att and att2=a.att")
+SCAN_SWEEP = (1_000, 10_000, 50_000, 100_000, 200_000)
 
 
-def engines_for(selection: str, window: int, reg, threads: int | None):
+def engines_for(selection: str, window: int, reg, threads: int | None, text: str = ""):
+    """CDP-GPU with every step on the device, as deployed (``auto``), and CDP-CPU, on
+    R5 or on ``text`` (a rule template with ``{sel}`` and ``{w}``)."""
     from specula.detectors.rules.cdp_gpu import GPUCDPEngine
+    from specula.detectors.rules.parser import parse_rule
 
-    r = rule(selection, window)
+    r = parse_rule(text.format(sel=selection, w=window)) if text else rule(selection, window)
     return {"gpu": lambda: GPUCDPEngine(r, reg, threads_per_block=threads, min_gpu_work=0),
             "auto": lambda: GPUCDPEngine(r, reg, threads_per_block=threads),
             "cdp": lambda: CDPEngine(r, reg)}
@@ -78,6 +93,8 @@ def main() -> int:
                    help="events also fed one per call (0: skip)")
     p.add_argument("--sweep", default=",".join(map(str, SWEEP)),
                    help="comma-separated windows of the sweep ('' to skip)")
+    p.add_argument("--scan-sweep", default=",".join(map(str, SCAN_SWEEP)),
+                   help="comma-separated windows of the scan rule's sweep ('' to skip)")
     p.add_argument("--threads", type=int, default=None, help="threads per block")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--simulator", action="store_true",
@@ -133,10 +150,41 @@ def main() -> int:
                 row[f"gpu_vs_cdp_{selection}"] = round(got["cdp_ms"] / got["gpu_ms"], 2)
             print(f"  window {w:>7,}: " + "  ".join(f"{k} {v}" for k, v in row.items()))
             result["sweep"][str(w)] = row
+    windows = [int(w) for w in args.scan_sweep.split(",") if w]
+    if windows:
+        result["scan_sweep"] = scan_sweep(reg, windows, 300 if args.quick else 1_000, args)
     result.update(events=n, repeat=args.repeat, window=window, batch=args.batch,
                   device=_device())
     print(json.dumps(result))
     return 0
+
+
+def scan_sweep(reg, windows: list[int], n: int, args: argparse.Namespace
+               ) -> dict[str, dict[str, float]]:
+    """CPU and GPU time per event of ``SCAN`` per window (the module's docstring)."""
+    print(f"scan rule sweep: {args.repeat} x {n:,} events after a prefill without "
+          "terminators")
+    for selection in SELECTIONS:  # compile the kernels of its steps
+        measure(engines_for(selection, 1_000, reg, args.threads, SCAN),
+                stream(reg, 1_200, seed=99), 1_000, 200, 1, args.batch, 0)
+    out: dict[str, dict[str, float]] = {}
+    for w in windows:
+        events = stream(reg, w + args.repeat * n, args.seed)
+        head = events[:w]
+        c = np.flatnonzero(head["type"] == reg.id("C"))
+        head["type"][c] = np.where(np.arange(len(c)) % 2 == 0, reg.id("A"), reg.id("B"))
+        row: dict[str, float] = {}
+        for selection in SELECTIONS:
+            engines = engines_for(selection, w, reg, args.threads, SCAN)
+            got = measure(engines, events, w, n, args.repeat, args.batch, 0)
+            for name in ("gpu", "auto", "cdp"):
+                row[f"{name}_{selection}"] = round(got[f"{name}_ms"], 5)
+            row[f"gpu_vs_cdp_{selection}"] = round(got["cdp_ms"] / got["gpu_ms"], 2)
+            row[f"auto_vs_cdp_{selection}"] = round(got["cdp_ms"] / got["auto_ms"], 2)
+            row[f"composites_{selection}"] = got["composites"]
+        print(f"  window {w:>7,}: " + "  ".join(f"{k} {v}" for k, v in row.items()))
+        out[str(w)] = row
+    return out
 
 
 def _device() -> str:

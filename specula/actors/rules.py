@@ -1,4 +1,4 @@
-"""Adding TESLA rules to a graph: rule detectors placed on GPU or CPU actors.
+"""Adding TESLA rules to a graph: rule detectors placed on CPU (or GPU) actors.
 
 The placement itself (cost per rule, heavy or simple, which rules share an actor) is
 :func:`specula.detectors.rules.placement.plan`; this module asks the Ray cluster how many
@@ -20,7 +20,8 @@ __all__ = ["add_rules"]
 def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mapping[str, float],
               gpus: float | None = None, alpha: float | str = 1.0,
               retraction: str = "on-demand", cpu_engine: str = "cdp",
-              rules_per_detector: int = 8, k0: int = 0) -> list[Placement]:
+              rules_per_detector: int = 8, heavy_engine: str = "cdp",
+              k0: int = 0) -> list[Placement]:
     """Add rules to ``graph`` as rule detectors placed by :func:`plan`.
 
     Parameters
@@ -30,10 +31,11 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
         converts windows with units.
     rules : str, Rule or iterable of Rule
         Rule text (parsed with ``parse_rules``) or rules.
-    rates, cpu_engine, rules_per_detector
+    rates, cpu_engine, rules_per_detector, heavy_engine
         As for :func:`plan`.
     gpus : float, optional
-        GPUs to plan for; default: :func:`specula.cluster.gpus_available`.
+        GPUs to plan for with ``heavy_engine="gpu"``; default:
+        :func:`specula.cluster.gpus_available`.
     alpha, retraction, k0
         Settings of every rule detector's ordering unit (see ``Graph.add``).
 
@@ -58,10 +60,10 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
 
     rules = as_rules(rules)
     if gpus is None:
-        gpus = gpus_available()
+        gpus = gpus_available() if heavy_engine == "gpu" else 0.0
     tps = graph.ticks_per_second
     placements = plan(rules, rates, gpus=gpus, ticks_per_second=tps, cpu_engine=cpu_engine,
-                      rules_per_detector=rules_per_detector)
+                      rules_per_detector=rules_per_detector, heavy_engine=heavy_engine)
     for engine in {p.engine for p in placements} - {"gpu"}:
         engine_class(engine)  # a CPU engine that cannot be imported fails here, not in a run
     for p in placements:

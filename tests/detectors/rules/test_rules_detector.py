@@ -187,9 +187,26 @@ def test_cost_grows_with_windows_and_rates_and_single_selection_is_cheaper():
         cost(big, {"A": 1.0})
 
 
+def test_plan_puts_heavy_rules_alone_on_the_cpu_engine_by_default_with_gpus_too(caplog):
+    """The CPU CDP engine measured faster than the GPU one on every rule shape
+    (``placement``'s docstring): by default a heavy rule gets a CDP detector of its
+    own, no GPU, and no warning."""
+    rules = parse_rules(PLACED)
+    with caplog.at_level(logging.WARNING, logger="specula.detectors.rules.placement"):
+        placements = plan(rules, RATES, gpus=1, cpu_engine="aip", rules_per_detector=2)
+    big = placements[0]
+    assert (big.name, [r.name for r in big.rules], big.engine, big.num_gpus) == (
+        "rules_cpu_Big", ["Big"], "cdp", 0.0)
+    assert all(p.num_gpus == 0 and p.engine == "aip" for p in placements[1:])
+    assert not caplog.messages
+    with pytest.raises(ValueError, match="heavy_engine must be 'cdp' or 'gpu', got 'aip'"):
+        plan(rules, RATES, gpus=1, heavy_engine="aip")
+
+
 def test_plan_puts_heavy_rules_on_gpus_and_packs_simple_ones():
     rules = parse_rules(PLACED)
-    placements = plan(rules, RATES, gpus=1, cpu_engine="aip", rules_per_detector=2)
+    placements = plan(rules, RATES, gpus=1, cpu_engine="aip", rules_per_detector=2,
+                      heavy_engine="gpu")
     summary = [(p.name, [r.name for r in p.rules], p.engine, p.num_gpus) for p in placements]
     assert summary[0] == ("rules_gpu_Big", ["Big"], "gpu", 1.0)
     packed = summary[1:]
@@ -201,7 +218,8 @@ def test_plan_puts_heavy_rules_on_gpus_and_packs_simple_ones():
     assert on_top == ["OnTop"]  # never with the rules whose composites it reads
     # two heavy rules and one GPU: half a GPU each
     two = [*rules, parse_rules(PLACED.replace("Big", "Big2"))[0]]
-    assert [p.num_gpus for p in plan(two, RATES, gpus=1)[:2]] == [0.5, 0.5]
+    assert [p.num_gpus for p in plan(two, RATES, gpus=1, heavy_engine="gpu")[:2]] == [
+        0.5, 0.5]
 
 
 def test_a_gpu_takes_at_most_max_rules_per_gpu_the_heaviest_first(caplog):
@@ -210,7 +228,7 @@ def test_a_gpu_takes_at_most_max_rules_per_gpu_the_heaviest_first(caplog):
                    for i in range(5))
     rules = parse_rules(text)
     with caplog.at_level(logging.WARNING, logger="specula.detectors.rules.placement"):
-        placements = plan(rules, RATES, gpus=1.5, max_rules_per_gpu=2)
+        placements = plan(rules, RATES, gpus=1.5, max_rules_per_gpu=2, heavy_engine="gpu")
     assert [(p.rules[0].name, p.engine, p.num_gpus) for p in placements] == [
         ("Big0", "cdp", 0.0), ("Big1", "cdp", 0.0), ("Big2", "gpu", 0.5),
         ("Big3", "gpu", 0.5), ("Big4", "gpu", 0.5)]
@@ -218,10 +236,10 @@ def test_a_gpu_takes_at_most_max_rules_per_gpu_the_heaviest_first(caplog):
                for m in caplog.messages) == 2
 
 
-def test_without_gpus_heavy_rules_fall_back_to_the_cpu_with_a_warning(caplog):
+def test_without_gpus_heavy_rules_asked_on_gpus_fall_back_to_the_cpu_with_a_warning(caplog):
     rules = parse_rules(PLACED)
     with caplog.at_level(logging.WARNING, logger="specula.detectors.rules.placement"):
-        placements = plan(rules, RATES, gpus=0)
+        placements = plan(rules, RATES, gpus=0, heavy_engine="gpu")
     assert (placements[0].name, placements[0].engine, placements[0].num_gpus) == (
         "rules_cpu_Big", "cdp", 0.0)
     assert any("Big" in m and "falls back to CDP on the CPU" in m for m in caplog.messages)
@@ -244,7 +262,8 @@ def test_a_gpu_placement_asks_ray_for_a_gpu():
     options; nothing is launched and the GPU engine is not imported."""
     reg = registry()
     g = Graph(reg, sources=("A", "B", "C", "D"))
-    placements = add_rules(g, PLACED, rates=RATES, gpus=1, cpu_engine="aip")
+    placements = add_rules(g, PLACED, rates=RATES, gpus=1, cpu_engine="aip",
+                           heavy_engine="gpu")
     gpu = next(p for p in placements if p.engine == "gpu")
     options = {i.node.name: actor_options(i) for i in g.instances()}
     assert options[gpu.name] == {"num_gpus": 1.0}
