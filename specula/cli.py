@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import math
 import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     """Run a graph defined in a Python module against a source, on Ray (embedded by
     default, ``--address`` to join a cluster) or in-process, and print the report."""
     graph, raw, made_with = _check_run(args)
-    if args.in_process:
+    if args.in_process:  # it orders the whole stream: a position log's batches joined
+        raw = raw if isinstance(raw, np.ndarray) else np.concatenate(list(raw))
         report = InProcessRuntime(graph).run(raw, registry=made_with)
     else:
         from specula.actors.ray_runtime import RayRuntime
@@ -98,14 +100,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_run(args: argparse.Namespace) -> tuple[Graph, np.ndarray, ev.TypeRegistry | None]:
+def _check_run(args: argparse.Namespace
+               ) -> tuple[Graph, np.ndarray | Iterator[np.ndarray], ev.TypeRegistry | None]:
     """Everything ``run`` needs before Ray starts: the graph and the raw events."""
     if args.in_process and args.address:
         raise UsageError("--address joins a Ray cluster; --in-process runs without Ray")
     if args.report:
         _check_writable_file(args.report, "--report")
     graph = _graph(args.graph, "MODULE:GRAPH")
-    return (graph, *_source(args.source, graph))
+    return (graph, *_source(args.source, graph, args.batch_size))
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -347,23 +350,21 @@ def _load(spec: str) -> Any:
                          f"{exc}") from None
 
 
-def _source(spec: str, graph: Graph) -> tuple[np.ndarray, ev.TypeRegistry | None]:
-    """Raw events from a DEBS 2013 position log (``.csv``, ``.csv.gz``), a ``.npy`` file, a
+def _source(spec: str, graph: Graph, batch_size: int
+            ) -> tuple[np.ndarray | Iterator[np.ndarray], ev.TypeRegistry | None]:
+    """Raw events from a DEBS 2013 position log (``.csv``, ``.csv.gz``: batches read as
+    the run goes, :func:`~specula.soccer.debs2013.read_batches`), a ``.npy`` file, a
     msgpack batch file (``encode_batch``), or a ``MODULE:FUNCTION`` returning an array of
     raw events (``ats`` sets arrival order), and the registry they were made with: the
     soccer registry for a position log, the one a msgpack file was encoded with (if
     any); None (the graph's) for the others."""
     path = Path(spec)
     if spec.endswith((".csv", ".csv.gz")) and path.exists():
-        from specula.soccer.debs2013 import read_all
+        from specula.soccer.debs2013 import read_batches
         from specula.soccer.types import soccer_registry
 
-        raw, quarantined = read_all(path)
-        for q in quarantined[:5]:
-            print(f"quarantined: {q}", file=sys.stderr)
-        if quarantined:
-            print(f"{len(quarantined)} bad records quarantined", file=sys.stderr)
-        return raw, soccer_registry()
+        tell = functools.partial(print, file=sys.stderr)
+        return read_batches(path, batch_size, tell=tell), soccer_registry()
     made_with = None
     try:
         if path.suffix == ".npy" and path.exists():

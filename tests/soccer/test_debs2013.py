@@ -23,6 +23,7 @@ from specula.soccer.debs2013 import (
     Quarantined,
     RefereeEvents,
     read_all,
+    read_batches,
     read_metadata,
     read_positions,
     read_referee_events,
@@ -114,6 +115,39 @@ def test_chunked_reading_equals_one_chunk(clean: np.ndarray) -> None:
     assert all(len(chunk.events) <= 97 for chunk in chunks)
     assert np.array_equal(np.concatenate([chunk.events for chunk in chunks]), clean)
     assert all(chunk.quarantine == [] for chunk in chunks)
+
+
+@pytest.mark.parametrize(("batch", "chunk"), [(300, 500), (7, 1_000_000), (5_000, 97)])
+def test_batches_for_a_run_split_the_chunks_and_set_the_origin(clean: np.ndarray, batch: int,
+                                                               chunk: int) -> None:
+    """``read_batches`` (what ``specula run`` feeds a log by): batches of at most
+    ``batch`` within chunks of ``chunk`` rows (a run holds one chunk, not the game),
+    the readings in file order with their origin at their arrival, after one empty
+    batch (a log without a valid line is an empty stream)."""
+    batches = list(read_batches(SAMPLE, batch, chunk_rows=chunk))
+    assert len(batches[0]) == 0 and all(0 < len(b) <= min(batch, chunk) for b in batches[1:])
+    per_chunk = [min(batch, chunk - i) for i in range(0, min(chunk, 2000), batch)]
+    if chunk < 2000 and batch < chunk:
+        assert [len(b) for b in batches[1:1 + len(per_chunk)]] == per_chunk
+    got = np.concatenate(batches)
+    want = clean.copy()
+    want["origin"] = want["ats"]
+    assert np.array_equal(got, want)
+
+
+def test_batches_tell_the_first_five_quarantined_lines_then_their_count(
+        sample_lines: list[bytes], tmp_path: Path) -> None:
+    bad = [_field(line, 1, b"oops") for line in sample_lines[:8]]
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"".join(bad + sample_lines[8:]))
+    told: list[str] = []
+    events = np.concatenate(list(read_batches(path, 500, tell=told.append, chunk_rows=3)))
+    assert len(events) == 1992 and len(told) == 6
+    assert all(t.startswith("quarantined: ") and "ts" in t for t in told[:5])
+    assert told[5] == "8 bad records quarantined"
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    assert [len(b) for b in read_batches(empty, 500, tell=told.append)] == [0]
 
 
 def test_file_objects_are_read(clean: np.ndarray) -> None:

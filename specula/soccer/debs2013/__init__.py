@@ -56,6 +56,7 @@ from specula.soccer.debs2013.positions import (
     Quarantined,
     position_dtype,
     read_all,
+    read_batches,
     read_positions,
     write_positions,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "kickoff_aligned",
     "position_dtype",
     "read_all",
+    "read_batches",
     "read_metadata",
     "read_positions",
     "read_referee_events",

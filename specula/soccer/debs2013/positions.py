@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
@@ -62,6 +62,7 @@ __all__ = [
     "Quarantined",
     "position_dtype",
     "read_all",
+    "read_batches",
     "read_positions",
     "write_positions",
 ]
@@ -221,6 +222,33 @@ def read_all(
     if not batches:
         return np.zeros(0, position_dtype()), quarantine
     return np.concatenate(batches), quarantine
+
+
+def read_batches(
+    path_or_file: PathLike | IO[bytes], batch_size: int, metadata: Metadata | None = None,
+    *, tell: Callable[[str], None] | None = None, chunk_rows: int = 1_000_000,
+) -> Iterator[np.ndarray]:
+    """A position file as raw events for a runtime, read a chunk at a time so that a
+    whole game need not fit in memory: the valid readings in file order (the arrival
+    order of a recorded log) in batches of at most ``batch_size``, each with its origin
+    set to its arrival.
+
+    ``tell`` gets the first five quarantined lines as they come, then (if any) how many
+    there were. A file without a valid line gives one empty batch.
+    """
+    bad = 0
+    yield np.zeros(0, position_dtype())
+    for chunk in read_positions(path_or_file, metadata, chunk_rows=chunk_rows):
+        if tell is not None:
+            for q in chunk.quarantine[:max(0, 5 - bad)]:
+                tell(f"quarantined: {q}")
+        bad += len(chunk.quarantine)
+        events = chunk.events
+        events["origin"] = events["ats"]
+        for i in range(0, len(events), batch_size):
+            yield events[i:i + batch_size]
+    if bad and tell is not None:
+        tell(f"{bad} bad records quarantined")
 
 
 def write_positions(path: PathLike, events: np.ndarray, *, newline: str = "\r\n") -> int:
