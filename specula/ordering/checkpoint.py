@@ -129,7 +129,9 @@ def _speculative_state(buf: SpeculativeBuffer) -> dict[str, Any]:
                           snap.seq, snap.origin])
         return index[id(snap)]
 
-    refs = np.array([ref(s) for s in buf._snaps.tolist()], np.int64)
+    refs = np.full(len(buf._snaps), -1, np.int64)
+    held = np.flatnonzero(np.not_equal(buf._snaps, None))  # most positions hold none
+    refs[held] = [ref(s) for s in buf._snaps[held].tolist()]
     return {"kind": "speculative", "rows": pack_array(buf._rows), "ts": pack_array(buf._ts),
             "tb": pack_array(buf._tb), "n_emitted": buf._n_emitted,
             "refs": pack_array(refs), "snaps": snaps, "last": ref(buf._last_snap)}
