@@ -25,8 +25,9 @@ column's equality index, and a step with predicates between elements runs on the
 engine's CPU copy of the columns. On R5 the GPU engine took 4 to 10 times the CPU's time
 at every window from 1,000 to 500,000 ticks (column sizes up to 166,667 events); on a
 rule of selective inequalities the two were within 10 % of each other from 1,000 to
-200,000 ticks. :data:`GPU_THRESHOLD` keeps its measured meaning: below it, a GPU never
-paid, even against the paper's scanning CPU engine.
+200,000 ticks. :data:`GPU_THRESHOLD` was measured when the CPU engine still scanned R5's
+columns (below ~33,000 events per column the GPU lost then); it now decides which rules
+get a detector of their own.
 """
 
 from __future__ import annotations
