@@ -462,9 +462,9 @@ class DetectorWorker:
         return first, self._senders[i:], self._alphas[i:], self._steps_base
 
     def _sample(self, wait_s: float) -> None:
-        s = self.unit.stats
-        if time.monotonic() - self._memory[0] >= _MEMORY_EVERY_S:
-            self._memory = (time.monotonic(), {
+        s, now = self.unit.stats, time.monotonic()
+        if now - self._memory[0] >= _MEMORY_EVERY_S:
+            self._memory = (now, {
                 "snapshot_kb": self.unit.memory.snapshot_bytes() // 1024, "rss_mb": rss_mb(),
                 "shm_mb": shared_mb()})
         self.series.append({

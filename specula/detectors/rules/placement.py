@@ -234,13 +234,11 @@ def plan(rules: Iterable[Rule], rates: Mapping[str, float], *, gpus: float,
         if id(r) in on_gpu:
             placements.append(Placement(f"rules_gpu_{r.name}", (r,), "gpu", max(share, 0.01)))
             continue
-        if heavy_engine == "cdp":
-            placements.append(Placement(f"rules_cpu_{r.name}", (r,), "cdp"))
-            continue
-        why = ("the cluster has no GPU" if room == 0 else
-               f"the GPUs already hold {room} heavier rules ({max_rules_per_gpu} per GPU)")
-        log.warning("rule %s is heavy (~%.0f events per column) but %s: it falls back to "
-                    "CDP on the CPU", r.name, costs[id(r)].events_per_column, why)
+        if heavy_engine == "gpu":  # asked for a GPU and got none
+            why = ("the cluster has no GPU" if room == 0 else
+                   f"the GPUs already hold {room} heavier rules ({max_rules_per_gpu} per GPU)")
+            log.warning("rule %s is heavy (~%.0f events per column) but %s: it falls back "
+                        "to CDP on the CPU", r.name, costs[id(r)].events_per_column, why)
         placements.append(Placement(f"rules_cpu_{r.name}", (r,), "cdp"))
     simple = [r for r in rules if costs[id(r)].events_per_column < threshold]
     order = {id(r): i for i, r in enumerate(rules)}
