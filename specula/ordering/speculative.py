@@ -432,8 +432,7 @@ class SpeculativeBuffer(Buffer):
         """Emit buffer positions [start, end) to the detector in as few batches as possible:
         a snapshot is taken in front of the first event that stays buffered (position
         ``keep_from`` or later) and, on a replay, wherever a recorded snapshot is replaced.
-        Each event with a snapshot in front goes to the detector on its own, the events
-        between them as one batch.
+        The events between two snapshots go to the detector as one batch.
 
         With ``stop_from``, from that position on each new snapshot is compared with the
         recorded one; returns the position where they were equal (the replay stops
@@ -456,8 +455,7 @@ class SpeculativeBuffer(Buffer):
                 stats.snapshots_shared += 1
             self._last_snap = snap
             self._snaps[p] = snap if p >= keep_from else None
-            self._emit_run(p, p + 1, now, replay)
-            i = p + 1
+            i = p
         if i < end:
             self._emit_run(i, end, now, replay)
         return None
