@@ -113,16 +113,17 @@ class Store:
     def _index(self, i: int, keys: np.ndarray) -> None:
         """Link the new events (keys of index ``i``) before :attr:`end` moves past them;
         rebuild the table for the live keys when it fills up."""
-        first = self.base + self.end
+        first, live_first = self.base + self.end, self.base + self.start
         link = self.link[i, self.end:self.end + len(keys)]
         slot_key, slot_pos, used = self.tables[i]
-        used = _ix.append(keys, first, link, slot_key, slot_pos, used)
+        used = _ix.append(keys, first, live_first, link, slot_key, slot_pos, used)
         if used < 0:
+            # one live event per live key links below the live part: its oldest
+            distinct = int(np.count_nonzero(self.link[i, self.start:self.end] < live_first))
+            capacity = 1 << max(6, int(4 * (distinct + len(keys)) - 1).bit_length())
             live = self.enc[self.indexed[i], self.start:self.end]
-            distinct = len(np.unique(live)) + len(keys)
-            capacity = 1 << max(6, int(4 * distinct - 1).bit_length())
-            slot_key, slot_pos, used = _ix.rebuild(live, self.base + self.start, capacity)
-            used = _ix.append(keys, first, link, slot_key, slot_pos, used)
+            slot_key, slot_pos, used = _ix.rebuild(live, live_first, capacity)
+            used = _ix.append(keys, first, live_first, link, slot_key, slot_pos, used)
         self.tables[i] = (slot_key, slot_pos, used)
 
     def drop_before(self, ts: int) -> int:

@@ -14,9 +14,13 @@ index makes the lookup cost the number of events with the key instead:
 
 Positions are *absolute*: the column's ``n``-th event ever appended has position ``n``,
 so dropping old events and compacting the arrays change no link. A chain is followed
-until it falls below the first live position; the table keeps entries of keys whose
-events were all dropped until it is rebuilt, which :func:`append` does when it is half
-full, sized for the live keys.
+until it falls below the first live position. A slot whose newest position is below the
+first live position holds a *dead* key (all its events were dropped): a new key takes
+the first dead slot on its probe path, so a stream over a bounded set of keys never
+fills the table. When the table is half full anyway, the column rebuilds it from the
+live keys (:func:`rebuild`), at most a quarter full: their number is that of the live
+events whose link falls below the first live position (the oldest live event of each
+key). No key is ever removed, so probing stays correct.
 """
 
 from __future__ import annotations
@@ -48,19 +52,31 @@ def _find(slot_key, slot_pos, key):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def append(keys, first, link, slot_key, slot_pos, used):  # pragma: no cover - jit
+def append(keys, first, live, link, slot_key, slot_pos, used):  # pragma: no cover - jit
     """Index events of absolute positions ``first, first + 1, ...`` with ``keys``:
-    fill ``link`` (one entry per key) and point the table at them. Returns the number
-    of used slots, or -1 as soon as the table is half full (the caller rebuilds it
-    larger and appends again)."""
+    fill ``link`` (one entry per key) and point the table at them. ``live`` is the
+    first live position: a new key takes the first dead slot on its probe path, else an
+    empty one. Returns the number of non-empty slots, or -1 as soon as the table is
+    half full (the caller rebuilds it and appends again)."""
+    mask = slot_key.shape[0] - 1
     half = slot_key.shape[0] >> 1
     for i in range(keys.shape[0]):
-        h = _find(slot_key, slot_pos, keys[i])
-        if slot_pos[h] == -1:
-            if used >= half:
+        key = keys[i]
+        h = _slot(slot_key, key)
+        dead = -1
+        while slot_pos[h] != -1 and slot_key[h] != key:
+            if dead < 0 and slot_pos[h] < live:
+                dead = h
+            h = (h + 1) & mask
+        if slot_pos[h] == -1:  # a new key
+            if dead >= 0:
+                h = dead
+            elif used >= half:
                 return -1
-            used += 1
-            slot_key[h] = keys[i]
+            else:
+                used += 1
+            slot_key[h] = key
+            slot_pos[h] = -1
         link[i] = slot_pos[h]
         slot_pos[h] = first + i
     return used
@@ -72,7 +88,7 @@ def rebuild(keys: np.ndarray, first: int, capacity: int) -> tuple[np.ndarray, np
     number of slots it uses. Their links stand: only the table is made anew."""
     slot_key = np.zeros(capacity, np.int64)
     slot_pos = np.full(capacity, -1, np.int64)
-    used = append(keys, first, np.empty(len(keys), np.int64), slot_key, slot_pos, 0)
+    used = append(keys, first, first, np.empty(len(keys), np.int64), slot_key, slot_pos, 0)
     return slot_key, slot_pos, used
 
 
