@@ -22,8 +22,9 @@ events one at a time, so ``--single`` more events are also fed one per call, whi
 the per-call cost of NumPy and Python (``*_single`` keys; ``*_single_vs_batch_*``:
 one event per call over batches, per event). Every measurement is repeated
 ``--repeat`` times on consecutive parts of the stream, the engines interleaved, and the
-median is reported; ratios are AIP time over CDP time. The last line printed is one JSON
-object.
+median is reported; ratios are AIP time over CDP time. ``*_slowest_batch_ms_*`` is the
+longest single batch over the repeats: the stall a detector's latency sees when a column
+grows, compacts or rebuilds its index. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -79,19 +80,22 @@ def stream(reg: TypeRegistry, n: int, seed: int) -> np.ndarray:
     return out
 
 
-def feed(engine: Any, events: np.ndarray, batch: int) -> tuple[float, list[tuple]]:
-    """Seconds to process ``events`` in batches, and the composites produced."""
+def feed(engine: Any, events: np.ndarray, batch: int) -> tuple[float, list[tuple], float]:
+    """Seconds to process ``events`` in batches, the composites produced, and the
+    seconds of the slowest batch."""
     out: list[tuple] = []
-    elapsed = 0.0
+    elapsed = slowest = 0.0
     for i in range(0, len(events), batch):
         part = events[i:i + batch]
         t0 = time.perf_counter()
         matches = engine.process(part)
-        elapsed += time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        elapsed += took
+        slowest = max(slowest, took)
         kept, columns = compose(engine.rule, matches)
         ts = matches.elements[0]["ts"][kept]
         out += list(zip(ts.tolist(), *(c.tolist() for c in columns.values()), strict=True))
-    return elapsed, out
+    return elapsed, out, slowest
 
 
 def measure(engines: dict[str, Callable[[], Any]], events: np.ndarray, window: int, n: int,
@@ -102,23 +106,26 @@ def measure(engines: dict[str, Callable[[], Any]], events: np.ndarray, window: i
     for engine in built.values():
         feed(engine, events[:window], max(batch, 10_000))
     times: dict[str, list[float]] = {name: [] for name in built}
+    slowest = dict.fromkeys(built, 0.0)
     composites = 0
     for r in range(repeat):
         part = events[window + r * n:window + (r + 1) * n]
         outputs = {}
         for name, engine in built.items():
-            seconds, outputs[name] = feed(engine, part, batch)
+            seconds, outputs[name], worst = feed(engine, part, batch)
             times[name].append(seconds / n * 1e3)
+            slowest[name] = max(slowest[name], worst * 1e3)
         first, *others = outputs.values()
         assert all(o == first for o in others), "the engines disagree"
         composites += len(first)
     result: dict[str, Any] = {f"{name}_ms": statistics.median(v) for name, v in times.items()}
+    result.update({f"{name}_slowest_batch_ms": v for name, v in slowest.items()})
     result["composites"] = composites
     if single:
         part = events[window + repeat * n:window + repeat * n + single]
         outputs = {}
         for name, engine in built.items():
-            seconds, outputs[name] = feed(engine, part, 1)
+            seconds, outputs[name], _ = feed(engine, part, 1)
             result[f"{name}_single_ms"] = seconds / single * 1e3
         first, *others = outputs.values()
         assert all(o == first for o in others), "the engines disagree"
@@ -152,9 +159,13 @@ def compare(got: dict[str, Any], selection: str, slow: tuple[str, str],
     print(f"  {selection:<5} {s_label} {slow_ms:.4f} ms/event  {f_label} {fast_ms:.4f} "
           f"ms/event  {f_label} {slow_ms / fast_ms:.2f}x faster  "
           f"({got['composites']} composites)")
+    print(f"  {selection:<5} slowest batch: {s_label} {got[f'{s}_slowest_batch_ms']:.2f} ms  "
+          f"{f_label} {got[f'{f}_slowest_batch_ms']:.2f} ms")
     out = {f"{s}_ms_per_event_{selection}": round(slow_ms, 5),
            f"{f}_ms_per_event_{selection}": round(fast_ms, 5),
-           f"{f}_vs_{s}_{selection}": round(slow_ms / fast_ms, 2)}
+           f"{f}_vs_{s}_{selection}": round(slow_ms / fast_ms, 2),
+           f"{s}_slowest_batch_ms_{selection}": round(got[f"{s}_slowest_batch_ms"], 2),
+           f"{f}_slowest_batch_ms_{selection}": round(got[f"{f}_slowest_batch_ms"], 2)}
     if single:
         slow1, fast1 = got[f"{s}_single_ms"], got[f"{f}_single_ms"]
         print(f"  {selection:<5} one event per call: {s_label} {slow1:.4f} ms  {f_label} "
