@@ -15,14 +15,20 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/specula replay
 
+# Tests run on TEST_WORKERS pytest-xdist workers, a module per worker at a time (its
+# fixtures start Ray or Spark once): most of a Ray or Spark test is waiting for processes
+# to start, which two workers overlap even on two cores.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
+
 test: $(STAMP)
 	$(BIN)/ruff check specula tests benchmarks
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 # the inner loop: everything but Spark, Ray and whole generated matches (under 2 minutes)
 test-quick: $(STAMP)
 	$(BIN)/ruff check specula tests benchmarks
-	$(BIN)/python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ordering.py --quick
