@@ -5,7 +5,8 @@ Layout of ``out`` after :func:`persist` (``quarantine`` and ``arrival`` are writ
 
     complex/event_type=<type>/   net complex events: retractions applied, updates resolved
     emissions/event_type=<type>/ every emission in the order received, with its flags
-                                 (1 retraction, 2 update) -- the raw log of the run
+                                 (1 retraction, 2 update) -- the raw log of the run;
+                                 retractions (they name no type) under ``retraction``
     late/event_type=<type>/      events that arrived behind a unit's purge horizon
     metrics/                     alpha, busy factor and per-batch counters over time
     summary.json                 the run summary (also printed by ``specula replay``)
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specula import events as ev
 from specula.actors.report import RunReport
 from specula.events import TypeRegistry
 
@@ -128,7 +130,7 @@ def events_table(per_detector: dict[str, np.ndarray], registry: TypeRegistry
     columns: dict[str, Any] = {
         "detector": np.concatenate([np.full(len(b), d, dtype=object) for d, b in batches]
                                    or [np.empty(0, object)]),
-        "event_type": np.concatenate([type_names[b["type"]] for _, b in batches]
+        "event_type": np.concatenate([_event_types(b, type_names) for _, b in batches]
                                      or [np.empty(0, object)]),
     }
     strings = {f for t in registry.types() for f in t.strings}
@@ -143,6 +145,20 @@ def events_table(per_detector: dict[str, np.ndarray], registry: TypeRegistry
             columns[name] = values
             schema.append(f"{name} {_SPARK_TYPES[dtype.str[1:]]}")
     return pd.DataFrame(columns), ", ".join(schema)
+
+
+def _event_types(batch: np.ndarray, type_names: np.ndarray) -> np.ndarray:
+    """Each row's type name. A retraction names no type (it withdraws a range of its
+    producer's counters): it is named ``retraction``, so that no partition of a table is
+    left without a name (Spark would write it as a null partition, which readers of
+    the whole table, pyarrow among them, cannot merge with the named ones)."""
+    names = type_names[batch["type"]]
+    untyped = batch["type"] == 0
+    if untyped.any():
+        names = names.copy()
+        kind = np.where(batch["flags"][untyped] & ev.PROGRESS, "progress", "retraction")
+        names[untyped] = kind
+    return names
 
 
 _SPARK_TYPES = {"i8": "long", "i4": "int", "i2": "short", "i1": "byte", "u1": "short",

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specula import events as ev
 from specula.pipelines.spark_store import events_table
 from specula.soccer.types import soccer_registry
 
@@ -48,3 +49,14 @@ def test_any_mix_of_types_keeps_every_integer(types, n, seed):
         rows = table.iloc[start:start + len(batch)]
         for name in batch.dtype.names:
             assert rows[name].tolist() == batch[name].tolist(), name
+
+
+def test_a_retraction_is_named_after_its_kind():
+    """A retraction carries no type: its ``event_type`` says what it is, never the empty
+    name Spark would write as a null partition (which pyarrow cannot read back beside
+    the named ones)."""
+    hits = np.zeros(3, REG.dtype(["hit"]))
+    hits["type"] = [REG.id("hit"), 0, 0]
+    hits["flags"] = [0, ev.RETRACTION, ev.PROGRESS]
+    table, _ = events_table({"hits": hits}, REG)
+    assert table["event_type"].tolist() == ["hit", "retraction", "progress"]
