@@ -129,7 +129,6 @@ def test_a_memory_limit_holds_on_ray_and_the_report_says_so(local_ray):
     assert "batch.snapshot_kb" in series
 
 
-@pytest.mark.serial  # wall-clock rates: alone on the machine
 def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray):
     """An actor that takes 0.4 ms per event (2,500 events/s) gets 4,000 events/s for
     3 s: unshed its queue would grow to ~4,500 events, 1.8 s of waiting. With RI and a
@@ -166,7 +165,6 @@ def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray):
         report.summary()["detectors"]))
 
 
-@pytest.mark.serial  # wall-clock rates: alone on the machine
 def test_overloaded_espice_window_detector_keeps_its_bound_on_ray(local_ray):
     """eSPICE end to end on Ray: a window operator (a striker's event opens a window of 40
     events, ``any(2, DF1..DF6)``) that takes 0.4 ms per (event, window) pair, ~1.2 pairs

@@ -21,10 +21,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from processes import this_worker
 
 from specula.actors.inprocess import InProcessRuntime
-from specula.cluster.spark import stray_processes as all_strays
+from specula.cluster.spark import stray_processes
 from specula.pipelines.arrival import arrival_batches
 from specula.soccer.debs2013 import RECORDING_PS, position_dtype, read_all, write_positions
 from specula.soccer.graph import DETECTORS, QUERIES, soccer_graph
@@ -44,11 +43,6 @@ def _run(args: list[str], *, env: dict[str, str] | None = None, timeout: float =
          ) -> subprocess.CompletedProcess:
     return subprocess.run([*SPECULA, *args], capture_output=True, text=True, timeout=timeout,
                           env=env, check=False)
-
-
-def stray_processes() -> list[str]:
-    """The Ray and Spark processes of this test worker (:mod:`processes`)."""
-    return this_worker(all_strays())
 
 
 def _assert_no_strays(before: set[str]) -> None:
