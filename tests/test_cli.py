@@ -189,3 +189,34 @@ def test_replay_referee_is_checked_before_anything_starts(capsys, tmp_path):
         "game-interruption" in err
     assert main(["replay", log, "--referee", str(DEBS / "referee-events"), "--in-process"],
                 start=False) == 0
+
+
+@pytest.mark.slow  # embedded Ray
+def test_run_on_ray_streams_a_position_log_with_the_in_process_answer(tmp_path, monkeypatch):
+    """``specula run`` on Ray hands a DEBS 2013 log to the runtime a batch at a time as
+    it reads it (``read_batches``); the in-process run joins the batches first. Both
+    detect the same events, and nothing is late."""
+    from specula.soccer.debs2013 import write_positions
+    from specula.soccer.match import generate_match
+
+    match = generate_match(10.0, profile="debs2013", seed=2)
+    write_positions(tmp_path / "match.csv", match.events, newline="\n")
+    (tmp_path / "ball_cli.py").write_text(
+        "from specula import Graph\n"
+        "from specula.soccer.ball import AccelerationPeak, BallInPlay\n"
+        "from specula.soccer.types import SOURCES, soccer_registry\n"
+        "graph = Graph(soccer_registry(), sources=SOURCES)\n"
+        "graph.add('ball_in_play', BallInPlay(), alpha=1.0)\n"
+        "graph.add('acceleration_peak', AccelerationPeak(), alpha=1.0)\n")
+    monkeypatch.chdir(tmp_path)
+    summaries = {}
+    for where in ("ray", "in_process"):
+        args = ["run", "ball_cli:graph", "--source", "match.csv", "--batch-size", "2000",
+                "--report", f"{where}.json"]
+        assert main([*args, "--in-process"] if where == "in_process" else args) == 0
+        summaries[where] = json.loads((tmp_path / f"{where}.json").read_text())["summary"]
+    counts = {where: {name: (d["net_events"], d["late"]) for name, d in s["detectors"].items()}
+              for where, s in summaries.items()}
+    assert counts["ray"] == counts["in_process"]
+    assert sum(net for net, _ in counts["ray"].values()) > 5
+    assert not any(late for _, late in counts["ray"].values())
