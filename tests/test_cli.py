@@ -192,10 +192,15 @@ def test_replay_referee_is_checked_before_anything_starts(capsys, tmp_path):
 
 
 @pytest.mark.slow  # embedded Ray
-def test_run_on_ray_streams_a_position_log_with_the_in_process_answer(tmp_path, monkeypatch):
+def test_run_on_ray_streams_a_position_log_with_the_in_process_answer(tmp_path):
     """``specula run`` on Ray hands a DEBS 2013 log to the runtime a batch at a time as
     it reads it (``read_batches``); the in-process run joins the batches first. Both
-    detect the same events, and nothing is late."""
+    detect the same events, and nothing is late. Each runs as its own ``specula``
+    process, as a user starts it."""
+    import os
+    import subprocess
+    import sys
+
     from specula.soccer.debs2013 import write_positions
     from specula.soccer.match import generate_match
 
@@ -208,12 +213,15 @@ def test_run_on_ray_streams_a_position_log_with_the_in_process_answer(tmp_path, 
         "graph = Graph(soccer_registry(), sources=SOURCES)\n"
         "graph.add('ball_in_play', BallInPlay(), alpha=1.0)\n"
         "graph.add('acceleration_peak', AccelerationPeak(), alpha=1.0)\n")
-    monkeypatch.chdir(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     summaries = {}
     for where in ("ray", "in_process"):
-        args = ["run", "ball_cli:graph", "--source", "match.csv", "--batch-size", "2000",
-                "--report", f"{where}.json"]
-        assert main([*args, "--in-process"] if where == "in_process" else args) == 0
+        args = [sys.executable, "-m", "specula.cli", "run", "ball_cli:graph", "--source",
+                "match.csv", "--batch-size", "2000", "--report", f"{where}.json"]
+        done = subprocess.run([*args, "--in-process"] if where == "in_process" else args,
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
         summaries[where] = json.loads((tmp_path / f"{where}.json").read_text())["summary"]
     counts = {where: {name: (d["net_events"], d["late"]) for name, d in s["detectors"].items()}
               for where, s in summaries.items()}
