@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -197,10 +200,6 @@ def test_run_on_ray_streams_a_position_log_with_the_in_process_answer(tmp_path):
     it reads it (``read_batches``); the in-process run joins the batches first. Both
     detect the same events, and nothing is late. Each runs as its own ``specula``
     process, as a user starts it."""
-    import os
-    import subprocess
-    import sys
-
     from specula.soccer.debs2013 import write_positions
     from specula.soccer.match import generate_match
 
