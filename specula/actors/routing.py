@@ -37,6 +37,11 @@ class Router:
                      **{n.name: set(n.outputs) for n in graph.nodes.values()}}
         self._hears = {(n.name, source): bool(set(n.inputs) & types)
                        for n in graph.nodes.values() for source, types in published.items()}
+        # a detector publishes only its outputs and control messages: a node that takes
+        # all of them takes every batch whole (raw events may carry any type: checked)
+        self._whole = {(n.name, source): types <= set(n.inputs)
+                       for n in graph.nodes.values() for source, types in published.items()
+                       if source is not None}
 
     def hears(self, node: str, source: str | None) -> bool:
         """Does ``node`` subscribe to anything ``source`` (None: raw) publishes?"""
@@ -46,6 +51,8 @@ class Router:
         """The part of ``batch`` that ``node`` subscribes to."""
         if not self.hears(node, source):
             return batch[:0]
+        if source is not None and self._whole[node, source]:
+            return batch
         keep = np.take(self._wanted[node], batch["type"], mode="clip")
         if source is not None:
             keep |= (batch["flags"] & _BROADCAST) > 0
