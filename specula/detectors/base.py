@@ -85,3 +85,15 @@ class Detector:
         """Return to a state produced by :meth:`snapshot`."""
         self.__dict__.clear()
         self.__dict__.update(pickle.loads(state))
+
+
+def type_ids(type_names: Sequence[str], *names: str) -> tuple[int, ...]:
+    """The type ids of ``names`` in ``type_names`` (what :meth:`Detector.on_batch`
+    gets), -1 for a name it lacks: compare ``events["type"]`` with them instead of
+    mapping every row to its name.
+
+    >>> type_ids(["", "ball", "player"], "player", "ball", "goal")
+    (2, 1, -1)
+    """
+    index = {name: i for i, name in enumerate(type_names)}
+    return tuple(index.get(name, -1) for name in names)

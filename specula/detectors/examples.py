@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.detectors import Detector, Emitter, EventView
+from specula.detectors import Detector, Emitter, EventView, type_ids
 
 
 class ANotBC(Detector):
@@ -71,16 +71,17 @@ class ANotBCBatch(ANotBC):
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         none = -2  # no such event; -1 is the pending A carried in from the previous batch
-        kind = np.asarray(type_names, dtype=object)[events["type"]]
+        types = events["type"]
+        type_a, type_b, type_c = type_ids(type_names, "A", "B", "C")
         idx = np.arange(len(events))
         ts = events["ts"]
-        last_a = np.maximum.accumulate(np.where(kind == "A", idx, none))
+        last_a = np.maximum.accumulate(np.where(types == type_a, idx, none))
         if self.armed_at >= 0:
             last_a = np.maximum(last_a, -1)
-        last_b = np.maximum.accumulate(np.where(kind == "B", idx, none))
-        last_c = np.maximum.accumulate(np.where(kind == "C", idx, none))
+        last_b = np.maximum.accumulate(np.where(types == type_b, idx, none))
+        last_c = np.maximum.accumulate(np.where(types == type_c, idx, none))
         prev_c = np.concatenate(([none], last_c[:-1]))
-        fires = (kind == "C") & (last_a > np.maximum(last_b, prev_c))
+        fires = (types == type_c) & (last_a > np.maximum(last_b, prev_c))
         if fires.any():
             a = last_a[fires]
             a_ts = np.where(a >= 0, ts[np.maximum(a, 0)], self.armed_at)

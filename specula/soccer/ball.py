@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.detectors import Detector, Emitter
+from specula.detectors import Detector, Emitter, type_ids
 from specula.soccer import _kernels
 from specula.soccer.geometry import KICK_ACCELERATION, in_pitch
 
@@ -54,20 +54,21 @@ class BallInPlay(Detector):
         self.last_xy = np.zeros((0, 2), np.int64)  # each ball's last position
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        kind = np.asarray(type_names, dtype=object)[events["type"]]
-        balls = np.flatnonzero(kind == "ball")
+        types = events["type"]
+        ball, begin = type_ids(type_names, "ball", "interruption_begin")
+        balls = np.flatnonzero(types == ball)
         for sid in np.unique(events["key"][balls]).tolist():
             if sid not in self.slots:
                 self.slots[sid] = len(self.slots)
                 self.seen = np.append(self.seen, False)
                 self.was_inside = np.append(self.was_inside, False)
                 self.last_xy = np.concatenate([self.last_xy, np.zeros((1, 2), np.int64)])
-        marks = np.flatnonzero(kind != "ball").tolist()
+        marks = np.flatnonzero(types != ball).tolist()
         start = 0
         for m in [*marks, len(events)]:
             self._readings(events, balls[(balls >= start) & (balls < m)], emit)
             if m < len(events):
-                self._referee(events, m, kind[m] == "interruption_begin", emit)
+                self._referee(events, m, types[m] == begin, emit)
             start = m + 1
 
     def _readings(self, events: np.ndarray, rows: np.ndarray, emit: Emitter) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.detectors import Detector, Emitter, EventView
+from specula.detectors import Detector, Emitter, EventView, type_ids
 from specula.soccer.geometry import PS
 
 
@@ -35,10 +35,11 @@ class PlayerHitsBall(Detector):
         self.closest: int | None = None  # the near player whose foot is the closest
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        kind = np.asarray(type_names, dtype=object)[events["type"]]
-        for i in np.flatnonzero(kind != "ball").tolist():
+        types = events["type"]
+        (ball,) = type_ids(type_names, "ball")
+        for i in np.flatnonzero(types != ball).tolist():
             emit.at(i)
-            self.on_event(EventView(events[i], kind[i]), emit)
+            self.on_event(EventView(events[i], type_names[types[i]]), emit)
 
     def on_event(self, event: EventView, emit: Emitter) -> None:
         if event.type == "near":

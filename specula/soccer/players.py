@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.detectors import Detector, Emitter
+from specula.detectors import Detector, Emitter, type_ids
 from specula.soccer import _kernels
 from specula.soccer.geometry import INTENSITY_KMH, NEAR_FOOT_MM, SENSOR_STALE_PS
+
+_INTENSITY_KMH = np.array(INTENSITY_KMH)
 
 
 class RunningIntensity(Detector):
@@ -25,19 +27,24 @@ class RunningIntensity(Detector):
         legs = np.flatnonzero(events["limb"] == 0)
         if not len(legs):
             return
-        kmh = events["v"][legs] * 3.6e-6
-        level = np.searchsorted(np.array(INTENSITY_KMH), kmh, side="right")
+        # by player, in time order within each player: the order the changes are emitted
         players = events["player"][legs]
-        for p in np.unique(players).tolist():
-            sel = np.flatnonzero(players == p)
-            lv = level[sel]
-            before = np.concatenate(([self.level.get(p, -1)], lv[:-1]))
-            at = legs[sel[lv != before]]
-            self.level[p] = int(lv[-1])
-            if len(at):
-                emit.many("intensity", ts=events["ts"][at], key=p, cause=at, player=p,
-                          team=events["team"][at], speed=events["v"][at] // 1000,
-                          level=level[sel[lv != before]])
+        order = np.argsort(players, kind="stable")
+        legs, players = legs[order], players[order]
+        level = np.searchsorted(_INTENSITY_KMH, events["v"][legs] * 3.6e-6, side="right")
+        starts = np.flatnonzero(np.diff(players, prepend=players[0] - 1))
+        firsts = players[starts].tolist()
+        before = np.empty_like(level)
+        before[1:] = level[:-1]
+        before[starts] = [self.level.get(p, -1) for p in firsts]
+        ends = np.append(starts[1:], len(legs)) - 1
+        self.level.update(zip(firsts, level[ends].tolist(), strict=True))
+        changed = np.flatnonzero(level != before)
+        if len(changed):
+            at = legs[changed]
+            emit.many("intensity", ts=events["ts"][at], key=players[changed], cause=at,
+                      player=players[changed], team=events["team"][at],
+                      speed=events["v"][at] // 1000, level=level[changed])
 
 
 class BallNearFoot(Detector):
@@ -76,12 +83,13 @@ class BallNearFoot(Detector):
         self.closest = np.full(1, -1, np.int64)  # the near player closest to the ball
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        kind = np.asarray(type_names, dtype=object)[events["type"]]
-        is_ball = kind == "ball"
-        self._learn_feet(events, kind)
-        active, release = self._active(events, kind, is_ball)
-        slots = np.array([self.foot_slot.get(s, -1) for s in events["key"].tolist()], np.int64)
-        slots[kind != "player"] = -1
+        types = events["type"]
+        ball, player, ball_in, ball_out = type_ids(type_names, "ball", "player", "ball_in",
+                                                   "ball_out")
+        is_ball, is_player = types == ball, types == player
+        self._learn_feet(events, is_player)
+        active, release = self._active(events, types == ball_in, types == ball_out, is_ball)
+        slots = self._slots(events["key"], is_player)
         changes = _kernels.near_foot(
             is_ball, active, release, slots, events["ts"], events["x"], events["y"],
             events["z"], self.foot_xyz, self.foot_ts, self.foot_player, self.near,
@@ -96,8 +104,8 @@ class BallNearFoot(Detector):
                           team=np.array([self.foot_team[p] for p in player[sel].tolist()]),
                           ball=events["key"][idx[sel]], dist=dist[sel], **extra)
 
-    def _learn_feet(self, events: np.ndarray, kind: np.ndarray) -> None:
-        feet = np.flatnonzero((kind == "player") & (events["limb"] <= 1))
+    def _learn_feet(self, events: np.ndarray, is_player: np.ndarray) -> None:
+        feet = np.flatnonzero(is_player & (events["limb"] <= 1))
         new = [i for i in np.unique(events["key"][feet], return_index=True)[1].tolist()
                if int(events["key"][feet[i]]) not in self.foot_slot]
         for i in new:
@@ -113,18 +121,32 @@ class BallNearFoot(Detector):
         if n_players > len(self.near):
             self.near = np.concatenate([self.near, np.zeros(n_players - len(self.near), bool)])
 
-    def _active(self, events: np.ndarray, kind: np.ndarray,
+    def _slots(self, keys: np.ndarray, is_player: np.ndarray) -> np.ndarray:
+        """Per row: the foot slot of a player sensor's reading, -1 for any other row."""
+        slots = np.full(len(keys), -1, np.int64)
+        rows = np.flatnonzero(is_player)
+        if len(rows) and self.foot_slot:
+            known = np.fromiter(self.foot_slot, np.int64, len(self.foot_slot))
+            order = np.argsort(known)
+            known = known[order]
+            at = np.minimum(np.searchsorted(known, keys[rows]), len(known) - 1)
+            hit = known[at] == keys[rows]
+            slot_of = np.fromiter(self.foot_slot.values(), np.int64, len(self.foot_slot))
+            slots[rows[hit]] = slot_of[order][at[hit]]
+        return slots
+
+    def _active(self, events: np.ndarray, is_in: np.ndarray, is_out: np.ndarray,
                 is_ball: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row: is it a reading of the ball in play (the last ``ball_in`` before it,
         in this batch or before, named its ball, and no ``ball_out`` of that ball came
         since), and does it change the ball in play (a ``ball_in`` of another ball, or
         the ``ball_out`` of the ball in play)?"""
-        flips = np.flatnonzero((kind == "ball_in") | (kind == "ball_out"))
+        flips = np.flatnonzero(is_in | is_out)
         release = np.zeros(len(events), bool)
         state = [self.in_play]
         for i in flips.tolist():
             key = int(events["key"][i])
-            if kind[i] == "ball_in":
+            if is_in[i]:
                 state.append(key)
             else:
                 state.append(-1 if key == state[-1] else state[-1])

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.detectors import Emitter
+from specula.detectors import Emitter, type_ids
 from specula.soccer import _motion
 from specula.soccer._windows import SecondSums, _Aggregate
 from specula.soccer.geometry import (
@@ -342,22 +342,23 @@ class PossessionStats(_Aggregate):
         self.sums = SecondSums(2, max(self.windows_s))
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        kind = np.asarray(type_names, dtype=object)[events["type"]]
+        types = events["type"]
+        ball, hit = type_ids(type_names, "ball", "hit")
         ts = events["ts"]
         if self.second < 0:
             self.second = int(ts[0] // PS)
         seconds = ts // PS
         crossing = np.flatnonzero(seconds > np.maximum.accumulate(
             np.concatenate([[self.second], seconds[:-1]])))
-        plays = np.flatnonzero(kind != "ball")
+        plays = np.flatnonzero(types != ball)
         for i in np.union1d(crossing, plays).tolist():
             for b in range(self.second + 1, int(seconds[i]) + 1):
                 self.sums.close(b)
                 self._report(b, b * PS, i, emit)
                 self.second = b
-            if kind[i] == "hit":
+            if types[i] == hit:
                 self._hit(int(ts[i]), int(events["player"][i]), int(events["team"][i]))
-            elif kind[i] != "ball":
+            elif types[i] != ball:
                 self.holder = -1
         self.last_ts = int(ts[-1])
 

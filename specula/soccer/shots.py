@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.detectors import Detector, Emitter, EventView
+from specula.detectors import Detector, Emitter, EventView, type_ids
 from specula.soccer.geometry import (
     BALL_DRAG_PER_M,
     GOALS,
@@ -98,31 +98,33 @@ class ShotOnGoal(Detector):
         return (0, 1)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        kind = np.asarray(type_names, dtype=object)[events["type"]]
-        marks = np.flatnonzero(kind != "ball").tolist()
+        types = events["type"]
+        ball, side = type_ids(type_names, "ball", "side")
+        is_ball = types == ball
+        marks = np.flatnonzero(~is_ball).tolist()
         bounds = [*marks, len(events)]
-        self._ball(events, kind, 0, bounds[0], emit)
+        self._ball(events, is_ball, 0, bounds[0], emit)
         for m, end in zip(marks, bounds[1:], strict=True):
             r = events[m]
-            if kind[m] == "side":
+            if types[m] == side:
                 self.defends[int(r["team"])] = int(r["goal"])
             else:
                 self.open = (int(r["ts"]), int(r["player"]), int(r["team"]), int(r["ball"]))
                 self.flying = None
-            self._ball(events, kind, m + 1, end, emit)
+            self._ball(events, is_ball, m + 1, end, emit)
 
-    def _ball(self, events: np.ndarray, kind: np.ndarray, start: int, end: int,
+    def _ball(self, events: np.ndarray, is_ball: np.ndarray, start: int, end: int,
               emit: Emitter) -> None:
         """Ball readings ``start:end`` (between two hit or side events): judge the open
         hit, then report the flight of the shot."""
         if start >= end:
             return
-        shown = self._judge(events, kind, start, end, emit)
+        shown = self._judge(events, is_ball, start, end, emit)
         if self.flying is None:
             return
         ball, player, team, until = self.flying
         seg = np.arange(start if shown is None else shown, end)
-        seg = seg[(kind[seg] == "ball") & (events["key"][seg] == ball)]
+        seg = seg[is_ball[seg] & (events["key"][seg] == ball)]
         e = events[seg]
         over = np.flatnonzero(~np.asarray(in_pitch(e["x"], e["y"])) | (e["ts"] > until))
         if len(over):
@@ -132,7 +134,7 @@ class ShotOnGoal(Detector):
             emit.many("shot_ball", ts=e["ts"], key=ball, cause=seg, player=player, team=team,
                       x=e["x"], y=e["y"], z=e["z"], v=e["v"])
 
-    def _judge(self, events: np.ndarray, kind: np.ndarray, start: int, end: int,
+    def _judge(self, events: np.ndarray, is_ball: np.ndarray, start: int, end: int,
                emit: Emitter) -> int | None:
         """Judge the open hit on readings ``start:end``; returns the index of the reading
         that showed a shot, if one did."""
@@ -141,7 +143,7 @@ class ShotOnGoal(Detector):
         ts0, player, team, ball = self.open
         seg = np.arange(start, end)
         ts = events["ts"][seg]
-        mine = seg[(kind[seg] == "ball") & (events["key"][seg] == ball)
+        mine = seg[is_ball[seg] & (events["key"][seg] == ball)
                    & (ts >= ts0 + self.after_ps) & (ts <= ts0 + self.until_ps)]
         if len(mine):
             e = events[mine]
