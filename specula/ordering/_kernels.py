@@ -162,45 +162,37 @@ def _heap_pop(h_ts, h_tb, h_ix, size):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def kslack_order(buf_ix, buf_ts, buf_tb, ts, producer, seq, kplus, proposal, immediate, clk,
-                 k, pending, h_ts, h_tb, process_late, first_ix, shift):  # pragma: no cover - jit
+def kslack_order(m_ix, m_ts, m_tb, head, tail, ts, producer, seq, kplus, proposal, immediate,
+                 clk, k, pending, h_ts, h_tb, process_late, first_ix,
+                 shift):  # pragma: no cover - jit
     """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order.
 
-    ``buf_ts``/``buf_tb`` is the sorted buffer (time stamp, tie-break) and ``buf_ix`` its
-    events' store indices; the arriving ones have store indices ``first_ix + j``, above
-    every buffered one (store indices break ties of equal keys: arrival order). Per
-    arrival: the clock and K advance as in :func:`advance_clock` (``proposal``,
-    ``immediate``); the event is late if its key is below the horizon ``(h_ts, h_tb)``
-    (the key of the last emitted event); then every buffered event with
+    The buffer is ``m_*[head:tail]``, sorted by (time stamp ``m_ts``, tie-break ``m_tb``),
+    with its events' store indices ``m_ix``; the arrays have room for every arrival
+    behind ``tail`` and are updated in place. The arriving events have store indices
+    ``first_ix + j``, above every buffered one (store indices break ties of equal keys:
+    arrival order). Per arrival: the clock and K advance as in :func:`advance_clock`
+    (``proposal``, ``immediate``); the event is late if its key is below the horizon
+    ``(h_ts, h_tb)`` (the key of the last emitted event); then every buffered event with
     ``ts + K <= clk`` is emitted and purged, smallest key first (equal keys in arrival
     order).
 
-    The buffer is a sorted run that in-order arrivals extend at the tail in O(1), plus a
-    binary heap for arrivals that belong further back (O(log n)); a batch made of sorted
-    runs from several producers therefore costs no quadratic insertion sort.
+    In-order arrivals extend the sorted run at its tail in O(1); arrivals that belong
+    further back wait in a binary heap (O(log n)) and are merged into the run at the
+    end, from the back, so a call costs what it adds and emits plus the part of the
+    buffer behind its earliest out-of-order arrival, never a copy of the whole buffer.
 
-    Returns ``(emitted, n_emitted, late, n_late, remaining_ix, remaining_ts,
-    remaining_tb, clk, k, pending, h_ts, h_tb)``; ``emitted[:n_emitted]`` are store
-    indices in emission order (late events processed out of order included, when
-    ``process_late``) and ``late[:n_late]`` the late ones.
+    Returns ``(emitted, n_emitted, late, n_late, head, tail, clk, k, pending, h_ts,
+    h_tb)``; ``emitted[:n_emitted]`` are store indices in emission order (late events
+    processed out of order included, when ``process_late``) and ``late[:n_late]`` the
+    late ones; the buffer is ``m_*[head:tail]`` again.
     """
-    nb = buf_ts.shape[0]
     n = ts.shape[0]
-    cap = nb + n
-    m_ts = np.empty(cap, np.int64)
-    m_tb = np.empty(cap, np.int64)
-    m_ix = np.empty(cap, np.int64)
-    for i in range(nb):
-        m_ts[i] = buf_ts[i]
-        m_tb[i] = buf_tb[i]
-        m_ix[i] = buf_ix[i]
-    head = 0
-    tail = nb
     p_ts = np.empty(n, np.int64)
     p_tb = np.empty(n, np.int64)
     p_ix = np.empty(n, np.int64)
     hs = 0
-    emitted = np.empty(cap, np.int64)
+    emitted = np.empty(tail - head + n, np.int64)
     ne = 0
     late = np.empty(n, np.int64)
     nl = 0
@@ -243,24 +235,35 @@ def kslack_order(buf_ix, buf_ts, buf_tb, ts, producer, seq, kplus, proposal, imm
             else:
                 break
             ne += 1
-    # remaining: merge the sorted run with the heap, drained in order
-    nr = tail - head + hs
-    r_ts = np.empty(nr, np.int64)
-    r_tb = np.empty(nr, np.int64)
-    r_ix = np.empty(nr, np.int64)
-    for i in range(nr):
-        if head < tail and (hs == 0 or _less3(m_ts[head], m_tb[head], m_ix[head],
-                                              p_ts[0], p_tb[0], p_ix[0])):
-            r_ts[i] = m_ts[head]
-            r_tb[i] = m_tb[head]
-            r_ix[i] = m_ix[head]
-            head += 1
+    if hs == 0:
+        return emitted, ne, late, nl, head, tail, clk, k, pending, h_ts, h_tb
+    # the heap, drained in order, merged into the sorted run from the back (in place:
+    # the run has room behind its tail for every arrival)
+    s_ts = np.empty(hs, np.int64)
+    s_tb = np.empty(hs, np.int64)
+    s_ix = np.empty(hs, np.int64)
+    nh = hs
+    for i in range(nh):
+        s_ts[i] = p_ts[0]
+        s_tb[i] = p_tb[0]
+        s_ix[i] = p_ix[0]
+        hs = _heap_pop(p_ts, p_tb, p_ix, hs)
+    i = tail - 1
+    j = nh - 1
+    w = tail + nh - 1
+    while j >= 0:
+        if i >= head and _less3(s_ts[j], s_tb[j], s_ix[j], m_ts[i], m_tb[i], m_ix[i]):
+            m_ts[w] = m_ts[i]
+            m_tb[w] = m_tb[i]
+            m_ix[w] = m_ix[i]
+            i -= 1
         else:
-            r_ts[i] = p_ts[0]
-            r_tb[i] = p_tb[0]
-            r_ix[i] = p_ix[0]
-            hs = _heap_pop(p_ts, p_tb, p_ix, hs)
-    return emitted, ne, late, nl, r_ix, r_ts, r_tb, clk, k, pending, h_ts, h_tb
+            m_ts[w] = s_ts[j]
+            m_tb[w] = s_tb[j]
+            m_ix[w] = s_ix[j]
+            j -= 1
+        w -= 1
+    return emitted, ne, late, nl, head, tail + nh, clk, k, pending, h_ts, h_tb
 
 
 @njit(cache=True, nogil=True)

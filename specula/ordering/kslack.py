@@ -29,7 +29,10 @@ class KSlackBuffer(Buffer):
     index, so a push costs what it adds and emits, not the size of the buffer (with K of
     a few hundred milliseconds and batches of a few milliseconds, copying the whole
     buffer per push cost ~100x the batch). When the store is full, the live rows move to
-    the front of one twice their size, in key order.
+    the front of one twice their size, in key order. The key arrays likewise: the
+    buffer is ``[head:tail]`` of arrays with room behind it, which the kernel fills and
+    purges in place; when the room runs out, the buffer moves to the front (or to
+    arrays twice its size).
     """
 
     trace_discarded_updates = False
@@ -41,7 +44,40 @@ class KSlackBuffer(Buffer):
         self.load(np.empty(0, unit.in_dtype), np.empty(0, np.int64), np.empty(0, np.int64))
 
     def __len__(self) -> int:
-        return len(self._buf_ix)
+        return self._tail - self._head
+
+    @property
+    def _buf_ix(self) -> np.ndarray:
+        """Store indices of the buffered events, in key order (a view)."""
+        return self._ix[self._head:self._tail]
+
+    @property
+    def _buf_ts(self) -> np.ndarray:
+        return self._ts[self._head:self._tail]
+
+    @property
+    def _buf_tb(self) -> np.ndarray:
+        return self._tb[self._head:self._tail]
+
+    def _hold(self, ix: np.ndarray, ts: np.ndarray, tb: np.ndarray, room: int = 0) -> None:
+        """Make ``ix, ts, tb`` the buffer's keys, in arrays with ``room`` to spare and
+        at least as much again."""
+        cap = max(256, 2 * (len(ix) + room))
+        self._ix, self._ts, self._tb = (np.empty(cap, np.int64) for _ in range(3))
+        self._head, self._tail = 0, len(ix)
+        self._ix[:len(ix)], self._ts[:len(ix)], self._tb[:len(ix)] = ix, ts, tb
+
+    def _make_room(self, n: int) -> None:
+        """Room for ``n`` more keys behind the buffer."""
+        if self._tail + n <= len(self._ix):
+            return
+        size = self._tail - self._head
+        if size + n <= len(self._ix) // 2:  # move to the front
+            for a in (self._ix, self._ts, self._tb):
+                a[:size] = a[self._head:self._tail]
+            self._head, self._tail = 0, size
+        else:
+            self._hold(self._buf_ix.copy(), self._buf_ts.copy(), self._buf_tb.copy(), n)
 
     @property
     def rows(self) -> np.ndarray:
@@ -52,8 +88,7 @@ class KSlackBuffer(Buffer):
         """Hold ``rows`` (in key order) with their time stamps and tie-breaks."""
         self._store = rows.copy()
         self._used = len(rows)
-        self._buf_ix = np.arange(len(rows), dtype=np.int64)
-        self._buf_ts, self._buf_tb = ts, tb
+        self._hold(np.arange(len(rows), dtype=np.int64), ts, tb)
 
     def _append(self, run: np.ndarray) -> int:
         """Write ``run`` behind the store's rows (compacting the store when it is full);
@@ -64,7 +99,7 @@ class KSlackBuffer(Buffer):
             store = np.empty(max(256, 2 * (len(live) + n)), self._store.dtype)
             store.view(raw)[:len(live)] = live.view(raw)
             self._store, self._used = store, len(live)
-            self._buf_ix = np.arange(len(live), dtype=np.int64)
+            self._buf_ix[:] = np.arange(len(live), dtype=np.int64)
         first = self._used
         self._store.view(raw)[first:first + n] = np.ascontiguousarray(run).view(raw)
         self._used += n
@@ -86,8 +121,7 @@ class KSlackBuffer(Buffer):
         ready = int(np.searchsorted(self._buf_ts, u.clk - u.k, side="right"))
         if ready:
             out = np.take(self._store, self._buf_ix[:ready])
-            self._buf_ix = self._buf_ix[ready:]
-            self._buf_ts, self._buf_tb = self._buf_ts[ready:], self._buf_tb[ready:]
+            self._head += ready
             last = out[-1]
             self._horizon = (int(last["ts"]), int(tiebreak(last["producer"], last["seq"])))
             u.stats.purged += ready
@@ -137,9 +171,7 @@ class KSlackBuffer(Buffer):
         self._order(row, self.unit._proposals(row, row["flags"]), now)
 
     def _keep(self, keep: np.ndarray) -> None:
-        self._buf_ix = self._buf_ix[keep]
-        self._buf_ts = self._buf_ts[keep]
-        self._buf_tb = self._buf_tb[keep]
+        self._hold(self._buf_ix[keep], self._buf_ts[keep], self._buf_tb[keep])
 
     # ------------------------------------------------------------ the kernel
     def _order(self, run: np.ndarray, proposal: np.ndarray, now: int) -> None:
@@ -149,15 +181,17 @@ class KSlackBuffer(Buffer):
         first = self._append(run)
         store = self._store
         process_late = u.late_policy == "process"
-        (emitted, ne, late, nl, self._buf_ix, self._buf_ts, self._buf_tb, clk, k, pending,
-         h_ts, h_tb) = _kernels.kslack_order(
-            self._buf_ix, self._buf_ts, self._buf_tb, run["ts"], run["producer"], run["seq"],
-            run["kplus"],
+        self._make_room(len(run))
+        (emitted, ne, late, nl, head, tail, clk, k, pending, h_ts,
+         h_tb) = _kernels.kslack_order(
+            self._ix, self._ts, self._tb, np.int64(self._head), np.int64(self._tail),
+            run["ts"], run["producer"], run["seq"], run["kplus"],
             np.ascontiguousarray(proposal), u.clock_source.immediate, np.int64(u.clk),
             np.int64(u.k),
             np.int64(u._pending), np.int64(self._horizon[0]), np.int64(self._horizon[1]),
             process_late, np.int64(first), TIEBREAK_SHIFT)
         u.clk, u.k, u._pending = int(clk), int(k), int(pending)
+        self._head, self._tail = int(head), int(tail)
         self._horizon = (int(h_ts), int(h_tb))
         if nl:
             u._to_late(np.take(store, late[:nl]))
