@@ -77,7 +77,7 @@ class KSlackBuffer(Buffer):
                 a[:size] = a[self._head:self._tail]
             self._head, self._tail = 0, size
         else:
-            self._hold(self._buf_ix.copy(), self._buf_ts.copy(), self._buf_tb.copy(), n)
+            self._hold(self._buf_ix, self._buf_ts, self._buf_tb, n)  # copied out of the old arrays
 
     @property
     def rows(self) -> np.ndarray:
