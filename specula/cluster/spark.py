@@ -28,16 +28,23 @@ if TYPE_CHECKING:
 #: One worker JVM with 2 cores and 2 GB: one core runs the Ray worker node, one Spark jobs.
 EMBEDDED_MASTER = "local-cluster[1,2,2048]"
 
+#: A job whose input takes less text than this is small: its JVMs compile with C1 only
+#: (``-XX:TieredStopAtLevel=1``). The C2 compiler's warm-up costs more CPU than its code
+#: saves on a small log, and on a larger one it pays (docs/architecture.md, "JIT").
+SMALL_INPUT_BYTES = 24 << 20
+
 log = logging.getLogger(__name__)
 
 
 @contextmanager
-def spark_session(master: str | None = None, *, app_name: str = "specula"
-                  ) -> Iterator[SparkSession]:
+def spark_session(master: str | None = None, *, app_name: str = "specula",
+                  small_input: bool = False) -> Iterator[SparkSession]:
     """A Spark session on ``master`` (default :data:`EMBEDDED_MASTER`), stopped on exit.
 
     Finds Java first (:func:`~specula.cluster.java.ensure_java`), makes the executors
     run this interpreter, turns the web UI off (no port to collide on) and Arrow on.
+    ``small_input``: the job reads less than :data:`SMALL_INPUT_BYTES` of text, so its
+    JVMs skip C2 compilation.
     """
     ensure_java()
     _prepare_environment()
@@ -55,7 +62,8 @@ def spark_session(master: str | None = None, *, app_name: str = "specula"
     # methods over 8,000 bytes of bytecode interpreted; the validation's generated code
     # is larger, so without -XX:-DontCompileHugeMethods it runs several times slower.
     options = (f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
-               " -Xss8m -XX:-DontCompileHugeMethods")
+               " -Xss8m -XX:-DontCompileHugeMethods"
+               + (" -XX:TieredStopAtLevel=1" if small_input else ""))
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.driver.extraJavaOptions", options)
                .config("spark.executor.extraJavaOptions", options)
