@@ -75,7 +75,8 @@ def log_files(log: str) -> LogFiles:
 
 
 #: How many times its size on disk a file's rows take as text: a DEBS 2013 row is ~77
-#: bytes of text, ~43 in Parquet, and gzip packs text about 4 to 1.
+#: bytes of text, ~43 in Parquet, and gzip packs such text 2.6 to 1 (generated rows) or
+#: more; 4 errs towards counting a ``.gz`` log large (C2 compiles it).
 _TEXT_FACTOR = {".gz": 4.0, ".parquet": 1.8}
 
 
