@@ -42,16 +42,16 @@ VARIANTS = {"specula": ({}, "auto"), "tiered": ({}, "tiered"),
 
 def child(log: str, folder: str, jit: str) -> None:
     """Ingest ``log`` twice in one Spark application; print the times as JSON."""
-    from specula.cluster.spark import SMALL_INPUT_BYTES, spark_session
+    from specula.cluster.spark import spark_session
     from specula.pipelines.delays import DelayModel
-    from specula.pipelines.log_files import log_text_bytes
+    from specula.pipelines.log_files import is_small_log
     from specula.pipelines.spark_ingest import ingest
     from specula.soccer.debs2013 import Metadata
     from specula.soccer.spark_log import PositionLog
 
     kind = PositionLog(metadata=Metadata.default())
     times = []
-    small = jit == "auto" and log_text_bytes(log) < SMALL_INPUT_BYTES
+    small = jit == "auto" and is_small_log(log)
     with spark_session(small_input=small) as spark:
         for i in range(2):
             t = time.perf_counter()

@@ -92,6 +92,14 @@ def log_text_bytes(log: str) -> int:
     return int(total)
 
 
+def is_small_log(log: str) -> bool:
+    """Does ``log`` take less text than :data:`~specula.cluster.spark.SMALL_INPUT_BYTES`
+    (so that a Spark job reading it starts its JVMs with ``small_input``)?"""
+    from specula.cluster.spark import SMALL_INPUT_BYTES
+
+    return log_text_bytes(log) < SMALL_INPUT_BYTES
+
+
 def _paths(log: str) -> list[str]:
     """The files of ``log`` as Spark reads them (see :func:`log_files`)."""
     if not os.path.exists(log):

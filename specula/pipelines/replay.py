@@ -106,9 +106,9 @@ class ReplayResult:
 
 def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     """Run the whole job over logs of ``kind``; see the module docstring."""
-    from specula.cluster.spark import SMALL_INPUT_BYTES, spark_session
+    from specula.cluster.spark import spark_session
     from specula.pipelines.delays import DelayModel
-    from specula.pipelines.log_files import log_text_bytes
+    from specula.pipelines.log_files import is_small_log
 
     if config.ray_address and not config.in_process:
         from specula.cluster import check_reachable
@@ -130,7 +130,7 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
             log, kind, truth = generated.path, generated.kind, generated.truth
         delays = DelayModel(seed=config.seed) if config.delays else None
         # a watched log grows: its size now says nothing of what the job will read
-        small = not config.watch and log_text_bytes(log) < SMALL_INPUT_BYTES
+        small = not config.watch and is_small_log(log)
         with progress.phase("starting Spark"):
             spark = spark_open.enter_context(spark_session(config.spark_master,
                                                            small_input=small))
