@@ -14,7 +14,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -209,13 +209,35 @@ def _executor_environment() -> dict[str, str]:
     return {name: os.environ[name] for name in _EXECUTOR_ENV if name in os.environ}
 
 
-def stray_processes() -> list[str]:
-    """Command lines of Ray and Spark processes running on this machine right now."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True,
+def stray_processes(outside: Iterable[int] = ()) -> list[str]:
+    """Command lines of Ray and Spark processes running on this machine right now, but
+    for those descended from a process in ``outside`` (a test's own process, whose
+    Spark session or Ray cluster is no stray of the command it checks). A process that
+    outlived its parent was handed to ``init`` and is never excluded."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True,
                          check=False).stdout
     marks = ("raylet", "gcs_server", "ray::", "ray/_private", "org.apache.spark",
              "pyspark/daemon", "pyspark.daemon")
-    return [line.strip() for line in out.splitlines()[1:] if any(m in line for m in marks)]
+    parent, lines = {}, {}
+    for line in out.splitlines()[1:]:
+        fields = line.split(None, 2)
+        if len(fields) == 3 and fields[0].isdigit() and fields[1].isdigit():
+            pid = int(fields[0])
+            parent[pid] = int(fields[1])
+            if any(m in fields[2] for m in marks):
+                lines[pid] = f"{pid} {fields[2].strip()}"
+    skip = set(outside)
+
+    def excluded(pid: int) -> bool:
+        seen = set()
+        while pid > 1 and pid not in seen:
+            if pid in skip:
+                return True
+            seen.add(pid)
+            pid = parent.get(pid, 0)
+        return False
+
+    return [line for pid, line in lines.items() if not excluded(pid)]
 
 
 def _first_line(exc: BaseException) -> str:

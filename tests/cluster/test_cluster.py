@@ -63,3 +63,31 @@ def test_replay_refuses_unreachable_clusters_at_once(tmp_path):
                               capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 2, done.stderr
         assert f"cannot reach the {what} at 127.0.0.1:{port}" in done.stderr
+
+
+def test_stray_processes_skip_a_tests_own_children_but_not_orphans():
+    """A test's own Spark or Ray processes are no strays of the command it checks; one
+    left behind by a command that exited (handed to ``init``) always is."""
+    import os
+    import time
+
+    from specula.cluster.spark import stray_processes
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)", "pyspark.daemon"]
+    child = subprocess.Popen(sleeper)
+    # the shell starts the sleeper in the background and exits: it becomes an orphan
+    subprocess.run(["sh", "-c", " ".join(sleeper[:2]) + ' "import time; time.sleep(60)" '
+                    "pyspark.daemon orphan >/dev/null 2>&1 &"], check=True)
+    try:
+        deadline = time.time() + 10
+        while not any("orphan" in s for s in stray_processes()) and time.time() < deadline:
+            time.sleep(0.1)
+        everything, outside_ours = stray_processes(), stray_processes([os.getpid()])
+        assert any(s.startswith(f"{child.pid} ") for s in everything), (child.pid, everything)
+        assert not any(s.startswith(f"{child.pid} ") for s in outside_ours)
+        assert [s for s in everything if "orphan" in s] == \
+            [s for s in outside_ours if "orphan" in s] != []
+    finally:
+        child.kill()
+        child.wait()
+        subprocess.run(["pkill", "-f", "pyspark.daemon orphan"], check=False)

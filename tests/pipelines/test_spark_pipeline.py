@@ -29,7 +29,7 @@ from specula.soccer.debs2013 import RECORDING_PS, position_dtype, read_all, writ
 from specula.soccer.graph import DETECTORS, QUERIES, soccer_graph
 from specula.soccer.match import generate_match
 
-pytestmark = pytest.mark.slow  # Spark and Ray on Spark in subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # Spark and Ray on Spark in subprocesses
 
 SPECULA = [sys.executable, "-m", "specula.cli"]
 IGNORED = ("flags", "ats", "kplus", "origin")
@@ -45,11 +45,19 @@ def _run(args: list[str], *, env: dict[str, str] | None = None, timeout: float =
                           env=env, check=False)
 
 
+def _strays() -> set[str]:
+    """Ray and Spark processes but this test process's own and, on a ``pytest-xdist``
+    worker, the other workers' (all descend from the controller, this one's parent)."""
+    ours = [os.getpid(), os.getppid()] if os.environ.get("PYTEST_XDIST_WORKER") \
+        else [os.getpid()]
+    return set(stray_processes(ours))
+
+
 def _assert_no_strays(before: set[str]) -> None:
     """No Ray or Spark process that was not there before the run survives it."""
     deadline = time.time() + 20
     while True:
-        left = set(stray_processes()) - before
+        left = _strays() - before
         if not left or time.time() > deadline:
             break
         time.sleep(1)
@@ -114,7 +122,7 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standal
     """On a standalone master with 3 cores: Ray on Spark sized to it (2 worker nodes and
     the head), executors that find the ``ray`` script, the stream fed by two source
     actors (a part of the arrival table each), and the in-process answer."""
-    before = set(stray_processes())
+    before = _strays()
     out = tmp_path / "run"
     # two sources add up to a step (0.1 s) of disorder to the delays: K0 covers both
     done = _run(["replay", "--seconds", "3", "--out", str(out), "--no-progress",
@@ -236,7 +244,7 @@ def in_process_replay(tmp_path_factory) -> InProcessReplay:
                           capture_output=True).returncode != 0
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path),
                                                       os.environ.get("PYTHONPATH")]))
-    before = set(stray_processes())
+    before = _strays()
     out = tmp_path / "run"
     done = _run(["replay", str(log), "--graph", "reordered_graph:graph", "--alpha", "0.5",
                  "--retraction", "full", "--k0-ms", "300", "--in-process", "--out", str(out),
@@ -298,7 +306,7 @@ def graph():
 @pytest.mark.parametrize("where", ["--in-process", "on Ray on Spark"])
 def test_a_failing_run_leaves_no_process_behind(tmp_path, where):
     (tmp_path / "failing_graph.py").write_text(FAILING_GRAPH)
-    before = set(stray_processes())
+    before = _strays()
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     done = _run(["replay", "--seconds", "2", "--graph", "failing_graph:graph", "--no-delays",
                  "--out", str(tmp_path / "run"), "--no-progress",
@@ -352,7 +360,7 @@ def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(
 
 
 def test_sigterm_stops_a_paced_run_and_everything_it_started(tmp_path):
-    before = set(stray_processes())
+    before = _strays()
     out = tmp_path / "run"
     # Paced at real time, 6 s of match outlast the 2 s between the Ray worker's start
     # and the SIGTERM (the actors start after the Ray worker, then the stream takes 6 s);
@@ -383,7 +391,7 @@ def test_clear_errors_for_a_missing_log_and_a_wrong_table(tmp_path):
     import pyarrow as pa
 
     pq.write_table(pa.table({"sid": [1], "when": [2]}), tmp_path / "wrong.parquet")
-    before = set(stray_processes())
+    before = _strays()
     done = _run(["replay", str(tmp_path / "wrong.parquet"), "--in-process", "--out",
                  str(tmp_path / "run"), "--no-plots", "--no-progress"])
     assert done.returncode == 2, done.stderr
