@@ -15,9 +15,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/specula replay
 
+# two workers: the tests that start Ray or Spark (marked `cluster`) one after another on
+# one, the rest beside them (tests/conftest.py)
 test: $(STAMP)
 	$(BIN)/ruff check specula tests benchmarks
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # the inner loop: everything but Spark, Ray and whole generated matches (under 2 minutes)
 test-quick: $(STAMP)

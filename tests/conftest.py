@@ -14,3 +14,53 @@ _QUICK_JIT = "-XX:TieredStopAtLevel=1"
 if _QUICK_JIT not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
     os.environ["JAVA_TOOL_OPTIONS"] = " ".join(
         filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), _QUICK_JIT]))
+
+import pytest  # noqa: E402 - after the JVM options, which Spark reads at its first import
+
+
+# Tests that start Ray or Spark (marked `cluster`; a test that uses the `spark` fixture is
+# marked here) run one after another on one `pytest-xdist` worker (`--dist loadgroup`),
+# in the order a serial run gives them: two clusters at once on a small machine starve
+# each other, and Ray keeps the authentication mode a process first used (see
+# docs/architecture.md). The other tests run beside them.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in item.fixturenames:
+            item.add_marker(pytest.mark.cluster)
+        if item.get_closest_marker("cluster") is not None:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
+def _clusters_up() -> tuple[bool, bool]:
+    """Whether this process has an embedded Ray cluster and a Spark session now."""
+    ray = sys.modules.get("ray")
+    pyspark = sys.modules.get("pyspark")
+    return (ray is not None and ray.is_initialized(),
+            pyspark is not None and pyspark.SparkContext._active_spark_context is not None)
+
+
+def _check_unmarked_start(item: pytest.Item, before: tuple[bool, bool]) -> None:
+    if item.get_closest_marker("cluster") is not None:
+        return
+    for name, was, now in zip(("Ray", "a Spark session"), before, _clusters_up(),
+                              strict=True):
+        if now and not was:
+            pytest.fail(f"{item.nodeid} starts {name}: mark it `pytest.mark.cluster`",
+                        pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    before = _clusters_up()
+    result = yield
+    _check_unmarked_start(item, before)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    before = _clusters_up()
+    result = yield
+    _check_unmarked_start(item, before)
+    return result

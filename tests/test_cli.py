@@ -195,6 +195,7 @@ def test_replay_referee_is_checked_before_anything_starts(capsys, tmp_path):
 
 
 @pytest.mark.slow  # embedded Ray
+@pytest.mark.cluster
 def test_run_on_ray_streams_a_position_log_with_the_in_process_answer(tmp_path):
     """``specula run`` on Ray hands a DEBS 2013 log to the runtime a batch at a time as
     it reads it (``read_batches``); the in-process run joins the batches first. Both

@@ -11,7 +11,7 @@ from specula.actors.ray_runtime import RayRuntime
 from specula.detectors.examples import CountPerKey, Threshold, example_registry
 from specula.pipelines.synthetic import abc_stream
 
-pytestmark = pytest.mark.slow  # starts three Ray nodes
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # starts three Ray nodes
 
 ray = pytest.importorskip("ray")
 

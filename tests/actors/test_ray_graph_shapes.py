@@ -15,7 +15,7 @@ from naive import content, reference_graph
 from specula import InProcessRuntime
 from specula.actors.ray_runtime import RayRuntime
 
-pytestmark = pytest.mark.slow  # starts embedded Ray
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # starts embedded Ray
 
 ray = pytest.importorskip("ray")
 

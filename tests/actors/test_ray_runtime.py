@@ -16,7 +16,7 @@ from specula.options import MemoryLimit
 from specula.ordering.net import NetOutput
 from specula.pipelines.synthetic import abc_stream, example_graph
 
-pytestmark = pytest.mark.slow  # starts embedded Ray
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # starts embedded Ray
 
 ray = pytest.importorskip("ray")
 

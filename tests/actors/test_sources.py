@@ -102,6 +102,7 @@ def _assert_in_process_answer(report, graph, reference):
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 @pytest.mark.parametrize("victim", [
     "source-1",
     # the restart protocol of a level-1 actor is killed fed by the driver in

@@ -13,7 +13,7 @@ from specula.detectors.examples import Threshold, example_registry
 from specula.ordering.unit import DetectorError
 from specula.pipelines.synthetic import abc_stream
 
-pytestmark = pytest.mark.slow  # starts embedded Ray
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # starts embedded Ray
 
 ray = pytest.importorskip("ray")
 

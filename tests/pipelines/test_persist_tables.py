@@ -11,7 +11,7 @@ from specula.detectors.examples import ANotBC, example_registry
 from specula.pipelines.spark_store import persist
 from specula.pipelines.synthetic import abc_stream
 
-pytestmark = pytest.mark.slow  # Spark
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # Spark
 
 
 def test_emissions_with_retractions_read_back_whole(tmp_path, spark):

@@ -25,7 +25,7 @@ from specula.pipelines.spark_quarantine import describe
 from specula.soccer.debs2013 import position_dtype, read_all
 from specula.soccer.spark_log import PositionLog
 
-pytestmark = pytest.mark.slow  # Spark
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # Spark
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "debs2013" / "sample-pregame-2000.csv"
 MAX_INT64 = 2**63 - 1

@@ -26,7 +26,7 @@ from specula.soccer.match import generate_match
 # a watch alone ~30 s), so this is one of the long runs; the default suite checks the
 # suspension on Ray (tests/actors/test_ray_runtime.py) and the selection of what each
 # run persists (tests/pipelines/test_resume.py)
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.skipif(
     os.environ.get("SPECULA_SOAK") != "1", reason="set SPECULA_SOAK=1 for the long runs")]
 
 SPECULA = [sys.executable, "-m", "specula.cli"]

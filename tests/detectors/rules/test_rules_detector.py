@@ -275,6 +275,7 @@ def test_a_gpu_placement_asks_ray_for_a_gpu():
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_rule_detector_on_ray_equals_in_process():
     ray = pytest.importorskip("ray")
     from specula.actors.ray_runtime import RayRuntime
