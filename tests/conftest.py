@@ -21,8 +21,7 @@ import pytest  # noqa: E402 - after the JVM options, which Spark reads at its fi
 # Tests that start Ray or Spark (marked `cluster`; a test that uses the `spark` fixture is
 # marked here) run one after another on one `pytest-xdist` worker (`--dist loadgroup`),
 # in the order a serial run gives them: two clusters at once on a small machine starve
-# each other, and Ray keeps the authentication mode a process first used (see
-# docs/architecture.md). The other tests run beside them.
+# each other. The other tests run beside them.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

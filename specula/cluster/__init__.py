@@ -52,6 +52,29 @@ def keep_sigterm_handler() -> Iterator[None]:
             signal.signal(signal.SIGTERM, handler)
 
 
+def follow_ray_auth_mode() -> None:
+    """Make this process's Ray read ``RAY_AUTH_MODE`` again before it starts or joins a
+    cluster.
+
+    Ray reads the authentication mode into its process-wide config and token cache once
+    (a local ``ray.init()`` turns token mode on and sets the variable). Starting Spark
+    turns it off (:func:`specula.cluster.spark._prepare_environment`): a cluster started
+    after that flip, by a driver still in token mode, loses every actor at creation (the
+    driver refuses its GCS's token-less calls). Both caches are refreshed here, as Ray's
+    own ``ray.init`` does when it turns token mode on. Nothing to do while connected, or
+    before Ray was imported, or on a Ray without token authentication.
+    """
+    ray = sys.modules.get("ray")
+    if ray is None or ray.is_initialized():
+        return
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None,
                 modules: Sequence[ModuleType] = ()) -> Iterator[None]:
@@ -78,6 +101,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         runtime_env["py_modules"] = list(modules)
     kwargs = dict(include_dashboard=False, configure_logging=False, log_to_driver=True,
                   runtime_env=runtime_env)
+    follow_ray_auth_mode()
     with keep_sigterm_handler():
         if address:
             check_reachable(address, "Ray cluster")

@@ -19,7 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specula.cluster import ClusterError, check_reachable, keep_sigterm_handler
+from specula.cluster import (
+    ClusterError,
+    check_reachable,
+    follow_ray_auth_mode,
+    keep_sigterm_handler,
+)
 from specula.cluster.java import ensure_java
 
 if TYPE_CHECKING:
@@ -182,7 +187,8 @@ def _prepare_environment() -> None:
     ``PATH``, which a virtual environment used without activation has only beside its
     interpreter. Ray's token authentication is off: with it on, the worker node that
     Spark starts is refused (``InvalidAuthToken``); the cluster is private to this
-    Spark application.
+    Spark application. This process's Ray follows the change
+    (:func:`~specula.cluster.follow_ray_auth_mode`).
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -193,6 +199,7 @@ def _prepare_environment() -> None:
     bindir = os.path.dirname(sys.executable)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+    follow_ray_auth_mode()
 
 
 #: What executors need from the driver's environment (:func:`_prepare_environment`).

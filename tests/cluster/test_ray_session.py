@@ -67,3 +67,38 @@ def test_embedded_ray_starts_its_own_cluster_whatever_ray_address_names(monkeypa
     report = RayRuntime(graph(Threshold()), batch_size=250).run(raw)
     assert len(report.net("t")) > 10
     assert not ray.is_initialized()
+
+
+SEQUENCE = """
+import numpy as np
+from specula import Graph, InProcessRuntime
+from specula.actors.ray_runtime import RayRuntime
+from specula.cluster.spark import spark_session
+from specula.detectors.examples import Threshold, example_registry
+from specula.pipelines.synthetic import abc_stream
+
+reg = example_registry()
+graph = Graph(reg, sources=("C",)).add("t", Threshold(), k0=0)
+raw = abc_stream(reg, 500, seed=3)
+want = InProcessRuntime(graph).run(raw).net("t")
+for step in ("ray", "spark", "ray"):
+    if step == "spark":
+        with spark_session("local[1]", small_input=True):
+            pass
+    else:
+        got = RayRuntime(graph, batch_size=250).run(raw).net("t")
+        assert np.array_equal(got, want), step
+print("all three ran")
+"""
+
+
+def test_an_embedded_run_after_a_spark_session_in_the_same_process_keeps_its_actors():
+    """Ray reads its authentication mode once per process, and a Spark session turns it
+    off (Ray on Spark's nodes get no token). An embedded run, a Spark session and an
+    embedded run again, in one new process (this one's mode is the suite's): the second
+    run's actors live and give the first run's answer."""
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SEQUENCE], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0 and "all three ran" in done.stdout, done.stderr[-3000:]
