@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 # The JVMs the tests start (Spark's driver and executors, in this process and in every
@@ -14,8 +16,6 @@ _QUICK_JIT = "-XX:TieredStopAtLevel=1"
 if _QUICK_JIT not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
     os.environ["JAVA_TOOL_OPTIONS"] = " ".join(
         filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), _QUICK_JIT]))
-
-import pytest  # noqa: E402 - after the JVM options, which Spark reads at its first import
 
 
 # Tests that start Ray or Spark (marked `cluster`; a test that uses the `spark` fixture is
