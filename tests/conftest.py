@@ -49,17 +49,13 @@ def _check_unmarked_start(item: pytest.Item, before: tuple[bool, bool]) -> None:
                         pytrace=False)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item):
+def _watch_phase(item: pytest.Item):
+    """Around a test's setup or call: did it start Ray or Spark unmarked?"""
     before = _clusters_up()
     result = yield
     _check_unmarked_start(item, before)
     return result
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    before = _clusters_up()
-    result = yield
-    _check_unmarked_start(item, before)
-    return result
+pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_watch_phase)
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_watch_phase)
