@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from specula import events as ev
 from specula.detectors.base import Detector
 from specula.events import TypeRegistry
 from specula.options import (
@@ -105,20 +106,35 @@ class Instance:
                             memory=node.memory)
 
     def warm_up(self, registry: TypeRegistry) -> None:
-        """Run a throw-away unit on one zero event per input type, so that its Numba
-        kernels are loaded before the stream starts: a cold actor lags its siblings,
-        and on a fast replay that lag turns into event-time skew where they meet."""
-        probe = self.unit(registry)
+        """Run throw-away units on zero events, one per input type, and a punctuation of
+        each producer channel, so that the unit's and the detector's Numba kernels are
+        loaded before the stream starts: the first kernel a process loads costs ~0.7 s,
+        each one after it ~10 ms. A cold actor lags its siblings, and on a fast replay
+        that lag turns into event-time skew where they meet.
+
+        Numba compiles a kernel once per array type, and a batch's fields differ in two
+        ways: Ray hands an actor its pushes read-only, and the fields of a one-row batch
+        are contiguous where longer ones are strided. So the probes take the whole batch,
+        its first row alone and its last row alone, each writeable and read-only."""
         ids = [registry.id(t) for t in self.node.inputs]
-        batch = np.zeros(len(ids), probe.in_dtype)
-        batch["type"] = ids
-        batch["ts"] = np.arange(len(ids))
-        batch["seq"] = np.arange(len(ids))
-        try:
-            probe.push(batch)
-            probe.flush()
-        except Exception:
-            pass
+        producers = [c for c in self.channels if c != 0]
+        probe = self.unit(registry)
+        batch = np.zeros(len(ids) + len(producers), probe.in_dtype)
+        batch["type"][:len(ids)] = ids
+        batch["ts"] = np.arange(len(batch))
+        batch["seq"][:len(ids)] = np.arange(len(ids))
+        batch["producer"][len(ids):] = producers
+        batch["flags"][len(ids):] = ev.PROGRESS
+        for part in (batch, batch[:1], batch[-1:]):
+            for writeable in (True, False):
+                probe = self.unit(registry)
+                rows = part.copy()
+                rows.flags.writeable = writeable
+                try:
+                    probe.push(rows)
+                    probe.flush()
+                except Exception:
+                    pass
 
 
 class Graph:
