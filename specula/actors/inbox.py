@@ -19,7 +19,7 @@ instances, in bounded memory (:class:`Histogram`).
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,9 +162,25 @@ class Inbox:
         """Sender of the oldest batch (the inbox must not be empty)."""
         return self._queue[0][2]
 
-    def holds(self, sender: int) -> bool:
-        """Is a batch of ``sender`` waiting?"""
-        return any(s == sender for _, _, s in self._queue)
+    def holds(self, senders: list[int]) -> bool:
+        """Are batches of all ``senders`` waiting (of a sender named k times, k)?"""
+        waiting = Counter(s for _, _, s in self._queue)
+        return all(waiting[s] >= n for s, n in Counter(senders).items())
+
+    def take(self, now: float, senders: list[int] | None = None, max_events: int = 0
+             ) -> list[tuple[np.ndarray, float, int]]:
+        """The batches of one step, as ``(batch, arrival, sender)``: the oldest batch of
+        each of ``senders`` in turn; or (None) the oldest batch and those behind it
+        while their rows stay within ``max_events``."""
+        if senders is not None:
+            return [(*self.pop(now, s), s) for s in senders]
+        taken, rows = [], 0
+        while self._queue and (not taken or rows + len(self._queue[0][0]) <= max_events):
+            sender = self._queue[0][2]
+            batch, arrival = self.pop(now)
+            taken.append((batch, arrival, sender))
+            rows += len(batch)
+        return taken
 
     def pop(self, now: float, sender: int | None = None) -> tuple[np.ndarray, float]:
         """Take the oldest batch (of ``sender``, if given) at ``now`` ticks: returns it

@@ -49,7 +49,7 @@ from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
 from specula.actors.source_worker import SourceWorker
 from specula.actors.sources import SOURCE_SENDERS, Feeder, Sources
-from specula.actors.worker import DEFAULT_INBOX_EVENTS, DetectorWorker
+from specula.actors.worker import DEFAULT_INBOX_EVENTS, STEP_EVENTS, DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
 from specula.ordering.memory import merge_figures
@@ -73,6 +73,10 @@ class RayRuntime:
     inbox_events
         Rows an actor's inbox holds before its producers wait (backpressure). A node with
         a latency bound should hold more than it allows (LB / l(p) events).
+    step_events
+        Rows an actor takes from its inbox at most in one step (one push through its
+        unit; at least one batch): an actor that fell behind catches up in fewer, larger
+        steps. A node with shedding takes one batch per step.
     speed
         Pace of the source: ``None`` as fast as the actors take the batches, ``1.0`` real
         time (by the raw events' time stamps and the graph's ``ticks_per_second``),
@@ -91,7 +95,8 @@ class RayRuntime:
 
     def __init__(self, graph: Graph, *, address: str | None = None, batch_size: int = 10_000,
                  max_in_flight: int = 4, speed: float | None = None,
-                 inbox_events: int = DEFAULT_INBOX_EVENTS, checkpoint_uri: str | None = None,
+                 inbox_events: int = DEFAULT_INBOX_EVENTS, step_events: int = STEP_EVENTS,
+                 checkpoint_uri: str | None = None,
                  checkpoint_every_batches: int = 50, checkpoint_every_s: float = 2.0,
                  max_restarts: int = 5) -> None:
         graph.validate()
@@ -107,6 +112,7 @@ class RayRuntime:
         self.max_in_flight = max_in_flight
         self.speed = speed
         self.inbox_events = inbox_events
+        self.step_events = step_events
         self.checkpoint_uri = checkpoint_uri
         self.checkpoint_every_batches = checkpoint_every_batches
         self.checkpoint_every_s = checkpoint_every_s
@@ -203,7 +209,8 @@ class RayRuntime:
                                                   max(1, len(parts))),
                 **actor_options(i)).remote(
                 i, graph.registry, self.max_in_flight, self.inbox_events, router=router,
-                routes=routes(i.node.name), producers=producers, checkpoints=self.checkpoints)
+                routes=routes(i.node.name), producers=producers, checkpoints=self.checkpoints,
+                step_events=self.step_events)
         source_cls = ray.remote(num_cpus=0)(SourceWorker)
         step_ticks = max(1, int(raw.step_s * graph.ticks_per_second)) if parts else 0
         for (sender, name), part in zip(sources.items(), parts, strict=True):

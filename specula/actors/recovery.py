@@ -35,8 +35,10 @@ producer at a push boundary would leave a consumer with revisions of events it n
 and events no revision reaches. Processing is deterministic given the order of the
 batches taken and the alpha each ran under: the unit and detector are (the contract
 test checks determinism and snapshot/restore), routing and punctuations are functions
-of the output, and fixed alphas never change. So every actor logs, per step (batch
-taken), the sender and the alpha: the *determinants*. They travel with its pushes, and
+of the output, and fixed alphas never change. So every actor logs, per batch taken,
+the sender and the alpha of its step (a step takes every batch waiting, up to a number
+of rows, so the grouping depends on timing too: a batch that joined the step before
+logs no alpha): the *determinants*. They travel with its pushes, and
 each consumer keeps a producer's determinants from the producer's last checkpoint on,
 in its own checkpoint too. A restarted actor asks its consumers for them and, in the
 order of the longest log, takes its resent inputs again (the *plan*): every push a
@@ -79,6 +81,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,8 +91,9 @@ import numpy as np
 from specula.detectors.graph import Graph
 
 #: Layout version of an actor checkpoint (3: late events in the output segments, the
-#: output's base: :mod:`.output_log`).
-CHECKPOINT_VERSION = 3
+#: output's base: :mod:`.output_log`; 4: a step takes several batches, the determinants
+#: of a batch that joined a step have no alpha).
+CHECKPOINT_VERSION = 4
 
 #: Pushes per sender whose digest a worker keeps, to check duplicates against.
 DIGESTS_KEPT = 1_024
@@ -231,9 +235,68 @@ class Store:
         return n
 
 
+class Determinants:
+    """An actor's own determinants since its last checkpoint: for each batch taken from
+    ``base`` on (``step`` batches taken in all), the sender and the alpha of its step
+    (None: the batch joined the step of the batch before); and after a restart the
+    *plan*, the batches to take again, in the same steps."""
+
+    def __init__(self, step: int = 0) -> None:
+        self.step = self.base = step
+        self.senders: list[int] = []
+        self.alphas: list[float | None] = []
+        self.plan: deque[tuple[int, float | None]] = deque()
+
+    def log(self, sender: int, alpha: float | None) -> None:
+        self.senders.append(sender)
+        self.alphas.append(alpha)
+        self.step += 1
+
+    def since(self, last: int) -> tuple[int, list[int], list[float | None], int]:
+        """What a push carries: the determinants after batch ``last`` (the last one a
+        push to the same consumer carried), or all since the checkpoint; and the
+        checkpoint's step."""
+        first = max(last + 1, self.base)
+        i = first - self.base
+        return first, self.senders[i:], self.alphas[i:], self.base
+
+    def committed(self) -> None:
+        """A checkpoint covers every batch taken so far."""
+        self.base = self.step
+        self.senders.clear()
+        self.alphas.clear()
+
+    def follow(self, logs: list[StepLog]) -> None:
+        """Plan to take again what the longest of ``logs`` (this actor's determinants as
+        its consumers hold them) has from this step on."""
+        best: tuple[list[int], list[float | None]] = ([], [])
+        for log in logs:
+            plan = log.plan(self.step)
+            if plan is not None and len(plan[0]) > len(best[0]):
+                best = plan
+        self.plan = deque(zip(*best, strict=True))
+
+    def planned_step(self) -> list[int]:
+        """The senders of the plan's next step, in order ([]: no plan left)."""
+        plan = self.plan
+        step = [plan[0][0]] if plan else []
+        while step and len(step) < len(plan) and plan[len(step)][1] is None:
+            step.append(plan[len(step)][0])
+        return step
+
+    def take_planned(self, n: int) -> float | None:
+        """The plan's next step, of ``n`` batches, is taken: returns its alpha."""
+        alpha = self.plan[0][1]
+        for _ in range(n):
+            self.plan.popleft()
+        return alpha
+
+
 class StepLog:
-    """One producer's determinants as a consumer received them: for each of its steps
-    from ``base`` on, the sender of the batch it took (-1: its flush) and the alpha."""
+    """One producer's determinants as a consumer received them: for each batch it took
+    from ``base`` on, the sender (-1: its flush) and the alpha of its step (None: the
+    batch joined the step of the batch before). Entries, and the steps that number
+    them here and in the worker, count batches taken: a step of three batches is three."""
 
     def __init__(self, base: int = 0, senders: list[int] | None = None,
                  alphas: list[float] | None = None) -> None:

@@ -6,9 +6,10 @@ it with ``ray.remote`` as a threaded, restartable actor. Its inbox is an
 :class:`~.inbox.Inbox`: ``push`` (run by Ray's threads, one per concurrent call)
 appends a batch and returns at once, or waits while the inbox is full (backpressure);
 one processing thread, started by :meth:`DetectorWorker.start`, takes the batches in
-arrival order, passes them through the :class:`~.inbox.Gate` (shedding, for a node with
-a latency bound), the ordering unit and the detector, and publishes what was generated
-to the subscribers' actors. Only that thread touches the unit, the detector, the net
+arrival order (all those waiting, up to :data:`STEP_EVENTS` rows, in one step), passes
+them through the :class:`~.inbox.Gate` (shedding, for a node with a latency bound), the
+ordering unit and the detector, and publishes what was generated to the subscribers'
+actors. Only that thread touches the unit, the detector, the net
 output and the checkpoints.
 
 A producer has at most ``max_in_flight`` pushes per consumer unanswered; a push is
@@ -33,7 +34,6 @@ from __future__ import annotations
 import resource
 import threading
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,7 @@ from specula.actors.recovery import (
     CHECKPOINT_VERSION,
     DIGESTS_KEPT,
     Checkpoints,
+    Determinants,
     StepLog,
     digest,
     pack_checkpoint,
@@ -59,13 +60,18 @@ from specula.events import TypeRegistry
 from specula.ordering.checkpoint import restore_unit, unit_state
 from specula.ordering.samples import SampleLog
 
-__all__ = ["DEFAULT_INBOX_EVENTS", "DetectorWorker", "Publisher", "Route"]
+__all__ = ["DEFAULT_INBOX_EVENTS", "STEP_EVENTS", "DetectorWorker", "Publisher", "Route"]
 
 #: Rows an actor's inbox holds by default before its producers wait. A node with a
 #: latency bound should be able to hold more than q_max = LB / l(p) events, or
 #: backpressure acts before shedding does.
 DEFAULT_INBOX_EVENTS = 200_000
 
+#: Rows a step takes at most: a node without shedding takes the batches waiting in its
+#: inbox up to this many rows (at least one batch) as one push through its unit, so that
+#: an actor that fell behind catches up in fewer, larger steps. A shedding node takes one
+#: batch per step: its overload detector and shedder work on batches as they arrived.
+STEP_EVENTS = 20_000
 
 #: Seconds between two readings of a sample's memory figures (snapshot estimate, resident
 #: memory): each costs a scan of the buffer or a read of /proc, ~0.1-0.3 ms, too much
@@ -90,8 +96,10 @@ class DetectorWorker:
                  inbox_events: int = DEFAULT_INBOX_EVENTS, *, router: Router | None = None,
                  routes: list[Route] | None = None,
                  producers: list[tuple[int, Any]] | None = None,
-                 checkpoints: Checkpoints | None = None) -> None:
+                 checkpoints: Checkpoints | None = None,
+                 step_events: int = STEP_EVENTS) -> None:
         self.instance = instance
+        self.step_events = step_events if instance.node.shedding is None else 0
         self.unit = instance.unit(registry)
         instance.warm_up(registry)
         self.router = router
@@ -115,11 +123,7 @@ class DetectorWorker:
         self._acked: dict[int, int] = {}    # per sender: pushes the last checkpoint took
         self._fence: dict[int, int] = {}    # per sender: its oldest incarnation that counts
         self._logs: dict[int, StepLog] = {}  # each producer's determinants
-        # this actor's determinants since its last checkpoint: steps [base, step)
-        self._step = self._steps_base = 0
-        self._senders: list[int] = []
-        self._alphas: list[float] = []
-        self._plan: deque[tuple[int, float]] = deque()  # steps to take again, in order
+        self.dets = Determinants()
         self.actor = Peers()  # a consumer's or producer's actor, by handle or name
         self.duplicates = 0                 # pushes dropped as already held
         self.divergent = 0                  # of them, those unlike the push held
@@ -276,7 +280,7 @@ class DetectorWorker:
     def status(self) -> dict[str, Any]:
         """Where the actor is: its incarnation, the batches it took, whether it ended,
         and its host's wall clock (for the driver's estimate of its offset)."""
-        return {"incarnation": self.incarnation, "step": self._step,
+        return {"incarnation": self.incarnation, "step": self.dets.step,
                 "ended": self._ended is not None, "clock_ns": time.time_ns()}
 
     def report(self) -> dict[str, Any]:
@@ -360,13 +364,13 @@ class DetectorWorker:
             if self._want_checkpoint:
                 self._want_checkpoint = False
                 return _CHECKPOINT
-            if self._plan and self._plan[0][0] < 0:
-                self._plan.clear()  # the flush: taken when asked
-            if self._plan:
-                sender, alpha = self._plan[0]
-                if self.inbox.holds(sender):
-                    self._plan.popleft()
-                    return self._pop(sender, alpha)
+            step = self.dets.planned_step()
+            if step == [-1]:
+                self.dets.plan.clear()  # the flush: taken when asked
+                step = []
+            if step:
+                if self.inbox.holds(step):
+                    return self._pop(step, self.dets.take_planned(len(step)))
             elif len(self.inbox):
                 return self._pop(None, None)
             elif self._ending:
@@ -375,42 +379,46 @@ class DetectorWorker:
                 return _SUSPEND
             self._cond.wait()
 
-    def _pop(self, sender: int | None, alpha: float | None) -> tuple:
-        q_size = self.inbox.events
-        now = time.monotonic_ns()
-        if sender is None:
-            sender = self.inbox.head_sender
-        batch, arrival = self.inbox.pop(now, sender)
+    def _pop(self, senders: list[int] | None, alpha: float | None) -> tuple:
+        q_size, now = self.inbox.events, time.monotonic_ns()
+        taken = self.inbox.take(now, senders, self.step_events)
         command = self.gate.command(q_size)
         self._cond.notify_all()  # room for a waiting push
-        return batch, arrival, now, command, sender, alpha
+        return taken, now, command, alpha
 
-    def _take(self, batch: np.ndarray, arrival: int, start: int, command: Any, sender: int,
+    def _take(self, taken: list[tuple[np.ndarray, int, int]], start: int, command: Any,
               alpha: float | None) -> None:
-        self._log_step(sender, alpha)
-        kept = self.gate.admit(batch, command)
+        for i, (_, _, sender) in enumerate(taken):
+            self._log_step(sender, alpha, joined=i > 0)
+        kept = [self.gate.admit(b, command) for b, _, _ in taken]
+        dtype = self.unit.in_dtype
+        batch = kept[0] if len(kept) == 1 else ev.concat_records(
+            [b if b.dtype == dtype else ev.conform(b, dtype, drop=True) for b in kept])
         t0 = time.perf_counter()
-        out = self.unit.push(kept, self._now()) if len(kept) \
+        out = self.unit.push(batch, self._now()) if len(batch) \
             else np.empty(0, self.unit.out_dtype)
         busy = time.perf_counter() - t0
         self.busy_s += busy
         self._publish(out, self._now())
-        self._taken[sender] = self._taken.get(sender, 0) + 1
         done = time.monotonic_ns()
-        self.gate.done(len(kept), busy, (done - arrival) * 1e-9)
-        self._sample((start - arrival) * 1e-9)
+        for (_, arrival, sender), k in zip(taken, kept, strict=True):
+            self._taken[sender] = self._taken.get(sender, 0) + 1
+            self.gate.done(len(k), busy * len(k) / max(1, len(batch)),
+                           (done - arrival) * 1e-9)
+        self._sample((start - taken[0][1]) * 1e-9)
 
-    def _log_step(self, sender: int, alpha: float | None) -> None:
-        """A step begins: record its determinants (replaying one, run under its alpha)."""
+    def _log_step(self, sender: int, alpha: float | None, joined: bool = False) -> None:
+        """A batch is taken: log the sender and the alpha of its step (none if it
+        ``joined`` the step of the batch before); replaying a step, run it under its
+        alpha."""
         if self.store is None:
             return
-        if alpha is not None and self.unit.controller is not None:
-            self.unit.controller.force(alpha)
-        self._senders.append(sender)
-        # the controller's alpha: a memory back-off is decided again from the input
         ctl = self.unit.controller
-        self._alphas.append(ctl.alpha if ctl is not None else self.unit.alpha)
-        self._step += 1
+        if alpha is not None and ctl is not None:
+            ctl.force(alpha)
+        # the controller's alpha: a memory back-off is decided again from the input
+        self.dets.log(sender, None if joined else ctl.alpha if ctl is not None
+                      else self.unit.alpha)
 
     def _finish(self) -> None:
         """End of stream: flush the unit, publish, wait for the answers, checkpoint."""
@@ -452,14 +460,13 @@ class DetectorWorker:
                     self.publisher.send(ch, piece, self._dets(ch))
 
     def _dets(self, ch: Channel) -> Any:
-        """The determinants a push to ``ch`` carries: the steps since the last push to it
+        """The determinants a push to ``ch`` carries: those since the last push to it
         (or since the checkpoint), and the checkpoint's step."""
         if self.store is None:
             return None
-        first = max(ch.last_step + 1, self._steps_base)
-        ch.last_step = self._step - 1
-        i = first - self._steps_base
-        return first, self._senders[i:], self._alphas[i:], self._steps_base
+        dets = self.dets.since(ch.last_step)
+        ch.last_step = self.dets.step - 1
+        return dets
 
     def _sample(self, wait_s: float) -> None:
         s, now = self.unit.stats, time.monotonic()
@@ -484,7 +491,7 @@ class DetectorWorker:
         channels = self.publisher.state()
         with self._cond:
             logs = [[p, *log.as_list()] for p, log in self._logs.items()]
-        state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit), "step": self._step,
+        state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit), "step": self.dets.step,
                  "taken": [[s, n] for s, n in self._taken.items()], "channels": channels,
                  "logs": logs, "published": self._published, "output": self.output.state(),
                  "settled": self.unit.settled_seq,
@@ -494,9 +501,7 @@ class DetectorWorker:
         data = pack_checkpoint(state)
         self.store.write("checkpoint", data)
         self.output.committed()
-        self._steps_base = self._step
-        self._senders.clear()
-        self._alphas.clear()
+        self.dets.committed()
         self._since, self._last_checkpoint = 0, time.monotonic()
         with self._cond:
             self._acked = dict(self._taken)
@@ -513,7 +518,7 @@ class DetectorWorker:
             return
         state = unpack_checkpoint(data, self.instance.label)
         restore_unit(self.unit, state["unit"])
-        self._step = self._steps_base = state["step"]
+        self.dets = Determinants(state["step"])
         self._taken = {int(s): n for s, n in state["taken"]}
         self._next, self._acked = dict(self._taken), dict(self._taken)
         actors = {c: a for r in self.routes for c, a in zip(r.consumers, r.actors, strict=True)}
@@ -534,13 +539,8 @@ class DetectorWorker:
                      for c, a in zip(r.consumers, r.actors, strict=True)]
         answers = [answer(a.recover_producer.remote(self.instance.producer, self.incarnation))
                    for _, a in consumers]
-        best: tuple[list[int], list[float]] = ([], [])
-        for base, senders, alphas, *_ in answers:
-            plan = StepLog(base, senders, alphas).plan(self._step)
-            if plan is not None and len(plan[0]) > len(best[0]):
-                best = plan
         with self._cond:
-            self._plan = deque(zip(*best, strict=True))
+            self.dets.follow([StepLog(*a[:3]) for a in answers])
         for (c, a), held in zip(consumers, answers, strict=True):
             ch = self.publisher.channel(c, a)
             self.publisher.resend(c, ch.epoch, held[3])

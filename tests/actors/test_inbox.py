@@ -58,6 +58,44 @@ def test_inbox_invariants_under_random_pushes_and_takes(seed, capacity):
     assert inbox.waits.total == pytest.approx(wait_total)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_step_takes_the_oldest_batches_within_its_rows_or_the_senders_named(seed):
+    """Against a list model: ``take`` without senders returns the oldest batches while
+    their rows fit ``max_events`` (the oldest always); with senders, each one's oldest
+    batch in turn; ``holds`` counts a sender named twice twice."""
+    rng = np.random.default_rng(seed)
+    inbox = Inbox(None)
+    model: list[tuple[np.ndarray, float, int]] = []
+    now = 0.0
+    for _ in range(300):
+        now += 1.0
+        if rng.random() < 0.6:
+            b, sender = batch(int(rng.integers(1, 40)), 0), int(rng.integers(0, 3))
+            inbox.push(b, now, sender)
+            model.append((b, now, sender))
+            continue
+        waiting = [s for _, _, s in model]
+        if rng.random() < 0.5:
+            senders = [int(s) for s in rng.integers(0, 3, int(rng.integers(1, 4)))]
+            held = all(waiting.count(s) >= senders.count(s) for s in set(senders))
+            assert inbox.holds(senders) == held
+            if not held:
+                continue
+            want = []
+            for s in senders:
+                want.append(model.pop(next(i for i, m in enumerate(model) if m[2] == s)))
+            got = inbox.take(now, senders)
+        else:
+            max_events = int(rng.integers(0, 100))
+            want, rows = [], 0
+            while model and (not want or rows + len(model[0][0]) <= max_events):
+                want.append(model.pop(0))
+                rows += len(want[-1][0])
+            got = inbox.take(now, None, max_events)
+        assert [(id(b), a, s) for b, a, s in got] == [(id(b), a, s) for b, a, s in want]
+        assert inbox.events == sum(len(b) for b, _, _ in model) and len(inbox) == len(model)
+
+
 def test_inbox_refuses_no_capacity():
     with pytest.raises(ValueError, match="at least one event"):
         Inbox(0)

@@ -45,12 +45,13 @@ def without_identity(rows):
 
 # Replays run far faster than real time, so at a fan-in (level 2 hears two level-1
 # actors and the raw A clock) K must cover the event-time span of a batch: 500 events
-# span ~750 ticks; K starts at 3,000.
+# span ~750 ticks; K starts at 3,000. A step takes one batch, so that the units see
+# many small pushes and replay often.
 @pytest.mark.parametrize("retraction", ["full", "on-demand"])
 def test_speculative_hierarchy_on_ray_equals_in_process(local_ray, retraction):
     raw = abc_stream(example_registry(), 6_000, seed=11, max_delay=20)
     graph = example_graph(0.0, retraction, k0=3_000)
-    on_ray = RayRuntime(graph, batch_size=500).run(raw)
+    on_ray = RayRuntime(graph, batch_size=500, step_events=1).run(raw)
     reference = InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
     st = on_ray.stats("a_not_bc")  # out-of-order input, speculation on: replays happen
     assert st.relocations > 5 and st.replayed > 1_000
@@ -355,11 +356,13 @@ def test_late_events_are_handed_on_once_and_forgotten(local_ray, tmp_path):
     raw = abc_stream(reg, 8_000, seed=5, max_delay=2_000, burst=0.2)
     graph = Graph(reg, sources=("A", "B", "C")).add(
         "t", Threshold(), alpha=1.0, k0=0, memory=MemoryLimit(buffered_events=200))
-    plain = RayRuntime(graph, batch_size=100).run(raw)
+    # one batch per step: with the memory limit biting, which events are late depends on
+    # the pushes, and the two runs must cut them alike
+    plain = RayRuntime(graph, batch_size=100, step_events=1).run(raw)
     got: list[Settled] = []
-    handed = RayRuntime(graph, batch_size=100, speed=4_000.0, checkpoint_uri=str(tmp_path),
-                        checkpoint_every_batches=5, checkpoint_every_s=0.1).run(
-        raw, on_settled=got.append)
+    handed = RayRuntime(graph, batch_size=100, step_events=1, speed=4_000.0,
+                        checkpoint_uri=str(tmp_path), checkpoint_every_batches=5,
+                        checkpoint_every_s=0.1).run(raw, on_settled=got.append)
     late = np.concatenate([found.late["t"] for found in got if "t" in found.late])
     assert len(plain.late("t")) > 100
     assert content(late) == content(plain.late("t"))

@@ -15,9 +15,10 @@ from naive import content
 
 from specula import InProcessRuntime
 from specula.actors.channels import Route
+from specula.actors.inbox import Inbox
 from specula.actors.output_log import persisted_net
 from specula.actors.ray_runtime import RayRuntime
-from specula.actors.recovery import Checkpoints
+from specula.actors.recovery import Checkpoints, Determinants, StepLog
 from specula.actors.routing import Router
 from specula.actors.worker import DetectorWorker
 from specula.detectors.examples import example_registry
@@ -115,11 +116,35 @@ def stream():
     return graph, raw, reference
 
 
+def count_steps(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the steps that took several batches, and those a restart took again."""
+    counts = {"joined": 0, "replayed": 0}
+    take, take_planned = Inbox.take, Determinants.take_planned
+
+    def spy_take(self, *args, **kwargs):
+        taken = take(self, *args, **kwargs)
+        counts["joined"] += len(taken) > 1
+        return taken
+
+    def spy_take_planned(self, n):
+        counts["replayed"] += n > 1
+        return take_planned(self, n)
+
+    monkeypatch.setattr(Inbox, "take", spy_take)
+    monkeypatch.setattr(Determinants, "take_planned", spy_take_planned)
+    return counts
+
+
 @pytest.mark.parametrize("victim", ["a_not_bc", "d_then_e"])
 def test_restarts_at_random_points_leave_the_net_output_of_a_crash_free_run(
-        stream, tmp_path, victim):
+        stream, tmp_path, victim, monkeypatch):
+    """The driver feeds as fast as it can, so batches pile up in the inboxes and steps
+    take several at once; a restart takes them again in the same steps."""
     graph, raw, reference = stream
+    steps = count_steps(monkeypatch)
     report, checkpoints, _ = local_run(graph, raw, tmp_path, victim, seed=1)
+    print(f"steps of several batches: {steps['joined']}, taken again: {steps['replayed']}")
+    assert steps["joined"] > 0
     restarts = report.restarts()
     assert restarts[victim] >= 2 and sum(restarts.values()) == restarts[victim]
     for name in graph.nodes:
@@ -134,3 +159,25 @@ def test_restarts_at_random_points_leave_the_net_output_of_a_crash_free_run(
         assert persisted.tobytes() == got.tobytes(), name
     assert report.detectors[victim].recovery["checkpoints"] > 0
     assert sum(d.recovery["divergent"] for d in report.detectors.values()) == 0
+
+
+def test_a_restart_takes_the_batches_again_in_the_steps_that_took_them():
+    """The determinants log a batch per entry, the alpha on the first of its step; the
+    plan, from the longest log a consumer holds, gives the steps back whole."""
+    dets = Determinants()
+    for sender, alpha in [(1, 0.5), (2, None), (1, None), (2, 0.7), (3, 0.0), (-1, 1.0)]:
+        dets.log(sender, alpha)
+    assert dets.since(1) == (2, [1, 2, 3, -1], [None, 0.7, 0.0, 1.0], 0)  # after batch 1
+    full = StepLog(*dets.since(-1)[:3])
+    short = StepLog(*dets.since(-1)[:1], [1, 2], [0.5, None])
+    again = Determinants(step=0)
+    again.follow([short, full])
+    assert again.planned_step() == [1, 2, 1] and again.take_planned(3) == 0.5
+    assert again.planned_step() == [2] and again.take_planned(1) == 0.7
+    assert again.planned_step() == [3] and again.take_planned(1) == 0.0
+    assert again.planned_step() == [-1]
+    later = Determinants(step=3)  # restored from a checkpoint after the first step
+    later.follow([full])
+    assert later.planned_step() == [2]
+    dets.committed()
+    assert (dets.base, dets.senders, dets.since(-1)) == (6, [], (6, [], [], 6))

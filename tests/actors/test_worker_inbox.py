@@ -11,7 +11,7 @@ import pytest
 
 from specula import Graph
 from specula.actors.routing import Router
-from specula.actors.worker import DetectorWorker
+from specula.actors.worker import STEP_EVENTS, DetectorWorker
 from specula.detectors import Detector, Emitter, EventView
 from specula.detectors.examples import Threshold, example_registry
 from specula.ordering.unit import DetectorError
@@ -27,9 +27,11 @@ def c_batch(first: int, n: int, v: int = 60) -> np.ndarray:
     return out
 
 
-def worker(detector: Detector, inbox_events: int = 1_000, **options) -> DetectorWorker:
+def worker(detector: Detector, inbox_events: int = 1_000, step_events: int = STEP_EVENTS,
+           **options) -> DetectorWorker:
     g = Graph(example_registry(), sources=("C",)).add("node", detector, k0=0, **options)
-    w = DetectorWorker(g.instances()[0], g.registry, inbox_events=inbox_events, router=Router(g))
+    w = DetectorWorker(g.instances()[0], g.registry, inbox_events=inbox_events,
+                       router=Router(g), step_events=step_events)
     w.start()
     return w
 
@@ -63,7 +65,7 @@ class Blocking(Threshold):
 
 def test_a_full_inbox_makes_the_producer_wait_until_the_thread_takes_a_batch():
     GATE.set()  # open while the worker warms its unit up
-    w = worker(Blocking(), inbox_events=250)
+    w = worker(Blocking(), inbox_events=250, step_events=100)  # a batch per step
     GATE.clear()
     for i in range(3):  # the thread takes the first and blocks on it; two wait
         w.push(c_batch(i * 100, 100), 0, i)
@@ -79,6 +81,30 @@ def test_a_full_inbox_makes_the_producer_wait_until_the_thread_takes_a_batch():
     stats = w.report()["inbox"]
     assert stats.processed == stats.waits.count == w.inbox.pushed == 400
     assert stats.waits.max > 0.05  # the batches behind the held one waited
+
+
+@pytest.mark.parametrize("step_events", [STEP_EVENTS, 250, 100])
+def test_batches_waiting_behind_a_step_are_taken_together(step_events: int) -> None:
+    """While the thread is busy with a batch, those that arrive wait; the next step takes
+    as many of them as ``step_events`` rows allow (at least one), and the output is the
+    same as a batch at a time."""
+    GATE.set()
+    w = worker(Blocking(), inbox_events=10_000, step_events=step_events)
+    GATE.clear()
+    w.push(c_batch(0, 100), 0, 0)
+    for _ in range(100):  # until the thread holds the first batch
+        if w.inbox.events == 0:
+            break
+        time.sleep(0.01)
+    for i in range(1, 6):
+        w.push(c_batch(i * 100, 100), 0, i)
+    GATE.set()
+    w.flush()
+    steps = len(w.report()["series"])
+    assert steps == 1 + -(-5 // max(1, step_events // 100))  # the first, then the rest
+    assert np.array_equal(w.output.net.net()["ts"], np.arange(600))
+    stats = w.report()["inbox"]
+    assert stats.processed == stats.waits.count == 600
 
 
 class Failing(Detector):
