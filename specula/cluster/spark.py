@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
@@ -135,6 +136,7 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
             ray.shutdown()
             with contextlib.suppress(Exception):
                 shutdown_ray_cluster()
+        _kill_workers_of(address)
 
 
 def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
@@ -214,6 +216,23 @@ def _executor_environment() -> dict[str, str]:
     Spark fails to start its worker nodes. Executors run this interpreter either way
     (``PYSPARK_PYTHON``), so the cluster's hosts need it at the same path."""
     return {name: os.environ[name] for name in _EXECUTOR_ENV if name in os.environ}
+
+
+def _kill_workers_of(address: str) -> None:
+    """Kill the Ray worker processes on this machine that the cluster at ``address``
+    launched and that outlive its shutdown: one launched as the cluster went down (an
+    actor being created when a run is interrupted) waits for the gone GCS up to Ray's
+    ``gcs_rpc_server_reconnect_timeout_s`` (60 s) before it exits. The workers name the
+    GCS by the node's address where ``address`` may say 127.0.0.1: the port decides."""
+    port = address.rpartition(":")[2]
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True,
+                         check=False).stdout
+    for line in out.splitlines()[1:]:
+        pid, _, args = line.strip().partition(" ")
+        if pid.isdigit() and any(a.startswith("--gcs-address=") and a.endswith(f":{port}")
+                                 for a in args.split()):
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def stray_processes(outside: Iterable[int] = ()) -> list[str]:
