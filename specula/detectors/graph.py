@@ -106,7 +106,7 @@ class Instance:
                             memory=node.memory)
 
     def warm_up(self, registry: TypeRegistry) -> None:
-        """Run throw-away units on zero events, one per input type, and a punctuation of
+        """Run throw-away units on zero events, two per input type, and a punctuation of
         each producer channel, so that the unit's and the detector's Numba kernels are
         loaded before the stream starts: the first kernel a process loads costs ~0.7 s,
         each one after it ~10 ms. A cold actor lags its siblings, and on a fast replay
@@ -116,7 +116,7 @@ class Instance:
         ways: Ray hands an actor its pushes read-only, and the fields of a one-row batch
         are contiguous where longer ones are strided. So the probes take the whole batch,
         its first row alone and its last row alone, each writeable and read-only."""
-        ids = [registry.id(t) for t in self.node.inputs]
+        ids = [registry.id(t) for t in self.node.inputs] * 2  # never a one-row batch
         producers = [c for c in self.channels if c != 0]
         probe = self.unit(registry)
         batch = np.zeros(len(ids) + len(producers), probe.in_dtype)

@@ -55,3 +55,25 @@ def test_warmed_units_load_no_kernel_on_read_only_pushes(monkeypatch: pytest.Mon
     after = _signatures()
     loaded = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert loaded == {}
+
+
+def test_every_node_warms_up_on_long_and_one_row_batches_writeable_and_read_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each actor is a process of its own, with only its node's kernels loaded: the
+    warm-up must push every kind of batch for every node, even one with a single input
+    type and no producer."""
+    match = generate_match(1.0, seed=3)
+    graph = soccer_graph(1.0, metadata=match.metadata)
+    push = OrderingUnit.push
+    kinds: set[tuple[bool, bool]] = set()
+
+    def record(self: OrderingUnit, batch: np.ndarray, now: int = 0) -> np.ndarray:
+        kinds.add((len(batch) > 1, bool(batch.flags.writeable)))
+        return push(self, batch, now)
+
+    monkeypatch.setattr(OrderingUnit, "push", record)
+    for instance in graph.instances():
+        kinds.clear()
+        instance.warm_up(graph.registry)
+        assert kinds == {(True, True), (True, False), (False, True), (False, False)}, \
+            instance.label
