@@ -157,11 +157,6 @@ class Inbox:
         """Arrival time of the oldest batch (the inbox must not be empty)."""
         return self._queue[0][1]
 
-    @property
-    def head_sender(self) -> int:
-        """Sender of the oldest batch (the inbox must not be empty)."""
-        return self._queue[0][2]
-
     def holds(self, senders: list[int]) -> bool:
         """Are batches of all ``senders`` waiting (of a sender named k times, k)?"""
         waiting = Counter(s for _, _, s in self._queue)

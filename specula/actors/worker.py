@@ -9,8 +9,8 @@ one processing thread, started by :meth:`DetectorWorker.start`, takes the batche
 arrival order (all those waiting, up to :data:`STEP_EVENTS` rows, in one step), passes
 them through the :class:`~.inbox.Gate` (shedding, for a node with a latency bound), the
 ordering unit and the detector, and publishes what was generated to the subscribers'
-actors. Only that thread touches the unit, the detector, the net
-output and the checkpoints.
+actors. Only that thread touches the unit, the detector, the net output and the
+checkpoints.
 
 A producer has at most ``max_in_flight`` pushes per consumer unanswered; a push is
 answered once its batch is in the consumer's inbox, so the window only pipelines the
