@@ -329,8 +329,12 @@ def test_detections_are_handed_on_as_they_become_final_and_the_actors_forget_the
     counts it."""
     graph, raw, reference = crash_stream
     got: list[Settled] = []
-    runtime = RayRuntime(graph, batch_size=200, speed=6_000.0, checkpoint_uri=str(tmp_path),
-                         checkpoint_every_batches=10, checkpoint_every_s=0.2)
+    # one batch per step: the stream is small enough for a level-2 actor whose inbox
+    # filled up (on a busy machine) to take all its input in one step, and checkpoint
+    # only at the end
+    runtime = RayRuntime(graph, batch_size=200, step_events=1, speed=6_000.0,
+                         checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
+                         checkpoint_every_s=0.2)
     report = runtime.run(raw, on_settled=got.append)
     assert sum(len(rows) for found in got[:-1] for rows in found.complex.values()) > 0
     summary = report.summary()["detectors"]
