@@ -28,21 +28,32 @@ from specula.pipelines.synthetic import abc_stream, example_graph
 class LocalActor:
     """A worker behind ``.method.remote(...)`` calls that return futures. ``restart``
     halts the worker (as a crash would) and makes a new one from the same arguments,
-    which restores the last checkpoint, as Ray reruns a restarted actor's constructor."""
+    which restores the last checkpoint, as Ray reruns a restarted actor's constructor.
+    :attr:`progress` is the most batches one of its workers had taken: a restarted one
+    takes those after its checkpoint again before it passes it."""
 
     def __init__(self, pool: ThreadPoolExecutor) -> None:
         self.pool = pool
         self.worker: DetectorWorker | None = None
         self.restarting = False
+        self.progress = 0
+        actor = self
+
+        class CountingWorker(DetectorWorker):
+            def _take(self, *args):
+                super()._take(*args)
+                actor.progress = max(actor.progress, sum(self._taken.values()))
+
+        self._worker_class = CountingWorker
 
     def make(self, *args, **kwargs) -> None:
         self.args, self.kwargs = args, kwargs
-        self.worker = DetectorWorker(*args, **kwargs)
+        self.worker = self._worker_class(*args, **kwargs)
 
     def restart(self) -> None:
         self.restarting = True
         self.worker.halt()
-        self.worker = DetectorWorker(*self.args, **self.kwargs)
+        self.worker = self._worker_class(*self.args, **self.kwargs)
         self.restarting = False
 
     def __getattr__(self, name: str):
@@ -68,7 +79,10 @@ class LocalActor:
 
 def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 5):
     """The Ray runtime's driver over local workers; the actor of ``victim`` (a label)
-    is restarted at random points while the stream is fed."""
+    is restarted at random points while the stream is fed: each time it got 1 to 6
+    batches further than before its last restart (not at random times, which a fast
+    machine could outrun). A step takes at most four of the driver's batches, so that
+    every actor takes enough steps for several restarts."""
     rt = RayRuntime(graph, batch_size=150)
     router = Router(graph)
     instances = graph.instances()
@@ -83,15 +97,18 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
         producers = [(j.producer, actors[j.producer]) for j in instances
                      if router.hears(i.node.name, j.node.name)]
         actors[i.producer].make(i, graph.registry, 4, 200_000, router=router, routes=routes,
-                                producers=producers, checkpoints=checkpoints)
+                                producers=producers, checkpoints=checkpoints, step_events=600)
     done = threading.Event()
 
     def killer():
         rng = random.Random(seed)
         target = next(a for i, a in actors.items()
                       if next(j for j in instances if j.producer == i).label == victim)
-        while not done.wait(rng.uniform(0.05, 0.3)):
-            target.restart()
+        restart_at = rng.randint(1, 6)
+        while not done.wait(0.002):
+            if target.progress >= restart_at:
+                target.restart()
+                restart_at = target.progress + rng.randint(1, 6)
 
     thread = threading.Thread(target=killer)
     if victim is not None:
@@ -143,9 +160,10 @@ def test_restarts_at_random_points_leave_the_net_output_of_a_crash_free_run(
     graph, raw, reference = stream
     steps = count_steps(monkeypatch)
     report, checkpoints, _ = local_run(graph, raw, tmp_path, victim, seed=1)
-    print(f"steps of several batches: {steps['joined']}, taken again: {steps['replayed']}")
-    assert steps["joined"] > 0
     restarts = report.restarts()
+    print(f"restarts {restarts[victim]}, steps of several batches: {steps['joined']}, "
+          f"taken again: {steps['replayed']}")
+    assert steps["joined"] > 0
     assert restarts[victim] >= 2 and sum(restarts.values()) == restarts[victim]
     for name in graph.nodes:
         assert len(report.late(name)) == len(reference.late(name)) == 0, name
