@@ -25,6 +25,19 @@ from specula.detectors.examples import example_registry
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
+class CountingWorker(DetectorWorker):
+    """A worker that tells its stand-in ``actor`` how far it got
+    (:attr:`LocalActor.progress`)."""
+
+    def __init__(self, actor: LocalActor, *args, **kwargs) -> None:
+        self.stand_in = actor  # before the constructor: a restarted worker starts in it
+        super().__init__(*args, **kwargs)
+
+    def _take(self, *args) -> None:
+        super()._take(*args)
+        self.stand_in.progress = max(self.stand_in.progress, sum(self._taken.values()))
+
+
 class LocalActor:
     """A worker behind ``.method.remote(...)`` calls that return futures. ``restart``
     halts the worker (as a crash would) and makes a new one from the same arguments,
@@ -37,23 +50,15 @@ class LocalActor:
         self.worker: DetectorWorker | None = None
         self.restarting = False
         self.progress = 0
-        actor = self
-
-        class CountingWorker(DetectorWorker):
-            def _take(self, *args):
-                super()._take(*args)
-                actor.progress = max(actor.progress, sum(self._taken.values()))
-
-        self._worker_class = CountingWorker
 
     def make(self, *args, **kwargs) -> None:
         self.args, self.kwargs = args, kwargs
-        self.worker = self._worker_class(*args, **kwargs)
+        self.worker = CountingWorker(self, *args, **kwargs)
 
     def restart(self) -> None:
         self.restarting = True
         self.worker.halt()
-        self.worker = self._worker_class(*self.args, **self.kwargs)
+        self.worker = CountingWorker(self, *self.args, **self.kwargs)
         self.restarting = False
 
     def __getattr__(self, name: str):
