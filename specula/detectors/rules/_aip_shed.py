@@ -152,6 +152,15 @@ class Tombstones:
             self.entries = [e for e in self.entries if e[0] >= horizon]
 
 
+def _member(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``np.isin(values, keys)`` for few ``keys``: a binary search of each value."""
+    keys = np.sort(keys)
+    if not len(keys):
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    return keys[at] == values
+
+
 def split_points(events: np.ndarray, pending: list[tuple[int, int]]) -> list[int]:
     """Row counts after which the drops at ``pending`` positions take effect."""
     ts, order = events["ts"], order_key(events)
@@ -192,6 +201,14 @@ class ShedHook:
                 for e in range(n - 1, k - 1, -1)]
         return self._block(rows, k, last_ts, offset)
 
+    def keys(self, store, k: int, ids: np.ndarray) -> np.ndarray:
+        """The identities of state ``k``'s instances with store ids ``ids``: the
+        :attr:`PartialMatchBlock.keys` of their block, without building the block."""
+        refs, cols = ids - store.base, store.cols
+        eids = [event_ids({f: cols[f][refs[e - k]] for f in ("ts", "producer", "seq")})
+                for e in range(len(self.rule.chain) - 1, k - 1, -1)]
+        return fold64(np.stack(eids, axis=1))
+
     def complete(self, elements: tuple[np.ndarray, ...], offset: int) -> PartialMatchBlock:
         """The block of complete matches (element 0), from their chosen elements."""
         return self._block(list(elements[::-1]), 0, elements[0]["ts"], offset)
@@ -207,10 +224,12 @@ class ShedHook:
                 names.append(f"{self.labels[e]}.{a}")
                 feats.append(np.asarray(r[a], np.float64))
         m = len(last_ts)
+        # copies: ``last_ts`` may be a view of the state's table, which later rows,
+        # purges and drops overwrite while the block is still held (a watch record)
         return PartialMatchBlock(
             offset + k, k, tuple(names), tuple(own),
             np.stack(feats, axis=1) if feats else np.zeros((m, 0)),
-            np.asarray(rows[0]["ts"], np.int64), np.asarray(last_ts, np.int64),
+            np.array(rows[0]["ts"], np.int64), np.array(last_ts, np.int64),
             self.window, self.sheddable[k], rows)
 
     def check(self, k: int, n: int) -> None:
@@ -257,9 +276,8 @@ class ShedHook:
         ids = table.cols["ids"][:, table.start:table.n]
         live = ids[1] >= 0 if len(ids) > 1 else np.ones(ids.shape[1], bool)
         mine = np.zeros(ids.shape[1], np.uint64)
-        mine[live] = self.block(store, k, ids[:, live],
-                                table.cols["ts"][table.start:table.n][live], 0).keys
-        hit = live & np.isin(mine, keys)
+        mine[live] = self.keys(store, k, ids[:, live])
+        hit = live & _member(mine, keys)
         if hit.any():
             table.keep(~hit)
         if record:
