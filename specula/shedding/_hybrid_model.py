@@ -176,31 +176,45 @@ class HybridModel:
         return self.states[view.state].tree.leaf(view.features)
 
     def observe(self, made: list[PartialMatchView]) -> None:
-        """Count what the detector made (its ``watch`` record) for the originating
-        partial matches' classes; at the end of a time slice, adapt the values."""
+        """Count what the detector made (its ``watch`` record, in the order made) for
+        the originating partial matches' classes; at the end of a time slice, adapt the
+        values. The views of one period are counted together, so a caller may hand
+        over many batches' records at once: the result is the same."""
+        period: list[PartialMatchView] = []
         for view in made:
             if not len(view):
                 continue
-            offset = view.state - view.element
-            chain = self.ancestors.get(offset, ())
-            if view.element >= 1 and view.state in self.states:
-                sm = self.states[view.state]
-                sm.made += np.bincount(sm.tree.leaf(view.features),
-                                       minlength=len(sm.made))
-            s = self.slice_of(view.last_ts - view.first_ts)
-            omega = len(chain) + 1 - view.element  # events in the made match
-            for k in range(view.element + 1, len(chain) + 1):
-                sm = self.states[chain[k - 1]]
-                cls = sm.tree.leaf(view.features[:, :len(sm.names)])
-                np.add.at(sm.inc_minus, (cls, s), omega)
-                if view.element == 0:
-                    np.add.at(sm.inc_plus, (cls, s), 1)
+            period.append(view)
             now = int(view.last_ts.max())
             if self.next_update is None:
                 self.next_update = now + int(self.slice_len)
             elif now >= self.next_update:
+                self._count(period)
+                period = []
                 self._adapt()
                 self.next_update = now + int(self.slice_len)
+        self._count(period)
+
+    def _count(self, made: list[PartialMatchView]) -> None:
+        """Add the lineage counts of ``made`` (views of one period) to the periods'."""
+        groups: dict[tuple[int, int], list[PartialMatchView]] = {}
+        for view in made:
+            groups.setdefault((view.state, view.element), []).append(view)
+        for (state, element), views in groups.items():
+            features = np.concatenate([v.features for v in views])
+            age = np.concatenate([v.last_ts - v.first_ts for v in views])
+            chain = self.ancestors.get(state - element, ())
+            if element >= 1 and state in self.states:
+                sm = self.states[state]
+                sm.made += np.bincount(sm.tree.leaf(features), minlength=len(sm.made))
+            s = self.slice_of(age)
+            omega = len(chain) + 1 - element  # events in the made match
+            for k in range(element + 1, len(chain) + 1):
+                sm = self.states[chain[k - 1]]
+                cls = sm.tree.leaf(features[:, :len(sm.names)])
+                np.add.at(sm.inc_minus, (cls, s), omega)
+                if element == 0:
+                    np.add.at(sm.inc_plus, (cls, s), 1)
 
     def _adapt(self) -> None:
         for sm in self.states.values():

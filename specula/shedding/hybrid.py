@@ -45,6 +45,11 @@ __all__ = ["HybridShedder"]
 
 Mode = Literal["input", "state", "hybrid"]
 
+#: The detector's watch record is handed to the model when a shedding set is due, or
+#: once it holds this many views: the model reads its values only to pick a set, and
+#: counting many batches at once costs a fraction of counting each.
+OBSERVE_VIEWS = 256
+
 
 class HybridShedder(StateShedder):
     """The hybrid paper's shedder on one detector (see the module).
@@ -75,6 +80,13 @@ class HybridShedder(StateShedder):
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
         self.filtering = False
         self.dropped_events = 0
+        self._made: list = []  # the detector's watch record, not yet observed
+
+    def _observe(self) -> None:
+        """Adapt the model to what the detector made since the last call."""
+        if self._made:
+            self.model.observe(self._made)
+            self._made = []
 
     def attach(self, holder: PartialMatchHolder) -> None:
         super().attach(holder)
@@ -85,9 +97,12 @@ class HybridShedder(StateShedder):
         """Shed state when due, and filter the batch's events while overloaded."""
         n = len(batch)
         if self.adapt and self.holder is not None:
-            self.model.observe(self.holder.watch(True))
+            self._made += self.holder.watch(True)
+            if len(self._made) >= OBSERVE_VIEWS:
+                self._observe()
         share = command.share
         if self.due(n, share):
+            self._observe()
             self.plan(share)
         self.filtering = share > 0 and bool(self.shed)
         if not self.filtering or self.mode == "state" or n == 0:

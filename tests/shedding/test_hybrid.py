@@ -178,6 +178,69 @@ def test_drops_survive_restore_and_replay(cut):
     assert b.snapshot() == a.snapshot()
 
 
+def _copied(views) -> list[tuple]:
+    return [(v.state, v.element, v.features.copy(), v.first_ts.copy(), v.last_ts.copy())
+            for v in views]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_watch_records_stay_what_they_were_when_made(seed):
+    """What the engine records stays put while it goes on: purges, drops and new rows
+    move its tables, never the arrays it handed out."""
+    rng = np.random.default_rng(seed)
+    engine = AIPEngine(_RULE, _REG)
+    engine.watch(True)
+    ev, lo, record, copies = _events(3000, seed), 0, [], []
+    while lo < len(ev):
+        hi = lo + int(rng.integers(1, 120))
+        engine.process(ev[lo:hi])
+        made = engine.watch(True)
+        record += made
+        copies += _copied(made)
+        if rng.random() < 0.3:
+            for v in engine.partial_matches():
+                engine.drop_partial_matches(v.state, v.keys[rng.random(len(v)) < 0.3])
+        lo = hi
+    assert len(record) > 50
+    for v, (state, element, features, first, last) in zip(record, copies, strict=True):
+        assert (v.state, v.element) == (state, element)
+        assert np.array_equal(v.features, features)
+        assert np.array_equal(v.first_ts, first) and np.array_equal(v.last_ts, last)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_model_adapts_alike_to_records_observed_at_once_or_one_by_one(seed):
+    """The shedder hands the model many batches' records at once: the values it learns
+    are exactly those of observing each batch's record as it comes, wherever the calls
+    cut the record."""
+    import copy
+
+    reg, rule = registry(), Q1.format(w=600)
+    model, _, _ = train(reg, rule, ds1(reg, 2000, 1))
+    det = RuleDetector(rule, reg)
+    det.watch(True)
+    rng = np.random.default_rng(seed)
+    ev, lo, per_batch = ds1(reg, 4000, seed + 7), 0, []
+    while lo < len(ev):
+        hi = lo + int(rng.integers(1, 150))
+        for e in det.engines():
+            e.process(ev[lo:hi])
+        per_batch.append(det.watch(True))
+        lo = hi
+    one_by_one, at_once = copy.deepcopy(model), copy.deepcopy(model)
+    for made in per_batch:
+        one_by_one.observe(made)
+    flat = [v for made in per_batch for v in made]
+    cuts = np.sort(rng.choice(len(flat), 5, replace=False))
+    for part in np.split(np.arange(len(flat)), cuts):
+        at_once.observe([flat[i] for i in part])
+    assert one_by_one.next_update == at_once.next_update
+    for s, a in one_by_one.states.items():
+        b = at_once.states[s]
+        for name in ("contribution", "consumption", "inc_plus", "inc_minus", "made"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), (s, name)
+
+
 # ---------------------------------------------------------------- shed against unshed
 
 
