@@ -140,10 +140,7 @@ class StateModel:
     made: np.ndarray = field(default=None)       # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Start a new period of online counts."""
+        # the online counts of the period under way
         self.inc_plus = np.zeros_like(self.contribution)
         self.inc_minus = np.zeros_like(self.consumption)
         self.made = np.zeros(len(self.contribution))
@@ -177,55 +174,79 @@ class HybridModel:
 
     def observe(self, made: list[PartialMatchView]) -> None:
         """Count what the detector made (its ``watch`` record, in the order made) for
-        the originating partial matches' classes; at the end of a time slice, adapt the
-        values. The views of one period are counted together, so a caller may hand
-        over many batches' records at once: the result is the same."""
-        period: list[PartialMatchView] = []
+        the originating partial matches' classes; at the end of every time slice in
+        it, adapt the values. The counts of all its periods are made in one pass and
+        the adaptations applied in order, so a caller may hand over many batches'
+        records at once: the values are exactly those of handing each over as made."""
+        periods: list[list[PartialMatchView]] = [[]]
         for view in made:
             if not len(view):
                 continue
-            period.append(view)
+            periods[-1].append(view)
             now = int(view.last_ts.max())
             if self.next_update is None:
                 self.next_update = now + int(self.slice_len)
-            elif now >= self.next_update:
-                self._count(period)
-                period = []
-                self._adapt()
+            elif now >= self.next_update:  # the period ends with this view
+                periods.append([])
                 self.next_update = now + int(self.slice_len)
-        self._count(period)
+        if not any(periods):
+            return
+        for state, (plus, minus, made_) in self._count(periods).items():
+            sm = self.states[state]
+            plus[0] += sm.inc_plus  # the counts of the period still open before
+            minus[0] += sm.inc_minus
+            made_[0] += sm.made
+            _blend(sm.contribution, sm.consumption, plus[:-1], minus[:-1], made_[:-1],
+                   self.w, float(sm.length))
+            sm.inc_plus, sm.inc_minus, sm.made = plus[-1], minus[-1], made_[-1]
 
-    def _count(self, made: list[PartialMatchView]) -> None:
-        """Add the lineage counts of ``made`` (views of one period) to the periods'."""
-        groups: dict[tuple[int, int], list[PartialMatchView]] = {}
-        for view in made:
-            groups.setdefault((view.state, view.element), []).append(view)
+    def _count(self, periods: list[list[PartialMatchView]]
+               ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per state, the lineage counts of each period: ``(periods, classes, slices)``
+        arrays of Γ+ and Γ- increments and ``(periods, classes)`` partial matches made."""
+        out = {state: (np.zeros((len(periods), *sm.contribution.shape)),
+                       np.zeros((len(periods), *sm.consumption.shape)),
+                       np.zeros((len(periods), len(sm.made))))
+               for state, sm in self.states.items()}
+        groups: dict[tuple[int, int], list[tuple[int, PartialMatchView]]] = {}
+        for p, views in enumerate(periods):
+            for view in views:
+                groups.setdefault((view.state, view.element), []).append((p, view))
         for (state, element), views in groups.items():
-            features = np.concatenate([v.features for v in views])
-            age = np.concatenate([v.last_ts - v.first_ts for v in views])
+            features = np.concatenate([v.features for _, v in views])
+            period = np.repeat([p for p, _ in views], [len(v) for _, v in views])
             chain = self.ancestors.get(state - element, ())
             if element >= 1 and state in self.states:
-                sm = self.states[state]
-                sm.made += np.bincount(sm.tree.leaf(features), minlength=len(sm.made))
-            s = self.slice_of(age)
+                np.add.at(out[state][2], (period, self.states[state].tree.leaf(features)), 1)
+            s = self.slice_of(np.concatenate([v.last_ts - v.first_ts for _, v in views]))
             omega = len(chain) + 1 - element  # events in the made match
             for k in range(element + 1, len(chain) + 1):
+                plus, minus, _ = out[chain[k - 1]]
                 sm = self.states[chain[k - 1]]
                 cls = sm.tree.leaf(features[:, :len(sm.names)])
-                np.add.at(sm.inc_minus, (cls, s), omega)
+                np.add.at(minus, (period, cls, s), omega)
                 if element == 0:
-                    np.add.at(sm.inc_plus, (cls, s), 1)
+                    np.add.at(plus, (period, cls, s), 1)
+        return out
 
-    def _adapt(self) -> None:
-        for sm in self.states.values():
-            seen = sm.made > 0
-            if seen.any():
-                per = sm.made[seen, None]
-                plus = _from_slice_on(sm.inc_plus[seen]) / per
-                minus = _from_slice_on(sm.inc_minus[seen]) / per + sm.length
-                sm.contribution[seen] = (1 - self.w) * sm.contribution[seen] + self.w * plus
-                sm.consumption[seen] = (1 - self.w) * sm.consumption[seen] + self.w * minus
-            sm.reset()
+
+@njit(cache=True, nogil=True)
+def _blend(contribution, consumption, plus, minus, made, w, length):  # pragma: no cover
+    """Adapt the values at the end of each period in turn: for each class that made
+    partial matches in it, Γ = (1 - w)·Γ + w·Γ_inc, with Γ_inc the period's counts from
+    each slice on, per partial match made (plus Ω for Γ-)."""
+    for p in range(plus.shape[0]):
+        for c in range(plus.shape[1]):
+            n = made[p, c]
+            if n <= 0:
+                continue
+            acc_plus, acc_minus = 0.0, 0.0
+            for s in range(plus.shape[2] - 1, -1, -1):
+                acc_plus += plus[p, c, s]
+                acc_minus += minus[p, c, s]
+                contribution[c, s] = (1 - w) * contribution[c, s] + w * (acc_plus / n)
+                consumption[c, s] = ((1 - w) * consumption[c, s]
+                                     + w * (acc_minus / n + length))
 
 
 def _from_slice_on(x: np.ndarray) -> np.ndarray:
