@@ -113,14 +113,32 @@ class TreeTable:
         """The class (cluster label) of every row of ``x``: its leaf's."""
         return self.leaf_label[self.leaf(x)]
 
-    def compatible(self, columns: Sequence[int], x: np.ndarray) -> np.ndarray:
-        """``(rows, leaves)``: which leaves a row can reach knowing only the features
-        ``columns`` (its values ``x``, one column each), the others free."""
-        x = np.asarray(x, np.float32).astype(np.float64)
-        ok = np.ones((len(x), len(self.leaves)), bool)
-        for c, f in enumerate(columns):
-            ok &= (x[:, c, None] > self.lo[None, :, f]) & (x[:, c, None] <= self.hi[None, :, f])
-        return ok
+    def reachable(self, columns: Sequence[int], x: np.ndarray, among: np.ndarray
+                  ) -> np.ndarray:
+        """Per row: whether it can reach one of the leaves where ``among`` holds,
+        knowing only the features ``columns`` (its values ``x``, one column each; the
+        others free). Compared as :meth:`leaf` does, in float32."""
+        x = np.ascontiguousarray(np.asarray(x, np.float32).astype(np.float64))
+        cols = np.asarray(columns, np.int64)
+        return _in_a_box(x, np.ascontiguousarray(self.lo[among][:, cols]),
+                         np.ascontiguousarray(self.hi[among][:, cols]))
+
+
+@njit(cache=True, nogil=True)
+def _in_a_box(x, lo, hi):  # pragma: no cover - jit
+    """Per row of ``x``: whether it lies in one of the boxes ``(lo, hi]``."""
+    out = np.zeros(x.shape[0], np.bool_)
+    for i in range(x.shape[0]):
+        for b in range(lo.shape[0]):
+            inside = True
+            for f in range(x.shape[1]):
+                if not (lo[b, f] < x[i, f] <= hi[b, f]):
+                    inside = False
+                    break
+            if inside:
+                out[i] = True
+                break
+    return out
 
 
 @dataclass

@@ -171,7 +171,7 @@ class HybridShedder(StateShedder):
             if len(sm.own) == len(sm.names):  # the first element: a new match of one event
                 out = shed[sm.tree.leaf(x), 0]
             else:
-                out = ~(sm.tree.compatible(sm.own, x) & ~shed.all(axis=1)[None, :]).any(axis=1)
+                out = ~sm.tree.reachable(sm.own, x, ~shed.all(axis=1))
             drop[rows[out]] = True
             protect[rows[~out]] = True
         keep = ~(drop & ~protect)

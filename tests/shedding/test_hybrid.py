@@ -85,10 +85,17 @@ def test_tree_tables_equal_sklearn():
         leaves = np.searchsorted(np.flatnonzero(tree.tree_.children_left < 0),
                                  tree.apply(probe))
         assert (table.leaf(probe) == leaves).all()
-        # knowing every feature, exactly the row's own leaf is compatible
-        compat = table.compatible(range(4), probe)
-        assert (compat.sum(axis=1) == 1).all()
-        assert (compat.argmax(axis=1) == leaves).all()
+        # knowing every feature, a row reaches exactly its own leaf
+        among = rng.random(len(table.leaves)) < 0.5
+        assert (table.reachable(range(4), probe, among) == among[leaves]).all()
+        # knowing some, it reaches the leaves whose boxes admit what is known
+        known = [0, 2] if trial % 2 else [3]
+        x = np.float32(probe[:, known]).astype(np.float64)
+        inside = ((x[:, None, :] > table.lo[None, :, known])
+                  & (x[:, None, :] <= table.hi[None, :, known])).all(axis=2)
+        assert (table.reachable(known, probe[:, known], among)
+                == (inside & among[None, :]).any(axis=1)).all()
+        assert not table.reachable(known, probe[:, known], np.zeros_like(among)).any()
 
 
 # ---------------------------------------------------------------- the AIP hook
