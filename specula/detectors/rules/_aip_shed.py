@@ -58,6 +58,8 @@ from specula.events.hashing import event_ids, fold64
 __all__ = ["PartialMatchBlock", "ShedHook", "StateSheddingError", "Tombstones"]
 
 _CORE = ("ts", "key", "producer", "seq")
+#: The fields that name one event (:func:`~specula.events.hashing.event_ids`)
+_IDENTITY = ("ts", "producer", "seq")
 
 
 class StateSheddingError(ValueError):
@@ -87,7 +89,8 @@ class PartialMatchBlock:
     last_ts: np.ndarray
     window: int
     sheddable: bool
-    #: per event of a row, element n-1 first: its core fields (ts, producer, seq, ...)
+    #: per event of a row, element n-1 first: its identity fields (ts, producer, seq)
+    #: and the attributes the rule reads
     rows: list = field(repr=False, default_factory=list)
 
     def __len__(self) -> int:
@@ -194,18 +197,16 @@ class ShedHook:
               offset: int) -> PartialMatchBlock:
         """The block of state ``k``'s instances with store ids ``ids`` (``(n - k, m)``,
         column ``c`` of a row: element ``k + c``) and newest time stamps ``last_ts``."""
-        n = len(self.rule.chain)
-        refs = ids - store.base
-        cols = store.cols
-        rows = [{f: cols[f][refs[e - k]] for f in (*_CORE, *self.attrs[e])}
-                for e in range(n - 1, k - 1, -1)]
+        refs, cols = ids - store.base, store.cols
+        rows = [{f: cols[f][refs[e - k]] for f in (*_IDENTITY, *self.attrs[e])}
+                for e in range(len(self.rule.chain) - 1, k - 1, -1)]
         return self._block(rows, k, last_ts, offset)
 
     def keys(self, store, k: int, ids: np.ndarray) -> np.ndarray:
         """The identities of state ``k``'s instances with store ids ``ids``: the
         :attr:`PartialMatchBlock.keys` of their block, without building the block."""
         refs, cols = ids - store.base, store.cols
-        eids = [event_ids({f: cols[f][refs[e - k]] for f in ("ts", "producer", "seq")})
+        eids = [event_ids({f: cols[f][refs[e - k]] for f in _IDENTITY})
                 for e in range(len(self.rule.chain) - 1, k - 1, -1)]
         return fold64(np.stack(eids, axis=1))
 
@@ -213,22 +214,32 @@ class ShedHook:
         """The block of complete matches (element 0), from their chosen elements."""
         return self._block(list(elements[::-1]), 0, elements[0]["ts"], offset)
 
+    @cached_property
+    def _layouts(self) -> list[tuple[tuple[str, ...], tuple[int, ...], list]]:
+        """Per state ``k``: the feature names, the columns of element ``k``'s own, and
+        ``(row, attribute)`` of each feature (row 0: element ``n-1``)."""
+        n, out = len(self.rule.chain), []
+        for k in range(n):
+            names, own, where = [], [], []
+            for r, e in enumerate(range(n - 1, k - 1, -1)):
+                for a in self.attrs[e]:
+                    if e == k:
+                        own.append(len(names))
+                    names.append(f"{self.labels[e]}.{a}")
+                    where.append((r, a))
+            out.append((tuple(names), tuple(own), where))
+        return out
+
     def _block(self, rows: list, k: int, last_ts: np.ndarray, offset: int
                ) -> PartialMatchBlock:
-        n = len(self.rule.chain)
-        names, feats, own = [], [], []
-        for e, r in zip(range(n - 1, k - 1, -1), rows, strict=True):
-            for a in self.attrs[e]:
-                if e == k:
-                    own.append(len(names))
-                names.append(f"{self.labels[e]}.{a}")
-                feats.append(np.asarray(r[a], np.float64))
-        m = len(last_ts)
+        names, own, where = self._layouts[k]
+        features = np.empty((len(last_ts), len(names)))
+        for c, (r, a) in enumerate(where):
+            features[:, c] = rows[r][a]
         # copies: ``last_ts`` may be a view of the state's table, which later rows,
         # purges and drops overwrite while the block is still held (a watch record)
         return PartialMatchBlock(
-            offset + k, k, tuple(names), tuple(own),
-            np.stack(feats, axis=1) if feats else np.zeros((m, 0)),
+            offset + k, k, names, own, features,
             np.array(rows[0]["ts"], np.int64), np.array(last_ts, np.int64),
             self.window, self.sheddable[k], rows)
 
