@@ -117,8 +117,10 @@ class TreeTable:
                   ) -> np.ndarray:
         """Per row: whether it can reach one of the leaves where ``among`` holds,
         knowing only the features ``columns`` (its values ``x``, one column each; the
-        others free). Compared as :meth:`leaf` does, in float32."""
-        x = np.ascontiguousarray(np.asarray(x, np.float32).astype(np.float64))
+        others free). Compared as :meth:`leaf` does, in float32, with NaN going right
+        at every split (``NaN <= threshold`` is false), i.e. as +inf."""
+        x = np.asarray(x, np.float32).astype(np.float64)
+        x = np.ascontiguousarray(np.where(np.isnan(x), np.inf, x))
         cols = np.asarray(columns, np.int64)
         return _in_a_box(x, np.ascontiguousarray(self.lo[among][:, cols]),
                          np.ascontiguousarray(self.hi[among][:, cols]))
@@ -235,16 +237,20 @@ class HybridModel:
             period = np.repeat([p for p, _ in views], [len(v) for _, v in views])
             chain = self.ancestors.get(state - element, ())
             if element >= 1 and state in self.states:
-                np.add.at(out[state][2], (period, self.states[state].tree.leaf(features)), 1)
+                made = out[state][2]
+                cls = period * made.shape[1] + self.states[state].tree.leaf(features)
+                made += np.bincount(cls, minlength=made.size).reshape(made.shape)
             s = self.slice_of(np.concatenate([v.last_ts - v.first_ts for _, v in views]))
             omega = len(chain) + 1 - element  # events in the made match
             for k in range(element + 1, len(chain) + 1):
                 plus, minus, _ = out[chain[k - 1]]
                 sm = self.states[chain[k - 1]]
-                cls = sm.tree.leaf(features[:, :len(sm.names)])
-                np.add.at(minus, (period, cls, s), omega)
+                cell = ((period * plus.shape[1] + sm.tree.leaf(features[:, :len(sm.names)]))
+                        * plus.shape[2] + s)
+                counts = np.bincount(cell, minlength=plus.size).reshape(plus.shape)
+                minus += omega * counts
                 if element == 0:
-                    np.add.at(plus, (period, cls, s), 1)
+                    plus += counts
         return out
 
 

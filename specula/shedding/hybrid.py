@@ -105,7 +105,7 @@ class HybridShedder(StateShedder):
             self._observe()
             self.plan(share)
         self.filtering = share > 0 and bool(self.shed)
-        if not self.filtering or self.mode == "state" or n == 0:
+        if not self.filtering or self.mode == "state" or n == 0 or not self._input_drops():
             return np.ones(n, bool)
         keep = self.input_filter(batch)
         self.dropped_events += int(n - keep.sum())
@@ -153,6 +153,17 @@ class HybridShedder(StateShedder):
         if self.mode == "input":
             return 0
         return self.drop(views, masks)
+
+    def _input_drops(self) -> bool:
+        """Whether rho_I can drop any event under the shedding set: a first element's
+        class is in D at slice 0, or a later element's class is in D at every slice (a
+        tree's leaves cover every value, so an event always reaches some leaf)."""
+        for state, shed in self.shed.items():
+            sm = self.model.states[state]
+            first = len(sm.own) == len(sm.names)
+            if (shed[:, 0] if first else shed.all(axis=1)).any():
+                return True
+        return False
 
     def input_filter(self, batch: np.ndarray) -> np.ndarray:
         """rho_I: the keep mask of the events that make only partial matches of D."""

@@ -96,6 +96,9 @@ def test_tree_tables_equal_sklearn():
         assert (table.reachable(known, probe[:, known], among)
                 == (inside & among[None, :]).any(axis=1)).all()
         assert not table.reachable(known, probe[:, known], np.zeros_like(among)).any()
+        # a missing value goes right at every split, in both
+        holes = np.where(rng.random(probe.shape) < 0.3, np.nan, probe)
+        assert (table.reachable(range(4), holes, among) == among[table.leaf(holes)]).all()
 
 
 # ---------------------------------------------------------------- the AIP hook
