@@ -117,13 +117,24 @@ class TreeTable:
                   ) -> np.ndarray:
         """Per row: whether it can reach one of the leaves where ``among`` holds,
         knowing only the features ``columns`` (its values ``x``, one column each; the
-        others free). Compared as :meth:`leaf` does, in float32, with NaN going right
-        at every split (``NaN <= threshold`` is false), i.e. as +inf."""
-        x = np.asarray(x, np.float32).astype(np.float64)
-        x = np.ascontiguousarray(np.where(np.isnan(x), np.inf, x))
+        others free): :func:`in_boxes` of :meth:`boxes`."""
+        return in_boxes(x, *self.boxes(columns, among))
+
+    def boxes(self, columns: Sequence[int], among: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)``: the boxes of the leaves where ``among`` holds, on ``columns``."""
         cols = np.asarray(columns, np.int64)
-        return _in_a_box(x, np.ascontiguousarray(self.lo[among][:, cols]),
-                         np.ascontiguousarray(self.hi[among][:, cols]))
+        return (np.ascontiguousarray(self.lo[among][:, cols]),
+                np.ascontiguousarray(self.hi[among][:, cols]))
+
+
+def in_boxes(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per row of ``x``: whether it lies in one of the boxes ``(lo, hi]`` of a tree's
+    leaves (:meth:`TreeTable.boxes`). Compared as :meth:`TreeTable.leaf` does, in
+    float32, with NaN going right at every split (``NaN <= threshold`` is false), i.e.
+    as +inf."""
+    x = np.asarray(x, np.float32).astype(np.float64)
+    return _in_a_box(np.ascontiguousarray(np.where(np.isnan(x), np.inf, x)), lo, hi)
 
 
 @njit(cache=True, nogil=True)

@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-from specula.shedding._hybrid_model import HybridModel
+from specula.shedding._hybrid_model import HybridModel, in_boxes
 from specula.shedding.base import DropCommand
 from specula.shedding.knapsack import shedding_set
 from specula.shedding.state import PartialMatchHolder, StateShedder
@@ -78,6 +78,7 @@ class HybridShedder(StateShedder):
         self.adapt = adapt
         self.dp_limit = dp_limit
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
+        self._alive: dict[int, tuple | None] = {}  # state -> boxes rho_I keeps events in
         self.filtering = False
         self.dropped_events = 0
         self._made: list = []  # the detector's watch record, not yet observed
@@ -150,6 +151,10 @@ class HybridShedder(StateShedder):
             at += size
             self.shed[v.state] = in_d.reshape(sm.contribution.shape)
             masks.append(in_d[ij])
+        # rho_I's tests: a first element's class, else the leaves not shed at every slice
+        self._alive = {state: None if len(sm.own) == len(sm.names) else
+                       sm.tree.boxes(sm.own, ~self.shed[state].all(axis=1))
+                       for state, sm in ((s, model.states[s]) for s in self.shed)}
         if self.mode == "input":
             return 0
         return self.drop(views, masks)
@@ -178,11 +183,9 @@ class HybridShedder(StateShedder):
                 protect[rows] = True  # terminators, and states without a model
                 continue
             x = np.stack([batch[name.rsplit(".", 1)[1]][rows] for name in
-                          (sm.names[c] for c in sm.own)], axis=1).astype(np.float64)
-            if len(sm.own) == len(sm.names):  # the first element: a new match of one event
-                out = shed[sm.tree.leaf(x), 0]
-            else:
-                out = ~sm.tree.reachable(sm.own, x, ~shed.all(axis=1))
+                          (sm.names[c] for c in sm.own)], axis=1)
+            alive = self._alive[state]  # None: the first element, a match of one event
+            out = shed[sm.tree.leaf(x), 0] if alive is None else ~in_boxes(x, *alive)
             drop[rows[out]] = True
             protect[rows[~out]] = True
         keep = ~(drop & ~protect)
