@@ -69,12 +69,12 @@ def min_cover_greedy(values: np.ndarray, weights: np.ndarray, need: float) -> np
         return chosen
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(weights > 0, values / np.where(weights > 0, weights, 1), np.inf)
-    covered = 0.0
-    for i in np.lexsort((np.arange(len(values)), -weights, ratio)):
-        if covered >= need:
-            break
-        chosen[i] = True
-        covered += weights[i]
+    order = np.lexsort((np.arange(len(values)), -weights, ratio))
+    # the weight covered before each item, summed in that order: take items until it
+    # reaches ``need``
+    before = np.concatenate([[0.0], np.cumsum(weights[order])[:-1]])
+    reached = before >= need
+    chosen[order[:int(np.argmax(reached)) if reached.any() else len(order)]] = True
     return chosen
 
 

@@ -66,6 +66,24 @@ def test_greedy_covers_and_shedding_set_switches_at_the_limit():
     assert (weights[:10] / weights[:10].sum())[small].sum() >= 0.399
 
 
+def test_greedy_takes_items_in_ratio_order_until_the_need_is_covered():
+    """Against the loop that defines it, on ties, zero weights and needs beyond all."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        values = rng.integers(0, 4, n).astype(float)
+        weights = rng.integers(0, 5, n) * rng.random(n).round(1)
+        need = float(rng.random() * weights.sum() * 1.2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(weights > 0, values / np.where(weights > 0, weights, 1), np.inf)
+        want, covered = np.zeros(n, bool), 0.0
+        for i in np.lexsort((np.arange(n), -weights, ratio)):
+            if covered >= need:
+                break
+            want[i], covered = True, covered + weights[i]
+        assert (min_cover_greedy(values, weights, need) == want).all()
+
+
 # ---------------------------------------------------------------- lookup tables
 
 
