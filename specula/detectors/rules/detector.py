@@ -181,6 +181,7 @@ class RuleDetector(Detector):
         self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
         self.num_gpus = 1.0 if engine == "gpu" else 0.0
         self._unions: list[Union] | None = None
+        self._holding: list[tuple[int, Any]] | None = None  # see _holders
 
     def unions(self) -> list[Union]:
         """Per rule, the engines of its expansions, created (and their module imported)
@@ -250,7 +251,13 @@ class RuleDetector(Detector):
         return sum(e.work for _, e in self._holders())
 
     def _holders(self) -> list[tuple[int, Any]]:
-        """(first state id, engine) of every engine; only AIP keeps partial matches."""
+        """(first state id, engine) of every engine; only AIP keeps partial matches.
+        The engines never change once made, so the list is made once."""
+        if self._holding is None:
+            self._holding = self._make_holders()
+        return self._holding
+
+    def _make_holders(self) -> list[tuple[int, Any]]:
         if self.engine != "aip":
             raise StateSheddingError(
                 f"{self!r}: state shedding needs engine='aip'. CDP keeps no partial "
