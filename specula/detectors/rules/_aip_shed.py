@@ -190,6 +190,8 @@ class ShedHook:
         self.tombs = Tombstones(10 * window)
         self.pos: tuple[int, int] | None = None   # the last event given, not restored
         self.created: list[PartialMatchBlock] | None = None  # watched, when watching
+        # per state, the store ids and block of its last listing (see listing)
+        self._listed: dict[int, tuple[np.ndarray, PartialMatchBlock]] = {}
         # state k sheds only when element k's step takes each candidate (see the module)
         self.sheddable = (False, *(s.selection == "each" for s in rule.steps))
 
@@ -287,7 +289,7 @@ class ShedHook:
         ids = table.cols["ids"][:, table.start:table.n]
         live = ids[1] >= 0 if len(ids) > 1 else np.ones(ids.shape[1], bool)
         mine = np.zeros(ids.shape[1], np.uint64)
-        mine[live] = self.keys(store, k, ids[:, live])
+        mine[live] = self._keys_of_live(store, k, ids[:, live])
         hit = live & _member(mine, keys)
         if hit.any():
             table.keep(~hit)
@@ -295,8 +297,26 @@ class ShedHook:
             self.tombs.add(self.pos or (-(2**63), -1), k, mine[hit])
         return int(np.count_nonzero(hit))
 
+    def listing(self, store, table, k: int, offset: int) -> PartialMatchBlock:
+        """The block of state ``k``'s live partial matches (``table``), kept until the
+        engine moves on: a drop in between reads the identities from it."""
+        ids, ts = self.live(table)
+        block = self.block(store, k, ids, ts, offset)
+        self._listed[k] = (np.array(ids), block)
+        return block
+
+    def _keys_of_live(self, store, k: int, ids: np.ndarray) -> np.ndarray:
+        """The identities of state ``k``'s live rows, store ids ``ids``: those of its
+        listing when it holds the same rows, else hashed anew. Equal store ids name
+        the same events unless a restore came between; restores forget the listings."""
+        listed = self._listed.get(k)
+        if listed is not None and np.array_equal(listed[0], ids):
+            return listed[1].keys
+        return self.keys(store, k, ids)
+
     def after(self, store, states, pos: tuple[int, int] | None) -> None:
         """The engine is at ``pos``: make the drops between its last position and it."""
+        self._listed.clear()
         if pos is not None:
             for k, keys in self.tombs.due(self.pos, pos):
                 self.drop(store, states[k], k, keys)
@@ -311,6 +331,7 @@ class ShedHook:
         """After a restore to the position in ``trailer``: the drops up to it again."""
         known, t, o = np.frombuffer(trailer, np.int64).tolist()
         self.pos = None
+        self._listed.clear()
         self.after(store, states, (t, o) if known else None)
 
     def process(self, engine, events: np.ndarray):

@@ -505,7 +505,7 @@ class AIPEngine:
     def partial_matches(self, offset: int = 0) -> list[PartialMatchBlock]:
         """The live partial matches of states ``1..n-1`` (ids ``offset + k``) as blocks."""
         self._purge()
-        return [self._shed.block(self._store, k, *self._shed.live(self._states[k]), offset)
+        return [self._shed.listing(self._store, self._states[k], k, offset)
                 for k in range(1, self._n)]
 
     def drop_partial_matches(self, k: int, keys: np.ndarray) -> int:
