@@ -79,6 +79,7 @@ class HybridShedder(StateShedder):
         self.dp_limit = dp_limit
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
         self._alive: dict[int, tuple | None] = {}  # state -> boxes rho_I keeps events in
+        self._drops_events = False  # whether rho_I can drop any event (see plan)
         self.filtering = False
         self.dropped_events = 0
         self._made: list = []  # the detector's watch record, not yet observed
@@ -106,7 +107,7 @@ class HybridShedder(StateShedder):
             self._observe()
             self.plan(share)
         self.filtering = share > 0 and bool(self.shed)
-        if not self.filtering or self.mode == "state" or n == 0 or not self._input_drops():
+        if not self.filtering or self.mode == "state" or n == 0 or not self._drops_events:
             return np.ones(n, bool)
         keep = self.input_filter(batch)
         self.dropped_events += int(n - keep.sum())
@@ -121,7 +122,7 @@ class HybridShedder(StateShedder):
                  if v.state in model.states and len(v)
                  and (v.sheddable or self.mode == "input")]
         if not views:
-            self.shed = {}
+            self.shed, self._drops_events = {}, False
             return 0
         now = max(int(v.last_ts.max()) for v in views)
         items, counts, classes = [], [], []
@@ -155,20 +156,15 @@ class HybridShedder(StateShedder):
         self._alive = {state: None if len(sm.own) == len(sm.names) else
                        sm.tree.boxes(sm.own, ~self.shed[state].all(axis=1))
                        for state, sm in ((s, model.states[s]) for s in self.shed)}
+        # whether rho_I can drop an event at all: a first element's class in D at slice
+        # 0, or a later element's class in D at every slice (a tree's leaves cover
+        # every value, so an event always reaches some leaf)
+        self._drops_events = any(
+            (shed[:, 0] if self._alive[state] is None else shed.all(axis=1)).any()
+            for state, shed in self.shed.items())
         if self.mode == "input":
             return 0
         return self.drop(views, masks)
-
-    def _input_drops(self) -> bool:
-        """Whether rho_I can drop any event under the shedding set: a first element's
-        class is in D at slice 0, or a later element's class is in D at every slice (a
-        tree's leaves cover every value, so an event always reaches some leaf)."""
-        for state, shed in self.shed.items():
-            sm = self.model.states[state]
-            first = len(sm.own) == len(sm.names)
-            if (shed[:, 0] if first else shed.all(axis=1)).any():
-                return True
-        return False
 
     def input_filter(self, batch: np.ndarray) -> np.ndarray:
         """rho_I: the keep mask of the events that make only partial matches of D."""
