@@ -19,7 +19,10 @@ speculation, on a generated match with network delays.
 
 The last line printed is one JSON object; besides the figures above it has
 ``inprocess_realtime_factor`` (game time / wall time of the adaptive in-process run;
-``inprocess_realtime_factor_kslack`` of the pure K-slack one),
+``inprocess_realtime_factor_kslack`` of the pure K-slack one), ``ray_cpu_s`` (the
+adaptive Ray run's actor processes' CPU seconds, summed by phase: ``unit``,
+``publish``, ``checkpoint`` and ``other``, Ray's threads and idle work; see
+:class:`specula.actors.report.CpuTimes`),
 ``shots_detected``/``shots_truth``/``shots_matched`` with ``--shot-minutes`` and
 ``generator_period_error_pct`` (the largest difference between a generated sensor's
 period and the real one, over a 5 s DEBS 2013 match).
@@ -36,6 +39,7 @@ import numpy as np
 
 from specula import CostModel, InProcessRuntime
 from specula.actors.ray_runtime import RayRuntime
+from specula.actors.report import CpuTimes
 from specula.pipelines.delays import DelayModel
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
@@ -126,7 +130,7 @@ def main() -> None:
         print("wrote", plot_alpha(runs["adaptive"], "near_foot",
                                   f"{args.plots}/near_foot_alpha.png"))
 
-    realtime, ray_lat = {}, {}
+    realtime, ray_lat, ray_cpu = {}, {}, {}
     if not args.no_ray:
         import ray
 
@@ -145,6 +149,9 @@ def main() -> None:
                 mean = np.mean(ray_lat[label]) if len(ray_lat[label]) else float("nan")
                 print(f"Ray {label:<9} {report.wall_seconds:6.1f} s wall, real-time "
                       f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s")
+                ray_cpu[label] = CpuTimes.total([d.cpu_s for d in report.detectors.values()])
+                print(f"Ray {label:<9} actors' CPU s: " + ", ".join(
+                    f"{k} {v:.2f}" for k, v in ray_cpu[label].items()))
         finally:
             ray.shutdown()
 
@@ -160,6 +167,7 @@ def main() -> None:
         "inprocess_realtime_factor_kslack": round(seconds / walls["kslack"], 3),
         "realtime_factor": round(realtime["adaptive"], 3) if realtime else None,
         "realtime_factor_kslack": round(realtime["kslack"], 3) if realtime else None,
+        "ray_cpu_s": {k: round(v, 3) for k, v in ray_cpu.get("adaptive", {}).items()},
         "ray_pass_latency_mean_kslack_s": stat(ray_lat.get("kslack", np.empty(0)), np.mean),
         "ray_pass_latency_mean_adaptive_s": stat(ray_lat.get("adaptive", np.empty(0)),
                                                  np.mean),

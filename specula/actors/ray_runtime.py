@@ -44,7 +44,7 @@ from specula.actors.inprocess import prepare_raw
 from specula.actors.output_log import HandedOn
 from specula.actors.placement import actor_options, check_fits
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape
-from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
+from specula.actors.report import CpuTimes, DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
 from specula.actors.source_worker import SourceWorker
@@ -400,6 +400,7 @@ class RayRuntime:
                 memory=merge_figures([r["memory"] for r in mine]),
                 inbox=InboxStats.merge([r["inbox"] for r in mine]),
                 recovery=recovery_summary(mine),
+                cpu_s=CpuTimes.total([r["cpu"] for r in mine]),
                 hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])],
                 clocks_ms=[(r["clock"][0] / 1e6, r["clock"][1] / 1e6)
                            for r in sorted(mine, key=lambda r: r["producer"])])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import resource
+import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -32,6 +33,41 @@ def shared_mb() -> float:
     on Ray, mostly pages of the object store it read pushes from, which belong to the
     store and are bounded by its size, not by the process."""
     return (_status_kb("RssShmem") or 0) / 1024
+
+
+class CpuTimes:
+    """Where an actor process's processor time goes: CPU seconds of its processing
+    thread per phase of a step (``unit``: the ordering unit and the detector;
+    ``publish``: the pushes to the consumers, Ray's serialisation of them included;
+    ``checkpoint``), and of the whole process since :meth:`start`. ``other`` is the
+    rest: Ray's threads (receiving calls, deserialising their batches, replying), the
+    push handlers and an idle process's background work."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._start: float | None = None
+
+    def start(self) -> None:
+        """Count the process's time from now (the run starts)."""
+        self._start = time.process_time()
+
+    def add(self, **seconds: float) -> None:
+        """Add thread CPU seconds to phases (from the processing thread only)."""
+        for phase, s in seconds.items():
+            self.phases[phase] = self.phases.get(phase, 0.0) + s
+
+    def summary(self) -> dict[str, float]:
+        process = time.process_time() - self._start if self._start is not None else 0.0
+        return {"process": process, **self.phases, "other": process - sum(self.phases.values())}
+
+    @staticmethod
+    def total(summaries: list[dict[str, float]]) -> dict[str, float]:
+        """The sum of several instances' summaries, phase by phase."""
+        out: dict[str, float] = {}
+        for one in summaries:
+            for phase, s in one.items():
+                out[phase] = out.get(phase, 0.0) + s
+        return out
 
 
 def _status_kb(field: str) -> int | None:
@@ -66,6 +102,9 @@ class DetectorReport:
     #: seconds, bytes of the last) and peak resident memory per instance in MB
     #: (:func:`~specula.actors.ray_runtime.recovery_summary`); None in-process
     recovery: dict[str, Any] | None = None
+    #: on Ray: its instances' processes' CPU seconds during the run, by phase
+    #: (:class:`CpuTimes`); None in-process
+    cpu_s: dict[str, float] | None = None
     #: its memory limit, the largest buffer and snapshot estimate of an instance, and
     #: whether speculation is backed off at the end
     #: (:meth:`~specula.ordering.memory.MemoryGuard.figures`)
@@ -116,6 +155,7 @@ class DetectorReport:
             **self.stats.as_dict(),
             "inbox": self.inbox.summary() if self.inbox is not None else None,
             "recovery": self.recovery,
+            "cpu_s": self.cpu_s,
             "memory": self.memory,
             "hosts": self.hosts,
             "clocks_ms": self.clocks_ms,

@@ -53,7 +53,7 @@ from specula.actors.recovery import (
     pack_checkpoint,
     unpack_checkpoint,
 )
-from specula.actors.report import rss_mb, shared_mb
+from specula.actors.report import CpuTimes, rss_mb, shared_mb
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
@@ -74,8 +74,7 @@ DEFAULT_INBOX_EVENTS = 200_000
 STEP_EVENTS = 20_000
 
 #: Seconds between two readings of a sample's memory figures (snapshot estimate, resident
-#: memory): each costs a scan of the buffer or a read of /proc, ~0.1-0.3 ms, too much
-#: for every push; the samples between repeat the last reading.
+#: memory; a buffer scan or a read of /proc, ~0.1-0.3 ms): samples between repeat them.
 _MEMORY_EVERY_S = 0.1
 _CHECKPOINT = object()  # what the processing thread takes when a checkpoint is asked
 _SUSPEND = object()     # ... when the inbox is empty and a suspension is asked
@@ -107,7 +106,7 @@ class DetectorWorker:
         self.producers = producers or []
         self._published: int | None = None  # the progress last told the subscribers
         self.series: SampleLog[dict[str, float]] = SampleLog()
-        self.busy_s = 0.0
+        self.cpu = CpuTimes()
         # inbox times are this process's monotonic clock, in ns
         self.inbox = Inbox(inbox_events, 1e-9)
         self.gate = Gate(instance.node.shedding, registry, 1e-9, self.unit.detector)
@@ -132,8 +131,7 @@ class DetectorWorker:
         self._memory: tuple[float, dict[str, float]] = (float("-inf"), {})  # when, what
         self.checkpoints = checkpoints
         self.checkpoint_stats = {"count": 0, "seconds": 0.0, "bytes": 0}
-        self._want_checkpoint = False
-        self._since = 0                     # batches since the last checkpoint
+        self._want_checkpoint, self._since = False, 0  # asked; batches since the last
         self._last_checkpoint = time.monotonic()
         self.store = checkpoints.store(instance.label) if checkpoints else None
         self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, self.store)
@@ -149,6 +147,7 @@ class DetectorWorker:
         with self._cond:
             self._clock = tuple(clock) if clock is not None else self._clock
             if self._thread is None:
+                self.cpu.start()
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name=f"specula-{self.instance.label}")
                 self._thread.start()
@@ -238,8 +237,8 @@ class DetectorWorker:
         return {s: held for s, n in (expected or {}).items() if (held := self._next.get(s, 0)) < n}
 
     def resend(self, consumer: int, epoch: int, position: int) -> int:
-        """Resend to ``consumer`` (incarnation ``epoch``, holding ``position`` of this
-        actor's pushes) what its checkpoint does not cover; returns the pushes resent."""
+        """Resend to ``consumer`` (incarnation ``epoch``, holding ``position`` of ours)
+        what its checkpoint does not cover; returns the pushes resent."""
         return self.publisher.resend(consumer, epoch, position)
 
     def recover_producer(self, producer: int, incarnation: int) -> list[Any]:
@@ -278,8 +277,8 @@ class DetectorWorker:
         return time.time_ns() - self._clock[0]
 
     def status(self) -> dict[str, Any]:
-        """Where the actor is: its incarnation, the batches it took, whether it ended,
-        and its host's wall clock (for the driver's estimate of its offset)."""
+        """Incarnation, batches taken, whether it ended, and the host's wall clock (for
+        the driver's estimate of its offset)."""
         return {"incarnation": self.incarnation, "step": self.dets.step,
                 "ended": self._ended is not None, "clock_ns": time.time_ns()}
 
@@ -290,7 +289,7 @@ class DetectorWorker:
                 "late": ev.concat_records([self.output.late(), self.unit.late_events()]),
                 "memory": self.unit.memory.figures(),
                 "alpha": c.history if c is not None else [], "series": list(self.series),
-                "busy_s": self.busy_s, "k": self.unit.k,
+                "cpu": self.cpu.summary(), "k": self.unit.k,
                 "inbox": self.gate.report(self.inbox), "restarts": self.incarnation,
                 "duplicates": self.duplicates, "divergent": self.divergent,
                 "resent": self.publisher.resent_batches,
@@ -394,12 +393,12 @@ class DetectorWorker:
         dtype = self.unit.in_dtype
         batch = kept[0] if len(kept) == 1 else ev.concat_records(
             [b if b.dtype == dtype else ev.conform(b, dtype, drop=True) for b in kept])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         out = self.unit.push(batch, self._now()) if len(batch) \
             else np.empty(0, self.unit.out_dtype)
-        busy = time.perf_counter() - t0
-        self.busy_s += busy
+        busy, c1 = time.perf_counter() - t0, time.thread_time()
         self._publish(out, self._now())
+        self.cpu.add(unit=c1 - c0, publish=time.thread_time() - c1)
         done = time.monotonic_ns()
         for (_, arrival, sender), k in zip(taken, kept, strict=True):
             self._taken[sender] = self._taken.get(sender, 0) + 1
@@ -460,8 +459,8 @@ class DetectorWorker:
                     self.publisher.send(ch, piece, self._dets(ch))
 
     def _dets(self, ch: Channel) -> Any:
-        """The determinants a push to ``ch`` carries: those since the last push to it
-        (or since the checkpoint), and the checkpoint's step."""
+        """What a push to ``ch`` carries: the determinants since its last push (or the
+        checkpoint's step)."""
         if self.store is None:
             return None
         dets = self.dets.since(ch.last_step)
@@ -486,7 +485,7 @@ class DetectorWorker:
     def _checkpoint(self, ended: int | None = None) -> None:
         """Write the state (and the net output applied since the last one) to storage;
         then tell producers, through the replies, what it covers."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         self.output.save(self.unit.take_late())
         channels = self.publisher.state()
         with self._cond:
@@ -510,6 +509,7 @@ class DetectorWorker:
             st["seconds"] += time.perf_counter() - t0
             st["bytes"] = len(data)
             self._cond.notify_all()
+        self.cpu.add(checkpoint=time.thread_time() - c0)
 
     def _restore(self) -> None:
         """A restarted actor: back to the last checkpoint (or the start, if none)."""

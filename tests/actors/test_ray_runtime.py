@@ -387,7 +387,7 @@ def test_a_graph_asking_for_more_than_the_cluster_is_refused_before_it_starts(lo
     assert not [a for a in ray.util.list_named_actors() if a.startswith("specula-")]
 
 
-def test_the_report_says_where_each_actor_ran(local_ray):
+def test_the_report_says_where_each_actor_ran_and_where_its_cpu_went(local_ray):
     graph = Graph(example_registry(), sources=("C",))
     graph.add("per_key", CountPerKey(), partitions=2, cpus=0.5, k0=3_000)
     report = RayRuntime(graph, batch_size=500).run(
@@ -399,3 +399,9 @@ def test_the_report_says_where_each_actor_ran(local_ray):
     # one host: each actor's clock offset is zero within the bound of its estimate
     clocks = report.detectors["per_key"].clocks_ms
     assert len(clocks) == 2 and all(abs(offset) <= error + 0.01 for offset, error in clocks)
+    # both processes' CPU during the run, the processing threads' phases part of it
+    cpu = report.detectors["per_key"].cpu_s
+    phases = cpu["unit"] + cpu["publish"] + cpu["checkpoint"]
+    assert cpu["unit"] > 0 and cpu["publish"] >= 0 and cpu["checkpoint"] > 0
+    assert cpu["process"] >= phases and cpu["other"] == pytest.approx(cpu["process"] - phases)
+    assert report.summary()["detectors"]["per_key"]["cpu_s"] == cpu

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from specula import Graph
+from specula.actors.report import CpuTimes
 from specula.actors.routing import Router
 from specula.actors.worker import STEP_EVENTS, DetectorWorker
 from specula.detectors import Detector, Emitter, EventView
@@ -141,3 +142,28 @@ def test_the_worker_sheds_and_reports_what_it_dropped():
     assert stats.shed["C"] > 0 and stats.overloaded_batches > 0
     assert stats.processed + stats.shed["C"] == 10_000
     assert len(w.output.net.net()) == stats.processed  # every kept C is above the limit
+
+
+class Spinning(Detector):
+    """Burns 20 ms of its thread's CPU per batch."""
+
+    inputs, outputs = ("C",), ("E",)
+
+    def on_batch(self, events: np.ndarray, type_names, emit: Emitter) -> None:
+        start = time.thread_time()
+        while time.thread_time() - start < 0.02:
+            pass
+
+
+def test_the_report_says_where_the_processor_time_went():
+    """The processing thread's CPU per phase, within the process's since the start."""
+    w = worker(Spinning())
+    for i in range(3):
+        w.push(c_batch(i * 10, 10), 0, i)
+    w.flush()
+    cpu = w.report()["cpu"]
+    assert cpu["unit"] >= 0.02 and cpu["publish"] >= 0 and "checkpoint" not in cpu
+    assert cpu["process"] >= cpu["unit"] + cpu["publish"]
+    assert cpu["other"] == pytest.approx(cpu["process"] - cpu["unit"] - cpu["publish"])
+    both = CpuTimes.total([cpu, cpu])
+    assert both == {k: 2 * v for k, v in cpu.items()}
