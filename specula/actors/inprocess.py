@@ -29,7 +29,7 @@ from specula import events as ev
 from specula.actors.inbox import InboxStats
 from specula.actors.queueing import Station, queued_step
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
-from specula.actors.routing import Router, punctuate, raw_type_table, split_by_key
+from specula.actors.routing import Router, punctuate, raw_type_table
 from specula.actors.sources import Sources, played_seconds
 from specula.detectors.graph import Graph, Instance
 from specula.ordering.adaptation import AlphaController, ManualClock
@@ -177,9 +177,7 @@ class InProcessRuntime:
             name = inst.node.name
             inbox = []
             for source, batch in produced:
-                part = self.router.select(name, source, batch)
-                if len(part):
-                    inbox.append(split_by_key(part, inst.node.partitions)[inst.index])
+                inbox.append(self.router.piece(inst, source, batch))
             inbox = [b if b.dtype == unit.in_dtype else ev.conform(b, unit.in_dtype, drop=True)
                      for b in inbox if len(b)]
             before = unit.stats.work() if self.cost_model else ()

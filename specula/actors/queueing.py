@@ -33,7 +33,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.actors.inbox import Gate, Inbox
-from specula.actors.routing import punctuate, split_by_key
+from specula.actors.routing import punctuate
 from specula.detectors.graph import Instance
 from specula.ordering.adaptation import ManualClock
 from specula.ordering.net import NetOutput
@@ -66,10 +66,9 @@ def queued_step(rt: InProcessRuntime, stations: dict[int, Station],
     produced: list[tuple[str | None, np.ndarray, float]] = [(None, raw, now)] if len(raw) \
         else []
     for inst in rt.instances:
-        unit, station, name = units[inst.producer], stations[inst.producer], inst.node.name
+        unit, station = units[inst.producer], stations[inst.producer]
         for source, batch, t in produced:
-            part = rt.router.select(name, source, batch)
-            piece = split_by_key(part, inst.node.partitions)[inst.index] if len(part) else part
+            piece = rt.router.piece(inst, source, batch)
             if len(piece):
                 station.inbox.push(ev.conform(piece, unit.in_dtype, drop=True), t)
                 station.gate.arrived(len(piece), t)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specula import events as ev
-from specula.detectors.graph import Graph
+from specula.detectors.graph import Graph, Instance
 from specula.events.hashing import partition_of
 from specula.ordering.unit import OrderingUnit
 
@@ -46,6 +46,17 @@ class Router:
     def hears(self, node: str, source: str | None) -> bool:
         """Does ``node`` subscribe to anything ``source`` (None: raw) publishes?"""
         return self._hears[node, source]
+
+    def takes_any(self, node: str, types: np.ndarray) -> bool:
+        """Does ``node`` subscribe to any of the raw event types ``types`` (ids)?"""
+        return bool(np.take(self._wanted[node], types, mode="clip").any())
+
+    def piece(self, instance: Instance, source: str | None, batch: np.ndarray) -> np.ndarray:
+        """The part of ``batch`` (from ``source``; None: raw) that ``instance`` takes: what
+        its node subscribes to, and of a partitioned node what its partition's keys."""
+        part = self.select(instance.node.name, source, batch)
+        return split_by_key(part, instance.node.partitions)[instance.index] if len(part) \
+            else part
 
     def select(self, node: str, source: str | None, batch: np.ndarray) -> np.ndarray:
         """The part of ``batch`` that ``node`` subscribes to."""

@@ -2,8 +2,9 @@
 from the driver or from several source actors at once.
 
 A :class:`Feeder` does what every source does with a raw batch: read its type ids in the
-graph's registry, stamp its arrival (and origin) with the wall clock, select what each
-subscriber node reads, split it by key over the node's instances and push the pieces.
+graph's registry, stamp its arrival (and origin) with the wall clock, and push it whole,
+put once into Ray's object store, to every instance of a node that reads one of its
+types; each instance takes what its node reads and, of a partitioned node, its keys.
 The Ray runtime's driver runs one for a stream it is given (an array, or an iterable of
 batches: a live watch); with :class:`Sources`, each part of the stream (a Parquet file
 of the arrival table, say) is read and fed by a source actor of its own
@@ -33,7 +34,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.actors.channels import Publisher, Route
-from specula.actors.routing import Router, split_by_key
+from specula.actors.routing import Router
 
 #: Sender ids of source actors: ``SOURCE_SENDERS + j`` for the j-th (the driver, as a
 #: source, is sender 0; instances of the graph count from 1).
@@ -132,11 +133,29 @@ def next_batch(stream: Iterator[np.ndarray]) -> np.ndarray | None:
     return None
 
 
+def raw_sender(sender: int) -> bool:
+    """Is ``sender`` a feeder of raw batches (the driver, 0, or a source actor)? Their
+    pushes hold a whole raw batch, of which each consumer takes its part."""
+    return sender == 0 or sender >= SOURCE_SENDERS
+
+
+def shared(batch: np.ndarray) -> Any:
+    """``batch`` put once into Ray's object store, for every consumer to read (its
+    reference); ``batch`` itself without Ray."""
+    import ray
+
+    return ray.put(batch) if ray.is_initialized() else batch
+
+
 class Feeder:
     """Routes raw batches to the level-1 actors through a :class:`~.channels.Publisher`:
     type ids read through ``table``, arrival and origin stamped on the driver's clock
-    (this host's minus ``clock_offset`` ns), pieces per subscriber instance. Counts the
-    events and the whole seconds of event time that hold one (:attr:`played_seconds`)."""
+    (this host's minus ``clock_offset`` ns). Each batch goes whole, put once into Ray's
+    object store, to every instance of every node that subscribes to one of its types;
+    the instance takes its part on arrival (:meth:`~.routing.Router.piece`). Cutting a
+    piece per instance here made the feeder serialise and copy each event once per
+    subscriber. Counts the events and the whole seconds of event time that hold one
+    (:attr:`played_seconds`)."""
 
     def __init__(self, router: Router, routes: Sequence[Route], publisher: Publisher,
                  table: np.ndarray | None, ticks_per_second: float,
@@ -159,14 +178,13 @@ class Feeder:
         batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
         self.events += len(batch)
         self._seconds |= played_seconds(batch, self.ticks_per_second)
+        types, whole = np.unique(batch["type"]), None
         for route in self.routes:
-            part = self.router.select(route.node, None, batch)
-            pieces = split_by_key(part, route.partitions)
-            for consumer, actor, piece in zip(route.consumers, route.actors, pieces,
-                                              strict=True):
-                if len(piece):
-                    ch = self.publisher.channel(consumer, self._actor(actor))
-                    self.publisher.send(ch, piece)
+            if not self.router.takes_any(route.node, types):
+                continue
+            whole = shared(batch) if whole is None else whole
+            for consumer, actor in zip(route.consumers, route.actors, strict=True):
+                self.publisher.send(self.publisher.channel(consumer, self._actor(actor)), whole)
 
     @property
     def played_seconds(self) -> set[int]:

@@ -55,6 +55,7 @@ from specula.actors.recovery import (
 )
 from specula.actors.report import CpuTimes, rss_mb, shared_mb
 from specula.actors.routing import Router, punctuate, split_by_key
+from specula.actors.sources import raw_sender
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
 from specula.ordering.checkpoint import restore_unit, unit_state
@@ -114,8 +115,7 @@ class DetectorWorker:
         self._thread: threading.Thread | None = None
         self._ending = False                # flush asked: drain, flush the unit, stop
         self._ended: int | None = None      # events the final flush generated
-        self._suspending = False            # suspend asked: drain, checkpoint, stop
-        self._suspended = False
+        self._suspending = self._suspended = False  # suspend asked: drain, checkpoint, stop
         self._error: BaseException | None = None
         self._next: dict[int, int] = {}     # per sender: pushes held (taken or waiting)
         self._taken: dict[int, int] = {}    # per sender: pushes taken
@@ -124,8 +124,7 @@ class DetectorWorker:
         self._logs: dict[int, StepLog] = {}  # each producer's determinants
         self.dets = Determinants()
         self.actor = Peers()  # a consumer's or producer's actor, by handle or name
-        self.duplicates = 0                 # pushes dropped as already held
-        self.divergent = 0                  # of them, those unlike the push held
+        self.duplicates = self.divergent = 0  # pushes dropped as held; of them, unlike it
         self._digests: dict[int, dict[int, int]] = {}  # per sender: push number -> digest
         self._clock = (0, 0)                # this host's clock minus the driver's, error
         self._memory: tuple[float, dict[str, float]] = (float("-inf"), {})  # when, what
@@ -165,8 +164,10 @@ class DetectorWorker:
         sender's, ``epoch`` this actor's as the sender knows it: a push of a fenced-off
         sender process is dropped, one with a stale epoch is answered at once (the
         sender then resends). ``dets`` are the sender's determinants; a ``resend`` does
-        not wait for room.
+        not wait for room. A raw feeder's batch comes whole: the instance takes its part.
         """
+        if raw_sender(sender) and self.router is not None:
+            batch = self.router.piece(self.instance, None, batch)
         with self._cond:
             while True:
                 self._check()
@@ -234,7 +235,7 @@ class DetectorWorker:
 
     def _missing(self, expected: dict[int, int] | None) -> dict[int, int]:
         """The position held of each sender of ``expected`` whose pushes are not in."""
-        return {s: held for s, n in (expected or {}).items() if (held := self._next.get(s, 0)) < n}
+        return {s: h for s, n in (expected or {}).items() if (h := self._next.get(s, 0)) < n}
 
     def resend(self, consumer: int, epoch: int, position: int) -> int:
         """Resend to ``consumer`` (incarnation ``epoch``, holding ``position`` of ours)
@@ -243,8 +244,8 @@ class DetectorWorker:
 
     def recover_producer(self, producer: int, incarnation: int) -> list[Any]:
         """Producer ``producer`` restarted as ``incarnation``: fence off its old pushes;
-        returns its determinants held here (base step, senders, alphas), its pushes
-        held and taken by the last checkpoint, and this actor's incarnation."""
+        returns its determinants held here (base step, senders, alphas), its pushes held
+        and taken by the last checkpoint, and this actor's incarnation."""
         with self._cond:
             if incarnation > self._fence.get(producer, 0):
                 self._fence[producer] = incarnation
@@ -254,8 +255,7 @@ class DetectorWorker:
                     self.incarnation]
 
     def forget(self, seq: int, segments: int) -> None:
-        """The net events below ``seq`` and the segments below ``segments`` were handed
-        on for good: drop them at the next checkpoint (:meth:`.ActorOutput.forget`)."""
+        """Drop net events below ``seq``, segments below ``segments``, handed on for good."""
         self.output.forget(seq, segments)
 
     def checkpoint(self) -> int:
