@@ -152,10 +152,9 @@ class Feeder:
     type ids read through ``table``, arrival and origin stamped on the driver's clock
     (this host's minus ``clock_offset`` ns). Each batch goes whole, put once into Ray's
     object store, to every instance of every node that subscribes to one of its types;
-    the instance takes its part on arrival (:meth:`~.routing.Router.piece`). Cutting a
-    piece per instance here made the feeder serialise and copy each event once per
-    subscriber. Counts the events and the whole seconds of event time that hold one
-    (:attr:`played_seconds`)."""
+    the instance takes its part on arrival (:meth:`~.routing.Router.piece`): a piece cut
+    here per instance would be serialised and copied once per subscriber. Counts the
+    events and the whole seconds of event time that hold one (:attr:`played_seconds`)."""
 
     def __init__(self, router: Router, routes: Sequence[Route], publisher: Publisher,
                  table: np.ndarray | None, ticks_per_second: float,
