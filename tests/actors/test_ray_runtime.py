@@ -9,6 +9,7 @@ import pytest
 from naive import assert_net_equals, content
 
 from specula import Graph, InProcessRuntime, TypeRegistry
+from specula.actors import sources
 from specula.actors.ray_runtime import RayRuntime
 from specula.actors.settled import Settled
 from specula.detectors.examples import CountPerKey, Threshold, example_registry
@@ -64,7 +65,12 @@ def test_speculative_hierarchy_on_ray_equals_in_process(local_ray, retraction):
     assert summary["detectors"]["count"]["latency_mean_s"] > 0
 
 
-def test_key_partitioned_detector_on_ray_equals_one_instance(local_ray):
+# the raw batches reach the instances inline (small) or through the object store (put
+# once for all of them: every batch once the threshold is 0)
+@pytest.mark.parametrize("share_bytes", [sources.SHARE_BYTES, 0])
+def test_key_partitioned_detector_on_ray_equals_one_instance(local_ray, monkeypatch,
+                                                             share_bytes):
+    monkeypatch.setattr(sources, "SHARE_BYTES", share_bytes)
     raw = abc_stream(example_registry(), 8_000, seed=5, max_delay=20, keys=10)
 
     def graph(partitions: int) -> Graph:
