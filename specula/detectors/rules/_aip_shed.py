@@ -99,14 +99,19 @@ class PartialMatchBlock:
     @cached_property
     def eids(self) -> np.ndarray:
         """``(rows, events)`` identities of the events, in feature order."""
-        if not self.rows:
-            return np.zeros((len(self), 0), np.uint64)
-        return np.stack([event_ids(r) for r in self.rows], axis=1)
+        return _eids(self.rows, len(self))
 
     @cached_property
     def keys(self) -> np.ndarray:
         """The identity of each partial match (its events' identities folded)."""
         return fold64(self.eids)
+
+
+def _eids(rows: list, m: int) -> np.ndarray:
+    """``(m, len(rows))`` identities of the events of ``rows`` (per element, its columns)."""
+    if not rows:
+        return np.zeros((m, 0), np.uint64)
+    return np.stack([event_ids(r) for r in rows], axis=1)
 
 
 def element_attrs(rule: Rule, registry: TypeRegistry,
@@ -208,9 +213,9 @@ class ShedHook:
         """The identities of state ``k``'s instances with store ids ``ids``: the
         :attr:`PartialMatchBlock.keys` of their block, without building the block."""
         refs, cols = ids - store.base, store.cols
-        eids = [event_ids({f: cols[f][refs[e - k]] for f in _IDENTITY})
+        rows = [{f: cols[f][refs[e - k]] for f in _IDENTITY}
                 for e in range(len(self.rule.chain) - 1, k - 1, -1)]
-        return fold64(np.stack(eids, axis=1))
+        return fold64(_eids(rows, ids.shape[1]))
 
     def complete(self, elements: tuple[np.ndarray, ...], offset: int) -> PartialMatchBlock:
         """The block of complete matches (element 0), from their chosen elements."""
