@@ -134,8 +134,17 @@ class LogWatcher:
 
     def _drain(self, query: StreamingQuery) -> Iterator[np.ndarray]:
         """Stop the query and hand on what its micro-batches queued until it stopped (a
-        micro-batch waiting for room in the queue finishes once it has room)."""
-        stopper = threading.Thread(target=query.stop, daemon=True)
+        micro-batch waiting for room in the queue finishes once it has room). The stop
+        waits for the trigger under way to end: a micro-batch whose events were queued
+        is committed only after ``_micro_batch`` returns, and a stop in between would
+        have a restart read its files again and hand them on twice."""
+
+        def stop() -> None:
+            while query.isActive and query.status.get("isTriggerActive"):
+                time.sleep(0.05)
+            query.stop()
+
+        stopper = threading.Thread(target=stop, daemon=True)
         stopper.start()
         while stopper.is_alive() or not self._queue.empty():
             try:
