@@ -12,13 +12,21 @@ instead of filling memory.
 Stopping. :meth:`LogWatcher.request_stop` (what :func:`stop_on_signals` calls on Ctrl-C
 or SIGTERM) ends the watch gracefully: no new file is taken, the files already taken
 are handed on to the end, and the batches end as at an idle timeout, so the caller
-flushes the graph and saves everything. A file counts as taken once its micro-batch
-has queued its events: the streaming checkpoint then records it as done, so a watch
-restarted on the same folder reads only the files that came after.
+flushes the graph and saves everything; an idle timeout ends the watch the same way.
+
+Restarting. A watch restarted on the same run folder reads only the files not handed
+on before: the streaming checkpoint records a micro-batch as done once it returned, and
+Spark runs a micro-batch that was planned but not recorded again, with the same files
+and the same batch id. A stop can fall between the two (the events handed on, the
+micro-batch not yet recorded), so the watch also records the id of the last micro-batch
+whose events the caller took (``checkpoint/specula-handed``, Spark's advice for
+``foreachBatch``: deduplicate by batch id) and skips a micro-batch run again with an id
+at or below it.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import threading
@@ -88,8 +96,12 @@ class LogWatcher:
         self.files_per_batch = files_per_batch
         self.batch_size = batch_size
         self.counts = WatchCounts()
-        self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=queue_size)
+        # (micro-batch id, its events): empty ones too, so the handed-on id advances
+        self._queue: queue.Queue[tuple[int, np.ndarray]] = queue.Queue(maxsize=queue_size)
         self._stop = threading.Event()
+        self._handed_path = self.out / "checkpoint" / "specula-handed"
+        self._handed = int(self._handed_path.read_text()) if self._handed_path.exists() \
+            else -1
 
     def request_stop(self) -> None:
         """End the watch: take no new file, hand on the ones taken (thread-safe)."""
@@ -116,7 +128,7 @@ class LogWatcher:
                     yield from self._drain(query)
                     return
                 try:
-                    batch = self._queue.get(timeout=0.5)
+                    item = self._queue.get(timeout=0.5)
                 except queue.Empty:
                     if query.exception() is not None:
                         raise RuntimeError(f"watching {self.directory} failed: "
@@ -125,10 +137,11 @@ class LogWatcher:
                         last = time.monotonic()
                     elif self.idle_timeout is not None and \
                             time.monotonic() - last > self.idle_timeout:
+                        yield from self._drain(query)
                         return
                     continue
                 last = time.monotonic()
-                yield from self._cut(batch)
+                yield from self._hand_on(item)
         finally:
             query.stop()
 
@@ -148,18 +161,28 @@ class LogWatcher:
         stopper.start()
         while stopper.is_alive() or not self._queue.empty():
             try:
-                batch = self._queue.get(timeout=0.2)
+                item = self._queue.get(timeout=0.2)
             except queue.Empty:
                 continue
-            yield from self._cut(batch)
+            yield from self._hand_on(item)
 
-    def _cut(self, batch: np.ndarray) -> Iterator[np.ndarray]:
-        for start in range(0, len(batch), self.batch_size):
-            yield batch[start:start + self.batch_size]
+    def _hand_on(self, item: tuple[int, np.ndarray]) -> Iterator[np.ndarray]:
+        """Yield a micro-batch's events in batches of ``batch_size``; once the caller
+        took the last, record its id as handed on (written whole: a rename)."""
+        batch_id, events = item
+        for start in range(0, len(events), self.batch_size):
+            yield events[start:start + self.batch_size]
+        self._handed = batch_id
+        self._handed_path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self._handed_path.with_name(self._handed_path.name + ".tmp")
+        scratch.write_text(str(batch_id))
+        os.replace(scratch, self._handed_path)
 
     def _micro_batch(self, lines: DataFrame, batch_id: int) -> None:
-        """Validate one micro-batch; quarantine the bad rows, queue the events."""
-
+        """Validate one micro-batch; quarantine the bad rows, queue the events. A
+        micro-batch handed on before, run again after a restart, is skipped."""
+        if batch_id <= self._handed:
+            return
         checked = mark_duplicates(self.kind.check(self.spark, text_rows(lines))).persist()
         try:
             bad = quarantined_rows(checked)
@@ -175,8 +198,7 @@ class LogWatcher:
         events["seq"] += self.counts.rows  # numbered across files
         events["origin"] = events["ats"]
         self._count(events, n_rows)
-        if len(events):
-            self._queue.put(events)
+        self._queue.put((batch_id, events))
 
     def _count(self, events: np.ndarray, n_rows: int) -> None:
         c = self.counts

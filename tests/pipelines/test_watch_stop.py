@@ -74,6 +74,33 @@ def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp
         assert np.array_equal(np.sort(both[name]), np.sort(match.events[name])), name
 
 
+def test_a_micro_batch_handed_on_but_not_recorded_is_not_handed_on_again(tmp_path, spark):
+    """A stop between the hand-on of a micro-batch and Spark's record of it (emulated:
+    the record of the last one removed) makes Spark run it again on restart, with the
+    same files and batch id; the restarted watch skips it and reads only the new file."""
+    match = generate_match(1.0, seed=7)
+    parts = np.array_split(match.events, 3)
+    staging, watched, run = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
+    staging.mkdir()
+    watched.mkdir()
+    _land(staging, watched, "part0.csv", parts[0])
+    _land(staging, watched, "part1.csv", parts[1])
+    first = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0)
+    got = list(first.batches())
+    assert first.counts.files == 2 and sum(map(len, got)) == len(parts[0]) + len(parts[1])
+    commits = run / "checkpoint" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for path in (commits / str(last), commits / f".{last}.crc"):
+        path.unlink(missing_ok=True)
+    _land(staging, watched, "part2.csv", parts[2])
+    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0)
+    rest = list(second.batches())
+    assert second.counts.files == 1
+    both = np.concatenate(got + rest)
+    assert len(both) == len(match.events)  # nothing lost, nothing twice
+    assert np.array_equal(np.sort(both["ts"]), np.sort(match.events["ts"]))
+
+
 class _Watch:
     """What stop_on_signals needs of a watcher."""
 
