@@ -52,6 +52,15 @@ def test_pushes_from_one_sender_enter_in_the_order_sent_whatever_order_they_come
     assert len(w.unit.late_events()) == 0
 
 
+def _until(condition, timeout_s: float = 30.0) -> None:
+    """Wait until ``condition()`` holds (a busy CI machine may take long to schedule the
+    processing thread); fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the processing thread did not get there"
+        time.sleep(0.01)
+
+
 #: Opened by the test; until then a Blocking detector holds the processing thread.
 GATE = threading.Event()
 
@@ -72,6 +81,7 @@ def test_a_full_inbox_makes_the_producer_wait_until_the_thread_takes_a_batch():
         w.push(c_batch(i * 100, 100), 0, i)
     third = threading.Thread(target=w.push, args=(c_batch(300, 100), 0, 3))
     third.start()
+    _until(lambda: w.inbox.events == 200)  # the thread holds the first batch
     time.sleep(0.1)
     assert third.is_alive() and w.inbox.events == 200  # 200 + 100 > 250: it waits
     GATE.set()
@@ -93,10 +103,7 @@ def test_batches_waiting_behind_a_step_are_taken_together(step_events: int) -> N
     w = worker(Blocking(), inbox_events=10_000, step_events=step_events)
     GATE.clear()
     w.push(c_batch(0, 100), 0, 0)
-    for _ in range(100):  # until the thread holds the first batch
-        if w.inbox.events == 0:
-            break
-        time.sleep(0.01)
+    _until(lambda: w.inbox.events == 0)  # the thread holds the first batch
     for i in range(1, 6):
         w.push(c_batch(i * 100, 100), 0, i)
     GATE.set()
