@@ -64,8 +64,9 @@ def soccer_graph(alpha: Alpha = "adaptive", retraction: RetractionMode = "on-dem
     where they also hear raw readings), so they need no K for the depth of the levels
     below. ``queries=True`` adds the DEBS 2013 aggregates (running analysis, possession
     statistics, heat maps). They are off by default for now: each is one more ordering
-    unit on a raw stream, and together they make the hierarchy about 1.6 times slower
-    (``benchmarks/soccer.py --quick --no-ray``: 38 s without, 61 s with them).
+    unit on a raw stream, and together they make the hierarchy about 1.5 times slower
+    (``benchmarks/soccer.py --quick --no-ray``, the adaptive in-process run: 6.3 s
+    without, 9.7 s with them).
     ``metadata`` names the goalkeepers, whose positions tell which goal each team
     defends (:class:`~specula.soccer.sides.TeamSides`); default: the DEBS 2013 game's.
     """
