@@ -111,6 +111,7 @@ def _serve(rt: InProcessRuntime, inst: Instance, station: Station, unit: Orderin
         batch, arrival = inbox.pop(start)
         kept = gate.admit(batch, gate.command(q_size))
         before, work = unit.stats.work(), unit.detector.work_done()
+        first = unit.stats.handed()
         t0 = time.perf_counter()
         out = unit.push(kept, math.ceil(start)) if len(kept) else np.empty(0, unit.out_dtype)
         if rt.cost_model:
@@ -122,7 +123,7 @@ def _serve(rt: InProcessRuntime, inst: Instance, station: Station, unit: Orderin
             busy = time.perf_counter() - t0
         done = start + busy / spt
         station.free_at = done
-        gate.done(len(kept), busy, (done - arrival) * spt)
+        gate.done(len(kept), busy, (done - arrival) * spt, unit.stats.handed() - first)
         station.series.append({"time_ns": done * spt * 1e9, "inbox_events": inbox.events,
                                "wait_s": (start - arrival) * spt, "shed": gate.shed_total,
                                "violations": gate.stats.violations, "alpha": unit.alpha})

@@ -1,5 +1,4 @@
-"""The detector actor: one detector instance with its inbox and ordering unit, in one
-process.
+"""The detector actor: one detector instance with its inbox and ordering unit, one process.
 
 ``DetectorWorker`` is a plain class (it runs without Ray too); the Ray runtime deploys
 it with ``ray.remote`` as a threaded, restartable actor. Its inbox is an
@@ -75,7 +74,7 @@ DEFAULT_INBOX_EVENTS = 200_000
 STEP_EVENTS = 20_000
 
 #: Seconds between two readings of a sample's memory figures (snapshot estimate, resident
-#: memory; a buffer scan or a read of /proc, ~0.1-0.3 ms): samples between repeat them.
+#: memory: a buffer scan or a read of /proc, ~0.1-0.3 ms); samples between repeat them.
 _MEMORY_EVERY_S = 0.1
 _CHECKPOINT = object()  # what the processing thread takes when a checkpoint is asked
 _SUSPEND = object()     # ... when the inbox is empty and a suspension is asked
@@ -393,17 +392,19 @@ class DetectorWorker:
         dtype = self.unit.in_dtype
         batch = kept[0] if len(kept) == 1 else ev.concat_records(
             [b if b.dtype == dtype else ev.conform(b, dtype, drop=True) for b in kept])
+        first = self.unit.stats.handed()
         t0, c0 = time.perf_counter(), time.thread_time()
         out = self.unit.push(batch, self._now()) if len(batch) \
             else np.empty(0, self.unit.out_dtype)
         busy, c1 = time.perf_counter() - t0, time.thread_time()
+        handed = self.unit.stats.handed() - first
         self._publish(out, self._now())
         self.cpu.add(unit=c1 - c0, publish=time.thread_time() - c1)
         done = time.monotonic_ns()
         for (_, arrival, sender), k in zip(taken, kept, strict=True):
             self._taken[sender] = self._taken.get(sender, 0) + 1
-            self.gate.done(len(k), busy * len(k) / max(1, len(batch)),
-                           (done - arrival) * 1e-9)
+            share = len(k) / max(1, len(batch))
+            self.gate.done(len(k), busy * share, (done - arrival) * 1e-9, handed * share)
         self._sample((start - taken[0][1]) * 1e-9)
 
     def _log_step(self, sender: int, alpha: float | None, joined: bool = False) -> None:
@@ -470,9 +471,8 @@ class DetectorWorker:
     def _sample(self, wait_s: float) -> None:
         s, now = self.unit.stats, time.monotonic()
         if now - self._memory[0] >= _MEMORY_EVERY_S:
-            self._memory = (now, {
-                "snapshot_kb": self.unit.memory.snapshot_bytes() // 1024, "rss_mb": rss_mb(),
-                "shm_mb": shared_mb()})
+            self._memory = (now, {"snapshot_kb": self.unit.memory.snapshot_bytes() // 1024,
+                                  "rss_mb": rss_mb(), "shm_mb": shared_mb()})
         self.series.append({
             "time_ns": self._now(), "alpha": self.unit.alpha, "events_in": s.events_in,
             "emitted": s.emitted, "replayed": s.replayed, "late": s.late,

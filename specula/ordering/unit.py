@@ -189,6 +189,10 @@ class UnitStats:
         comparisons (cheaper to read before and after a push than a copy of all)."""
         return self.emitted, self.snapshots, self.restores, self.snapshot_comparisons
 
+    def handed(self) -> int:
+        """Events handed to the detector for the first time (replays not counted)."""
+        return self.emitted - self.replayed
+
 
 class OrderingUnit:
     """A K-slack ordering unit, speculative when ``alpha`` allows, around one detector.

@@ -75,6 +75,24 @@ def test_overloaded_node_keeps_its_bound_by_random_shedding_and_not_without():
     assert again.summary()["detectors"]["big_c"]["inbox"] == s["inbox"]
 
 
+def test_a_node_that_holds_events_for_k_measures_its_cost_per_event_handed_on():
+    """The unit hands events to the detector K after it takes them (here 0.4 s), so a
+    batch's busy time is the work of events taken K earlier. l(p) is measured per event
+    handed on: counted per row taken, the first drops would raise it, and it would ask
+    for more drops (the estimated throughput fell to a fifth of the real one, and
+    events went over the bound until the end of the run, 13 s). Drops act only K
+    later, so the onset may pass the bound; after it (2.5 s here), none does."""
+    raw = c_stream(12_000)
+    graph = Graph(example_registry(), sources=("C",)).add(
+        "big_c", Threshold(), k0=400, shedding=Shedding(latency_bound_s=1.0))
+    rep = InProcessRuntime(graph, ticks_per_second=TPS, cost_model=CostModel(
+        per_event=3e-3)).run(raw, batch_ticks=5)  # 333 events/s against 1,000: 3x over
+    inbox = rep.summary()["detectors"]["big_c"]["inbox"]
+    after = [x["violations"] for x in rep.detectors["big_c"].series if x["time_ns"] > 4e9]
+    assert len(after) > 1000 and after[0] == after[-1]
+    assert 0.6 < inbox["shed"] / len(raw) < 2 / 3  # δ / R, once the queue is long
+
+
 def test_latency_trigger_brings_the_latency_back_to_its_bound():
     # 50 % over capacity: the share settles where μ = θ (a third of what arrives once
     # shedding started), so half the events wait longer than θ and half shorter; the
