@@ -33,9 +33,13 @@ Two triggers, from the two shedding papers:
 
 What "latency" means here: the time from an event's arrival in the node's inbox to the
 end of the processing of the batch it was taken in; l(p) is measured as busy time per
-event processed, R as events arrived per second, both over the last ``smoothing``
-events (:class:`~specula.options.Shedding`; l(p) follows a rise within a tenth of them,
-see :attr:`OverloadDetector.lp_s`). The formulas are plain functions, checked
+event the node's ordering unit hands to its detector (which it does K after taking it:
+counted per row taken, the work of the rows taken K earlier would be charged to the
+fewer kept once drops start, see :meth:`~specula.actors.inbox.Gate.done`), R as events
+arrived per second, both over the last ``smoothing`` events
+(:class:`~specula.options.Shedding`; l(p) follows a rise within a tenth of them, see
+:attr:`OverloadDetector.lp_s`). A drop lightens the detector's work only K after it,
+so the onset of an overload can pass the bound by up to K of excess input. The formulas are plain functions, checked
 against hand computations in ``tests/shedding``; :class:`OverloadDetector` keeps the
 measurements of one instance and turns them into a :class:`DropCommand` per batch.
 
@@ -254,8 +258,8 @@ class OverloadDetector:
         self.arrivals.add(n, t_s)
 
     def processed(self, n: int, busy_s: float) -> None:
-        """``n`` events (rows) were processed in ``busy_s`` seconds of busy time, as they
-        would have taken unshed (see the module)."""
+        """``n`` events were handed to the detector in ``busy_s`` seconds of busy time,
+        as they would have taken unshed (see the module)."""
         self.busy.add(busy_s, n)
         self.recent_busy.add(busy_s, n)
 
