@@ -31,3 +31,11 @@ def test_readme_rule_builder_gives_the_parsed_rule():
         define Fire(area: int, measuredTemp: double)
         from   Smoke(area=$a) and each Temp(area=$a and value>45) within 5 min. from Smoke
         where  area=Smoke.area and measuredTemp=Temp.value""")
+
+
+def test_readme_shedding_example_runs(capsys):
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "Shedding(" in b)
+    exec(compile(block, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == re.search(r"# (True .*)$", block, re.M).group(1)
