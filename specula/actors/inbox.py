@@ -202,6 +202,8 @@ class InboxStats:
     max_events: int = 0
     pushed: int = 0
     processed: int = 0
+    #: events the unit handed to the detector in that busy time (see :meth:`Gate.done`)
+    handed: float = 0.0
     busy_s: float = 0.0
     #: plain events dropped by the shedder, by type name
     shed: dict[str, int] = field(default_factory=dict)
@@ -223,6 +225,7 @@ class InboxStats:
             out.max_events = max(out.max_events, p.max_events)
             out.pushed += p.pushed
             out.processed += p.processed
+            out.handed += p.handed
             out.busy_s += p.busy_s
             for t, n in p.shed.items():
                 out.shed[t] = out.shed.get(t, 0) + n
@@ -242,7 +245,7 @@ class InboxStats:
             "wait_p99_s": self.waits.percentile(99),
             "latency_p99_s": self.latencies.percentile(99),
             "latency_max_s": self.latencies.max if self.latencies.count else None,
-            "processing_rate_eps": self.processed / self.busy_s if self.busy_s > 0 else None,
+            "processing_rate_eps": self.handed / self.busy_s if self.busy_s > 0 else None,
             "shed": sum(self.shed.values()),
             "shed_by_type": dict(sorted(self.shed.items())),
             "shed_pairs": sum(self.shed_pairs.values()),
@@ -321,6 +324,7 @@ class Gate:
         its replays too."""
         s = self.stats
         s.processed += n
+        s.handed += n if handed is None else handed
         s.busy_s += busy_s
         s.latencies.add(latency_s, n)
         if s.latency_bound_s is not None and latency_s > s.latency_bound_s:

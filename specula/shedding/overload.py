@@ -39,9 +39,10 @@ fewer kept once drops start, see :meth:`~specula.actors.inbox.Gate.done`), R as 
 arrived per second, both over the last ``smoothing`` events
 (:class:`~specula.options.Shedding`; l(p) follows a rise within a tenth of them, see
 :attr:`OverloadDetector.lp_s`). A drop lightens the detector's work only K after it,
-so the onset of an overload can pass the bound by up to K of excess input. The formulas are plain functions, checked
-against hand computations in ``tests/shedding``; :class:`OverloadDetector` keeps the
-measurements of one instance and turns them into a :class:`DropCommand` per batch.
+so the onset of an overload can pass the bound by up to K of excess input. The
+formulas are plain functions, checked against hand computations in ``tests/shedding``;
+:class:`OverloadDetector` keeps the measurements of one instance and turns them into a
+:class:`DropCommand` per batch.
 
 A node whose detector sheds inside itself (``strategy="detector"``: eSPICE's window
 operator drops (event, window) pairs, so every event still reaches it) does less work per
