@@ -107,20 +107,21 @@ def main() -> None:
     print(f"{seconds:g} s of play, profile {args.profile}: {len(raw):,} readings, generator "
           f"{gen_rate:,.0f} rows/s")
 
+    def inprocess(alpha: float | str) -> InProcessRuntime:
+        return InProcessRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
+                                             metadata=match.metadata),
+                                cost_model=CostModel(per_event=args.cost_us * 1e-6))
+
     runs, walls = {}, {}
     for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
-        rt = InProcessRuntime(soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
-                                            metadata=match.metadata),
-                              cost_model=CostModel(per_event=args.cost_us * 1e-6))
+        rt = inprocess(alpha)
         t0 = time.perf_counter()
         runs[label] = rt.run(raw)
         wall = walls[label] = time.perf_counter() - t0
         late = sum(len(runs[label].late(n)) for n in runs[label].detectors)
         print(f"in-process {label:<9} {wall:6.1f} s wall, {late} late events")
         print(format_scores(score_match(runs[label], match)))
-    rt = InProcessRuntime(soccer_graph("adaptive", k0_ms=K0_MS, queries=not args.no_queries,
-                                       metadata=match.metadata),
-                          cost_model=CostModel(per_event=args.cost_us * 1e-6))
+    rt = inprocess("adaptive")
     t0 = time.perf_counter()
     rt.run(raw, batch_ticks=int(0.1 * rt.ticks_per_second))
     walls["adaptive_100ms"] = time.perf_counter() - t0

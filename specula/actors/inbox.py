@@ -322,9 +322,10 @@ class Gate:
         throughput fell from 680 to 200 events/s against a real 1,000, and the bound
         was broken). Replays are in the busy time but not in the count: an event costs
         its replays too."""
+        handed = n if handed is None else handed
         s = self.stats
         s.processed += n
-        s.handed += n if handed is None else handed
+        s.handed += handed
         s.busy_s += busy_s
         s.latencies.add(latency_s, n)
         if s.latency_bound_s is not None and latency_s > s.latency_bound_s:
@@ -332,7 +333,7 @@ class Gate:
         if self.detector is not None:
             unshed = self._unshed_busy(busy_s)
             if unshed is not None:
-                self.detector.processed(n if handed is None else handed, unshed)
+                self.detector.processed(handed, unshed)
             self.detector.completed(latency_s, n)
 
     def _unshed_busy(self, busy_s: float) -> float | None:

@@ -45,8 +45,8 @@ def detections(report) -> set[tuple[int, int, int]]:
     return set(zip(net["ts"].tolist(), net["key"].tolist(), net["v"].tolist(), strict=True))
 
 
-def run(graph: Graph, raw: np.ndarray, **kw):
-    return InProcessRuntime(graph, ticks_per_second=TPS, cost_model=SLOW, **kw).run(
+def run(graph: Graph, raw: np.ndarray, cost: CostModel = SLOW, **kw):
+    return InProcessRuntime(graph, ticks_per_second=TPS, cost_model=cost, **kw).run(
         raw, batch_ticks=5)
 
 
@@ -85,8 +85,7 @@ def test_a_node_that_holds_events_for_k_measures_its_cost_per_event_handed_on():
     raw = c_stream(12_000)
     graph = Graph(example_registry(), sources=("C",)).add(
         "big_c", Threshold(), k0=400, shedding=Shedding(latency_bound_s=1.0))
-    rep = InProcessRuntime(graph, ticks_per_second=TPS, cost_model=CostModel(
-        per_event=3e-3)).run(raw, batch_ticks=5)  # 333 events/s against 1,000: 3x over
+    rep = run(graph, raw, CostModel(per_event=3e-3))  # 333 events/s against 1,000: 3x over
     inbox = rep.summary()["detectors"]["big_c"]["inbox"]
     after = [x["violations"] for x in rep.detectors["big_c"].series if x["time_ns"] > 4e9]
     assert len(after) > 1000 and after[0] == after[-1]
