@@ -85,8 +85,7 @@ def run(args: argparse.Namespace) -> int:
     """Run a graph defined in a Python module against a source, on Ray (embedded by
     default, ``--address`` to join a cluster) or in-process, and print the report."""
     graph, raw, made_with = _check_run(args)
-    if args.in_process:  # it orders the whole stream: a position log's batches joined
-        raw = raw if isinstance(raw, np.ndarray) else np.concatenate(list(raw))
+    if args.in_process:  # a position log is read a chunk at a time, a step per batch
         report = InProcessRuntime(graph).run(raw, registry=made_with)
     else:
         from specula.actors.ray_runtime import RayRuntime
@@ -462,7 +461,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="a .npy or .msgpack file of raw events, or MODULE:FUNCTION")
     r.add_argument("--address", default=None, help="join this Ray cluster (default: embedded)")
     r.add_argument("--in-process", action="store_true", help="run without Ray")
-    r.add_argument("--batch-size", type=_POSITIVE_INT, default=10_000)
+    r.add_argument("--batch-size", type=_POSITIVE_INT, default=10_000,
+                   help="raw events per batch a position log is read and fed in (with "
+                        "--in-process, a step each)")
     r.add_argument("--report", default=None, help="write the JSON report here")
     r.set_defaults(func=run, check=_check_run)
     s = sub.add_parser("replay", help="replay a DEBS 2013 log or a generated match through "

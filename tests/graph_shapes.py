@@ -30,6 +30,8 @@ DERIVED = tuple(f"T{i}" for i in range(24))
 #: k0 of a node: the first option (above any stream's span) makes nothing late.
 K0S = (1000, 0, 2, 6, 20)
 BATCH_TICKS = (0, 1, 4, 12)
+#: 0: the stream as one array; else raw events per batch of an iterable
+BATCH_ROWS = (0, 0, 1, 3)
 T = TypeVar("T")
 
 
@@ -229,11 +231,13 @@ class Spec:
 @dataclass(frozen=True)
 class Case:
     """A graph, a raw stream of ``(type, ts, key, v, ats)`` in occurrence order, and the
-    arrival time one runtime step covers."""
+    arrival time one runtime step covers; or, with ``batch_rows``, the number of raw
+    events per step of the stream handed over as an iterable of batches."""
 
     nodes: tuple[Spec, ...]
     events: tuple[tuple[str, int, int, int, int], ...]
     batch_ticks: int = 0
+    batch_rows: int = 0
 
     def graph(self) -> Graph:
         g = Graph(shape_registry(), sources=RAW)
@@ -256,7 +260,8 @@ class Case:
     def __repr__(self) -> str:
         nodes = "".join(f"\n    {s!r}," for s in self.nodes)
         events = ", ".join(repr(e) for e in self.events)
-        return f"Case(nodes=({nodes}\n), events=({events},), batch_ticks={self.batch_ticks})"
+        return (f"Case(nodes=({nodes}\n), events=({events},), batch_ticks={self.batch_ticks}, "
+                f"batch_rows={self.batch_rows})")
 
 
 # ------------------------------------------------------------------ choosers
@@ -327,10 +332,10 @@ class DrawChooser(Chooser):
 def random_case(ch: Chooser, *, modes: Sequence[str] = ("full", "on-demand"),
                 max_events: int = 40) -> Case:
     """A graph over ``modes`` of retraction, a stream of up to ``max_events`` raw events
-    and a step size."""
+    and a step size (of arrival time, or of raw events delivered as batches)."""
     nodes = random_graph(ch, modes)
     events = random_stream(ch, max_events)
-    return Case(nodes, events, ch.choice(BATCH_TICKS))
+    return Case(nodes, events, ch.choice(BATCH_TICKS), ch.choice(BATCH_ROWS))
 
 
 def random_graph(ch: Chooser, modes: Sequence[str]) -> tuple[Spec, ...]:

@@ -198,8 +198,8 @@ def test_replay_referee_is_checked_before_anything_starts(capsys, tmp_path):
 @pytest.mark.cluster
 def test_run_on_ray_streams_a_position_log_with_the_in_process_answer(tmp_path):
     """``specula run`` on Ray hands a DEBS 2013 log to the runtime a batch at a time as
-    it reads it (``read_batches``); the in-process run joins the batches first. Both
-    detect the same events, and nothing is late. Each runs as its own ``specula``
+    it reads it (``read_batches``), and so does the in-process run, a step per batch.
+    Both detect the same events, and nothing is late. Each runs as its own ``specula``
     process, as a user starts it."""
     from specula.soccer.debs2013 import write_positions
     from specula.soccer.match import generate_match

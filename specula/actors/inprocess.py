@@ -1,9 +1,12 @@
 """The in-process runtime: a whole detector graph in one process, on a virtual clock.
 
-It is the reference the distributed runtime is checked against. Raw events are
-delivered in the order of their arrival time stamp ``ats`` (stable for equal ones);
-each delivery step runs every detector instance once, in topological order, and hands
-what it generated to its subscribers in the same step (no network delay). Generated
+It is the reference the distributed runtime is checked against. A stream in memory is
+delivered in the order of its arrival time stamps ``ats`` (stable for equal ones), in
+steps of a few milliseconds of arrival time; a stream read as it comes (an iterable of
+batches, a log read a chunk at a time) is delivered a batch per step, in the order it
+comes, as the Ray runtime's driver feeds it. Each delivery step runs every detector
+instance once, in topological order, and hands what it generated to its subscribers in
+the same step (no network delay). Generated
 events are stamped with the step's time, so a detection's latency in virtual time is
 the time of the first emission of its final version minus the arrival of the newest
 raw event it depends on.
@@ -20,7 +23,7 @@ latencies include the waits (:mod:`specula.actors.queueing`).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,22 +118,31 @@ class InProcessRuntime:
         self.router = Router(graph)
         self.messages: dict[str, list[np.ndarray]] = {}
 
-    def run(self, raw: np.ndarray | Sources, *, batch_ticks: int | None = None,
-            registry: ev.TypeRegistry | None = None) -> RunReport:
-        """Deliver ``raw`` (with ``ats`` set) in arrival order, then flush level by level.
-        :class:`~.sources.Sources` are read merged, in arrival order.
+    def run(self, raw: np.ndarray | Sources | Iterable[np.ndarray], *,
+            batch_ticks: int | None = None, registry: ev.TypeRegistry | None = None
+            ) -> RunReport:
+        """Deliver ``raw``, then flush level by level.
+
+        An array (with ``ats`` set) is delivered in arrival order: raw events whose
+        arrival falls within ``batch_ticks`` of the first event of a step are delivered
+        together in that step; the default is :data:`DEFAULT_BATCH_SECONDS` of arrival
+        time, as a source that ships batches every few milliseconds would (0: one step
+        per arrival, the slowest). :class:`~.sources.Sources` are read merged, as one
+        array.
+
+        An iterable of batches is read as it comes, so memory holds one batch of it: each
+        batch is one step, its order within and across batches is the arrival order,
+        and the step's time is the newest ``ats`` so far (a log read a chunk at a time,
+        delivered as the Ray runtime's driver feeds it). ``batch_ticks`` does not apply.
 
         ``registry`` is the one the raw events were made with (default: the graph's).
         When it is another, their type ids are translated by name into the graph's,
         and a source type of the graph that it lacks, or declares with other fields or
         another time unit, is refused (:class:`~specula.events.RegistryMismatchError`).
 
-        Raw events whose arrival falls within ``batch_ticks`` of the first event of a
-        step are delivered together in that step; the default is
-        :data:`DEFAULT_BATCH_SECONDS` of arrival time, as a source that ships batches
-        every few milliseconds would (0: one step per arrival, the slowest). Raw events
-        should carry their source's counter in ``seq`` (it orders events with equal time
-        stamps); if no event has one, they are numbered in time-stamp order.
+        Raw events should carry their source's counter in ``seq`` (it orders events with
+        equal time stamps); if no event has one, they are numbered in time-stamp order
+        (of a batch, after the batches before it).
         """
         table = raw_type_table(self.graph, registry)
         t0 = time.perf_counter()
@@ -142,9 +154,16 @@ class InProcessRuntime:
         if isinstance(raw, Sources):
             parts = list(raw.merged())
             raw = ev.concat_records(parts) if parts else np.zeros(0, self.graph.registry.dtype())
-        raw = prepare_raw(raw, table)
-        if batch_ticks is None:
-            batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
+        if isinstance(raw, np.ndarray):
+            if batch_ticks is None:
+                batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
+            steps: Iterable[tuple[np.ndarray, int]] = _steps(prepare_raw(raw, table),
+                                                             batch_ticks)
+        elif batch_ticks is not None:
+            raise ValueError("batch_ticks cuts an array of raw events into steps; the "
+                             "batches of an iterable are the steps")
+        else:
+            steps = _batch_steps(raw, table)
         stations = {i.producer: Station(i, self, units[i.producer]) for i in self.instances} \
             if self.queueing else None
 
@@ -154,11 +173,14 @@ class InProcessRuntime:
             else:
                 queued_step(self, stations, units, nets, clock, batch, now, flush)
 
-        for batch, now in _steps(raw, batch_ticks):
+        n_raw, seconds, now = 0, set(), 0
+        for batch, now in steps:
             step(batch, now, flush=False)
-        step(raw[:0], int(raw["ats"][-1]) if len(raw) else 0, flush=True)
-        report = self._report(units, nets, len(raw), time.perf_counter() - t0, stations)
-        report.played_seconds = len(played_seconds(raw, self.ticks_per_second))
+            n_raw += len(batch)
+            seconds |= played_seconds(batch, self.ticks_per_second)
+        step(np.zeros(0, self.graph.registry.dtype()), now, flush=True)
+        report = self._report(units, nets, n_raw, time.perf_counter() - t0, stations)
+        report.played_seconds = len(seconds)
         return report
 
     def _unit(self, instance: Instance, clock: ManualClock) -> OrderingUnit:
@@ -231,11 +253,17 @@ def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     """Raw events in arrival order, numbered if they carry no counter, with their origin
     (the arrival of the newest raw event a detection depends on) set to their arrival,
     and their type ids read through ``table`` (:func:`~specula.events.type_table`)."""
-    raw = ev.translate_types(raw, table)
-    if len(raw) and not raw["seq"].any() and not raw["producer"].any():
-        raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(len(raw))
+    raw = _numbered(ev.translate_types(raw, table), 0)
     raw = raw[np.argsort(raw["ats"], kind="stable")]
     raw["origin"] = raw["ats"]
+    return raw
+
+
+def _numbered(raw: np.ndarray, first: int) -> np.ndarray:
+    """``raw`` with ``seq`` numbered from ``first`` in time-stamp order, if none of its
+    events carries a counter (or a producer)."""
+    if len(raw) and not raw["seq"].any() and not raw["producer"].any():
+        raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(first, first + len(raw))
     return raw
 
 
@@ -248,3 +276,25 @@ def _steps(raw: np.ndarray, batch_ticks: int) -> Sequence[tuple[np.ndarray, int]
         steps.append((raw[i:j], int(ats[j - 1])))
         i = j
     return steps
+
+
+def _batch_steps(batches: Iterable[np.ndarray], table: np.ndarray | None
+                 ) -> Iterator[tuple[np.ndarray, int]]:
+    """A step per non-empty batch, in the order given, at the newest arrival so far; its
+    origin set to its arrival and its type ids read through ``table``. Until a batch
+    carries a counter, each is numbered after those before it (see :func:`_numbered`):
+    a lone event with ``seq`` 0 is the first of a stream with counters or one more of
+    a stream without."""
+    count, now, counted = 0, None, False
+    for batch in batches:
+        if not len(batch):
+            continue
+        batch = ev.translate_types(batch, table)  # a copy
+        counted = counted or bool(batch["seq"].any() or batch["producer"].any())
+        if not counted:
+            batch = _numbered(batch, count)
+        batch["origin"] = batch["ats"]
+        count += len(batch)
+        newest = int(batch["ats"].max())
+        now = newest if now is None else max(now, newest)
+        yield batch, now

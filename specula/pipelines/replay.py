@@ -394,9 +394,7 @@ def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeR
                     ) -> RunReport:
     from specula.actors.inprocess import InProcessRuntime
 
-    parts = list(batches)
-    raw = np.concatenate(parts) if parts else np.zeros(0, registry.dtype())
-    return InProcessRuntime(graph).run(raw, registry=registry)
+    return InProcessRuntime(graph).run(batches, registry=registry)
 
 
 def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,

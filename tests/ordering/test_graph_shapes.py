@@ -94,7 +94,9 @@ class Run:
         self.raw = case.raw(self.registry)
         runtime = InProcessRuntime(self.graph, cost_model=CostModel(per_event=0.02),
                                    ticks_per_second=1.0)
-        self.result = runtime.run(self.raw, batch_ticks=case.batch_ticks)
+        n = case.batch_rows
+        self.result = runtime.run(self.raw, batch_ticks=case.batch_ticks) if not n else \
+            runtime.run(iter([self.raw[i:i + n] for i in range(0, len(self.raw), n)]))
         self.instances = instances(self.graph)
         self._nets = {name: self.result.net(name) for name in self.graph.nodes}
         self._sent: dict[int, list[np.void]] = {p: [] for _, _, p in self.instances}
