@@ -110,13 +110,23 @@ def _restart_rule(rng: np.random.Generator, x: float, y: float, z: float, line: 
     return team, spot, kind, pause, goal
 
 
-def _carry_back(flight: Flight, spot: np.ndarray, ball: np.ndarray) -> int:
-    """Let the ball of ``flight`` roll on, then carry it to ``spot`` on a quintic that
-    ends at rest; write that into ``ball`` (the 1 ms grid) and return the ms at which it
-    lies at the spot."""
+def _carry_from(flight: Flight) -> int:
+    """The step of ``flight`` the carry back starts from: ``ROLL_ON_MS`` after the ball
+    left the pitch, or later, when it next touches the ground. A carry that started in
+    the air with the ball falling would follow the fall on, below the ground."""
     rel = min(flight.out + ROLL_ON_MS, len(flight.pos) - 1)
+    down = np.flatnonzero(flight.pos[rel:, 2] <= BALL_RADIUS)
+    return rel + int(down[0]) if len(down) else len(flight.pos) - 1
+
+
+def _carry_back(flight: Flight, spot: np.ndarray, ball: np.ndarray) -> int:
+    """Let the ball of ``flight`` roll on until it touches the ground, then stop its
+    bounce and carry it along the ground to ``spot`` on a quintic that ends at rest;
+    write that into ``ball`` (the 1 ms grid) and return the ms at which it lies at the
+    spot."""
+    rel = _carry_from(flight)
     t_dead = flight.i0 + rel
-    p0, v0 = flight.pos[rel], flight.vel[rel]
+    p0, v0 = flight.pos[rel], flight.vel[rel] * [1.0, 1.0, 0.0]
     target = np.array([spot[0], spot[1], BALL_RADIUS])
     T = CARRY_MIN_S
     while True:
