@@ -9,7 +9,8 @@ time.
 
 :class:`Gate` is what a taken batch passes before the ordering unit: for a node with
 :class:`~specula.options.Shedding`, the overload detector's command and the shedder's
-keep-mask (control messages always pass); for every node, the metrics of what it
+keep-mask (control messages always pass), also over the events the unit holds when the
+share rises and the shedder can decide again; for every node, the metrics of what it
 processed: busy time (the processing rate), each event's latency at the node (arrival
 to the end of its batch's processing), the bound's violations, the shed events by type.
 :class:`InboxStats` carries those metrics into the run report, mergeable across
@@ -207,6 +208,8 @@ class InboxStats:
     busy_s: float = 0.0
     #: plain events dropped by the shedder, by type name
     shed: dict[str, int] = field(default_factory=dict)
+    #: of those, events the ordering unit held, not yet handed on (see :meth:`Gate.admit`)
+    shed_held: int = 0
     #: (event, window) pairs a detector that sheds inside itself dropped, by type name
     shed_pairs: dict[str, int] = field(default_factory=dict)
     #: processed events whose latency at the node exceeded the bound
@@ -229,6 +232,7 @@ class InboxStats:
             out.busy_s += p.busy_s
             for t, n in p.shed.items():
                 out.shed[t] = out.shed.get(t, 0) + n
+            out.shed_held += p.shed_held
             for t, n in p.shed_pairs.items():
                 out.shed_pairs[t] = out.shed_pairs.get(t, 0) + n
             out.violations += p.violations
@@ -248,6 +252,7 @@ class InboxStats:
             "processing_rate_eps": self.handed / self.busy_s if self.busy_s > 0 else None,
             "shed": sum(self.shed.values()),
             "shed_by_type": dict(sorted(self.shed.items())),
+            "shed_held": self.shed_held,
             "shed_pairs": sum(self.shed_pairs.values()),
             "shed_pairs_by_type": dict(sorted(self.shed_pairs.items())),
             "violations": self.violations,
@@ -262,11 +267,16 @@ class Gate:
     to it are in ticks of ``seconds_per_tick`` seconds. ``detector`` is the one the
     instance's ordering unit drives: ``Shedding(strategy="detector")`` hands it the drop
     commands, and a state shedder (one with ``attach``, :mod:`specula.shedding.state`)
-    drops its partial matches.
+    drops its partial matches. ``unit`` is that ordering unit: while the node sheds,
+    its alpha controller speculates no more
+    (:meth:`~specula.ordering.AlphaController.note_overload`), and when the share to
+    drop rises, a shedder whose decisions may be taken again (``sheds_held``, as RI's)
+    also drops from the events the unit holds and has not handed on
+    (:meth:`~specula.ordering.OrderingUnit.shed_held`).
     """
 
     def __init__(self, shedding: Shedding | None, registry: TypeRegistry,
-                 seconds_per_tick: float, detector: Any = None) -> None:
+                 seconds_per_tick: float, detector: Any = None, unit: Any = None) -> None:
         self.shedding = shedding
         self.seconds_per_tick = seconds_per_tick
         self.detector = OverloadDetector(shedding) if shedding is not None else None
@@ -275,6 +285,9 @@ class Gate:
         self._shed = np.zeros(max(self._names) + 2, np.int64)  # by type id; last: unknown
         self.stats = InboxStats(shedding.latency_bound_s if shedding else None)
         self._work = (0, 0)  # the shedding detector's work when the last batch was taken
+        self.unit = unit
+        self._sheds_held = getattr(self.shedder, "sheds_held", False) and unit is not None
+        self._share = 0.0  # the share of the last command
         if detector is not None and hasattr(self.shedder, "attach"):
             self.shedder.attach(detector)
 
@@ -290,11 +303,25 @@ class Gate:
 
     def admit(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
         """What of ``batch`` goes on to the ordering unit: all of it without shedding;
-        else what the shedder keeps, plus every control message. Counts what it drops."""
+        else what the shedder keeps, plus every control message. Counts what it drops.
+
+        A unit holds what it took for K before its detector works on it, so drops at
+        the inbox alone lighten the work only K later, and the onset of an overload
+        would pass the bound by up to K of excess input. So when the share rises, the
+        events the unit holds and has not handed on are shed too; and while it sheds,
+        the unit does not speculate more, which would hand held events on in a burst
+        of work the drops did not allow for."""
         if self.shedder is None:
             return batch
         if command.overloaded:
             self.stats.overloaded_batches += 1
+            if getattr(self.unit, "controller", None) is not None:
+                self.unit.controller.note_overload()
+        if self._sheds_held and command.share > self._share:
+            dropped = self.unit.shed_held(lambda rows: self.shedder.keep(rows, command))
+            self.stats.shed_held += len(dropped)
+            self._count(dropped)
+        self._share = command.share
         if isinstance(self.shedder, DetectorShedding):
             self._work = self.shedder.work()
         keep = np.asarray(self.shedder.keep(batch, command), bool)
@@ -304,9 +331,13 @@ class Gate:
         drop = ~keep & (batch["flags"] == 0)
         if not drop.any():
             return batch
-        ids = np.minimum(batch["type"][drop], len(self._shed) - 1)
-        self._shed += np.bincount(ids, minlength=len(self._shed))
+        self._count(batch[drop])
         return batch[~drop]
+
+    def _count(self, dropped: np.ndarray) -> None:
+        """Count plain events dropped, by type."""
+        ids = np.minimum(dropped["type"], len(self._shed) - 1)
+        self._shed += np.bincount(ids, minlength=len(self._shed))
 
     def done(self, n: int, busy_s: float, latency_s: float, handed: float | None = None
              ) -> None:

@@ -51,7 +51,8 @@ class Station:
                  unit: OrderingUnit) -> None:
         spt = 1.0 / runtime.ticks_per_second
         self.inbox = Inbox(None, spt)
-        self.gate = Gate(instance.node.shedding, runtime.graph.registry, spt, unit.detector)
+        self.gate = Gate(instance.node.shedding, runtime.graph.registry, spt, unit.detector,
+                         unit=unit)
         self.free_at = -math.inf
         self.series: SampleLog[dict[str, float]] = SampleLog()
 

@@ -109,7 +109,7 @@ class DetectorWorker:
         self.cpu = CpuTimes()
         # inbox times are this process's monotonic clock, in ns
         self.inbox = Inbox(inbox_events, 1e-9)
-        self.gate = Gate(instance.node.shedding, registry, 1e-9, self.unit.detector)
+        self.gate = Gate(instance.node.shedding, registry, 1e-9, self.unit.detector, self.unit)
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._ending = False                # flush asked: drain, flush the unit, stop

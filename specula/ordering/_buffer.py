@@ -88,6 +88,14 @@ class Buffer(ABC):
     def time_stamps(self) -> np.ndarray:
         """The time stamps of the held events, in buffer order (ascending)."""
 
+    @abstractmethod
+    def unhanded(self) -> np.ndarray:
+        """A copy of the held events not yet handed to the detector, in buffer order."""
+
+    @abstractmethod
+    def drop_unhanded(self, keep: np.ndarray) -> None:
+        """Remove the events of :meth:`unhanded` where ``keep`` is False."""
+
     # ------------------------------------------------------------ control messages
     # A producer sends each revision to the consumer that holds what it revises (see
     # :mod:`specula.ordering._sent`): an UPDATE only where the old version went, a REVOKE

@@ -185,6 +185,7 @@ class AlphaController:
 
         self._span_start = clock()
         self._busy_seconds = 0.0
+        self._shedding = False  # the node shed input in this span
 
     @property
     def alpha(self) -> float:
@@ -222,11 +223,19 @@ class AlphaController:
         self._history.load_state(state["history"], lambda s: AlphaSample(*s))
         self._span_start = self._clock()
         self._busy_seconds = 0.0
+        self._shedding = False  # the node shed input in this span
 
     def force(self, alpha: float) -> None:
         """Set alpha to a value it had before (a recovering actor replays the alpha
         each batch ran under); the controller goes on from it."""
         self._alpha = float(alpha)
+
+    def note_overload(self) -> None:
+        """The node sheds input in the current span: whatever its busy time, the span
+        ends as an overloaded one (alpha goes back to ``alpha0``). Shedding makes time
+        to spare; spent on more speculation, it would hand held events on at once, in
+        a burst of work the drops did not allow for."""
+        self._shedding = True
 
     def add_busy(self, seconds: float) -> None:
         """Add processing time to the current span's ``t_busy``.
@@ -276,10 +285,11 @@ class AlphaController:
         if elapsed < self._t_span:
             return False
         busy_factor = self._busy_seconds / elapsed
-        alpha = self.update(busy_factor)
+        alpha = self.update(math.inf if self._shedding else busy_factor)
         self._history.append(AlphaSample(time=now, alpha=alpha, busy_factor=busy_factor))
         self._span_start = now
         self._busy_seconds = 0.0
+        self._shedding = False
         return True
 
     def update(self, busy_factor: float) -> float:

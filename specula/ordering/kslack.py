@@ -115,6 +115,12 @@ class KSlackBuffer(Buffer):
     def time_stamps(self) -> np.ndarray:
         return self._buf_ts
 
+    def unhanded(self) -> np.ndarray:
+        return self.rows  # pure K-slack hands an event on only as it purges it
+
+    def drop_unhanded(self, keep: np.ndarray) -> None:
+        self._keep(keep)
+
     def _release(self, now: int) -> None:
         """Emit and purge every buffered event with ``ts + K <= clk``."""
         u = self.unit

@@ -233,6 +233,19 @@ class SpeculativeBuffer(Buffer):
         self._n = n + k
         self._views()
 
+    def unhanded(self) -> np.ndarray:
+        return self._rows[self._n_emitted:].copy()
+
+    def drop_unhanded(self, keep: np.ndarray) -> None:
+        """Compact the region behind the emitted prefix (no snapshot lives there)."""
+        lo, first, n = self._lo, self._lo + self._n_emitted, self._n
+        kept = int(np.count_nonzero(keep))
+        for store in self._store:
+            store[first:first + kept] = store[first:lo + n][keep]
+        self._store[3][first + kept:lo + n] = None
+        self._n = self._n_emitted + kept
+        self._views()
+
     def _delete(self, pos: int) -> None:
         """Remove the event at position ``pos`` from the arrays."""
         lo, n = self._lo, self._n

@@ -83,7 +83,7 @@ plain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -173,6 +173,8 @@ class UnitStats:
     revocations_received: int = 0
     progress_in: int = 0
     events_removed: int = 0
+    #: held events the node's input shedder dropped before the detector saw them
+    events_shed: int = 0
     updates_applied: int = 0
     updates_discarded: int = 0
     #: the memory limit (:mod:`specula.ordering.memory`): times speculation backed off,
@@ -359,6 +361,19 @@ class OrderingUnit:
                 self._push(batch, now)
             self.memory.check(now)
         return self._take_output()
+
+    def shed_held(self, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """Drop the held events not yet handed to the detector where ``keep(rows)`` (their
+        keep-mask, in buffer order) is False; return them. The detector has seen nothing
+        of them: it is dropping them at the inbox, only later, so a node that holds
+        events for K sheds the work it already took in at once, not K later."""
+        rows = self._buffer.unhanded()
+        kept = np.asarray(keep(rows), bool) | (rows["flags"] != 0)
+        if kept.all():
+            return rows[:0]
+        self._buffer.drop_unhanded(kept)
+        self.stats.events_shed += int(np.count_nonzero(~kept))
+        return rows[~kept]
 
     def flush(self, now: int = 0) -> np.ndarray:
         """End of stream: emit and purge everything still buffered."""

@@ -104,6 +104,13 @@ class InputShedder(Protocol):
         deterministic, a function of the events it has seen and the commands it got
         (seeded hashes, :func:`specula.events.hashing.uniform`, not a clock or an unseeded
         generator), so that in-process runs repeat exactly.
+
+        A shedder whose decision is a function of the event and the share alone, an
+        event kept at a share also kept at any lower one (RI's hashed draw), may say so
+        with a class attribute ``sheds_held = True``: when the share rises, the runtime
+        then also asks it about the events the node's ordering unit holds and has not
+        handed on (:meth:`specula.actors.inbox.Gate.admit`), so that its drops act at
+        once and not K later.
         """
         ...
 

@@ -72,6 +72,11 @@ class RandomInput:
     True
     """
 
+    #: An event's decision is a function of the event and the share, kept at a higher
+    #: share only if kept at a lower one: the runtime may ask again for the events a
+    #: node holds and has not processed yet (:meth:`specula.actors.inbox.Gate.admit`).
+    sheds_held = True
+
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
 

@@ -38,8 +38,9 @@ counted per row taken, the work of the rows taken K earlier would be charged to 
 fewer kept once drops start, see :meth:`~specula.actors.inbox.Gate.done`), R as events
 arrived per second, both over the last ``smoothing`` events
 (:class:`~specula.options.Shedding`; l(p) follows a rise within a tenth of them, see
-:attr:`OverloadDetector.lp_s`). A drop lightens the detector's work only K after it,
-so the onset of an overload can pass the bound by up to K of excess input. The
+:attr:`OverloadDetector.lp_s`). A drop at the inbox lightens the detector's work only K
+after it; RI (a shedder with ``sheds_held``) also drops from what the unit holds, so
+that the onset does not pass the bound (:meth:`~specula.actors.inbox.Gate.admit`). The
 formulas are plain functions, checked against hand computations in ``tests/shedding``;
 :class:`OverloadDetector` keeps the measurements of one instance and turns them into a
 :class:`DropCommand` per batch.

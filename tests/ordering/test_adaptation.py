@@ -182,6 +182,25 @@ def test_poll_uses_busy_time_of_current_span_only() -> None:
     assert [s.time for s in ctl.history] == pytest.approx([0.5, 1.0, 1.5])
 
 
+def test_a_span_with_shedding_ends_as_an_overloaded_one() -> None:
+    """Shedding makes time to spare; the span still resets alpha (its measured busy
+    factor is recorded as it was), and the next span without shedding speculates
+    again."""
+    clock = ManualClock()
+    ctl = AlphaController(clock=clock, t_span=0.5)
+    clock.advance(0.5)
+    assert ctl.poll() and ctl.alpha == 0.5
+    ctl.add_busy(0.1)
+    ctl.note_overload()
+    clock.advance(0.5)
+    assert ctl.poll()
+    assert ctl.history[-1] == AlphaSample(time=pytest.approx(1.0), alpha=1.0,
+                                          busy_factor=pytest.approx(0.2))
+    assert ctl.last_minimum == 0.5
+    clock.advance(0.5)
+    assert ctl.poll() and ctl.alpha < 1.0
+
+
 def test_poll_divides_by_actual_elapsed_time() -> None:
     clock = ManualClock()
     ctl = AlphaController(clock=clock, t_span=0.5)

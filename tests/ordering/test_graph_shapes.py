@@ -23,10 +23,10 @@ instance, none skipped:
    side output, ``control_in == retractions_received + revocations_received`` and every
    arrival is accounted for: an event or update that arrives is late, discarded as
    equal to the held version, replaces the held version, or enters the buffer, which it
-   leaves by purge or by a retraction or revocation::
+   leaves by purge, by a retraction or revocation, or shed while held::
 
        events_in == (late - late counter messages) + updates_discarded
-                    + updates_applied + purged + events_removed
+                    + updates_applied + purged + events_removed + events_shed
 
    A producer counts every message it sends (``generated + retractions_sent +
    revocations_sent``); with full retraction its net output holds
@@ -293,9 +293,9 @@ def check_counters(run: Run, node: Node, index: int, producer: int) -> None:
     assert s.late == len(late), f"{where}: late={s.late}, late side output {len(late)}"
     assert s.control_in == s.retractions_received + s.revocations_received, f"{where}: {s}"
     # every event that came in was late, a discarded or applied update, purged after
-    # emission, or removed by a retraction or revocation
+    # emission, removed by a retraction or revocation, or shed while held
     accounted = (s.late - late_control + s.updates_discarded + s.updates_applied
-                 + s.purged + s.events_removed)
+                 + s.purged + s.events_removed + s.events_shed)
     assert s.events_in == accounted, (
         f"{where}: events_in={s.events_in} but late events + discarded + applied updates "
         f"+ purged + removed = {accounted}\n  {s}")
