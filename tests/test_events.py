@@ -495,6 +495,23 @@ def test_validate_batch_flags_bad_rows(registry: TypeRegistry) -> None:
     ]
 
 
+def test_validate_batch_names_a_type_id_that_is_no_whole_number(registry: TypeRegistry
+                                                                 ) -> None:
+    """A batch built with float columns (from a CSV, say): NaN, an infinity or a
+    fraction is shown as it was, not as what a cast to an integer makes of it."""
+    events = np.zeros(5, [("type", "f8"), ("flags", "f8")])
+    events["type"] = [1, np.nan, 2.5, np.inf, 1]
+    events["flags"] = [0, 0, 0, 0, np.nan]
+    bad, errors = validate_batch(events, registry)
+    assert bad.tolist() == [False, True, True, True, True]
+    assert [(e.record, e.field, e.reason) for e in errors] == [
+        (1, "type", "unknown event type id nan"),
+        (2, "type", "unknown event type id 2.5"),
+        (3, "type", "unknown event type id inf"),
+        (4, "flags", "out of range 0..31 (nan)"),
+    ]
+
+
 def test_validate_batch_clean_and_malformed(registry: TypeRegistry) -> None:
     events = registry.batch("count", ts=[1, 2], flags=RETRACTION | UPDATE | LATE)
     bad, errors = validate_batch(events, registry)

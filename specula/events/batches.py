@@ -42,21 +42,29 @@ def validate_batch(
     for name in ("type", "flags"):
         if name not in batch.dtype.names:
             raise ValueError(f"batch lacks the core field {name!r}")
-    type_ids = batch["type"].astype(np.int64)
-    bad_type = (type_ids < 1) | (type_ids > len(registry))
-    flags = batch["flags"].astype(np.int64)
-    bad_flags = (flags < 0) | (flags > _MAX_FLAGS)
+    type_ids, whole_type = _integers(batch["type"])
+    bad_type = ~whole_type | (type_ids < 1) | (type_ids > len(registry))
+    flags, whole_flags = _integers(batch["flags"])
+    bad_flags = ~whole_flags | (flags < 0) | (flags > _MAX_FLAGS)
     errors: list[InvalidEvent] = []
     for index in np.flatnonzero(bad_type | bad_flags).tolist():
         if bad_type[index]:
-            errors.append(
-                InvalidEvent(index, "type", f"unknown event type id {int(type_ids[index])}")
-            )
+            shown = int(type_ids[index]) if whole_type[index] else batch["type"][index]
+            errors.append(InvalidEvent(index, "type", f"unknown event type id {shown}"))
         if bad_flags[index]:
-            errors.append(
-                InvalidEvent(index, "flags", f"out of range 0..{_MAX_FLAGS} ({int(flags[index])})")
-            )
+            shown = int(flags[index]) if whole_flags[index] else batch["flags"][index]
+            errors.append(InvalidEvent(index, "flags", f"out of range 0..{_MAX_FLAGS} ({shown})"))
     return bad_type | bad_flags, errors
+
+
+def _integers(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``column`` as int64, and which of its values are whole numbers (a float column
+    may hold NaN, infinities or fractions, which no cast reads right)."""
+    if column.dtype.kind in "iub":
+        return column.astype(np.int64), np.ones(len(column), bool)
+    values = np.asarray(column, np.float64)
+    whole = np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2.0**62)
+    return np.where(whole, values, 0).astype(np.int64), whole
 
 
 def empty(dtype: np.dtype = CORE_DTYPE, n: int = 0) -> np.ndarray:
