@@ -142,7 +142,7 @@ def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray, k0):
     3 s: unshed its queue would grow to ~4,500 events, 1.8 s of waiting. With RI and a
     1 s bound its p99 latency stays under the bound, and the report counts the drops;
     also when its unit holds events for K (1,000 events, 0.25 s) before the detector
-    sees them."""
+    sees them, and sheds from those too."""
     from specula.actors.report import format_detectors
     from specula.detectors.examples import SlowThreshold
     from specula.shedding import Shedding
@@ -165,6 +165,7 @@ def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray, k0):
     # a detection's latency adds the unit's hold (K) to its input's wait in the inbox
     assert s["latency_p99_s"] <= 1.0 + k0 / 4_000, s
     assert inbox["violations"] < 0.01 * n
+    assert (inbox["shed_held"] > 0) == (k0 > 0)  # the unit's held events shed too
     assert 1_500 < inbox["processing_rate_eps"] < 2_600
     # what it detected is Threshold's answer on what it kept: a subset of the full one
     full = raw[raw["v"] > 50]
