@@ -3,8 +3,9 @@
 The simulation works in metres and seconds in the DEBS 2013 frame (see the package
 docs); the constants here are those of :mod:`specula.soccer.geometry`, converted. A
 kicked ball gets a Hann-window acceleration pulse and then flies under gravity and
-quadratic air drag, bounces on the ground and rolls with friction: :func:`simulate`
-integrates that with a compiled kernel and returns the ball on the 1 ms grid.
+quadratic air drag, bounces on the ground and rolls with friction, and rebounds off the
+boards around the pitch: :func:`simulate` integrates that with a compiled kernel and
+returns the ball on the 1 ms grid.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ ROLL_DECEL = 1.2  # rolling friction on grass, m/s^2
 RESTITUTION = 0.55  # share of the vertical speed kept by a bounce
 BOUNCE_KEEP = 0.8  # share of the horizontal speed kept by a bounce
 ROLL_VZ = 0.8  # below this impact speed (m/s) the ball stops bouncing and rolls
+#: The boards around the pitch, this far outside its box (m): a ball out of play
+#: rebounds off them, keeping this share of its speed towards them.
+BOARDS = 5.0
+BOARDS_KEEP = 0.3
 SUBSTEPS = 4  # integration steps per 1 ms grid step
 HORIZON_MS = 15_000  # longest simulated free flight, ms
 
@@ -99,6 +104,12 @@ def _fly(p0, v0, dv, pulse_s, pos, vel, bounce):  # pragma: no cover - compiled
             x += vx * h
             y += vy * h
             z += vz * h
+            if (x < -BOARDS and vx < 0.0) or (x > WIDTH + BOARDS and vx > 0.0):
+                vx = -BOARDS_KEEP * vx
+                bounced = True
+            if (y < Y_MIN - BOARDS and vy < 0.0) or (y > Y_MAX + BOARDS and vy > 0.0):
+                vy = -BOARDS_KEEP * vy
+                bounced = True
             if on_ground:
                 z = BALL_RADIUS
             elif z < BALL_RADIUS and vz < 0.0:
