@@ -6,10 +6,9 @@ steps of a few milliseconds of arrival time; a stream read as it comes (an itera
 batches, a log read a chunk at a time) is delivered a batch per step, in the order it
 comes, as the Ray runtime's driver feeds it. Each delivery step runs every detector
 instance once, in topological order, and hands what it generated to its subscribers in
-the same step (no network delay). Generated
-events are stamped with the step's time, so a detection's latency in virtual time is
-the time of the first emission of its final version minus the arrival of the newest
-raw event it depends on.
+the same step (no network delay). Generated events are stamped with the step's time,
+so a detection's latency in virtual time is the time of the first emission of its
+final version minus the arrival of the newest raw event it depends on.
 
 With ``cost_model`` the busy time of each unit is not measured but computed from the
 work it did (events processed, snapshots, restores, comparisons), and alpha-adaptation
