@@ -4,7 +4,8 @@ When the ball's centre crosses a line, :func:`ball_out` works out the restart (a
 kick-in, a goal kick, a corner, or the kick-off after a goal), lets the ball roll on
 until it is on the ground, carries it back along the ground to the restart spot on a
 smooth path (a quintic of bounded acceleration, so the ball out of play makes no
-kick-like peaks) and sends the taker to stand behind it. The restart kick itself is a pass or a clearance (:mod:`.kicks`).
+kick-like peaks) and sends the taker to stand behind it. The restart kick itself is a
+pass or a clearance (:mod:`.kicks`).
 """
 
 from __future__ import annotations
