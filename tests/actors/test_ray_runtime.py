@@ -136,13 +136,14 @@ def test_a_memory_limit_holds_on_ray_and_the_report_says_so(local_ray):
     assert "batch.snapshot_kb" in series
 
 
-@pytest.mark.parametrize("k0", [0, 1_000])
-def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray, k0):
+@pytest.mark.parametrize(("k0", "alpha"), [(0, 1.0), (1_000, 1.0), (1_000, "adaptive")])
+def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray, k0, alpha):
     """An actor that takes 0.4 ms per event (2,500 events/s) gets 4,000 events/s for
     3 s: unshed its queue would grow to ~4,500 events, 1.8 s of waiting. With RI and a
     1 s bound its p99 latency stays under the bound, and the report counts the drops;
     also when its unit holds events for K (1,000 events, 0.25 s) before the detector
-    sees them, and sheds from those too."""
+    sees them, and sheds from those too; also when it adapts alpha (it speculates no
+    more while it sheds)."""
     from specula.actors.report import format_detectors
     from specula.detectors.examples import SlowThreshold
     from specula.shedding import Shedding
@@ -154,7 +155,7 @@ def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray, k0):
     raw["ts"] = raw["ats"] = raw["seq"] = np.arange(n)
     raw["v"] = np.random.default_rng(1).integers(0, 100, n)
     graph = Graph(reg, sources=("C",)).add(
-        "big_c", SlowThreshold(seconds_per_event=4e-4), k0=k0,
+        "big_c", SlowThreshold(seconds_per_event=4e-4), k0=k0, alpha=alpha,
         shedding=Shedding(latency_bound_s=1.0))
     report = RayRuntime(graph, batch_size=100, speed=4_000.0).run(raw)  # 1 tick/s
     s = report.summary()["detectors"]["big_c"]
