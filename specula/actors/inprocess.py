@@ -252,18 +252,22 @@ def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     """Raw events in arrival order, numbered if they carry no counter, with their origin
     (the arrival of the newest raw event a detection depends on) set to their arrival,
     and their type ids read through ``table`` (:func:`~specula.events.type_table`)."""
-    raw = _numbered(ev.translate_types(raw, table), 0)
+    raw = ev.translate_types(raw, table)
+    if not _counted(raw):
+        _number(raw, 0)
     raw = raw[np.argsort(raw["ats"], kind="stable")]
     raw["origin"] = raw["ats"]
     return raw
 
 
-def _numbered(raw: np.ndarray, first: int) -> np.ndarray:
-    """``raw`` with ``seq`` numbered from ``first`` in time-stamp order, if none of its
-    events carries a counter (or a producer)."""
-    if len(raw) and not raw["seq"].any() and not raw["producer"].any():
-        raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(first, first + len(raw))
-    return raw
+def _counted(raw: np.ndarray) -> bool:
+    """Does some event of ``raw`` carry a counter (or a producer)?"""
+    return bool(raw["seq"].any() or raw["producer"].any())
+
+
+def _number(raw: np.ndarray, first: int) -> None:
+    """Number ``raw``'s ``seq`` from ``first`` in time-stamp order, in place."""
+    raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(first, first + len(raw))
 
 
 def _steps(raw: np.ndarray, batch_ticks: int) -> Sequence[tuple[np.ndarray, int]]:
@@ -281,17 +285,16 @@ def _batch_steps(batches: Iterable[np.ndarray], table: np.ndarray | None
                  ) -> Iterator[tuple[np.ndarray, int]]:
     """A step per non-empty batch, in the order given, at the newest arrival so far; its
     origin set to its arrival and its type ids read through ``table``. Until a batch
-    carries a counter, each is numbered after those before it (see :func:`_numbered`):
-    a lone event with ``seq`` 0 is the first of a stream with counters or one more of
-    a stream without."""
+    carries a counter, each is numbered after those before it: a lone event with
+    ``seq`` 0 is the first of a stream with counters or one more of a stream without."""
     count, now, counted = 0, None, False
     for batch in batches:
         if not len(batch):
             continue
         batch = ev.translate_types(batch, table)  # a copy
-        counted = counted or bool(batch["seq"].any() or batch["producer"].any())
+        counted = counted or _counted(batch)
         if not counted:
-            batch = _numbered(batch, count)
+            _number(batch, count)
         batch["origin"] = batch["ats"]
         count += len(batch)
         newest = int(batch["ats"].max())
