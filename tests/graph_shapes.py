@@ -208,9 +208,30 @@ class Recent(Generic):
         emit(self.outputs[0], event.ts, event.key, v=len(self.recent))
 
 
+class Closing(Generic):
+    """Stateful with an end: echoes every input and, when the stream ends, emits its first
+    input (the earliest in time-stamp order) once more, with ``v + 100`` (a window that
+    the end of the stream closes)."""
+
+    def __init__(self, inputs: Sequence[str], outputs: Sequence[str],
+                 clock: Sequence[str] | None = None) -> None:
+        super().__init__(inputs, outputs, clock)
+        self.first: tuple[int, int, int] | None = None
+
+    def on_event(self, event: EventView, emit: Emitter) -> None:
+        if self.first is None:
+            self.first = (event.ts, event.key, int(event["v"]))
+        emit(self.outputs[0], event.ts, event.key, v=event["v"])
+
+    def on_end(self, emit: Emitter) -> None:
+        if self.first is not None:
+            ts, k, v = self.first
+            emit(self.outputs[0], ts, k, v=v + 100)
+
+
 #: Simplest first: shrinking tends towards the front.
 KINDS: tuple[type[Generic], ...] = (Echo, Split, Count, Repeat, Sum, Within, NotBetween,
-                                    Recent)
+                                    Recent, Closing)
 
 
 # ------------------------------------------------------------------ a case

@@ -44,15 +44,15 @@ def assert_net_equals(report, reference, name: str) -> np.ndarray:
     return got
 
 def run_detector(detector, rows: list[np.void], registry, producer: int, out_dtype) -> np.ndarray:
-    """Feed ``rows`` in key order to a copy of ``detector``, one event per call."""
+    """Feed ``rows`` in key order to a copy of ``detector``, one event per call, then end
+    the stream (``on_end``)."""
     det = copy.deepcopy(detector)
     names = ["?"] * (max(t.id for t in registry.types()) + 1)
     for t in registry.types():
         names[t.id] = t.name
     out = []
-    for row in sorted(rows, key=key):
-        emit = Emitter()
-        det.on_batch(np.array([row]), names, emit)
+
+    def collect(emit: Emitter) -> None:
         generated = list(emit.rows)
         for name, cols, _ in emit.column_batches:
             for i in range(len(cols["ts"])):
@@ -65,6 +65,14 @@ def run_detector(detector, rows: list[np.void], registry, producer: int, out_dty
             for f, v in payload.items():
                 r[f] = v
             out.append(r)
+
+    for row in sorted(rows, key=key):
+        emit = Emitter()
+        det.on_batch(np.array([row]), names, emit)
+        collect(emit)
+    emit = Emitter()
+    det.on_end(emit)
+    collect(emit)
     return np.array(out, dtype=out_dtype) if out else np.empty(0, out_dtype)
 
 

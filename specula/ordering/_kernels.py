@@ -16,6 +16,8 @@ from numba import njit
 
 NO_CLOCK = np.int64(-(2**62))
 NO_DELAY = np.int64(-(2**62))
+#: The clock of a stream that has ended: every input is in, nothing later will come.
+END_OF_TIME = np.int64(2**62)
 
 
 @njit(cache=True, nogil=True)

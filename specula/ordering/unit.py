@@ -307,8 +307,20 @@ class OrderingUnit:
         the subscribers as a ``PROGRESS`` punctuation."""
         if self.clk == _kernels.NO_CLOCK:
             return None
+        if self.ended:
+            return int(_kernels.END_OF_TIME)
         return self.clk - (speculative_slack(self.alpha, self.k) if self.speculative
                            else self.k)
+
+    @property
+    def ended(self) -> bool:
+        """Has the stream ended: every input is in, the buffer is flushed and the detector's
+        ``on_end`` has run? That happens at :meth:`flush`, or in a push once every channel
+        of a :class:`~.clock.ChannelClock` has reached the end of time (all producers
+        ended): as Flink's operators do on the final watermark, the unit then emits what
+        the end generates *before* it reports its progress as the end of time, so its
+        consumers never see its end-of-stream output behind its own punctuation."""
+        return self.clk >= _kernels.END_OF_TIME
 
     @property
     def settled_seq(self) -> int:
@@ -353,12 +365,15 @@ class OrderingUnit:
         """
         batch = self._accept(batch)
         if len(batch):
+            was_open = not self.ended
             if self.controller is not None:
                 with self.controller.busy():
                     self._push(batch, now)
                 self.controller.poll()
             else:
                 self._push(batch, now)
+            if was_open and self.ended:
+                self._finish(now)
             self.memory.check(now)
         return self._take_output()
 
@@ -376,10 +391,12 @@ class OrderingUnit:
         return rows[~kept]
 
     def flush(self, now: int = 0) -> np.ndarray:
-        """End of stream: emit and purge everything still buffered."""
-        self.clk = 2**62
-        self._buffer.flush(now)
-        self._end(now)
+        """End of stream: emit and purge everything still buffered, then let the detector
+        emit what it still holds (``on_end``). A unit that has :attr:`ended` already (its
+        producers' end reached it in a push) has nothing left to do."""
+        if not self.ended:
+            self.clk = int(_kernels.END_OF_TIME)
+            self._finish(now)
         return self._take_output()
 
     # --------------------------------------------------------------- plumbing
@@ -470,6 +487,11 @@ class OrderingUnit:
                 self._origin = o
         else:
             self._origin = max(self._origin, int(events["origin"].max()))
+
+    def _finish(self, now: int) -> None:
+        """The clock is at the end of time: hand the detector everything, then its end."""
+        self._buffer.flush(now)
+        self._end(now)
 
     def _end(self, now: int) -> None:
         """Let the detector emit what it still holds, caused by the last input event."""
