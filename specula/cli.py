@@ -379,6 +379,10 @@ def _source(spec: str, graph: Graph, batch_size: int
                              "nor MODULE:FUNCTION")
         bad, errors = ev.validate_batch(raw, graph.registry if made_with is None
                                         else made_with)
+        not_raw, refused = ev.validate_raw(raw)
+        errors = sorted(errors + [e for e in refused if not bad[e.record]],
+                        key=lambda e: e.record)
+        bad |= not_raw
     except UsageError:
         raise
     except Exception as exc:  # a file that is not a batch, a user's function that fails

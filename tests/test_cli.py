@@ -63,6 +63,20 @@ def test_run_quarantines_bad_records_and_continues(project, capsys):
     assert "998 raw events" in captured.out
 
 
+def test_run_quarantines_raw_events_that_claim_a_producer_or_flags(project, capsys):
+    raw = abc_stream(example_registry(), 1_000, seed=2, max_delay=20)
+    raw["producer"][5] = 1  # would read as the output of the graph's first detector
+    raw["flags"][[8, 9]] = ev.RETRACTION, ev.PROGRESS
+    np.save(project / "raw.npy", raw)
+    assert main(["run", "cli_graph:graph", "--source", "raw.npy", "--in-process"]) == 0
+    captured = capsys.readouterr()
+    assert "quarantined: record 5, field 'producer': a raw event's producer must be 0, " \
+        "not 1" in captured.err
+    assert "quarantined: record 8, field 'flags': a raw event's flags must be 0" in captured.err
+    assert "3 bad records quarantined" in captured.err
+    assert "997 raw events" in captured.out
+
+
 def test_run_names_what_it_cannot_load(project, capsys):
     assert main(["run", "cli_graph:nothing", "--source", "cli_graph:source",
                  "--in-process"]) == 2

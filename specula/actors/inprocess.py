@@ -141,7 +141,9 @@ class InProcessRuntime:
 
         Raw events should carry their source's counter in ``seq`` (it orders events with
         equal time stamps); if no event has one, they are numbered in time-stamp order
-        (of a batch, after the batches before it).
+        (of a batch, after the batches before it). Their ``producer`` and ``flags`` must
+        be 0 (:func:`~specula.events.validate_raw`); a batch with a row that breaks this
+        is refused with :class:`~specula.events.InvalidEvent`.
         """
         table = raw_type_table(self.graph, registry)
         t0 = time.perf_counter()
@@ -253,6 +255,7 @@ def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     (the arrival of the newest raw event a detection depends on) set to their arrival,
     and their type ids read through ``table`` (:func:`~specula.events.type_table`)."""
     raw = ev.translate_types(raw, table)
+    ev.check_raw(raw)
     if not _counted(raw):
         _number(raw, 0)
     raw = raw[np.argsort(raw["ats"], kind="stable")]
@@ -261,8 +264,8 @@ def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
 
 
 def _counted(raw: np.ndarray) -> bool:
-    """Does some event of ``raw`` carry a counter (or a producer)?"""
-    return bool(raw["seq"].any() or raw["producer"].any())
+    """Does some event of ``raw`` carry a counter?"""
+    return bool(raw["seq"].any())
 
 
 def _number(raw: np.ndarray, first: int) -> None:
@@ -292,6 +295,7 @@ def _batch_steps(batches: Iterable[np.ndarray], table: np.ndarray | None
         if not len(batch):
             continue
         batch = ev.translate_types(batch, table)  # a copy
+        ev.check_raw(batch)
         counted = counted or _counted(batch)
         if not counted:
             _number(batch, count)

@@ -185,6 +185,7 @@ class Feeder:
         if not len(batch):
             return
         batch = ev.translate_types(batch, self.table)  # a copy
+        ev.check_raw(batch)
         batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
         self.events += len(batch)
         self._seconds |= played_seconds(batch, self.ticks_per_second)

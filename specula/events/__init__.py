@@ -47,12 +47,14 @@ True
 """
 
 from specula.events.batches import (
+    check_raw,
     concat,
     concat_records,
     conform,
     empty,
     select_records,
     validate_batch,
+    validate_raw,
 )
 from specula.events.codec import (
     batch_registry,
@@ -89,6 +91,7 @@ __all__ = [
     "RegistryMismatchError",
     "TypeRegistry",
     "batch_registry",
+    "check_raw",
     "concat",
     "concat_records",
     "conform",
@@ -101,4 +104,5 @@ __all__ = [
     "translate_types",
     "type_table",
     "validate_batch",
+    "validate_raw",
 ]

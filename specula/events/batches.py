@@ -10,7 +10,8 @@ import numpy as np
 from specula.events.core import _MAX_FLAGS, CORE_DTYPE, InvalidEvent
 from specula.events.registry import TypeRegistry
 
-__all__ = ["concat", "concat_records", "conform", "empty", "select_records", "validate_batch"]
+__all__ = ["check_raw", "concat", "concat_records", "conform", "empty", "select_records",
+           "validate_batch", "validate_raw"]
 
 
 def validate_batch(
@@ -55,6 +56,55 @@ def validate_batch(
             shown = int(flags[index]) if whole_flags[index] else batch["flags"][index]
             errors.append(InvalidEvent(index, "flags", f"out of range 0..{_MAX_FLAGS} ({shown})"))
     return bad_type | bad_flags, errors
+
+
+def validate_raw(batch: np.ndarray) -> tuple[np.ndarray, list[InvalidEvent]]:
+    """Check that a batch can enter a graph as raw input: plain events from outside it.
+
+    A raw event's ``producer`` must be 0: producers 1, 2, ... are the graph's detector
+    instances, and a consumer would take a raw event with such an id as that detector's
+    output (a retraction of the detector's counters would remove it). A source's own
+    counter goes in ``seq``. Its ``flags`` must be 0: retractions, updates, revocations
+    and punctuations are messages between detectors, and late is the graph's verdict.
+
+    Returns the rows that cannot enter, and one :class:`InvalidEvent` per problem,
+    ordered by row (producer before flags within a row).
+    """
+    _require_structured(batch)
+    bad_producer = (batch["producer"] != 0) if "producer" in batch.dtype.names \
+        else np.zeros(len(batch), bool)
+    bad_flags = (batch["flags"] != 0) if "flags" in batch.dtype.names \
+        else np.zeros(len(batch), bool)
+    errors: list[InvalidEvent] = []
+    for index in np.flatnonzero(bad_producer | bad_flags).tolist():
+        if bad_producer[index]:
+            errors.append(InvalidEvent(
+                index, "producer",
+                f"a raw event's producer must be 0, not {batch['producer'][index]} (1, 2, ... "
+                "are the graph's detectors; a source's counter goes in 'seq')"))
+        if bad_flags[index]:
+            errors.append(InvalidEvent(
+                index, "flags",
+                f"a raw event's flags must be 0, not {batch['flags'][index]} (retractions, "
+                "updates, revocations and punctuations pass only between detectors)"))
+    return bad_producer | bad_flags, errors
+
+
+def check_raw(batch: np.ndarray, where: str = "raw input") -> None:
+    """Refuse a batch that cannot enter a graph as raw input (:func:`validate_raw`).
+
+    Raises
+    ------
+    InvalidEvent
+        For the first problem, with ``where`` and the number of rows refused in its
+        reason; quarantine such rows before (:func:`validate_raw`) to keep the rest.
+    """
+    bad, errors = validate_raw(batch)
+    if errors:
+        first = errors[0]
+        raise InvalidEvent(first.record, first.field,
+                           f"{where}: {first.reason}; {int(bad.sum())} of {len(batch)} rows "
+                           "cannot enter the graph")
 
 
 def _integers(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
