@@ -282,7 +282,8 @@ def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
             lines.append(f"{name}: memory limit ({mem.get('limit_events', 0):,} events): "
                          f"speculation backed off {d['memory_backoffs']:,} times, K capped "
                          f"{d['memory_caps']:,} times ({d['memory_released']:,} events "
-                         f"released early; what then came behind the horizon is late); "
+                         f"released early; what then came behind the horizon is late, and "
+                         f"the nodes below compute on its output without it); "
                          f"largest buffer {mem.get('peak_buffered', 0):,}")
     return lines
 

@@ -15,8 +15,17 @@ may still replay. After every push the unit's :class:`MemoryGuard`
    the buffer down to :data:`RELEASE_SHARE` of the limit (the oldest events are emitted
    and purged at once); above the snapshot limit, to the delay that purges every
    emitted event but the last. Events that then arrive behind the horizon are late:
-   counted, and in the late side output, like any late event. K grows again with the
-   next delay measured. ``memory_caps`` and ``memory_released`` count what this did.
+   counted, and in the late side output, like any late event; so are the revisions a
+   producer sends of events the capped unit has released. K grows again with the next
+   delay measured. ``memory_caps`` and ``memory_released`` count what this did.
+
+   What a cap does below the unit: its net output is the in-order output of what it
+   took in time, not of all its input, and every node below computes exactly on that
+   output: their answers are the in-order graph's with the capped unit's late input
+   left out, which is what the run's ``late`` counts and late side outputs say. The
+   capped unit purges what it released, so it revises none of it later. A consumer that caps its own K takes the revisions of what it
+   released as late (counted, in its late side output) and its net output is, in turn,
+   the in-order output of what it took in time.
 3. **fails clearly** when the buffer is still above twice its limit: those events are
    ahead of the clock (the unit has no clock yet, or its clock types lag its other
    inputs), so no K releases them, and :class:`MemoryLimitError` says so.
