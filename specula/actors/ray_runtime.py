@@ -48,7 +48,7 @@ from specula.actors.report import CpuTimes, DetectorReport, RunReport, merge_net
 from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
 from specula.actors.source_worker import SourceWorker
-from specula.actors.sources import SOURCE_SENDERS, Feeder, Sources
+from specula.actors.sources import SOURCE_SENDERS, Feeder, Sources, restartable
 from specula.actors.worker import DEFAULT_INBOX_EVENTS, STEP_EVENTS, DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
@@ -187,7 +187,8 @@ class RayRuntime:
         self.suspension = None
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
-        parts = raw.parts if isinstance(raw, Sources) else []
+        # held until the run ends: a restarted source reads its part again (restartable)
+        parts = [restartable(p) for p in raw.parts] if isinstance(raw, Sources) else []
         sources = {SOURCE_SENDERS + j: f"specula-{run}-source-{j}" for j in range(len(parts))}
         alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
         check_fits(graph, ray.cluster_resources(), alive)

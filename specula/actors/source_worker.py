@@ -6,7 +6,8 @@ per part, as a restartable actor. It holds about one batch of its part at a time
 
 Recovery. A source keeps no checkpoint: its pushes are a function of its part (cut at
 every step and every ``batch_size`` events, :func:`~.sources.step_cuts`), so a restarted
-source reads its part again from the start and regenerates them. Each consumer tells it
+source reads its part again from the start (the Ray runtime gives it in a form every
+restart can read: :func:`~.sources.restartable`) and regenerates them. Each consumer tells it
 (:meth:`~.worker.DetectorWorker.recover_producer`, which also fences off the old
 process's pushes still on their way) how many of its pushes the consumer's checkpoint
 covers, which are dropped, and how many it holds beyond, which are kept for resending

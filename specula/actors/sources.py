@@ -64,6 +64,21 @@ class ArrayPart:
 
 
 @dataclass(frozen=True)
+class StoredPart:
+    """A part that the driver has put into Ray's object store (``ref``) and holds until
+    the run ends, so that its source actor, restarted, can read it again
+    (:func:`restartable`)."""
+
+    ref: Any
+
+    def batches(self, batch_size: int) -> Iterator[np.ndarray]:
+        import ray
+
+        part: RawPart = ray.get(self.ref)
+        return part.batches(batch_size)
+
+
+@dataclass(frozen=True)
 class Sources:
     """A stream of raw events in parts, each fed by a source actor of its own.
 
@@ -155,6 +170,27 @@ def shared(batch: np.ndarray) -> Any:
     import ray
 
     return ray.put(batch) if ray.is_initialized() else batch
+
+
+#: A part whose pickle is at most this size goes to its source actor by value: inline in
+#: the actor's creation task, which Ray keeps for the actor's restarts (a Parquet file's
+#: path, a few events). Ray puts a larger argument (over :data:`SHARE_BYTES`) into its
+#: object store and frees it once the first process has started, so a restart could not
+#: read it (ray-project/ray#53727); a quarter of that limit leaves room for Ray's framing.
+INLINE_PART_BYTES = SHARE_BYTES // 4
+
+
+def restartable(part: RawPart) -> RawPart:
+    """``part`` as its source actor's constructor argument, readable again by every
+    restart: itself if its pickle is small (:data:`INLINE_PART_BYTES`), else a
+    :class:`StoredPart` (events held in memory), which the driver must hold until the
+    run ends."""
+    import ray
+
+    buffers: list[Any] = []  # large arrays, counted without a copy
+    head = ray.cloudpickle.dumps(part, protocol=5, buffer_callback=buffers.append)
+    size = len(head) + sum(b.raw().nbytes for b in buffers)
+    return part if size <= INLINE_PART_BYTES else StoredPart(ray.put(part))
 
 
 class Feeder:

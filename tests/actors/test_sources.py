@@ -1,6 +1,6 @@
 """Raw events from several source actors: the parts of a stream merged in arrival
 order, the cuts a source makes, and graphs fed by source actors on Ray giving the
-in-process answer, with a source or a level-1 actor killed mid-stream."""
+in-process answer, with a source's process or a level-1 actor killed mid-stream."""
 
 from __future__ import annotations
 
@@ -101,20 +101,16 @@ def _assert_in_process_answer(report, graph, reference):
         assert_net_equals(report, reference, name)
 
 
+# the restart protocol of a level-1 actor is tested fed by the driver in
+# test_ray_runtime.py; from sources it differs only in who resends
 @pytest.mark.slow
 @pytest.mark.cluster
-@pytest.mark.parametrize("victim", [
-    "source-1",
-    # the restart protocol of a level-1 actor is killed fed by the driver in
-    # test_ray_runtime.py; from sources it differs only in who resends
-    pytest.param("a_not_bc", marks=pytest.mark.skipif(
-        not SOAK, reason="set SPECULA_SOAK=1 for a level-1 actor killed amid sources"))])
-def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
-        local_ray, keyed_stream, tmp_path, victim):
+@pytest.mark.skipif(not SOAK, reason="set SPECULA_SOAK=1 for a level-1 actor killed amid sources")
+def test_a_killed_level_1_actor_amid_sources_leaves_the_crash_free_answer(
+        local_ray, keyed_stream, tmp_path):
     """Three source actors feed the graph (a part of the stream each, cut by key) and
-    one actor is killed twice: a source restarts by reading its part again, dropping
-    and keeping what its consumers hold; a level-1 actor restarts and has its sources
-    resend. Either way every event is fed once and the answer is the in-process one."""
+    a level-1 actor is killed twice: it restarts and has its sources resend. Every
+    event is fed once and the answer is the in-process one."""
     from test_ray_runtime import kill_at_random
 
     from specula.actors.ray_runtime import RayRuntime
@@ -122,7 +118,7 @@ def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
     graph, raw, reference = keyed_stream
     runtime = RayRuntime(graph, batch_size=200, speed=1_000.0, checkpoint_uri=str(tmp_path),
                          checkpoint_every_batches=10, checkpoint_every_s=0.5)
-    done, kills, fed = threading.Event(), [], []
+    victim, done, kills, fed = "a_not_bc", threading.Event(), [], []
     killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 3, done, kills))
     killer.start()
     try:
@@ -140,6 +136,97 @@ def test_a_killed_source_or_level_1_actor_leaves_the_crash_free_answer(
     by_index = sorted(report.sources, key=lambda s: s["index"])
     assert [s["events"] for s in by_index] == [int((raw["key"] % 3 == j).sum())
                                               for j in range(3)]
+    summary = report.summary()["detectors"]
+    assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
+
+
+def sigkill_when_fed(runtime, label: str, points: list[float], total: int, fed: list[int],
+                     done: threading.Event, killed: list[float]) -> None:
+    """SIGKILL the process of the actor ``label`` each time the run has fed the next of
+    ``points`` (fractions of ``total`` events, ascending; ``fed``: the counts the run
+    reports), the next only once Ray has restarted it; ``killed`` gets the fraction fed
+    at each kill."""
+    import os
+    import signal
+
+    import ray
+
+    while label not in runtime.actors and not done.wait(0.01):
+        pass
+    actor = runtime.actors.get(label)
+    for point in points:
+        if actor is None:
+            return
+        try:  # waits until a restarted process answers
+            pid = ray.get(actor.__ray_call__.remote(lambda self: os.getpid()))
+        except ray.exceptions.RayActorError:  # the run ended and killed it for good
+            return
+        while sum(fed) < point * total:
+            if done.wait(0.002):
+                return
+        os.kill(pid, signal.SIGKILL)
+        killed.append(sum(fed) / total)
+
+
+def _parquet_parts(parts: list[ArrayPart], where) -> list:
+    """``parts`` written as Parquet files, as the arrival table's parts are read back."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from specula.pipelines.arrival import arrival_parts
+
+    for j, part in enumerate(parts):
+        names = part.events.dtype.names
+        pq.write_table(pa.table({n: part.events[n] for n in names}),
+                       where / f"part-{j:05d}.parquet", row_group_size=500)
+    return arrival_parts(where, parts[0].events.dtype)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.parametrize("kind,seed", [("memory", 1), ("parquet", 2)] + (
+    [(k, s) for s in range(3, 9) for k in ("memory", "parquet")] if SOAK else []))
+def test_a_source_killed_mid_stream_reads_its_part_again(
+        local_ray, keyed_stream, tmp_path, kind, seed):
+    """A source actor's process is SIGKILLed twice, at random points of 20-60 % of the
+    stream fed: each restart reads its part again (in memory: the driver's copy in the
+    object store, held for the run; Parquet: the file) and the answer is the in-process
+    one, every event fed once."""
+    from specula.actors.ray_runtime import RayRuntime
+    from specula.actors.sources import SHARE_BYTES, StoredPart, restartable
+
+    graph, raw, reference = keyed_stream
+    parts = _parts(raw, 2)
+    # Ray would put each in-memory part into its object store, and free it once the
+    # source has started; the Parquet parts are paths
+    assert min(p.events.nbytes for p in parts) > SHARE_BYTES
+    if kind == "parquet":
+        (tmp_path / "arrival").mkdir()
+        parts = _parquet_parts(parts, tmp_path / "arrival")
+    assert isinstance(restartable(parts[1]), StoredPart) == (kind == "memory")
+    runtime = RayRuntime(graph, batch_size=200, speed=1_000.0,
+                         checkpoint_uri=str(tmp_path / "checkpoints"),
+                         checkpoint_every_batches=10, checkpoint_every_s=0.5)
+    points = sorted(np.random.default_rng(seed).uniform(0.2, 0.6, 2))
+    done, killed, fed = threading.Event(), [], []
+    killer = threading.Thread(target=sigkill_when_fed,
+                              args=(runtime, "source-1", points, len(raw), fed, done, killed))
+    killer.start()
+    try:
+        report = runtime.run(Sources(parts, step_s=STEP), on_fed=fed.append)
+    finally:
+        done.set()
+        killer.join()
+    print(f"killed at {killed} of the stream fed (aimed at {points})")
+    assert len(killed) == 2 and all(0.2 <= k <= 0.65 for k in killed)
+    restarts = {f"source-{s['index']}": s["restarts"] for s in report.sources}
+    assert restarts == {"source-0": 0, "source-1": 2}
+    assert sum(report.restarts().values()) == 0
+    _assert_in_process_answer(report, graph, reference)
+    assert report.raw_events == sum(fed) == len(raw)
+    assert report.played_seconds == reference.played_seconds
+    assert [s["events"] for s in sorted(report.sources, key=lambda s: s["index"])] == [
+        int((raw["key"] % 2 == j).sum()) for j in range(2)]
     summary = report.summary()["detectors"]
     assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
 
