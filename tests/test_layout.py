@@ -94,13 +94,3 @@ def test_the_rule_catches_upward_and_cluster_imports():
     assert [w.split(":")[0] for w in _violations("ordering", source)] == ["line 3", "line 4"]
     assert _violations("pipelines", "import specula.soccer.graph\n") == [
         "line 1: specula.soccer.graph (soccer is not below pipelines)"]
-
-
-
-
-
-def test_no_module_holds_several_jobs():
-    """A module over ~500 lines usually holds more than one concept: split it."""
-    long = {str(p.relative_to(PACKAGE)): n for p in MODULES
-            if (n := len(p.read_text().splitlines())) > 550}
-    assert not long, f"modules over 550 lines: {long}"
