@@ -8,8 +8,10 @@ then every detector's net output must be the same on both runtimes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
-from graph_shapes import Case, seeded_case
+from graph_shapes import RAW, Case, Closing, seeded_case
 from naive import content, reference_graph
 
 from specula import InProcessRuntime
@@ -37,14 +39,17 @@ def local_ray():
     cloudpickle.unregister_pickle_by_value(graph_shapes)
 
 
-def small_cases(modes: tuple[str, ...], n: int) -> list:
+def small_cases(modes: tuple[str, ...], n: int,
+                wanted: Callable[[Case], bool] = lambda case: True) -> list:
     """The first ``n`` seeds whose graph has 3 nodes or more but at most
-    :data:`MAX_INSTANCES` instances, with nothing late, as test parameters."""
+    :data:`MAX_INSTANCES` instances, and is ``wanted``, with nothing late, as test
+    parameters."""
     found = []
     seed = 0
     while len(found) < n:
         case = seeded_case(seed, modes=modes, max_events=60)
-        if len(case.nodes) >= 3 and sum(s.partitions for s in case.nodes) <= MAX_INSTANCES:
+        if len(case.nodes) >= 3 and sum(s.partitions for s in case.nodes) <= MAX_INSTANCES \
+                and wanted(case):
             found.append(pytest.param(case.nothing_late(), id=f"seed{seed}"))
         seed += 1
     return found
@@ -74,4 +79,17 @@ def test_full_retraction_on_ray_equals_in_process(local_ray, case):
 
 @pytest.mark.parametrize("case", small_cases(("full", "on-demand"), 3))
 def test_any_retraction_on_ray_equals_in_process(local_ray, case):
+    same_answers(case)
+
+
+def ends_above_level_1(case: Case) -> bool:
+    """Does a detector that hears only detectors (so the end of its producers ends it
+    in an ordinary step) emit at the end of the stream to a consumer?"""
+    read = {t for s in case.nodes for t in s.detector.inputs}
+    return any(isinstance(s.detector, Closing) and not set(s.detector.inputs) & set(RAW)
+               and read & set(s.detector.outputs) for s in case.nodes)
+
+
+@pytest.mark.parametrize("case", small_cases(("full", "on-demand"), 2, ends_above_level_1))
+def test_what_detectors_emit_at_the_end_reaches_their_consumers_on_ray(local_ray, case):
     same_answers(case)
