@@ -232,24 +232,48 @@ def test_idle_after_is_a_number_of_ticks_or_none():
 # ------------------------------------------------------------------ on Ray
 
 
-@pytest.mark.slow
-@pytest.mark.cluster
-def test_partitions_no_key_reaches_do_not_stall_the_consumer_on_ray():
+@pytest.fixture(scope="module")
+def local_ray():
+    """Embedded Ray; the test detectors travel by value (workers cannot import tests/)."""
     ray = pytest.importorskip("ray")
     import graph_shapes
     from ray import cloudpickle
 
-    from specula.actors.ray_runtime import RayRuntime
-
     cloudpickle.register_pickle_by_value(graph_shapes)
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
              log_to_driver=False)
-    try:
-        graph = partitioned_echo(4, MemoryLimit(buffered_events=100))
-        raw = ticks(graph, graph.registry.id("A"), np.arange(N))
-        report = RayRuntime(graph, batch_size=20, max_in_flight=2).run(raw)
-    finally:
-        ray.shutdown()
-        cloudpickle.unregister_pickle_by_value(graph_shapes)
+    yield
+    ray.shutdown()
+    cloudpickle.unregister_pickle_by_value(graph_shapes)
+
+
+def on_ray(graph: Graph, raw: np.ndarray):
+    from specula.actors.ray_runtime import RayRuntime
+
+    return RayRuntime(graph, batch_size=20, max_in_flight=2).run(raw)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_partitions_no_key_reaches_do_not_stall_the_consumer_on_ray(local_ray):
+    # the repro on Ray: each actor of echo takes its piece of every raw batch, the raw
+    # clock with it; count held all 2,000 events before, a MemoryLimitError at 100
+    graph = partitioned_echo(4, MemoryLimit(buffered_events=100))
+    raw = ticks(graph, graph.registry.id("A"), np.arange(N))
+    report = on_ray(graph, raw)
     assert_in_order(report, graph, raw)
-    assert report.detectors["count"].memory["peak_buffered"] <= 100
+    # what count holds is the producers' lag behind one another on the actors, bounded
+    # by the limit's cap (the error comes at twice the limit)
+    assert report.detectors["count"].memory["peak_buffered"] < 2 * 100
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_node_with_idle_after_is_fed_the_batches_it_has_no_type_of_on_ray(local_ray):
+    # B never comes: the driver pushes eb the A batches too, for their clock, so sum
+    # is not held back (else a MemoryLimitError at 100)
+    graph = fan_in(20).with_options(["sum"], memory=MemoryLimit(buffered_events=100))
+    raw = alternating(graph, (0, N))
+    report = on_ray(graph, raw)
+    assert_in_order(report, graph, raw)
+    assert report.stats("eb").progress_in > 0 and report.stats("eb").events_in == 0
