@@ -236,6 +236,17 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "sensor stream.",
            valid="an integer >= 0 and < 2**63 (ticks) or None",
            accepts=lambda v: v is None or _is_int(v, 0, MAX_TICKS)),
+    Option("idle_after", None,
+           "Ticks of event time a node clocked by raw events waits for its clock types "
+           "when they go quiet: its clock is then the stream's newest time stamp less "
+           "idle_after, so it releases what it holds, publishes progress, and the nodes "
+           "below it are not held back. Its events that come back newer than that are "
+           "in time; older ones are delays (K grows), late where a horizon has passed "
+           "them (counted). None: its clock waits for its own clock events however "
+           "long. A node clocked by producers only ignores it (their progress clocks "
+           "it); each partition of a node is clocked by its node's clock events anyway.",
+           valid="None or an integer >= 0 and < 2**63 (ticks)",
+           accepts=lambda v: v is None or _is_int(v, 0, MAX_TICKS)),
     Option("partitions", 1,
            "Instances of the detector; instance i gets the events whose key hashes to i "
            "(partition_of; counter messages reach all of them).",

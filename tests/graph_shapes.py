@@ -247,6 +247,7 @@ class Spec:
     retraction: str = "full"
     k0: int = 1000
     partitions: int = 1
+    idle_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,7 @@ class Case:
         g = Graph(shape_registry(), sources=RAW)
         for s in self.nodes:
             g.add(s.name, s.detector, alpha=s.alpha, retraction=s.retraction, k0=s.k0,
-                  partitions=s.partitions)
+                  partitions=s.partitions, idle_after=s.idle_after)
         return g
 
     def raw(self, registry: TypeRegistry) -> np.ndarray:
@@ -456,6 +457,32 @@ def random_stream(ch: Chooser, max_events: int) -> tuple[tuple[str, int, int, in
     return tuple(tuple(e) for e in events)
 
 
+#: idle_after of the nodes of an idle case (no idleness first: shrinking goes there).
+IDLE_AFTERS = (None, 0, 3, 10)
+
+
+def random_idle_case(ch: Chooser, *, modes: Sequence[str] = ("full", "on-demand"),
+                     max_events: int = 60) -> Case:
+    """A case of :func:`random_case` whose inputs go idle: keys folded so that one
+    partition of a node gets every event (or two share them) and the others none, raw
+    types silent for 1-3 spells of event time (a source that goes quiet mid-stream and
+    comes back, or for good), and every node given the same ``idle_after``."""
+    case = random_case(ch, modes=modes, max_events=max_events)
+    keys = ch.choice((4, 1, 2))  # key % keys: 4 leaves the keys as they are
+    end = case.events[-1][1] + 1
+
+    def spell(c: Chooser) -> tuple[str, int, int]:
+        start = c.integer(0, end)
+        return c.choice(RAW), start, start + c.choice((end, 4, 12, 30))
+
+    spells = ch.repeat(spell, 1, 3)
+    events = [(t, ts, k % keys, v, a) for t, ts, k, v, a in case.events
+              if not any(t == q and lo <= ts < hi for q, lo, hi in spells)]
+    idle = ch.choice(IDLE_AFTERS)
+    return replace(case, nodes=tuple(replace(s, idle_after=idle) for s in case.nodes),
+                   events=tuple(events) or case.events[:1])
+
+
 def seeded_case(seed: int, **kwargs: Any) -> Case:
     """The case a seed stands for (see :func:`random_case` for the options)."""
     return random_case(RngChooser(seed), **kwargs)
@@ -465,3 +492,9 @@ def seeded_case(seed: int, **kwargs: Any) -> Case:
 def cases(draw: Callable[[st.SearchStrategy], Any], **kwargs: Any) -> Case:
     """Hypothesis strategy of cases (see :func:`random_case` for the options)."""
     return random_case(DrawChooser(draw), **kwargs)
+
+
+@st.composite
+def idle_cases(draw: Callable[[st.SearchStrategy], Any], **kwargs: Any) -> Case:
+    """Hypothesis strategy of cases whose inputs go idle (:func:`random_idle_case`)."""
+    return random_idle_case(DrawChooser(draw), **kwargs)

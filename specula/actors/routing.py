@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from specula import events as ev
-from specula.detectors.graph import Graph, Instance
+from specula.detectors.graph import Graph, Instance, Node
 from specula.events.hashing import partition_of
 from specula.ordering.unit import OrderingUnit
 
 # messages for every instance of every subscriber: they name a producer, not an event
 _BROADCAST = ev.RETRACTION | ev.PROGRESS
+# no time stamp: below every real one
+_NO_TS = -(2**62)
 
 
 class Router:
@@ -28,11 +32,21 @@ class Router:
         reg = graph.registry
         # one slot past the last id, never wanted: ids beyond the registry clip to it
         n_types = max(t.id for t in reg.types()) + 2
-        self._wanted: dict[str, np.ndarray] = {}
-        for node in graph.nodes.values():
-            mask = np.zeros(n_types, bool)
-            mask[[reg.id(t) for t in node.inputs]] = True
-            self._wanted[node.name] = mask
+
+        def mask(types: Iterable[str]) -> np.ndarray:
+            out = np.zeros(n_types, bool)
+            out[[reg.id(t) for t in types]] = True
+            return out
+
+        self._wanted = {n.name: mask(n.inputs) for n in graph.nodes.values()}
+        self._sources = mask(graph.sources)
+        # of each node clocked by raw events that is partitioned or has idle_after: its
+        # raw clock types; and the idle_after of those that have one
+        self._clocks = {n.name: mask(set(n.clock) & set(graph.sources))
+                        for n in graph.nodes.values() if set(n.clock) & set(graph.sources)
+                        and (n.partitions > 1 or n.idle_after is not None)}
+        self._idle = {n.name: n.idle_after for n in graph.nodes.values()
+                      if n.name in self._clocks and n.idle_after is not None}
         published = {None: set(graph.sources),
                      **{n.name: set(n.outputs) for n in graph.nodes.values()}}
         self._hears = {(n.name, source): bool(set(n.inputs) & types)
@@ -48,15 +62,58 @@ class Router:
         return self._hears[node, source]
 
     def takes_any(self, node: str, types: np.ndarray) -> bool:
-        """Does ``node`` subscribe to any of the raw event types ``types`` (ids)?"""
-        return bool(np.take(self._wanted[node], types, mode="clip").any())
+        """Does ``node`` take anything of a raw batch of the types ``types`` (ids): one of
+        its input types, or (with ``idle_after``) the raw stream's clock?"""
+        return node in self._idle or bool(np.take(self._wanted[node], types, mode="clip").any())
 
     def piece(self, instance: Instance, source: str | None, batch: np.ndarray) -> np.ndarray:
         """The part of ``batch`` (from ``source``; None: raw) that ``instance`` takes: what
-        its node subscribes to, and of a partitioned node what its partition's keys."""
-        part = self.select(instance.node.name, source, batch)
-        return split_by_key(part, instance.node.partitions)[instance.index] if len(part) \
-            else part
+        its node subscribes to, and of a partitioned node what its partition's keys.
+
+        Of a raw batch an instance clocked by raw events may also take the raw stream's
+        clock, ``PROGRESS(0, ts)``, after its part (:mod:`specula.ordering.clock`), where
+        that clock is ahead of the instance's own clock events in the batch:
+
+        * a partition, the newest clock event of its node's part: a partition then has
+          the clock its node would have unpartitioned, also when no key reaches it, and
+          publishes progress; else its consumers' low watermark would wait for it for
+          good;
+        * a node with ``idle_after``, the newest time stamp of the batch less
+          ``idle_after``: when its clock types go quiet, its clock runs on that far
+          behind the stream's, and so does its progress.
+        """
+        node = instance.node
+        part = self.select(node.name, source, batch)
+        own = part
+        if len(part) and node.partitions > 1:
+            control = (part["flags"] & _BROADCAST) > 0
+            mine = (partition_of(part["key"], node.partitions) == instance.index) | control
+            own = part if mine.all() else ev.select_records(part, mine)
+        if source is not None or node.name not in self._clocks:
+            return own
+        return self._with_raw_clock(node, batch, part, own)
+
+    def _with_raw_clock(self, node: Node, batch: np.ndarray, part: np.ndarray,
+                        own: np.ndarray) -> np.ndarray:
+        """``own`` (the instance's rows of ``part``, its node's part of the raw ``batch``)
+        followed by ``PROGRESS(0, clock)`` if the clock :meth:`piece` describes is ahead
+        of the newest clock event of ``own``."""
+        clocks = self._clocks[node.name]
+        newest = _NO_TS
+        if node.partitions > 1 and len(part):
+            newest = _newest(part, np.take(clocks, part["type"], mode="clip"))
+        idle = self._idle.get(node.name)
+        if idle is not None:
+            stream = _newest(batch, np.take(self._sources, batch["type"], mode="clip"))
+            newest = max(newest, stream - idle)
+        if newest <= _NO_TS or (len(own) and _newest(
+                own, np.take(clocks, own["type"], mode="clip")) >= newest):
+            return own
+        mark = np.zeros(1, own.dtype)
+        mark["ts"] = newest
+        mark["flags"] = ev.PROGRESS
+        mark["ats"] = mark["origin"] = batch["ats"].max()
+        return ev.concat_records([own, mark]) if len(own) else mark
 
     def select(self, node: str, source: str | None, batch: np.ndarray) -> np.ndarray:
         """The part of ``batch`` that ``node`` subscribes to."""
@@ -120,3 +177,10 @@ def punctuate(out: np.ndarray, unit: OrderingUnit, published: int | None, now: i
     mark["flags"] = ev.PROGRESS
     mark["ats"] = now
     return (ev.concat_records([out, mark]) if len(out) else mark), progress
+
+
+def _newest(rows: np.ndarray, clock: np.ndarray) -> int:
+    """The newest time stamp of the plain events of ``rows`` where ``clock``; else
+    ``_NO_TS``."""
+    clock = clock & (rows["flags"] == 0)
+    return int(rows["ts"][clock].max()) if clock.any() else _NO_TS

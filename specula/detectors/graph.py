@@ -52,6 +52,7 @@ class Node:
     retraction: RetractionMode = "on-demand"
     late: LatePolicy = "side"
     k0: int = 0
+    idle_after: int | None = None
     partitions: int = 1
     shedding: Shedding | None = None
     memory: MemoryLimit = dataclasses.field(default_factory=MemoryLimit)
@@ -107,17 +108,20 @@ class Instance:
 
     def warm_up(self, registry: TypeRegistry) -> None:
         """Run throw-away units on zero events, two per input type, and a punctuation of
-        each producer channel, so that the unit's and the detector's Numba kernels are
-        loaded before the stream starts: the first kernel a process loads costs ~0.7 s,
-        each one after it ~10 ms. A cold actor lags its siblings, and on a fast replay
-        that lag turns into event-time skew where they meet.
+        each producer channel (and of the raw stream's clock, which a partition or a node
+        with ``idle_after`` is handed: :meth:`~specula.actors.routing.Router.piece`), so
+        that the unit's and the detector's Numba kernels are loaded before the stream
+        starts: the first kernel a process loads costs ~0.7 s, each one after it ~10 ms.
+        A cold actor lags its siblings, and on a fast replay that lag turns into
+        event-time skew where they meet.
 
         Numba compiles a kernel once per array type, and a batch's fields differ in two
         ways: Ray hands an actor its pushes read-only, and the fields of a one-row batch
         are contiguous where longer ones are strided. So the probes take the whole batch,
         its first row alone and its last row alone, each writeable and read-only."""
         ids = [registry.id(t) for t in self.node.inputs] * 2  # never a one-row batch
-        producers = [c for c in self.channels if c != 0]
+        raw_clock = self.node.partitions > 1 or self.node.idle_after is not None
+        producers = [c for c in self.channels if c != 0 or raw_clock]
         probe = self.unit(registry)
         batch = np.zeros(len(ids) + len(producers), probe.in_dtype)
         batch["type"][:len(ids)] = ids
@@ -162,13 +166,16 @@ class Graph:
 
     def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
             retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
-            k0: int | None = None, partitions: int = 1,
+            k0: int | None = None, idle_after: int | None = None, partitions: int = 1,
             shedding: Shedding | None = None,
             memory: MemoryLimit | None = None, cpus: float = 0.0) -> Graph:
         """Add a detector under a unique ``name``; returns the graph for chaining.
 
         The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
-        retraction, late, k0 in ticks, partitions, shedding). ``partitions > 1`` runs that
+        retraction, late, k0 and idle_after in ticks, partitions, shedding). A node clocked
+        by raw events whose clock types have been silent for ``idle_after`` ticks of the
+        stream's time follows the stream's clock that far behind
+        (:mod:`specula.ordering.clock`). ``partitions > 1`` runs that
         many instances of the detector, each on the events whose key hashes to its index
         (:func:`~specula.events.hashing.partition_of`; counter messages reach all of
         them): for detectors whose state is per key, e.g. one per player. ``shedding``
@@ -191,7 +198,8 @@ class Graph:
             raise GraphError(f"{name}: expected a Detector instance, got "
                              f"{type(detector).__name__}")
         options = node_options(where=name, alpha=alpha, retraction=retraction, late=late,
-                               k0=k0, partitions=partitions, shedding=shedding,
+                               k0=k0, idle_after=idle_after, partitions=partitions,
+                               shedding=shedding,
                                memory=MemoryLimit() if memory is None else memory,
                                cpus=cpus)
         if options["k0"] is None:

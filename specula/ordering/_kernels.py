@@ -21,7 +21,7 @@ END_OF_TIME = np.int64(2**62)
 
 
 @njit(cache=True, nogil=True)
-def _clock_step(delay, is_data, proposal, immediate, clk, k, pending):  # pragma: no cover
+def clock_step(delay, is_data, proposal, immediate, clk, k, pending):  # pragma: no cover
     """One arrival's effect on the clock and K (see :func:`advance_clock`)."""
     if is_data:
         if immediate:
@@ -29,7 +29,7 @@ def _clock_step(delay, is_data, proposal, immediate, clk, k, pending):  # pragma
                 k = clk + delay
         elif delay > pending:
             pending = delay
-    if proposal != NO_CLOCK:
+    if proposal != NO_CLOCK and (is_data or proposal > clk):
         if proposal > clk:
             clk = proposal
         if pending != NO_DELAY and clk + pending > k:
@@ -55,14 +55,17 @@ def advance_clock(ts, kplus, proposal, is_data, immediate, clk, k, pending):  # 
     * clocked by its producers' progress (``immediate`` true), the clock already says
       how far every producer has come, so the delay is measured at arrival.
 
-    Control messages (``is_data`` false) carry no delay.
+    Control messages (``is_data`` false) carry no delay, and a punctuation (the raw
+    stream's clock handed to a level-1 unit, :mod:`specula.ordering.clock`) is a clock
+    update only where it moves the clock: one that does not leaves the delays pending
+    for the next, as if it had not come.
     """
     n = ts.shape[0]
     clk_out = np.empty(n, np.int64)
     k_out = np.empty(n, np.int64)
     for j in range(n):
-        clk, k, pending = _clock_step(kplus[j] - ts[j], is_data[j], proposal[j], immediate,
-                                      clk, k, pending)
+        clk, k, pending = clock_step(kplus[j] - ts[j], is_data[j], proposal[j], immediate,
+                                     clk, k, pending)
         clk_out[j] = clk
         k_out[j] = k
     return clk_out, k_out, clk, k, pending
@@ -202,8 +205,8 @@ def kslack_order(m_ix, m_ts, m_tb, head, tail, ts, producer, seq, kplus, proposa
         t = ts[j]
         b = (np.int64(producer[j]) << shift) | seq[j]
         x = first_ix + j
-        clk, k, pending = _clock_step(kplus[j] - t, True, proposal[j], immediate, clk, k,
-                                      pending)
+        clk, k, pending = clock_step(kplus[j] - t, True, proposal[j], immediate, clk, k,
+                                     pending)
         if _behind(t, b, h_ts, h_tb):
             late[nl] = x
             nl += 1

@@ -2,15 +2,29 @@
 
 * :class:`EventClock` (the paper's, sec. 3.2): the clock is the largest time stamp of the
   clock-type events seen. That is right for raw sensor input, whose streams progress
-  together.
+  together. It is also moved by the raw stream's clock, ``PROGRESS(0, ts)``, which a
+  runtime hands a level-1 instance with a raw batch when the instance's own clock
+  events would leave its clock behind (:meth:`specula.actors.routing.Router.piece`):
+  a partition of a node gets the newest clock event of its node's part of the batch,
+  so every partition has the clock the node would have unpartitioned, also one that no
+  key reaches; a node with ``idle_after`` gets the batch's newest time stamp less
+  ``idle_after``, so its clock runs on when its clock types go quiet.
 * :class:`ChannelClock` (between levels): each producer instance the unit subscribes to is
   an input channel, clocked by the punctuations (``PROGRESS``) its producer publishes with
   every batch; raw input, if the unit has some, is one more channel clocked by its clock
-  events. The unit's clock is the minimum over the channels, a low watermark. A fan-in
-  whose producers run at different speeds (batches in flight, a cold actor) then does
-  not read the lead of the fastest as delay of the others: K measures the disorder
-  within the channels, not the depth of the pipeline. A delay is measured when the
-  event arrives, against that clock (the producers have already said how far they are).
+  events (and by ``PROGRESS(0, ts)`` as above). The unit's clock is the minimum over
+  the channels, a low watermark. A fan-in whose producers run at different speeds
+  (batches in flight, a cold actor) then does not read the lead of the fastest as delay
+  of the others: K measures the disorder within the channels, not the depth of the
+  pipeline. A delay is measured when the event arrives, against that clock (the
+  producers have already said how far they are).
+
+A channel that publishes nothing holds the low watermark back for good, and with it
+everything below. A producer publishes while its clock moves, and a unit above level 1
+is clocked by its producers' punctuations, which reach every partition; so a channel
+goes silent only where its silence starts: at a level-1 unit whose clock events stop
+coming. That is where the raw stream's clock moves it on (above), and where idleness is
+decided (:data:`specula.options.NODE_OPTIONS`, ``idle_after``).
 
 Both give, per arrival of a batch, the clock it proposes (``NO_CLOCK``: none); the
 kernels in :mod:`specula.ordering._kernels` apply the proposals and measure K.
@@ -29,7 +43,8 @@ NO_CLOCK = _kernels.NO_CLOCK
 
 
 class EventClock:
-    """Clock events propose their own time stamp; delays are measured at the next update."""
+    """Clock events propose their own time stamp, and so does the raw stream's clock
+    (``PROGRESS`` of producer 0); delays are measured at the next update."""
 
     immediate = False
 
@@ -38,7 +53,12 @@ class EventClock:
 
     def proposals(self, batch: np.ndarray, is_data: np.ndarray) -> np.ndarray:
         clock = np.take(self._is_clock_type, batch["type"], mode="clip") & is_data
+        clock |= ((batch["flags"] & ev.PROGRESS) > 0) & (batch["producer"] == 0)
         return np.where(clock, batch["ts"], NO_CLOCK)
+
+    def clock_types(self) -> np.ndarray:
+        """Which type ids are clock types (a mask over the registry's ids)."""
+        return self._is_clock_type
 
 
 class ChannelClock:
@@ -69,3 +89,15 @@ class ChannelClock:
     def channel_clocks(self) -> dict[int, int]:
         """Each channel's clock (``NO_CLOCK`` until it has one)."""
         return dict(zip(self.channels, self._clock.tolist(), strict=True))
+
+    def clock_types(self) -> np.ndarray:
+        """Which raw type ids clock the raw channel (a mask over the registry's ids)."""
+        return self._is_clock_type
+
+    def holding_back(self) -> list[str]:
+        """The channels at the low watermark, in words: what holds the clock where it
+        is (``producer N``, or ``raw input``, with its clock or "no progress yet")."""
+        low = int(self._clock.min())
+        return [f"{'raw input' if c == 0 else f'producer {c}'} "
+                f"({'no progress yet' if t == NO_CLOCK else f'at {t}'})"
+                for c, t in self.channel_clocks().items() if t == low]

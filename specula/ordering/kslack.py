@@ -141,12 +141,18 @@ class KSlackBuffer(Buffer):
         return self.unit._proposals(batch, flags), flags
 
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
-        """After a punctuation that moved the clock: release what is ready."""
+        """After a punctuation: a clock update as in the kernel (an event clock measures
+        the delays pending against it); release what is ready if the clock moved."""
         proposal, flags = ctx
         u = self.unit
-        if flags[c] & ev.PROGRESS and proposal[c] > u.clk:
-            u.clk = int(proposal[c])
-            self._release(now)
+        if flags[c] & ev.PROGRESS and proposal[c] != _kernels.NO_CLOCK:
+            before = u.clk
+            clk, k, pending = _kernels.clock_step(
+                np.int64(0), False, np.int64(proposal[c]), u.clock_source.immediate,
+                np.int64(u.clk), np.int64(u.k), np.int64(u._pending))
+            u.clk, u.k, u._pending = int(clk), int(k), int(pending)
+            if u.clk > before:
+                self._release(now)
 
     # ------------------------------------------------------------ storage
     def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:

@@ -49,6 +49,7 @@ import numpy as np
 
 from specula.options import MemoryLimit
 from specula.ordering import _kernels
+from specula.ordering.clock import ChannelClock
 
 if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit
@@ -143,9 +144,8 @@ class MemoryGuard:
                     f"{unit.name}: holds {held:,} events, more than twice its limit of "
                     f"{self.max_events:,} (MemoryLimit.buffered_events), and no K releases "
                     f"them: they are ahead of the unit's clock ({_clock_words(unit)}). "
-                    f"Raise the node's memory=MemoryLimit(buffered_events=...), or send "
-                    f"its clock types ({', '.join(_clock_types(unit)) or 'punctuations'}) "
-                    f"with the other inputs")
+                    f"Raise the node's memory=MemoryLimit(buffered_events=...), or "
+                    f"{_clock_advice(unit)}")
         if held > self.peak_buffered:
             self.peak_buffered = held
         if counted and snap > self.peak_snapshot_bytes:
@@ -231,12 +231,30 @@ def _pickled_size(state: Any) -> int:
 
 
 def _clock_types(unit: OrderingUnit) -> list[str]:
-    source = unit.clock_source
     names = unit._type_names
-    return [names[i] for i in np.flatnonzero(source._is_clock_type) if i < len(names)]
+    return [names[i] for i in np.flatnonzero(unit.clock_source.clock_types())
+            if i < len(names)]
 
 
 def _clock_words(unit: OrderingUnit) -> str:
-    if unit.clk == _kernels.NO_CLOCK:
-        return "it has no clock yet"
-    return f"its clock is at {unit.clk}"
+    where = "it has no clock yet" if unit.clk == _kernels.NO_CLOCK \
+        else f"its clock is at {unit.clk}"
+    source = unit.clock_source
+    if isinstance(source, ChannelClock):
+        return (f"{where}: the low watermark of its producers' progress, held back by "
+                f"{', '.join(source.holding_back())}")
+    return where
+
+
+def _clock_advice(unit: OrderingUnit) -> str:
+    """What moves the clock: a unit clocked by its producers waits for the slowest, and
+    a producer's progress stops where a level-1 node's clock events stop coming; a
+    level-1 unit waits for its own clock events."""
+    idle = ("idle_after=... (ticks of event time: when its clock types have sent nothing "
+            "for that long, its clock follows the raw stream's; "
+            "specula.options.NODE_OPTIONS)")
+    if isinstance(unit.clock_source, ChannelClock):
+        return (f"if the producer that holds it back has stopped, give the level-1 node "
+                f"above it whose clock types get no events {idle}")
+    return (f"send its clock types ({', '.join(_clock_types(unit))}) with the other "
+            f"inputs, or give the node {idle}")

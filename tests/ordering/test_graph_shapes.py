@@ -55,9 +55,11 @@ from graph_shapes import (
     Split,
     Sum,
     cases,
+    idle_cases,
     seeded_case,
 )
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from naive import (
     consumed,
     content,
@@ -84,16 +86,17 @@ MAX_CHOICES = 32
 
 
 class Run:
-    """A case run on the in-process runtime (deterministic adaptation), with the net
-    outputs and messages of every instance at hand."""
+    """A case run on the in-process runtime (deterministic adaptation; with inboxes on
+    the virtual clock if ``queueing``), with the net outputs and messages of every
+    instance at hand."""
 
-    def __init__(self, case: Case) -> None:
+    def __init__(self, case: Case, queueing: bool = False) -> None:
         self.case = case
         self.graph = case.graph()
         self.registry = self.graph.registry
         self.raw = case.raw(self.registry)
         runtime = InProcessRuntime(self.graph, cost_model=CostModel(per_event=0.02),
-                                   ticks_per_second=1.0)
+                                   ticks_per_second=1.0, queueing=queueing)
         n = case.batch_rows
         self.result = runtime.run(self.raw, batch_ticks=case.batch_ticks) if not n else \
             runtime.run(iter([self.raw[i:i + n] for i in range(0, len(self.raw), n)]))
@@ -117,10 +120,10 @@ class Run:
         return self.result.units[node.name][index]
 
 
-def check(case: Case, only: str | None = None) -> None:
+def check(case: Case, only: str | None = None, queueing: bool = False) -> None:
     """Every property of the module docstring, on every instance of ``case`` (``only``:
     on the instance with that label, e.g. ``"n2a[1]"``, and not on the whole graph)."""
-    run = Run(case)
+    run = Run(case, queueing)
     for node, index, producer in run.instances:
         if only is None or only == instance_label(node, index):
             check_counters(run, node, index, producer)
@@ -331,6 +334,14 @@ def test_full_retraction_in_any_graph(case):
 @given(cases())
 def test_any_retraction_in_any_graph(case):
     check(case)
+
+
+@BUDGET
+@given(idle_cases(), st.booleans())
+def test_idle_inputs_in_any_graph(case, queueing):
+    # Partitions that no key reaches, or that every key reaches; raw types silent for a
+    # while or for good; idle_after on the nodes: on the plain runtime and with inboxes
+    check(case, queueing=queueing)
 
 
 @pytest.mark.soak

@@ -282,3 +282,19 @@ def test_speculative_slack_is_exact_for_decimal_alphas():
     assert speculative_slack(0.0, 10) == 0
     assert speculative_slack(1.0, 7) == 7
     assert speculative_slack(0.5, 0) == 0
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_the_raw_clock_handed_to_a_level_1_unit_is_an_update_only_where_it_moves_it(alpha):
+    # PROGRESS(0, ts) is the raw stream's clock (a partition's node clock, or the stream
+    # less idle_after): one ahead of the clock moves it and measures the delays pending,
+    # as a clock event would; one behind it leaves them pending for the next update
+    u = unit(alpha=alpha)
+    reg = u.registry
+    u.push(rows(reg, [("A", 10, 0), ("C", 5, 1)]))
+    u.push(rows(reg, [("A", 8, 0, 0, 0, ev.PROGRESS)]))
+    assert (u.clk, u.k) == (10, 0)  # C5's delay still pending
+    u.push(rows(reg, [("A", 12, 0, 0, 0, ev.PROGRESS)]))
+    assert (u.clk, u.k) == (12, 7)  # measured against the new clock, 12 - 5
+    u.push(rows(reg, [("A", 20, 0, 3, 0, ev.PROGRESS)]))  # another producer's: no clock
+    assert u.clk == 12

@@ -104,7 +104,8 @@ def test_the_summary_records_the_options_of_the_nodes_that_ran():
     assert summary["alpha"] == 0.5
     assert summary["retraction"] is None  # it differs per node: no one value is claimed
     assert summary["options"]["a_not_bc"] == {"alpha": 0.5, "retraction": "on-demand",
-                                              "late": "process", "k0": 7, "partitions": 1,
+                                              "late": "process", "k0": 7, "idle_after": None,
+                                              "partitions": 1,
                                               "shedding": None,
                                               "memory": {"buffered_events": 1_000_000,
                                                          "snapshot_mb": 256.0},
