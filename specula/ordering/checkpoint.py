@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit
 
 #: Version of the layout below; a checkpoint of another version is refused.
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 def pack_array(a: np.ndarray) -> bytes:
@@ -59,6 +59,7 @@ def unit_state(unit: OrderingUnit) -> dict[str, Any]:
     late = np.concatenate(unit._late) if unit._late else np.empty(0, unit.in_dtype)
     state: dict[str, Any] = {
         "v": STATE_VERSION, "clk": unit.clk, "k": unit.k, "pending": unit._pending,
+        "handed": unit._handed,
         "seq": unit._seq, "origin": unit._origin, "stats": unit.stats.as_dict(),
         "late": pack_array(late),
         "detector": pickle.dumps(unit.detector.snapshot(), protocol=pickle.HIGHEST_PROTOCOL),
@@ -87,6 +88,7 @@ def restore_unit(unit: OrderingUnit, state: dict[str, Any]) -> None:
         raise ValueError(f"{unit.name}: checkpoint layout {state.get('v')!r} is not "
                          f"{STATE_VERSION}, the one this version reads")
     unit.clk, unit.k, unit._pending = state["clk"], state["k"], state["pending"]
+    unit._handed = state["handed"]
     unit._seq, unit._origin = state["seq"], state["origin"]
     for name, value in state["stats"].items():
         setattr(unit.stats, name, value)

@@ -280,6 +280,7 @@ class OrderingUnit:
         self.clk = int(_kernels.NO_CLOCK)
         self.k = int(k0)
         self._pending = int(_kernels.NO_DELAY)
+        self._handed: int | None = None  # progress, as of the last push
         # generation state, piggybacked on snapshots
         self._seq = 0
         self._origin = 0
@@ -302,15 +303,15 @@ class OrderingUnit:
     @property
     def progress(self) -> int | None:
         """The time stamp up to which every input has been handed to the detector
-        (``clk - ceil(alpha*K)``; None before the first clock): what the unit sends
+        (``clk - ceil(alpha*K)`` with the alpha the last push emitted with, not the one
+        an adaptation chose after it; None before the first clock): what the unit sends
         later stems from later input, or revises what it sent. Runtimes publish it to
         the subscribers as a ``PROGRESS`` punctuation."""
         if self.clk == _kernels.NO_CLOCK:
             return None
         if self.ended:
             return int(_kernels.END_OF_TIME)
-        return self.clk - (speculative_slack(self.alpha, self.k) if self.speculative
-                           else self.k)
+        return self._handed if self._handed is not None else self._emission_bound()
 
     @property
     def ended(self) -> bool:
@@ -369,12 +370,16 @@ class OrderingUnit:
             if self.controller is not None:
                 with self.controller.busy():
                     self._push(batch, now)
-                self.controller.poll()
             else:
                 self._push(batch, now)
             if was_open and self.ended:
                 self._finish(now)
             self.memory.check(now)
+            # what this push handed on, by the alpha it emitted with: the controller may
+            # change alpha now, for the next push
+            self._handed = self._emission_bound()
+            if self.controller is not None:
+                self.controller.poll()
         return self._take_output()
 
     def shed_held(self, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -389,6 +394,12 @@ class OrderingUnit:
         self._buffer.drop_unhanded(kept)
         self.stats.events_shed += int(np.count_nonzero(~kept))
         return rows[~kept]
+
+    def _emission_bound(self) -> int:
+        """The time stamp up to which the buffer hands events on at the present clock, K
+        and alpha (``clk - ceil(alpha*K)``, or ``clk - K`` for pure K-slack)."""
+        return self.clk - (speculative_slack(self.alpha, self.k) if self.speculative
+                           else self.k)
 
     def flush(self, now: int = 0) -> np.ndarray:
         """End of stream: emit and purge everything still buffered, then let the detector

@@ -15,6 +15,7 @@ from specula import events as ev
 from specula.detectors import Detector
 from specula.detectors.examples import ANotBC, RunningCount, Threshold, example_registry
 from specula.ordering import NetOutput, OrderingUnit, UnitStats
+from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.unit import DetectorError
 from specula.pipelines.synthetic import abc_stream
 
@@ -298,3 +299,37 @@ def test_the_raw_clock_handed_to_a_level_1_unit_is_an_update_only_where_it_moves
     assert (u.clk, u.k) == (12, 7)  # measured against the new clock, 12 - 5
     u.push(rows(reg, [("A", 20, 0, 3, 0, ev.PROGRESS)]))  # another producer's: no clock
     assert u.clk == 12
+
+
+class Jumpy(AlphaController):
+    """A controller whose every poll sets alpha to the next of ``alphas``: any decision
+    an adaptation may take between two pushes."""
+
+    def __init__(self, alphas: list[float]) -> None:
+        super().__init__(clock=ManualClock())
+        self.alphas = itertools.cycle(alphas)
+
+    def poll(self) -> bool:
+        self.force(next(self.alphas))
+        return True
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from("AB")), min_size=1,
+                max_size=40),
+       st.lists(st.sampled_from([0.0, 0.2, 0.5, 0.9, 1.0]), min_size=1, max_size=5),
+       st.integers(1, 4))
+def test_progress_is_what_was_handed_on_whatever_alpha_becomes(events, alphas, per_push):
+    # The runtimes publish `progress` after a push: every input up to it must have been
+    # handed to the detector, also when the controller changes alpha at the push's end.
+    u = unit(alpha=Jumpy(alphas), k0=3)
+    batch = rows(u.registry, [(t, ts, i) for i, (ts, t) in enumerate(events)])
+    for i in range(0, len(batch), per_push):
+        u.push(batch[i:i + per_push])
+        if u.progress is None:
+            continue
+        handed = {seq for _, _, seq in u.detector.seen}
+        late = set(u.late_events()["seq"].tolist())
+        waiting = [int(r["ts"]) for r in batch[:i + per_push]
+                   if int(r["seq"]) not in handed | late]
+        assert not waiting or min(waiting) > u.progress, (waiting, u.progress, u.alpha)
