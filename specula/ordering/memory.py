@@ -23,9 +23,10 @@ may still replay. After every push the unit's :class:`MemoryGuard`
    took in time, not of all its input, and every node below computes exactly on that
    output: their answers are the in-order graph's with the capped unit's late input
    left out, which is what the run's ``late`` counts and late side outputs say. The
-   capped unit purges what it released, so it revises none of it later. A consumer that caps its own K takes the revisions of what it
-   released as late (counted, in its late side output) and its net output is, in turn,
-   the in-order output of what it took in time.
+   capped unit purges what it released, so it revises none of it later. A consumer
+   that caps its own K takes the revisions of what it released as late (counted, in its
+   late side output), and its net output is, in turn, the in-order output of what it
+   took in time.
 3. **fails clearly** when the buffer is still above twice its limit: those events are
    ahead of the clock (the unit has no clock yet, or its clock types lag its other
    inputs), so no K releases them, and :class:`MemoryLimitError` says so.
