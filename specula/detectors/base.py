@@ -75,7 +75,13 @@ class Detector:
     def on_end(self, emit: Emitter) -> None:
         """End of stream: generate what the detector still holds (a window or an episode
         still open, events waiting for their time stamp to complete). The default does
-        nothing. Events emitted here take the last input event as their cause."""
+        nothing. Events emitted here take the last input event as their cause.
+
+        They go out before the end of the stream reaches the consumers, but the unit has
+        already told them how far it got (its progress: the last clock less the slack);
+        an event time-stamped before that is late there, like any event that comes
+        behind its producer's progress. Time-stamp what the end closes at or after the
+        newest input it covers."""
 
     def snapshot(self) -> Any:
         """Return the detector's state; the default pickles the instance attributes."""
