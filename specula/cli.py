@@ -412,6 +412,7 @@ def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    from specula.actors.signing import UntrustedCheckpointError
     from specula.cluster import ClusterError
     from specula.cluster.java import JavaNotFoundError
     from specula.detectors.graph import GraphError
@@ -424,7 +425,7 @@ def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
             return 0
         return args.func(args)
     except (UsageError, LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError,
-            GraphError, OptionError) as exc:
+            GraphError, OptionError, UntrustedCheckpointError) as exc:
         print(f"specula {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

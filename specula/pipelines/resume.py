@@ -9,6 +9,10 @@ resumes from there, so a detection that spans the stop is found as if the watch 
 never stopped. A watch that ends by its idle timeout flushes (the stream is over) and
 removes the state.
 
+The actors' files in ``out/state/`` are signed (:mod:`specula.actors.signing`): a resume
+checks every one against the key derived from the user's key file and the suspended
+run, before Spark or Ray start, and refuses a folder altered by anyone without the key.
+
 While a watch runs on Ray, its output is appended to ``out/complex``, ``out/emissions``
 and ``out/late`` as it becomes final (:class:`LiveOutput`, fed from the actors'
 checkpoints: :class:`~specula.actors.settled.SettledTail`), and the actors forget what
@@ -27,8 +31,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specula.actors.recovery import Suspension
+from specula.actors.recovery import Checkpoints, Suspension, verify_run
 from specula.actors.settled import Settled
+from specula.actors.signing import run_key
 from specula.detectors.graph import Graph, GraphError
 
 if TYPE_CHECKING:
@@ -53,7 +58,8 @@ def read_suspension(out: Path) -> Suspension | None:
 def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspension | None:
     """The suspended watch a watch on ``out`` resumes, or None; refused (``GraphError``
     naming the folder and why) when ``graph`` is not the suspended one or the watch
-    runs in-process, which cannot resume."""
+    runs in-process, which cannot resume, and (``UntrustedCheckpointError`` naming the file)
+    when an actor's file in it is not signed with the run's key."""
     suspension = read_suspension(out)
     if suspension is None:
         return None
@@ -65,6 +71,8 @@ def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspen
         suspension.check(graph)
     except ValueError as exc:
         raise GraphError(f"{state_dir(out)}: {exc} (remove that folder)") from None
+    verify_run(Checkpoints(str(state_dir(out)), suspension.run, key=run_key(suspension.run)),
+               graph)
     return suspension
 
 
