@@ -50,9 +50,16 @@ def state_dir(out: Path) -> Path:
 
 
 def read_suspension(out: Path) -> Suspension | None:
-    """Where the last watch on ``out`` suspended, or None (it flushed, or none ran)."""
+    """Where the last watch on ``out`` suspended, or None (it flushed, or none ran);
+    a record that does not read as one is refused (``GraphError`` naming it)."""
     record = state_dir(out) / _RECORD
-    return Suspension.from_json(json.loads(record.read_text())) if record.exists() else None
+    if not record.exists():
+        return None
+    try:
+        return Suspension.from_json(json.loads(record.read_text()))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise GraphError(f"{record}: not a suspension record ({type(exc).__name__}: {exc}); "
+                         f"remove {state_dir(out)} to start afresh") from None
 
 
 def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspension | None:
