@@ -81,19 +81,31 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
         builder = builder.config(f"spark.executorEnv.{name}", value)
     try:
         spark = builder.getOrCreate()
-    except Exception as exc:  # the JVM launcher raises several types
+    except BaseException as exc:  # the JVM launcher raises several types; or Ctrl-C
+        _stop_active_spark()
+        if not isinstance(exc, Exception):
+            raise
         raise ClusterError(f"could not start Spark on master {master!r}: "
                            f"{_first_line(exc)}") from exc
-    spark.sparkContext.setLogLevel("ERROR")
-    # One shuffle partition per core: the validation's shuffles (row numbers, duplicates,
-    # the arrival order) cost a task per partition and stage, which on a small log is
-    # most of the ingestion (docs/architecture.md, "Shuffle partitions").
-    spark.conf.set("spark.sql.shuffle.partitions",
-                   str(max(2, spark.sparkContext.defaultParallelism)))
     try:
+        spark.sparkContext.setLogLevel("ERROR")
+        # One shuffle partition per core: the validation's shuffles (row numbers,
+        # duplicates, the arrival order) cost a task per partition and stage, which on a
+        # small log is most of the ingestion (docs/architecture.md, "Shuffle partitions").
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(max(2, spark.sparkContext.defaultParallelism)))
         yield spark
     finally:
         spark.stop()
+
+
+def _stop_active_spark() -> None:
+    """Stop the Spark context a failed or interrupted start left behind, if any."""
+    from pyspark import SparkContext
+
+    with contextlib.suppress(Exception):
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
 
 
 def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
@@ -120,41 +132,109 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
     nodes = worker_nodes if worker_nodes is not None else ray_worker_nodes(spark, worker_cpus)
-    with _output_to(log), keep_sigterm_handler():  # it calls ray.init
-        print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)
-        try:
-            address = _setup(setup_ray_cluster, shutdown_ray_cluster, nodes, worker_cpus,
-                             worker_gpus)
-        except ClusterError as exc:
-            raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
+    address = None
     try:
+        with _output_to(log), keep_sigterm_handler():  # it calls ray.init
+            print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)
+            try:
+                address = _setup(setup_ray_cluster, shutdown_ray_cluster, nodes,
+                                 worker_cpus, worker_gpus)
+            except ClusterError as exc:
+                raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
         yield address
     finally:
-        import ray
+        if address is not None:  # else _setup stopped what it had started
+            import ray
 
-        with _output_to(log):
-            ray.shutdown()
-            with contextlib.suppress(Exception):
-                shutdown_ray_cluster()
-        _kill_workers_of(address)
+            with _output_to(log):
+                ray.shutdown()
+                with contextlib.suppress(Exception):
+                    shutdown_ray_cluster()
+            _kill_workers_of(address)
 
 
 def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
            worker_cpus: int, worker_gpus: int) -> str:
+    """Start Ray on Spark; its address. Failed (``ClusterError``) or interrupted (Ctrl-C,
+    SIGTERM), it stops what it had started (:func:`_stop_partial_cluster`) first."""
     try:
-        address, _ = setup_ray_cluster(max_worker_nodes=worker_nodes,
-                                       min_worker_nodes=worker_nodes,
-                                       num_cpus_worker_node=worker_cpus,
-                                       num_gpus_worker_node=worker_gpus,
-                                       object_store_memory_worker_node=1 << 30,
-                                       # Without the dashboard's optional dependencies
-                                       # Ray waits 60 s for a dashboard that never comes.
-                                       head_node_options={"include_dashboard": False})
-    except Exception as exc:  # Ray on Spark raises several types
-        with contextlib.suppress(Exception):
-            shutdown_ray_cluster()
+        with _sigterm_handler_after_ray_init():
+            address, _ = setup_ray_cluster(max_worker_nodes=worker_nodes,
+                                           min_worker_nodes=worker_nodes,
+                                           num_cpus_worker_node=worker_cpus,
+                                           num_gpus_worker_node=worker_gpus,
+                                           object_store_memory_worker_node=1 << 30,
+                                           # Without the dashboard's optional dependencies
+                                           # Ray waits 60 s for a dashboard that never
+                                           # comes.
+                                           head_node_options={"include_dashboard": False})
+    except BaseException as exc:  # Ray on Spark raises several types; or Ctrl-C
+        _stop_partial_cluster(shutdown_ray_cluster)
+        if not isinstance(exc, Exception):
+            raise
         raise ClusterError(f"could not start Ray on Spark: {_first_line(exc)}") from exc
     return address
+
+
+@contextmanager
+def _sigterm_handler_after_ray_init() -> Iterator[None]:
+    """Within the block, put the SIGTERM handler back as soon as ``ray.init`` returns.
+
+    Ray on Spark connects (``ray.init``) while it waits for the worker nodes, and a
+    connecting driver installs Ray's own handler for SIGTERM, which aborts the process on
+    the spot: the cluster would be left running. :func:`keep_sigterm_handler` puts the
+    handler back only once the setup returns, so ``ray.init`` is wrapped for the block.
+    The handler put back is the block's (the caller's, which unwinds like Ctrl-C), not
+    the one Ray on Spark adds, which would stop the cluster itself and leave
+    :func:`_stop_partial_cluster` to signal its head node a second time.
+    """
+    import ray
+
+    init, handler = ray.init, signal.getsignal(signal.SIGTERM)
+
+    def init_keeping_handler(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return init(*args, **kwargs)
+        finally:
+            if handler is not None:
+                signal.signal(signal.SIGTERM, handler)
+
+    ray.init = init_keeping_handler
+    try:
+        yield
+    finally:
+        ray.init = init
+
+
+def _stop_partial_cluster(shutdown_ray_cluster: Any) -> None:
+    """Stop what an unfinished ``setup_ray_cluster`` started. Once its head node is up,
+    Ray on Spark holds the cluster and shuts it down; before that (it waits 20 s for the
+    head) it has no handle on the head node's process, which runs in a process group of
+    its own, so Ctrl-C does not reach it, and this process could not exit: a thread that
+    copies the head's output waits for it to end. That process is a child of this one
+    running ``ray.util.spark.start_ray_node``; on SIGTERM it stops its Ray node."""
+    try:
+        shutdown_ray_cluster()
+    except Exception:  # none registered yet: stop the head node here
+        for pid in _children_running("ray.util.spark.start_ray_node"):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+
+
+def _children_running(module: str) -> list[int]:
+    """The child processes of this one that run ``python -m module``."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == me and module.encode() in args:
+            found.append(int(entry.name))
+    return found
 
 
 @contextmanager
