@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -108,12 +109,46 @@ def _stop_active_spark() -> None:
             SparkContext._active_spark_context.stop()
 
 
-def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
-    """How many Ray worker nodes fit the Spark cluster: one per ``worker_cpus`` executor
-    cores, less one core kept for Spark's own jobs (reading and writing the tables while
-    Ray runs), and at least one."""
-    cores = int(spark.sparkContext.defaultParallelism)
+#: The master URLs Spark takes (``SparkContext.createTaskScheduler`` and the cluster
+#: managers): ``local``, ``local[N]``, ``local[*]`` (and ``[N, F]`` with retries),
+#: ``local-cluster[W,C,M]``, ``spark://host:port[,host:port...]``, ``yarn``,
+#: ``k8s://...``.
+_LOCAL = re.compile(r"local(?:\[\s*([1-9][0-9]*|\*)\s*(?:,\s*[0-9]+\s*)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*([1-9][0-9]*)\s*,\s*([1-9][0-9]*)\s*,"
+                            r"\s*([1-9][0-9]*)\s*\]")
+_HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}"
+_MANAGER = re.compile(rf"spark://{_HOST_PORT}(?:,{_HOST_PORT})*|yarn|k8s://\S+")
+
+
+def master_cores(master: str) -> int | None:
+    """The cores Spark on ``master`` offers, where the URL says so: ``local`` 1,
+    ``local[N]`` N, ``local[*]`` this machine's, ``local-cluster[W,C,M]`` W x C; None
+    for a cluster manager's master (``spark://``, ``yarn``, ``k8s://``). Anything else
+    is not a master URL Spark takes: ``ValueError`` saying which it takes."""
+    if m := _LOCAL.fullmatch(master):
+        if m[1] == "*":
+            return os.cpu_count() or 1
+        return 1 if m[1] is None else int(m[1])
+    if m := _LOCAL_CLUSTER.fullmatch(master):
+        return int(m[1]) * int(m[2])
+    if _MANAGER.fullmatch(master):
+        return None
+    raise ValueError("not a Spark master URL: expected local, local[N], local[*], "
+                     "local-cluster[WORKERS,CORES,MEMORY_MB], spark://HOST:PORT, yarn or "
+                     "k8s://...")
+
+
+def ray_nodes_for(cores: int, worker_cpus: int = 1) -> int:
+    """How many Ray worker nodes fit a Spark cluster of ``cores`` cores: one per
+    ``worker_cpus`` cores, less one core kept for Spark's own jobs (reading and writing
+    the tables while Ray runs), and at least one."""
     return max(1, (cores - 1) // max(1, worker_cpus))
+
+
+def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
+    """How many Ray worker nodes fit the running Spark cluster (:func:`ray_nodes_for`
+    its cores)."""
+    return ray_nodes_for(int(spark.sparkContext.defaultParallelism), worker_cpus)
 
 
 @contextmanager
@@ -131,7 +166,12 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
     _prepare_environment()
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
-    nodes = worker_nodes if worker_nodes is not None else ray_worker_nodes(spark, worker_cpus)
+    fits = ray_worker_nodes(spark, worker_cpus)
+    if worker_nodes is not None and worker_nodes > fits:
+        raise ClusterError(f"{worker_nodes} Ray worker nodes of {worker_cpus} CPU do not fit "
+                           f"the Spark cluster ({spark.sparkContext.defaultParallelism} "
+                           f"cores, one kept for Spark's jobs): at most {fits}")
+    nodes = worker_nodes if worker_nodes is not None else fits
     address = None
     try:
         with _output_to(log), keep_sigterm_handler():  # it calls ray.init

@@ -1,7 +1,8 @@
-"""Ctrl-C or SIGTERM while Ray starts on Spark: `specula replay` exits within seconds and
-nothing it started is left running, whichever step of Ray on Spark's start it hit (the
-head node starting, before Ray on Spark has a handle on it; the driver waiting for the
-worker nodes)."""
+"""Starting Ray on Spark: more worker nodes than the Spark cluster can hold are refused
+before Ray starts, and on Ctrl-C or SIGTERM while Ray starts `specula replay` exits
+within seconds and nothing it started is left running, whichever step of Ray on Spark's
+start it hit (the head node starting, before Ray on Spark has a handle on it; the driver
+waiting for the worker nodes)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from specula.cluster import ClusterError
+from specula.cluster.spark import ray_on_spark
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # Spark and Ray on Spark in a subprocess
 
@@ -114,3 +118,15 @@ def test_an_interrupt_while_ray_starts_on_spark_exits_and_leaves_nothing(
     assert "interrupted" in output
     assert len(tree) > 3, tree  # it did start Spark and Ray's head node
     assert not left, "\n".join(left)
+
+
+def test_more_ray_worker_nodes_than_spark_holds_are_refused_before_ray_starts(spark):
+    """What the command line cannot know of a cluster master's cores is checked once
+    Spark runs: the session's local[2] holds one worker node beside Spark's own jobs."""
+    import ray
+
+    starting = ray_on_spark(spark, worker_nodes=2)
+    with pytest.raises(ClusterError, match=r"^2 Ray worker nodes of 1 CPU do not fit the "
+                       r"Spark cluster \(2 cores, one kept for Spark's jobs\): at most 1$"):
+        starting.__enter__()
+    assert not ray.is_initialized()
