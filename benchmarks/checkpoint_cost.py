@@ -20,6 +20,7 @@ import numpy as np
 
 from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
+from specula.actors.signing import random_key
 from specula.actors.worker import DetectorWorker
 from specula.detectors.examples import example_registry
 from specula.pipelines.synthetic import abc_stream, example_graph
@@ -29,7 +30,8 @@ def run(raw: np.ndarray, every: int) -> tuple[float, dict]:
     graph = example_graph(0.0, "on-demand", k0=3_000)
     with tempfile.TemporaryDirectory() as store:
         worker = DetectorWorker(graph.instances()[0], graph.registry, router=Router(graph),
-                                checkpoints=Checkpoints(store, "bench", every, 1e9))
+                                checkpoints=Checkpoints(store, "bench", every, 1e9,
+                                                        key=random_key()))
         worker.start()
         t0 = time.perf_counter()
         for i, batch in enumerate(np.array_split(raw, len(raw) // 1_000)):

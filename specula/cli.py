@@ -10,6 +10,7 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -151,6 +152,7 @@ def _check_replay(args: argparse.Namespace) -> Any:
     if args.watch and (args.in_process or not (args.log and os.path.isdir(args.log))):
         raise UsageError("--watch needs LOG to be a directory, and Ray (not --in-process)")
     _check_replay_combinations(args)
+    _check_spark(args)
     if args.out:
         _check_writable_folder(args.out, "--out")
     graph = None if args.graph == "soccer" else _graph(args.graph, "--graph")
@@ -204,6 +206,9 @@ def _check_replay_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--speed paces the run on Ray; --in-process runs as fast as it can")
     if args.in_process and args.ray_address:
         raise UsageError("--ray-address joins a Ray cluster; --in-process runs without Ray")
+    if args.ray_workers is not None and (args.in_process or args.ray_address):
+        raise UsageError("--ray-workers sizes Ray on Spark; --in-process runs without Ray "
+                         "and --ray-address joins a Ray cluster")
     if args.referee is not None:
         if not args.log:
             raise UsageError("--referee annotates a real log; a generated match brings its "
@@ -225,25 +230,54 @@ def _check_replay_combinations(args: argparse.Namespace) -> None:
 
 
 def _check_writable_folder(folder: str, option: str) -> None:
-    """Prove ``folder`` can be made (or is there) and written, without making it."""
+    """Prove ``folder`` can be made (or is there) and written, without making it: a
+    folder is made and removed in the nearest one that exists (permission bits say
+    nothing to root, nor of file systems such as /proc)."""
     target = Path(folder).absolute()
     existing = next(p for p in (target, *target.parents) if p.exists())
     if not existing.is_dir():
         raise UsageError(f"{option} {folder}: {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {folder}: cannot write in {existing} (permission denied)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".specula-check-", dir=existing))
+    except OSError as exc:
+        raise UsageError(f"{option} {folder}: cannot make a folder in {existing} "
+                         f"({exc.strerror or exc})") from None
 
 
 def _check_writable_file(path: str, option: str) -> None:
-    """Prove ``path`` can be written, without writing it."""
+    """Prove ``path`` can be written, without changing it: an existing file is opened
+    for appending, else a file is made and removed beside it."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise UsageError(f"{option} {path}: is a folder")
     if not folder.is_dir():
         raise UsageError(f"{option} {path}: no folder {folder}")
-    if not os.access(target if target.exists() else folder, os.W_OK):
-        raise UsageError(f"{option} {path}: cannot write there (permission denied)")
+    try:
+        if target.exists():
+            target.open("ab").close()
+        else:
+            tempfile.TemporaryFile(prefix=".specula-check-", dir=folder).close()
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write there ({exc.strerror or exc})") \
+            from None
+
+
+def _check_spark(args: argparse.Namespace) -> None:
+    """The Spark master URL is one Spark takes, and the Ray worker nodes asked for fit
+    the cores it offers, where the URL says how many (a local master)."""
+    from specula.cluster.spark import EMBEDDED_MASTER, master_cores, ray_nodes_for
+
+    master = args.spark_master or EMBEDDED_MASTER
+    try:
+        cores = master_cores(master)
+    except ValueError as exc:
+        raise UsageError(f"--spark-master {master}: {exc}") from None
+    if args.ray_workers is not None and cores is not None \
+            and args.ray_workers > (fits := ray_nodes_for(cores)):
+        raise UsageError(f"--ray-workers {args.ray_workers}: Spark on {master} offers "
+                         f"{cores} core(s) and keeps one for its own jobs: at most {fits} "
+                         "Ray worker node(s)")
 
 
 def _graph(spec: str, option: str) -> Graph:
@@ -412,6 +446,7 @@ def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    from specula.actors.signing import UntrustedCheckpointError
     from specula.cluster import ClusterError
     from specula.cluster.java import JavaNotFoundError
     from specula.detectors.graph import GraphError
@@ -424,7 +459,7 @@ def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
             return 0
         return args.func(args)
     except (UsageError, LogError, JavaNotFoundError, ClusterError, ev.RegistryMismatchError,
-            GraphError, OptionError) as exc:
+            GraphError, OptionError, UntrustedCheckpointError) as exc:
         print(f"specula {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

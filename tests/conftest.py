@@ -1,10 +1,17 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# Checkpoints are signed with a key derived from the user's key file
+# (`specula.actors.signing`): the tests, and the `specula` subprocesses they start, use
+# one of their own instead of creating one in the home folder.
+os.environ.setdefault("SPECULA_KEY_FILE", os.path.join(
+    tempfile.mkdtemp(prefix="specula-test-key-"), "checkpoint.key"))
 
 # The JVMs the tests start (Spark's driver and executors, in this process and in every
 # `specula replay` subprocess, which inherit the environment, and the standalone

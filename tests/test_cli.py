@@ -177,6 +177,19 @@ def graph():
     (["demo", "--events", "0"],
      "specula demo: error: argument --events: expected an integer > 0, got '0' "
      "(see specula demo --help)"),
+    (["replay", "--ray-workers", "99"],
+     "specula replay: error: --ray-workers 99: Spark on local-cluster[1,2,2048] offers 2 "
+     "core(s) and keeps one for its own jobs: at most 1 Ray worker node(s)"),
+    (["replay", "--spark-master", "local[3]", "--ray-workers", "3"],
+     "specula replay: error: --ray-workers 3: Spark on local[3] offers 3 core(s) and keeps "
+     "one for its own jobs: at most 2 Ray worker node(s)"),
+    (["replay", "--ray-workers", "1", "--in-process"],
+     "specula replay: error: --ray-workers sizes Ray on Spark; --in-process runs without "
+     "Ray and --ray-address joins a Ray cluster"),
+    (["replay", "--in-process", "--spark-master", "bogus://x"],
+     "specula replay: error: --spark-master bogus://x: not a Spark master URL: expected "
+     "local, local[N], local[*], local-cluster[WORKERS,CORES,MEMORY_MB], spark://HOST:PORT, "
+     "yarn or k8s://..."),
 ])
 def test_arguments_are_checked_before_anything_starts(project, capsys, argv, message):
     """One line on stderr and exit status 2, before Spark, Ray or a run starts."""
@@ -189,6 +202,25 @@ def test_arguments_are_checked_before_anything_starts(project, capsys, argv, mes
     assert code == 2
     err = capsys.readouterr().err
     assert err == message.format(project=project) + "\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--in-process", "--out", "/proc/specula/run"],
+    ["run", "cli_graph:graph", "--source", "cli_graph:source", "--in-process", "--report",
+     "/proc/specula.json"],
+])
+def test_an_output_path_that_cannot_be_written_is_refused_whoever_runs_it(
+        project, capsys, argv):
+    """/proc lets no one make a file or folder, root included, whom permission bits
+    would let: the check makes one (and removes it) rather than asking."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    option, path = argv[-2:]
+    assert err.startswith(f"specula {argv[0]}: error: {option} {path}: cannot ")
+    assert err.count("\n") == 1
+    writable = project / Path(path).name
+    assert main([*argv[:-2], option, str(writable)], start=False) == 0
+    assert not writable.exists() and not list(project.glob(".specula-check-*"))
 
 
 DEBS = Path(__file__).resolve().parent / "data" / "debs2013"

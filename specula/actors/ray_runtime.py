@@ -43,10 +43,11 @@ from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.output_log import HandedOn
 from specula.actors.placement import actor_options, check_fits
-from specula.actors.recovery import Checkpoints, Suspension, graph_shape
+from specula.actors.recovery import Checkpoints, Suspension, graph_shape, verify_run
 from specula.actors.report import CpuTimes, DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
+from specula.actors.signing import random_key, run_key
 from specula.actors.source_worker import SourceWorker
 from specula.actors.sources import SOURCE_SENDERS, Feeder, Sources, restartable
 from specula.actors.worker import DEFAULT_INBOX_EVENTS, STEP_EVENTS, DetectorWorker
@@ -86,6 +87,9 @@ class RayRuntime:
         (``s3://bucket/prefix``); every node of the cluster must reach it. Each run
         writes under a folder of its own (:attr:`checkpoints`). ``None``: a temporary
         directory on this machine, removed after the run (enough for embedded Ray).
+        What the actors store there is signed with a key derived from the user's
+        (:mod:`.signing`) and checked before it is read; a resume checks every actor's
+        files before Ray starts.
     checkpoint_every_batches, checkpoint_every_s
         An actor checkpoints after this many batches or seconds, whichever comes first,
         and at the end of the stream.
@@ -105,7 +109,8 @@ class RayRuntime:
         if not (isinstance(max_restarts, int) and max_restarts >= 0):
             raise ValueError(f"max_restarts must be an integer >= 0, got {max_restarts!r}")
         # checked here, before Ray starts; the run's folder is named when it starts
-        Checkpoints(checkpoint_uri or ".", "", checkpoint_every_batches, checkpoint_every_s)
+        Checkpoints(checkpoint_uri or ".", "", checkpoint_every_batches, checkpoint_every_s,
+                    key=random_key())
         self.graph = graph
         self.address = address
         self.batch_size = batch_size
@@ -166,6 +171,7 @@ class RayRuntime:
                              "a live watch is fed by the driver")
         if resume is not None:
             resume.check(self.graph)
+            verify_run(self._checkpoints(self.checkpoint_uri, resume.run), self.graph)
         table = raw_type_table(self.graph, registry)
         with ray_session(self.address, modules=user_modules(self.graph)):
             return self._run(raw, table, suspend, resume, on_settled, on_fed)
@@ -181,9 +187,8 @@ class RayRuntime:
         run = uuid.uuid4().hex[:12]
         temp = tempfile.mkdtemp(prefix="specula-checkpoints-") if not self.checkpoint_uri \
             else None
-        self.checkpoints = Checkpoints(self.checkpoint_uri or temp,
-                                       resume.run if resume is not None else run,
-                                       self.checkpoint_every_batches, self.checkpoint_every_s)
+        self.checkpoints = self._checkpoints(self.checkpoint_uri or temp,
+                                             resume.run if resume is not None else run)
         self.suspension = None
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
@@ -234,6 +239,14 @@ class RayRuntime:
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
         return self._report(reports, fed, wall, len(alive))
+
+    def _checkpoints(self, uri: str, run: str) -> Checkpoints:
+        """Where and how the actors of run ``run`` checkpoint, and the key that signs it:
+        the run's own, derived from the user's, if ``uri`` outlives the run (a later run
+        may resume it), else a random one."""
+        key = run_key(run) if uri == self.checkpoint_uri else random_key()
+        return Checkpoints(uri, run, self.checkpoint_every_batches, self.checkpoint_every_s,
+                           key=key)
 
     @contextlib.contextmanager
     def _tail(self, on_settled: Callable[[Settled], None] | None,

@@ -72,6 +72,11 @@ is resent) and the source numbers its pushes on from where it stopped
 at the suspension, the events below each unit's settled counter can be persisted at
 once: no replay reaches them.
 
+Trust. Everything an actor stores is signed with the run's key and checked before it
+is parsed (:mod:`.signing`): a checkpoint holds the detector's state pickled, and a file
+altered by someone without the key is refused instead of run. A resume checks every
+actor's files before anything starts (:func:`verify_run`).
+
 Limits: one failure at a time (two restarting neighbours may wait on each other);
 shedding decisions depend on timing and are not replayed, so a shedding node recovers
 without duplicates but its output after a restart is what its replayed shedding keeps.
@@ -80,6 +85,7 @@ without duplicates but its output after a restart is what its replayed shedding 
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -88,6 +94,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from specula.actors.signing import sign, verify
 from specula.detectors.graph import Graph
 
 #: Layout version of an actor checkpoint (3: late events in the output segments, the
@@ -113,16 +120,20 @@ class Checkpoints:
     ``gs://...``, ``file:///...``); every actor of the cluster must reach it. ``run``
     names the run's folder under it. An actor checkpoints after ``every_batches``
     batches or ``every_s`` seconds, whichever comes first, and at the end of the stream.
+    ``key`` signs and checks what the actors store (:mod:`.signing`; at least 32 bytes).
     """
 
     uri: str
     run: str
     every_batches: int = 50
     every_s: float = 2.0
+    key: bytes = field(kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.uri, str) or not self.uri:
             raise ValueError(f"checkpoint storage must be a directory or a URI; got {self.uri!r}")
+        if not (isinstance(self.key, bytes) and len(self.key) >= 32):
+            raise ValueError("the checkpoint key must be at least 32 bytes")
         if not (isinstance(self.every_batches, int) and self.every_batches >= 1):
             raise ValueError("checkpoint_every_batches must be an integer >= 1; got "
                              f"{self.every_batches!r}")
@@ -130,7 +141,15 @@ class Checkpoints:
             raise ValueError(f"checkpoint_every_s must be a number > 0; got {self.every_s!r}")
 
     def store(self, label: str) -> Store:
-        return Store(self.uri, f"{self.run}/{label}")
+        return Store(self.uri, f"{self.run}/{label}", self.key)
+
+
+def verify_run(checkpoints: Checkpoints, graph: Graph) -> None:
+    """Check the signature of every object the actors of ``graph`` stored in the run
+    folder of ``checkpoints`` (``UntrustedCheckpointError`` naming the first that fails):
+    before a resume starts anything."""
+    for instance in graph.instances():
+        checkpoints.store(instance.label).verify_all()
 
 
 @dataclass(frozen=True)
@@ -160,6 +179,8 @@ class Suspension:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Suspension:
+        if not re.fullmatch(r"[\w-]+", str(data["run"])):
+            raise ValueError(f"run {data['run']!r} is not a folder name")
         return cls(str(data["run"]), {int(k): int(v) for k, v in data["sent"].items()},
                    {int(k): int(v) for k, v in data["settled"].items()},
                    [str(n) for n in data["graph"]],
@@ -188,26 +209,29 @@ def graph_shape(graph: Graph) -> list[str]:
 
 
 class Store:
-    """An actor's objects under ``uri``/``prefix``, on any ``pyarrow.fs`` file system.
+    """An actor's objects under ``uri``/``prefix``, on any ``pyarrow.fs`` file system,
+    signed with ``key`` (:mod:`.signing`).
 
     An object is written to a temporary name, then moved over the final one: a reader
     sees the old object or the new one, never a part (a local rename is atomic; on
-    object stores a single PUT is, and the move is a copy).
+    object stores a single PUT is, and the move is a copy). A read returns an object's
+    bytes only once its signature checks (``UntrustedCheckpointError`` naming the file).
     """
 
-    def __init__(self, uri: str, prefix: str) -> None:
+    def __init__(self, uri: str, prefix: str, key: bytes) -> None:
         from pyarrow import fs
 
         if "://" not in uri:
             uri = os.path.abspath(uri)
         self.fs, root = fs.FileSystem.from_uri(uri)
+        self.prefix, self.key = prefix, key
         self.path = f"{root.rstrip('/')}/{prefix}"
         self.fs.create_dir(self.path, recursive=True)
 
     def write(self, name: str, data: bytes) -> None:
         tmp = f"{self.path}/.{name}.{uuid.uuid4().hex}"
         with self.fs.open_output_stream(tmp) as out:
-            out.write(data)
+            out.write(sign(self.key, f"{self.prefix}/{name}", data))
         self.fs.move(tmp, f"{self.path}/{name}")
 
     def read(self, name: str) -> bytes | None:
@@ -217,7 +241,15 @@ class Store:
         if self.fs.get_file_info(path).type == fs.FileType.NotFound:
             return None
         with self.fs.open_input_stream(path) as src:
-            return src.read()
+            return verify(self.key, f"{self.prefix}/{name}", src.read(), path)
+
+    def verify_all(self) -> None:
+        """Read every object (temporary ones aside), which checks its signature."""
+        from pyarrow import fs
+
+        for info in self.fs.get_file_info(fs.FileSelector(self.path)):
+            if info.type == fs.FileType.File and not info.base_name.startswith("."):
+                self.read(info.base_name)
 
     def delete(self, name: str) -> None:
         """Remove an object (nothing if it is not there)."""

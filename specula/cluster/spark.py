@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,27 +82,73 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
         builder = builder.config(f"spark.executorEnv.{name}", value)
     try:
         spark = builder.getOrCreate()
-    except Exception as exc:  # the JVM launcher raises several types
+    except BaseException as exc:  # the JVM launcher raises several types; or Ctrl-C
+        _stop_active_spark()
+        if not isinstance(exc, Exception):
+            raise
         raise ClusterError(f"could not start Spark on master {master!r}: "
                            f"{_first_line(exc)}") from exc
-    spark.sparkContext.setLogLevel("ERROR")
-    # One shuffle partition per core: the validation's shuffles (row numbers, duplicates,
-    # the arrival order) cost a task per partition and stage, which on a small log is
-    # most of the ingestion (docs/architecture.md, "Shuffle partitions").
-    spark.conf.set("spark.sql.shuffle.partitions",
-                   str(max(2, spark.sparkContext.defaultParallelism)))
     try:
+        spark.sparkContext.setLogLevel("ERROR")
+        # One shuffle partition per core: the validation's shuffles (row numbers,
+        # duplicates, the arrival order) cost a task per partition and stage, which on a
+        # small log is most of the ingestion (docs/architecture.md, "Shuffle partitions").
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(max(2, spark.sparkContext.defaultParallelism)))
         yield spark
     finally:
         spark.stop()
 
 
-def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
-    """How many Ray worker nodes fit the Spark cluster: one per ``worker_cpus`` executor
-    cores, less one core kept for Spark's own jobs (reading and writing the tables while
-    Ray runs), and at least one."""
-    cores = int(spark.sparkContext.defaultParallelism)
+def _stop_active_spark() -> None:
+    """Stop the Spark context a failed or interrupted start left behind, if any."""
+    from pyspark import SparkContext
+
+    with contextlib.suppress(Exception):
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+
+
+#: The master URLs Spark takes (``SparkContext.createTaskScheduler`` and the cluster
+#: managers): ``local``, ``local[N]``, ``local[*]`` (and ``[N, F]`` with retries),
+#: ``local-cluster[W,C,M]``, ``spark://host:port[,host:port...]``, ``yarn``,
+#: ``k8s://...``.
+_LOCAL = re.compile(r"local(?:\[\s*([1-9][0-9]*|\*)\s*(?:,\s*[0-9]+\s*)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*([1-9][0-9]*)\s*,\s*([1-9][0-9]*)\s*,"
+                            r"\s*([1-9][0-9]*)\s*\]")
+_HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}"
+_MANAGER = re.compile(rf"spark://{_HOST_PORT}(?:,{_HOST_PORT})*|yarn|k8s://\S+")
+
+
+def master_cores(master: str) -> int | None:
+    """The cores Spark on ``master`` offers, where the URL says so: ``local`` 1,
+    ``local[N]`` N, ``local[*]`` this machine's, ``local-cluster[W,C,M]`` W x C; None
+    for a cluster manager's master (``spark://``, ``yarn``, ``k8s://``). Anything else
+    is not a master URL Spark takes: ``ValueError`` saying which it takes."""
+    if m := _LOCAL.fullmatch(master):
+        if m[1] == "*":
+            return os.cpu_count() or 1
+        return 1 if m[1] is None else int(m[1])
+    if m := _LOCAL_CLUSTER.fullmatch(master):
+        return int(m[1]) * int(m[2])
+    if _MANAGER.fullmatch(master):
+        return None
+    raise ValueError("not a Spark master URL: expected local, local[N], local[*], "
+                     "local-cluster[WORKERS,CORES,MEMORY_MB], spark://HOST:PORT, yarn or "
+                     "k8s://...")
+
+
+def ray_nodes_for(cores: int, worker_cpus: int = 1) -> int:
+    """How many Ray worker nodes fit a Spark cluster of ``cores`` cores: one per
+    ``worker_cpus`` cores, less one core kept for Spark's own jobs (reading and writing
+    the tables while Ray runs), and at least one."""
     return max(1, (cores - 1) // max(1, worker_cpus))
+
+
+def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
+    """How many Ray worker nodes fit the running Spark cluster (:func:`ray_nodes_for`
+    its cores)."""
+    return ray_nodes_for(int(spark.sparkContext.defaultParallelism), worker_cpus)
 
 
 @contextmanager
@@ -119,42 +166,115 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
     _prepare_environment()
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
-    nodes = worker_nodes if worker_nodes is not None else ray_worker_nodes(spark, worker_cpus)
-    with _output_to(log), keep_sigterm_handler():  # it calls ray.init
-        print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)
-        try:
-            address = _setup(setup_ray_cluster, shutdown_ray_cluster, nodes, worker_cpus,
-                             worker_gpus)
-        except ClusterError as exc:
-            raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
+    fits = ray_worker_nodes(spark, worker_cpus)
+    if worker_nodes is not None and worker_nodes > fits:
+        raise ClusterError(f"{worker_nodes} Ray worker nodes of {worker_cpus} CPU do not fit "
+                           f"the Spark cluster ({spark.sparkContext.defaultParallelism} "
+                           f"cores, one kept for Spark's jobs): at most {fits}")
+    nodes = worker_nodes if worker_nodes is not None else fits
+    address = None
     try:
+        with _output_to(log), keep_sigterm_handler():  # it calls ray.init
+            print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)
+            try:
+                address = _setup(setup_ray_cluster, shutdown_ray_cluster, nodes,
+                                 worker_cpus, worker_gpus)
+            except ClusterError as exc:
+                raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
         yield address
     finally:
-        import ray
+        if address is not None:  # else _setup stopped what it had started
+            import ray
 
-        with _output_to(log):
-            ray.shutdown()
-            with contextlib.suppress(Exception):
-                shutdown_ray_cluster()
-        _kill_workers_of(address)
+            with _output_to(log):
+                ray.shutdown()
+                with contextlib.suppress(Exception):
+                    shutdown_ray_cluster()
+            _kill_workers_of(address)
 
 
 def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
            worker_cpus: int, worker_gpus: int) -> str:
+    """Start Ray on Spark; its address. Failed (``ClusterError``) or interrupted (Ctrl-C,
+    SIGTERM), it stops what it had started (:func:`_stop_partial_cluster`) first."""
     try:
-        address, _ = setup_ray_cluster(max_worker_nodes=worker_nodes,
-                                       min_worker_nodes=worker_nodes,
-                                       num_cpus_worker_node=worker_cpus,
-                                       num_gpus_worker_node=worker_gpus,
-                                       object_store_memory_worker_node=1 << 30,
-                                       # Without the dashboard's optional dependencies
-                                       # Ray waits 60 s for a dashboard that never comes.
-                                       head_node_options={"include_dashboard": False})
-    except Exception as exc:  # Ray on Spark raises several types
-        with contextlib.suppress(Exception):
-            shutdown_ray_cluster()
+        with _sigterm_handler_after_ray_init():
+            address, _ = setup_ray_cluster(max_worker_nodes=worker_nodes,
+                                           min_worker_nodes=worker_nodes,
+                                           num_cpus_worker_node=worker_cpus,
+                                           num_gpus_worker_node=worker_gpus,
+                                           object_store_memory_worker_node=1 << 30,
+                                           # Without the dashboard's optional dependencies
+                                           # Ray waits 60 s for a dashboard that never
+                                           # comes.
+                                           head_node_options={"include_dashboard": False})
+    except BaseException as exc:  # Ray on Spark raises several types; or Ctrl-C
+        _stop_partial_cluster(shutdown_ray_cluster)
+        if not isinstance(exc, Exception):
+            raise
         raise ClusterError(f"could not start Ray on Spark: {_first_line(exc)}") from exc
     return address
+
+
+@contextmanager
+def _sigterm_handler_after_ray_init() -> Iterator[None]:
+    """Within the block, put the SIGTERM handler back as soon as ``ray.init`` returns.
+
+    Ray on Spark connects (``ray.init``) while it waits for the worker nodes, and a
+    connecting driver installs Ray's own handler for SIGTERM, which aborts the process on
+    the spot: the cluster would be left running. :func:`keep_sigterm_handler` puts the
+    handler back only once the setup returns, so ``ray.init`` is wrapped for the block.
+    The handler put back is the block's (the caller's, which unwinds like Ctrl-C), not
+    the one Ray on Spark adds, which would stop the cluster itself and leave
+    :func:`_stop_partial_cluster` to signal its head node a second time.
+    """
+    import ray
+
+    init, handler = ray.init, signal.getsignal(signal.SIGTERM)
+
+    def init_keeping_handler(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return init(*args, **kwargs)
+        finally:
+            if handler is not None:
+                signal.signal(signal.SIGTERM, handler)
+
+    ray.init = init_keeping_handler
+    try:
+        yield
+    finally:
+        ray.init = init
+
+
+def _stop_partial_cluster(shutdown_ray_cluster: Any) -> None:
+    """Stop what an unfinished ``setup_ray_cluster`` started. Once its head node is up,
+    Ray on Spark holds the cluster and shuts it down; before that (it waits 20 s for the
+    head) it has no handle on the head node's process, which runs in a process group of
+    its own, so Ctrl-C does not reach it, and this process could not exit: a thread that
+    copies the head's output waits for it to end. That process is a child of this one
+    running ``ray.util.spark.start_ray_node``; on SIGTERM it stops its Ray node."""
+    try:
+        shutdown_ray_cluster()
+    except Exception:  # none registered yet: stop the head node here
+        for pid in _children_running("ray.util.spark.start_ray_node"):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+
+
+def _children_running(module: str) -> list[int]:
+    """The child processes of this one that run ``python -m module``."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == me and module.encode() in args:
+            found.append(int(entry.name))
+    return found
 
 
 @contextmanager

@@ -34,7 +34,8 @@ class Detector:
     Subclasses set ``inputs``, ``outputs`` and optionally ``clock`` (default: all
     inputs), and implement ``on_event`` or ``on_batch``. State lives in instance
     attributes; the default :meth:`snapshot` pickles them, so keep state small and
-    picklable, or override :meth:`snapshot` and :meth:`restore` together. Two snapshots
+    picklable, or override :meth:`snapshot` and :meth:`restore` together (a checkpoint
+    holding a snapshot is signed, and checked before it is unpickled). Two snapshots
     that compare equal must stand for the same state: on-demand retraction stops a
     replay as soon as the replayed state equals the recorded one.
 

@@ -11,7 +11,9 @@ as the unit it was taken from would have.
 Record arrays travel as ``.npy`` bytes (:func:`pack_array`, read back without pickle).
 The detector's state is whatever :meth:`~specula.detectors.base.Detector.snapshot`
 returns, so it is the one thing pickled here; a snapshot shared by several buffer
-positions is written once and shared again after the restore.
+positions is written once and shared again after the restore. Since unpickling runs
+code, the actors' storage signs a checkpoint and checks it before it is parsed
+(:mod:`specula.actors.signing`).
 
 >>> from specula.detectors.examples import Threshold, example_registry
 >>> from specula.detectors.graph import Graph

@@ -43,10 +43,11 @@ class Damage:
 
     @property
     def uri(self) -> str:
-        """The file as Spark names it (``input_file_name()``), for the quarantine table."""
+        """The file as Spark names it (``input_file_name()``), for the quarantine table
+        (a path that is a URI already, ``hdfs://...``, as it is)."""
         from pathlib import Path
 
-        return Path(self.path).resolve().as_uri()
+        return self.path if "://" in self.path else Path(self.path).resolve().as_uri()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ resumes from there, so a detection that spans the stop is found as if the watch 
 never stopped. A watch that ends by its idle timeout flushes (the stream is over) and
 removes the state.
 
+The actors' files in ``out/state/`` are signed (:mod:`specula.actors.signing`): a resume
+checks every one against the key derived from the user's key file and the suspended
+run, before Spark or Ray start, and refuses a folder altered by anyone without the key.
+
 While a watch runs on Ray, its output is appended to ``out/complex``, ``out/emissions``
 and ``out/late`` as it becomes final (:class:`LiveOutput`, fed from the actors'
 checkpoints: :class:`~specula.actors.settled.SettledTail`), and the actors forget what
@@ -27,8 +31,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specula.actors.recovery import Suspension
+from specula.actors.recovery import Checkpoints, Suspension, verify_run
 from specula.actors.settled import Settled
+from specula.actors.signing import run_key
 from specula.detectors.graph import Graph, GraphError
 
 if TYPE_CHECKING:
@@ -45,15 +50,23 @@ def state_dir(out: Path) -> Path:
 
 
 def read_suspension(out: Path) -> Suspension | None:
-    """Where the last watch on ``out`` suspended, or None (it flushed, or none ran)."""
+    """Where the last watch on ``out`` suspended, or None (it flushed, or none ran);
+    a record that does not read as one is refused (``GraphError`` naming it)."""
     record = state_dir(out) / _RECORD
-    return Suspension.from_json(json.loads(record.read_text())) if record.exists() else None
+    if not record.exists():
+        return None
+    try:
+        return Suspension.from_json(json.loads(record.read_text()))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise GraphError(f"{record}: not a suspension record ({type(exc).__name__}: {exc}); "
+                         f"remove {state_dir(out)} to start afresh") from None
 
 
 def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspension | None:
     """The suspended watch a watch on ``out`` resumes, or None; refused (``GraphError``
     naming the folder and why) when ``graph`` is not the suspended one or the watch
-    runs in-process, which cannot resume."""
+    runs in-process, which cannot resume, and (``UntrustedCheckpointError`` naming the file)
+    when an actor's file in it is not signed with the run's key."""
     suspension = read_suspension(out)
     if suspension is None:
         return None
@@ -65,6 +78,8 @@ def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspen
         suspension.check(graph)
     except ValueError as exc:
         raise GraphError(f"{state_dir(out)}: {exc} (remove that folder)") from None
+    verify_run(Checkpoints(str(state_dir(out)), suspension.run, key=run_key(suspension.run)),
+               graph)
     return suspension
 
 

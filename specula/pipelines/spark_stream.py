@@ -5,7 +5,12 @@ directory. Each micro-batch (one new file at a time by default) is validated exa
 :func:`~specula.pipelines.spark_ingest.ingest` validates a whole log (exact duplicates
 within the micro-batch included): rejected rows are appended to the quarantine table,
 valid rows become position events, sorted by time stamp within the file, numbered
-across files, and handed to the caller through a bounded queue. A full queue blocks
+across files, and handed to the caller through a bounded queue. The query lists the
+new files (Spark's ``binaryFile`` source, of which only the paths are read) and each is
+read by what it is: a ``.parquet`` file as a table (the log kind's
+:meth:`~specula.pipelines.logs.LogKind.read_table`), any other as text lines. A Parquet
+file that cannot be read as the kind's table becomes one quarantine record naming it
+and why (:class:`~specula.pipelines.log_files.Damage`), never lines of text. A full queue blocks
 the query, so a slow detector graph slows the reading of new files (backpressure)
 instead of filling memory.
 
@@ -26,6 +31,7 @@ at or below it.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import signal
@@ -39,13 +45,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specula.pipelines.logs import LogKind
-from specula.pipelines.spark_ingest import Ingested, text_rows
-from specula.pipelines.spark_quarantine import mark_duplicates, quarantined_rows
+from specula.pipelines.log_files import Damage
+from specula.pipelines.logs import LogError, LogKind
+from specula.pipelines.spark_ingest import Ingested, number_rows, text_rows
+from specula.pipelines.spark_quarantine import damage_rows, mark_duplicates, quarantined_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+
+#: The schema of Spark's ``binaryFile`` source, which a streaming source must be given.
+_BINARY_FILE = "path string, modificationTime timestamp, length long, content binary"
 
 
 @dataclass
@@ -114,7 +125,7 @@ class LogWatcher:
 
     def batches(self) -> Iterator[np.ndarray]:
         """Event batches in the order the files arrived, until idle or stopped."""
-        query = (self.spark.readStream.format("text")
+        query = (self.spark.readStream.format("binaryFile").schema(_BINARY_FILE)
                  .option("maxFilesPerTrigger", self.files_per_batch)
                  .load(self.directory)
                  .writeStream.foreachBatch(self._micro_batch)
@@ -178,31 +189,44 @@ class LogWatcher:
         scratch.write_text(str(batch_id))
         os.replace(scratch, self._handed_path)
 
-    def _micro_batch(self, lines: DataFrame, batch_id: int) -> None:
-        """Validate one micro-batch; quarantine the bad rows, queue the events. A
-        micro-batch handed on before, run again after a restart, is skipped."""
+    def _micro_batch(self, files: DataFrame, batch_id: int) -> None:
+        """Validate the files of one micro-batch; quarantine the bad rows and the files
+        that cannot be read, queue the events. A micro-batch handed on before, run
+        again after a restart, is skipped."""
         if batch_id <= self._handed:
             return
-        checked = mark_duplicates(self.kind.check(self.spark, text_rows(lines))).persist()
-        try:
-            bad = quarantined_rows(checked)
-            bad.write.mode("append").parquet(str(self.out / "quarantine"))
-            clean = checked.where("reason IS NULL")
-            table = self.kind.events(clean).orderBy("ts", "seq").toArrow()
-            n_rows = checked.count()
-        finally:
-            checked.unpersist()
-        events = np.zeros(table.num_rows, self.kind.event_dtype())
-        for name in table.column_names:
-            events[name] = table.column(name).to_numpy()
-        events["seq"] += self.counts.rows  # numbered across files
-        events["origin"] = events["ats"]
-        self._count(events, n_rows)
+        paths = sorted(r.path for r in files.select("path").collect())
+        rows, damaged = file_rows(self.spark, self.kind, paths)
+        bad = [damage_rows(self.spark, damaged)] if damaged else []
+        events, n_rows = np.zeros(0, self.kind.event_dtype()), len(damaged)
+        if rows is None:
+            self._quarantine(bad)
+        else:
+            checked = mark_duplicates(self.kind.check(self.spark, rows)).persist()
+            try:
+                self._quarantine([quarantined_rows(checked), *bad])
+                clean = checked.where("reason IS NULL")
+                table = self.kind.events(clean).orderBy("ts", "seq").toArrow()
+                n_rows += checked.count()
+            finally:
+                checked.unpersist()
+            events = np.zeros(table.num_rows, self.kind.event_dtype())
+            for name in table.column_names:
+                events[name] = table.column(name).to_numpy()
+            events["seq"] += self.counts.rows  # numbered across files
+            events["origin"] = events["ats"]
+        self._count(events, n_rows, len(paths))
         self._queue.put((batch_id, events))
 
-    def _count(self, events: np.ndarray, n_rows: int) -> None:
+    def _quarantine(self, frames: list[DataFrame]) -> None:
+        """Append the quarantine records of ``frames`` to the run's quarantine table."""
+        if frames:
+            records = functools.reduce(lambda a, b: a.unionByName(b), frames)
+            records.write.mode("append").parquet(str(self.out / "quarantine"))
+
+    def _count(self, events: np.ndarray, n_rows: int, files: int) -> None:
         c = self.counts
-        c.files += 1
+        c.files += files
         c.rows += n_rows
         c.events += len(events)
         c.quarantined += n_rows - len(events)
@@ -211,6 +235,43 @@ class LogWatcher:
                                                                          int(events["ts"][0]))
             c.last_ts = max(c.last_ts, int(events["ts"][-1]))
             c.sensors.update(np.unique(events["key"]).tolist())
+
+
+def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
+              ) -> tuple[DataFrame | None, list[Damage]]:
+    """The rows (``file, line, row, text, parts``, rows numbered over all the files) of
+    the files at ``paths`` (Spark's paths), each read by what it is: a ``.parquet`` file
+    as ``kind``'s table, any other as text. A Parquet file that is not one, or not a
+    table of ``kind``, is a :class:`Damage` (nothing of it is read); None: no rows."""
+    frames: list[DataFrame] = []
+    damaged: list[Damage] = []
+    text = [p for p in paths if not p.endswith(".parquet")]
+    if text:
+        frames.append(text_rows(spark.read.text(text)))
+    for path in (p for p in paths if p.endswith(".parquet")):
+        try:
+            frames.append(kind.read_table(spark, path, [path]))
+        except LogError as exc:  # a table of other columns
+            damaged.append(Damage(_local(path), 0, str(exc).removeprefix(f"{path}: ")))
+        except Exception as exc:  # Spark's errors, of several types: not Parquet
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            damaged.append(Damage(_local(path), 0, f"not a readable Parquet file ({first})"))
+    if not frames:
+        return None, damaged
+    if len(frames) == 1:
+        return frames[0], damaged
+    # each frame numbers its rows from 1: number them again over all the files
+    rows = functools.reduce(lambda a, b: a.unionByName(b), frames)
+    return number_rows(rows.drop("row"), overall="row"), damaged
+
+
+def _local(path: str) -> str:
+    """A ``file:`` URI as Spark names a local file, as a path; other URIs as they are."""
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
+    parts = urlsplit(path)
+    return url2pathname(parts.path) if parts.scheme == "file" else path
 
 
 @contextmanager

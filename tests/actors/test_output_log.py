@@ -10,10 +10,12 @@ from naive import content
 from specula import events as ev
 from specula.actors.output_log import ActorOutput, read_segment
 from specula.actors.recovery import Store
+from specula.actors.signing import random_key
 from specula.detectors.examples import example_registry
 from specula.ordering.net import NetOutput
 
 DTYPE = example_registry().dtype(["D"])
+KEY = random_key()
 
 
 def _rows(seqs: list[int], flags: int = 0, value: int = 0) -> np.ndarray:
@@ -42,7 +44,7 @@ def test_forgetting_and_restoring_keep_what_was_not_handed_on(tmp_path, seed):
     restore gives back what the last checkpoint saved, one base is kept, and storage
     keeps exactly the segments that the base or the tail still needs."""
     rng = np.random.default_rng(seed)
-    store = Store(str(tmp_path), f"s{seed}")
+    store = Store(str(tmp_path), f"s{seed}", KEY)
     out = ActorOutput(DTYPE, DTYPE, store)
     reference = NetOutput(DTYPE)
     next_seq = settled = forgotten = 0
@@ -100,7 +102,7 @@ def _selector(store: Store):
 
 
 def test_a_segment_holds_the_batches_and_the_late_events_of_its_interval(tmp_path):
-    out = ActorOutput(DTYPE, DTYPE, Store(str(tmp_path), "a"))
+    out = ActorOutput(DTYPE, DTYPE, Store(str(tmp_path), "a", KEY))
     out.apply(_rows([0, 1]), 5)
     out.save(np.zeros(0, DTYPE))
     out.apply(_rows([2]), 7)

@@ -20,6 +20,7 @@ from specula.actors.output_log import persisted_net
 from specula.actors.ray_runtime import RayRuntime
 from specula.actors.recovery import Checkpoints, Determinants, StepLog
 from specula.actors.routing import Router
+from specula.actors.signing import random_key
 from specula.actors.worker import DetectorWorker
 from specula.detectors.examples import example_registry
 from specula.pipelines.synthetic import abc_stream, example_graph
@@ -92,7 +93,8 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
     router = Router(graph)
     instances = graph.instances()
     of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
-    checkpoints = Checkpoints(str(tmp_path), f"run-{victim}-{seed}", every_batches=every)
+    checkpoints = Checkpoints(str(tmp_path), f"run-{victim}-{seed}", every_batches=every,
+                              key=random_key())
     pool = ThreadPoolExecutor(256)
     actors = {i.producer: LocalActor(pool) for i in instances}
     for i in instances:

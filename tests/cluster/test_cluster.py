@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 
 from specula.cluster import ClusterError, check_reachable
 from specula.cluster.java import JavaNotFoundError, ensure_java
+from specula.cluster.spark import master_cores
 
 
 def _closed_port() -> int:
@@ -91,3 +93,24 @@ def test_stray_processes_skip_a_tests_own_children_but_not_orphans():
         child.kill()
         child.wait()
         subprocess.run(["pkill", "-f", "pyspark.daemon orphan"], check=False)
+
+
+@pytest.mark.parametrize(("master", "cores"), [
+    ("local", 1), ("local[3]", 3), ("local[*]", os.cpu_count()), ("local[2, 4]", 2),
+    ("local[*,2]", os.cpu_count()), ("local-cluster[2,3,1024]", 6),
+    ("local-cluster[ 1 , 2 , 2048 ]", 2), ("spark://host:7077", None),
+    ("spark://a.example:7077,b.example:7078", None), ("spark://[::1]:7077", None),
+    ("yarn", None), ("k8s://https://api.example:443", None),
+])
+def test_a_master_url_says_the_cores_it_offers_where_it_can(master, cores):
+    assert master_cores(master) == cores
+
+
+@pytest.mark.parametrize("master", [
+    "", "bogus://x", "local[0]", "local[x]", "local[]", "locals", "local-cluster[1,2]",
+    "local-cluster[0,2,1024]", "spark://host", "spark://host:7077/", "spark://:7077",
+    "spark://h:7077,", "yarn-client", "k8s://", " local",
+])
+def test_a_malformed_master_url_is_refused_naming_the_forms_spark_takes(master):
+    with pytest.raises(ValueError, match=r"not a Spark master URL: expected local, "):
+        master_cores(master)

@@ -7,6 +7,7 @@ import pytest
 from specula import Graph
 from specula.actors.recovery import Suspension, graph_shape
 from specula.detectors.examples import Threshold, example_registry
+from specula.detectors.graph import GraphError
 from specula.pipelines.resume import (
     read_suspension,
     save_suspension,
@@ -42,3 +43,15 @@ def test_only_the_suspended_graph_resumes(tmp_path):
     assert message.endswith("start afresh without its state (remove that folder)")
     with pytest.raises(ValueError, match="only the Ray runtime resumes"):
         suspended_watch(tmp_path, g, in_process=True)
+
+
+def test_a_suspension_record_that_names_a_path_is_refused(tmp_path):
+    state_dir(tmp_path).mkdir()
+    save_suspension(tmp_path, Suspension("ab12", {}, {}, []))
+    record = state_dir(tmp_path) / "suspended.json"
+    record.write_text(record.read_text().replace('"ab12"', '"../../elsewhere"'))
+    with pytest.raises(GraphError, match=r"not a suspension record .*is not a folder name"):
+        read_suspension(tmp_path)
+    record.write_text("[1, 2]")
+    with pytest.raises(GraphError, match="not a suspension record"):
+        read_suspension(tmp_path)
