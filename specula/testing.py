@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import cloudpickle
+import cloudpickle  # type: ignore[import-untyped]  # ships no types
 import numpy as np
 
 from specula import events as ev
@@ -87,9 +87,10 @@ def feed(target: Detector | Graph, events: Events, *, registry: TypeRegistry | N
         The registry of the events' types; a detector needs it, a graph has its own.
     order
         How the events arrive: ``order[i]`` is the index in ``events`` of the ``i``-th
-        to arrive. Default: in the order given. Each arrives alone, when the newest
-        time stamp so far occurred (so in-order events arrive when they occur), and is
-        numbered, like a source's counter, in time-stamp order. An event that arrives
+        to arrive. Default: in time-stamp order (ties in the order given). Each arrives
+        alone, when the newest time stamp so far occurred (so in-order events arrive
+        when they occur), and is numbered, like a source's counter, in time-stamp
+        order. An event that arrives
         K or more behind the newest time stamp may be late (``k0`` sets K at the start;
         ties go by the counter).
     batch_ticks
@@ -156,10 +157,11 @@ def _batch(events: Events, registry: TypeRegistry, types: Sequence[str], what: s
 
 
 def _one_by_one(raw: np.ndarray, order: Sequence[int] | None) -> list[np.ndarray]:
-    """One-event batches in arrival order, each arriving at the newest time stamp so far;
-    numbered in time-stamp order unless they carry counters."""
+    """One-event batches in arrival order (``order``, else time-stamp order), each
+    arriving at the newest time stamp so far; numbered in time-stamp order unless they
+    carry counters."""
     n = len(raw)
-    arrival = np.arange(n) if order is None else np.asarray(order)
+    arrival = np.argsort(raw["ts"], kind="stable") if order is None else np.asarray(order)
     if arrival.shape != (n,) or not np.array_equal(np.sort(arrival), np.arange(n)):
         raise ValueError(f"order must list each index of the {n} events once (a "
                          f"permutation of 0..{n - 1}); got {list(arrival.tolist())!r}")
@@ -411,7 +413,12 @@ def _check_snapshots(detector: Detector, batch: np.ndarray, whole: list[tuple],
     half = len(batch) // 2
     live, fresh = _copy(detector), _copy(detector)
     first = run(live, [batch[:half]], end=False)
-    state = live.snapshot()
+    try:
+        state = live.snapshot()
+    except Exception as exc:
+        raise AssertionError(f"{name}: snapshot() failed ({exc!r}); the default pickles its "
+                             "attributes: keep them picklable, or override snapshot() and "
+                             "restore() together") from exc
     _check_comparable(name, state, live.snapshot())
     try:
         stored = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
@@ -461,15 +468,18 @@ def _check_speculation(detector: Detector, batch: np.ndarray, registry: TypeRegi
     name = type(detector).__name__
     ts = batch["ts"]
     span = int(ts[-1] - ts[0])
-    # delays of up to ~20 events' worth of time: each late arrival replays about as many
-    k = max(1, 20 * span // len(batch))
-    delay = np.random.default_rng(len(batch)).integers(0, k + 1, len(batch))
+    # delays of up to ~20 events' worth of time, so that a late arrival replays about as
+    # many; K above every delay (an event K behind is late if it ties with one purged);
+    # steps of that much arrival time, so that long inputs take few steps
+    delay = max(1, 20 * span // len(batch))
     ordered, shuffled = batch.copy(), batch.copy()
     ordered["ats"] = ts - ts[0] + 1
-    shuffled["ats"] = ordered["ats"] + delay
-    step = k
-    want = feed(detector, ordered, registry=registry, alpha=1.0, k0=k, batch_ticks=step)
-    got = feed(detector, shuffled, registry=registry, alpha=0.0, k0=k, batch_ticks=step)
+    shuffled["ats"] = ordered["ats"] + np.random.default_rng(len(batch)).integers(
+        0, delay + 1, len(batch))
+    want = feed(detector, ordered, registry=registry, alpha=1.0, k0=delay + 1,
+                batch_ticks=delay)
+    got = feed(detector, shuffled, registry=registry, alpha=0.0, k0=delay + 1,
+               batch_ticks=delay)
     _expect(not got.late, name, "had late events behind a unit whose K covers every delay",
             "this is a bug in specula.testing or the unit; please report it")
     _expect_same(_tuples(got.net), _tuples(want.net), name,

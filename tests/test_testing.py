@@ -85,6 +85,16 @@ def test_feed_gives_the_net_output_as_records():
     assert out.report.stats("Streak").events_in == len(VALUES)
 
 
+def test_events_arrive_in_time_stamp_order_unless_told_otherwise():
+    by_sensor = readings([30, 31, 32, 33], key=2, step=7) + readings([12, 15, 11, 3, 20])
+    by_time = sorted(by_sensor, key=lambda e: e["ts"])
+    out = feed(Streak(), by_sensor, registry=registry())
+    assert out.net == feed(Streak(), by_time, registry=registry()).net
+    assert [(r["key"], r["ts"]) for r in out.net] == [(2, 14), (1, 20), (2, 21)]
+    as_given = feed(Streak(), by_sensor, registry=registry(), order=range(9), k0=0)
+    assert [(r["key"], r["ts"]) for r in as_given.late] == [(1, 0), (1, 10), (1, 20)]
+
+
 def test_out_of_order_arrival_revises_then_nets_to_the_in_order_output():
     events = readings(VALUES)
     in_order = feed(Streak(), events, registry=registry()).net
@@ -318,6 +328,34 @@ class Locked(Streak):
         self.runs = dict(state)
 
 
+class CopyOnly:
+    """A value that copies but does not pickle (a handle to something outside)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CopyOnly:
+        return CopyOnly()
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a CopyOnly does not pickle")
+
+
+class HoldsAHandle(Streak):
+    """Keeps a value that does not pickle among its attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handle = CopyOnly()
+
+
+class ShipsAHandle(HoldsAHandle):
+    """Snapshots only what pickles, but the detector itself does not."""
+
+    def snapshot(self) -> Any:
+        return dict(self.runs)
+
+    def restore(self, state: Any) -> None:
+        self.runs = dict(state)
+
+
 class ArraySnapshot(Streak):
     """Snapshots its state as arrays, which == compares element-wise."""
 
@@ -390,6 +428,8 @@ BROKEN = [
     (Undeclared, "emitted 'note', which is not among its outputs"),
     (ExtraField, r"emitted 'streak' with fields \['colour'\] that the type does not have"),
     (Locked, "cannot be copied"),
+    (HoldsAHandle, r"snapshot\(\) failed .*the default pickles its attributes"),
+    (ShipsAHandle, "cannot be pickled .a CopyOnly does not pickle.; the Ray runtime"),
     (ArraySnapshot, "its snapshots cannot be compared with =="),
     (TruncatingRestore, "a fresh copy restored from a .pickled. snapshot does not continue"),
     (ForgetsWhenPickled, "a copy pickled mid-stream does not continue where it was"),
