@@ -288,8 +288,11 @@ def check_detector(detector: Detector, events: Events, registry: TypeRegistry) -
     - not change its input batches;
     - give the same output for the same input, however the input is cut into batches;
     - after snapshot -> more input -> restore, continue exactly as if uninterrupted, and
-      so must a fresh copy restored from the snapshot, pickled and read back;
-    - survive a pickle round trip mid-stream and continue identically.
+      so must a fresh copy restored from the snapshot, pickled and read back; snapshots
+      must compare with ``==`` (on-demand retraction compares them);
+    - survive a pickle round trip mid-stream and continue identically;
+    - behind a unit that speculates while its events arrive out of order within K, give
+      the net output it gives in time-stamp order.
 
     Parameters
     ----------
@@ -306,7 +309,8 @@ def check_detector(detector: Detector, events: Events, registry: TypeRegistry) -
     AssertionError
         Naming the detector, what it broke and how to fix it.
     ValueError
-        If ``events`` are not of its inputs, or it detects nothing on them.
+        If it detects nothing on ``events``; :class:`~specula.events.InvalidEvent` (a
+        ValueError) names a record that is not one of its inputs.
 
     Examples
     --------
