@@ -1,7 +1,7 @@
 """The house rules: imports point down, and the core knows neither Ray nor Spark.
 
 Every module of ``specula`` belongs to a room (its first sub-package, or the module
-itself for ``events``, ``options`` and ``cli``). A room may import only the rooms
+itself for ``options``, ``cli`` and ``testing``). A room may import only the rooms
 listed for it in :data:`MAY_IMPORT`, so that the arrows of the import graph all point
 down: the core (``events``, ``options``, ``ordering``, ``detectors``) runs without Ray
 or Spark, the runtimes build on it, the Spark pipelines on the runtimes, and the soccer
@@ -30,9 +30,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "soccer": _CORE | {"ordering", "detectors", "shedding", "cluster", "actors", "pipelines"},
     "cli": _CORE | {"ordering", "detectors", "shedding", "cluster", "actors", "pipelines",
                     "soccer"},
+    # users' tests of their detectors, on the in-process runtime
+    "testing": _CORE | {"ordering", "detectors", "shedding", "actors"},
 }
 #: Rooms that must run where neither Ray nor Spark is installed.
-NO_CLUSTER = {"events", "options", "ordering", "detectors", "shedding"}
+NO_CLUSTER = {"events", "options", "ordering", "detectors", "shedding", "testing"}
 
 
 def _room(path: Path) -> str:

@@ -1,17 +1,8 @@
 """The detector contract, checked on every Detector subclass in the package.
 
-An ordering unit feeds a detector time-ordered batches cut wherever arrivals fall,
-snapshots it before speculating, restores and replays it, and the Ray runtime pickles it
-into its actor. So every detector, whoever wrote it, must:
-
-- say what it detects (a docstring of its own) and declare inputs, outputs and a clock
-  among its inputs;
-- not mutate its input batches;
-- give the same output for the same input (no hidden randomness, no wall clock);
-- give the same output however the input is cut into batches;
-- after snapshot -> more input -> restore, continue exactly as if uninterrupted, and so
-  does a fresh copy restored from the snapshot;
-- survive a pickle round trip mid-stream and continue identically.
+The checks are :func:`specula.testing.check_detector`'s, the same a user runs on a
+detector of their own: declarations, no input mutation, the same output for the same
+input however it is cut into batches, snapshot -> restore -> continue, pickling.
 
 Every detector class found in ``specula`` needs a fixture below: a detector and a
 non-empty, time-ordered input on which it produces output. A new detector without one
@@ -23,7 +14,6 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
-import pickle
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,8 +23,9 @@ import pytest
 
 import specula
 from specula import events as ev
-from specula.detectors import Detector, Emitter
+from specula.detectors import Detector
 from specula.events import TypeRegistry
+from specula.testing import check_detector
 
 
 @dataclass
@@ -272,67 +263,7 @@ def test_every_detector_has_a_fixture():
 # -------------------------------------------------------------------------- checks
 
 
-def _names(registry: TypeRegistry) -> list[str]:
-    names = ["?"] * (max(t.id for t in registry.types()) + 1)
-    for t in registry.types():
-        names[t.id] = t.name
-    return names
-
-
-def _feed(detector: Detector, batch: np.ndarray, names: list[str],
-          cuts: list[int] | None = None) -> list[tuple]:
-    """What ``detector`` emits on ``batch`` (cut at ``cuts``), as sorted tuples."""
-    out: list[tuple] = []
-    for piece in np.split(batch, cuts or []):
-        emit = Emitter()
-        detector.on_batch(piece, names, emit)
-        out += [(n, ts, k, tuple(sorted((f, _plain(v)) for f, v in p.items())))
-                for n, ts, k, p in emit.rows]
-        for name, cols, _ in emit.column_batches:
-            for i in range(len(cols["ts"])):
-                out.append((name, int(cols["ts"][i]), int(cols["key"][i]), tuple(sorted(
-                    (f, _plain(np.asarray(v)[i])) for f, v in cols.items()
-                    if f not in ("ts", "key")))))
-    return sorted(out)  # vectorised detectors emit grouped (e.g. by sensor), not by time
-
-
-def _plain(value: object) -> object:
-    return value.item() if isinstance(value, np.generic | np.ndarray) else value
-
-
 @pytest.mark.parametrize("factory", CASES)
 def test_detector_contract(factory: Callable[[], Case]):
     case = factory()
-    det, batch, names = case.detector, case.batch, _names(case.registry)
-    cls = type(det)
-    assert cls.__dict__.get("__doc__"), f"{cls.__name__} has no docstring of its own"
-    assert det.inputs and det.outputs and set(det.clock_types()) <= set(det.inputs)
-    assert len(batch) > 0, "the fixture gives the detector no input"
-    assert np.all(np.diff(batch["ts"]) >= 0), "fixtures are in time-stamp order"
-
-    frozen = batch.copy()
-    whole = _feed(copy.deepcopy(det), batch, names)
-    assert whole, "the detector detects nothing on its fixture: the checks below need output"
-    assert np.array_equal(batch, frozen), "the detector mutated its input batch"
-    assert _feed(copy.deepcopy(det), batch, names) == whole, "same input, different output"
-
-    rng = np.random.default_rng(len(batch))
-    cuts = sorted(rng.choice(np.arange(1, len(batch)), size=min(7, len(batch) - 1),
-                             replace=False).tolist())
-    assert _feed(copy.deepcopy(det), batch, names, cuts) == whole, \
-        "the output depends on where the input is cut into batches"
-
-    half = len(batch) // 2
-    live, fresh = copy.deepcopy(det), copy.deepcopy(det)
-    first = _feed(live, batch[:half], names)
-    state = live.snapshot()
-    thawed = pickle.loads(pickle.dumps(live))
-    _feed(live, batch[half:], names)
-    live.restore(state)
-    assert sorted(first + _feed(live, batch[half:], names)) == whole, \
-        "snapshot -> restore -> continue differs from an uninterrupted run"
-    fresh.restore(state)
-    assert sorted(first + _feed(fresh, batch[half:], names)) == whole, \
-        "a fresh detector restored from a snapshot does not continue where it was"
-    assert sorted(first + _feed(thawed, batch[half:], names)) == whole, \
-        "a pickled detector does not continue where it was"
+    check_detector(case.detector, case.batch, case.registry)
