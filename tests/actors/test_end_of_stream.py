@@ -86,22 +86,11 @@ def test_queueing_runtime_equals_the_in_order_graph(case):
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_the_end_of_a_middle_detector_is_not_late_on_ray():
-    ray = pytest.importorskip("ray")
-    import graph_shapes
-    from ray import cloudpickle
-
+def test_the_end_of_a_middle_detector_is_not_late_on_ray(local_ray):
     from specula.actors.ray_runtime import RayRuntime
 
-    cloudpickle.register_pickle_by_value(graph_shapes)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
-             log_to_driver=False)
-    try:
-        graph = CHAIN.graph()
-        report = RayRuntime(graph, batch_size=1).run(CHAIN.raw(graph.registry))
-    finally:
-        ray.shutdown()
-        cloudpickle.unregister_pickle_by_value(graph_shapes)
+    graph = CHAIN.graph()
+    report = RayRuntime(graph, batch_size=1).run(CHAIN.raw(graph.registry))
     assert count_net(report) == EXPECTED
     for name in graph.nodes:
         assert len(report.late(name)) == 0, name

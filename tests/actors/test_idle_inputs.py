@@ -232,21 +232,6 @@ def test_idle_after_is_a_number_of_ticks_or_none():
 # ------------------------------------------------------------------ on Ray
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """Embedded Ray; the test detectors travel by value (workers cannot import tests/)."""
-    ray = pytest.importorskip("ray")
-    import graph_shapes
-    from ray import cloudpickle
-
-    cloudpickle.register_pickle_by_value(graph_shapes)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
-             log_to_driver=False)
-    yield
-    ray.shutdown()
-    cloudpickle.unregister_pickle_by_value(graph_shapes)
-
-
 def on_ray(graph: Graph, raw: np.ndarray):
     from specula.actors.ray_runtime import RayRuntime
 

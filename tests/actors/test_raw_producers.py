@@ -90,24 +90,13 @@ def test_any_producer_or_flags_but_zero_is_refused_and_zero_is_taken(rows):
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_ray_refuses_them_at_the_driver_and_at_a_source_actor():
-    ray = pytest.importorskip("ray")
-    import graph_shapes
-    from ray import cloudpickle
-
+def test_ray_refuses_them_at_the_driver_and_at_a_source_actor(local_ray):
     from specula.actors.ray_runtime import RayRuntime
 
-    cloudpickle.register_pickle_by_value(graph_shapes)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
-             log_to_driver=False)
-    try:
-        graph = CASE.graph()
-        raw = raw_with(0)
-        raw["producer"][1] = 1
-        with pytest.raises(ev.InvalidEvent, match="field 'producer'"):
-            RayRuntime(graph, batch_size=1).run(raw)
-        with pytest.raises(ev.InvalidEvent, match="field 'producer'"):
-            RayRuntime(graph, batch_size=1, max_restarts=0).run(Sources([ArrayPart(raw)]))
-    finally:
-        ray.shutdown()
-        cloudpickle.unregister_pickle_by_value(graph_shapes)
+    graph = CASE.graph()
+    raw = raw_with(0)
+    raw["producer"][1] = 1
+    with pytest.raises(ev.InvalidEvent, match="field 'producer'"):
+        RayRuntime(graph, batch_size=1).run(raw)
+    with pytest.raises(ev.InvalidEvent, match="field 'producer'"):
+        RayRuntime(graph, batch_size=1, max_restarts=0).run(Sources([ArrayPart(raw)]))

@@ -25,20 +25,6 @@ ray = pytest.importorskip("ray")
 MAX_INSTANCES = 6
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """Embedded Ray; the test detectors travel by value (workers cannot import tests/)."""
-    import graph_shapes
-    from ray import cloudpickle
-
-    cloudpickle.register_pickle_by_value(graph_shapes)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
-             log_to_driver=False)
-    yield
-    ray.shutdown()
-    cloudpickle.unregister_pickle_by_value(graph_shapes)
-
-
 def small_cases(modes: tuple[str, ...], n: int,
                 wanted: Callable[[Case], bool] = lambda case: True) -> list:
     """The first ``n`` seeds whose graph has 3 nodes or more but at most
