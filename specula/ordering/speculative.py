@@ -28,6 +28,7 @@ import numpy as np
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import fold_max, tiebreak
+from specula.ordering._sent import Revision
 
 if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit
@@ -52,7 +53,9 @@ def _exact(alpha: float) -> Fraction:
 
 
 class Snapshot(NamedTuple):
-    """Detector state plus what the unit piggybacks on it: counter and newest origin."""
+    """Detector state plus what the unit piggybacks on it: the counter of the next output
+    (with on-demand retraction, a bound: every output in front has a lower label, every
+    one behind a label at least this) and the newest origin."""
 
     state: Any
     seq: int
@@ -60,8 +63,15 @@ class Snapshot(NamedTuple):
 
 
 def same_state(a: Snapshot, b: Snapshot) -> bool:
-    """Snapshot equality for on-demand retraction: detector state and counter."""
-    return a.seq == b.seq and a.state == b.state
+    """Where on-demand retraction may stop a replay: the detector states are equal. The
+    counters need not be: labels do not shift when an output is inserted in front
+    (:mod:`specula.ordering._sent`)."""
+    return a.state == b.state
+
+
+def same_snapshot(a: Snapshot, b: Snapshot) -> bool:
+    """Whether one snapshot object can stand for both: state, counter and origin equal."""
+    return a.seq == b.seq and a.origin == b.origin and a.state == b.state
 
 
 def _spliced(old: np.ndarray, new: np.ndarray, pos: np.ndarray,
@@ -400,24 +410,63 @@ class SpeculativeBuffer(Buffer):
         u = self.unit
         u.stats.relocations += 1
         end = self._n_emitted
-        current = self._snapshot() if u.retraction == "on-demand" else None
+        current = self._snapshot() if u._sent is not None else None
         before_seq = u._seq
         u._note("restore", snap_of)
         self._restore(snap)
-        if u.retraction == "full":
+        if current is None:
             u._send_retraction(u._seq, before_seq, now)
         self._n_emitted = pos
         stopped = self._emit_range(pos, end, now, replay=True, keep_from=pos,
                                    stop_from=stop_from if current is not None else None)
+        if current is None:
+            return
+        hi = None
         if stopped is not None:
             u.stats.early_stops += 1
             origin = u._origin
             u.detector.restore(current.state)
-            u._seq = current.seq
             u._origin = max(origin, current.origin)
             self._n_emitted = end
-        elif current is not None:
-            u._send_retraction(u._seq, before_seq, now)
+            hi = self._snaps[stopped].seq
+        rev = u._sent.revise(snap.seq, hi, now)
+        self._rename(pos, end if stopped is None else stopped, rev)
+        u._seq = rev.next_seq(before_seq, stopped is not None)
+        u._send_revision(rev)
+
+    def _rename(self, pos: int, stop: int, rev: Revision) -> None:
+        """Give the snapshots the bounds of the labels ``rev`` settled on: those the replay
+        took in ``[pos, stop)`` counted its outputs from the restored bound; behind
+        ``stop``, the replay's last label may have moved past a recorded bound, or the
+        full messages renamed everything."""
+        # a snapshot object may stand for positions in front of ``stop`` and behind it
+        # (it was shared when taken): each side renames it on its own
+        renamed: dict[int, Snapshot] = {}
+        ahead: dict[int, Snapshot] = {}
+
+        def rename(i: int, bound: int, done: dict[int, Snapshot]) -> None:
+            snap = self._snaps[i]
+            if id(snap) not in done:
+                done[id(snap)] = snap._replace(seq=bound)
+            self._snaps[i] = done[id(snap)]
+
+        for i in (np.flatnonzero(self._has_snap(pos, stop)) + pos).tolist():
+            made = self._snaps[i].seq - rev.lo  # outputs the replay made in front
+            rename(i, int(rev.labels[made - 1]) + 1 if made else rev.lo, ahead)
+        if rev.full:
+            for i in (np.flatnonzero(self._has_snap(stop, self._n_emitted)) + stop).tolist():
+                rename(i, rev.bound(self._snaps[i].seq), renamed)
+        else:
+            top = rev.top()
+            for i in range(stop, self._n_emitted):
+                snap = self._snaps[i]
+                if snap is not None and snap.seq >= top:
+                    break  # bounds only grow along the buffer
+                if snap is not None:
+                    rename(i, top, renamed)
+        last = self._last_snap
+        if last is not None:  # the last one taken: in front of ``stop`` if in the replay
+            self._last_snap = ahead.get(id(last), renamed.get(id(last), last))
 
     def _emit_ready(self, now: int, purging: bool) -> None:
         """Emit every event that satisfies eq. (1): ``ts + ceil(alpha*K) <= clk``, as one
@@ -463,7 +512,7 @@ class SpeculativeBuffer(Buffer):
                 if same_state(snap, old):
                     return p
             prev = self._last_snap
-            if prev is not None and same_state(prev, snap) and prev.origin == snap.origin:
+            if prev is not None and same_snapshot(prev, snap):
                 snap = prev
                 stats.snapshots_shared += 1
             self._last_snap = snap

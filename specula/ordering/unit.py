@@ -95,7 +95,7 @@ from specula.options import MemoryLimit
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import TIEBREAK_SHIFT, same_event, tiebreak
-from specula.ordering._sent import SentLog
+from specula.ordering._sent import Revision, SentLog, appended, causes
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.clock import ChannelClock, EventClock
 from specula.ordering.emitter import Emitter
@@ -462,7 +462,7 @@ class OrderingUnit:
         if len(emit):
             origins = np.maximum.accumulate(np.maximum(events["origin"], self._origin))
             kp = np.zeros(len(events), np.int64) if kplus is None else np.asarray(kplus, np.int64)
-            self._stamp(emit, kp, origins, now, update)
+            self._stamp(emit, kp, origins, now, update, events)
             self._origin = int(origins[-1])
         elif len(events) == 1:
             o = int(events["origin"][0])
@@ -485,7 +485,10 @@ class OrderingUnit:
                         update=False)
 
     def _stamp(self, emit: Any, kplus: np.ndarray, origins: np.ndarray, now: int,
-               update: bool) -> None:
+               update: bool, events: np.ndarray | None = None) -> None:
+        """Number what the detector emitted for ``events`` (None: at the end of the
+        stream) and queue it for sending; with on-demand retraction, log it with its
+        causes, or, on a replay (``update``), hold it for the revision at its end."""
         parts = []
         if emit.rows:
             out = np.zeros(len(emit.rows), self.out_dtype)
@@ -511,18 +514,26 @@ class OrderingUnit:
         out, cause = np.take(out, order), cause[order]
         n = len(out)
         out["producer"] = self.producer
-        out["seq"] = np.arange(self._seq, self._seq + n)
-        self._seq += n
         out["kplus"] = kplus[cause]
         out["origin"] = origins[cause]
         out["ats"] = now
-        self.stats.generated += n
+        if self._sent is None or update:  # positional (a replay's: provisional) counters
+            out["seq"] = np.arange(self._seq, self._seq + n)
+            self._seq += n
+        if self._sent is None:
+            self.stats.generated += n
+            self._out.append(out)
+            return
+        keys = (None, None) if events is None else (
+            events["ts"], tiebreak(events["producer"], events["seq"]))
+        why = causes(*keys, cause)
         if update:
-            out, n_updates, n_revokes = self._sent.revise(out, now)
-            self.stats.updates_sent += n_updates
-            self.stats.revocations_sent += n_revokes
-        elif self._sent is not None:
-            self._sent.record(out)
+            self._sent.regenerated(out, why)
+            return
+        out["seq"] = labels = appended(self._seq, n)
+        self._seq = int(labels[-1]) + 1
+        self.stats.generated += n
+        self._sent.record(out, why)
         self._out.append(out)
 
     def _output_id(self, name: str) -> int:
@@ -532,12 +543,22 @@ class OrderingUnit:
             raise ValueError(f"detector {type(self.detector).__name__} emitted {name!r}, which is "
                              f"not among its outputs {sorted(self._output_ids)}") from None
 
+    def _send_revision(self, rev: Revision) -> None:
+        """Send what an on-demand replay revised (see :meth:`SentLog.revise`)."""
+        self.stats.generated += rev.events
+        self.stats.updates_sent += rev.updates
+        self.stats.revocations_sent += rev.revocations
+        self.stats.retractions_sent += rev.retractions
+        self.stats.events_retracted += rev.retracted
+        if self.trace is not None:
+            for r in rev.messages[(rev.messages["flags"] & ev.RETRACTION) > 0]:
+                self.trace.append(TraceEntry("retract", "", int(r["seq"])))
+        self._out.append(rev.messages)
+
     def _send_retraction(self, from_seq: int, upto_seq: int, now: int) -> None:
         """Counter message: revoke this unit's events with seq in [from_seq, upto_seq)."""
         if upto_seq <= from_seq:
             return
-        if self._sent is not None:
-            self._sent.truncate(from_seq)
         msg = np.zeros(1, self.out_dtype)
         msg["producer"] = self.producer
         msg["seq"] = from_seq

@@ -59,6 +59,7 @@ from graph_shapes import (
 )
 from hypothesis import HealthCheck, given, settings
 from naive import (
+    canonical,
     consumed,
     content,
     in_view,
@@ -180,7 +181,7 @@ def check_net_output(run: Run, node: Node, index: int, producer: int) -> None:
     if inputs.problems:
         raise AssertionError(f"{where}: unexplained late records:\n  "
                              + "\n  ".join(inputs.problems))
-    got = run.net(node, producer)
+    got = canonical(run.net(node, producer))
     actual = content(got)
     best = None
     for kept in kept_sets(inputs.undecided):
@@ -269,7 +270,7 @@ def check_whole_graph(run: Run) -> None:
     reference = reference_instances(run.graph, run.raw)
     for node, index, producer in run.instances:
         expect = content(reference[node.name, index])
-        got = run.net(node, producer)
+        got = canonical(run.net(node, producer))
         if content(got) != expect:
             reg = run.registry
             raise AssertionError(
