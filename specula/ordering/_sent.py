@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specula import events as ev
+from specula.ordering._records import tiebreak
 
 #: Labels between two appended outputs: room for insertions in front of the second.
 GAP = 256
@@ -73,16 +74,17 @@ def appended(lo: int, n: int) -> np.ndarray:
     return out
 
 
-def causes(cause_ts: np.ndarray | None, cause_tb: np.ndarray | None,
-           cause: np.ndarray) -> np.ndarray:
-    """The causes of outputs sorted by ``cause`` (their input's index in the batch whose
-    keys are ``cause_ts``, ``cause_tb``; None: the end of the stream)."""
+def causes(events: np.ndarray | None, cause: np.ndarray) -> np.ndarray:
+    """The causes of outputs sorted by ``cause``, their input's index in ``events``
+    (None: the end of the stream)."""
     out = np.empty(len(cause), CAUSE_DTYPE)
-    if cause_ts is None or cause_tb is None:
+    if events is None:
         out["ts"] = out["tb"] = NO_CAUSE
     else:
-        out["ts"], out["tb"] = cause_ts[cause], cause_tb[cause]
-    out["j"] = np.arange(len(cause)) - np.searchsorted(cause, cause, "left")
+        rows = events[cause]
+        out["ts"], out["tb"] = rows["ts"], tiebreak(rows["producer"], rows["seq"])
+    out["j"] = 0 if len(cause) == 1 else (
+        np.arange(len(cause)) - np.searchsorted(cause, cause, "left"))
     return out
 
 
@@ -201,15 +203,24 @@ class SentLog:
         labels = self._labels
         i0 = int(np.searchsorted(labels, lo, "left"))
         i1 = len(labels) if hi is None else int(np.searchsorted(labels, hi, "left"))
-        old, old_why = self._rows[i0:i1], self._why[i0:i1]
         n_after = len(labels) - i1
-        pair = _pair(why, old_why)
         upper = int(labels[i1]) if n_after else None
+        if i0 == i1:  # nothing was sent from the region: its outputs are all new
+            final = _spread(lo, upper, len(new))
+            if final is not None:
+                new = new.copy()
+                new["seq"] = final
+                self._splice(i0, i1, new, why)
+                return Revision(new, final, lo)
+            return self._full(new, why, lo, i0, i1, now)
+        old, old_why = self._rows[i0:i1], self._why[i0:i1]
+        pair = _pair(why, old_why)
         final = _allocate(pair, old["seq"], lo, upper)
         cost_full = (1 if len(labels) > i0 else 0) + len(new) + n_after
         if final is not None:
-            rev = self._on_demand(new, why, old, pair, final, lo, i0, i1, now)
+            rev, labelled = self._on_demand(new, old, pair, final, lo, i1, now)
             if len(rev.messages) <= cost_full:
+                self._splice(i0, i1, labelled, why)
                 return rev
         return self._full(new, why, lo, i0, i1, now)
 
@@ -223,10 +234,12 @@ class SentLog:
         self._pending = []
         return ev.concat_records(list(outs)), np.concatenate(whys)
 
-    def _on_demand(self, new: np.ndarray, why: np.ndarray, old: np.ndarray, pair: np.ndarray,
-                   final: np.ndarray, lo: int, i0: int, i1: int, now: int) -> Revision:
+    def _on_demand(self, new: np.ndarray, old: np.ndarray, pair: np.ndarray,
+                   final: np.ndarray, lo: int, i1: int,
+                   now: int) -> tuple[Revision, np.ndarray]:
         """The on-demand messages: revocations (and a retraction of the log's tail)
-        first, then updates, then plain events in output order."""
+        first, then updates, then plain events in output order; with the regenerated
+        outputs under their labels (to log if these messages are sent)."""
         new = new.copy()
         new["seq"] = final
         paired = np.flatnonzero(pair >= 0)
@@ -263,9 +276,8 @@ class SentLog:
             parts.append(new if plain.all() else new[plain])
         messages = (parts[0] if len(parts) == 1 else ev.concat_records(parts) if parts
                     else new[:0])
-        self._splice(i0, i1, new, why)
         return Revision(messages, final, lo, updates=len(upd), revocations=len(revoke),
-                        retractions=1 if n_tail else 0, retracted=n_tail)
+                        retractions=1 if n_tail else 0, retracted=n_tail), new
 
     def _full(self, new: np.ndarray, why: np.ndarray, lo: int, i0: int, i1: int,
               now: int) -> Revision:

@@ -370,6 +370,13 @@ class SpeculativeBuffer(Buffer):
         removed_emitted = held < self._n_emitted
         removed_snap = self._remove(held)
         pos, inserted = self._insert(row, key)
+        if (removed_emitted and not inserted and pos == self._n_emitted
+                and self._ready(key[0])):
+            # the new version right behind the emitted prefix takes the old one's turn:
+            # the replay hands it on, so its outputs revise the old version's
+            self._snaps[pos] = _FRESH
+            self._n_emitted += 1
+            inserted = True
         if inserted and (not removed_emitted or pos < held):
             start, snap, label = self._anchor(pos)
             stop_from = pos + 1 if not removed_emitted else held + 1
@@ -481,6 +488,11 @@ class SpeculativeBuffer(Buffer):
         if end > self._n_emitted:
             keep_from = self._purge_end(end) if purging else self._n_emitted
             self._emit_range(self._n_emitted, end, now, replay=False, keep_from=keep_from)
+
+    def _ready(self, ts: int) -> bool:
+        """Whether eq. (1) lets an event with time stamp ``ts`` be emitted now."""
+        u = self.unit
+        return ts + speculative_slack(u.alpha, u.k) <= u.clk
 
     def _purge_end(self, emitted_end: int) -> int:
         """Buffer index up to which emitted events are purged: ``ts + K <= clk``, but never

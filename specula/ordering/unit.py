@@ -524,9 +524,7 @@ class OrderingUnit:
             self.stats.generated += n
             self._out.append(out)
             return
-        keys = (None, None) if events is None else (
-            events["ts"], tiebreak(events["producer"], events["seq"]))
-        why = causes(*keys, cause)
+        why = causes(events, cause)
         if update:
             self._sent.regenerated(out, why)
             return
