@@ -38,6 +38,7 @@ tie-break.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +116,20 @@ class Revision:
         """Plain events and updates sent."""
         return len(self.messages) - self.revocations - self.retractions
 
+    @property
+    def retracted_from(self) -> int:
+        """The label the retraction sent retracts from (-1: none sent)."""
+        hit = np.flatnonzero(self.messages["flags"] & ev.RETRACTION)
+        return int(self.messages["seq"][hit[0]]) if len(hit) else -1
+
+    def count(self, stats: Any) -> None:
+        """Add the messages to a unit's counters (a ``UnitStats``)."""
+        stats.generated += self.events
+        stats.updates_sent += self.updates
+        stats.revocations_sent += self.revocations
+        stats.retractions_sent += self.retractions
+        stats.events_retracted += self.retracted
+
     def top(self) -> int:
         """The bound behind the regenerated outputs: one above the last of their labels
         (the replay's bound if there are none)."""
@@ -133,6 +148,38 @@ class Revision:
         if self.full:
             return int(self.after_new[-1]) + 1 if len(self.after_new) else self.top()
         return max(before, self.top()) if stopped else self.top()
+
+    def rename(self, snaps: np.ndarray, pos: int, stop: int, end: int) -> dict[int, Any]:
+        """Give the snapshots at buffer positions ``[pos, end)`` (``snaps``: one per
+        position, None for none; NamedTuples with the bound in ``seq``) the bounds of the
+        labels settled on: those the replay took in ``[pos, stop)`` counted its outputs
+        from the restored bound; behind ``stop``, the replay's last label may have moved
+        past a recorded bound, or the full messages renamed everything. Returns the
+        renamed snapshots by the id of the old object (the one in front of ``stop`` if
+        an object stood on both sides, as a shared one may)."""
+        behind: dict[int, Any] = {}
+        ahead: dict[int, Any] = {}
+
+        def rename(i: int, bound: int, done: dict[int, Any]) -> None:
+            old = snaps[i]
+            if id(old) not in done:
+                done[id(old)] = old._replace(seq=bound)
+            snaps[i] = done[id(old)]
+
+        for i in (np.flatnonzero(np.not_equal(snaps[pos:stop], None)) + pos).tolist():
+            made = snaps[i].seq - self.lo  # outputs the replay made in front
+            rename(i, int(self.labels[made - 1]) + 1 if made else self.lo, ahead)
+        if self.full:
+            for i in (np.flatnonzero(np.not_equal(snaps[stop:end], None)) + stop).tolist():
+                rename(i, self.bound(snaps[i].seq), behind)
+        else:
+            top = self.top()
+            for i in range(stop, end):
+                if snaps[i] is not None:
+                    if snaps[i].seq >= top:
+                        break  # bounds only grow along the buffer
+                    rename(i, top, behind)
+        return {**behind, **ahead}
 
 
 class SentLog:
@@ -188,10 +235,17 @@ class SentLog:
             self._views()
 
     # ------------------------------------------------------------ replays
-    def regenerated(self, out: np.ndarray, why: np.ndarray) -> None:
-        """Hold outputs of the replay in progress (provisionally numbered) until
-        :meth:`revise`."""
-        self._pending.append((out, why))
+    def take(self, out: np.ndarray, why: np.ndarray, bound: int, replay: bool) -> int:
+        """Number new outputs (causes ``why``) from the unit's ``bound`` and return the
+        next bound: appended ones under spaced labels, logged; a replay's counted
+        provisionally from the restored bound and held until :meth:`revise`."""
+        if replay:
+            out["seq"] = bound + np.arange(len(out))
+            self._pending.append((out, why))
+            return bound + len(out)
+        out["seq"] = labels = appended(bound, len(out))
+        self.record(out, why)
+        return int(labels[-1]) + 1 if len(out) else bound
 
     def revise(self, lo: int, hi: int | None, now: int) -> Revision:
         """Turn the outputs of the replay that restored a snapshot with bound ``lo`` into

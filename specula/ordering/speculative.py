@@ -28,7 +28,6 @@ import numpy as np
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import fold_max, tiebreak
-from specula.ordering._sent import Revision
 
 if TYPE_CHECKING:
     from specula.ordering.unit import OrderingUnit
@@ -53,9 +52,8 @@ def _exact(alpha: float) -> Fraction:
 
 
 class Snapshot(NamedTuple):
-    """Detector state plus what the unit piggybacks on it: the counter of the next output
-    (with on-demand retraction, a bound: every output in front has a lower label, every
-    one behind a label at least this) and the newest origin."""
+    """Detector state plus what the unit piggybacks on it: the next output's counter (with
+    on-demand retraction, the label bound between outputs in front and behind) and origin."""
 
     state: Any
     seq: int
@@ -63,15 +61,9 @@ class Snapshot(NamedTuple):
 
 
 def same_state(a: Snapshot, b: Snapshot) -> bool:
-    """Where on-demand retraction may stop a replay: the detector states are equal. The
-    counters need not be: labels do not shift when an output is inserted in front
-    (:mod:`specula.ordering._sent`)."""
+    """Where on-demand retraction stops a replay: equal detector states (labels do not
+    shift when an output is inserted in front, :mod:`specula.ordering._sent`)."""
     return a.state == b.state
-
-
-def same_snapshot(a: Snapshot, b: Snapshot) -> bool:
-    """Whether one snapshot object can stand for both: state, counter and origin equal."""
-    return a.seq == b.seq and a.origin == b.origin and a.state == b.state
 
 
 def _spliced(old: np.ndarray, new: np.ndarray, pos: np.ndarray,
@@ -370,10 +362,10 @@ class SpeculativeBuffer(Buffer):
         removed_emitted = held < self._n_emitted
         removed_snap = self._remove(held)
         pos, inserted = self._insert(row, key)
+        u = self.unit
         if (removed_emitted and not inserted and pos == self._n_emitted
-                and self._ready(key[0])):
-            # the new version right behind the emitted prefix takes the old one's turn:
-            # the replay hands it on, so its outputs revise the old version's
+                and key[0] + speculative_slack(u.alpha, u.k) <= u.clk):
+            # eq. (1) holds: the new version takes the old one's turn in the replay
             self._snaps[pos] = _FRESH
             self._n_emitted += 1
             inserted = True
@@ -431,49 +423,15 @@ class SpeculativeBuffer(Buffer):
         hi = None
         if stopped is not None:
             u.stats.early_stops += 1
-            origin = u._origin
             u.detector.restore(current.state)
-            u._origin = max(origin, current.origin)
+            u._origin = max(u._origin, current.origin)
             self._n_emitted = end
             hi = self._snaps[stopped].seq
         rev = u._sent.revise(snap.seq, hi, now)
-        self._rename(pos, end if stopped is None else stopped, rev)
+        renamed = rev.rename(self._snaps, pos, end if stopped is None else stopped, end)
+        self._last_snap = renamed.get(id(self._last_snap), self._last_snap)
         u._seq = rev.next_seq(before_seq, stopped is not None)
         u._send_revision(rev)
-
-    def _rename(self, pos: int, stop: int, rev: Revision) -> None:
-        """Give the snapshots the bounds of the labels ``rev`` settled on: those the replay
-        took in ``[pos, stop)`` counted its outputs from the restored bound; behind
-        ``stop``, the replay's last label may have moved past a recorded bound, or the
-        full messages renamed everything."""
-        # a snapshot object may stand for positions in front of ``stop`` and behind it
-        # (it was shared when taken): each side renames it on its own
-        renamed: dict[int, Snapshot] = {}
-        ahead: dict[int, Snapshot] = {}
-
-        def rename(i: int, bound: int, done: dict[int, Snapshot]) -> None:
-            snap = self._snaps[i]
-            if id(snap) not in done:
-                done[id(snap)] = snap._replace(seq=bound)
-            self._snaps[i] = done[id(snap)]
-
-        for i in (np.flatnonzero(self._has_snap(pos, stop)) + pos).tolist():
-            made = self._snaps[i].seq - rev.lo  # outputs the replay made in front
-            rename(i, int(rev.labels[made - 1]) + 1 if made else rev.lo, ahead)
-        if rev.full:
-            for i in (np.flatnonzero(self._has_snap(stop, self._n_emitted)) + stop).tolist():
-                rename(i, rev.bound(self._snaps[i].seq), renamed)
-        else:
-            top = rev.top()
-            for i in range(stop, self._n_emitted):
-                snap = self._snaps[i]
-                if snap is not None and snap.seq >= top:
-                    break  # bounds only grow along the buffer
-                if snap is not None:
-                    rename(i, top, renamed)
-        last = self._last_snap
-        if last is not None:  # the last one taken: in front of ``stop`` if in the replay
-            self._last_snap = ahead.get(id(last), renamed.get(id(last), last))
 
     def _emit_ready(self, now: int, purging: bool) -> None:
         """Emit every event that satisfies eq. (1): ``ts + ceil(alpha*K) <= clk``, as one
@@ -488,11 +446,6 @@ class SpeculativeBuffer(Buffer):
         if end > self._n_emitted:
             keep_from = self._purge_end(end) if purging else self._n_emitted
             self._emit_range(self._n_emitted, end, now, replay=False, keep_from=keep_from)
-
-    def _ready(self, ts: int) -> bool:
-        """Whether eq. (1) lets an event with time stamp ``ts`` be emitted now."""
-        u = self.unit
-        return ts + speculative_slack(u.alpha, u.k) <= u.clk
 
     def _purge_end(self, emitted_end: int) -> int:
         """Buffer index up to which emitted events are purged: ``ts + K <= clk``, but never
@@ -524,7 +477,8 @@ class SpeculativeBuffer(Buffer):
                 if same_state(snap, old):
                     return p
             prev = self._last_snap
-            if prev is not None and same_snapshot(prev, snap):
+            if (prev is not None and prev.seq == snap.seq and prev.origin == snap.origin
+                    and same_state(prev, snap)):
                 snap = prev
                 stats.snapshots_shared += 1
             self._last_snap = snap

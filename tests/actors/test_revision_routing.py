@@ -1,9 +1,11 @@
 """Revisions reach whoever holds what they revise.
 
-An on-demand replay renumbers the events it regenerates, so the new version of
-``(producer, seq)`` may have another type or key than the version a consumer holds:
-it routes to another subscriber or partition. These are the two cases that once gave a
-wrong answer with nothing late at all, in both retraction modes.
+The new version of ``(producer, seq)`` may have another type or key than the version a
+consumer holds: it routes to another subscriber or partition. When on-demand replays
+renumbered what they regenerated, these two cases gave a wrong answer with nothing late
+at all; outputs now keep their labels (``specula/ordering/_sent.py``) and a revision
+changes type or key only when the same cause's output does
+(``tests/ordering/test_on_demand.py``). Both retraction modes must still agree here.
 """
 
 from __future__ import annotations

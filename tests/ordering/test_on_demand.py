@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pytest
 from graph_shapes import (
     BATCH_TICKS,
     K0S,
@@ -45,7 +46,7 @@ from naive import canonical, content, instances, reference_instances
 from specula import CostModel, InProcessRuntime
 from specula.actors.report import RunReport
 from specula.detectors import Emitter, EventView
-from specula.ordering._sent import GAP
+from specula.ordering._sent import DENSE_FROM, GAP, LIMIT, appended
 
 
 def run(case: Case, retraction: str) -> RunReport:
@@ -166,6 +167,18 @@ def test_when_a_gap_has_no_free_label_left_the_replay_sends_full_retractions_mes
     assert s.relocations == 39 and 0 < s.retractions_sent < 39 // GAP.bit_length() + 1
     assert s.revocations_sent == s.updates_sent == 0
     check(case)
+
+
+def test_appended_labels_leave_room_in_front_and_fit_the_tie_break():
+    """Free labels in front of every appended output; dense once the label space runs
+    short (insertions then fall back to full retraction's messages); an error rather
+    than a counter that spills into the producer's bits of the ordering key."""
+    assert appended(0, 3).tolist() == [GAP, 2 * GAP, 3 * GAP]
+    assert appended(GAP + 1, 2).tolist() == [2 * GAP, 3 * GAP]
+    assert appended(DENSE_FROM + 5, 3).tolist() == [DENSE_FROM + 5 + i for i in range(3)]
+    assert appended(LIMIT - 2, 2).tolist() == [LIMIT - 2, LIMIT - 1]
+    with pytest.raises(OverflowError, match=r"below 2\*\*40"):
+        appended(LIMIT - 1, 2)
 
 
 # ------------------------------------------------------------------ any input
