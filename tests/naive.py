@@ -42,14 +42,18 @@ def canonical(rows: np.ndarray) -> np.ndarray:
     outputs of a producer are the same when their canonical forms are: same events,
     in the same order."""
     rows = rows.copy()
-    for p in np.unique(rows["producer"]).tolist():
-        if p == 0:
-            continue
-        mine = np.flatnonzero(rows["producer"] == p)
-        ranks = np.empty(len(mine), np.int64)
-        ranks[np.argsort(rows["seq"][mine], kind="stable")] = np.arange(len(mine))
-        rows["seq"][mine] = ranks
+    rows["seq"] = canonical_seq(rows["producer"], rows["seq"])
     return rows
+
+
+def canonical_seq(producer: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """The counters ``seq`` replaced by their ranks per producer (producer 0 kept)."""
+    out = np.array(seq, np.int64)
+    for p in np.unique(producer).tolist():
+        if p != 0:
+            mine = np.flatnonzero(producer == p)
+            out[mine[np.argsort(out[mine], kind="stable")]] = np.arange(len(mine))
+    return out
 
 
 
