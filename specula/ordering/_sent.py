@@ -136,9 +136,9 @@ class Revision:
         return int(self.labels[-1]) + 1 if len(self.labels) else self.lo
 
     def bound(self, old: int) -> int:
-        """The bound of a snapshot behind the replayed region whose bound was ``old``."""
-        if not self.full:
-            return max(old, self.top())
+        """The bound of a snapshot behind the replayed region whose bound was ``old``:
+        one above the new label of the last output in front of it (with the full
+        messages, which rename those outputs)."""
         k = int(np.searchsorted(self.after_old, old, "left"))
         return int(self.after_new[k - 1]) + 1 if k else self.top()
 

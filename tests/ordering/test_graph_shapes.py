@@ -9,7 +9,8 @@ instance, none skipped:
 
 1. **Net output.** Its net output equals the in-order output of what it must have
    processed: the raw events and its producers' net outputs of its input types and
-   partition, minus the events it declared late, each version of an event once. A
+   partition, minus the events it declared late, each version of an event once
+   (counters by rank: an on-demand unit's are labels, ``naive.canonical``). A
    late update or revocation leaves the version it revises processed; a late retraction
    leaves processed the events it revokes that the instance had already purged: those
    with a key below its horizon then (one equal to it may be another version), a

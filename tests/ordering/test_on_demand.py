@@ -183,7 +183,7 @@ def test_appended_labels_leave_room_in_front_and_fit_the_tie_break():
 
 # ------------------------------------------------------------------ any input
 
-BUDGET = settings(max_examples=150, deadline=None, print_blob=True,
+BUDGET = settings(max_examples=200, deadline=None, print_blob=True,
                   suppress_health_check=list(HealthCheck))
 
 
