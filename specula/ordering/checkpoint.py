@@ -3,8 +3,8 @@
 :func:`unit_state` returns a dict of Python scalars, lists and bytes (msgpack-ready):
 clock, K, counters, the late side output, the buffer (its events, keys, emitted
 prefix, horizon and the snapshots in front of emitted events), the versions a replay
-may revise (:class:`~specula.ordering._sent.SentLog`), the channel clocks, the alpha
-controller's state and the detector's current state. :func:`restore_unit` puts a
+may revise with their causes (:class:`~specula.ordering._sent.SentLog`), the channel
+clocks, the alpha controller's state and the detector's current state. :func:`restore_unit` puts a
 fresh unit (same node, same registry) into that state; from there it processes exactly
 as the unit it was taken from would have.
 
@@ -72,8 +72,8 @@ def unit_state(unit: OrderingUnit) -> dict[str, Any]:
         "sent": None, "controller": None, "memory": unit.memory.state(),
     }
     if unit._sent is not None:
-        s = unit._sent
-        state["sent"] = {"rows": pack_array(s._rows[:s._n]), "base": s._base}
+        rows, why = unit._sent.state()
+        state["sent"] = {"rows": pack_array(rows), "why": pack_array(why)}
     if unit.controller is not None:
         state["controller"] = unit.controller.state()
     if isinstance(buf, KSlackBuffer):
@@ -103,11 +103,8 @@ def restore_unit(unit: OrderingUnit, state: dict[str, Any]) -> None:
     if state["channels"] is not None:
         unit.clock_source._clock[:] = unpack_array(state["channels"])
     if state["sent"] is not None:
-        rows = unpack_array(state["sent"]["rows"])
-        sent = unit._sent
-        sent._rows = np.empty(max(64, len(rows)), rows.dtype)
-        sent._rows[:len(rows)] = rows
-        sent._n, sent._base = len(rows), int(state["sent"]["base"])
+        unit._sent.load(unpack_array(state["sent"]["rows"]),
+                        unpack_array(state["sent"]["why"]))
     if state["controller"] is not None:
         unit.controller.load_state(state["controller"])
     unit.memory.load_state(state["memory"])

@@ -213,6 +213,21 @@ class NetOutput:
         return times - rows["origin"]
 
 
+def ranked(rows: np.ndarray) -> np.ndarray:
+    """Net rows (as :meth:`NetOutput.net` returns them) with each producer's counters
+    replaced by their ranks, 0, 1, 2, ...; raw events (producer 0) as they are. Two runs
+    of one graph are compared this way: a unit with on-demand retraction names its
+    outputs by labels (:mod:`specula.ordering._sent`), which keep the order of the
+    in-order counters but depend on how the input arrived."""
+    rows = rows.copy()
+    seq = rows["seq"]
+    for p in np.unique(rows["producer"]).tolist():
+        if p:
+            mine = np.flatnonzero(rows["producer"] == p)
+            seq[mine[np.argsort(seq[mine], kind="stable")]] = np.arange(len(mine))
+    return rows
+
+
 def net_rows(rows: np.ndarray) -> np.ndarray:
     """Net events as a sink keeps them: in order of (ts, producer, seq), with the
     fields of their arrival and emission (flags, ats, kplus, origin) zeroed; a copy."""

@@ -52,7 +52,8 @@ def _exact(alpha: float) -> Fraction:
 
 
 class Snapshot(NamedTuple):
-    """Detector state plus what the unit piggybacks on it: counter and newest origin."""
+    """Detector state plus what the unit piggybacks on it: the next output's counter (with
+    on-demand retraction, the label bound between outputs in front and behind) and origin."""
 
     state: Any
     seq: int
@@ -60,8 +61,9 @@ class Snapshot(NamedTuple):
 
 
 def same_state(a: Snapshot, b: Snapshot) -> bool:
-    """Snapshot equality for on-demand retraction: detector state and counter."""
-    return a.seq == b.seq and a.state == b.state
+    """Where on-demand retraction stops a replay: equal detector states (labels do not
+    shift when an output is inserted in front, :mod:`specula.ordering._sent`)."""
+    return a.state == b.state
 
 
 def _spliced(old: np.ndarray, new: np.ndarray, pos: np.ndarray,
@@ -360,6 +362,13 @@ class SpeculativeBuffer(Buffer):
         removed_emitted = held < self._n_emitted
         removed_snap = self._remove(held)
         pos, inserted = self._insert(row, key)
+        u = self.unit
+        if (removed_emitted and not inserted and pos == self._n_emitted
+                and key[0] + speculative_slack(u.alpha, u.k) <= u.clk):
+            # eq. (1) holds: the new version takes the old one's turn in the replay
+            self._snaps[pos] = _FRESH
+            self._n_emitted += 1
+            inserted = True
         if inserted and (not removed_emitted or pos < held):
             start, snap, label = self._anchor(pos)
             stop_from = pos + 1 if not removed_emitted else held + 1
@@ -400,24 +409,29 @@ class SpeculativeBuffer(Buffer):
         u = self.unit
         u.stats.relocations += 1
         end = self._n_emitted
-        current = self._snapshot() if u.retraction == "on-demand" else None
+        current = self._snapshot() if u._sent is not None else None
         before_seq = u._seq
         u._note("restore", snap_of)
         self._restore(snap)
-        if u.retraction == "full":
+        if current is None:
             u._send_retraction(u._seq, before_seq, now)
         self._n_emitted = pos
         stopped = self._emit_range(pos, end, now, replay=True, keep_from=pos,
                                    stop_from=stop_from if current is not None else None)
+        if current is None:
+            return
+        hi = None
         if stopped is not None:
             u.stats.early_stops += 1
-            origin = u._origin
             u.detector.restore(current.state)
-            u._seq = current.seq
-            u._origin = max(origin, current.origin)
+            u._origin = max(u._origin, current.origin)
             self._n_emitted = end
-        elif current is not None:
-            u._send_retraction(u._seq, before_seq, now)
+            hi = self._snaps[stopped].seq
+        rev = u._sent.revise(snap.seq, hi, now)
+        renamed = rev.rename(self._snaps, pos, end if stopped is None else stopped, end)
+        self._last_snap = renamed.get(id(self._last_snap), self._last_snap)
+        u._seq = rev.next_seq(before_seq, stopped is not None)
+        u._send_revision(rev)
 
     def _emit_ready(self, now: int, purging: bool) -> None:
         """Emit every event that satisfies eq. (1): ``ts + ceil(alpha*K) <= clk``, as one
@@ -463,7 +477,8 @@ class SpeculativeBuffer(Buffer):
                 if same_state(snap, old):
                     return p
             prev = self._last_snap
-            if prev is not None and same_state(prev, snap) and prev.origin == snap.origin:
+            if (prev is not None and prev.seq == snap.seq and prev.origin == snap.origin
+                    and same_state(prev, snap)):
                 snap = prev
                 stats.snapshots_shared += 1
             self._last_snap = snap

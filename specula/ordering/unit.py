@@ -54,31 +54,25 @@ Readings chosen where the paper is ambiguous (each one pinned by a test):
 Retraction (sec. 4.3). Generated events carry ``(producer, seq)``; the counter is part of
 every snapshot. With ``retraction="full"`` a relocation immediately sends one counter
 message ``RETRACTION(producer, seq)`` that revokes every event the unit generated from
-``seq`` on, and replays regenerate them. With ``retraction="on-demand"`` the replay
-compares each new snapshot with the recorded one and stops as soon as they are equal;
-a counter message is sent only for the counters that were not generated again.
+``seq`` on, and replays regenerate them, numbered by position. With
+``retraction="on-demand"`` an output's counter is a *label* that an insertion in front
+does not shift (:mod:`specula.ordering._sent`: labels increase in output order with free
+ones between), so the replay stops at the first snapshot whose detector state equals the
+recorded one, and only what changed is sent, never more than full retraction's messages.
 
 Revisions reach whoever holds what they revise. Consumers subscribe by type and are
 partitioned by key, so an event reaches one instance of each subscribing node, chosen by
 its type and key. A ``RETRACTION`` names a range of counters, not an event, so it goes to
-every instance of every subscriber. A replay, though, numbers what it regenerates from
-the counter of the snapshot it restored: the new version of ``(producer, seq)`` is
-whatever the replay generates ``seq``-th, and its type or key may differ from the version
-sent before, which sits at another subscriber or partition. The unit therefore keeps the
-last version it sent under every counter a replay can still reach (from its oldest
-snapshot on; :class:`~specula.ordering._sent.SentLog`) and sends a regenerated event as
-
-* an ``UPDATE`` if the old version had the same type and key: it routes exactly where the
-  old one went, and the consumer drops it if it is equal to the event it holds;
-* a ``REVOKE`` carrying the old version, followed by the new version as a plain event, if
-  type or key changed: the revocation routes like the old version, the event like a new
-  one;
-* a plain event if nothing was sent under that counter yet.
-
-A consumer thus receives a revision only for an event it was sent, so a revision of an
-event it no longer holds (purged, or late itself) is late. With full retraction no
-version is kept: the range retraction reaches everybody and the regenerated events are
-plain.
+every instance of every subscriber. A regenerated output may differ in type or key from
+the version sent, held at another subscriber or partition; the unit logs what it sent,
+with causes (:class:`~specula.ordering._sent.SentLog`, from its oldest snapshot on),
+and sends for a regenerated output nothing if it equals the logged one of its cause, an
+``UPDATE`` if type and key are unchanged (it routes where the old version went), else a
+``REVOKE`` carrying the old version and the new one as a plain event; a new cause's
+output goes out plain, a logged one no cause claims is revoked. A consumer thus receives
+a revision only for an event it was sent; one for an event it no longer holds (purged,
+or late itself) is late. With full retraction no version is kept: the range retraction
+reaches everybody and the regenerated events are plain.
 """
 
 from __future__ import annotations
@@ -95,7 +89,7 @@ from specula.options import MemoryLimit
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import TIEBREAK_SHIFT, same_event, tiebreak
-from specula.ordering._sent import SentLog
+from specula.ordering._sent import Revision, SentLog, causes
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.clock import ChannelClock, EventClock
 from specula.ordering.emitter import Emitter
@@ -490,7 +484,7 @@ class OrderingUnit:
         if len(emit):
             origins = np.maximum.accumulate(np.maximum(events["origin"], self._origin))
             kp = np.zeros(len(events), np.int64) if kplus is None else np.asarray(kplus, np.int64)
-            self._stamp(emit, kp, origins, now, update)
+            self._stamp(emit, kp, origins, now, update, events)
             self._origin = int(origins[-1])
         elif len(events) == 1:
             o = int(events["origin"][0])
@@ -518,7 +512,9 @@ class OrderingUnit:
                         update=False)
 
     def _stamp(self, emit: Any, kplus: np.ndarray, origins: np.ndarray, now: int,
-               update: bool) -> None:
+               update: bool, events: np.ndarray | None = None) -> None:
+        """Number what the detector emitted for ``events`` (None: at the end) and queue it;
+        on an on-demand replay (``update``) the sent log holds it until the revision."""
         parts = []
         if emit.rows:
             out = np.zeros(len(emit.rows), self.out_dtype)
@@ -544,18 +540,17 @@ class OrderingUnit:
         out, cause = np.take(out, order), cause[order]
         n = len(out)
         out["producer"] = self.producer
-        out["seq"] = np.arange(self._seq, self._seq + n)
-        self._seq += n
         out["kplus"] = kplus[cause]
         out["origin"] = origins[cause]
         out["ats"] = now
+        if self._sent is not None:  # labels, logged with the outputs' causes
+            self._seq = self._sent.take(out, causes(events, cause), self._seq, update)
+            if update:
+                return
+        else:
+            out["seq"] = np.arange(self._seq, self._seq + n)
+            self._seq += n
         self.stats.generated += n
-        if update:
-            out, n_updates, n_revokes = self._sent.revise(out, now)
-            self.stats.updates_sent += n_updates
-            self.stats.revocations_sent += n_revokes
-        elif self._sent is not None:
-            self._sent.record(out)
         self._out.append(out)
 
     def _output_id(self, name: str) -> int:
@@ -565,12 +560,17 @@ class OrderingUnit:
             raise ValueError(f"detector {type(self.detector).__name__} emitted {name!r}, which is "
                              f"not among its outputs {sorted(self._output_ids)}") from None
 
+    def _send_revision(self, rev: Revision) -> None:
+        """Send what an on-demand replay revised (see :meth:`SentLog.revise`)."""
+        rev.count(self.stats)
+        if self.trace is not None and rev.retractions:
+            self.trace.append(TraceEntry("retract", "", rev.retracted_from))
+        self._out.append(rev.messages)
+
     def _send_retraction(self, from_seq: int, upto_seq: int, now: int) -> None:
         """Counter message: revoke this unit's events with seq in [from_seq, upto_seq)."""
         if upto_seq <= from_seq:
             return
-        if self._sent is not None:
-            self._sent.truncate(from_seq)
         msg = np.zeros(1, self.out_dtype)
         msg["producer"] = self.producer
         msg["seq"] = from_seq

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 from graph_shapes import RAW, Case, Closing, seeded_case
-from naive import content, reference_graph
+from naive import canonical, content, reference_graph
 
 from specula import InProcessRuntime
 from specula.actors.ray_runtime import RayRuntime
@@ -51,8 +51,8 @@ def same_answers(case: Case) -> None:
     in_order = reference_graph(graph, raw)
     for name in graph.nodes:
         assert len(here.late(name)) == len(on_ray.late(name)) == 0, name
-        if content(on_ray.net(name)) != content(here.net(name)):
-            agree = {runtime: content(report.net(name)) == content(in_order[name])
+        if content(canonical(on_ray.net(name))) != content(canonical(here.net(name))):
+            agree = {runtime: content(canonical(report.net(name))) == content(in_order[name])
                      for runtime, report in (("Ray", on_ray), ("in-process", here))}
             raise AssertionError(f"{name}: Ray and in-process differ (equal to the in-order "
                                  f"graph: {agree}) on\n{case!r}")

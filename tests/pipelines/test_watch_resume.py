@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from naive import canonical_seq
 
 from specula.actors.inprocess import InProcessRuntime
 from specula.soccer.debs2013 import write_positions
@@ -71,8 +72,13 @@ def _complex(out) -> dict[str, object]:
 
 
 def _content(rows: object, names: list[str]) -> list[tuple]:
-    """Rows (a record array or a data frame) as sorted tuples of the fields ``names``."""
-    return sorted(zip(*(rows[n].tolist() for n in names), strict=True))
+    """Rows (a record array or a data frame) as sorted tuples of the fields ``names``,
+    counters by rank per producer (on-demand counters are labels, which depend on how
+    the input arrived: ``naive.canonical``)."""
+    cols = {n: np.asarray(rows[n].tolist()) for n in names}
+    if "seq" in cols:
+        cols["seq"] = canonical_seq(cols["producer"], cols["seq"])
+    return sorted(zip(*(cols[n].tolist() for n in names), strict=True))
 
 
 def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_detections(
