@@ -11,10 +11,10 @@ Scenario (Table 1): one rule, R5, with ``last`` (and its ``each`` variant: both 
 with the tick; windows of 100,000 ticks. As in the paper, window-size events are
 submitted first (not measured), then the measured events; the time per event is the
 measured total over their number. AIP and CDP get the same events; their composite
-events are compared, so a faster wrong engine cannot pass. The AIP engine whose
-per-event loop ran in Python (a frozen copy, ``benchmarks/aip_python_loop``) runs beside
-them: ``aip_vs_python_loop`` is its time over the Numba AIP's, the smaller of the two
-selections.
+events are compared, so a faster wrong engine cannot pass. (Until revision e832629 a
+frozen copy of the AIP engine whose per-event loop ran in Python ran beside them,
+``aip_vs_python_loop``; its last figure and how to rerun it are in
+``docs/measurements.md``.)
 
 Events go to the engines in batches (``--batch``, 1,000 by default), as the ordering
 units deliver them; the figure reported is still the time per event. The paper submits
@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from aip_python_loop.aip import AIPEngine as PythonLoopAIP
 
 from specula import InProcessRuntime
 from specula.detectors.graph import Graph
@@ -138,12 +137,10 @@ def measure(engines: dict[str, Callable[[], Any]], events: np.ndarray, window: i
     return result
 
 
-def engines_for(selection: str, window: int, reg: TypeRegistry,
-                loop: bool = True) -> dict[str, Callable[[], Any]]:
-    """The engines to compare on R5; ``loop``: with the Python-loop AIP."""
+def engines_for(selection: str, window: int, reg: TypeRegistry) -> dict[str, Callable[[], Any]]:
+    """The engines to compare on R5."""
     r = rule(selection, window)
-    engines = {"aip_loop": lambda: PythonLoopAIP(r, reg)} if loop else {}
-    return {**engines, "aip": lambda: AIPEngine(r, reg), "cdp": lambda: CDPEngine(r, reg)}
+    return {"aip": lambda: AIPEngine(r, reg), "cdp": lambda: CDPEngine(r, reg)}
 
 
 def warm_up(reg: TypeRegistry) -> None:
@@ -208,19 +205,13 @@ def main() -> None:
         got = measure(engines_for(selection, window, reg), events, window, n, repeat,
                       args.batch, single)
         result.update(compare(got, selection, ("aip", "AIP"), ("cdp", "CDP"), single))
-        loop = compare(got, selection, ("aip_loop", "Python-loop AIP"), ("aip", "AIP"),
-                       single)
-        result[f"aip_vs_python_loop_{selection}"] = loop[f"aip_vs_aip_loop_{selection}"]
-        steady = measure(engines_for(selection, window, reg, loop=False), events,
+        steady = measure(engines_for(selection, window, reg), events,
                          2 * window, n, repeat, args.batch, 0)
         result.update(compare(steady, f"steady_{selection}", ("aip", "AIP"), ("cdp", "CDP"), 0))
         if single:
-            result[f"aip_loop_ms_per_event_{selection}_single"] = loop[
-                f"aip_loop_ms_per_event_{selection}_single"]
             for name in ("aip", "cdp"):  # the fixed cost of a call, as a factor
                 result[f"{name}_single_vs_batch_{selection}"] = round(
                     got[f"{name}_single_ms"] / got[f"{name}_ms"], 1)
-    result["aip_vs_python_loop"] = min(result[f"aip_vs_python_loop_{s}"] for s in SELECTIONS)
     result.update(stock(args.quick, args.seed))
     if not args.quick:
         result["sweep"] = sweep(reg, args.batch, args.seed)
@@ -286,7 +277,7 @@ def sweep(reg: TypeRegistry, batch: int, seed: int, n: int = 20_000,
         events = stream(reg, window + repeat * n, seed)
         row: dict[str, float] = {}
         for selection in SELECTIONS:
-            got = measure(engines_for(selection, window, reg, loop=False), events, window,
+            got = measure(engines_for(selection, window, reg), events, window,
                           n, repeat, batch, 0)
             row[f"aip_{selection}"] = round(got["aip_ms"], 5)
             row[f"cdp_{selection}"] = round(got["cdp_ms"], 5)

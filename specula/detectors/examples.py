@@ -91,7 +91,16 @@ class ANotBCBatch(ANotBC):
 
 
 class Threshold(Detector):
-    """Stateless and vectorised: every C whose value exceeds ``limit`` becomes an E."""
+    """Stateless and vectorised: every C whose value exceeds ``limit`` becomes an E.
+
+    Examples
+    --------
+    >>> from specula.testing import feed
+    >>> cs = [{"type": "C", "ts": t, "key": k, "v": v} for t, k, v in
+    ...       [(1, 1, 20), (2, 1, 70), (3, 2, 90), (4, 1, 60)]]
+    >>> [(e["ts"], e["v"]) for e in feed(Threshold(), cs, registry=example_registry()).net]
+    [(2, 70), (3, 90), (4, 60)]
+    """
 
     inputs = ("C",)
     outputs = ("E",)
@@ -112,6 +121,15 @@ class SlowThreshold(Threshold):
 
     It sleeps, leaving the CPU to others, so its processing rate hardly depends on the
     machine's load; its output is Threshold's.
+
+    Examples
+    --------
+    >>> from specula.testing import feed
+    >>> cs = [{"type": "C", "ts": t, "key": k, "v": v} for t, k, v in
+    ...       [(1, 1, 20), (2, 1, 70), (3, 2, 90), (4, 1, 60)]]
+    >>> slow = SlowThreshold(seconds_per_event=0.001)  # 1 ms of wall time per event
+    >>> [(e["ts"], e["v"]) for e in feed(slow, cs, registry=example_registry()).net]
+    [(2, 70), (3, 90), (4, 60)]
     """
 
     def __init__(self, limit: int = 50, seconds_per_event: float = 0.0) -> None:
@@ -125,7 +143,15 @@ class SlowThreshold(Threshold):
 
 
 class FollowedWithin(Detector):
-    """A D followed by an E within ``window`` time units gives F (A and D set the clock)."""
+    """A D followed by an E within ``window`` time units gives F (A and D set the clock).
+
+    Examples
+    --------
+    >>> from specula.testing import feed
+    >>> events = [{"type": t, "ts": ts} for t, ts in [("D", 1), ("E", 4), ("A", 10), ("E", 30)]]
+    >>> feed(FollowedWithin(), events, registry=example_registry()).net
+    [{'type': 'F', 'ts': 4, 'key': 0, 'gap': 3}]
+    """
 
     inputs = ("D", "E", "A")
     outputs = ("F",)
@@ -143,7 +169,15 @@ class FollowedWithin(Detector):
 
 
 class RunningCount(Detector):
-    """State changes on every event: emits G carrying the running number of F events."""
+    """State changes on every event: emits G carrying the running number of F events.
+
+    Examples
+    --------
+    >>> from specula.testing import feed
+    >>> fs = [{"type": "F", "ts": t} for t in (2, 5, 9)]
+    >>> [(e["ts"], e["count"]) for e in feed(RunningCount(), fs, registry=example_registry()).net]
+    [(2, 1), (5, 2), (9, 3)]
+    """
 
     inputs = ("F",)
     outputs = ("G",)
@@ -160,6 +194,15 @@ class CountPerKey(Detector):
     """State per key: on every C above ``limit``, emits G with how many such C its key had.
 
     Its state is per key, so it can run partitioned by key.
+
+    Examples
+    --------
+    >>> from specula.testing import feed
+    >>> cs = [{"type": "C", "ts": t, "key": k, "v": v} for t, k, v in
+    ...       [(1, 1, 20), (2, 1, 70), (3, 2, 90), (4, 1, 60)]]
+    >>> [(e["ts"], e["key"], e["count"])
+    ...  for e in feed(CountPerKey(), cs, registry=example_registry(), partitions=2).net]
+    [(2, 1, 1), (3, 2, 1), (4, 1, 2)]
     """
 
     inputs = ("C",)

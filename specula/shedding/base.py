@@ -9,7 +9,7 @@ input shedding implement :class:`InputShedder`.
 
 A detector can also shed inside itself (:class:`SheddingDetector`): eSPICE proper decides
 per (event, window) pair, which only the window operator can
-(:class:`~specula.shedding.operator.WindowDetector`). A node configured with
+(:class:`~specula.shedding.window_detector.WindowDetector`). A node configured with
 ``Shedding(strategy="detector")`` then gets :class:`DetectorShedding` on its inbox, which
 keeps every event and hands each command to the node's detector.
 """

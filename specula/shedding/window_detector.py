@@ -131,6 +131,23 @@ class WindowDetector(Detector):
         operator evaluates while matching (a "defend" reading of a player, against the
         same player's other readings), map the types of one source to one class: the
         shedder decides before processing and sees no more than the event's source.
+
+    Examples
+    --------
+    Windows of 4 events opened by S, matching D1 then D2 (not told to shed):
+
+    >>> from specula.events import TypeRegistry
+    >>> from specula.shedding import Sequence
+    >>> from specula.testing import feed
+    >>> reg = TypeRegistry()
+    >>> for t in ("S", "D1", "D2"):
+    ...     _ = reg.register(t)
+    >>> WindowDetector.register_output(reg)
+    >>> det = WindowDetector(("S", "D1", "D2"), Sequence(("D1", "D2")), 4, openers=("S",))
+    >>> seen = ["S", "D1", "D2", "D2", "S", "D2", "D2", "D2", "D1"]
+    >>> out = feed(det, [{"type": t, "ts": i} for i, t in enumerate(seen)], registry=reg)
+    >>> [(e["ts"], e["opener_ts"], e["size"], e["constituents"]) for e in out.net]
+    [(3, 0, 4, 2)]
     """
 
     def __init__(self, inputs: Names[str], pattern: Sequence | AnyOf, size: int, *,

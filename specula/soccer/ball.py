@@ -38,6 +38,20 @@ class BallInPlay(Detector):
     with one state per player, instead of keeping state per ball and each having to tell
     the ball in play from spares. A Numba kernel walks the readings (the ball in play
     couples the balls, so this is sequential).
+
+    Examples
+    --------
+    Ball 8 lies beside the pitch (x < 0); ball 4, inside it, is kicked and leaves it:
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> def ball(ts, key, x, a=0):
+    ...     return {"type": "ball", "ts": ts, "key": key, "x": x, "y": 0, "a": a}
+    >>> readings = [ball(1, 8, -5_000), ball(2, 4, 26_000), ball(3, 4, 26_100, a=90_000_000),
+    ...             ball(4, 8, -5_000), ball(5, 4, -100)]
+    >>> out = feed(BallInPlay(), readings, registry=soccer_registry())
+    >>> [(e["type"], e["ts"], e["key"]) for e in out.net]
+    [('ball_in', 3, 4), ('ball_out', 5, 4)]
     """
 
     inputs = ("ball", "interruption_begin", "interruption_end")
@@ -116,6 +130,19 @@ class AccelerationPeak(Detector):
 
     An excursion still open when the stream ends (a log cut during a kick) is reported
     by :meth:`on_end`, at its strongest reading so far, rather than lost.
+
+    Examples
+    --------
+    A kick: the acceleration rises to 90 m/s² (in µm/s²) and falls again, 1 ms apart:
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> readings = [{"type": "ball", "ts": t * MS, "key": 4, "a": a * 10**6}
+    ...             for t, a in [(0, 10), (1, 60), (2, 90), (3, 70), (4, 20)]]
+    >>> [(e["ts"] // MS, e["a"] // 10**6) for e in feed(AccelerationPeak(), readings,
+    ...                                                  registry=soccer_registry()).net]
+    [(2, 90)]
     """
 
     inputs = ("ball",)

@@ -23,6 +23,19 @@ class PlayerHitsBall(Detector):
     bouncing on the ground, not a kick.
     Raw ``ball`` readings only drive the clock: near, not_near and peak events are sparse,
     and a clock that advanced only with them would hold a hit until the next one came.
+
+    Examples
+    --------
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> events = [{"type": "near", "ts": 1 * MS, "key": 3, "player": 3, "team": 0, "ball": 4,
+    ...            "dist": 300, "closest": True},
+    ...           {"type": "peak", "ts": 3 * MS, "key": 4, "a": 90_000_000, "az": 1_000},
+    ...           *({"type": "ball", "ts": t * MS, "key": 4} for t in (2, 4))]
+    >>> [(e["type"], e["ts"] // MS, e["player"], e["ball"])
+    ...  for e in feed(PlayerHitsBall(), events, registry=soccer_registry()).net]
+    [('hit', 3, 3, 4)]
     """
 
     inputs = ("near", "not_near", "peak", "ball")
@@ -62,7 +75,22 @@ class PlayerHitsBall(Detector):
 
 class BallPossession(Detector):
     """DEBS 2013 query 2: a player has the ball from his hit until another player hits it
-    or the ball leaves the pitch; ``possession`` at every change (player -1: nobody)."""
+    or the ball leaves the pitch; ``possession`` at every change (player -1: nobody).
+
+    Examples
+    --------
+    Player 3 (team 0) hits the ball, then his teammate 5, then opponent 9; it goes out:
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> PS = 10**12
+    >>> hits = [{"type": "hit", "ts": t * PS, "key": p, "player": p, "team": team}
+    ...         for t, p, team in [(1, 3, 0), (3, 5, 0), (4, 9, 1)]]
+    >>> hits.append({"type": "ball_out", "ts": 6 * PS, "key": 4})
+    >>> [(e["ts"] // PS, e["player"]) for e in feed(BallPossession(), hits,
+    ...                                              registry=soccer_registry()).net]
+    [(1, 3), (3, 5), (4, 9), (6, -1)]
+    """
 
     inputs = ("hit", "ball_out")
     outputs = ("possession",)
@@ -108,7 +136,20 @@ class _NextTouch(Detector):
 
 class Pass(_NextTouch):
     """A hit by one player and the next hit by a teammate: a pass (``received`` is the
-    teammate's touch)."""
+    teammate's touch).
+
+    Examples
+    --------
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> PS = 10**12
+    >>> hits = [{"type": "hit", "ts": t * PS, "key": p, "player": p, "team": team}
+    ...         for t, p, team in [(1, 3, 0), (3, 5, 0), (4, 9, 1)]]
+    >>> hits.append({"type": "ball_out", "ts": 6 * PS, "key": 4})
+    >>> [(e["ts"] // PS, e["player"], e["receiver"], e["received"] // PS)
+    ...  for e in feed(Pass(), hits, registry=soccer_registry()).net]
+    [(1, 3, 5, 3)]
+    """
 
     outputs = ("pass",)
     output = "pass"
@@ -119,7 +160,20 @@ class Pass(_NextTouch):
 
 class Interception(_NextTouch):
     """A hit by one player and the next hit by an opponent: an unsuccessful pass,
-    intercepted (``receiver`` is the interceptor)."""
+    intercepted (``receiver`` is the interceptor).
+
+    Examples
+    --------
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> PS = 10**12
+    >>> hits = [{"type": "hit", "ts": t * PS, "key": p, "player": p, "team": team}
+    ...         for t, p, team in [(1, 3, 0), (3, 5, 0), (4, 9, 1)]]
+    >>> hits.append({"type": "ball_out", "ts": 6 * PS, "key": 4})
+    >>> [(e["ts"] // PS, e["player"], e["receiver"], e["received"] // PS)
+    ...  for e in feed(Interception(), hits, registry=soccer_registry()).net]
+    [(3, 5, 9, 4)]
+    """
 
     outputs = ("interception",)
     output = "interception"
@@ -130,7 +184,21 @@ class Interception(_NextTouch):
 
 class DoublePass(Detector):
     """A pass from A to B, then from B back to A within ``window_s``: a double pass (one
-    two). Carries the first pass's time stamp; ``received`` is when A got the ball back."""
+    two). Carries the first pass's time stamp; ``received`` is when A got the ball back.
+
+    Examples
+    --------
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> PS = 10**12
+    >>> passes = [{"type": "pass", "ts": 1 * PS, "key": 3, "player": 3, "team": 0,
+    ...            "receiver": 5, "received": 2 * PS},
+    ...           {"type": "pass", "ts": 3 * PS, "key": 5, "player": 5, "team": 0,
+    ...            "receiver": 3, "received": 4 * PS}]
+    >>> [(e["ts"] // PS, e["player"], e["receiver"], e["received"] // PS)
+    ...  for e in feed(DoublePass(), passes, registry=soccer_registry()).net]
+    [(1, 3, 5, 4)]
+    """
 
     inputs = ("pass",)
     outputs = ("double_pass",)

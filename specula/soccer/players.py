@@ -15,7 +15,20 @@ _INTENSITY_KMH = np.array(INTENSITY_KMH)
 
 class RunningIntensity(Detector):
     """DEBS 2013 query 1: a player's running intensity class (0 standing ... 5 sprint),
-    from the speed of his left leg sensor; ``intensity`` whenever the class changes."""
+    from the speed of his left leg sensor; ``intensity`` whenever the class changes.
+
+    Examples
+    --------
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> leg = [{"type": "player", "ts": t * MS, "key": 13, "player": 3, "team": 0, "limb": 0,
+    ...         "v": v} for t, v in [(0, 100_000), (5, 2_000_000), (10, 2_100_000),
+    ...                              (15, 5_000_000)]]  # speeds in µm/s
+    >>> out = feed(RunningIntensity(), leg, registry=soccer_registry())
+    >>> [(e["ts"] // MS, e["level"], e["speed"]) for e in out.net]  # speed in mm/s
+    [(0, 0, 100), (5, 1, 2000), (15, 4, 5000)]
+    """
 
     inputs = ("player",)
     outputs = ("intensity",)
@@ -64,6 +77,23 @@ class BallNearFoot(Detector):
     longer (switched off, a player gone) no longer counts. A Numba kernel walks the
     time-ordered batch, updating foot positions and measuring, for every reading of the
     ball in play, each player's nearest fresh foot.
+
+    Examples
+    --------
+    Player 3's left foot is at x = 20 m; the ball in play comes within 0.5 m and leaves:
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> events = [
+    ...     {"type": "player", "ts": 0, "key": 13, "player": 3, "team": 0, "limb": 0,
+    ...      "x": 20_000},
+    ...     {"type": "ball_in", "ts": 1 * MS, "key": 4, "x": 25_000},
+    ...     *({"type": "ball", "ts": t * MS, "key": 4, "x": x}
+    ...       for t, x in [(2, 25_000), (3, 20_500), (4, 22_000)])]
+    >>> out = feed(BallNearFoot(), events, registry=soccer_registry())
+    >>> [(e["type"], e["ts"] // MS, e["player"], e["ball"], e["dist"]) for e in out.net]
+    [('near', 3, 3, 4, 500), ('not_near', 4, 3, 4, 2000)]
     """
 
     inputs = ("player", "ball", "ball_in", "ball_out")

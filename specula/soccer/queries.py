@@ -156,6 +156,29 @@ class RunningAnalysis(_PlayerMotion):
     lasts at least that long. The time of a short run is decided when the next class
     has lasted a second: it enters the sums (of the seconds it happened in) then. At
     the end of the stream, undecided time goes to the class of the last run.
+
+    Examples
+    --------
+    A player stands for a second, then trots at 2 m/s for two; the whole game's window
+    (``window`` 0) at each report, the last one at the end of the stream:
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> def legs(t, x, v):  # both leg sensors of player 3 at ms t
+    ...     return [{"type": "player", "ts": t * MS, "key": key, "player": 3, "team": 0,
+    ...              "limb": limb, "x": x, "v": v, "vx": 10_000 if v else 0}
+    ...             for key, limb in ((13, 0), (14, 1))]
+    >>> stream = [r for t in range(0, 3001, 100)  # still for 1 s, then 2 m/s for 2 s
+    ...           for r in legs(t, 10_000 + 2 * max(t - 1000, 0), 2_000_000 if t >= 1000 else 0)]
+    >>> out = feed(RunningAnalysis(), stream, registry=soccer_registry()).net
+    >>> for e in out:
+    ...     if e["window"] == 0:
+    ...         print(e["ts"] // MS, e["standing_us"], e["trot_us"], e["trot_mm"])
+    1000 1000000 0 0
+    2000 1000000 1000000 2000
+    3000 1000000 2000000 4000
+    3000 1000000 2000000 4000
     """
 
     outputs = ("running_stats",)
@@ -237,6 +260,25 @@ class HeatMap(_PlayerMotion):
     ``t`` (0 if none): :func:`heat_table` builds it. The player's position is the
     average of his two leg sensors, and a segment of his path between two readings
     shares its time among the cells it crosses, in proportion to its length in each.
+
+    Examples
+    --------
+    The same player as :class:`RunningAnalysis`'s example, on the 8 x 13 grid (``grid``
+    0), whole game: he crosses from column 1 into column 2 in the last second.
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> def legs(t, x, v):  # both leg sensors of player 3 at ms t
+    ...     return [{"type": "player", "ts": t * MS, "key": key, "player": 3, "team": 0,
+    ...              "limb": limb, "x": x, "v": v, "vx": 10_000 if v else 0}
+    ...             for key, limb in ((13, 0), (14, 1))]
+    >>> stream = [r for t in range(0, 3001, 100)  # still for 1 s, then 2 m/s for 2 s
+    ...           for r in legs(t, 10_000 + 2 * max(t - 1000, 0), 2_000_000 if t >= 1000 else 0)]
+    >>> out = feed(HeatMap(), stream, registry=soccer_registry()).net
+    >>> [(e["ts"] // MS, e["col"], e["row"], e["us"]) for e in out
+    ...  if e["window"] == 0 and e["grid"] == 0]
+    [(1000, 1, 6, 1000000), (2000, 1, 6, 2000000), (3000, 1, 6, 2560375), (3000, 2, 6, 439625)]
     """
 
     outputs = ("heat",)
@@ -326,6 +368,22 @@ class PossessionStats(_Aggregate):
     and the ball out of play count for nobody. The time between two hits enters the
     sums (of the seconds it spans) at the second hit. Raw ``ball`` readings drive the
     clock and the reports.
+
+    Examples
+    --------
+    Player 3 (team 0) hits the ball twice, 1 s apart, then player 9 (team 1) twice, 0.4 s
+    apart; the whole game's figures at the end of the stream:
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> hits = [{"type": "hit", "ts": t * MS, "key": p, "player": p, "team": team}
+    ...         for t, p, team in [(100, 3, 0), (1100, 3, 0), (1500, 9, 1), (1900, 9, 1)]]
+    >>> clock = [{"type": "ball", "ts": t * MS, "key": 4} for t in range(0, 2101, 100)]
+    >>> out = feed(PossessionStats(), hits + clock, registry=soccer_registry()).net
+    >>> [(e["player"], e["us"], e["hits"], round(e["share"], 2)) for e in out
+    ...  if e["type"] == "possession_stats" and e["window"] == 0 and e["ts"] == 2100 * MS]
+    [(3, 1000000, 2, 0.71), (9, 400000, 2, 0.29)]
     """
 
     inputs = ("hit", "ball_in", "ball_out", "ball")

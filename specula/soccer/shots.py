@@ -76,6 +76,25 @@ class ShotOnGoal(Detector):
     the ball; the shooter, his team, and the ball's position and speed), from the reading
     that showed the shot until the ball leaves the pitch, the next hit, or 1.5 s after
     the expected arrival: the stream of ball positions query 4 asks for.
+
+    Examples
+    --------
+    Player 3 kicks ball 4 from 9 m in front of goal 0 towards it at 25 m/s, half a metre
+    high; its readings every 10 ms:
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> hit = {"type": "hit", "ts": 1000 * MS, "key": 3, "player": 3, "team": 0, "ball": 4}
+    >>> flight = [{"type": "ball", "ts": (1000 + t) * MS, "key": 4, "x": 26_000,
+    ...            "y": 25_000 + 25 * t, "z": 500, "v": 25_000_000, "vy": 10_000}
+    ...           for t in range(0, 200, 10)]
+    >>> out = feed(ShotOnGoal(), [hit, *flight], registry=soccer_registry()).net
+    >>> [(e["ts"] // MS, e["player"], e["goal"], e["eta"] // MS) for e in out
+    ...  if e["type"] == "shot"]
+    [(1000, 3, 0, 1372)]
+    >>> [e["ts"] // MS for e in out if e["type"] == "shot_ball"][:3]  # from 20 ms on
+    [1020, 1030, 1040]
     """
 
     inputs = ("hit", "ball", "side")
@@ -167,7 +186,20 @@ class ShotOnGoal(Detector):
 
 class BlockedShot(Detector):
     """A shot on goal, then a hit by an opponent before the ball reaches the goal: the
-    shot was blocked (paper Fig. 5); ``receiver`` is the blocker."""
+    shot was blocked (paper Fig. 5); ``receiver`` is the blocker.
+
+    Examples
+    --------
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> MS = 10**9  # picoseconds
+    >>> events = [{"type": "shot", "ts": 1000 * MS, "key": 3, "player": 3, "team": 0,
+    ...            "goal": 0, "eta": 2000 * MS},
+    ...           {"type": "hit", "ts": 1500 * MS, "key": 9, "player": 9, "team": 1}]
+    >>> [(e["ts"] // MS, e["player"], e["receiver"], e["received"] // MS)
+    ...  for e in feed(BlockedShot(), events, registry=soccer_registry()).net]
+    [(1000, 3, 9, 1500)]
+    """
 
     inputs = ("shot", "hit")
     outputs = ("blocked_shot",)
@@ -192,7 +224,21 @@ class BlockedShot(Detector):
 
 class CombinationShot(Detector):
     """A double pass followed by a shot of the same team within ``window_s``: an attack
-    built on a one-two. ``receiver`` is the shooter, ``received`` the shot's time."""
+    built on a one-two. ``receiver`` is the shooter, ``received`` the shot's time.
+
+    Examples
+    --------
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> PS = 10**12
+    >>> events = [{"type": "double_pass", "ts": 1 * PS, "key": 3, "player": 3, "team": 0,
+    ...            "receiver": 5, "received": 4 * PS},
+    ...           {"type": "shot", "ts": 6 * PS, "key": 5, "player": 5, "team": 0, "goal": 0,
+    ...            "eta": 7 * PS}]
+    >>> [(e["ts"] // PS, e["player"], e["receiver"], e["received"] // PS)
+    ...  for e in feed(CombinationShot(), events, registry=soccer_registry()).net]
+    [(1, 3, 5, 6)]
+    """
 
     inputs = ("double_pass", "shot")
     outputs = ("combination_shot",)

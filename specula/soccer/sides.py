@@ -23,6 +23,17 @@ class TeamSides(Detector):
     moment changes nothing). ``goalkeepers`` maps each team (0, 1) to its goalkeeper's
     player id, from the game's metadata (default: the DEBS 2013 game's); readings of
     other players are ignored.
+
+    Examples
+    --------
+    Team 0's goalkeeper (player 1) stands 20 m into the -y half: team 0 defends goal 1.
+
+    >>> from specula.soccer import soccer_registry
+    >>> from specula.testing import feed
+    >>> keeper = [{"type": "player", "ts": t * 10**12, "key": 97, "player": 1, "team": 0,
+    ...            "limb": 0, "y": y} for t, y in [(0, -20_000), (5, -25_000)]]
+    >>> feed(TeamSides({0: 1, 1: 2}), keeper, registry=soccer_registry()).net
+    [{'type': 'side', 'ts': 0, 'key': 0, 'team': 0, 'goal': 1}]
     """
 
     inputs = ("player",)

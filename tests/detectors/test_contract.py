@@ -260,6 +260,17 @@ def test_every_detector_has_a_fixture():
     assert not set(FIXTURES) - set(discovered()), "fixtures of detectors that do not exist"
 
 
+def test_every_detector_has_an_example():
+    """Every detector's docstring shows it at work (run by ``--doctest-modules``)."""
+    def example(name: str) -> bool:
+        module, cls = name.rsplit(".", 1)
+        return ">>> " in (getattr(importlib.import_module(module), cls).__doc__ or "")
+
+    missing = [name for name in discovered() if not example(name)]
+    assert not missing, (f"detectors without an example in their docstring: {missing}; add "
+                         "one that feeds a few events (specula.testing.feed)")
+
+
 # -------------------------------------------------------------------------- checks
 
 

@@ -159,6 +159,23 @@ class RuleDetector(Detector):
     >>> name, columns, cause = emit.column_batches[0]
     >>> name, columns["ts"].tolist(), columns["x"].tolist(), cause.tolist()
     ('AB', [4], [7], [1])
+
+    A rule in text, fed a few events (``specula.testing.feed``): smoke, then a
+    temperature above 45 in the same area within 5 ticks is a fire.
+
+    >>> from specula.testing import feed
+    >>> reg = TypeRegistry()
+    >>> _ = reg.register("Smoke", area="i8"), reg.register("Temp", area="i8", value="i8")
+    >>> fire = RuleDetector("define Fire(area: int, measuredTemp: int) "
+    ...                     "from Temp(area=$a and value>45) "
+    ...                     "and last Smoke(area=$a) within 5 from Temp "
+    ...                     "where area=Temp.area and measuredTemp=Temp.value", reg)
+    >>> events = [{"type": "Smoke", "ts": 1, "area": 7},
+    ...           {"type": "Temp", "ts": 3, "area": 7, "value": 50},
+    ...           {"type": "Temp", "ts": 4, "area": 8, "value": 60},  # no smoke in area 8
+    ...           {"type": "Temp", "ts": 9, "area": 7, "value": 60}]  # the smoke is too old
+    >>> feed(fire, events, registry=reg).net
+    [{'type': 'Fire', 'ts': 3, 'key': 0, 'area': 7, 'measuredTemp': 50}]
     """
 
     def __init__(self, rules: str | Rule | Iterable[Rule], registry: TypeRegistry, *,
