@@ -32,11 +32,15 @@ A detector of readings above 10, and three readings:
 [{'type': 'high', 'ts': 2, 'key': 1, 'value': 12}, {'type': 'high', 'ts': 3, 'key': 1, 'value': 20}]
 
 The reading of time 2 arrives last; K = 1 tick covers its delay, and a unit that
-speculates (``alpha=0``) emits at once and revises what it emitted when it arrives:
+speculates (``alpha=0``) emits at once; when the late reading arrives it replays, and
+(with on-demand retraction, the default) sends only what changed, the new detection:
 
 >>> out = feed(High(), readings, registry=reg, order=[0, 2, 1], alpha=0.0, k0=1)
 >>> [(e["kind"], e["ts"]) for e in out.emitted]
-[('event', 3), ('update', 2), ('event', 3)]
+[('event', 3), ('event', 2)]
+>>> [(e["kind"], e["ts"]) for e in feed(High(), readings, registry=reg, order=[0, 2, 1],
+...                                     alpha=0.0, k0=1, retraction="full").emitted]
+[('event', 3), ('retraction', 3), ('event', 2), ('event', 3)]
 >>> out.net == feed(High(), readings, registry=reg).net
 True
 >>> check_detector(High(), readings, reg)  # passes: no news

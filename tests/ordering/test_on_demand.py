@@ -4,8 +4,12 @@ A speculative unit names its outputs by labels that an insertion in front does n
 (:mod:`specula.ordering._sent`): a replay after an out-of-order event stops at the first
 detector state equal to the recorded one, and sends only the outputs that changed. Each
 replay sends at most the messages full retraction would send for it (one retraction,
-then everything regenerated), so over a whole graph on-demand retraction must not send
-more, whatever the graph and the input. Hypothesis draws graphs of every shape from
+then everything regenerated): a node that reads the raw stream never sends more, and
+nor does a whole graph of stateless detectors. A consumer replays once per revision
+message, though, so a stateful producer's insertion and update in one batch can cost a
+key-moving consumer two replays where full retraction costs one: the whole-graph bound
+does not hold there yet (``test_a_consumer_replays_per_revision`` pins a case).
+Hypothesis draws graphs of every shape from
 ``tests/graph_shapes.py``, and deep chains (up to 6 levels) of stateless and stateful
 detectors, over random delays; each case runs once with every node on full and once
 with every node on on-demand retraction, the rest of the case unchanged.
@@ -71,12 +75,24 @@ def relocations(report: RunReport) -> int:
     return sum(report.stats(name).relocations for name in report.detectors)
 
 
-def check(case: Case) -> None:
-    """On-demand sends at most full's messages; with nothing late, its net outputs are
-    the in-order graph's."""
+def check(case: Case, whole_graph: bool = False) -> None:
+    """Every node that reads the raw stream (the same input in both modes) sends at most
+    full retraction's messages on-demand, and so does the whole graph if
+    ``whole_graph``; with nothing late, on-demand's net outputs are the in-order graph's.
+
+    The whole graph is bounded only where consumers get no more than one revision per
+    event and replay: a consumer replays once per revision message it takes, so a
+    producer's insertion and update in one batch cost it two replays where full
+    retraction's one retraction costs one (``test_a_consumer_replays_per_revision``)."""
     full, lazy = run(case, "full"), run(case, "on-demand")
-    assert messages(lazy) <= messages(full), (
-        f"on-demand sent {messages(lazy)} messages, full retraction {messages(full)}")
+    raw = set(case.graph().sources)
+    for spec in case.nodes:
+        if set(spec.detector.inputs) <= raw:
+            a, b = lazy.detectors[spec.name].net.applied, full.detectors[spec.name].net.applied
+            assert a <= b, f"{spec.name}: on-demand sent {a} messages, full retraction {b}"
+    if whole_graph:
+        assert messages(lazy) <= messages(full), (
+            f"on-demand sent {messages(lazy)} messages, full retraction {messages(full)}")
     if any(len(lazy.late(name)) for name in lazy.detectors):
         return
     graph = case.graph()
@@ -152,7 +168,7 @@ def test_a_replay_that_moves_every_output_sends_full_retractions_messages():
     s = lazy.stats("alternate")
     assert (s.retractions_sent, s.revocations_sent, s.updates_sent) == (1, 0, 0)
     assert lazy.detectors["alternate"].net.applied == 20 + 1 + 21
-    check(case)
+    check(case, whole_graph=True)
 
 
 def test_when_a_gap_has_no_free_label_left_the_replay_sends_full_retractions_messages():
@@ -166,7 +182,7 @@ def test_when_a_gap_has_no_free_label_left_the_replay_sends_full_retractions_mes
     s = lazy.stats("n0")
     assert s.relocations == 39 and 0 < s.retractions_sent < 39 // GAP.bit_length() + 1
     assert s.revocations_sent == s.updates_sent == 0
-    check(case)
+    check(case, whole_graph=True)
 
 
 def test_appended_labels_leave_room_in_front_and_fit_the_tie_break():
@@ -197,13 +213,14 @@ CHAIN_KINDS = (Echo, Count, Split, Repeat, Recent, Alternate)
 
 
 @st.composite
-def chains(draw: Callable[[st.SearchStrategy], Any]) -> Case:
-    """3-6 levels, each a detector of a random kind on the previous level's first
-    output, with random alpha, K and partitions, over a random stream."""
+def chains(draw: Callable[[st.SearchStrategy], Any],
+           kinds: tuple[type[Generic], ...] = CHAIN_KINDS) -> Case:
+    """3-6 levels, each a detector of a random kind of ``kinds`` on the previous level's
+    first output, with random alpha, K and partitions, over a random stream."""
     ch = DrawChooser(draw)
     nodes, previous = [], "A"
     for level in range(ch.integer(3, 6)):
-        kind = ch.choice(CHAIN_KINDS)
+        kind = ch.choice(kinds)
         n_out = ch.integer(kind.arity[2], kind.arity[3])
         outputs = tuple(f"T{level * 3 + i}" for i in range(n_out))
         extra = {"modulo": ch.choice((0, 2, 3))} if kind is Count else {}
@@ -219,3 +236,24 @@ def chains(draw: Callable[[st.SearchStrategy], Any]) -> Case:
 @given(chains())
 def test_on_demand_sends_no_more_than_full_in_deep_chains(case):
     check(case)
+
+
+@BUDGET
+@given(chains(kinds=(Echo, Split)))
+def test_on_demand_sends_no_more_than_full_through_stateless_chains(case):
+    check(case, whole_graph=True)
+
+
+@pytest.mark.xfail(strict=True, reason="a consumer replays once per revision message")
+def test_a_consumer_replays_per_revision():
+    """A@3 after A@4: the running count sends its new T0@3 and an update of T0@4 in one
+    batch; the key-moving detector above replays for each (revoke and resend, then an
+    update) where full retraction's consumer replays once, so the graph sends 18
+    messages on-demand against full's 16. Applying a batch's revisions before one replay
+    would bound the whole graph."""
+    case = Case(nodes=(Spec("n0", Count(("A",), ("T0",)), alpha=0.0),
+                       Spec("n1", Alternate(("T0",), ("T3",)), alpha=0.0),
+                       Spec("n2", Echo(("T3",), ("T6",)), alpha=0.0),
+                       Spec("n3", Echo(("T6",), ("T9",)), alpha=0.0)),
+                events=(("A", 3, 0, 7, 6), ("A", 4, 0, 0, 4)))
+    check(case, whole_graph=True)
