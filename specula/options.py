@@ -19,7 +19,7 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 
 class OptionError(ValueError):
@@ -265,6 +265,12 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "(the actor runs wherever Ray puts it, unaccounted).",
            valid="a number >= 0 and <= 1024", accepts=lambda v: _is_number(v)
            and 0 <= v <= 1024),
+    Option("gpus", None,
+           "GPUs each of the node's actors asks Ray for (a share: 0.5 is half a GPU), "
+           "placed and checked against the cluster as cpus are. None: what the node's "
+           "detector declares (Detector.num_gpus; 0 for a detector that needs none).",
+           valid="None or a number >= 0 and <= 1024",
+           accepts=lambda v: v is None or (_is_number(v) and 0 <= v <= 1024)),
     Option("memory", MemoryLimit(),
            "What each of the node's ordering units may hold: near the limit speculation "
            "backs off to pure K-slack, at it K is capped (what then arrives behind the "
@@ -303,3 +309,18 @@ def node_options(*, where: str = "", **given: Any) -> dict[str, Any]:
     for name, value in given.items():
         check_option(name, value, where=where)
     return {name: given.get(name, option.default) for name, option in NODE_OPTIONS.items()}
+
+
+class NodeOptions(TypedDict, total=False):
+    """The types of :data:`NODE_OPTIONS`, for type checkers: ``Graph.add(**options)``."""
+
+    alpha: float | Literal["adaptive"]
+    retraction: Literal["on-demand", "full"]
+    late: Literal["side", "process"]
+    k0: int | None
+    idle_after: int | None
+    partitions: int
+    shedding: Shedding | None
+    cpus: float
+    gpus: float | None
+    memory: MemoryLimit

@@ -31,10 +31,12 @@ N = 2_000
 
 
 def partitioned_echo(partitions: int, memory: MemoryLimit | None = None) -> Graph:
-    """Echo(A -> T0) in ``partitions`` -> Count(T0 -> T1), K 2 ticks."""
+    """Echo(A -> T0) in ``partitions`` -> Count(T0 -> T1), K 2 ticks (``memory``: the
+    default MemoryLimit)."""
+    limit = {} if memory is None else {"memory": memory}
     g = Graph(shape_registry(), sources=("A",))
-    g.add("echo", Echo(("A",), ("T0",)), partitions=partitions, k0=2, memory=memory)
-    g.add("count", Count(("T0",), ("T1",)), k0=2, memory=memory)
+    g.add("echo", Echo(("A",), ("T0",)), partitions=partitions, k0=2, **limit)
+    g.add("count", Count(("T0",), ("T1",)), k0=2, **limit)
     return g
 
 

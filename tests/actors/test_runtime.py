@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from naive import content
 
-from specula import CostModel, Graph, GraphError, InProcessRuntime
+from specula import CostModel, Graph, GraphError, InProcessRuntime, OrderingUnit
 from specula.detectors import Detector
 from specula.detectors.examples import (
     ANotBC,
@@ -14,7 +14,7 @@ from specula.detectors.examples import (
     Threshold,
     example_registry,
 )
-from specula.options import OptionError
+from specula.options import NODE_OPTIONS, OptionError
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -167,6 +167,27 @@ def test_graph_validation_errors_say_what_to_fix():
         Graph(reg, sources=("C",)).add("t", Threshold(), alpha=1.5)
     with pytest.raises(GraphError, match="not registered"):
         Graph(reg, sources=("Z",)).validate()
+
+
+def test_node_defaults_come_from_the_table_and_the_unit_checks_options_as_the_graph_does():
+    reg = example_registry()
+    node = Graph(reg, sources=("C",)).add("t", Threshold()).nodes["t"]
+    for name, option in NODE_OPTIONS.items():
+        if name not in ("k0", "gpus"):  # resolved: the default K, the detector's GPUs
+            assert getattr(node, name) == option.default, name
+    for bad in ({"alpha": 1.5}, {"retraction": "partial"}, {"late": "drop"}, {"k0": -1},
+                {"memory": 100}):
+        with pytest.raises(OptionError) as declared:
+            Graph(reg, sources=("C",)).add("t", Threshold(), **bad)
+        with pytest.raises(OptionError) as direct:
+            OrderingUnit(Threshold(), reg, producer=1, inputs=("C",), outputs=("E",),
+                         clock=("C",), name="t", **bad)
+        assert str(direct.value) == str(declared.value)
+    with pytest.raises(OptionError, match="t: unknown option 'colour'; the options are alpha, "):
+        Graph(reg, sources=("C",)).add("t", Threshold(), colour="red")
+    unit = OrderingUnit(Threshold(), reg, producer=1, inputs=("C",), outputs=("E",),
+                        clock=("C",), alpha="adaptive", k0=None)
+    assert unit.controller is not None and unit.k == node.k0
 
 
 def test_option_errors_list_the_valid_values_and_a_class_is_not_a_detector():
