@@ -52,7 +52,7 @@ def ticks(graph: Graph, types: np.ndarray, ts: np.ndarray, key: int | np.ndarray
 
 def run(graph: Graph, raw: np.ndarray, queueing: bool = False):
     return InProcessRuntime(graph, ticks_per_second=1.0, queueing=queueing).run(
-        raw, batch_ticks=0)
+        raw, step_ticks=0)
 
 
 def assert_in_order(report, graph: Graph, raw: np.ndarray) -> None:
@@ -252,7 +252,7 @@ def local_ray():
 def on_ray(graph: Graph, raw: np.ndarray):
     from specula.actors.ray_runtime import RayRuntime
 
-    return RayRuntime(graph, batch_size=20, max_in_flight=2).run(raw)
+    return RayRuntime(graph, max_in_flight=2).run(raw, batch_rows=20)
 
 
 @pytest.mark.slow

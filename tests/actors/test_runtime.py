@@ -24,7 +24,7 @@ def run(alpha, cost_us: float, n: int = 10_000, k0: int = 150):
                           cost_model=CostModel(per_event=cost_us * 1e-6,
                                                per_snapshot=cost_us * 0.5e-6,
                                                per_restore=cost_us * 1e-6))
-    return rt.run(raw, batch_ticks=5)
+    return rt.run(raw, step_ticks=5)
 
 
 def test_adaptive_speculation_cuts_latency_and_keeps_the_answer():
@@ -58,7 +58,7 @@ def test_runs_are_deterministic_and_leave_the_graph_untouched():
     g = example_graph("adaptive")
     raw = abc_stream(g.registry, 5_000, seed=1, max_delay=10)
     rt = InProcessRuntime(g, cost_model=CostModel(), ticks_per_second=1_000.0)
-    a, b = rt.run(raw, batch_ticks=3), rt.run(raw, batch_ticks=3)
+    a, b = rt.run(raw, step_ticks=3), rt.run(raw, step_ticks=3)
     for name in g.nodes:
         assert content(a.net(name)) == content(b.net(name))
         assert a.stats(name) == b.stats(name)
@@ -126,8 +126,10 @@ def test_a_stream_of_batches_is_read_as_it_comes_a_step_per_batch():
     assert streamed.units["pass_a"][0].detector.first < 5
     # a step per batch: each event waits for the end of its batch at most
     assert streamed.latencies("pass_a").mean() > whole.latencies("pass_a").mean()
-    with pytest.raises(ValueError, match="the batches of an iterable are the steps"):
-        rt.run(batches(50), batch_ticks=5)
+    for batching in ({"step_ticks": 5}, {"batch_rows": 10}):
+        with pytest.raises(OptionError, match="the batches of an iterable are delivered as "
+                                              "they come, a step each"):
+            rt.run(batches(50), **batching)
 
 
 def test_a_stream_of_batches_without_counters_is_numbered_across_batches():
@@ -136,7 +138,7 @@ def test_a_stream_of_batches_without_counters_is_numbered_across_batches():
     g = example_graph(1.0, k0=60)
     raw = abc_stream(g.registry, 2_000, seed=2, max_delay=10)
     raw["seq"] = 0
-    whole = InProcessRuntime(g, ticks_per_second=1_000.0).run(raw, batch_ticks=30)
+    whole = InProcessRuntime(g, ticks_per_second=1_000.0).run(raw, step_ticks=30)
     streamed = InProcessRuntime(g, ticks_per_second=1_000.0).run(
         iter([raw[i:i + 30] for i in range(0, len(raw), 30)]))
     for name in g.nodes:
@@ -214,7 +216,7 @@ def test_on_demand_replay_runs_past_every_change_of_an_update():
 
     raw = abc_stream(example_registry(), 40, seed=1, max_delay=20)
     g = example_graph(0.0, retraction="on-demand", k0=150)
-    res = InProcessRuntime(g).run(raw, batch_ticks=5)
+    res = InProcessRuntime(g).run(raw, step_ticks=5)
     ref = reference_graph(g, raw)
     assert res.stats("d_then_e").updates_applied > 0
     for name in g.nodes:
