@@ -84,17 +84,16 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
              log_to_driver=False)
     try:
-        RayRuntime(g, batch_size=args.batch).run(raw[:50_000])  # warm up workers, JIT
+        RayRuntime(g).run(raw[:50_000], batch_rows=args.batch)  # warm up workers, JIT
         rates: dict[str, list[float]] = {"ray": [], "inprocess": []}
         reports = {}
+        # batches of args.batch rows on Ray; in-process, steps of as much arrival time
+        batching = {"ray": {"batch_rows": args.batch},
+                    "inprocess": {"step_ticks": int(args.batch * span / n)}}
         for r in range(repeat):
-            for name, rt in (("ray", RayRuntime(g, batch_size=args.batch)),
-                             ("inprocess", InProcessRuntime(g))):
+            for name, rt in (("ray", RayRuntime(g)), ("inprocess", InProcessRuntime(g))):
                 t0 = time.perf_counter()
-                if name == "ray":
-                    report = rt.run(raw)
-                else:
-                    report = rt.run(raw, batch_ticks=int(args.batch * span / n))
+                report = rt.run(raw, **batching[name])
                 wall = time.perf_counter() - t0
                 rates[name].append(n / wall)
                 reports[name] = report

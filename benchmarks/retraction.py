@@ -89,7 +89,7 @@ def run(chain: str, retraction: str, raw: np.ndarray, reg: TypeRegistry) -> dict
         g.add(f"n{level}", kind(types[level], types[level + 1]), alpha=0.0,
               retraction=retraction, k0=0)
     t0 = time.process_time()
-    report = InProcessRuntime(g).run(raw, batch_ticks=0)
+    report = InProcessRuntime(g).run(raw, step_ticks=0)
     cpu = time.process_time() - t0
     stats = [report.stats(name) for name in g.nodes]
     return {"messages": sum(d.net.applied for d in report.detectors.values()),

@@ -239,7 +239,7 @@ def stock(quick: bool, seed: int) -> dict[str, Any]:
     events["ats"] = events["ts"]
     per_s, found = {}, {}
     replay_ticks = 60 * round(1_000 * minutes / len(events))  # about 1,000 quotes a step
-    for delivery, batch_ticks in (("live", 0), ("replay", replay_ticks)):
+    for delivery, step_ticks in (("live", 0), ("replay", replay_ticks)):
         times = []
         for _ in range(3):
             graph = Graph(stock_registry(), sources=SYMBOLS)
@@ -247,7 +247,7 @@ def stock(quick: bool, seed: int) -> dict[str, Any]:
                                              engine="cdp"))
             start = time.perf_counter()
             found[delivery] = len(InProcessRuntime(graph).run(
-                events, batch_ticks=batch_ticks).net("rising"))
+                events, step_ticks=step_ticks).net("rising"))
             times.append(time.perf_counter() - start)
         per_s[delivery] = len(events) / statistics.median(times)
     assert found["live"] == found["replay"], "the deliveries disagree"

@@ -98,7 +98,7 @@ def driver_run(raw: np.ndarray, hand_on: bool = False) -> tuple[float, float, di
     seconds and the run's report. ``hand_on``: the run hands its output on as it
     settles (as a watch does; here to nobody) and the actors forget it."""
     graph = soccer_graph("adaptive", k0_ms=K0_MS)
-    runtime = RayRuntime(graph, batch_size=BATCH)
+    runtime = RayRuntime(graph)
     before = rss_mb()
     t0 = time.perf_counter()
     with PeakRss() as rss:
@@ -138,9 +138,9 @@ def cluster_rate(raw: np.ndarray, nodes: int) -> tuple[float, int]:
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, configure_logging=False, log_to_driver=False)
     try:
-        runtime = RayRuntime(soccer_graph("adaptive", k0_ms=K0_MS), batch_size=BATCH)
+        runtime = RayRuntime(soccer_graph("adaptive", k0_ms=K0_MS))
         t0 = time.perf_counter()
-        report = runtime.run(raw)
+        report = runtime.run(raw, batch_rows=BATCH)
         wall = time.perf_counter() - t0
     finally:
         ray.shutdown()

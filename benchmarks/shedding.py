@@ -160,14 +160,14 @@ def run_query(q: Query, reg, events: np.ndarray, names, defenders, quick: bool) 
     # the unshed answer on the test part, and the pairs an event costs there
     g, name = graph(reg, kwargs, None)
     truth_run = InProcessRuntime(g).run(arrivals(test, TARGET_TH, tps),
-                                        batch_ticks=int(STEP_S * tps))
+                                        step_ticks=int(STEP_S * tps))
     truth = complex_events(truth_run, name)
     pairs = truth_run.units[name][0].detector.work_done() / len(test)
     cost = CostModel(per_event=PER_EVENT, per_work=(1 / TARGET_TH - PER_EVENT) / pairs)
     # training at 80 % of the throughput, unshed: the model, and th measured
     g, _ = graph(reg, kwargs, None)
     trained = InProcessRuntime(g, cost_model=cost, queueing=True).run(
-        arrivals(train, 0.8 * TARGET_TH, tps), batch_ticks=int(STEP_S * tps))
+        arrivals(train, 0.8 * TARGET_TH, tps), step_ticks=int(STEP_S * tps))
     th = trained.summary()["detectors"][name]["inbox"]["processing_rate_eps"]
     model = trained.units[name][0].detector.model
     model.build()
@@ -177,7 +177,7 @@ def run_query(q: Query, reg, events: np.ndarray, names, defenders, quick: bool) 
         replay = arrivals(test, (1 + over) * th, tps)
         for policy in ("espice", "bl"):
             g, _ = graph(reg, kwargs, shedding, policy=policy, model=copy.deepcopy(model))
-            rep = InProcessRuntime(g, cost_model=cost).run(replay, batch_ticks=int(STEP_S * tps))
+            rep = InProcessRuntime(g, cost_model=cost).run(replay, step_ticks=int(STEP_S * tps))
             got = complex_events(rep, name)
             inbox = rep.summary()["detectors"][name]["inbox"]
             processed = max(1, int(rep.detectors[name].inbox.processed))

@@ -93,15 +93,14 @@ def main() -> None:
     print("reference done", flush=True)
 
     with ray_session(), tempfile.TemporaryDirectory() as store:
-        runtime = RayRuntime(graph, batch_size=args.batch, speed=args.speed,
-                             checkpoint_uri=store, max_restarts=1_000)
+        runtime = RayRuntime(graph, checkpoint_uri=store, max_restarts=1_000)
         done, kills = threading.Event(), []
         thread = threading.Thread(target=killer,
                                   args=(runtime, args.kill_every, args.seed, done, kills))
         thread.start()
         t0 = time.perf_counter()
         try:
-            report = runtime.run(raw)
+            report = runtime.run(raw, batch_rows=args.batch, speed=args.speed)
         finally:
             done.set()
             thread.join()

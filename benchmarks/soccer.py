@@ -77,7 +77,7 @@ def shots_over_minutes(minutes: int) -> dict[str, float]:
     for seed in range(minutes):
         match = generate_match(60, profile="debs2013", seed=seed)
         graph = soccer_graph(1.0, metadata=match.metadata)
-        report = InProcessRuntime(graph).run(match.stream(), batch_ticks=100 * 10**9)
+        report = InProcessRuntime(graph).run(match.stream(), step_ticks=100 * 10**9)
         s = score_match(report, match)["shots"]
         detected, truth, matched = detected + s.detected, truth + s.truth, matched + s.matched
     return {"shots_detected": detected, "shots_truth": truth, "shots_matched": matched}
@@ -125,7 +125,7 @@ def main() -> None:
         print(format_scores(score_match(runs[label], match)))
     rt = inprocess("adaptive")
     t0 = time.perf_counter()
-    rt.run(raw, batch_ticks=int(0.1 * rt.ticks_per_second))
+    rt.run(raw, step_ticks=int(0.1 * rt.ticks_per_second))
     walls["adaptive_100ms"] = time.perf_counter() - t0
     print(f"in-process adaptive, 100 ms steps {walls['adaptive_100ms']:6.1f} s wall")
     rt = inprocess("adaptive")
@@ -159,7 +159,7 @@ def main() -> None:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
                 graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
                                      metadata=match.metadata)
-                report = RayRuntime(graph, batch_size=args.batch).run(raw)
+                report = RayRuntime(graph).run(raw, batch_rows=args.batch)
                 realtime[label] = seconds / report.wall_seconds
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)

@@ -41,7 +41,7 @@ def parts(raw: np.ndarray, n: int) -> list[ArrayPart]:
 def run(raw: np.ndarray | Sources, batch: int) -> tuple[float, int]:
     """Wall seconds of the detection and late events of one run."""
     graph = soccer_graph("adaptive", k0_ms=K0_MS)
-    report = RayRuntime(graph, batch_size=batch).run(raw)
+    report = RayRuntime(graph).run(raw, batch_rows=batch)
     return report.wall_seconds, sum(len(report.late(n)) for n in graph.nodes)
 
 

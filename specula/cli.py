@@ -19,11 +19,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from specula import events as ev
-from specula.actors import CostModel, InProcessRuntime, RunReport
+from specula.actors import InProcessRuntime, RayRuntime, RunReport
 from specula.actors.report import format_detectors
 from specula.detectors import Graph
 from specula.detectors.examples import example_registry
-from specula.options import NODE_OPTIONS, OptionError, check_option
+from specula.options import NODE_OPTIONS, CostModel, OptionError, check_option
 from specula.ordering.net import ranked
 from specula.pipelines.synthetic import abc_stream, example_graph
 
@@ -43,7 +43,7 @@ def demo(args: argparse.Namespace) -> int:
         graph = example_graph(alpha, args.retraction, k0=args.k0)
         rt = InProcessRuntime(graph, cost_model=cost, ticks_per_second=args.ticks_per_second)
         t0 = time.perf_counter()
-        runs[label] = rt.run(raw, batch_ticks=args.batch_ticks)
+        runs[label] = rt.run(raw, step_ticks=args.step_ticks)
         print(f"  {label:<9} run: {time.perf_counter() - t0:.1f} s wall")
     print(_table(runs))
     same = all(_same(runs["kslack"], runs["adaptive"], name) for name in runs["kslack"].detectors)
@@ -87,13 +87,12 @@ def run(args: argparse.Namespace) -> int:
     """Run a graph defined in a Python module against a source, on Ray (embedded by
     default, ``--address`` to join a cluster) or in-process, and print the report."""
     graph, raw, made_with = _check_run(args)
-    if args.in_process:  # a position log is read a chunk at a time, a step per batch
-        report = InProcessRuntime(graph).run(raw, registry=made_with)
-    else:
-        from specula.actors.ray_runtime import RayRuntime
-
-        report = RayRuntime(graph, address=args.address, batch_size=args.batch_size).run(
-            raw, registry=made_with)
+    # an array is fed in batches of --batch-size rows; a position log is read in such
+    # batches, and fed a batch per step, as it comes
+    rows = args.batch_size if isinstance(raw, np.ndarray) else None
+    runtime = InProcessRuntime(graph) if args.in_process else RayRuntime(graph,
+                                                                          address=args.address)
+    report = runtime.run(raw, registry=made_with, batch_rows=rows)
     print(_summary_table(report))
     if args.report:
         Path(args.report).write_text(report.to_json())
@@ -203,8 +202,6 @@ _IDLE_TIMEOUT = 30.0
 
 def _check_replay_combinations(args: argparse.Namespace) -> None:
     """Refuse options that the rest of the command line makes meaningless."""
-    if args.in_process and args.speed is not None:
-        raise UsageError("--speed paces the run on Ray; --in-process runs as fast as it can")
     if args.in_process and args.ray_address:
         raise UsageError("--ray-address joins a Ray cluster; --in-process runs without Ray")
     if args.ray_workers is not None and (args.in_process or args.ray_address):
@@ -487,8 +484,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="initial K of level-1 units, ticks")
     p.add_argument("--retraction", choices=NODE_OPTIONS["retraction"].choices,
                    default="on-demand", help=NODE_OPTIONS["retraction"].doc)
-    p.add_argument("--batch-ticks", type=_POSITIVE_INT, default=5,
-                   help="raw events arriving within this many ticks form one delivery")
+    p.add_argument("--step-ticks", type=_POSITIVE_INT, default=5,
+                   help="raw events arriving within this many ticks of the first form "
+                        "one step (run(step_ticks=...))")
     p.add_argument("--ticks-per-second", type=_POSITIVE, default=1_000.0)
     p.add_argument("--cost-us", type=_NOT_NEGATIVE, default=600.0,
                    help="modelled busy time per processed event, microseconds")
@@ -502,8 +500,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--address", default=None, help="join this Ray cluster (default: embedded)")
     r.add_argument("--in-process", action="store_true", help="run without Ray")
     r.add_argument("--batch-size", type=_POSITIVE_INT, default=10_000,
-                   help="raw events per batch a position log is read and fed in (with "
-                        "--in-process, a step each)")
+                   help="raw events per batch at most: a position log is read and fed in "
+                        "batches of this many (a step each), an array is fed in steps of "
+                        "at most this many (run(batch_rows=...))")
     r.add_argument("--report", default=None, help="write the JSON report here")
     r.set_defaults(func=run, check=_check_run)
     s = sub.add_parser("replay", help="replay a DEBS 2013 log or a generated match through "

@@ -1,9 +1,15 @@
-"""The options of a detector node, in one table: what they mean, their defaults, and
-what values they take; and :class:`Shedding`, the value of the ``shedding`` option.
+"""The options of a detector node and of the runtimes, in two tables: what they mean,
+their defaults, and what values they take; and the values of the options that are
+objects (:class:`Shedding`, :class:`MemoryLimit`, :class:`CostModel`).
 
-:func:`specula.detectors.Graph.add`, the :class:`~specula.ordering.OrderingUnit` and the
-``specula`` command all check options here, so a wrong value gets the same message
-wherever it is given, and the message lists what would be right.
+:data:`NODE_OPTIONS` holds a node's options: :meth:`specula.detectors.Graph.add`, the
+:class:`~specula.ordering.OrderingUnit` and the ``specula`` command check them here.
+:data:`RUNTIME_OPTIONS` holds the runtimes' options: the constructor options of
+:class:`~specula.actors.inprocess.InProcessRuntime` and
+:class:`~specula.actors.ray_runtime.RayRuntime`, and the arguments of ``run()`` that
+both take alike (batching and pacing); :data:`RUNTIME_ARGUMENTS` says which takes
+which. So a wrong value gets the same message wherever it is given, and the message
+lists what would be right.
 
 >>> check_option("retraction", "partial", where="hits")
 Traceback (most recent call last):
@@ -11,15 +17,19 @@ Traceback (most recent call last):
 specula.options.OptionError: hits: retraction must be one of 'on-demand', 'full'; got 'partial'
 >>> node_options(alpha="adaptive")["retraction"]
 'on-demand'
+>>> runtime_options("run", batch_rows=0)
+Traceback (most recent call last):
+...
+specula.options.OptionError: run: batch_rows must be None or an integer >= 1 (rows); got 0
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
 
 
 class OptionError(ValueError):
@@ -265,6 +275,12 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "(the actor runs wherever Ray puts it, unaccounted).",
            valid="a number >= 0 and <= 1024", accepts=lambda v: _is_number(v)
            and 0 <= v <= 1024),
+    Option("gpus", None,
+           "GPUs each of the node's actors asks Ray for (a share: 0.5 is half a GPU), "
+           "placed and checked against the cluster as cpus are. None: what the node's "
+           "detector declares (Detector.num_gpus; 0 for a detector that needs none).",
+           valid="None or a number >= 0 and <= 1024",
+           accepts=lambda v: v is None or (_is_number(v) and 0 <= v <= 1024)),
     Option("memory", MemoryLimit(),
            "What each of the node's ordering units may hold: near the limit speculation "
            "backs off to pure K-slack, at it K is capped (what then arrives behind the "
@@ -303,3 +319,203 @@ def node_options(*, where: str = "", **given: Any) -> dict[str, Any]:
     for name, value in given.items():
         check_option(name, value, where=where)
     return {name: given.get(name, option.default) for name, option in NODE_OPTIONS.items()}
+
+
+class NodeOptions(TypedDict, total=False):
+    """The types of :data:`NODE_OPTIONS`, for type checkers: ``Graph.add(**options)``."""
+
+    alpha: float | Literal["adaptive"]
+    retraction: Literal["on-demand", "full"]
+    late: Literal["side", "process"]
+    k0: int | None
+    idle_after: int | None
+    partitions: int
+    shedding: Shedding | None
+    cpus: float
+    gpus: float | None
+    memory: MemoryLimit
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds of busy time per unit of work, for deterministic alpha-adaptation and
+    queueing in the in-process runtime (its ``cost_model`` option).
+
+    ``slower`` multiplies the busy time of the named nodes (default 1): one expensive
+    detector in a graph of cheap ones, e.g. the node a shedding experiment overloads.
+    ``per_work`` is the cost of a unit of the work a detector counts beyond its events
+    (:meth:`~specula.detectors.Detector.work_done`: a window operator's (event, window)
+    pairs), charged with a queueing model only.
+    """
+
+    per_event: float = 2e-6
+    per_snapshot: float = 1e-6
+    per_restore: float = 1e-6
+    per_comparison: float = 0.5e-6
+    slower: Mapping[str, float] = field(default_factory=dict)
+    per_work: float = 0.0
+
+    def busy(self, before: tuple[int, ...], after: tuple[int, ...], node: str | None = None,
+             work_done: int = 0) -> float:
+        """Busy time of the work between two readings of a unit's counters
+        (:meth:`~specula.ordering.unit.UnitStats.work`, of ``node``), plus ``work_done``
+        units of the detector's own work."""
+        emitted, snapshots, restores, comparisons = (a - b for a, b in
+                                                     zip(after, before, strict=True))
+        work = (work_done * self.per_work + emitted * self.per_event
+                + snapshots * self.per_snapshot + restores * self.per_restore
+                + comparisons * self.per_comparison)
+        return work * self.slower.get(node, 1.0) if node is not None else work
+
+
+def _is_optional(accepts: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or accepts(v)
+
+
+#: Every option of a runtime, by name: the constructor options of each runtime, and the
+#: arguments of ``run()`` that both take alike (:data:`RUNTIME_ARGUMENTS` says which).
+RUNTIME_OPTIONS: dict[str, Option] = {o.name: o for o in (
+    # ---- how a stream is cut into steps and paced: run() of both runtimes
+    Option("step_ticks", None,
+           "Arrival time one step of a stream held in memory (an array, or Sources) "
+           "covers, in ticks: a step holds the events that arrived within step_ticks of "
+           "its first (source actors cut at every multiple of it, so that they keep in "
+           "step); 0 is a step per arrival time. None: the runtime's default, 5 ms "
+           "in-process (a step of its virtual clock), none on Ray from the driver, "
+           "0.1 s between Ray's source actors. An iterable of batches is delivered a "
+           "batch per step, as it comes.",
+           valid="None or an integer >= 0 (ticks of arrival time)",
+           accepts=_is_optional(lambda v: _is_int(v, 0, MAX_TICKS))),
+    Option("batch_rows", None,
+           "Rows one step (one push to an actor) of a stream held in memory holds at "
+           "most: a longer step is cut into several. None: the runtime's default, no "
+           "bound in-process, 10,000 on Ray.",
+           valid="None or an integer >= 1 (rows)",
+           accepts=_is_optional(lambda v: _is_int(v, 1, MAX_TICKS))),
+    Option("speed", None,
+           "Pace of the stream: 1.0 plays it in real time (by the raw events' time stamps "
+           "and the graph's ticks per second), 10.0 ten times faster. None: as fast as "
+           "the detectors take it.",
+           valid="None or a number > 0 (a multiple of real time)",
+           accepts=_is_optional(lambda v: _is_number(v) and v > 0)),
+    # ---- InProcessRuntime(...)
+    Option("ticks_per_second", None,
+           "Virtual time units (of ats) per second, for alpha-adaptation's t_span, "
+           "latencies in seconds and the default step. None: the registry's.",
+           valid="None or a number > 0",
+           accepts=_is_optional(lambda v: _is_number(v) and v > 0)),
+    Option("cost_model", None,
+           "Busy time per unit of work: alpha-adaptation and queueing then run on the "
+           "virtual clock, and runs are deterministic. None measures wall time.",
+           valid="None or a CostModel(...) (specula.options)",
+           accepts=_is_optional(lambda v: isinstance(v, CostModel))),
+    Option("trace", False,
+           "Record every step of every unit (specula.ordering.TraceEntry; slow).",
+           valid="True or False", accepts=lambda v: isinstance(v, bool)),
+    Option("keep_messages", False,
+           "Keep every message each detector sent, in the runtime's messages (for tests).",
+           valid="True or False", accepts=lambda v: isinstance(v, bool)),
+    Option("queueing", None,
+           "Model every instance's inbox on the virtual clock: processing takes the busy "
+           "time (of cost_model, else measured), arrivals wait while their instance is "
+           "busy, and nodes with Shedding shed. None: on when some node sheds. Off, an "
+           "instance takes what arrived in a step in that step and processing takes no "
+           "virtual time (the report then has no inbox figures).",
+           valid="None, True or False", accepts=_is_optional(lambda v: isinstance(v, bool))),
+    # ---- RayRuntime(...)
+    Option("address", None,
+           "A Ray cluster to join ('host:port', 'ray://host:port'). None starts Ray on "
+           "this machine (or uses the Ray this process is already connected to).",
+           valid="None or a Ray address (a non-empty string)",
+           accepts=_is_optional(lambda v: isinstance(v, str) and bool(v))),
+    Option("max_in_flight", 4,
+           "Pushes a sender may have unacknowledged per consumer before it waits (a push "
+           "is acknowledged once its batch is in the consumer's inbox).",
+           valid="an integer >= 1", accepts=lambda v: _is_int(v, 1, MAX_TICKS)),
+    Option("inbox_events", 200_000,
+           "Rows an actor's inbox holds before its producers wait (backpressure). A node "
+           "with a latency bound should hold more than it allows (LB / l(p) events), or "
+           "backpressure acts before shedding does.",
+           valid="an integer >= 1 (rows)", accepts=lambda v: _is_int(v, 1, MAX_TICKS)),
+    Option("step_events", 20_000,
+           "Rows an actor takes from its inbox at most in one step (one push through its "
+           "unit; at least one batch): an actor that fell behind catches up in fewer, "
+           "larger steps. A node with shedding takes one batch per step.",
+           valid="an integer >= 0 (rows)", accepts=lambda v: _is_int(v, 0, MAX_TICKS)),
+    Option("checkpoint_uri", None,
+           "Where actors checkpoint: a local directory or a URI pyarrow.fs opens "
+           "(s3://bucket/prefix) that every node of the cluster reaches; each run writes "
+           "under a folder of its own. None: a temporary directory on this machine, "
+           "removed after the run (enough for embedded Ray).",
+           valid="None or a directory or URI (a non-empty string)",
+           accepts=_is_optional(lambda v: isinstance(v, str) and bool(v))),
+    Option("checkpoint_every_batches", 50,
+           "An actor checkpoints after this many batches or checkpoint_every_s seconds, "
+           "whichever comes first, and at the end of the stream.",
+           valid="an integer >= 1", accepts=lambda v: _is_int(v, 1, MAX_TICKS)),
+    Option("checkpoint_every_s", 2.0,
+           "An actor checkpoints after this many seconds or checkpoint_every_batches "
+           "batches, whichever comes first; settled output is handed on as often.",
+           valid="a number of seconds > 0", accepts=lambda v: _is_number(v) and v > 0),
+    Option("max_restarts", 5,
+           "How often Ray restarts each actor after a crash (0: never; the run then "
+           "fails).",
+           valid="an integer >= 0", accepts=lambda v: _is_int(v, 0, MAX_TICKS)),
+)}
+
+#: The options of :data:`RUNTIME_OPTIONS` each runtime's constructor takes, and those
+#: ``run()`` takes in both runtimes.
+RUNTIME_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "InProcessRuntime": ("ticks_per_second", "cost_model", "trace", "keep_messages",
+                         "queueing"),
+    "RayRuntime": ("address", "max_in_flight", "inbox_events", "step_events",
+                   "checkpoint_uri", "checkpoint_every_batches", "checkpoint_every_s",
+                   "max_restarts"),
+    "run": ("step_ticks", "batch_rows", "speed"),
+}
+
+
+def runtime_options(where: str, **given: Any) -> dict[str, Any]:
+    """Every option ``where`` takes (a key of :data:`RUNTIME_ARGUMENTS`): the given ones
+    checked, the others at their defaults. An option it does not take is an
+    :class:`OptionError` that lists those it does.
+
+    >>> runtime_options("RayRuntime", max_restarts=0)["max_in_flight"]
+    4
+    >>> runtime_options("InProcessRuntime", max_restarts=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    specula.options.OptionError: InProcessRuntime: max_restarts is an option of RayRuntime; ...
+    """
+    takes = RUNTIME_ARGUMENTS[where]
+    for name, value in given.items():
+        if name not in takes:
+            other = [w for w, names in RUNTIME_ARGUMENTS.items() if name in names]
+            what = (f"{name} is an option of {other[0]}" if other
+                    else f"unknown option {name!r}")
+            raise OptionError(f"{where}: {what}; {where} takes {', '.join(takes)}")
+        RUNTIME_OPTIONS[name].check(value, where)
+    return {name: given.get(name, RUNTIME_OPTIONS[name].default) for name in takes}
+
+
+class InProcessOptions(TypedDict, total=False):
+    """The types of the options ``InProcessRuntime(graph, **options)`` takes."""
+
+    ticks_per_second: float | None
+    cost_model: CostModel | None
+    trace: bool
+    keep_messages: bool
+    queueing: bool | None
+
+
+class RayOptions(TypedDict, total=False):
+    """The types of the options ``RayRuntime(graph, **options)`` takes."""
+
+    address: str | None
+    max_in_flight: int
+    inbox_events: int
+    step_events: int
+    checkpoint_uri: str | None
+    checkpoint_every_batches: int
+    checkpoint_every_s: float
+    max_restarts: int

@@ -59,10 +59,11 @@ import cloudpickle  # type: ignore[import-untyped]  # ships no types
 import numpy as np
 
 from specula import events as ev
-from specula.actors import CostModel, InProcessRuntime, RunReport
+from specula.actors import InProcessRuntime, RunReport
 from specula.actors.report import DetectorReport
 from specula.detectors import Detector, Emitter, Graph
 from specula.events import TypeRegistry
+from specula.options import CostModel
 
 __all__ = ["NodeResult", "Result", "check_detector", "feed", "records"]
 
@@ -73,7 +74,7 @@ Events = Iterable[Mapping[str, Any]] | np.ndarray
 
 
 def feed(target: Detector | Graph, events: Events, *, registry: TypeRegistry | None = None,
-         order: Sequence[int] | None = None, batch_ticks: int | None = None,
+         order: Sequence[int] | None = None, step_ticks: int | None = None,
          **options: Any) -> Result:
     """Run a detector, or a small graph, on ``events`` in the in-process runtime.
 
@@ -97,10 +98,10 @@ def feed(target: Detector | Graph, events: Events, *, registry: TypeRegistry | N
         order. An event that arrives
         K or more behind the newest time stamp may be late (``k0`` sets K at the start;
         ties go by the counter).
-    batch_ticks
+    step_ticks
         For events that carry arrival times (``ats``, not all 0), which arrive by those
-        instead: the arrival time one step of the runtime takes in (default: a few ms;
-        0: one step per arrival time).
+        instead: the arrival time one step of the runtime takes in (``run(step_ticks=)``
+        of the runtimes; default: a few ms; 0: one step per arrival time).
     **options
         Node options (:data:`specula.options.NODE_OPTIONS`: ``alpha``, ``retraction``,
         ``late``, ``k0``, ``partitions``, ...), for the detector, or for every node of
@@ -122,10 +123,10 @@ def feed(target: Detector | Graph, events: Events, *, registry: TypeRegistry | N
         if order is not None:
             raise ValueError("the events carry arrival times (ats) and arrive in their "
                              "order; give either ats or order=, not both")
-        report = runtime.run(raw, batch_ticks=batch_ticks, registry=registry)
+        report = runtime.run(raw, step_ticks=step_ticks, registry=registry)
     else:
-        if batch_ticks is not None:
-            raise ValueError("batch_ticks groups events by their arrival times; without "
+        if step_ticks is not None:
+            raise ValueError("step_ticks groups events by their arrival times; without "
                              "ats each event arrives alone")
         report = runtime.run(_one_by_one(raw, order), registry=registry)
     return Result(report, graph.registry)
@@ -485,9 +486,9 @@ def _check_speculation(detector: Detector, batch: np.ndarray, registry: TypeRegi
     shuffled["ats"] = ordered["ats"] + np.random.default_rng(len(batch)).integers(
         0, delay + 1, len(batch))
     want = feed(detector, ordered, registry=registry, alpha=1.0, k0=delay + 1,
-                batch_ticks=delay)
+                step_ticks=delay)
     got = feed(detector, shuffled, registry=registry, alpha=0.0, k0=delay + 1,
-               batch_ticks=delay)
+               step_ticks=delay)
     _expect(not got.late, name, "had late events behind a unit whose K covers every delay",
             "this is a bug in specula.testing or the unit; please report it")
     _expect_same(_tuples(got.net), _tuples(want.net), name,

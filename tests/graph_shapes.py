@@ -258,7 +258,7 @@ class Case:
 
     nodes: tuple[Spec, ...]
     events: tuple[tuple[str, int, int, int, int], ...]
-    batch_ticks: int = 0
+    step_ticks: int = 0
     batch_rows: int = 0
 
     def graph(self) -> Graph:
@@ -282,7 +282,7 @@ class Case:
     def __repr__(self) -> str:
         nodes = "".join(f"\n    {s!r}," for s in self.nodes)
         events = ", ".join(repr(e) for e in self.events)
-        return (f"Case(nodes=({nodes}\n), events=({events},), batch_ticks={self.batch_ticks}, "
+        return (f"Case(nodes=({nodes}\n), events=({events},), step_ticks={self.step_ticks}, "
                 f"batch_rows={self.batch_rows})")
 
 

@@ -149,9 +149,6 @@ def graph():
     (["replay", "--batch-size", "0"],
      "specula replay: error: argument --batch-size: expected an integer > 0, got '0' "
      "(see specula replay --help)"),
-    (["replay", "--speed", "2", "--in-process"],
-     "specula replay: error: --speed paces the run on Ray; --in-process runs as fast as it "
-     "can"),
     (["replay", "--sources", "2", "--in-process"],
      "specula replay: error: --sources feeds a replay on Ray from source actors; "
      "--in-process and --watch read the stream in this process"),

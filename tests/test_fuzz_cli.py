@@ -37,7 +37,7 @@ def not_events():
     return [1, 2, 3]
 '''
 
-OPTIONS = ["--events", "--seed", "--max-delay", "--k0", "--retraction", "--batch-ticks",
+OPTIONS = ["--events", "--seed", "--max-delay", "--k0", "--retraction", "--step-ticks",
            "--ticks-per-second", "--cost-us", "--source", "--address", "--in-process",
            "--batch-size", "--report", "--graph", "--out", "--spark-master", "--ray-address",
            "--seconds", "--profile", "--no-delays", "--alpha", "--k0-ms", "--speed",
@@ -94,7 +94,7 @@ def test_fuzz_command_line(project, capsys, argv):
 
 @budget(100)
 @given(st.sampled_from(["demo", "replay"]),
-       st.sampled_from(["--events", "--seed", "--max-delay", "--k0", "--batch-ticks",
+       st.sampled_from(["--events", "--seed", "--max-delay", "--k0", "--step-ticks",
                         "--ticks-per-second", "--cost-us", "--seconds", "--alpha", "--k0-ms",
                         "--speed", "--batch-size", "--idle-timeout"]),
        st.one_of(st.sampled_from(VALUES), st.integers().map(str),
@@ -114,7 +114,7 @@ def test_fuzz_numbers(project, capsys, command, option, value):
     (["demo", "--max-delay", str(2**70)], "specula demo: error: argument --max-delay: "
      "expected an integer <= 1,152,921,504,606,846,976, got '1180591620717411303424' "
      "(see specula demo --help)"),
-    (["demo", "--batch-ticks", str(2**64)], None),
+    (["demo", "--step-ticks", str(2**64)], None),
     (["demo", "--events", str(10**12)], None),
     (["replay", "--seconds", "1e308"], None),
     (["replay", "--k0-ms", "inf"], "specula replay: error: argument --k0-ms: expected "

@@ -122,7 +122,7 @@ def test_events_behind_k_are_late_and_listed():
 def test_events_with_arrival_times_arrive_by_them():
     events = [dict(e, ats=a) for e, a in zip(readings(VALUES), [5, 40, 12, 30, 41, 50,
                                                                 80, 70, 90], strict=True)]
-    out = feed(Streak(), events, registry=registry(), k0=20, alpha=0.0, batch_ticks=0)
+    out = feed(Streak(), events, registry=registry(), k0=20, alpha=0.0, step_ticks=0)
     assert out.net == feed(Streak(), readings(VALUES), registry=registry()).net
     assert out.late == []
 
@@ -159,7 +159,7 @@ def test_feed_refuses_what_it_cannot_run():
     with pytest.raises(ValueError, match="give either ats or order="):
         feed(Streak(), [dict(e, ats=1) for e in readings([1, 2])], registry=reg, order=[1, 0])
     with pytest.raises(ValueError, match="without ats each event arrives alone"):
-        feed(Streak(), readings([1, 2]), registry=reg, batch_ticks=5)
+        feed(Streak(), readings([1, 2]), registry=reg, step_ticks=5)
     with pytest.raises(TypeError, match=r"feed\(Streak\(\), events, registry=...\)"):
         feed(Streak(), readings([1, 2]))
     with pytest.raises(OptionError, match="Streak: alpha must be a number in"):

@@ -1,9 +1,11 @@
 """Running a graph: the detector actor (inbox -> ordering unit -> detector -> publisher),
 routing between instances, the in-process runtime on a virtual clock, the Ray runtime
-(one actor per detector instance) and the run report."""
+(one actor per detector instance) and the run report. Both runtimes take the options of
+:data:`specula.options.RUNTIME_OPTIONS` and the same ``run()`` arguments."""
 
-from specula.actors.inprocess import CostModel, InProcessRuntime
+from specula.actors.inprocess import InProcessRuntime
+from specula.actors.ray_runtime import RayRuntime
 from specula.actors.report import DetectorReport, RunReport
 from specula.actors.worker import DetectorWorker
 
-__all__ = ["CostModel", "DetectorReport", "DetectorWorker", "InProcessRuntime", "RunReport"]
+__all__ = ["DetectorReport", "DetectorWorker", "InProcessRuntime", "RayRuntime", "RunReport"]

@@ -22,8 +22,8 @@ latencies include the waits (:mod:`specula.actors.queueing`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Unpack
 
 import numpy as np
 
@@ -32,107 +32,74 @@ from specula.actors.inbox import InboxStats
 from specula.actors.queueing import Station, queued_step
 from specula.actors.report import DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, punctuate, raw_type_table
-from specula.actors.sources import Sources, played_seconds
+from specula.actors.sources import (
+    Pace,
+    Sources,
+    arrival_steps,
+    check_batching,
+    played_seconds,
+)
 from specula.detectors.graph import Graph, Instance
+from specula.options import CostModel, InProcessOptions, runtime_options
 from specula.ordering.adaptation import AlphaController, ManualClock
 from specula.ordering.memory import merge_figures
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit
 
 #: Arrival time a step of :meth:`InProcessRuntime.run` covers by default, in seconds.
-DEFAULT_BATCH_SECONDS = 0.005
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """Seconds of busy time per unit of work, for deterministic alpha-adaptation and
-    queueing.
-
-    ``slower`` multiplies the busy time of the named nodes (default 1): one expensive
-    detector in a graph of cheap ones, e.g. the node a shedding experiment overloads.
-    ``per_work`` is the cost of a unit of the work a detector counts beyond its events
-    (:meth:`~specula.detectors.Detector.work_done`: a window operator's (event, window)
-    pairs), charged with a queueing model only.
-    """
-
-    per_event: float = 2e-6
-    per_snapshot: float = 1e-6
-    per_restore: float = 1e-6
-    per_comparison: float = 0.5e-6
-    slower: Mapping[str, float] = field(default_factory=dict)
-    per_work: float = 0.0
-
-    def busy(self, before: tuple[int, ...], after: tuple[int, ...], node: str | None = None,
-             work_done: int = 0) -> float:
-        """Busy time of the work between two readings of a unit's counters
-        (:meth:`~specula.ordering.unit.UnitStats.work`, of ``node``), plus ``work_done``
-        units of the detector's own work."""
-        emitted, snapshots, restores, comparisons = (a - b for a, b in
-                                                     zip(after, before, strict=True))
-        work = (work_done * self.per_work + emitted * self.per_event
-                + snapshots * self.per_snapshot + restores * self.per_restore
-                + comparisons * self.per_comparison)
-        return work * self.slower.get(node, 1.0) if node is not None else work
+DEFAULT_STEP_SECONDS = 0.005
 
 
 class InProcessRuntime:
     """Run a :class:`~specula.detectors.graph.Graph` deterministically in one process.
 
     Every run works on fresh copies of the graph's detectors; the graph is not changed.
-
-    Parameters
-    ----------
-    graph
-        The graph; validated here.
-    ticks_per_second
-        Virtual time units (of ``ats``) per second, for alpha-adaptation's ``t_span``,
-        latencies in seconds and the default step; default: the registry's.
-    cost_model
-        Busy time per unit of work; ``None`` measures wall time instead.
-    trace
-        Record every step of every unit (see :class:`~specula.ordering.TraceEntry`).
-    keep_messages
-        Keep every message each detector sent, in ``self.messages`` (for tests).
-    queueing
-        Model every instance's inbox on the virtual clock: processing takes the busy time
-        (of ``cost_model``, else measured), arrivals wait while their instance is busy,
-        and nodes with :class:`~specula.options.Shedding` shed. None (the default): on
-        when some node sheds. Off, an instance takes what arrived in a step in that step
-        and processing takes no virtual time (the report then has no inbox figures).
+    ``graph`` is validated here; ``options`` are those
+    ``specula.options.RUNTIME_ARGUMENTS["InProcessRuntime"]`` names (``ticks_per_second``,
+    ``cost_model``, ``trace``, ``keep_messages``, ``queueing``), checked, with their
+    meanings and defaults, in :data:`specula.options.RUNTIME_OPTIONS`.
     """
 
-    def __init__(self, graph: Graph, *, ticks_per_second: float | None = None,
-                 cost_model: CostModel | None = None, trace: bool = False,
-                 keep_messages: bool = False, queueing: bool | None = None) -> None:
+    def __init__(self, graph: Graph, **options: Unpack[InProcessOptions]) -> None:
         graph.validate()
+        given = runtime_options("InProcessRuntime", **options)
         self.graph = graph
-        self.ticks_per_second = ticks_per_second or graph.ticks_per_second
-        self.cost_model = cost_model
+        self.ticks_per_second: float = given["ticks_per_second"] or graph.ticks_per_second
+        self.cost_model: CostModel | None = given["cost_model"]
+        queueing = given["queueing"]
         if queueing is None:
             queueing = any(n.shedding is not None for n in graph.nodes.values())
-        self.queueing = queueing
-        self.trace = trace
-        self.keep_messages = keep_messages
+        self.queueing: bool = queueing
+        self.trace: bool = given["trace"]
+        self.keep_messages: bool = given["keep_messages"]
         self.instances = graph.instances()
         self.router = Router(graph)
         self.messages: dict[str, list[np.ndarray]] = {}
 
     def run(self, raw: np.ndarray | Sources | Iterable[np.ndarray], *,
-            batch_ticks: int | None = None, registry: ev.TypeRegistry | None = None
-            ) -> RunReport:
-        """Deliver ``raw``, then flush level by level.
+            registry: ev.TypeRegistry | None = None, step_ticks: int | None = None,
+            batch_rows: int | None = None, speed: float | None = None) -> RunReport:
+        """Deliver ``raw``, then flush level by level. The arguments are those of
+        :meth:`RayRuntime.run <specula.actors.ray_runtime.RayRuntime.run>`, checked alike
+        (:data:`specula.options.RUNTIME_OPTIONS`).
 
-        An array (with ``ats`` set) is delivered in arrival order: raw events whose
-        arrival falls within ``batch_ticks`` of the first event of a step are delivered
-        together in that step; the default is :data:`DEFAULT_BATCH_SECONDS` of arrival
-        time, as a source that ships batches every few milliseconds would (0: one step
-        per arrival, the slowest). :class:`~.sources.Sources` are read merged, as one
-        array.
+        An array (with ``ats`` set) is delivered in arrival order, in steps
+        (:func:`~.sources.arrival_steps`): the raw events whose arrival falls within
+        ``step_ticks`` of the first event of a step are delivered together in that
+        step, at most ``batch_rows`` of them; the default is
+        :data:`DEFAULT_STEP_SECONDS` of arrival time and no bound on rows, as a source
+        that ships batches every few milliseconds would (0: one step per arrival time,
+        the slowest). :class:`~.sources.Sources` are read merged, as one array.
 
         An iterable of batches is read as it comes, so memory holds one batch of it: each
         batch is one step, its order within and across batches is the arrival order,
         and the step's time is the newest ``ats`` so far (a log read a chunk at a time,
-        delivered as the Ray runtime's driver feeds it). ``batch_ticks`` does not apply.
+        delivered as the Ray runtime's driver feeds it); ``step_ticks`` and
+        ``batch_rows`` are refused for it.
+
+        ``speed`` paces the steps to that many times real time, by the time stamps of
+        their events, as the Ray runtime's driver paces its batches (None: as fast as
+        the detectors take them); the virtual clock does not depend on it.
 
         ``registry`` is the one the raw events were made with (default: the graph's).
         When it is another, their type ids are translated by name into the graph's,
@@ -145,6 +112,7 @@ class InProcessRuntime:
         be 0 (:func:`~specula.events.validate_raw`); a batch with a row that breaks this
         is refused with :class:`~specula.events.InvalidEvent`.
         """
+        check_batching(raw, step_ticks, batch_rows, speed)
         table = raw_type_table(self.graph, registry)
         t0 = time.perf_counter()
         clock = ManualClock()
@@ -156,13 +124,10 @@ class InProcessRuntime:
             parts = list(raw.merged())
             raw = ev.concat_records(parts) if parts else np.zeros(0, self.graph.registry.dtype())
         if isinstance(raw, np.ndarray):
-            if batch_ticks is None:
-                batch_ticks = int(DEFAULT_BATCH_SECONDS * self.ticks_per_second)
+            if step_ticks is None:
+                step_ticks = int(DEFAULT_STEP_SECONDS * self.ticks_per_second)
             steps: Iterable[tuple[np.ndarray, int]] = _steps(prepare_raw(raw, table),
-                                                             batch_ticks)
-        elif batch_ticks is not None:
-            raise ValueError("batch_ticks cuts an array of raw events into steps; the "
-                             "batches of an iterable are the steps")
+                                                             step_ticks, batch_rows)
         else:
             steps = _batch_steps(raw, table)
         stations = {i.producer: Station(i, self, units[i.producer]) for i in self.instances} \
@@ -175,7 +140,10 @@ class InProcessRuntime:
                 queued_step(self, stations, units, nets, clock, batch, now, flush)
 
         n_raw, seconds, now = 0, set(), 0
+        pace = Pace(speed, self.ticks_per_second)
         for batch, now in steps:
+            if speed is not None:
+                pace.wait(int(batch["ts"].min()))
             step(batch, now, flush=False)
             n_raw += len(batch)
             seconds |= played_seconds(batch, self.ticks_per_second)
@@ -273,15 +241,11 @@ def _number(raw: np.ndarray, first: int) -> None:
     raw["seq"][np.argsort(raw["ts"], kind="stable")] = np.arange(first, first + len(raw))
 
 
-def _steps(raw: np.ndarray, batch_ticks: int) -> Sequence[tuple[np.ndarray, int]]:
+def _steps(raw: np.ndarray, step_ticks: int, batch_rows: int | None
+           ) -> Sequence[tuple[np.ndarray, int]]:
+    """``raw`` (in arrival order) in steps, each at the arrival of its newest event."""
     ats = np.ascontiguousarray(raw["ats"])
-    steps = []
-    i = 0
-    while i < len(raw):
-        j = int(np.searchsorted(ats, ats[i] + batch_ticks, side="right"))
-        steps.append((raw[i:j], int(ats[j - 1])))
-        i = j
-    return steps
+    return [(raw[i:j], int(ats[j - 1])) for i, j in arrival_steps(ats, step_ticks, batch_rows)]
 
 
 def _batch_steps(batches: Iterable[np.ndarray], table: np.ndarray | None

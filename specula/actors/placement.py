@@ -2,7 +2,8 @@
 fits, and how the instances of one node spread.
 
 Every instance of a node runs in one actor that asks Ray for the node's ``cpus`` and
-for the GPUs its detector declares (``Detector.num_gpus``). Before any actor starts,
+``gpus`` (node options; ``gpus`` by default what its detector declares,
+``Detector.num_gpus``). Before any actor starts,
 :func:`check_fits` compares the graph's demand with the cluster: the total against the
 cluster's resources, and each actor against the largest node (an actor cannot span
 nodes); a graph that cannot fit is refused with what it asks for and what there is,
@@ -36,8 +37,7 @@ def demand(instance: Instance) -> dict[str, float]:
     >>> demand(g.instances()[0])
     {'CPU': 0.5}
     """
-    gpus = float(getattr(instance.node.detector, "num_gpus", 0.0) or 0.0)
-    asked = {"CPU": float(instance.node.cpus), "GPU": gpus}
+    asked = {"CPU": float(instance.node.cpus), "GPU": float(instance.node.gpus)}
     return {k: v for k, v in asked.items() if v > 0}
 
 
@@ -79,8 +79,9 @@ def check_fits(graph: Graph, total: Mapping[str, float],
     for instance in graph.instances():
         count, _ = per_node.get(instance.node.name, (0, demand(instance)))
         per_node[instance.node.name] = (count + 1, demand(instance))
-    problems = []
-    for resource in ("CPU", "GPU"):
+    problems, short = [], []
+    for resource, option in (("CPU", "cpus="), ("GPU", "gpus=")):
+        before = len(problems)
         asked = {name: (n, d[resource]) for name, (n, d) in per_node.items() if resource in d}
         need = sum(n * each for n, each in asked.values())
         have = float(total.get(resource, 0.0))
@@ -94,9 +95,10 @@ def check_fits(graph: Graph, total: Mapping[str, float],
             if each > largest + 1e-9:
                 problems.append(f"an actor of {name} asks for {_num(each)} {resource}, more "
                                 f"than any node has ({_num(largest)})")
+        short += [option] if len(problems) > before else []
     if problems:
-        raise PlacementError("; and ".join(problems) + "; lower the nodes' cpus= or grow "
-                             "the cluster")
+        raise PlacementError("; and ".join(problems) + f"; lower the nodes' "
+                             f"{' and '.join(short)} or grow the cluster")
 
 
 def _num(value: float) -> str:

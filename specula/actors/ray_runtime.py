@@ -30,9 +30,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -49,79 +50,53 @@ from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
 from specula.actors.signing import random_key, run_key
 from specula.actors.source_worker import SourceWorker
-from specula.actors.sources import SOURCE_SENDERS, Feeder, Sources, restartable
-from specula.actors.worker import DEFAULT_INBOX_EVENTS, STEP_EVENTS, DetectorWorker
+from specula.actors.sources import (
+    DEFAULT_SOURCE_STEP_SECONDS,
+    SOURCE_SENDERS,
+    Feeder,
+    Pace,
+    Sources,
+    arrival_steps,
+    check_batching,
+    restartable,
+)
+from specula.actors.worker import DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
+from specula.options import RayOptions, runtime_options
 from specula.ordering.memory import merge_figures
+
+#: Rows the driver feeds in one batch at most when ``run()`` gives no ``batch_rows``.
+DEFAULT_BATCH_ROWS = 10_000
 
 
 class RayRuntime:
     """Run a graph on Ray: embedded on this machine, or on the cluster at ``address``.
 
-    Parameters
-    ----------
-    graph
-        The graph; validated here.
-    address
-        A Ray cluster to join; ``None`` starts Ray on this machine (or uses the Ray this
-        process is already connected to).
-    batch_size
-        Raw events per batch sent by the source.
-    max_in_flight
-        Pushes a sender may have unacknowledged per consumer before it waits (a push is
-        acknowledged once its batch is in the consumer's inbox).
-    inbox_events
-        Rows an actor's inbox holds before its producers wait (backpressure). A node with
-        a latency bound should hold more than it allows (LB / l(p) events).
-    step_events
-        Rows an actor takes from its inbox at most in one step (one push through its
-        unit; at least one batch): an actor that fell behind catches up in fewer, larger
-        steps. A node with shedding takes one batch per step.
-    speed
-        Pace of the source: ``None`` as fast as the actors take the batches, ``1.0`` real
-        time (by the raw events' time stamps and the graph's ``ticks_per_second``),
-        ``10.0`` ten times faster.
-    checkpoint_uri
-        Where actors checkpoint: a local directory or a URI ``pyarrow.fs`` opens
-        (``s3://bucket/prefix``); every node of the cluster must reach it. Each run
-        writes under a folder of its own (:attr:`checkpoints`). ``None``: a temporary
-        directory on this machine, removed after the run (enough for embedded Ray).
-        What the actors store there is signed with a key derived from the user's
-        (:mod:`.signing`) and checked before it is read; a resume checks every actor's
-        files before Ray starts.
-    checkpoint_every_batches, checkpoint_every_s
-        An actor checkpoints after this many batches or seconds, whichever comes first,
-        and at the end of the stream.
-    max_restarts
-        How often Ray restarts each actor after a crash (0: never; the run then fails).
+    ``graph`` is validated here; ``options`` are those
+    ``specula.options.RUNTIME_ARGUMENTS["RayRuntime"]`` names, checked, with their
+    meanings and defaults, in :data:`specula.options.RUNTIME_OPTIONS`: ``address`` (a
+    cluster to join; None starts Ray here), ``max_in_flight`` (pushes unacknowledged per
+    consumer), ``inbox_events`` and ``step_events`` (an actor's inbox and step, in rows),
+    ``checkpoint_uri``, ``checkpoint_every_batches`` and ``checkpoint_every_s`` (where
+    and how often actors checkpoint; what they store there is signed with a key derived
+    from the user's, :mod:`.signing`, and checked before it is read; a resume checks
+    every actor's files before Ray starts), and ``max_restarts`` (restarts of an actor
+    after a crash).
     """
 
-    def __init__(self, graph: Graph, *, address: str | None = None, batch_size: int = 10_000,
-                 max_in_flight: int = 4, speed: float | None = None,
-                 inbox_events: int = DEFAULT_INBOX_EVENTS, step_events: int = STEP_EVENTS,
-                 checkpoint_uri: str | None = None,
-                 checkpoint_every_batches: int = 50, checkpoint_every_s: float = 2.0,
-                 max_restarts: int = 5) -> None:
+    def __init__(self, graph: Graph, **options: Unpack[RayOptions]) -> None:
         graph.validate()
-        if speed is not None and speed <= 0:
-            raise ValueError(f"speed must be > 0 (a multiple of real time), got {speed}")
-        if not (isinstance(max_restarts, int) and max_restarts >= 0):
-            raise ValueError(f"max_restarts must be an integer >= 0, got {max_restarts!r}")
-        # checked here, before Ray starts; the run's folder is named when it starts
-        Checkpoints(checkpoint_uri or ".", "", checkpoint_every_batches, checkpoint_every_s,
-                    key=random_key())
+        given = runtime_options("RayRuntime", **options)
         self.graph = graph
-        self.address = address
-        self.batch_size = batch_size
-        self.max_in_flight = max_in_flight
-        self.speed = speed
-        self.inbox_events = inbox_events
-        self.step_events = step_events
-        self.checkpoint_uri = checkpoint_uri
-        self.checkpoint_every_batches = checkpoint_every_batches
-        self.checkpoint_every_s = checkpoint_every_s
-        self.max_restarts = max_restarts
+        self.address: str | None = given["address"]
+        self.max_in_flight: int = given["max_in_flight"]
+        self.inbox_events: int = given["inbox_events"]
+        self.step_events: int = given["step_events"]
+        self.checkpoint_uri: str | None = given["checkpoint_uri"]
+        self.checkpoint_every_batches: int = given["checkpoint_every_batches"]
+        self.checkpoint_every_s: float = given["checkpoint_every_s"]
+        self.max_restarts: int = given["max_restarts"]
         #: the last run's checkpoint settings (its folder: ``checkpoints.run``)
         self.checkpoints: Checkpoints | None = None
         #: where the last run stopped, if it ended suspended (``run(suspend=True)``)
@@ -130,7 +105,8 @@ class RayRuntime:
         self.actors: dict[str, Any] = {}
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray] | Sources, *,
-            registry: ev.TypeRegistry | None = None,
+            registry: ev.TypeRegistry | None = None, step_ticks: int | None = None,
+            batch_rows: int | None = None, speed: float | None = None,
             suspend: bool | Callable[[], bool] = False,
             resume: Suspension | None = None,
             on_settled: Callable[[Settled], None] | None = None,
@@ -140,6 +116,18 @@ class RayRuntime:
         each part fed by a source actor of its own) through the graph and report.
         ``on_fed`` is called with the raw events fed, after every batch (or step of the
         sources).
+
+        ``step_ticks``, ``batch_rows`` and ``speed`` are those of
+        :meth:`InProcessRuntime.run <specula.actors.inprocess.InProcessRuntime.run>`,
+        checked alike (:data:`specula.options.RUNTIME_OPTIONS`). The driver feeds an
+        array in steps of the events that arrived within ``step_ticks`` of the step's
+        first (default: no bound), at most ``batch_rows`` each (default
+        :data:`DEFAULT_BATCH_ROWS`), and an iterable a batch at a time, as it comes.
+        Source actors step through arrival time together, ``step_ticks`` at a time
+        (default :data:`~.sources.DEFAULT_SOURCE_STEP_SECONDS`), in pushes of at most
+        ``batch_rows``. ``speed`` paces the stream: 1.0 real time (by the raw events'
+        time stamps and the graph's ``ticks_per_second``), 10.0 ten times faster; None
+        as fast as the actors take it.
 
         ``registry`` is the one the raw events were made with (default: the graph's);
         it is checked before Ray starts, as :meth:`InProcessRuntime.run
@@ -163,6 +151,7 @@ class RayRuntime:
         outputs and late events hold only what was not handed on, and its
         ``handed_on`` counts the rest.
         """
+        check_batching(raw, step_ticks, batch_rows, speed)
         if (suspend or resume is not None) and not self.checkpoint_uri:
             raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
                              "outlives it")
@@ -173,11 +162,17 @@ class RayRuntime:
             resume.check(self.graph)
             verify_run(self._checkpoints(self.checkpoint_uri, resume.run), self.graph)
         table = raw_type_table(self.graph, registry)
+        tps = self.graph.ticks_per_second
+        if isinstance(raw, Sources):  # sources step at its multiples: 0 is 1, each arrival
+            step_ticks = max(1, int(DEFAULT_SOURCE_STEP_SECONDS * tps) if step_ticks is None
+                             else step_ticks)
+        delivery = Delivery(step_ticks, batch_rows or DEFAULT_BATCH_ROWS, Pace(speed, tps))
         with ray_session(self.address, modules=user_modules(self.graph)):
-            return self._run(raw, table, suspend, resume, on_settled, on_fed)
+            return self._run(raw, table, delivery, suspend, resume, on_settled, on_fed)
 
     def _run(self, raw: np.ndarray | Iterable[np.ndarray] | Sources, table: np.ndarray | None,
-             suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None,
+             delivery: Delivery, suspend: bool | Callable[[], bool] = False,
+             resume: Suspension | None = None,
              on_settled: Callable[[Settled], None] | None = None,
              on_fed: Callable[[int], None] | None = None) -> RunReport:
         import ray
@@ -218,20 +213,19 @@ class RayRuntime:
                 routes=routes(i.node.name), producers=producers, checkpoints=self.checkpoints,
                 step_events=self.step_events)
         source_cls = ray.remote(num_cpus=0)(SourceWorker)
-        step_ticks = max(1, int(raw.step_s * graph.ticks_per_second)) if parts else 0
         for (sender, name), part in zip(sources.items(), parts, strict=True):
             feeders[sender] = source_cls.options(
                 name=name, max_restarts=self.max_restarts, max_task_retries=-1,
                 max_concurrency=3, scheduling_strategy="SPREAD").remote(
                 part, sender - SOURCE_SENDERS, routes(None), router, table,
-                graph.ticks_per_second, step_ticks, self.batch_size, self.max_in_flight,
-                self.checkpoints)
+                graph.ticks_per_second, delivery.step_ticks, delivery.batch_rows,
+                self.max_in_flight, self.checkpoints)
         self.actors = {i.label: actors[i.producer] for i in instances}
         self.actors |= {name.split("-", 2)[2]: feeders[s] for s, name in sources.items()}
         try:
             with self._tail(on_settled, resume, actors):
                 fed, wall, reports = self._drive(raw, table, router, of_node, actors, feeders,
-                                                 step_ticks, suspend, resume, on_fed)
+                                                 delivery, suspend, resume, on_fed)
         finally:
             for a in [*actors.values(), *feeders.values()]:
                 ray.kill(a)
@@ -282,7 +276,7 @@ class RayRuntime:
 
     def _drive(self, raw: np.ndarray | Iterable[np.ndarray] | Sources,
                table: np.ndarray | None, router: Router, of_node: dict[str, list[Instance]],
-               actors: dict[int, Any], feeders: dict[int, Any], step_ticks: int,
+               actors: dict[int, Any], feeders: dict[int, Any], delivery: Delivery,
                suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None,
                on_fed: Callable[[int], None] | None = None
                ) -> tuple[list[dict], float, list[dict]]:
@@ -296,12 +290,12 @@ class RayRuntime:
             answer(ref)
         t0 = time.perf_counter()
         if feeders:
-            fed = self._feed_sources(feeders, step_ticks, on_fed)
+            fed = self._feed_sources(feeders, delivery, on_fed)
         else:
             publisher = Publisher(self.max_in_flight)
             for c, sent in (resume.sent if resume is not None else {}).items():
                 publisher.channel(c, actors[c]).sent = sent  # numbered on from the suspension
-            fed = [self._feed(raw, table, router, of_node, actors, publisher, on_fed)]
+            fed = [self._feed(raw, table, router, of_node, actors, publisher, delivery, on_fed)]
         suspend = suspend() if callable(suspend) else suspend
         # pushes each actor was sent, per sender: a restarted one may have lost some
         expected: dict[int, dict[int, int]] = {}
@@ -345,18 +339,17 @@ class RayRuntime:
 
     def _feed(self, raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
               router: Router, of_node: dict[str, list[Instance]], actors: dict[int, Any],
-              publisher: Publisher, on_fed: Callable[[int], None] | None) -> dict[str, Any]:
+              publisher: Publisher, delivery: Delivery, on_fed: Callable[[int], None] | None
+              ) -> dict[str, Any]:
         """The driver as the source: send raw batches to their subscribers, paced by
         their time stamps; returns what it fed (as a source actor's report says)."""
         routes = [Route(n.name, n.partitions, [i.producer for i in of_node[n.name]],
                         [actors[i.producer] for i in of_node[n.name]])
                   for n in self.graph.nodes.values() if router.hears(n.name, None)]
         feeder = Feeder(router, routes, publisher, table, self.graph.ticks_per_second)
-        start, ts0 = time.perf_counter(), None
-        for batch in _batches(raw, self.batch_size):
-            if self.speed and len(batch):
-                ts0 = int(batch["ts"].min()) if ts0 is None else ts0
-                self._pace(start, int(batch["ts"].min()) - ts0)
+        for batch in _batches(raw, delivery):
+            if delivery.pace.speed is not None and len(batch):
+                delivery.pace.wait(int(batch["ts"].min()))
             feeder.feed(batch)
             if on_fed is not None:
                 on_fed(len(batch))
@@ -365,19 +358,19 @@ class RayRuntime:
                 "events": feeder.events, "seconds": sorted(feeder.played_seconds),
                 "publisher": publisher}
 
-    def _feed_sources(self, feeders: dict[int, Any], step_ticks: int,
+    def _feed_sources(self, feeders: dict[int, Any], delivery: Delivery,
                       on_fed: Callable[[int], None] | None) -> list[dict[str, Any]]:
         """Step the source actors through arrival time together (:mod:`.sources`): each
         step, every source with events left sends those that arrived before its end, and
         the next starts when all are done. Returns the sources' reports."""
         nexts = {s: answer(a.next_arrival.remote()) for s, a in feeders.items()}
         nexts = {s: n for s, n in nexts.items() if n is not None}
-        start, first = time.perf_counter(), min(nexts.values(), default=0)
+        delivery.pace.wait(min(nexts.values(), default=0))  # the pace counts from here
+        step_ticks = delivery.step_ticks or 1  # run() sets it for sources
         since: dict[int, int] = {}  # per source: where its last step ended
         while nexts:
             until = (min(nexts.values()) // step_ticks + 1) * step_ticks
-            if self.speed:
-                self._pace(start, until - step_ticks - first)
+            delivery.pace.wait(until - step_ticks)
             refs = {s: feeders[s].feed.remote(until, since.get(s)) for s in nexts}
             nexts = {}
             for s, ref in refs.items():
@@ -388,11 +381,6 @@ class RayRuntime:
                 if after is not None:
                     nexts[s] = after
         return [answer(a.finish.remote()) for a in feeders.values()]
-
-    def _pace(self, start: float, ticks: int) -> None:
-        """Wait until ``ticks`` of stream time after ``start``, at :attr:`speed`."""
-        due = ticks / self.graph.ticks_per_second / self.speed
-        time.sleep(max(0.0, start + due - time.perf_counter()))
 
     def _report(self, reports: list[dict], fed: list[dict], wall: float,
                 nodes: int | None = None) -> RunReport:
@@ -461,11 +449,25 @@ def actor_concurrency(graph: Graph, router: Router, instance: Instance,
     return max_in_flight * senders + 6
 
 
-def _batches(raw: np.ndarray | Iterable[np.ndarray], size: int) -> Iterable[np.ndarray]:
+@dataclass(frozen=True)
+class Delivery:
+    """How a run cuts and paces its stream: ``run()``'s ``step_ticks`` (None: an array
+    fed by the driver is not cut by arrival time; at least 1 for source actors, which
+    step at its multiples), ``batch_rows`` and ``speed`` (as a :class:`~.sources.Pace`)."""
+
+    step_ticks: int | None
+    batch_rows: int
+    pace: Pace
+
+
+def _batches(raw: np.ndarray | Iterable[np.ndarray], delivery: Delivery) -> Iterable[np.ndarray]:
+    """What the driver feeds: an array in arrival order cut into steps
+    (:func:`~.sources.arrival_steps`), an iterable's batches as they come."""
     if isinstance(raw, np.ndarray):
         raw = prepare_raw(raw)
-        for i in range(0, len(raw), size):
-            yield raw[i:i + size]
+        ats = np.ascontiguousarray(raw["ats"])
+        for i, j in arrival_steps(ats, delivery.step_ticks, delivery.batch_rows):
+            yield raw[i:j]
     else:
         yield from raw
 

@@ -37,7 +37,8 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
         GPUs to plan for with ``heavy_engine="gpu"``; default:
         :func:`specula.cluster.gpus_available`.
     alpha, retraction, k0
-        Settings of every rule detector's ordering unit (see ``Graph.add``).
+        Settings of every rule detector's ordering unit (see ``Graph.add``); each node's
+        ``gpus`` is its placement's GPU share.
 
     Returns
     -------
@@ -68,5 +69,5 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
         engine_class(engine)  # a CPU engine that cannot be imported fails here, not in a run
     for p in placements:
         graph.add(p.name, p.detector(graph.registry), alpha=alpha,  # type: ignore[arg-type]
-                  retraction=retraction, k0=k0)  # type: ignore[arg-type]
+                  retraction=retraction, k0=k0, gpus=p.num_gpus)  # type: ignore[arg-type]
     return placements

@@ -5,7 +5,7 @@ to the level-1 actors as the driver steps it through arrival time (:mod:`.source
 per part, as a restartable actor. It holds about one batch of its part at a time.
 
 Recovery. A source keeps no checkpoint: its pushes are a function of its part (cut at
-every step and every ``batch_size`` events, :func:`~.sources.step_cuts`), so a restarted
+every step and every ``batch_rows`` events, :func:`~.sources.step_cuts`), so a restarted
 source reads its part again from the start (the Ray runtime gives it in a form every
 restart can read: :func:`~.sources.restartable`) and regenerates them. Each consumer tells it
 (:meth:`~.worker.DetectorWorker.recover_producer`, which also fences off the old
@@ -37,13 +37,13 @@ class SourceWorker:
 
     def __init__(self, part: RawPart, index: int, routes: list[Route], router: Router,
                  table: np.ndarray | None, ticks_per_second: float, step_ticks: int,
-                 batch_size: int = 10_000, max_in_flight: int = 4,
+                 batch_rows: int, max_in_flight: int,
                  checkpoints: Checkpoints | None = None) -> None:
         self.part = part
         self.index = index
         self.sender = SOURCE_SENDERS + index
         self.step_ticks = step_ticks
-        self.batch_size = batch_size
+        self.batch_rows = batch_rows
         store = checkpoints.store(f"source-{index}") if checkpoints else None
         self.incarnation = store.next_incarnation() if store else 0
         self.publisher = Publisher(max_in_flight, self.sender, self.incarnation)
@@ -83,7 +83,7 @@ class SourceWorker:
             rows = self._read_until(until)
             n = int(np.searchsorted(rows["ats"], until, side="left"))
             due, self._rows = rows[:n], rows[n:]
-            for a, b in step_cuts(due["ats"], self.step_ticks, self.batch_size):
+            for a, b in step_cuts(due["ats"], self.step_ticks, self.batch_rows):
                 self.feeder.feed(due[a:b])
             # the step ends when its pushes are in the consumers' inboxes: the next one's
             # cannot overtake another source's pushes of this one on their way
@@ -111,7 +111,7 @@ class SourceWorker:
         """The events read and not sent, after reading on until they reach ``until``
         (None: until there is one), or the part ends."""
         if self._batches is None:
-            self._batches = iter(self.part.batches(self.batch_size))
+            self._batches = iter(self.part.batches(self.batch_rows))
         while not self._ended and (self._rows is None or not len(self._rows) or (
                 until is not None and int(self._rows["ats"][-1]) < until)):
             more = next_batch(self._batches)

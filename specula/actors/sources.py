@@ -14,14 +14,19 @@ of the arrival table, say) is read and fed by a source actor of its own
 Independent sources run at their own pace, and a level-1 unit's clock is the largest
 time stamp it has seen from any of them: a source ahead of the others would make their
 events look delayed by the gap, and late beyond K. So the driver moves the sources
-through arrival time in steps (:attr:`Sources.step_s`): each source sends the events
-that arrived before the step's end, and the next step starts when every source's
-pushes of this one are in their consumers' inboxes (a push still on its way could be
-overtaken by another source's of the next step). Sources are then at most a step
-apart, a disorder the units' K absorbs like any other. A source cuts its pushes at
-every multiple of the step in arrival time (and every ``batch_size`` events), whatever
-steps the driver asks for, so a restarted source regenerates exactly the pushes its
-consumers numbered.
+through arrival time in steps (``run(step_ticks=...)``, 0.1 s by default): each source
+sends the events that arrived before the step's end, and the next step starts when
+every source's pushes of this one are in their consumers' inboxes (a push still on its
+way could be overtaken by another source's of the next step). Sources are then at most
+a step apart, a disorder the units' K absorbs like any other. A source cuts its pushes
+at every multiple of the step in arrival time (and every ``batch_rows`` events),
+whatever steps the driver asks for, so a restarted source regenerates exactly the
+pushes its consumers numbered.
+
+Both runtimes cut a stream they hold in memory (an array) alike, with the arguments of
+``run()`` in :data:`~specula.options.RUNTIME_OPTIONS`: into steps of the events that
+arrived within ``step_ticks`` of the step's first, of at most ``batch_rows`` events
+(:func:`arrival_steps`), paced to ``speed`` times real time (:class:`Pace`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import numpy as np
 from specula import events as ev
 from specula.actors.channels import Publisher, Route
 from specula.actors.routing import Router
+from specula.options import OptionError, runtime_options
 
 #: Sender ids of source actors: ``SOURCE_SENDERS + j`` for the j-th (the driver, as a
 #: source, is sender 0; instances of the graph count from 1).
@@ -84,12 +90,11 @@ class Sources:
 
     Every event of the stream is in exactly one part, and each part is in arrival
     order; events of one key should be in one part (parts cut by key), or the key's
-    own order across parts is only as good as a step. ``step_s`` is how far, in
-    seconds of arrival time, the sources may run apart (see the module's docstring).
+    own order across parts is only as good as a step (``run(step_ticks=...)``: how far,
+    in ticks of arrival time, the sources may run apart; see the module's docstring).
     """
 
     parts: Sequence[RawPart]
-    step_s: float = 0.1
 
     def __post_init__(self) -> None:
         if not self.parts:
@@ -98,8 +103,6 @@ class Sources:
             if not isinstance(part, RawPart):
                 raise TypeError(f"a source part must have batches(batch_size); got "
                                 f"{type(part).__name__}")
-        if not (isinstance(self.step_s, int | float) and self.step_s > 0):
-            raise ValueError(f"step_s must be a number of seconds > 0; got {self.step_s!r}")
 
     def merged(self, batch_size: int = 10_000) -> Iterator[np.ndarray]:
         """The whole stream in arrival order (then ``seq``): the parts merged, for a
@@ -247,9 +250,9 @@ def played_seconds(raw: np.ndarray | Iterable[np.ndarray], ticks_per_second: flo
             for s in np.unique(b["ts"] // int(ticks_per_second)).tolist()}
 
 
-def step_cuts(ats: np.ndarray, step_ticks: int, batch_size: int) -> list[tuple[int, int]]:
+def step_cuts(ats: np.ndarray, step_ticks: int, batch_rows: int) -> list[tuple[int, int]]:
     """Where a source cuts the events ``ats`` (arrival times, ascending) into pushes:
-    at every multiple of ``step_ticks`` and every ``batch_size`` events after one.
+    at every multiple of ``step_ticks`` and every ``batch_rows`` events after one.
 
     >>> step_cuts(np.array([1, 2, 3, 10, 11, 25]), 10, 2)
     [(0, 2), (2, 3), (3, 5), (5, 6)]
@@ -258,6 +261,68 @@ def step_cuts(ats: np.ndarray, step_ticks: int, batch_size: int) -> list[tuple[i
     edges = np.flatnonzero(np.diff(cells)) + 1
     cuts = []
     for start, end in zip(np.r_[0, edges], np.r_[edges, len(ats)], strict=True):
-        cuts += [(int(i), int(min(i + batch_size, end)))
-                 for i in range(int(start), int(end), batch_size)]
+        cuts += [(int(i), int(min(i + batch_rows, end)))
+                 for i in range(int(start), int(end), batch_rows)]
     return cuts
+
+
+#: Seconds of arrival time the source actors of a Ray run may run apart when ``run()``
+#: gives no ``step_ticks``.
+DEFAULT_SOURCE_STEP_SECONDS = 0.1
+
+
+def check_batching(raw: Any, step_ticks: int | None, batch_rows: int | None,
+                   speed: float | None) -> None:
+    """Check the batching and pacing arguments of ``run()`` (the same in both runtimes,
+    :data:`~specula.options.RUNTIME_OPTIONS`) for the stream ``raw``: ``step_ticks``
+    and ``batch_rows`` cut a stream held in memory; the batches of an iterable are its
+    steps, as they come."""
+    runtime_options("run", step_ticks=step_ticks, batch_rows=batch_rows, speed=speed)
+    if not isinstance(raw, np.ndarray | Sources) and (step_ticks, batch_rows) != (None, None):
+        raise OptionError("run: step_ticks and batch_rows cut a stream held in memory (an "
+                          "array of raw events, or Sources); the batches of an iterable "
+                          "are delivered as they come, a step each")
+
+
+def arrival_steps(ats: np.ndarray, step_ticks: int | None, batch_rows: int | None
+                  ) -> list[tuple[int, int]]:
+    """Where a stream in arrival order (``ats`` ascending) is cut into steps, as
+    (start, end) rows: a step holds the events that arrived within ``step_ticks`` of its
+    first (None: no bound), at most ``batch_rows`` of them (None: no bound).
+
+    >>> arrival_steps(np.array([1, 2, 3, 10, 11, 25]), 5, 2)
+    [(0, 2), (2, 3), (3, 5), (5, 6)]
+    >>> arrival_steps(np.array([1, 1, 2]), 0, None), arrival_steps(np.array([1, 1, 2]), None, 2)
+    ([(0, 2), (2, 3)], [(0, 2), (2, 3)])
+    """
+    n, cuts, i = len(ats), [], 0
+    last = int(ats[-1]) if n else 0
+    while i < n:
+        j = n
+        if step_ticks is not None and int(ats[i]) + step_ticks < last:  # no int64 overflow
+            j = int(np.searchsorted(ats, int(ats[i]) + step_ticks, side="right"))
+        if batch_rows is not None:
+            j = min(j, i + batch_rows)
+        cuts.append((i, j))
+        i = j
+    return cuts
+
+
+class Pace:
+    """Plays a stream at ``speed`` times real time: :meth:`wait` returns once the stream
+    time it is given has come, counted from the first call (None: at once, always)."""
+
+    def __init__(self, speed: float | None, ticks_per_second: float) -> None:
+        self.speed = speed
+        self.ticks_per_second = ticks_per_second
+        self._start: tuple[float, int] | None = None  # wall clock and stream time
+
+    def wait(self, ticks: int) -> None:
+        """Wait until ``ticks`` of stream time is due (the first call sets the start)."""
+        if self.speed is None:
+            return
+        if self._start is None:
+            self._start = (time.perf_counter(), ticks)
+        start, first = self._start
+        due = (ticks - first) / self.ticks_per_second / self.speed
+        time.sleep(max(0.0, start + due - time.perf_counter()))

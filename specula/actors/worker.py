@@ -57,21 +57,21 @@ from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
+from specula.options import RUNTIME_OPTIONS
 from specula.ordering.checkpoint import restore_unit, unit_state
 from specula.ordering.samples import SampleLog
 
 __all__ = ["DEFAULT_INBOX_EVENTS", "STEP_EVENTS", "DetectorWorker", "Publisher", "Route"]
 
-#: Rows an actor's inbox holds by default before its producers wait. A node with a
-#: latency bound should be able to hold more than q_max = LB / l(p) events, or
-#: backpressure acts before shedding does.
-DEFAULT_INBOX_EVENTS = 200_000
+#: Rows an actor's inbox holds by default before its producers wait (the Ray runtime's
+#: ``inbox_events`` option, :data:`~specula.options.RUNTIME_OPTIONS`).
+DEFAULT_INBOX_EVENTS: int = RUNTIME_OPTIONS["inbox_events"].default
 
-#: Rows a step takes at most: a node without shedding takes the batches waiting in its
-#: inbox up to this many rows (at least one batch) as one push through its unit, so that
-#: an actor that fell behind catches up in fewer, larger steps. A shedding node takes one
-#: batch per step: its overload detector and shedder work on batches as they arrived.
-STEP_EVENTS = 20_000
+#: Rows a step takes at most by default (the ``step_events`` option): a node without
+#: shedding takes the batches waiting in its inbox up to this many rows (at least one
+#: batch) as one push through its unit. A shedding node takes one batch per step: its
+#: overload detector and shedder work on batches as they arrived.
+STEP_EVENTS: int = RUNTIME_OPTIONS["step_events"].default
 
 #: Seconds between two readings of a sample's memory figures (snapshot estimate, resident
 #: memory: a buffer scan or a read of /proc, ~0.1-0.3 ms); samples between repeat them.

@@ -39,8 +39,10 @@ class Detector:
     that compare equal must stand for the same state: on-demand retraction stops a
     replay as soon as the replayed state equals the recorded one.
 
-    ``num_gpus`` is a resource hint: the GPUs (a fraction is allowed) the Ray runtime
-    asks for when it creates the detector's actor; 0 for CPU-only detectors.
+    ``num_gpus`` declares the GPUs (a fraction is allowed) the detector needs: the
+    default of its node's ``gpus`` option, which the Ray runtime asks for when it creates
+    the node's actors (``Graph.add(..., gpus=...)`` sets another); 0 for CPU-only
+    detectors.
     """
 
     inputs: ClassVar[tuple[str, ...]] = ()

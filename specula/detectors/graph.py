@@ -18,7 +18,7 @@ import copy
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from specula.events import TypeRegistry
 from specula.options import (
     DEFAULT_K0_SECONDS,
     MemoryLimit,
+    NodeOptions,
     Shedding,
     check_option,
     node_options,
@@ -44,19 +45,22 @@ class GraphError(ValueError):
 
 @dataclass(frozen=True)
 class Node:
-    """One detector of a graph with the settings of its ordering unit."""
+    """One detector of a graph with the settings of its ordering unit and its actors:
+    the node options of :data:`specula.options.NODE_OPTIONS`, with ``k0`` and ``gpus``
+    resolved (:meth:`Graph.add` makes nodes)."""
 
     name: str
     detector: Detector
-    alpha: Alpha = 1.0
-    retraction: RetractionMode = "on-demand"
-    late: LatePolicy = "side"
-    k0: int = 0
-    idle_after: int | None = None
-    partitions: int = 1
-    shedding: Shedding | None = None
-    memory: MemoryLimit = dataclasses.field(default_factory=MemoryLimit)
-    cpus: float = 0.0
+    alpha: Alpha
+    retraction: RetractionMode
+    late: LatePolicy
+    k0: int
+    idle_after: int | None
+    partitions: int
+    shedding: Shedding | None
+    cpus: float
+    gpus: float
+    memory: MemoryLimit
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -164,27 +168,29 @@ class Graph:
                 raise GraphError(f"sources must be event type names, got {t!r}")
         self.nodes: dict[str, Node] = {}
 
-    def add(self, name: str, detector: Detector, *, alpha: Alpha = 1.0,
-            retraction: RetractionMode = "on-demand", late: LatePolicy = "side",
-            k0: int | None = None, idle_after: int | None = None, partitions: int = 1,
-            shedding: Shedding | None = None,
-            memory: MemoryLimit | None = None, cpus: float = 0.0) -> Graph:
+    def add(self, name: str, detector: Detector, **options: Unpack[NodeOptions]) -> Graph:
         """Add a detector under a unique ``name``; returns the graph for chaining.
 
-        The options are those of :data:`specula.options.NODE_OPTIONS` (alpha,
-        retraction, late, k0 and idle_after in ticks, partitions, shedding). A node clocked
-        by raw events whose clock types have been silent for ``idle_after`` ticks of the
-        stream's time follows the stream's clock that far behind
-        (:mod:`specula.ordering.clock`). ``partitions > 1`` runs that
-        many instances of the detector, each on the events whose key hashes to its index
+        ``options`` are node options; :data:`specula.options.NODE_OPTIONS` says what
+        each means, its default and the values it takes, and checks them (an
+        :class:`~specula.options.OptionError` names the node, the option and what it
+        can be). In short: ``alpha``, ``retraction`` and ``late`` set the node's
+        ordering unit; ``k0`` (the initial K) and ``idle_after`` are in ticks; a node
+        clocked by raw events whose clock types have been silent for ``idle_after``
+        ticks of the stream's time follows the stream's clock that far behind
+        (:mod:`specula.ordering.clock`). ``partitions > 1`` runs that many instances of
+        the detector, each on the events whose key hashes to its index
         (:func:`~specula.events.hashing.partition_of`; counter messages reach all of
         them): for detectors whose state is per key, e.g. one per player. ``shedding``
-        (a :class:`~specula.options.Shedding`) gives each instance a latency bound that it
-        keeps by dropping input when overloaded (:mod:`specula.shedding`). ``memory`` (a
-        :class:`~specula.options.MemoryLimit`; None: its defaults) bounds what each
-        instance's ordering unit holds (:mod:`specula.ordering.memory`). ``cpus`` is what
-        each instance's actor asks Ray for (:func:`~specula.actors.placement.check_fits`
-        refuses a graph that asks for more than the cluster has).
+        (a :class:`~specula.options.Shedding`) gives each instance a latency bound that
+        it keeps by dropping input when overloaded (:mod:`specula.shedding`).
+        ``memory`` (a :class:`~specula.options.MemoryLimit`) bounds what each
+        instance's ordering unit holds (:mod:`specula.ordering.memory`). ``cpus`` and
+        ``gpus`` are what each instance's actor asks Ray for (``gpus`` by default what
+        the detector declares, :attr:`Detector.num_gpus
+        <specula.detectors.Detector.num_gpus>`;
+        :func:`~specula.actors.placement.check_fits` refuses a graph that asks for more
+        than the cluster has).
         """
         if not isinstance(name, str) or not name:
             raise GraphError(f"a detector's name must be a non-empty string, got {name!r}")
@@ -197,24 +203,30 @@ class Graph:
         if not isinstance(detector, Detector):
             raise GraphError(f"{name}: expected a Detector instance, got "
                              f"{type(detector).__name__}")
-        options = node_options(where=name, alpha=alpha, retraction=retraction, late=late,
-                               k0=k0, idle_after=idle_after, partitions=partitions,
-                               shedding=shedding,
-                               memory=MemoryLimit() if memory is None else memory,
-                               cpus=cpus)
-        if options["k0"] is None:
-            options["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
-        self.nodes[name] = Node(name, detector, **options)
+        resolved = self._resolve(name, detector, node_options(where=name, **options))
+        self.nodes[name] = Node(name, detector, **resolved)
         return self
 
-    def with_options(self, nodes: Iterable[str] | None = None, **options: Any) -> Graph:
+    def _resolve(self, name: str, detector: Detector, options: dict[str, Any]
+                 ) -> dict[str, Any]:
+        """``options`` with the defaults that depend on the graph or the detector filled
+        in: ``k0=None`` is :data:`~specula.options.DEFAULT_K0_SECONDS` in the registry's
+        ticks, ``gpus=None`` what the detector declares."""
+        if "k0" in options and options["k0"] is None:
+            options["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
+        if "gpus" in options and options["gpus"] is None:
+            options["gpus"] = float(check_option("gpus", detector.num_gpus, where=name))
+        return options
+
+    def with_options(self, nodes: Iterable[str] | None = None,
+                     **options: Unpack[NodeOptions]) -> Graph:
         """A copy of the graph whose nodes (all, or those named in ``nodes``) have
         ``options`` instead of their own.
 
         The options are those of :data:`specula.options.NODE_OPTIONS`, checked there
-        with the node's name in the message; ``k0=None`` is the default K, as in
-        :meth:`add`. The copy shares the detectors (every run copies them) and leaves
-        this graph as it is.
+        with the node's name in the message; ``k0=None`` is the default K and
+        ``gpus=None`` what the detector declares, as in :meth:`add`. The copy shares
+        the detectors (every run copies them) and leaves this graph as it is.
 
         >>> from specula.detectors.examples import Threshold, example_registry
         >>> g = Graph(example_registry(), sources=("C",)).add("big_c", Threshold())
@@ -230,8 +242,7 @@ class Graph:
         out.nodes = dict(self.nodes)
         for name in names:
             given = {o: check_option(o, v, where=name) for o, v in options.items()}
-            if "k0" in given and given["k0"] is None:
-                given["k0"] = int(DEFAULT_K0_SECONDS * self.ticks_per_second)
+            given = self._resolve(name, self.nodes[name].detector, given)
             out.nodes[name] = dataclasses.replace(self.nodes[name], **given)
         return out
 

@@ -85,7 +85,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.events import concat_records
-from specula.options import MemoryLimit
+from specula.options import DEFAULT_K0_SECONDS, MemoryLimit, check_option
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer
 from specula.ordering._records import TIEBREAK_SHIFT, same_event, tiebreak
@@ -203,14 +203,19 @@ class OrderingUnit:
         This unit's producer id (> 0), stamped on every generated event.
     alpha
         ``1.0`` for pure K-slack, a float in ``[0, 1)`` for fixed speculation, or an
-        :class:`~specula.ordering.adaptation.AlphaController` for runtime adaptation.
+        :class:`~specula.ordering.adaptation.AlphaController` (``"adaptive"``: a fresh
+        one) for runtime adaptation.
     retraction
         ``"on-demand"`` (default) or ``"full"``.
     late
         ``"side"`` (default): late events go to the side output only; ``"process"``:
         they are also processed out of order.
     k0
-        Initial K (default 0, as in the paper).
+        Initial K (default 0, as in the paper; None: the node default,
+        :data:`~specula.options.DEFAULT_K0_SECONDS`).
+
+    The node options among these are checked by :data:`specula.options.NODE_OPTIONS`
+    (:class:`~specula.options.OptionError` naming the unit).
     trace
         Record a :class:`TraceEntry` for every step (for tests and demos; slow).
     name
@@ -236,15 +241,11 @@ class OrderingUnit:
                  memory: MemoryLimit | None = None) -> None:
         if producer <= 0:
             raise ValueError(f"producer must be > 0 (0 marks external sources), got {producer}")
-        if retraction not in ("full", "on-demand"):
-            raise ValueError(f"retraction must be 'full' or 'on-demand', got {retraction!r}")
-        if late not in ("side", "process"):
-            raise ValueError(f"late must be 'side' or 'process', got {late!r}")
+        alpha, k0 = _checked_options(name or type(detector).__name__, registry, alpha,
+                                     retraction, late, k0, memory)
         if not set(clock) <= set(inputs):
             raise ValueError(f"clock types {sorted(set(clock) - set(inputs))} are not inputs")
         self.controller = alpha if isinstance(alpha, AlphaController) else None
-        if self.controller is None and not 0.0 <= float(alpha) <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1] or an AlphaController, got {alpha!r}")
         self._fixed_alpha = 1.0 if self.controller else float(alpha)
         self.speculative = self.controller is not None or self._fixed_alpha < 1.0
         self.detector = detector
@@ -581,3 +582,19 @@ class OrderingUnit:
         if self.trace is not None:
             self.trace.append(TraceEntry("retract", "", from_seq))
         self._out.append(msg)
+
+
+def _checked_options(where: str, registry: ev.TypeRegistry, alpha: Any, retraction: Any,
+                     late: Any, k0: Any, memory: Any) -> tuple[float | AlphaController, int]:
+    """The unit's node options checked by :data:`~specula.options.NODE_OPTIONS` (an
+    :class:`~specula.options.OptionError` naming ``where``), as the unit takes them:
+    ``alpha="adaptive"`` a fresh :class:`AlphaController`, ``k0=None`` the default K."""
+    for option, value in (("retraction", retraction), ("late", late), ("k0", k0)):
+        check_option(option, value, where=where)
+    if memory is not None:
+        check_option("memory", memory, where=where)
+    if not isinstance(alpha, AlphaController):
+        check_option("alpha", alpha, where=where)
+        alpha = AlphaController() if alpha == "adaptive" else float(alpha)
+    k0 = int(DEFAULT_K0_SECONDS * registry.ticks_per_second) if k0 is None else int(k0)
+    return alpha, k0

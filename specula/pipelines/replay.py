@@ -186,7 +186,8 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
             annotations.into(arrival_batches(path, dtype, config.batch_size))
     if config.in_process:
         with progress.phase("detecting (in-process)", total) as advance:
-            report = _run_in_process(graph, progress.events(raw, advance), kind.registry)
+            report = _run_in_process(graph, progress.events(raw, advance), kind.registry,
+                                     config.speed)
     else:
         with contextlib.ExitStack() as ray_open:
             with progress.phase("starting Ray on Spark"):
@@ -390,11 +391,11 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeRegistry
-                    ) -> RunReport:
+def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeRegistry,
+                    speed: float | None) -> RunReport:
     from specula.actors.inprocess import InProcessRuntime
 
-    return InProcessRuntime(graph).run(batches, registry=registry)
+    return InProcessRuntime(graph).run(batches, registry=registry, speed=speed)
 
 
 def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,
@@ -407,10 +408,12 @@ def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,
     stopped and resumes from ``resume``. Also returns where it suspended, if it did."""
     from specula.actors.ray_runtime import RayRuntime
 
-    runtime = RayRuntime(graph, address=address, batch_size=config.batch_size,
-                         speed=config.speed,
+    runtime = RayRuntime(graph, address=address,
                          checkpoint_uri=str(state_dir(config.out)) if stopped else None)
-    report = runtime.run(raw, registry=registry, resume=resume, suspend=stopped or False,
+    # the driver feeds the batches as read; source actors read theirs batch_size at a time
+    rows = config.batch_size if isinstance(raw, Sources) else None
+    report = runtime.run(raw, registry=registry, batch_rows=rows, speed=config.speed,
+                         resume=resume, suspend=stopped or False,
                          on_settled=live, on_fed=on_fed)
     return report, runtime.suspension
 

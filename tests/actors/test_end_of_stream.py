@@ -73,7 +73,7 @@ def test_queueing_runtime_equals_the_in_order_graph(case):
     raw = case.raw(graph.registry)
     report = InProcessRuntime(graph, queueing=True, ticks_per_second=1.0,
                               cost_model=CostModel(per_event=0.02)).run(
-        raw, batch_ticks=case.batch_ticks)
+        raw, step_ticks=case.step_ticks)
     reference = reference_instances(graph, raw)
     for name, node in graph.nodes.items():
         assert len(report.late(name)) == 0, (name, case)
@@ -91,7 +91,7 @@ def test_the_end_of_a_middle_detector_is_not_late_on_ray(local_ray):
     from specula.actors.ray_runtime import RayRuntime
 
     graph = CHAIN.graph()
-    report = RayRuntime(graph, batch_size=1).run(CHAIN.raw(graph.registry))
+    report = RayRuntime(graph).run(CHAIN.raw(graph.registry), batch_rows=1)
     assert count_net(report) == EXPECTED
     for name in graph.nodes:
         assert len(report.late(name)) == 0, name

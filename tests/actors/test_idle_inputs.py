@@ -31,10 +31,12 @@ N = 2_000
 
 
 def partitioned_echo(partitions: int, memory: MemoryLimit | None = None) -> Graph:
-    """Echo(A -> T0) in ``partitions`` -> Count(T0 -> T1), K 2 ticks."""
+    """Echo(A -> T0) in ``partitions`` -> Count(T0 -> T1), K 2 ticks (``memory``: the
+    default MemoryLimit)."""
+    limit = {} if memory is None else {"memory": memory}
     g = Graph(shape_registry(), sources=("A",))
-    g.add("echo", Echo(("A",), ("T0",)), partitions=partitions, k0=2, memory=memory)
-    g.add("count", Count(("T0",), ("T1",)), k0=2, memory=memory)
+    g.add("echo", Echo(("A",), ("T0",)), partitions=partitions, k0=2, **limit)
+    g.add("count", Count(("T0",), ("T1",)), k0=2, **limit)
     return g
 
 
@@ -50,7 +52,7 @@ def ticks(graph: Graph, types: np.ndarray, ts: np.ndarray, key: int | np.ndarray
 
 def run(graph: Graph, raw: np.ndarray, queueing: bool = False):
     return InProcessRuntime(graph, ticks_per_second=1.0, queueing=queueing).run(
-        raw, batch_ticks=0)
+        raw, step_ticks=0)
 
 
 def assert_in_order(report, graph: Graph, raw: np.ndarray) -> None:
@@ -235,7 +237,7 @@ def test_idle_after_is_a_number_of_ticks_or_none():
 def on_ray(graph: Graph, raw: np.ndarray):
     from specula.actors.ray_runtime import RayRuntime
 
-    return RayRuntime(graph, batch_size=20, max_in_flight=2).run(raw)
+    return RayRuntime(graph, max_in_flight=2).run(raw, batch_rows=20)
 
 
 @pytest.mark.slow

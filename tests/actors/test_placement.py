@@ -43,13 +43,38 @@ def test_a_graph_that_cannot_fit_is_refused_with_what_it_asks_for(total, nodes, 
 
 
 def test_gpus_count_too():
-    g = graph()
-    g.nodes["per_key"].detector.num_gpus = 1.0
-    with pytest.raises(PlacementError, match="ask for 1 GPU, the cluster has 0"):
+    g = Graph(example_registry(), sources=("C",)).add("per_key", CountPerKey(), gpus=1.0)
+    assert actor_options(g.instances()[0]) == {"num_gpus": 1.0}
+    with pytest.raises(PlacementError, match=r"ask for 1 GPU, the cluster has 0 .*; lower "
+                                             r"the nodes' gpus= or grow"):
         check_fits(g, {"CPU": 4.0}, [{"CPU": 4.0}])
 
 
+class NeedsAGpu(CountPerKey):
+    num_gpus = 0.5
+
+
+def test_gpus_default_to_what_the_detector_declares_and_the_node_option_overrides_it():
+    g = Graph(example_registry(), sources=("C",))
+    g.add("declared", NeedsAGpu()).add("set", NeedsAGpu(), gpus=0).add("plain", CountPerKey())
+    assert {n.name: n.gpus for n in g.nodes.values()} == {"declared": 0.5, "set": 0,
+                                                          "plain": 0.0}
+    assert [demand(i) for i in g.instances()] == [{"GPU": 0.5}, {}, {}]
+    assert g.with_options(["plain"], gpus=2).nodes["plain"].gpus == 2
+    assert g.with_options(["set"], gpus=None).nodes["set"].gpus == 0.5
+
+
+@pytest.mark.parametrize("option", ["cpus", "gpus"])
 @pytest.mark.parametrize("bad", [-1, "1", float("nan"), 2000])
-def test_cpus_is_checked_where_it_is_given(bad):
-    with pytest.raises(OptionError, match="per_key: cpus must be a number >= 0"):
-        Graph(example_registry(), sources=("C",)).add("per_key", CountPerKey(), cpus=bad)
+def test_cpus_and_gpus_are_checked_where_they_are_given(option, bad):
+    with pytest.raises(OptionError, match=f"per_key: {option} must be .*number >= 0"):
+        Graph(example_registry(), sources=("C",)).add("per_key", CountPerKey(),
+                                                      **{option: bad})
+
+
+def test_a_detector_that_declares_a_bad_gpu_need_is_named():
+    class Odd(CountPerKey):
+        num_gpus = "1"
+
+    with pytest.raises(OptionError, match="odd: gpus must be None or a number >= 0"):
+        Graph(example_registry(), sources=("C",)).add("odd", Odd())

@@ -47,7 +47,7 @@ def detections(report) -> set[tuple[int, int, int]]:
 
 def run(graph: Graph, raw: np.ndarray, cost: CostModel = SLOW, **kw):
     return InProcessRuntime(graph, ticks_per_second=TPS, cost_model=cost, **kw).run(
-        raw, batch_ticks=5)
+        raw, step_ticks=5)
 
 
 def test_overloaded_node_keeps_its_bound_by_random_shedding_and_not_without():
@@ -155,8 +155,8 @@ def test_shedding_drops_plain_events_only_and_leaves_the_producers_alone():
     cost = CostModel(per_event=1e-4, slower={"d_then_e": 20})
     kw = {"ticks_per_second": TPS, "cost_model": cost}
     shed = InProcessRuntime(two_levels(Shedding(latency_bound_s=0.5)), **kw).run(
-        raw, batch_ticks=20)
-    full = InProcessRuntime(two_levels(None), queueing=True, **kw).run(raw, batch_ticks=20)
+        raw, step_ticks=20)
+    full = InProcessRuntime(two_levels(None), queueing=True, **kw).run(raw, step_ticks=20)
     for name in ("copy_a", "all_c"):  # upstream runs exactly as without shedding
         assert content(shed.net(name)) == content(full.net(name))
         assert shed.stats(name) == full.stats(name)
@@ -184,9 +184,9 @@ def test_free_queueing_gives_the_answers_of_the_plain_runtime(alpha, retraction)
     raw = abc_stream(example_registry(), 3_000, seed=7, max_delay=20)
     graph = example_graph(alpha, retraction, k0=400)
     free = CostModel(per_event=0.0, per_snapshot=0.0, per_restore=0.0, per_comparison=0.0)
-    plain = InProcessRuntime(graph).run(raw, batch_ticks=20)
+    plain = InProcessRuntime(graph).run(raw, step_ticks=20)
     assert not InProcessRuntime(graph).queueing
-    queued = InProcessRuntime(graph, cost_model=free, queueing=True).run(raw, batch_ticks=20)
+    queued = InProcessRuntime(graph, cost_model=free, queueing=True).run(raw, step_ticks=20)
     for name in graph.nodes:
         assert content(queued.net(name)) == content(plain.net(name)), name
         assert len(queued.late(name)) == len(plain.late(name)), name

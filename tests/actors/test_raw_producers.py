@@ -34,7 +34,7 @@ def raw_with(producer: int) -> np.ndarray:
 
 def test_raw_events_of_producer_zero_are_counted_once():
     graph = CASE.graph()
-    report = InProcessRuntime(graph).run(raw_with(0), batch_ticks=0)
+    report = InProcessRuntime(graph).run(raw_with(0), step_ticks=0)
     net = report.net("count")
     # the late A@1 is replayed before A@5: the count sees A@1, A@5, B@6
     assert sorted(zip(net["ts"].tolist(), net["v"].tolist(), strict=True)) == [
@@ -97,6 +97,6 @@ def test_ray_refuses_them_at_the_driver_and_at_a_source_actor(local_ray):
     raw = raw_with(0)
     raw["producer"][1] = 1
     with pytest.raises(ev.InvalidEvent, match="field 'producer'"):
-        RayRuntime(graph, batch_size=1).run(raw)
+        RayRuntime(graph).run(raw, batch_rows=1)
     with pytest.raises(ev.InvalidEvent, match="field 'producer'"):
-        RayRuntime(graph, batch_size=1, max_restarts=0).run(Sources([ArrayPart(raw)]))
+        RayRuntime(graph, max_restarts=0).run(Sources([ArrayPart(raw)]), batch_rows=1)

@@ -70,16 +70,16 @@ def debs_sample() -> np.ndarray:
 def test_registry_order_gives_the_canonical_answer(debs_sample):
     step = 100 * 10**9  # 100 ms of arrival per step: the same answers, sooner
     canonical_graph = soccer_graph(alpha=1.0)
-    canonical = InProcessRuntime(canonical_graph).run(debs_sample, batch_ticks=step)
+    canonical = InProcessRuntime(canonical_graph).run(debs_sample, step_ticks=step)
     graph = _soccer_graph_over(_registry())
     assert graph.registry.id("player") == 1 != soccer_registry().id("player")
     mine = InProcessRuntime(graph).run(debs_sample, registry=soccer_registry(),
-                                       batch_ticks=step)
+                                       step_ticks=step)
     assert len(canonical.net("running_intensity")) > 10
     for name in graph.nodes:
         assert _by_name(mine, graph, name) == _by_name(canonical, canonical_graph, name), name
     # read as if made with the graph's registry, the ball's readings are players' events
-    unchecked = InProcessRuntime(graph).run(debs_sample, batch_ticks=step)
+    unchecked = InProcessRuntime(graph).run(debs_sample, step_ticks=step)
     assert _by_name(unchecked, graph, "running_intensity") != \
         _by_name(canonical, canonical_graph, "running_intensity")
 

@@ -36,10 +36,10 @@ def test_four_partitions_spread_over_three_nodes_with_the_in_process_answer(thre
     graph.add("per_key", CountPerKey(), partitions=4, cpus=0.5, k0=3_000, alpha=0.0)
     graph.add("big_c", Threshold(), k0=3_000)  # asks for nothing: fits beside them
     raw = abc_stream(example_registry(), 4_000, seed=5, max_delay=20, keys=9)
-    report = RayRuntime(graph, batch_size=400).run(raw)
+    report = RayRuntime(graph).run(raw, batch_rows=400)
     hosts = report.detectors["per_key"].hosts
     assert len(hosts) == 4 and len(set(hosts)) == 3, hosts  # SPREAD: every node has one
-    reference = InProcessRuntime(graph).run(raw, batch_ticks=50)
+    reference = InProcessRuntime(graph).run(raw, step_ticks=50)
     for name in graph.nodes:
         assert len(report.late(name)) == len(reference.late(name)) == 0
         assert content(canonical(report.net(name))) == content(
@@ -64,9 +64,9 @@ def test_the_soccer_hierarchy_on_three_nodes_gives_the_in_process_answer(three_n
     match = generate_match(2.0, seed=7)
     raw = DelayModel(seed=7).arrival(match.events)
     graph = soccer_graph(0.0, k0_ms=400.0)
-    report = RayRuntime(graph, batch_size=2_000).run(raw)
+    report = RayRuntime(graph).run(raw, batch_rows=2_000)
     assert len({h for d in report.detectors.values() for h in d.hosts}) >= 2
-    reference = InProcessRuntime(graph).run(raw, batch_ticks=100 * 10**9)
+    reference = InProcessRuntime(graph).run(raw, step_ticks=100 * 10**9)
     for name in graph.nodes:
         assert len(report.late(name)) == len(reference.late(name)) == 0, name
         assert content(canonical(report.net(name))) == content(
@@ -122,10 +122,10 @@ def test_a_joined_cluster_gets_the_modules_of_the_detectors_shipped(three_nodes,
     raw = abc_stream(example_registry(), 1_000, seed=2, max_delay=20)
     ray.shutdown()  # leave the fixture's connection: the run connects on its own
     try:
-        report = RayRuntime(graph, batch_size=200, address=three_nodes.address).run(raw)
+        report = RayRuntime(graph, address=three_nodes.address).run(raw, batch_rows=200)
     finally:
         ray.init(address=three_nodes.address, configure_logging=False, log_to_driver=False)
-    reference = InProcessRuntime(graph).run(raw, batch_ticks=50)
+    reference = InProcessRuntime(graph).run(raw, step_ticks=50)
     assert content(canonical(report.net("doubled"))) == content(
         canonical(reference.net("doubled")))
     assert len(report.net("doubled")) > 100

@@ -46,8 +46,8 @@ def same_answers(case: Case) -> None:
     says which of the two equals the in-order graph."""
     graph = case.graph()
     raw = case.raw(graph.registry)
-    here = InProcessRuntime(graph).run(raw, batch_ticks=case.batch_ticks)
-    on_ray = RayRuntime(graph, batch_size=5, max_in_flight=2).run(raw)
+    here = InProcessRuntime(graph).run(raw, step_ticks=case.step_ticks)
+    on_ray = RayRuntime(graph, max_in_flight=2).run(raw, batch_rows=5)
     in_order = reference_graph(graph, raw)
     for name in graph.nodes:
         assert len(here.late(name)) == len(on_ray.late(name)) == 0, name

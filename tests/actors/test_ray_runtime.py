@@ -52,8 +52,8 @@ def without_identity(rows):
 def test_speculative_hierarchy_on_ray_equals_in_process(local_ray, retraction):
     raw = abc_stream(example_registry(), 6_000, seed=11, max_delay=20)
     graph = example_graph(0.0, retraction, k0=3_000)
-    on_ray = RayRuntime(graph, batch_size=500, step_events=1).run(raw)
-    reference = InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+    on_ray = RayRuntime(graph, step_events=1).run(raw, batch_rows=500)
+    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
     st = on_ray.stats("a_not_bc")  # out-of-order input, speculation on: replays happen
     assert st.relocations > 5 and st.replayed > 1_000
     for name in graph.nodes:
@@ -64,6 +64,22 @@ def test_speculative_hierarchy_on_ray_equals_in_process(local_ray, retraction):
     summary = on_ray.summary()
     assert summary["raw_events"] == 6_000
     assert summary["detectors"]["count"]["latency_mean_s"] > 0
+
+
+# One runtime API: the same run() arguments (registry, steps of arrival time, rows per
+# batch), from the driver and from source actors, give the same net output on both.
+@pytest.mark.parametrize("fed_by", ["driver", "sources"])
+def test_both_runtimes_run_with_the_same_arguments_to_the_same_net_output(local_ray, fed_by):
+    graph = example_graph(0.0, "on-demand", k0=3_000)
+    raw = abc_stream(graph.registry, 4_000, seed=13, max_delay=20, keys=6)
+    stream = raw if fed_by == "driver" else sources.Sources(
+        [sources.ArrayPart(raw[raw["key"] % 2 == j]) for j in range(2)])
+    arguments = {"registry": graph.registry, "step_ticks": 40, "batch_rows": 150}
+    on_ray = RayRuntime(graph).run(stream, **arguments)
+    here = InProcessRuntime(graph).run(stream, **arguments)
+    assert on_ray.raw_events == here.raw_events == len(raw)
+    for name in graph.nodes:
+        assert len(assert_net_equals(on_ray, here, name)) > 50
 
 
 # the raw batches reach the instances inline (small) or through the object store (put
@@ -80,9 +96,9 @@ def test_key_partitioned_detector_on_ray_equals_one_instance(local_ray, monkeypa
         g.add("per_key", CountPerKey(), alpha=0.5, k0=200, partitions=partitions)
         return g
 
-    one = InProcessRuntime(graph(1)).run(raw, batch_ticks=REFERENCE_STEP)
-    four = RayRuntime(graph(4), batch_size=1_000).run(raw)
-    four_here = InProcessRuntime(graph(4)).run(raw, batch_ticks=REFERENCE_STEP)
+    one = InProcessRuntime(graph(1)).run(raw, step_ticks=REFERENCE_STEP)
+    four = RayRuntime(graph(4)).run(raw, batch_rows=1_000)
+    four_here = InProcessRuntime(graph(4)).run(raw, step_ticks=REFERENCE_STEP)
     for reference in (one, four_here):
         assert not any(len(reference.late(name)) for name in reference.detectors)
     assert len(one.net("per_key")) > 1_000
@@ -109,9 +125,8 @@ def test_raw_batches_of_another_registry_order_on_ray_give_the_canonical_answer(
             "big_c", Threshold(), alpha=0.5, k0=3_000)
 
     batches = [raw[i:i + 500] for i in range(0, len(raw), 500)]
-    on_ray = RayRuntime(graph(reordered), batch_size=500).run(iter(batches),
-                                                              registry=made_with)
-    reference = InProcessRuntime(graph(made_with)).run(raw, batch_ticks=REFERENCE_STEP)
+    on_ray = RayRuntime(graph(reordered)).run(iter(batches), registry=made_with)
+    reference = InProcessRuntime(graph(made_with)).run(raw, step_ticks=REFERENCE_STEP)
     for name in ("a_not_bc", "big_c"):
         assert len(reference.late(name)) == 0
         got = [(reordered.name(r[1]), *r[2:]) for r in content(canonical(on_ray.net(name)))]
@@ -127,7 +142,7 @@ def test_a_memory_limit_holds_on_ray_and_the_report_says_so(local_ray):
     raw = abc_stream(reg, 6_000, seed=3, max_delay=2_000, burst=0.1)
     graph = Graph(reg, sources=("A", "B", "C")).add(
         "t", Threshold(), alpha=0.3, k0=0, memory=MemoryLimit(buffered_events=300))
-    report = RayRuntime(graph, batch_size=100).run(raw)
+    report = RayRuntime(graph).run(raw, batch_rows=100)
     d = report.summary()["detectors"]["t"]
     assert d["memory"]["limit_events"] == 300
     assert d["memory"]["peak_buffered"] <= 300
@@ -159,7 +174,7 @@ def test_overloaded_actor_keeps_its_latency_bound_by_shedding(local_ray, k0, alp
     graph = Graph(reg, sources=("C",)).add(
         "big_c", SlowThreshold(seconds_per_event=4e-4), k0=k0, alpha=alpha,
         shedding=Shedding(latency_bound_s=1.0))
-    report = RayRuntime(graph, batch_size=100, speed=4_000.0).run(raw)  # 1 tick/s
+    report = RayRuntime(graph).run(raw, batch_rows=100, speed=4_000.0)  # 1 tick/s
     s = report.summary()["detectors"]["big_c"]
     inbox = s["inbox"]
     assert 0.2 * n < inbox["shed"] < 0.6 * n  # δ / R = 0.375 once the queue is long
@@ -209,13 +224,13 @@ def test_overloaded_espice_window_detector_keeps_its_bound_on_ray(local_ray):
                              output="q1", openers=("STR",), **kw)
         return Graph(reg, sources=names).add("q1", det, k0=0, shedding=shedding)
 
-    trained = InProcessRuntime(graph(None)).run(stream(20_000, 1), batch_ticks=500)
+    trained = InProcessRuntime(graph(None)).run(stream(20_000, 1), step_ticks=500)
     model = trained.units["q1"][0].detector.model
     model.build()
     raw = stream(12_000, 2)
     report = RayRuntime(graph(Shedding(latency_bound_s=1.0, strategy="detector"),
-                              model=model, seconds_per_pair=4e-4),
-                        batch_size=100, speed=4_000.0).run(raw)
+                              model=model, seconds_per_pair=4e-4)).run(raw, batch_rows=100,
+                                                                       speed=4_000.0)
     inbox = report.summary()["detectors"]["q1"]["inbox"]
     assert inbox["latency_p99_s"] <= 1.0 and inbox["violations"] < 0.01 * len(raw)
     assert inbox["shed"] == 0 and inbox["shed_pairs"] > 0.1 * len(raw)
@@ -255,7 +270,7 @@ def kill_at_random(runtime: RayRuntime, label: str, seed: int, done, kills: list
 def crash_stream():
     graph = example_graph(0.0, "on-demand", k0=3_000)
     raw = abc_stream(example_registry(), 12_000, seed=11, max_delay=20)
-    return graph, raw, InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+    return graph, raw, InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
 
 
 # a level-1 actor (fed by the driver) and a mid-level one (fed by two actors and the
@@ -268,13 +283,13 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
     from specula.actors.output_log import persisted_net
 
     graph, raw, reference = crash_stream
-    runtime = RayRuntime(graph, batch_size=200, speed=3_000.0, checkpoint_uri=str(tmp_path),
-                         checkpoint_every_batches=10, checkpoint_every_s=0.5)
+    runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
+                         checkpoint_every_s=0.5)
     done, kills = threading.Event(), []
     killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 7, done, kills))
     killer.start()
     try:
-        report = runtime.run(raw)
+        report = runtime.run(raw, batch_rows=200, speed=3_000.0)
     finally:
         done.set()
         killer.join()
@@ -306,10 +321,11 @@ def test_a_run_suspended_twice_and_resumed_gives_the_uninterrupted_answer(
     got: list[Settled] = []
     resume, handed_per_run = None, []
     for lo, hi in zip([0, *cuts], [*cuts, len(raw)], strict=True):
-        runtime = RayRuntime(graph, batch_size=300, checkpoint_uri=str(tmp_path))
+        runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path))
         last = hi == len(raw)
         start = len(got)
-        report = runtime.run(raw[lo:hi], suspend=not last, resume=resume, on_settled=got.append)
+        report = runtime.run(raw[lo:hi], batch_rows=300, suspend=not last, resume=resume,
+                             on_settled=got.append)
         resume = runtime.suspension
         assert (resume is None) == last
         handed_per_run.append(sum(len(rows) for found in got[start:]
@@ -349,10 +365,9 @@ def test_detections_are_handed_on_as_they_become_final_and_the_actors_forget_the
     # one batch per step: the stream is small enough for a level-2 actor whose inbox
     # filled up (on a busy machine) to take all its input in one step, and checkpoint
     # only at the end
-    runtime = RayRuntime(graph, batch_size=200, step_events=1, speed=6_000.0,
-                         checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
-                         checkpoint_every_s=0.2)
-    report = runtime.run(raw, on_settled=got.append)
+    runtime = RayRuntime(graph, step_events=1, checkpoint_uri=str(tmp_path),
+                         checkpoint_every_batches=10, checkpoint_every_s=0.2)
+    report = runtime.run(raw, batch_rows=200, speed=6_000.0, on_settled=got.append)
     assert sum(len(rows) for found in got[:-1] for rows in found.complex.values()) > 0
     summary = report.summary()["detectors"]
     for name in graph.nodes:
@@ -379,11 +394,11 @@ def test_late_events_are_handed_on_once_and_forgotten(local_ray, tmp_path):
         "t", Threshold(), alpha=1.0, k0=0, memory=MemoryLimit(buffered_events=200))
     # one batch per step: with the memory limit biting, which events are late depends on
     # the pushes, and the two runs must cut them alike
-    plain = RayRuntime(graph, batch_size=100, step_events=1).run(raw)
+    plain = RayRuntime(graph, step_events=1).run(raw, batch_rows=100)
     got: list[Settled] = []
-    handed = RayRuntime(graph, batch_size=100, step_events=1, speed=4_000.0,
-                        checkpoint_uri=str(tmp_path), checkpoint_every_batches=5,
-                        checkpoint_every_s=0.1).run(raw, on_settled=got.append)
+    handed = RayRuntime(graph, step_events=1, checkpoint_uri=str(tmp_path),
+                        checkpoint_every_batches=5, checkpoint_every_s=0.1).run(
+        raw, batch_rows=100, speed=4_000.0, on_settled=got.append)
     late = np.concatenate([found.late["t"] for found in got if "t" in found.late])
     assert len(plain.late("t")) > 100
     assert content(late) == content(plain.late("t"))
@@ -407,8 +422,8 @@ def test_a_graph_asking_for_more_than_the_cluster_is_refused_before_it_starts(lo
 def test_the_report_says_where_each_actor_ran_and_where_its_cpu_went(local_ray):
     graph = Graph(example_registry(), sources=("C",))
     graph.add("per_key", CountPerKey(), partitions=2, cpus=0.5, k0=3_000)
-    report = RayRuntime(graph, batch_size=500).run(
-        abc_stream(example_registry(), 2_000, seed=3))
+    report = RayRuntime(graph).run(
+        abc_stream(example_registry(), 2_000, seed=3), batch_rows=500)
     node = ray.get_runtime_context().get_node_id()[:8]
     hosts = report.detectors["per_key"].hosts
     assert len(hosts) == 2 and all(h.endswith(node) for h in hosts)

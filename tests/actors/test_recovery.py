@@ -17,10 +17,11 @@ from specula import InProcessRuntime
 from specula.actors.channels import Route
 from specula.actors.inbox import Inbox
 from specula.actors.output_log import persisted_net
-from specula.actors.ray_runtime import RayRuntime
+from specula.actors.ray_runtime import Delivery, RayRuntime
 from specula.actors.recovery import Checkpoints, Determinants, StepLog
 from specula.actors.routing import Router
 from specula.actors.signing import random_key
+from specula.actors.sources import Pace
 from specula.actors.worker import DetectorWorker
 from specula.detectors.examples import example_registry
 from specula.pipelines.synthetic import abc_stream, example_graph
@@ -89,7 +90,7 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
     batches further than before its last restart (not at random times, which a fast
     machine could outrun). A step takes at most four of the driver's batches, so that
     every actor takes enough steps for several restarts."""
-    rt = RayRuntime(graph, batch_size=150)
+    rt = RayRuntime(graph)
     router = Router(graph)
     instances = graph.instances()
     of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
@@ -121,7 +122,8 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
     if victim is not None:
         thread.start()
     try:
-        fed, wall, reports = rt._drive(raw, None, router, of_node, actors, {}, 0)
+        fed, wall, reports = rt._drive(raw, None, router, of_node, actors, {},
+                                       Delivery(None, 150, Pace(None, 1.0)))
     finally:
         done.set()
         if victim is not None:
@@ -136,7 +138,7 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
 def stream():
     graph = example_graph(0.0, "on-demand", k0=3_000)
     raw = abc_stream(example_registry(), 6_000, seed=11, max_delay=20)
-    reference = InProcessRuntime(graph).run(raw, batch_ticks=50)
+    reference = InProcessRuntime(graph).run(raw, step_ticks=50)
     return graph, raw, reference
 
 

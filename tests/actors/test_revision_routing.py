@@ -65,7 +65,7 @@ def arrivals(reg: TypeRegistry, rows: list[tuple[int, int, int]]) -> np.ndarray:
 
 
 def run(graph: Graph, raw: np.ndarray):
-    result = InProcessRuntime(graph).run(raw, batch_ticks=0)
+    result = InProcessRuntime(graph).run(raw, step_ticks=0)
     reference = reference_graph(graph, raw)
     return result, reference
 
@@ -90,7 +90,7 @@ def test_a_revision_that_changes_key_moves_to_the_other_partition(retraction):
     g.add("echo", Echo(), alpha=0.0, k0=1000, retraction=retraction)
     g.add("count", Count(), alpha=0.0, k0=1000, retraction=retraction, partitions=2)
     result = InProcessRuntime(g).run(arrivals(reg, [(2, 0, 0), (1, 1, 0), (3, 1, 0)]),
-                                     batch_ticks=0)
+                                     step_ticks=0)
     assert len(result.late("echo")) == len(result.late("count")) == 0
     # partition 0 counts T0@2 once; partition 1 counts T0@1 and T0@3
     counts = sorted((int(r["key"]), int(r["ts"]), int(r["v"])) for r in result.net("count"))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from naive import canonical, content
 
-from specula import CostModel, Graph, GraphError, InProcessRuntime
+from specula import CostModel, Graph, GraphError, InProcessRuntime, OrderingUnit
 from specula.detectors import Detector
 from specula.detectors.examples import (
     ANotBC,
@@ -14,7 +14,7 @@ from specula.detectors.examples import (
     Threshold,
     example_registry,
 )
-from specula.options import OptionError
+from specula.options import NODE_OPTIONS, OptionError
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -24,7 +24,7 @@ def run(alpha, cost_us: float, n: int = 10_000, k0: int = 150):
                           cost_model=CostModel(per_event=cost_us * 1e-6,
                                                per_snapshot=cost_us * 0.5e-6,
                                                per_restore=cost_us * 1e-6))
-    return rt.run(raw, batch_ticks=5)
+    return rt.run(raw, step_ticks=5)
 
 
 def test_adaptive_speculation_cuts_latency_and_keeps_the_answer():
@@ -58,7 +58,7 @@ def test_runs_are_deterministic_and_leave_the_graph_untouched():
     g = example_graph("adaptive")
     raw = abc_stream(g.registry, 5_000, seed=1, max_delay=10)
     rt = InProcessRuntime(g, cost_model=CostModel(), ticks_per_second=1_000.0)
-    a, b = rt.run(raw, batch_ticks=3), rt.run(raw, batch_ticks=3)
+    a, b = rt.run(raw, step_ticks=3), rt.run(raw, step_ticks=3)
     for name in g.nodes:
         assert content(a.net(name)) == content(b.net(name))
         assert a.stats(name) == b.stats(name)
@@ -126,8 +126,10 @@ def test_a_stream_of_batches_is_read_as_it_comes_a_step_per_batch():
     assert streamed.units["pass_a"][0].detector.first < 5
     # a step per batch: each event waits for the end of its batch at most
     assert streamed.latencies("pass_a").mean() > whole.latencies("pass_a").mean()
-    with pytest.raises(ValueError, match="the batches of an iterable are the steps"):
-        rt.run(batches(50), batch_ticks=5)
+    for batching in ({"step_ticks": 5}, {"batch_rows": 10}):
+        with pytest.raises(OptionError, match="the batches of an iterable are delivered as "
+                                              "they come, a step each"):
+            rt.run(batches(50), **batching)
 
 
 def test_a_stream_of_batches_without_counters_is_numbered_across_batches():
@@ -136,7 +138,7 @@ def test_a_stream_of_batches_without_counters_is_numbered_across_batches():
     g = example_graph(1.0, k0=60)
     raw = abc_stream(g.registry, 2_000, seed=2, max_delay=10)
     raw["seq"] = 0
-    whole = InProcessRuntime(g, ticks_per_second=1_000.0).run(raw, batch_ticks=30)
+    whole = InProcessRuntime(g, ticks_per_second=1_000.0).run(raw, step_ticks=30)
     streamed = InProcessRuntime(g, ticks_per_second=1_000.0).run(
         iter([raw[i:i + 30] for i in range(0, len(raw), 30)]))
     for name in g.nodes:
@@ -167,6 +169,27 @@ def test_graph_validation_errors_say_what_to_fix():
         Graph(reg, sources=("C",)).add("t", Threshold(), alpha=1.5)
     with pytest.raises(GraphError, match="not registered"):
         Graph(reg, sources=("Z",)).validate()
+
+
+def test_node_defaults_come_from_the_table_and_the_unit_checks_options_as_the_graph_does():
+    reg = example_registry()
+    node = Graph(reg, sources=("C",)).add("t", Threshold()).nodes["t"]
+    for name, option in NODE_OPTIONS.items():
+        if name not in ("k0", "gpus"):  # resolved: the default K, the detector's GPUs
+            assert getattr(node, name) == option.default, name
+    for bad in ({"alpha": 1.5}, {"retraction": "partial"}, {"late": "drop"}, {"k0": -1},
+                {"memory": 100}):
+        with pytest.raises(OptionError) as declared:
+            Graph(reg, sources=("C",)).add("t", Threshold(), **bad)
+        with pytest.raises(OptionError) as direct:
+            OrderingUnit(Threshold(), reg, producer=1, inputs=("C",), outputs=("E",),
+                         clock=("C",), name="t", **bad)
+        assert str(direct.value) == str(declared.value)
+    with pytest.raises(OptionError, match="t: unknown option 'colour'; the options are alpha, "):
+        Graph(reg, sources=("C",)).add("t", Threshold(), colour="red")
+    unit = OrderingUnit(Threshold(), reg, producer=1, inputs=("C",), outputs=("E",),
+                        clock=("C",), alpha="adaptive", k0=None)
+    assert unit.controller is not None and unit.k == node.k0
 
 
 def test_option_errors_list_the_valid_values_and_a_class_is_not_a_detector():
@@ -226,7 +249,7 @@ def test_on_demand_replay_runs_past_every_change_of_an_update():
                 ("A", 55, 60)]
     raw = reg.from_records([{"type": t, "ts": ts, "ats": a, "seq": i}
                             for i, (t, ts, a) in enumerate(arrivals)], dtype=reg.dtype())
-    res = InProcessRuntime(g).run(raw, batch_ticks=0)
+    res = InProcessRuntime(g).run(raw, step_ticks=0)
     ref = reference_graph(g, raw)
     assert res.stats("pull").updates_sent == 1 and res.stats("pass").updates_applied == 1
     for name in g.nodes:

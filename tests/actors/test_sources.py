@@ -63,15 +63,13 @@ def test_sources_are_checked():
         Sources([])
     with pytest.raises(TypeError, match="batches"):
         Sources([np.zeros(3)])
-    with pytest.raises(ValueError, match="step_s"):
-        Sources([ArrayPart(np.zeros(0))], step_s=0)
 
 
 def test_in_process_reads_sources_merged():
     raw = prepare_raw(abc_stream(example_registry(), 3_000, seed=3, keys=6))
     graph = example_graph(0.5, "on-demand", k0=3_000)
-    whole = InProcessRuntime(graph).run(raw, batch_ticks=50)
-    parted = InProcessRuntime(graph).run(Sources(_parts(raw, 4)), batch_ticks=50)
+    whole = InProcessRuntime(graph).run(raw, step_ticks=50)
+    parted = InProcessRuntime(graph).run(Sources(_parts(raw, 4)), step_ticks=50)
     assert parted.raw_events == whole.raw_events == 3_000
     assert parted.played_seconds == whole.played_seconds
     for name in graph.nodes:
@@ -93,7 +91,7 @@ def local_ray():
 def keyed_stream():
     graph = example_graph(0.0, "on-demand", k0=3_000)
     raw = prepare_raw(abc_stream(example_registry(), 4_000, seed=11, max_delay=20, keys=9))
-    return graph, raw, InProcessRuntime(graph).run(raw, batch_ticks=50)
+    return graph, raw, InProcessRuntime(graph).run(raw, step_ticks=50)
 
 
 def _assert_in_process_answer(report, graph, reference):
@@ -116,13 +114,14 @@ def test_a_killed_level_1_actor_amid_sources_leaves_the_crash_free_answer(
     from specula.actors.ray_runtime import RayRuntime
 
     graph, raw, reference = keyed_stream
-    runtime = RayRuntime(graph, batch_size=200, speed=1_000.0, checkpoint_uri=str(tmp_path),
-                         checkpoint_every_batches=10, checkpoint_every_s=0.5)
+    runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
+                         checkpoint_every_s=0.5)
     victim, done, kills, fed = "a_not_bc", threading.Event(), [], []
     killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 3, done, kills))
     killer.start()
     try:
-        report = runtime.run(Sources(_parts(raw, 3), step_s=STEP), on_fed=fed.append)
+        report = runtime.run(Sources(_parts(raw, 3)), step_ticks=STEP, batch_rows=200,
+                             speed=1_000.0, on_fed=fed.append)
     finally:
         done.set()
         killer.join()
@@ -204,8 +203,7 @@ def test_a_source_killed_mid_stream_reads_its_part_again(
         (tmp_path / "arrival").mkdir()
         parts = _parquet_parts(parts, tmp_path / "arrival")
     assert isinstance(restartable(parts[1]), StoredPart) == (kind == "memory")
-    runtime = RayRuntime(graph, batch_size=200, speed=1_000.0,
-                         checkpoint_uri=str(tmp_path / "checkpoints"),
+    runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path / "checkpoints"),
                          checkpoint_every_batches=10, checkpoint_every_s=0.5)
     points = sorted(np.random.default_rng(seed).uniform(0.2, 0.6, 2))
     done, killed, fed = threading.Event(), [], []
@@ -213,7 +211,8 @@ def test_a_source_killed_mid_stream_reads_its_part_again(
                               args=(runtime, "source-1", points, len(raw), fed, done, killed))
     killer.start()
     try:
-        report = runtime.run(Sources(parts, step_s=STEP), on_fed=fed.append)
+        report = runtime.run(Sources(parts), step_ticks=STEP, batch_rows=200, speed=1_000.0,
+                             on_fed=fed.append)
     finally:
         done.set()
         killer.join()

@@ -50,11 +50,11 @@ def test_embedded_ray_is_shut_down_after_a_run_and_after_an_error():
     assert not ray.is_initialized()
     before = raylets()
     raw = abc_stream(example_registry(), 2_000, seed=1)
-    report = RayRuntime(graph(Threshold()), batch_size=500).run(raw)
+    report = RayRuntime(graph(Threshold())).run(raw, batch_rows=500)
     assert len(report.net("t")) > 100
     assert not ray.is_initialized()
     with pytest.raises(DetectorError, match=r"detector 't' failed on event type=C .*out of range"):
-        RayRuntime(graph(Exploding()), batch_size=500).run(raw)
+        RayRuntime(graph(Exploding())).run(raw, batch_rows=500)
     assert not ray.is_initialized()
     assert gone(before)
 
@@ -64,7 +64,7 @@ def test_embedded_ray_starts_its_own_cluster_whatever_ray_address_names(monkeypa
     embedded mode never joins it."""
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")  # the discard port: nobody answers
     raw = abc_stream(example_registry(), 500, seed=2)
-    report = RayRuntime(graph(Threshold()), batch_size=250).run(raw)
+    report = RayRuntime(graph(Threshold())).run(raw, batch_rows=250)
     assert len(report.net("t")) > 10
     assert not ray.is_initialized()
 
@@ -86,7 +86,7 @@ for step in ("ray", "spark", "ray"):
         with spark_session("local[1]", small_input=True):
             pass
     else:
-        got = RayRuntime(graph, batch_size=250).run(raw).net("t")
+        got = RayRuntime(graph).run(raw, batch_rows=250).net("t")
         assert np.array_equal(got, want), step
 print("all three ran")
 """

@@ -119,7 +119,7 @@ def _soccer_inputs() -> dict[str, tuple[Detector, np.ndarray]]:
     # nothing is late and the net outputs are the in-order outputs whatever the step:
     # steps of 100 ms of arrival (not the default 5 ms) give the same events, >10x sooner.
     stream = match.stream()  # the readings and the referee's interruptions
-    report = InProcessRuntime(graph).run(stream, batch_ticks=SOCCER_STEP)
+    report = InProcessRuntime(graph).run(stream, step_ticks=SOCCER_STEP)
     assert not any(len(report.late(n)) for n in graph.nodes)
     produced = [stream] + [report.net(n) for n in graph.nodes]
     inputs = {}

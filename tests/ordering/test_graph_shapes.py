@@ -100,7 +100,7 @@ class Run:
         runtime = InProcessRuntime(self.graph, cost_model=CostModel(per_event=0.02),
                                    ticks_per_second=1.0, queueing=queueing)
         n = case.batch_rows
-        self.result = runtime.run(self.raw, batch_ticks=case.batch_ticks) if not n else \
+        self.result = runtime.run(self.raw, step_ticks=case.step_ticks) if not n else \
             runtime.run(iter([self.raw[i:i + n] for i in range(0, len(self.raw), n)]))
         self.instances = instances(self.graph)
         self._nets = {name: self.result.net(name) for name in self.graph.nodes}
@@ -407,7 +407,7 @@ def test_update_that_changes_type_reaches_the_old_subscriber():
     check(Case(nodes=(
         Spec("n1a", Split(("A",), ("T0", "T1")), alpha=0.0, retraction="on-demand"),
         Spec("n2a", Count(("T0",), ("T2",)), alpha=0.0, retraction="on-demand"),
-    ), events=(("A", 1, 0, 1, 1), ("A", 2, 0, 0, 0)), batch_ticks=0))
+    ), events=(("A", 1, 0, 1, 1), ("A", 2, 0, 0, 0)), step_ticks=0))
 
 
 def test_update_that_changes_key_reaches_the_old_partition():
@@ -417,7 +417,7 @@ def test_update_that_changes_key_reaches_the_old_partition():
     check(Case(nodes=(
         Spec("n1a", Echo(("A",), ("T0",)), alpha=0.0, retraction="on-demand"),
         Spec("n2a", Count(("T0",), ("T1",)), alpha=0.0, retraction="on-demand", partitions=2),
-    ), events=(("A", 1, 1, 0, 1), ("A", 2, 0, 0, 0)), batch_ticks=0), only="n2a[0]")
+    ), events=(("A", 1, 1, 0, 1), ("A", 2, 0, 0, 0)), step_ticks=0), only="n2a[0]")
 
 
 def test_update_of_an_event_held_in_another_partition_is_not_late():
@@ -428,7 +428,7 @@ def test_update_of_an_event_held_in_another_partition_is_not_late():
     check(Case(nodes=(
         Spec("n1a", Echo(("A",), ("T0",)), alpha=0.0, retraction="on-demand"),
         Spec("n2a", Echo(("T0",), ("T1",)), partitions=2),
-    ), events=(("A", 1, 1, 0, 2), ("A", 2, 0, 0, 0), ("A", 3, 1, 0, 1)), batch_ticks=0),
+    ), events=(("A", 1, 1, 0, 2), ("A", 2, 0, 0, 0), ("A", 3, 1, 0, 1)), step_ticks=0),
         only="n2a[1]")
 
 
@@ -438,7 +438,7 @@ def test_update_of_an_event_of_another_type_is_not_late():
     check(Case(nodes=(
         Spec("n1a", Split(("A",), ("T0", "T1")), alpha=0.0, retraction="on-demand"),
         Spec("n2a", Echo(("T1",), ("T2",))),
-    ), events=(("A", 1, 0, 1, 2), ("A", 2, 0, 0, 0), ("A", 3, 0, 1, 1)), batch_ticks=0))
+    ), events=(("A", 1, 0, 1, 2), ("A", 2, 0, 0, 0), ("A", 3, 0, 1, 1)), step_ticks=0))
 
 
 def test_event_sent_again_after_a_late_retraction_is_processed_once():
@@ -454,7 +454,7 @@ def test_event_sent_again_after_a_late_retraction_is_processed_once():
         Spec("n1b", Echo(("A",), ("T0",)), k0=0),
         Spec("n2a", Echo(("T0",), ("T1",)), alpha=0.0, k0=0),
         Spec("n3a", Echo(("T1",), ("T2",)), k0=0),
-    ), events=(("A", 1, 0, 0, 1),), batch_ticks=0))
+    ), events=(("A", 1, 0, 0, 1),), step_ticks=0))
 
 
 def test_copy_of_a_purged_event_behind_a_late_retraction_is_late():
@@ -468,7 +468,7 @@ def test_copy_of_a_purged_event_behind_a_late_retraction_is_late():
         Spec("n2a", Echo(("T0",), ("T2",)), k0=0, partitions=2),
         Spec("n2b", Echo(("T0",), ("T3",)), k0=1000),
     ), events=(("A", 1, 1, 1, 1), ("A", 2, 0, 0, 6), ("A", 3, 1, 1, 6), ("A", 4, 1, 4, 4)),
-        batch_ticks=4))
+        step_ticks=4))
 
 
 def test_late_retractions_leave_purged_events_processed():
@@ -481,7 +481,7 @@ def test_late_retractions_leave_purged_events_processed():
         Spec("n3a", Sum(("B", "C", "T1"), ("T2",)), alpha=0.0, k0=20),
         Spec("n4a", Echo(("T2",), ("T3",)), k0=20),
     ), events=(("B", 56, 1, 4, 56), ("B", 58, 0, 0, 73), ("C", 77, 0, 0, 77),
-               ("B", 85, 1, 0, 85)), batch_ticks=4))
+               ("B", 85, 1, 0, 85)), step_ticks=4))
 
 
 def test_revocation_after_a_late_update_removes_the_held_version():
@@ -498,4 +498,4 @@ def test_revocation_after_a_late_update_removes_the_held_version():
         Spec("n2b", Echo(("T0", "C"), ("T1",)), alpha=0.0, retraction="on-demand"),
         Spec("n3a", Echo(("T1",), ("T2",)), alpha=0.0, k0=0),
     ), events=(("A", 1, 0, 0, 7), ("A", 2, 0, 0, 7), ("B", 3, 1, 6, 7), ("A", 4, 0, 0, 4),
-               ("C", 4, 1, 6, 4), ("B", 6, 2, 0, 6)), batch_ticks=0), only="n3a")
+               ("C", 4, 1, 6, 4), ("B", 6, 2, 0, 6)), step_ticks=0), only="n3a")

@@ -209,7 +209,7 @@ def two_levels(stateful: bool, retraction: str):
           retraction=retraction, k0=40)
     g.add("high", Pass(stateful), alpha=0.0, retraction=retraction, k0=40)
     raw = abc_stream(reg, 3_000, seed=7, max_delay=6, mix=(0.0, 0.0, 1.0))
-    res = InProcessRuntime(g).run(raw, batch_ticks=0)
+    res = InProcessRuntime(g).run(raw, step_ticks=0)
     low, high = res.stats("low"), res.stats("high")
     work = sum(CostModel().busy(UnitStats().work(), s.work()) for s in (low, high))
     return high.events_removed + high.updates_applied, low, high, work, res

@@ -140,7 +140,7 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standal
     # The persisted net outputs equal the in-process runtime's on the same arrival stream.
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
     graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
-    expected = InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+    expected = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
     assert not any(len(expected.late(name)) for name in graph.nodes)
     persisted = _persisted(out, "complex")
     late = _persisted(out, "late")
@@ -349,7 +349,7 @@ def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(
         assert summary["options"][name]["alpha"] == 0.5
     raw = np.concatenate(list(arrival_batches(out / "arrival", position_dtype())))
     canonical = soccer_graph(0.5, "full", k0_ms=300)
-    expected = InProcessRuntime(canonical).run(raw, batch_ticks=REFERENCE_STEP)
+    expected = InProcessRuntime(canonical).run(raw, step_ticks=REFERENCE_STEP)
     assert summary["late"] == 0
     assert not any(len(expected.late(name)) for name in canonical.nodes)
     detected = {}

@@ -123,10 +123,10 @@ def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_det
     graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
     raw = match.events.copy()
     raw["ats"] = raw["ts"]
-    whole = InProcessRuntime(graph).run(raw, batch_ticks=REFERENCE_STEP)
+    whole = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
     # the stop matters: two runs that each flush at their end find other detections
     cut = len(np.concatenate(parts[:2]))
-    halves = [InProcessRuntime(graph).run(half, batch_ticks=REFERENCE_STEP)
+    halves = [InProcessRuntime(graph).run(half, step_ticks=REFERENCE_STEP)
               for half in (raw[:cut], raw[cut:])]
     persisted = _complex(out)
     assert not (out / "late").exists() or pq.read_table(out / "late").num_rows == 0

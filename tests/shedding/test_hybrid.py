@@ -417,7 +417,7 @@ def test_a_node_sheds_partial_matches_through_its_gate():
         graph = Graph(reg, sources=tuple("ABCD")).add(
             "q1", RuleDetector(Q1.format(w=2000), reg), k0=0, shedding=shedding)
         report = InProcessRuntime(graph, cost_model=CostModel(per_event=2e-5),
-                                  queueing=True).run(raw, batch_ticks=500)
+                                  queueing=True).run(raw, step_ticks=500)
         net = report.net("q1")
         out[name] = Counter(zip(net["ts"].tolist(), net["id"].tolist(), strict=True))
         assert report.shed("q1") == {}  # no event was dropped: RS sheds state only

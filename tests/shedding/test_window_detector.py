@@ -68,7 +68,7 @@ def found(report) -> set[tuple[int, int]]:
 def trained():
     """The model after 20,000 unshed events, and th measured on the virtual clock."""
     rep = InProcessRuntime(graph(detector(), None), cost_model=COST, queueing=True).run(
-        events(20_000, 1, rate=800.0), batch_ticks=40_000)
+        events(20_000, 1, rate=800.0), step_ticks=40_000)
     th = rep.summary()["detectors"]["q1"]["inbox"]["processing_rate_eps"]
     return rep.units["q1"][0].detector.model, th
 
@@ -98,7 +98,7 @@ def test_espice_keeps_the_bound_and_loses_far_fewer_complex_events_than_bl(train
     out = {}
     for policy in ("espice", "bl"):
         rep = InProcessRuntime(graph(detector(policy=policy, model=copy.deepcopy(model)),
-                                     shedding), cost_model=COST).run(raw, batch_ticks=40_000)
+                                     shedding), cost_model=COST).run(raw, step_ticks=40_000)
         inbox = rep.summary()["detectors"]["q1"]["inbox"]
         out[policy] = (len(truth - found(rep)) / len(truth), inbox)
     fn, inbox = out["espice"]

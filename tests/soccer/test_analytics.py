@@ -24,7 +24,7 @@ SECONDS = 12
 def run():
     match = generate_match(SECONDS, profile="debs2013", seed=2)
     graph = soccer_graph(alpha=1.0, queries=True)
-    report = InProcessRuntime(graph).run(match.events, batch_ticks=100 * 10**9)
+    report = InProcessRuntime(graph).run(match.events, step_ticks=100 * 10**9)
     return match, analytics.events_by_type(report, graph)
 
 

@@ -122,7 +122,7 @@ def run(events: np.ndarray, alpha: float | str = 1.0, **near_options) -> RunRepo
         node = graph.nodes["near_foot"]
         graph.nodes["near_foot"] = dataclasses.replace(node,
                                                        detector=BallNearFoot(**near_options))
-    return InProcessRuntime(graph, cost_model=CostModel()).run(events, batch_ticks=50 * MS)
+    return InProcessRuntime(graph, cost_model=CostModel()).run(events, step_ticks=50 * MS)
 
 
 def named(report: RunReport, node: str) -> list[tuple[str, float, int]]:
@@ -156,7 +156,7 @@ def test_a_spare_ball_inside_the_pitch_leaves_a_generated_match_unchanged():
     moved = match.events.copy()
     spare = match.profile.spare_balls[0]  # the other one rests beside the pitch
     moved["x"][moved["key"] == spare] = 2_000  # 2 m inside the touch line, at rest
-    reports = [InProcessRuntime(soccer_graph(alpha=1.0)).run(e, batch_ticks=100 * MS)
+    reports = [InProcessRuntime(soccer_graph(alpha=1.0)).run(e, step_ticks=100 * MS)
                for e in (match.events, moved)]
     assert len(reports[0].net("near_foot")) >= 10 and len(reports[0].net("hits")) >= 5
     for node in reports[0].detectors:  # was 17 -> 26,444 near-foot events, 7 -> 0 hits

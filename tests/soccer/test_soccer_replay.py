@@ -24,7 +24,7 @@ def replays():
     # ms more latency for both, in a third of the time
     runs = {alpha: InProcessRuntime(soccer_graph(alpha, k0_ms=400, queries=True),
                                     cost_model=CostModel(per_event=50e-6))
-            .run(raw, batch_ticks=20 * 10**9) for alpha in (1.0, "adaptive")}
+            .run(raw, step_ticks=20 * 10**9) for alpha in (1.0, "adaptive")}
     return match, runs
 
 
@@ -52,7 +52,7 @@ def test_shots_on_goal_of_a_minute_of_play_match_the_physics():
     (the sides come from the goalkeepers of the match's metadata)."""
     match = generate_match(60, profile="debs2013", seed=0)  # two shots on goal
     report = InProcessRuntime(soccer_graph(1.0, metadata=match.metadata)).run(
-        match.events, batch_ticks=100 * 10**9)
+        match.events, step_ticks=100 * 10**9)
     shots = score_match(report, match)["shots"]
     assert shots.truth == 2 and shots.precision == shots.recall == 1.0, shots.as_dict()
     assert len(report.net("sides")) == 2
@@ -65,7 +65,7 @@ def test_no_hit_while_the_referee_stops_play_and_the_same_hits_in_play():
     match = generate_match(20, profile="debs2013", seed=1)
     stops = match.truth.interruptions  # a kick-in, 11.6 s to 17.8 s into the match
     assert len(stops) == 1 and (stops["end_ts"] > stops["begin_ts"]).all()
-    runs = [InProcessRuntime(soccer_graph(1.0)).run(raw, batch_ticks=100 * 10**9)
+    runs = [InProcessRuntime(soccer_graph(1.0)).run(raw, step_ticks=100 * 10**9)
             for raw in (match.events, match.stream())]
     hits = runs[1].net("hits")["ts"]
     inside = (hits[:, None] > stops["begin_ts"]) & \

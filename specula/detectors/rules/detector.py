@@ -138,8 +138,9 @@ class RuleDetector(Detector):
     inputs, outputs : tuple of str
         Every type the rules read; the composite types they define.
     num_gpus : float
-        GPUs its actor asks Ray for: 1 for ``engine="gpu"``, else 0 (``plan`` gives
-        shares when heavy rules outnumber the GPUs).
+        GPUs it declares it needs: 1 for ``engine="gpu"``, else 0; its node's ``gpus``
+        option defaults to it (``add_rules`` sets the share ``plan`` gives, when heavy
+        rules outnumber the GPUs).
 
     Examples
     --------

@@ -147,7 +147,8 @@ def is_heavy(rule: Rule, rates: Mapping[str, float], *,
 
 @dataclass(frozen=True)
 class Placement:
-    """One rule detector of a plan: its node name, rules, engine and GPU share."""
+    """One rule detector of a plan: its node name, rules, engine and GPU share (the
+    node's ``gpus`` option, :func:`specula.actors.rules.add_rules`)."""
 
     name: str
     rules: tuple[Rule, ...]
@@ -156,9 +157,7 @@ class Placement:
 
     def detector(self, registry: TypeRegistry) -> RuleDetector:
         """A :class:`RuleDetector` for this placement (its engine is not imported yet)."""
-        det = RuleDetector(self.rules, registry, engine=self.engine)  # type: ignore[arg-type]
-        det.num_gpus = self.num_gpus
-        return det
+        return RuleDetector(self.rules, registry, engine=self.engine)  # type: ignore[arg-type]
 
 
 def plan(rules: Iterable[Rule], rates: Mapping[str, float], *, gpus: float,

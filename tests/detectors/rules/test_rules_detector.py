@@ -102,7 +102,7 @@ def check_speculation(rules: str, engine: str, retraction: str, alpha, at_least:
         raw = make_stream(reg, seed, 300, max_delay=15)
         g = Graph(reg, sources=("A", "B", "C", "D"))
         g.add("rules", det, alpha=alpha, retraction=retraction, k0=k0)
-        result = InProcessRuntime(g, cost_model=CostModel(per_event=0.02)).run(raw, batch_ticks=2)
+        result = InProcessRuntime(g, cost_model=CostModel(per_event=0.02)).run(raw, step_ticks=2)
         late = {ident(r) for r in result.late("rules")}
         rows = [r for r in raw if ident(r) not in late]
         expect = run_detector(det, rows, reg, 1, reg.dtype(det.outputs))
@@ -287,7 +287,7 @@ def test_rule_detector_on_ray_equals_in_process():
     reference = InProcessRuntime(g).run(raw)
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     try:
-        on_ray = RayRuntime(g, batch_size=300).run(raw)
+        on_ray = RayRuntime(g).run(raw, batch_rows=300)
     finally:
         ray.shutdown()
     for name in g.nodes:

@@ -49,7 +49,7 @@ def test_stock_example_in_a_speculative_graph(engine: str):
     graph = Graph(registry, sources=SYMBOLS)
     graph.add("rising", RuleDetector(STOCK_RULE.format(minutes=5), registry, engine=engine),
               alpha=0.5, k0=200)
-    result = InProcessRuntime(graph).run(raw, batch_ticks=30)
+    result = InProcessRuntime(graph).run(raw, step_ticks=30)
     assert len(result.late("rising")) == 0
     net = result.net("rising")
     got = sorted((float(r["a_open"]), float(r["b_open"]), float(r["c_open"]), int(r["a_ts"]))
