@@ -63,7 +63,7 @@ def run(case: Case, retraction: str) -> RunReport:
     n = case.batch_rows
     if n:
         return runtime.run(iter([raw[i:i + n] for i in range(0, len(raw), n)]))
-    return runtime.run(raw, step_ticks=case.batch_ticks)
+    return runtime.run(raw, step_ticks=case.step_ticks)
 
 
 def messages(report: RunReport) -> int:
