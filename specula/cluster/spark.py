@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -257,8 +258,75 @@ def _stop_partial_cluster(shutdown_ray_cluster: Any) -> None:
         shutdown_ray_cluster()
     except Exception:  # none registered yet: stop the head node here
         for pid in _children_running("ray.util.spark.start_ray_node"):
+            tree = _Tree(pid)
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
+            tree.kill_after(HEAD_STOP_S)
+
+
+#: Seconds a head node's processes get to end after its launcher's SIGTERM; the node's
+#: agents (dashboard, runtime environments) may outlive a node stopped half-started.
+HEAD_STOP_S = 5.0
+
+
+class _Tree:
+    """A process and its descendants, each known by its pid and start time (so that a
+    reused pid is not taken for it), followed as they start more."""
+
+    def __init__(self, root: int) -> None:
+        self.started: dict[int, str] = {}
+        self._add([root])
+
+    def _add(self, pids: list[int]) -> None:
+        for pid in pids:
+            if pid not in self.started and (t := _start_time(pid)) is not None:
+                self.started[pid] = t
+
+    def alive(self) -> list[int]:
+        """Those still running, after taking in what the running ones have started."""
+        for pid in [p for p, t in self.started.items() if _start_time(p) == t]:
+            self._add(_descendants(pid))
+        return [p for p, t in self.started.items() if _start_time(p) == t]
+
+    def kill_after(self, grace_s: float) -> None:
+        """Wait up to ``grace_s`` for every process of the tree to end, then kill those
+        left."""
+        deadline = time.monotonic() + grace_s
+        while (left := self.alive()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (None: no such process,
+    or a zombie, which has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] == "Z" else fields
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _proc_stat(pid)
+    return None if fields is None else fields[19]
+
+
+def _descendants(root: int) -> list[int]:
+    """The processes descended from ``root``, now."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _proc_stat(int(entry.name))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
 
 
 def _children_running(module: str) -> list[int]:
@@ -267,12 +335,14 @@ def _children_running(module: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        fields = _proc_stat(int(entry.name))
+        if fields is None or int(fields[1]) != me:
+            continue
         try:
-            stat = (entry / "stat").read_text()
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile
             continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == me and module.encode() in args:
+        if module.encode() in args:
             found.append(int(entry.name))
     return found
 
