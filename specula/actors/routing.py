@@ -86,8 +86,8 @@ class Router:
         part = self.select(node.name, source, batch)
         own = part
         if len(part) and node.partitions > 1:
-            control = (part["flags"] & _BROADCAST) > 0
-            mine = (partition_of(part["key"], node.partitions) == instance.index) | control
+            mine = _partitions(part, node.partitions) == instance.index
+            mine |= (part["flags"] & _BROADCAST) > 0
             own = part if mine.all() else ev.select_records(part, mine)
         if source is not None or node.name not in self._clocks:
             return own
@@ -159,8 +159,14 @@ def split_by_key(batch: np.ndarray, partitions: int) -> list[np.ndarray]:
     if partitions == 1:
         return [batch]
     control = (batch["flags"] & _BROADCAST) > 0
-    part = np.where(control, -1, partition_of(batch["key"], partitions))
+    part = _partitions(batch, partitions)
     return [ev.select_records(batch, (part == i) | control) for i in range(partitions)]
+
+
+def _partitions(batch: np.ndarray, partitions: int) -> np.ndarray:
+    """The partition of each row by its key; -1 for the messages every partition gets."""
+    return np.where((batch["flags"] & _BROADCAST) > 0, -1,
+                    partition_of(batch["key"], partitions))
 
 
 def punctuate(out: np.ndarray, unit: OrderingUnit, published: int | None, now: int

@@ -306,7 +306,7 @@ class OrderingUnit:
             return None
         if self.ended:
             return int(_kernels.END_OF_TIME)
-        return self._handed if self._handed is not None else self._emission_bound()
+        return self._handed  # set by every push that moved the clock
 
     @property
     def ended(self) -> bool:
