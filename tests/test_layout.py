@@ -96,3 +96,117 @@ def test_the_rule_catches_upward_and_cluster_imports():
     assert [w.split(":")[0] for w in _violations("ordering", source)] == ["line 3", "line 4"]
     assert _violations("pipelines", "import specula.soccer.graph\n") == [
         "line 1: specula.soccer.graph (soccer is not below pipelines)"]
+
+
+# ---------------------------------------------------------------- narrow interfaces
+#: Rooms whose modules read no other object's private attributes. specula/actors is the
+#: next room to hold to it (its worker and recovery protocol are being split apart).
+PRIVATE_ROOMS = ["ordering", pytest.param("actors", marks=pytest.mark.xfail(
+    strict=False, reason="specula/actors still reads private attributes"))]
+
+
+#: Named tuples' public methods, underscored only to stay clear of field names.
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
+
+
+def _private_reads(source: str) -> list[str]:
+    """``X._name`` (one leading underscore, not a dunder) in ``source`` whose receiver is
+    not ``self`` or ``cls``: a read (or write) of another object's private attribute."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or name.startswith("__") or name in NAMEDTUPLE_API:
+            continue
+        receiver = node.value
+        if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"):
+            continue
+        found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("room", PRIVATE_ROOMS)
+def test_no_module_reads_another_objects_private_attributes(room: str):
+    wrong = {str(p.relative_to(PACKAGE)): _private_reads(p.read_text())
+             for p in sorted((PACKAGE / room).rglob("*.py"))}
+    wrong = {path: reads for path, reads in wrong.items() if reads}
+    assert not wrong, "private attributes of other objects read: " + "; ".join(
+        f"{path} {', '.join(reads)}" for path, reads in wrong.items())
+
+
+def test_the_private_rule_catches_other_receivers_only():
+    source = ("class A:\n    def f(self, other):\n        self._x = other._y\n"
+              "        return cls._z, self.__dict__, other.__class__, _kernels._mod,\n"
+              "        snap._replace(seq=1),\n"
+              "    def g(self):\n        return self.unit._buffer._n\n")
+    assert sorted(_private_reads(source)) == ["line 3: other._y", "line 4: _kernels._mod",
+                                              "line 7: self.unit._buffer",
+                                              "line 7: self.unit._buffer._n"]
+
+
+def _package_imports(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` (dotted) that the module at ``path`` imports, anywhere
+    in it (inside functions and ``if TYPE_CHECKING`` too): an import there is still an
+    arrow of the graph. ``from package import name`` names a module where one exists,
+    else the package's ``__init__``."""
+    folder = path.parent
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+            if node.module == package:
+                names = [f"{package}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name == package:
+                targets.add("__init__")
+            elif name.startswith(package + "."):
+                module = name[len(package) + 1:].split(".")[0]
+                targets.add(module if (folder / f"{module}.py").exists() else "__init__")
+    return targets
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (module -> modules it imports) as a path, or None."""
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node):], node]
+        if node in done:
+            return None
+        for nxt in sorted(graph.get(node, ())):
+            found = visit(nxt, [*path, node])
+            if found:
+                return found
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        found = visit(start, [])
+        if found:
+            return found
+    return None
+
+
+def test_no_import_cycle_inside_ordering():
+    folder = PACKAGE / "ordering"
+    graph = {p.stem: _package_imports(p, "specula.ordering") - {p.stem}
+             for p in folder.glob("*.py")}
+    graph["__init__"] = graph.get("__init__", set())
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle in specula/ordering: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_rule_sees_lazy_imports(tmp_path: Path):
+    (tmp_path / "a.py").write_text("from pkg.b import f\n")
+    (tmp_path / "b.py").write_text("def f():\n    from pkg import a\n")
+    (tmp_path / "c.py").write_text("from pkg import a, b\n")
+    graph = {p.stem: _package_imports(p, "pkg") for p in tmp_path.glob("*.py")}
+    assert graph == {"a": {"b"}, "b": {"a"}, "c": {"a", "b"}}
+    assert _cycle(graph) in (["a", "b", "a"], ["b", "a", "b"])
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None

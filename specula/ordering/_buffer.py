@@ -1,29 +1,101 @@
-"""What the two buffers of an ordering unit share: the horizon, the counters seen and
-purged per producer, the cut of a pushed batch into runs of data events and control
-messages, and the one handling of incoming retractions and updates (sec. 4.3).
+"""What an ordering unit asks of its buffer (:class:`Buffer`), and what the two buffers
+share (:class:`BufferBase`): the horizon, the counters seen and purged per producer, the
+cut of a pushed batch into runs of data events and control messages, and the one
+handling of incoming retractions and updates (sec. 4.3).
 
 :class:`~specula.ordering.kslack.KSlackBuffer` and
-:class:`~specula.ordering.speculative.SpeculativeBuffer` store the events; this base
-decides what a control message does and calls their storage operations.
+:class:`~specula.ordering.speculative.SpeculativeBuffer` store the events; the base
+decides what a control message does and calls their storage operations. A buffer gets
+what it works with when it is built: the unit's
+:class:`~specula.ordering.state.UnitState`, the
+:class:`~specula.ordering.driver.DetectorDriver` it hands events to, and the unit's
+clock source; it knows nothing of the unit itself.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from specula import events as ev
 from specula.ordering import _kernels
 from specula.ordering._records import same_event, tiebreak
+from specula.ordering.clock import ClockSource
+from specula.ordering.driver import DetectorDriver, Snapshot
+from specula.ordering.state import UnitState
 
-if TYPE_CHECKING:
-    from specula.ordering.unit import OrderingUnit
+LatePolicy = Literal["side", "process"]
 
 
-class Buffer(ABC):
-    """The events an ordering unit holds, sorted by key ``(ts, producer << 40 | seq)``.
+@dataclass
+class Contents:
+    """What a buffer holds between two pushes, as a checkpoint saves it: the events in
+    key order with their keys (``ts``, tie-break ``tb``), the horizon, the largest
+    counter purged per producer and, for a speculative buffer (``snaps`` not None), the
+    snapshot in front of each position (or None), the emitted prefix and the last
+    snapshot taken (shared when the next one is equal)."""
+
+    rows: np.ndarray
+    ts: np.ndarray
+    tb: np.ndarray
+    horizon: tuple[int, int]
+    purged_seq: dict[int, int] = field(default_factory=dict)
+    snaps: np.ndarray | None = None
+    n_emitted: int = 0
+    last_snapshot: Snapshot | None = None
+
+
+class Buffer(Protocol):
+    """The events an ordering unit holds, sorted by key ``(ts, producer << 40 | seq)``:
+    what the unit, its memory guard and checkpoints use of them."""
+
+    def __len__(self) -> int:
+        """Events held."""
+
+    def push(self, batch: np.ndarray, flags: np.ndarray, now: int) -> None:
+        """Take accepted arrivals (their ``flags``), in arrival order."""
+
+    def flush(self, now: int) -> None:
+        """End of stream (the unit's clock is already at its end): emit and purge."""
+
+    def release(self, now: int) -> None:
+        """Emit and purge what the unit's clock and K allow now (after K was capped)."""
+
+    def settled_seq(self) -> int:
+        """The unit's counter below which nothing it generated can change any more."""
+
+    def time_stamps(self) -> np.ndarray:
+        """The time stamps of the held events, in buffer order (ascending)."""
+
+    def unhanded(self) -> np.ndarray:
+        """A copy of the held events not yet handed to the detector, in buffer order."""
+
+    def drop_unhanded(self, keep: np.ndarray) -> None:
+        """Remove the events of :meth:`unhanded` where ``keep`` is False."""
+
+    @property
+    def n_emitted(self) -> int:
+        """Held events already handed to the detector (the emitted prefix)."""
+
+    def snapshots(self) -> np.ndarray:
+        """The snapshot in front of each event of the emitted prefix (None: none)."""
+
+    @property
+    def last_snapshot(self) -> Snapshot | None:
+        """The snapshot taken last (None: none yet)."""
+
+    def contents(self) -> Contents:
+        """What the buffer holds, for a checkpoint."""
+
+    def load_contents(self, contents: Contents) -> None:
+        """Hold what :meth:`contents` returned (of a buffer of the same kind)."""
+
+
+class BufferBase(ABC):
+    """The part of both buffers that does not depend on how they store events.
 
     Subclasses provide the storage operations (the abstract methods below).
 
@@ -36,8 +108,13 @@ class Buffer(ABC):
     trace_discarded_updates = True
     refuse_late_updates = True
 
-    def __init__(self, unit: OrderingUnit) -> None:
-        self.unit = unit
+    def __init__(self, state: UnitState, driver: DetectorDriver, clock: ClockSource, *,
+                 in_dtype: np.dtype, late_policy: LatePolicy) -> None:
+        self.state = state
+        self.driver = driver
+        self.clock = clock
+        self.in_dtype = in_dtype
+        self.late_policy = late_policy
         # key of the last purged event: anything below it is late
         self._horizon: tuple[int, int] = (int(_kernels.NO_CLOCK), 0)
         # per producer: highest counter purged
@@ -50,7 +127,7 @@ class Buffer(ABC):
     def settled_seq(self) -> int:
         """The unit's counter below which nothing it generated can change any more:
         pure K-slack emits only what is final, so everything so far."""
-        return self.unit._seq
+        return self.state.seq
 
     def push(self, batch: np.ndarray, flags: np.ndarray, now: int) -> None:
         """Take accepted arrivals: each run of data events between control messages goes
@@ -105,44 +182,44 @@ class Buffer(ABC):
     def _on_retraction(self, msg: np.ndarray, now: int) -> None:
         """``RETRACTION(producer, seq)``: remove every event of ``producer`` from ``seq``
         on; late if some of them were already purged."""
-        u = self.unit
-        u.stats.retractions_received += 1
+        st = self.state
+        st.stats.retractions_received += 1
         producer, seq = int(msg["producer"][0]), int(msg["seq"][0])
         if self._purged_seq.get(producer, -1) >= seq:
-            u._to_late(msg)
+            st.to_late(msg)
         self._revoke(producer, seq, now)
 
     def _on_revoke(self, msg: np.ndarray, now: int) -> None:
         """``REVOKE(producer, seq)``: remove that one event; late if it is not held."""
-        u = self.unit
-        u.stats.revocations_received += 1
+        st = self.state
+        st.stats.revocations_received += 1
         held = self._find(int(msg["producer"][0]), int(msg["seq"][0]))
         if held is None:
-            u._to_late(msg)
+            st.to_late(msg)
             return
-        u.stats.events_removed += 1
+        st.stats.events_removed += 1
         self._drop(held, now)
 
     def _on_update(self, row: np.ndarray, now: int) -> None:
         """A new version of a held event: discarded if equal to it, else it replaces it;
         late if the event is not held."""
-        u = self.unit
+        st = self.state
         producer, seq = int(row["producer"][0]), int(row["seq"][0])
         key = (int(row["ts"][0]), int(tiebreak(row["producer"], row["seq"])[0]))
         held = self._find(producer, seq)
         if held is None:
-            u._to_late(row)
+            st.to_late(row)
             return
         if same_event(self._held(held), row[0]):
-            u.stats.updates_discarded += 1
+            st.stats.updates_discarded += 1
             if self.trace_discarded_updates:
-                u._note("update", row)
+                st.note("update", row)
             return
         if self.refuse_late_updates and (key < self._horizon or (
                 key == self._horizon and key[1] >= _kernels.GENERATED_TB)):
-            u._to_late(row)
+            st.to_late(row)
             return
-        u.stats.updates_applied += 1
+        st.stats.updates_applied += 1
         plain = row.copy()
         plain["flags"] &= np.uint8(0xFF ^ ev.UPDATE)
         self._replace(held, plain, key, now)

@@ -1,5 +1,5 @@
 """Small helpers on event records shared by the ordering unit and its buffers: the ordering
-key's tie-break, byte-wise concatenation, event equality and counters per producer."""
+key's tie-break, event equality, counters per producer and set slots of object arrays."""
 
 from __future__ import annotations
 
@@ -17,8 +17,14 @@ def tiebreak(producer: np.ndarray, seq: np.ndarray) -> np.ndarray:
 
 def same_event(a: np.void, b: np.void) -> bool:
     """Equality of two versions of an event: every field but flags, arrival and K+."""
-    names = [n for n in a.dtype.names if n not in ("flags", "ats", "kplus", "origin")]
+    names = [n for n in a.dtype.names or () if n not in ("flags", "ats", "kplus", "origin")]
     return all(a[n] == b[n] for n in names)
+
+
+def is_set(slots: np.ndarray) -> np.ndarray:
+    """Which entries of an object array are not None (elementwise)."""
+    # numpy's stubs take no None operand, though on object arrays it compares elementwise
+    return np.not_equal(slots, None)  # type: ignore[call-overload]
 
 
 def fold_max(into: dict[int, int], tb: np.ndarray) -> None:

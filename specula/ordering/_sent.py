@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from specula import events as ev
-from specula.ordering._records import tiebreak
+from specula.ordering._records import is_set, tiebreak
 
 #: Labels between two appended outputs: room for insertions in front of the second.
 GAP = 256
@@ -166,11 +166,11 @@ class Revision:
                 done[id(old)] = old._replace(seq=bound)
             snaps[i] = done[id(old)]
 
-        for i in (np.flatnonzero(np.not_equal(snaps[pos:stop], None)) + pos).tolist():
+        for i in (np.flatnonzero(is_set(snaps[pos:stop])) + pos).tolist():
             made = snaps[i].seq - self.lo  # outputs the replay made in front
             rename(i, int(self.labels[made - 1]) + 1 if made else self.lo, ahead)
         if self.full:
-            for i in (np.flatnonzero(np.not_equal(snaps[stop:end], None)) + stop).tolist():
+            for i in (np.flatnonzero(is_set(snaps[stop:end])) + stop).tolist():
                 rename(i, self.bound(snaps[i].seq), behind)
         else:
             top = self.top()
@@ -210,8 +210,8 @@ class SentLog:
         """Hold these versions and causes (from :meth:`state`), with room for ``room``
         more behind them."""
         cap = max(len(rows) + room, 64)
-        self._store = (np.zeros(cap, rows.dtype), np.zeros(cap, CAUSE_DTYPE),
-                       np.zeros(cap, np.int64))
+        self._store: tuple[np.ndarray, np.ndarray, np.ndarray] = (
+            np.zeros(cap, rows.dtype), np.zeros(cap, CAUSE_DTYPE), np.zeros(cap, np.int64))
         self._store[0][:len(rows)] = rows
         self._store[1][:len(rows)] = why
         self._store[2][:len(rows)] = rows["seq"]
@@ -379,7 +379,7 @@ def _retraction(first: np.void, now: int) -> np.ndarray:
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per row: are the two versions equal (every field but label, flags and arrival)?"""
     same = np.ones(len(a), bool)
-    for name in a.dtype.names:
+    for name in a.dtype.names or ():
         if name not in _ARRIVAL:
             same &= a[name] == b[name]
     return same

@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from specula.ordering._buffer import Contents
+from specula.ordering._records import is_set
 from specula.ordering.clock import ChannelClock
-from specula.ordering.kslack import KSlackBuffer
-from specula.ordering.speculative import Snapshot, SpeculativeBuffer
-
-if TYPE_CHECKING:
-    from specula.ordering.unit import OrderingUnit
+from specula.ordering.driver import Snapshot
+from specula.ordering.unit import OrderingUnit
 
 #: Version of the layout below; a checkpoint of another version is refused.
 STATE_VERSION = 3
@@ -57,30 +56,30 @@ def unpack_array(data: bytes) -> np.ndarray:
 
 def unit_state(unit: OrderingUnit) -> dict[str, Any]:
     """The state of ``unit`` between two pushes, as msgpack-ready data."""
-    buf = unit._buffer
-    late = np.concatenate(unit._late) if unit._late else np.empty(0, unit.in_dtype)
+    st, held = unit.state, unit.buffer.contents()
+    late = np.concatenate(st.late) if st.late else np.empty(0, unit.in_dtype)
+    clock, sent = unit.clock_source, unit.driver.sent
     state: dict[str, Any] = {
-        "v": STATE_VERSION, "clk": unit.clk, "k": unit.k, "pending": unit._pending,
-        "handed": unit._handed,
-        "seq": unit._seq, "origin": unit._origin, "stats": unit.stats.as_dict(),
+        "v": STATE_VERSION, "clk": st.clk, "k": st.k, "pending": st.pending,
+        "handed": st.handed,
+        "seq": st.seq, "origin": st.origin, "stats": st.stats.as_dict(),
         "late": pack_array(late),
         "detector": pickle.dumps(unit.detector.snapshot(), protocol=pickle.HIGHEST_PROTOCOL),
-        "horizon": list(buf._horizon),
-        "purged_seq": [[p, s] for p, s in buf._purged_seq.items()],
-        "channels": (pack_array(unit.clock_source._clock)
-                     if isinstance(unit.clock_source, ChannelClock) else None),
+        "horizon": list(held.horizon),
+        "purged_seq": [[p, s] for p, s in held.purged_seq.items()],
+        "channels": pack_array(clock.clocks()) if isinstance(clock, ChannelClock) else None,
         "sent": None, "controller": None, "memory": unit.memory.state(),
     }
-    if unit._sent is not None:
-        rows, why = unit._sent.state()
+    if sent is not None:
+        rows, why = sent.state()
         state["sent"] = {"rows": pack_array(rows), "why": pack_array(why)}
     if unit.controller is not None:
         state["controller"] = unit.controller.state()
-    if isinstance(buf, KSlackBuffer):
-        state["buffer"] = {"kind": "kslack", "rows": pack_array(buf.rows),
-                           "ts": pack_array(buf._buf_ts), "tb": pack_array(buf._buf_tb)}
+    if held.snaps is None:
+        state["buffer"] = {"kind": "kslack", "rows": pack_array(held.rows),
+                           "ts": pack_array(held.ts), "tb": pack_array(held.tb)}
     else:
-        state["buffer"] = _speculative_state(buf)
+        state["buffer"] = _speculative_state(held, held.snaps)
     return state
 
 
@@ -89,33 +88,34 @@ def restore_unit(unit: OrderingUnit, state: dict[str, Any]) -> None:
     if state.get("v") != STATE_VERSION:
         raise ValueError(f"{unit.name}: checkpoint layout {state.get('v')!r} is not "
                          f"{STATE_VERSION}, the one this version reads")
-    unit.clk, unit.k, unit._pending = state["clk"], state["k"], state["pending"]
-    unit._handed = state["handed"]
-    unit._seq, unit._origin = state["seq"], state["origin"]
+    st = unit.state
+    st.clk, st.k, st.pending = state["clk"], state["k"], state["pending"]
+    st.handed = state["handed"]
+    st.seq, st.origin = state["seq"], state["origin"]
     for name, value in state["stats"].items():
-        setattr(unit.stats, name, value)
+        setattr(st.stats, name, value)
     late = unpack_array(state["late"])
-    unit._late = [late] if len(late) else []
+    st.late = [late] if len(late) else []
     unit.detector.restore(pickle.loads(state["detector"]))
-    buf = unit._buffer
-    buf._horizon = (int(state["horizon"][0]), int(state["horizon"][1]))
-    buf._purged_seq = {int(p): int(s) for p, s in state["purged_seq"]}
+    clock, sent = unit.clock_source, unit.driver.sent
     if state["channels"] is not None:
-        unit.clock_source._clock[:] = unpack_array(state["channels"])
+        if not isinstance(clock, ChannelClock):
+            raise ValueError(f"{unit.name}: the checkpoint has channel clocks, the unit none")
+        clock.load_clocks(unpack_array(state["channels"]))
     if state["sent"] is not None:
-        unit._sent.load(unpack_array(state["sent"]["rows"]),
-                        unpack_array(state["sent"]["why"]))
+        if sent is None:
+            raise ValueError(f"{unit.name}: the checkpoint has a sent log, the unit none")
+        sent.load(unpack_array(state["sent"]["rows"]), unpack_array(state["sent"]["why"]))
     if state["controller"] is not None:
+        if unit.controller is None:
+            raise ValueError(f"{unit.name}: the checkpoint has an alpha controller, the "
+                             f"unit none")
         unit.controller.load_state(state["controller"])
     unit.memory.load_state(state["memory"])
-    b = state["buffer"]
-    if b["kind"] == "kslack":
-        buf.load(unpack_array(b["rows"]), unpack_array(b["ts"]), unpack_array(b["tb"]))
-    else:
-        _restore_speculative(buf, b)
+    unit.buffer.load_contents(_contents(state))
 
 
-def _speculative_state(buf: SpeculativeBuffer) -> dict[str, Any]:
+def _speculative_state(held: Contents, slots: np.ndarray) -> dict[str, Any]:
     """Events, keys, emitted prefix and snapshots; each distinct snapshot once, the
     positions referring to it by index (-1: none)."""
     index: dict[int, int] = {}
@@ -130,22 +130,29 @@ def _speculative_state(buf: SpeculativeBuffer) -> dict[str, Any]:
                           snap.seq, snap.origin])
         return index[id(snap)]
 
-    refs = np.full(len(buf._snaps), -1, np.int64)
-    held = np.flatnonzero(np.not_equal(buf._snaps, None))  # most positions hold none
-    refs[held] = [ref(s) for s in buf._snaps[held].tolist()]
-    return {"kind": "speculative", "rows": pack_array(buf._rows), "ts": pack_array(buf._ts),
-            "tb": pack_array(buf._tb), "n_emitted": buf._n_emitted,
-            "refs": pack_array(refs), "snaps": snaps, "last": ref(buf._last_snap)}
+    refs = np.full(len(slots), -1, np.int64)
+    taken = np.flatnonzero(is_set(slots))  # most positions hold none
+    refs[taken] = [ref(s) for s in slots[taken].tolist()]
+    return {"kind": "speculative", "rows": pack_array(held.rows), "ts": pack_array(held.ts),
+            "tb": pack_array(held.tb), "n_emitted": held.n_emitted,
+            "refs": pack_array(refs), "snaps": snaps, "last": ref(held.last_snapshot)}
 
 
-def _restore_speculative(buf: SpeculativeBuffer, b: dict[str, Any]) -> None:
-    snaps = [Snapshot(pickle.loads(state), int(seq), int(origin))
-             for state, seq, origin in b["snaps"]]
+def _contents(state: dict[str, Any]) -> Contents:
+    """The buffer's contents in ``state``: events, keys, horizon, purged counters and,
+    for a speculative buffer, the snapshots (shared again where they were shared)."""
+    b = state["buffer"]
+    horizon = (int(state["horizon"][0]), int(state["horizon"][1]))
+    purged = {int(p): int(s) for p, s in state["purged_seq"]}
+    rows, ts, tb = (unpack_array(b[f]) for f in ("rows", "ts", "tb"))
+    if b["kind"] == "kslack":
+        return Contents(rows, ts, tb, horizon, purged)
+    snaps = [Snapshot(pickle.loads(data), int(seq), int(origin))
+             for data, seq, origin in b["snaps"]]
     refs = unpack_array(b["refs"])
-    held = np.empty(len(refs), object)
+    slots = np.empty(len(refs), object)
     for i, r in enumerate(refs.tolist()):
         if r >= 0:
-            held[i] = snaps[r]
-    buf.load(unpack_array(b["rows"]), unpack_array(b["ts"]), unpack_array(b["tb"]), held)
-    buf._n_emitted = int(b["n_emitted"])
-    buf._last_snap = snaps[b["last"]] if b["last"] >= 0 else None
+            slots[i] = snaps[r]
+    return Contents(rows, ts, tb, horizon, purged, slots, int(b["n_emitted"]),
+                    snaps[b["last"]] if b["last"] >= 0 else None)

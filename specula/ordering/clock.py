@@ -27,7 +27,9 @@ coming. That is where the raw stream's clock moves it on (above), and where idle
 decided (:data:`specula.options.NODE_OPTIONS`, ``idle_after``).
 
 Both give, per arrival of a batch, the clock it proposes (``NO_CLOCK``: none); the
-kernels in :mod:`specula.ordering._kernels` apply the proposals and measure K.
+kernels in :mod:`specula.ordering._kernels` apply the proposals and measure K, and
+:func:`advance` and :func:`punctuate` apply them to a unit's
+:class:`~specula.ordering.state.UnitState`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.ordering import _kernels
+from specula.ordering.state import UnitState
 
 NO_CLOCK = _kernels.NO_CLOCK
 
@@ -86,6 +89,14 @@ class ChannelClock:
         return _kernels.progress_proposals(batch["producer"], batch["ts"], proposes,
                                            self._slot, self._clock)
 
+    def clocks(self) -> np.ndarray:
+        """Each channel's clock, in channel order (a copy, as checkpoints save it)."""
+        return self._clock.copy()
+
+    def load_clocks(self, clocks: np.ndarray) -> None:
+        """Set each channel's clock (as :meth:`clocks` returned them)."""
+        self._clock[:] = clocks
+
     def channel_clocks(self) -> dict[int, int]:
         """Each channel's clock (``NO_CLOCK`` until it has one)."""
         return dict(zip(self.channels, self._clock.tolist(), strict=True))
@@ -101,3 +112,38 @@ class ChannelClock:
         return [f"{'raw input' if c == 0 else f'producer {c}'} "
                 f"({'no progress yet' if t == NO_CLOCK else f'at {t}'})"
                 for c, t in self.channel_clocks().items() if t == low]
+
+
+ClockSource = EventClock | ChannelClock
+
+
+def proposals(source: ClockSource, batch: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """The clock each arrival of ``batch`` (its ``flags``) proposes; call once per pushed
+    batch: a channel clock takes the punctuations in."""
+    return source.proposals(batch, (flags & (ev.CONTROL | ev.PROGRESS)) == 0)
+
+
+def advance(source: ClockSource, state: UnitState, batch: np.ndarray,
+            flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Clock and K after each arrival of ``batch`` (see :func:`_kernels.advance_clock`);
+    ``state``'s clock and K become those after the whole batch. Returns which arrivals
+    propose a clock, and the clock and K after each. (The pure K-slack buffer's kernel
+    does the same event by event.)"""
+    is_data = (flags & (ev.CONTROL | ev.PROGRESS)) == 0
+    proposal = source.proposals(batch, is_data)
+    clk_after, k_after, clk, k, pending = _kernels.advance_clock(
+        batch["ts"], batch["kplus"], proposal, is_data, source.immediate,
+        np.int64(state.clk), np.int64(state.k), np.int64(state.pending))
+    state.clk, state.k, state.pending = clk, k, pending
+    return proposal != NO_CLOCK, clk_after, k_after
+
+
+def punctuate(source: ClockSource, state: UnitState, proposal: int) -> bool:
+    """A punctuation's clock update, as in the kernels (an event clock measures the
+    delays pending against it); returns whether the clock moved."""
+    before = state.clk
+    clk, k, pending = _kernels.clock_step(
+        np.int64(0), False, np.int64(proposal), source.immediate,
+        np.int64(state.clk), np.int64(state.k), np.int64(state.pending))
+    state.clk, state.k, state.pending = int(clk), int(k), int(pending)
+    return state.clk > before

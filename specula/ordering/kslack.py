@@ -3,25 +3,28 @@
 An event is emitted and purged at once when ``ts + K <= clk``, so nothing emitted stays
 buffered and no snapshot is ever taken. Each run of data events goes through one call of
 :func:`specula.ordering._kernels.kslack_order`, which also advances the unit's clock and
-K event by event; control messages are handled by :class:`~specula.ordering._buffer.Buffer`.
+K event by event; control messages are handled by
+:class:`~specula.ordering._buffer.BufferBase`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from specula import events as ev
 from specula.ordering import _kernels
-from specula.ordering._buffer import Buffer
+from specula.ordering._buffer import BufferBase, Contents, LatePolicy
 from specula.ordering._records import TIEBREAK_SHIFT, max_per_producer, tiebreak
+from specula.ordering.clock import ClockSource, proposals, punctuate
+from specula.ordering.driver import DetectorDriver, Snapshot
+from specula.ordering.state import UnitState
 
-if TYPE_CHECKING:
-    from specula.ordering.unit import OrderingUnit
+_NO_SNAPSHOTS = np.empty(0, object)
 
 
-class KSlackBuffer(Buffer):
+class KSlackBuffer(BufferBase):
     """The buffered events: rows in an append-only store, and, sorted by key, their
     store indices, time stamps and tie-breaks as int64 arrays for the kernel.
 
@@ -38,10 +41,11 @@ class KSlackBuffer(Buffer):
     trace_discarded_updates = False
     refuse_late_updates = False
 
-    def __init__(self, unit: OrderingUnit) -> None:
-        super().__init__(unit)
-        self._raw = np.dtype((np.void, unit.in_dtype.itemsize))  # rows moved as bytes
-        self.load(np.empty(0, unit.in_dtype), np.empty(0, np.int64), np.empty(0, np.int64))
+    def __init__(self, state: UnitState, driver: DetectorDriver, clock: ClockSource, *,
+                 in_dtype: np.dtype, late_policy: LatePolicy) -> None:
+        super().__init__(state, driver, clock, in_dtype=in_dtype, late_policy=late_policy)
+        self._raw = np.dtype((np.void, in_dtype.itemsize))  # rows moved as bytes
+        self._load(np.empty(0, in_dtype), np.empty(0, np.int64), np.empty(0, np.int64))
 
     def __len__(self) -> int:
         return self._tail - self._head
@@ -84,7 +88,7 @@ class KSlackBuffer(Buffer):
         """A copy of the buffered events, in key order."""
         return np.take(self._store, self._buf_ix)
 
-    def load(self, rows: np.ndarray, ts: np.ndarray, tb: np.ndarray) -> None:
+    def _load(self, rows: np.ndarray, ts: np.ndarray, tb: np.ndarray) -> None:
         """Hold ``rows`` (in key order) with their time stamps and tie-breaks."""
         self._store = rows.copy()
         self._used = len(rows)
@@ -121,38 +125,55 @@ class KSlackBuffer(Buffer):
     def drop_unhanded(self, keep: np.ndarray) -> None:
         self._keep(keep)
 
+    # nothing handed on stays held, so no emitted prefix and no snapshot
+    @property
+    def n_emitted(self) -> int:
+        return 0
+
+    def snapshots(self) -> np.ndarray:
+        return _NO_SNAPSHOTS
+
+    @property
+    def last_snapshot(self) -> Snapshot | None:
+        return None
+
+    def contents(self) -> Contents:
+        return Contents(self.rows, self._buf_ts, self._buf_tb, self._horizon,
+                        dict(self._purged_seq))
+
+    def load_contents(self, contents: Contents) -> None:
+        if contents.snaps is not None:
+            raise ValueError("a speculative buffer's contents do not fit a K-slack buffer")
+        self._horizon = contents.horizon
+        self._purged_seq = dict(contents.purged_seq)
+        self._load(contents.rows, contents.ts, contents.tb)
+
     def _release(self, now: int) -> None:
         """Emit and purge every buffered event with ``ts + K <= clk``."""
-        u = self.unit
-        ready = int(np.searchsorted(self._buf_ts, u.clk - u.k, side="right"))
+        st = self.state
+        ready = int(np.searchsorted(self._buf_ts, st.clk - st.k, side="right"))
         if ready:
             out = np.take(self._store, self._buf_ix[:ready])
             self._head += ready
             last = out[-1]
             self._horizon = (int(last["ts"]), int(tiebreak(last["producer"], last["seq"])))
-            u.stats.purged += ready
+            st.stats.purged += ready
             max_per_producer(out, self._purged_seq)
-            if u.trace is not None:
+            if st.trace is not None:
                 for r in out:
-                    u._note("emit", r)
-            u._process(out, None, now, update=False)
+                    st.note("emit", r)
+            self.driver.process(out, None, now, update=False)
 
     def _begin(self, batch: np.ndarray, flags: np.ndarray) -> Any:
-        return self.unit._proposals(batch, flags), flags
+        return proposals(self.clock, batch, flags), flags
 
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
         """After a punctuation: a clock update as in the kernel (an event clock measures
         the delays pending against it); release what is ready if the clock moved."""
         proposal, flags = ctx
-        u = self.unit
-        if flags[c] & ev.PROGRESS and proposal[c] != _kernels.NO_CLOCK:
-            before = u.clk
-            clk, k, pending = _kernels.clock_step(
-                np.int64(0), False, np.int64(proposal[c]), u.clock_source.immediate,
-                np.int64(u.clk), np.int64(u.k), np.int64(u._pending))
-            u.clk, u.k, u._pending = int(clk), int(k), int(pending)
-            if u.clk > before:
-                self._release(now)
+        if (flags[c] & ev.PROGRESS and proposal[c] != _kernels.NO_CLOCK
+                and punctuate(self.clock, self.state, int(proposal[c]))):
+            self._release(now)
 
     # ------------------------------------------------------------ storage
     def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
@@ -170,7 +191,7 @@ class KSlackBuffer(Buffer):
     def _revoke(self, producer: int, seq: int, now: int) -> None:
         ix = self._buf_ix
         gone = (self._store["producer"][ix] == producer) & (self._store["seq"][ix] >= seq)
-        self.unit.stats.events_removed += int(gone.sum())
+        self.state.stats.events_removed += int(gone.sum())
         self._keep(~gone)
 
     def _drop(self, i: int, now: int) -> None:
@@ -180,7 +201,7 @@ class KSlackBuffer(Buffer):
 
     def _replace(self, i: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:
         self._drop(i, now)
-        self._order(row, self.unit._proposals(row, row["flags"]), now)
+        self._order(row, proposals(self.clock, row, row["flags"]), now)
 
     def _keep(self, keep: np.ndarray) -> None:
         self._hold(self._buf_ix[keep], self._buf_ts[keep], self._buf_tb[keep])
@@ -189,31 +210,31 @@ class KSlackBuffer(Buffer):
     def _order(self, run: np.ndarray, proposal: np.ndarray, now: int) -> None:
         """A run of data events through the kernel: clock (``proposal`` per event), K,
         late events, emission."""
-        u = self.unit
+        st = self.state
         first = self._append(run)
         store = self._store
-        process_late = u.late_policy == "process"
+        process_late = self.late_policy == "process"
         self._make_room(len(run))
         (emitted, ne, late, nl, head, tail, clk, k, pending, h_ts,
          h_tb) = _kernels.kslack_order(
             self._ix, self._ts, self._tb, np.int64(self._head), np.int64(self._tail),
             run["ts"], run["producer"], run["seq"], run["kplus"],
-            np.ascontiguousarray(proposal), u.clock_source.immediate, np.int64(u.clk),
-            np.int64(u.k),
-            np.int64(u._pending), np.int64(self._horizon[0]), np.int64(self._horizon[1]),
+            np.ascontiguousarray(proposal), self.clock.immediate, np.int64(st.clk),
+            np.int64(st.k),
+            np.int64(st.pending), np.int64(self._horizon[0]), np.int64(self._horizon[1]),
             process_late, np.int64(first), TIEBREAK_SHIFT)
-        u.clk, u.k, u._pending = int(clk), int(k), int(pending)
+        st.clk, st.k, st.pending = int(clk), int(k), int(pending)
         self._head, self._tail = int(head), int(tail)
         self._horizon = (int(h_ts), int(h_tb))
         if nl:
-            u._to_late(np.take(store, late[:nl]))
+            st.to_late(np.take(store, late[:nl]))
             if process_late:
-                u.stats.late_processed += nl
+                st.stats.late_processed += nl
         if ne:
             out = np.take(store, emitted[:ne])
-            u.stats.purged += ne - (nl if process_late else 0)
+            st.stats.purged += ne - (nl if process_late else 0)
             max_per_producer(out, self._purged_seq)
-            if u.trace is not None:
+            if st.trace is not None:
                 for r in out:
-                    u._note("emit", r)
-            u._process(out, None, now, update=False)
+                    st.note("emit", r)
+            self.driver.process(out, None, now, update=False)

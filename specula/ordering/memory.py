@@ -44,16 +44,17 @@ input, so a unit restored from a checkpoint decides the same.
 from __future__ import annotations
 
 import pickle
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from specula.options import MemoryLimit
 from specula.ordering import _kernels
-from specula.ordering.clock import ChannelClock
-
-if TYPE_CHECKING:
-    from specula.ordering.unit import OrderingUnit
+from specula.ordering._buffer import Buffer
+from specula.ordering._records import is_set
+from specula.ordering.clock import ChannelClock, ClockSource
+from specula.ordering.state import UnitState
 
 #: Above this share of a limit speculation backs off ...
 BACKOFF_SHARE = 0.8
@@ -75,10 +76,21 @@ class MemoryLimitError(RuntimeError):
 
 
 class MemoryGuard:
-    """The memory limit of one ordering unit and the state of its back-off."""
+    """The memory limit of one ordering unit and the state of its back-off.
 
-    def __init__(self, unit: OrderingUnit, limit: MemoryLimit) -> None:
-        self.unit = unit
+    It reads the unit's ``buffer`` and ``state`` and lowers K in the state; ``clock``,
+    ``type_names`` and ``name`` say in an error what holds the clock back.
+    """
+
+    def __init__(self, limit: MemoryLimit, state: UnitState, buffer: Buffer,
+                 clock: ClockSource, *, speculative: bool, name: str,
+                 type_names: Sequence[str]) -> None:
+        self.unit_state = state
+        self.buffer = buffer
+        self.clock = clock
+        self.speculative = speculative
+        self.name = name
+        self.type_names = type_names
         self.limit = limit
         self.max_events = int(limit.buffered_events)
         self.max_snapshot_bytes = int(limit.snapshot_mb * 2**20)
@@ -95,19 +107,17 @@ class MemoryGuard:
     def snapshot_bytes(self) -> int:
         """Estimated bytes of the detector snapshots the unit holds: the positions of
         the emitted prefix that carry one, times a snapshot's sampled pickled size."""
-        buf = self.unit._buffer
-        n_emitted = getattr(buf, "_n_emitted", 0)
-        if not n_emitted:
+        if not self.buffer.n_emitted:
             return 0
-        held = int(np.count_nonzero(np.not_equal(buf._snaps[:n_emitted], None)))
+        held = int(np.count_nonzero(is_set(self.buffer.snapshots())))
         return held * self._snapshot_size_now() if held else 0
 
     def _snapshot_size_now(self) -> int:
         """A snapshot's bytes, measured again every :data:`SIZE_SAMPLE_EVERY` snapshots."""
-        buf = self.unit._buffer
-        if self.unit.stats.snapshots >= self._next_sample and buf._last_snap is not None:
-            self._snapshot_size = _pickled_size(buf._last_snap.state)
-            self._next_sample = self.unit.stats.snapshots + SIZE_SAMPLE_EVERY
+        last, taken = self.buffer.last_snapshot, self.unit_state.stats.snapshots
+        if taken >= self._next_sample and last is not None:
+            self._snapshot_size = _pickled_size(last.state)
+            self._next_sample = taken + SIZE_SAMPLE_EVERY
         return self._snapshot_size + SNAPSHOT_OVERHEAD
 
     def _snapshot_figure(self) -> tuple[int, bool]:
@@ -118,7 +128,7 @@ class MemoryGuard:
         every :data:`PEAK_SAMPLE_EVERY` pushes, for the peak figure. Returns the figure
         and whether it is the count."""
         self._pushes += 1
-        bound = self.unit._buffer._n_emitted * self._snapshot_size_now()
+        bound = self.buffer.n_emitted * self._snapshot_size_now()
         if (bound > BACKOFF_SHARE * self.max_snapshot_bytes or self.backed_off
                 or self._pushes % PEAK_SAMPLE_EVERY == 0):
             return self.snapshot_bytes(), True
@@ -128,25 +138,24 @@ class MemoryGuard:
     def check(self, now: int) -> None:
         """Back off, cap K or fail, as the figures after a push ask. Far from the limits
         this is a few attribute reads (see :meth:`_snapshot_figure`)."""
-        unit = self.unit
-        held = len(unit._buffer)
+        held = len(self.buffer)
         snap, counted = 0, False
-        if unit.speculative:
+        if self.speculative:
             snap, counted = self._snapshot_figure()
             self._back_off(held, snap)
         if held > self.max_events or snap > self.max_snapshot_bytes:
             self._cap(self._cut_for_events(held) if held > self.max_events
                       else self._cut_for_snapshots(), now)
-            held = len(unit._buffer)
-            if unit.speculative:
+            held = len(self.buffer)
+            if self.speculative:
                 snap, counted = self.snapshot_bytes(), True
             if held > 2 * self.max_events:
                 raise MemoryLimitError(
-                    f"{unit.name}: holds {held:,} events, more than twice its limit of "
+                    f"{self.name}: holds {held:,} events, more than twice its limit of "
                     f"{self.max_events:,} (MemoryLimit.buffered_events), and no K releases "
-                    f"them: they are ahead of the unit's clock ({_clock_words(unit)}). "
+                    f"them: they are ahead of the unit's clock ({self._clock_words()}). "
                     f"Raise the node's memory=MemoryLimit(buffered_events=...), or "
-                    f"{_clock_advice(unit)}")
+                    f"{self._clock_advice()}")
         if held > self.peak_buffered:
             self.peak_buffered = held
         if counted and snap > self.peak_snapshot_bytes:
@@ -156,7 +165,7 @@ class MemoryGuard:
         share = max(held / self.max_events, snap / self.max_snapshot_bytes)
         if not self.backed_off and share > BACKOFF_SHARE:
             self.backed_off = True
-            self.unit.stats.memory_backoffs += 1
+            self.unit_state.stats.memory_backoffs += 1
         elif self.backed_off and share < RESUME_SHARE:
             self.backed_off = False
 
@@ -164,13 +173,13 @@ class MemoryGuard:
         """The time stamp up to which events must go to bring the buffer down to
         :data:`RELEASE_SHARE` of the limit."""
         keep = int(self.max_events * RELEASE_SHARE)
-        return int(self.unit._buffer.time_stamps()[held - keep - 1])
+        return int(self.buffer.time_stamps()[held - keep - 1])
 
     def _cut_for_snapshots(self) -> int | None:
         """The time stamp up to which events must go so that the purge drops every
         emitted event but the last (and the snapshots in front of them)."""
-        buf = self.unit._buffer
-        return int(buf.time_stamps()[buf._n_emitted - 1]) if buf._n_emitted else None
+        n = self.buffer.n_emitted
+        return int(self.buffer.time_stamps()[n - 1]) if n else None
 
     def _cap(self, cut: int | None, now: int) -> None:
         """Lower K to ``clk - cut`` (never below 0, never above K) and release, the
@@ -178,20 +187,20 @@ class MemoryGuard:
         speculative buffer releases its whole emitted prefix at least: a replay needs a
         snapshot in front of the oldest emitted event it keeps, and only the events
         emitted by the release itself are sure to have one."""
-        unit = self.unit
-        if cut is None or unit.clk == _kernels.NO_CLOCK:
+        st = self.unit_state
+        if cut is None or st.clk == _kernels.NO_CLOCK:
             return
-        if unit.speculative and unit._buffer._n_emitted:
-            cut = max(cut, self._cut_for_snapshots())
-        k = min(unit.k, max(0, unit.clk - cut))
-        lowered = k < unit.k
-        before = unit.stats.purged
-        unit.k = k
-        unit._buffer.release(now)  # with K unchanged: what the purge had kept back
-        released = unit.stats.purged - before
+        if self.speculative and self.buffer.n_emitted:
+            cut = max(cut, int(self.buffer.time_stamps()[self.buffer.n_emitted - 1]))
+        k = min(st.k, max(0, st.clk - cut))
+        lowered = k < st.k
+        before = st.stats.purged
+        st.k = k
+        self.buffer.release(now)  # with K unchanged: what the purge had kept back
+        released = st.stats.purged - before
         if lowered or released:
-            unit.stats.memory_caps += 1
-            unit.stats.memory_released += released
+            st.stats.memory_caps += 1
+            st.stats.memory_released += released
 
     def figures(self) -> dict[str, Any]:
         """The limits, the largest buffer and snapshot estimate seen, and whether
@@ -213,6 +222,34 @@ class MemoryGuard:
         self.peak_buffered, self.peak_snapshot_bytes = (int(v) for v in state["peaks"])
 
 
+    # ------------------------------------------------------------ the error's words
+    def _clock_types(self) -> list[str]:
+        names = self.type_names
+        return [names[i] for i in np.flatnonzero(self.clock.clock_types()).tolist()
+                if i < len(names)]
+
+    def _clock_words(self) -> str:
+        clk = self.unit_state.clk
+        where = "it has no clock yet" if clk == _kernels.NO_CLOCK else f"its clock is at {clk}"
+        if isinstance(self.clock, ChannelClock):
+            return (f"{where}: the low watermark of its producers' progress, held back by "
+                    f"{', '.join(self.clock.holding_back())}")
+        return where
+
+    def _clock_advice(self) -> str:
+        """What moves the clock: a unit clocked by its producers waits for the slowest,
+        and a producer's progress stops where a level-1 node's clock events stop coming;
+        a level-1 unit waits for its own clock events."""
+        idle = ("idle_after=... (ticks of event time: when its clock types have sent "
+                "nothing for that long, its clock follows the raw stream's; "
+                "specula.options.NODE_OPTIONS)")
+        if isinstance(self.clock, ChannelClock):
+            return (f"if the producer that holds it back has stopped, give the level-1 node "
+                    f"above it whose clock types get no events {idle}")
+        return (f"send its clock types ({', '.join(self._clock_types())}) with the other "
+                f"inputs, or give the node {idle}")
+
+
 def merge_figures(figures: list[dict[str, Any]]) -> dict[str, Any]:
     """The :meth:`MemoryGuard.figures` of a node's instances as one: the largest peaks,
     backed off if any instance is."""
@@ -229,33 +266,3 @@ def _pickled_size(state: Any) -> int:
         return len(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:  # the contract asks for picklable state; estimate the rest
         return 1024
-
-
-def _clock_types(unit: OrderingUnit) -> list[str]:
-    names = unit._type_names
-    return [names[i] for i in np.flatnonzero(unit.clock_source.clock_types())
-            if i < len(names)]
-
-
-def _clock_words(unit: OrderingUnit) -> str:
-    where = "it has no clock yet" if unit.clk == _kernels.NO_CLOCK \
-        else f"its clock is at {unit.clk}"
-    source = unit.clock_source
-    if isinstance(source, ChannelClock):
-        return (f"{where}: the low watermark of its producers' progress, held back by "
-                f"{', '.join(source.holding_back())}")
-    return where
-
-
-def _clock_advice(unit: OrderingUnit) -> str:
-    """What moves the clock: a unit clocked by its producers waits for the slowest, and
-    a producer's progress stops where a level-1 node's clock events stop coming; a
-    level-1 unit waits for its own clock events."""
-    idle = ("idle_after=... (ticks of event time: when its clock types have sent nothing "
-            "for that long, its clock follows the raw stream's; "
-            "specula.options.NODE_OPTIONS)")
-    if isinstance(unit.clock_source, ChannelClock):
-        return (f"if the producer that holds it back has stopped, give the level-1 node "
-                f"above it whose clock types get no events {idle}")
-    return (f"send its clock types ({', '.join(_clock_types(unit))}) with the other "
-            f"inputs, or give the node {idle}")

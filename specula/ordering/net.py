@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from specula import events as ev
-from specula.ordering.unit import same_event
+from specula.ordering._records import same_event
+
+
+class NetParts(NamedTuple):
+    """What a :class:`NetOutput` holds: the batches applied and when, and per producer
+    its live events (counter -> batch, row, first emission time), an upper bound of its
+    live counters and those inserted below that bound."""
+
+    chunks: list[np.ndarray]
+    times: list[int]
+    live: dict[int, dict[int, tuple[int, int, int]]]
+    bound: dict[int, int]
+    odd: dict[int, set[int]]
 
 
 class NetOutput:
@@ -111,18 +125,24 @@ class NetOutput:
             odd.clear()
             self._bound[p] = max(self._live[p], default=-1)
 
+    def parts(self) -> NetParts:
+        """What this net output holds, for another one to take over (:meth:`absorb`):
+        its batches, their times and its live events (read, not to be changed)."""
+        return NetParts(self._chunks, self._times, self._live, self._bound, self._odd)
+
     def absorb(self, other: NetOutput) -> None:
         """Take over the live events of another producer's (or instance's) NetOutput."""
+        theirs = other.parts()
         base = len(self._chunks)
-        self._chunks.extend(other._chunks)
-        self._times.extend(other._times)
-        for producer, events in other._live.items():
+        self._chunks.extend(theirs.chunks)
+        self._times.extend(theirs.times)
+        for producer, events in theirs.live.items():
             if producer not in self._live:  # the common case: producers are disjoint
                 self._live[producer] = {s: (c + base, r, t) for s, (c, r, t) in events.items()}
-                if producer in other._bound:
-                    self._bound[producer] = other._bound[producer]
-                if producer in other._odd:
-                    self._odd[producer] = set(other._odd[producer])
+                if producer in theirs.bound:
+                    self._bound[producer] = theirs.bound[producer]
+                if producer in theirs.odd:
+                    self._odd[producer] = set(theirs.odd[producer])
                 continue
             mine = self._live[producer]
             for s, (c, r, t) in events.items():

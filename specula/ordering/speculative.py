@@ -9,7 +9,7 @@ emitted prefix restores the nearest snapshot at or in front of it and replays th
 from there, and with on-demand retraction the replay stops where a new snapshot equals
 the recorded one. The purge drops emitted events with ``ts + K <= clk`` but keeps the last
 emitted one and the oldest one that carries a snapshot. Control messages are handled by
-:class:`~specula.ordering._buffer.Buffer`; see :mod:`specula.ordering.unit` for the
+:class:`~specula.ordering._buffer.BufferBase`; see :mod:`specula.ordering.unit` for the
 readings of the paper this follows.
 
 The work is done per run of events, not per event: a run is sorted and merged into the
@@ -20,17 +20,18 @@ of the record array and purged as one slice.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from specula.ordering import _kernels
-from specula.ordering._buffer import Buffer
-from specula.ordering._records import fold_max, tiebreak
-
-if TYPE_CHECKING:
-    from specula.ordering.unit import OrderingUnit
+from specula.ordering._buffer import BufferBase, Contents, LatePolicy
+from specula.ordering._records import fold_max, is_set, tiebreak
+from specula.ordering.clock import ClockSource, advance
+from specula.ordering.driver import DetectorDriver, Snapshot
+from specula.ordering.state import UnitState
 
 _FRESH = object()  # marks events inserted into the emitted region until the replay
 _FIRST = np.zeros(1, np.int64)  # the order of a single arrival
@@ -51,15 +52,6 @@ def _exact(alpha: float) -> Fraction:
     return Fraction(repr(float(alpha)))
 
 
-class Snapshot(NamedTuple):
-    """Detector state plus what the unit piggybacks on it: the next output's counter (with
-    on-demand retraction, the label bound between outputs in front and behind) and origin."""
-
-    state: Any
-    seq: int
-    origin: int
-
-
 def same_state(a: Snapshot, b: Snapshot) -> bool:
     """Where on-demand retraction stops a replay: equal detector states (labels do not
     shift when an output is inserted in front, :mod:`specula.ordering._sent`)."""
@@ -76,16 +68,24 @@ def _spliced(old: np.ndarray, new: np.ndarray, pos: np.ndarray,
     return out
 
 
-class SpeculativeBuffer(Buffer):
-    """Events sorted by key with an emitted prefix, snapshots, replay and purge."""
+class SpeculativeBuffer(BufferBase):
+    """Events sorted by key with an emitted prefix, snapshots, replay and purge.
 
-    def __init__(self, unit: OrderingUnit) -> None:
-        super().__init__(unit)
-        self._raw = np.dtype((np.void, unit.in_dtype.itemsize))  # records moved as bytes
+    ``alpha`` returns the alpha emission runs with now (the unit's: fixed, adaptive, or
+    1 while its memory limit backs speculation off).
+    """
+
+    def __init__(self, state: UnitState, driver: DetectorDriver, clock: ClockSource, *,
+                 in_dtype: np.dtype, late_policy: LatePolicy, alpha: Callable[[], float],
+                 name: str) -> None:
+        super().__init__(state, driver, clock, in_dtype=in_dtype, late_policy=late_policy)
+        self.alpha = alpha
+        self.name = name
+        self._raw = np.dtype((np.void, in_dtype.itemsize))  # records moved as bytes
         self._n_emitted = 0
         self._last_snap: Snapshot | None = None  # shared when the next one is equal
-        self.load(np.empty(0, unit.in_dtype), np.empty(0, np.int64), np.empty(0, np.int64),
-                  np.empty(0, object))
+        self._load(np.empty(0, in_dtype), np.empty(0, np.int64), np.empty(0, np.int64),
+                   np.empty(0, object))
 
     # ------------------------------------------------------------ storage
     # The four arrays live in a store with room behind them: ``_rows``, ``_ts``, ``_tb``
@@ -93,8 +93,8 @@ class SpeculativeBuffer(Buffer):
     # events behind its first position (arrivals land near the end), a purge moves the
     # start, and the store is copied into a larger one only when the room runs out.
 
-    def load(self, rows: np.ndarray, ts: np.ndarray, tb: np.ndarray, snaps: np.ndarray,
-             room: int = 0) -> None:
+    def _load(self, rows: np.ndarray, ts: np.ndarray, tb: np.ndarray, snaps: np.ndarray,
+              room: int = 0) -> None:
         """Hold these events (sorted by key) with room for ``room`` more behind them."""
         cap = max(len(ts) + room, 64)
         self._store = [np.empty(cap, self._raw), np.empty(cap, np.int64),
@@ -106,11 +106,35 @@ class SpeculativeBuffer(Buffer):
 
     def _views(self) -> None:
         lo, hi = self._lo, self._lo + self._n
-        self._rows = self._store[0][lo:hi].view(self.unit.in_dtype)
+        self._rows = self._store[0][lo:hi].view(self.in_dtype)
         self._ts, self._tb, self._snaps = (a[lo:hi] for a in self._store[1:])
 
     def __len__(self) -> int:
         return len(self._ts)
+
+    @property
+    def n_emitted(self) -> int:
+        return self._n_emitted
+
+    def snapshots(self) -> np.ndarray:
+        return self._snaps[:self._n_emitted]
+
+    @property
+    def last_snapshot(self) -> Snapshot | None:
+        return self._last_snap
+
+    def contents(self) -> Contents:
+        return Contents(self._rows, self._ts, self._tb, self._horizon, dict(self._purged_seq),
+                        self._snaps, self._n_emitted, self._last_snap)
+
+    def load_contents(self, contents: Contents) -> None:
+        if contents.snaps is None:
+            raise ValueError("a K-slack buffer's contents do not fit a speculative buffer")
+        self._horizon = contents.horizon
+        self._purged_seq = dict(contents.purged_seq)
+        self._load(contents.rows, contents.ts, contents.tb, contents.snaps)
+        self._n_emitted = contents.n_emitted
+        self._last_snap = contents.last_snapshot
 
     def settled_seq(self) -> int:
         """Every replay restores a snapshot of the emitted region, the oldest at the
@@ -119,7 +143,7 @@ class SpeculativeBuffer(Buffer):
         for snap in self._snaps[:self._n_emitted]:
             if isinstance(snap, Snapshot):
                 return snap.seq
-        return self.unit._seq
+        return self.state.seq
 
     def _key(self, i: int) -> tuple[int, int]:
         return int(self._ts[i]), int(self._tb[i])
@@ -135,8 +159,8 @@ class SpeculativeBuffer(Buffer):
         one too. Whatever stays emitted was emitted now, behind the snapshot taken in
         front of the first event that stays, so replays still have their anchor."""
         self._emit_ready(now, purging=True)
-        u = self.unit
-        ready = int(self._ts.searchsorted(u.clk - u.k, "right"))
+        st = self.state
+        ready = int(self._ts.searchsorted(st.clk - st.k, "right"))
         self._purge(min(ready, self._n_emitted))
 
     def time_stamps(self) -> np.ndarray:
@@ -144,7 +168,7 @@ class SpeculativeBuffer(Buffer):
 
     # ------------------------------------------------------------ arrivals
     def _begin(self, batch: np.ndarray, flags: np.ndarray) -> Any:
-        is_clock, clk_after, k_after = self.unit._advance_clock(batch, flags)
+        is_clock, clk_after, k_after = advance(self.clock, self.state, batch, flags)
         return (batch["ts"].astype(np.int64), tiebreak(batch["producer"], batch["seq"]),
                 is_clock, clk_after, k_after)
 
@@ -156,17 +180,17 @@ class SpeculativeBuffer(Buffer):
         vectorised detector sees runs of events rather than single ones."""
         ts, tb, clocks, clks, ks = ctx
         self._insert_run(batch[start:end], ts[start:end], tb[start:end], now)
-        u = self.unit
-        u.clk, u.k = int(clks[end - 1]), int(ks[end - 1])
-        clock_step = np.count_nonzero(clocks[start:end]) > 0
+        st = self.state
+        st.clk, st.k = int(clks[end - 1]), int(ks[end - 1])
+        clock_step = bool(np.count_nonzero(clocks[start:end]))
         self._emit_ready(now, purging=clock_step)
         if clock_step:
             self._purge()
 
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
-        u = self.unit
-        u.clk, u.k = int(ctx[3][c]), int(ctx[4][c])
-        clock_step = ctx[2][c]  # a punctuation that moved the clock
+        st = self.state
+        st.clk, st.k = int(ctx[3][c]), int(ctx[4][c])
+        clock_step = bool(ctx[2][c])  # a punctuation that moved the clock
         self._emit_ready(now, purging=clock_step)
         if clock_step:
             self._purge()
@@ -175,20 +199,20 @@ class SpeculativeBuffer(Buffer):
         """Insert ``run`` (keys ``ts``, ``tb``) and replay once from in front of the first
         insertion into the emitted region; late events are set aside (or, with
         ``late="process"``, processed at once, after replaying what came before)."""
-        u = self.unit
+        st = self.state
         late, n_late = _kernels.keys_behind(ts, tb, *self._horizon)
         if not n_late:
             self._settle(self._merge(run, ts, tb)[1], now)
-        elif u.late_policy == "side":
-            u._to_late(run[late])
+        elif self.late_policy == "side":
+            st.to_late(run[late])
             keep = ~late
             self._settle(self._merge(run[keep], ts[keep], tb[keep])[1], now)
         else:
             start = 0
             for j in np.flatnonzero(late).tolist():
                 _, fresh = self._merge(run[start:j], ts[start:j], tb[start:j])
-                u._to_late(run[j:j + 1])
-                u.stats.late_processed += 1
+                st.to_late(run[j:j + 1])
+                st.stats.late_processed += 1
                 self._settle(fresh, now)
                 self._insert_late(run[j:j + 1], now)
                 start = j + 1
@@ -219,7 +243,7 @@ class SpeculativeBuffer(Buffer):
         position move."""
         n, k = self._n, len(ts)
         if self._lo + n + k > len(self._store[1]):
-            self.load(self._rows, self._ts, self._tb, self._snaps, room=n + k + 64)
+            self._load(self._rows, self._ts, self._tb, self._snaps, room=n + k + 64)
         lo = self._lo
         new = (rows.view(self._raw), ts, tb, snaps)
         if pos is None:
@@ -305,7 +329,7 @@ class SpeculativeBuffer(Buffer):
         while i >= 0 and (self._snaps[i] is None or self._snaps[i] is _FRESH):
             i -= 1
         if i < 0:
-            raise AssertionError(f"{self.unit.name}: no snapshot in front of position {pos}")
+            raise AssertionError(f"{self.name}: no snapshot in front of position {pos}")
         return i, self._snaps[i]
 
     # ------------------------------------------------------------ control messages
@@ -327,16 +351,18 @@ class SpeculativeBuffer(Buffer):
     def _revoke(self, producer: int, seq: int, now: int) -> None:
         hit = np.flatnonzero((self._rows["producer"] == producer)
                              & (self._rows["seq"] >= seq)).tolist()
-        first, snap, label = -1, None, None
+        first: int = -1
+        snap: Snapshot | None = None
+        label: np.void | None = None
         for i in reversed(hit):
             row = self._rows[i]
             was_emitted = i < self._n_emitted
             s = self._remove(i)
             if was_emitted:
                 first, snap, label = i, s, row
-        self.unit.stats.events_removed += len(hit)
+        self.state.stats.events_removed += len(hit)
         if first >= 0:
-            if snap is None:
+            if snap is None or label is None:
                 first, snap = self._anchor_before(first)
                 label = self._rows[first]
             # the successor of the last removed event is the first place where the new
@@ -362,9 +388,9 @@ class SpeculativeBuffer(Buffer):
         removed_emitted = held < self._n_emitted
         removed_snap = self._remove(held)
         pos, inserted = self._insert(row, key)
-        u = self.unit
+        st = self.state
         if (removed_emitted and not inserted and pos == self._n_emitted
-                and key[0] + speculative_slack(u.alpha, u.k) <= u.clk):
+                and key[0] + speculative_slack(self.alpha(), st.k) <= st.clk):
             # eq. (1) holds: the new version takes the old one's turn in the replay
             self._snaps[pos] = _FRESH
             self._n_emitted += 1
@@ -385,18 +411,6 @@ class SpeculativeBuffer(Buffer):
             self._replay(start, removed_snap, old_row, now, stop_from=stop_from)
 
     # ------------------------------------------------------------ emission and replay
-    def _snapshot(self) -> Snapshot:
-        u = self.unit
-        u.stats.snapshots += 1
-        return Snapshot(u.detector.snapshot(), u._seq, u._origin)
-
-    def _restore(self, snap: Snapshot) -> None:
-        u = self.unit
-        u.stats.restores += 1
-        u.detector.restore(snap.state)
-        u._seq = snap.seq
-        u._origin = snap.origin
-
     def _replay(self, pos: int, snap: Snapshot, snap_of: np.void, now: int, *,
                 stop_from: int) -> None:
         """Restore ``snap`` (the state before buffer position ``pos``, taken when event
@@ -406,32 +420,32 @@ class SpeculativeBuffer(Buffer):
         On-demand retraction may stop the replay at a position ``>= stop_from`` (behind
         every change to the buffer) where the new snapshot equals the recorded one.
         """
-        u = self.unit
-        u.stats.relocations += 1
+        st, driver = self.state, self.driver
+        sent = driver.sent
+        st.stats.relocations += 1
         end = self._n_emitted
-        current = self._snapshot() if u._sent is not None else None
-        before_seq = u._seq
-        u._note("restore", snap_of)
-        self._restore(snap)
+        current = driver.snapshot() if sent is not None else None
+        before_seq = st.seq
+        st.note("restore", snap_of)
+        driver.restore(snap)
         if current is None:
-            u._send_retraction(u._seq, before_seq, now)
+            driver.send_retraction(st.seq, before_seq, now)
         self._n_emitted = pos
         stopped = self._emit_range(pos, end, now, replay=True, keep_from=pos,
                                    stop_from=stop_from if current is not None else None)
-        if current is None:
+        if sent is None or current is None:
             return
         hi = None
         if stopped is not None:
-            u.stats.early_stops += 1
-            u.detector.restore(current.state)
-            u._origin = max(u._origin, current.origin)
+            st.stats.early_stops += 1
+            driver.resume(current)
             self._n_emitted = end
             hi = self._snaps[stopped].seq
-        rev = u._sent.revise(snap.seq, hi, now)
+        rev = sent.revise(snap.seq, hi, now)
         renamed = rev.rename(self._snaps, pos, end if stopped is None else stopped, end)
         self._last_snap = renamed.get(id(self._last_snap), self._last_snap)
-        u._seq = rev.next_seq(before_seq, stopped is not None)
-        u._send_revision(rev)
+        st.seq = rev.next_seq(before_seq, stopped is not None)
+        driver.send_revision(rev)
 
     def _emit_ready(self, now: int, purging: bool) -> None:
         """Emit every event that satisfies eq. (1): ``ts + ceil(alpha*K) <= clk``, as one
@@ -440,9 +454,9 @@ class SpeculativeBuffer(Buffer):
         """
         if self._n_emitted >= len(self):
             return
-        u = self.unit
-        slack = speculative_slack(u.alpha, u.k)
-        end = int(self._ts.searchsorted(u.clk - slack, "right"))
+        st = self.state
+        slack = speculative_slack(self.alpha(), st.k)
+        end = int(self._ts.searchsorted(st.clk - slack, "right"))
         if end > self._n_emitted:
             keep_from = self._purge_end(end) if purging else self._n_emitted
             self._emit_range(self._n_emitted, end, now, replay=False, keep_from=keep_from)
@@ -450,8 +464,8 @@ class SpeculativeBuffer(Buffer):
     def _purge_end(self, emitted_end: int) -> int:
         """Buffer index up to which emitted events are purged: ``ts + K <= clk``, but never
         the last emitted event."""
-        u = self.unit
-        ready = int(self._ts.searchsorted(u.clk - u.k, "right"))
+        st = self.state
+        ready = int(self._ts.searchsorted(st.clk - st.k, "right"))
         return min(ready, emitted_end - 1)
 
     def _emit_range(self, start: int, end: int, now: int, *, replay: bool, keep_from: int,
@@ -465,12 +479,12 @@ class SpeculativeBuffer(Buffer):
         recorded one; returns the position where they were equal (the replay stops
         there), else None.
         """
-        stats = self.unit.stats
+        stats = self.state.stats
         i = start
         for p in self._snapshot_points(start, end, max(start, keep_from), replay):
             if p > i:
                 self._emit_run(i, p, now, replay)
-            snap = self._snapshot()
+            snap = self.driver.snapshot()
             old = self._snaps[p]
             if stop_from is not None and p >= stop_from and old is not None:
                 stats.snapshot_comparisons += 1
@@ -502,23 +516,24 @@ class SpeculativeBuffer(Buffer):
 
     def _has_snap(self, start: int, end: int) -> np.ndarray:
         """Which of the positions [start, end) carry a snapshot (or a new-event mark)."""
-        return np.not_equal(self._snaps[start:end], None)
+        return is_set(self._snaps[start:end])
 
     def _emit_run(self, i: int, j: int, now: int, replay: bool) -> None:
-        u = self.unit
+        st = self.state
         events = self._rows[i:j]
         if replay:
-            u.stats.replayed += len(events)
-        if u.trace is not None:
+            st.stats.replayed += len(events)
+        if st.trace is not None:
             for r in events:
-                u._note("replay" if replay else "emit", r)
+                st.note("replay" if replay else "emit", r)
         # K+ (sec. 4.1): how long pure K-slack would still have held each event
-        cut = u.clk - u.k
+        cut = st.clk - st.k
         kplus = None
         if self._ts[j - 1] > cut:
             kplus = np.maximum(self._ts[i:j] - cut, 0)
         self._n_emitted = j
-        u._process(events, kplus, now, update=replay and u.retraction == "on-demand")
+        # an on-demand replay's output waits in the sent log for the revision
+        self.driver.process(events, kplus, now, update=replay and self.driver.sent is not None)
 
     # ------------------------------------------------------------ purge
     def _purge(self, n: int | None = None) -> None:
@@ -532,10 +547,10 @@ class SpeculativeBuffer(Buffer):
                 n = int(held[-1]) if len(held) else 0
         if n <= 0:
             return
-        u = self.unit
-        if u.trace is not None:
+        st = self.state
+        if st.trace is not None:
             for r in self._rows[:n]:
-                u._note("purge", r)
+                st.note("purge", r)
         fold_max(self._purged_seq, self._tb[:n])
         self._horizon = self._key(n - 1)
         self._snaps[:n] = None  # the store holds no purged snapshot
@@ -543,8 +558,9 @@ class SpeculativeBuffer(Buffer):
         self._n -= n
         self._views()
         self._n_emitted -= n
-        u.stats.purged += n
-        if u._sent is not None:  # a replay starts at the oldest snapshot left, or later
+        st.stats.purged += n
+        sent = self.driver.sent
+        if sent is not None:  # a replay starts at the oldest snapshot left, or later
             oldest = self._snaps[0] if self._n_emitted else None
             if oldest is None or isinstance(oldest, Snapshot):
-                u._sent.trim(oldest.seq if oldest is not None else u._seq)
+                sent.trim(oldest.seq if oldest is not None else st.seq)

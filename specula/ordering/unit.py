@@ -78,8 +78,7 @@ reaches everybody and the regenerated events are plain.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
@@ -87,15 +86,16 @@ from specula import events as ev
 from specula.events import concat_records
 from specula.options import DEFAULT_K0_SECONDS, MemoryLimit, check_option
 from specula.ordering import _kernels
-from specula.ordering._buffer import Buffer
+from specula.ordering._buffer import Buffer, LatePolicy
 from specula.ordering._records import TIEBREAK_SHIFT, same_event, tiebreak
-from specula.ordering._sent import Revision, SentLog, causes
+from specula.ordering._sent import SentLog
 from specula.ordering.adaptation import AlphaController
 from specula.ordering.clock import ChannelClock, EventClock
-from specula.ordering.emitter import Emitter
+from specula.ordering.driver import DetectorDriver, DetectorError, DrivenDetector
 from specula.ordering.kslack import KSlackBuffer
 from specula.ordering.memory import MemoryGuard
 from specula.ordering.speculative import SpeculativeBuffer, speculative_slack
+from specula.ordering.state import Trace, TraceEntry, UnitState, UnitStats
 
 __all__ = [
     "TIEBREAK_SHIFT",
@@ -112,82 +112,6 @@ __all__ = [
 ]
 
 RetractionMode = Literal["full", "on-demand"]
-LatePolicy = Literal["side", "process"]
-
-
-class DrivenDetector(Protocol):
-    """What an ordering unit needs from the detector it wraps."""
-
-    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Any) -> None: ...
-    def snapshot(self) -> Any: ...
-    def restore(self, state: Any) -> None: ...
-
-
-class DetectorError(RuntimeError):
-    """A detector raised while processing an event; names the detector and the event."""
-
-
-class TraceEntry(NamedTuple):
-    """One step of a unit, recorded when tracing is on.
-
-    ``kind`` is one of ``emit``, ``replay`` (an emission during a replay), ``restore``
-    (the detector went back to the snapshot taken before event ``type``/``ts``),
-    ``purge``, ``late``, ``retract`` (a counter message sent) and ``update`` (a
-    received update discarded as equal).
-    """
-
-    kind: str
-    type: str
-    ts: int
-
-
-@dataclass
-class UnitStats:
-    """Counters of one ordering unit. No event leaves the unit without one of them."""
-
-    events_in: int = 0
-    control_in: int = 0
-    emitted: int = 0
-    replayed: int = 0
-    relocations: int = 0
-    snapshots: int = 0
-    snapshots_shared: int = 0
-    restores: int = 0
-    snapshot_comparisons: int = 0
-    early_stops: int = 0
-    purged: int = 0
-    late: int = 0
-    late_processed: int = 0
-    generated: int = 0
-    retractions_sent: int = 0
-    events_retracted: int = 0
-    updates_sent: int = 0
-    revocations_sent: int = 0
-    retractions_received: int = 0
-    revocations_received: int = 0
-    progress_in: int = 0
-    events_removed: int = 0
-    #: held events the node's input shedder dropped before the detector saw them
-    events_shed: int = 0
-    updates_applied: int = 0
-    updates_discarded: int = 0
-    #: the memory limit (:mod:`specula.ordering.memory`): times speculation backed off,
-    #: times K was capped, and the events those caps emitted and purged early
-    memory_backoffs: int = 0
-    memory_caps: int = 0
-    memory_released: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    def work(self) -> tuple[int, int, int, int]:
-        """The counters a cost model charges: emitted, snapshots, restores, snapshot
-        comparisons (cheaper to read before and after a push than a copy of all)."""
-        return self.emitted, self.snapshots, self.restores, self.snapshot_comparisons
-
-    def handed(self) -> int:
-        """Events handed to the detector for the first time (replays not counted)."""
-        return self.emitted - self.replayed
 
 
 class OrderingUnit:
@@ -230,7 +154,11 @@ class OrderingUnit:
 
     The events wait in one of two buffers: :class:`~specula.ordering.kslack.KSlackBuffer`
     for pure K-slack, :class:`~specula.ordering.speculative.SpeculativeBuffer` otherwise;
-    both take control messages through :class:`~specula.ordering._buffer.Buffer`.
+    both implement :class:`~specula.ordering._buffer.Buffer`. The unit's clock, K,
+    counters and late side output are one :class:`~specula.ordering.state.UnitState`
+    (:attr:`state`), which it hands to the buffer, the
+    :class:`~specula.ordering.driver.DetectorDriver` (:attr:`driver`) and the
+    :class:`~specula.ordering.memory.MemoryGuard` (:attr:`memory`).
     """
 
     def __init__(self, detector: DrivenDetector, registry: ev.TypeRegistry, *, producer: int,
@@ -246,9 +174,8 @@ class OrderingUnit:
         if not set(clock) <= set(inputs):
             raise ValueError(f"clock types {sorted(set(clock) - set(inputs))} are not inputs")
         self.controller = alpha if isinstance(alpha, AlphaController) else None
-        self._fixed_alpha = 1.0 if self.controller else float(alpha)
+        self._fixed_alpha = 1.0 if isinstance(alpha, AlphaController) else float(alpha)
         self.speculative = self.controller is not None or self._fixed_alpha < 1.0
-        self.detector = detector
         self.name = name or type(detector).__name__
         self.registry = registry
         self.producer = producer
@@ -256,41 +183,69 @@ class OrderingUnit:
         self.late_policy = late
         self.in_dtype = registry.dtype(inputs)
         self.out_dtype = registry.dtype(outputs)
-        self._type_names = ["?"] * (max(t.id for t in registry.types()) + 1)
+        type_names = ["?"] * (max(t.id for t in registry.types()) + 1)
         for t in registry.types():
-            self._type_names[t.id] = t.name
-        self._is_input = np.zeros(len(self._type_names), bool)
+            type_names[t.id] = t.name
+        self._is_input = np.zeros(len(type_names), bool)
         self._is_input[[registry.id(n) for n in inputs]] = True
-        is_clock = np.zeros(len(self._type_names), bool)
+        is_clock = np.zeros(len(type_names), bool)
         is_clock[[registry.id(n) for n in clock]] = True
         self.clock_source: EventClock | ChannelClock = (
             ChannelClock(channels, is_clock) if any(c != 0 for c in channels)
             else EventClock(is_clock))
-        self._output_ids = {n: registry.id(n) for n in outputs}
-        self.stats = UnitStats()
-        self.trace: list[TraceEntry] | None = [] if trace else None
-        self._late: list[np.ndarray] = []
-        self._emit = Emitter()
-        # clock and K
-        self.clk = int(_kernels.NO_CLOCK)
-        self.k = int(k0)
-        self._pending = int(_kernels.NO_DELAY)
-        self._handed: int | None = None  # progress, as of the last push
-        # generation state, piggybacked on snapshots
-        self._seq = 0
-        self._origin = 0
-        self._out: list[np.ndarray] = []
+        #: clock, K, counters and the late side output: what the collaborators share
+        self.state = UnitState(k=int(k0), trace=Trace(type_names) if trace else None)
         # what a replay may revise, so that each revision goes where it applies
-        self._sent = (SentLog(self.out_dtype) if self.speculative and retraction == "on-demand"
-                      else None)
-        self._buffer: Buffer = (SpeculativeBuffer(self) if self.speculative
-                                else KSlackBuffer(self))
-        self.memory = MemoryGuard(self, MemoryLimit() if memory is None else memory)
+        sent = (SentLog(self.out_dtype) if self.speculative and retraction == "on-demand"
+                else None)
+        self.driver = DetectorDriver(
+            detector, self.state, name=self.name, producer=producer,
+            out_dtype=self.out_dtype, outputs={n: registry.id(n) for n in outputs},
+            type_names=type_names, sent=sent)
+        self.buffer: Buffer = (
+            SpeculativeBuffer(self.state, self.driver, self.clock_source,
+                              in_dtype=self.in_dtype, late_policy=late,
+                              alpha=self._alpha, name=self.name)
+            if self.speculative else
+            KSlackBuffer(self.state, self.driver, self.clock_source,
+                         in_dtype=self.in_dtype, late_policy=late))
+        self.memory = MemoryGuard(MemoryLimit() if memory is None else memory, self.state,
+                                  self.buffer, self.clock_source,
+                                  speculative=self.speculative, name=self.name,
+                                  type_names=type_names)
 
     # ------------------------------------------------------------------ public
     @property
+    def detector(self) -> DrivenDetector:
+        """The wrapped detector."""
+        return self.driver.detector
+
+    @property
+    def stats(self) -> UnitStats:
+        """The unit's counters (see :class:`UnitStats`)."""
+        return self.state.stats
+
+    @property
+    def clk(self) -> int:
+        """The unit's clock (``NO_CLOCK`` before the first clock update)."""
+        return self.state.clk
+
+    @property
+    def k(self) -> int:
+        """The unit's K: the largest delay measured (or capped by the memory limit)."""
+        return self.state.k
+
+    @property
+    def trace(self) -> list[TraceEntry] | None:
+        """Every step so far, when the unit was built with ``trace=True``."""
+        return None if self.state.trace is None else self.state.trace.entries
+
+    @property
     def alpha(self) -> float:
         """The alpha emission runs with: 1 while the memory limit backs speculation off."""
+        return self._alpha()
+
+    def _alpha(self) -> float:
         if self.memory.backed_off:
             return 1.0
         return self.controller.alpha if self.controller else self._fixed_alpha
@@ -302,11 +257,11 @@ class OrderingUnit:
         an adaptation chose after it; None before the first clock): what the unit sends
         later stems from later input, or revises what it sent. Runtimes publish it to
         the subscribers as a ``PROGRESS`` punctuation."""
-        if self.clk == _kernels.NO_CLOCK:
+        if self.state.clk == _kernels.NO_CLOCK:
             return None
         if self.ended:
             return int(_kernels.END_OF_TIME)
-        return self._handed  # set by every push that moved the clock
+        return self.state.handed  # set by every push that moved the clock
 
     @property
     def ended(self) -> bool:
@@ -316,33 +271,24 @@ class OrderingUnit:
         ended): as Flink's operators do on the final watermark, the unit then emits what
         the end generates *before* it reports its progress as the end of time, so its
         consumers never see its end-of-stream output behind its own punctuation."""
-        return self.clk >= _kernels.END_OF_TIME
+        return bool(self.state.clk >= _kernels.END_OF_TIME)
 
     @property
     def settled_seq(self) -> int:
         """The counter below which the events this unit generated are final: no replay
         regenerates, updates or retracts them (a speculative unit's oldest snapshot's
         counter; everything for pure K-slack). A sink may persist them for good."""
-        return self._buffer.settled_seq()
+        return self.buffer.settled_seq()
 
     def __len__(self) -> int:
         """Events held in the buffer."""
-        return len(self._buffer)
-
-    # the speculative buffer's emitted prefix and its snapshots (for tests)
-    @property
-    def _n_emitted(self) -> int:
-        return self._buffer._n_emitted
-
-    @property
-    def _snaps(self) -> np.ndarray:
-        return self._buffer._snaps
+        return len(self.buffer)
 
     def late_events(self) -> np.ndarray:
         """The late side output: every late event and late control message, flagged LATE."""
-        if not self._late:
+        if not self.state.late:
             return np.empty(0, self.in_dtype)
-        out = np.concatenate(self._late)
+        out = np.concatenate(self.state.late)
         out["flags"] |= ev.LATE
         return out
 
@@ -350,7 +296,7 @@ class OrderingUnit:
         """The late side output so far, as :meth:`late_events`, handed over: the unit
         holds none of it afterwards (its holder keeps or spills it)."""
         out = self.late_events()
-        self._late = []
+        self.state.late = []
         return out
 
     def push(self, batch: np.ndarray, now: int = 0) -> np.ndarray:
@@ -372,38 +318,38 @@ class OrderingUnit:
             self.memory.check(now)
             # what this push handed on, by the alpha it emitted with: the controller may
             # change alpha now, for the next push
-            self._handed = self._emission_bound()
+            self.state.handed = self._emission_bound()
             if self.controller is not None:
                 self.controller.poll()
-        return self._take_output()
+        return self.driver.take_output()
 
     def shed_held(self, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Drop the held events not yet handed to the detector where ``keep(rows)`` (their
         keep-mask, in buffer order) is False; return them. The detector has seen nothing
         of them: it is dropping them at the inbox, only later, so a node that holds
         events for K sheds the work it already took in at once, not K later."""
-        rows = self._buffer.unhanded()
+        rows = self.buffer.unhanded()
         kept = np.asarray(keep(rows), bool) | (rows["flags"] != 0)
         if kept.all():
             return rows[:0]
-        self._buffer.drop_unhanded(kept)
+        self.buffer.drop_unhanded(kept)
         self.stats.events_shed += int(np.count_nonzero(~kept))
         return rows[~kept]
 
     def _emission_bound(self) -> int:
         """The time stamp up to which the buffer hands events on at the present clock, K
         and alpha (``clk - ceil(alpha*K)``, or ``clk - K`` for pure K-slack)."""
-        return self.clk - (speculative_slack(self.alpha, self.k) if self.speculative
-                           else self.k)
+        st = self.state
+        return st.clk - (speculative_slack(self.alpha, st.k) if self.speculative else st.k)
 
     def flush(self, now: int = 0) -> np.ndarray:
         """End of stream: emit and purge everything still buffered, then let the detector
         emit what it still holds (``on_end``). A unit that has :attr:`ended` already (its
         producers' end reached it in a push) has nothing left to do."""
         if not self.ended:
-            self.clk = int(_kernels.END_OF_TIME)
+            self.state.clk = int(_kernels.END_OF_TIME)
             self._finish(now)
-        return self._take_output()
+        return self.driver.take_output()
 
     # --------------------------------------------------------------- plumbing
     def _accept(self, batch: np.ndarray) -> np.ndarray:
@@ -422,166 +368,16 @@ class OrderingUnit:
         if flags.any():
             n_control = int(np.count_nonzero(flags & ev.CONTROL))
             n_progress = int(np.count_nonzero(flags & ev.PROGRESS))
-        self.stats.events_in += len(batch) - n_control - n_progress
-        self.stats.control_in += n_control
-        self.stats.progress_in += n_progress
-        self._buffer.push(batch, flags, now)
-
-    def _proposals(self, batch: np.ndarray, flags: np.ndarray) -> np.ndarray:
-        """The clock each arrival of ``batch`` proposes (see :mod:`.clock`); call once per
-        pushed batch: a channel clock takes the punctuations in."""
-        return self.clock_source.proposals(batch, (flags & (ev.CONTROL | ev.PROGRESS)) == 0)
-
-    def _advance_clock(self, batch: np.ndarray,
-                       flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Clock and K after each arrival of ``batch`` (see :func:`_kernels.advance_clock`);
-        the unit's clock and K become those after the whole batch. Returns which arrivals
-        advance the clock and the clock and K after each. (The pure K-slack buffer's
-        kernel does the same event by event.)"""
-        is_data = (flags & (ev.CONTROL | ev.PROGRESS)) == 0
-        proposal = self._proposals(batch, flags)
-        clk_after, k_after, self.clk, self.k, self._pending = _kernels.advance_clock(
-            batch["ts"], batch["kplus"], proposal, is_data, self.clock_source.immediate,
-            np.int64(self.clk), np.int64(self.k), np.int64(self._pending))
-        return proposal != _kernels.NO_CLOCK, clk_after, k_after
-
-    def _take_output(self) -> np.ndarray:
-        if not self._out:
-            return np.empty(0, self.out_dtype)
-        out = self._out[0] if len(self._out) == 1 else np.concatenate(self._out)
-        self._out.clear()
-        return out
-
-    def _note(self, kind: str, row: np.ndarray | np.void) -> None:
-        if self.trace is not None:
-            r = row[0] if isinstance(row, np.ndarray) else row
-            self.trace.append(TraceEntry(kind, self._type_names[int(r["type"])], int(r["ts"])))
-
-    def _to_late(self, rows: np.ndarray) -> None:
-        self.stats.late += len(rows)
-        self._late.append(rows.copy())
-        if self.trace is not None:
-            for r in rows:
-                self._note("late", r)
-
-    # ------------------------------------------------------ detector driving
-    def _process(self, events: np.ndarray, kplus: Sequence[int] | None, now: int,
-                 update: bool) -> None:
-        """Hand time-ordered events to the detector and stamp what it generates.
-
-        ``kplus`` per event (None: all zero) is how prematurely each one is emitted.
-        """
-        emit = self._emit
-        emit.clear()
-        try:
-            self.detector.on_batch(events, self._type_names, emit)
-        except Exception as exc:
-            row = events[min(emit.cause, len(events) - 1)]
-            raise DetectorError(
-                f"detector {self.name!r} failed on event type={self._type_names[row['type']]} "
-                f"ts={row['ts']} key={row['key']} producer={row['producer']} seq={row['seq']}: "
-                f"{type(exc).__name__}: {exc}") from exc
-        self.stats.emitted += len(events)
-        if len(emit):
-            origins = np.maximum.accumulate(np.maximum(events["origin"], self._origin))
-            kp = np.zeros(len(events), np.int64) if kplus is None else np.asarray(kplus, np.int64)
-            self._stamp(emit, kp, origins, now, update, events)
-            self._origin = int(origins[-1])
-        elif len(events) == 1:
-            o = int(events["origin"][0])
-            if o > self._origin:
-                self._origin = o
-        else:
-            self._origin = max(self._origin, int(events["origin"].max()))
+        stats = self.state.stats
+        stats.events_in += len(batch) - n_control - n_progress
+        stats.control_in += n_control
+        stats.progress_in += n_progress
+        self.buffer.push(batch, flags, now)
 
     def _finish(self, now: int) -> None:
         """The clock is at the end of time: hand the detector everything, then its end."""
-        self._buffer.flush(now)
-        self._end(now)
-
-    def _end(self, now: int) -> None:
-        """Let the detector emit what it still holds, caused by the last input event."""
-        emit = self._emit
-        emit.clear()
-        try:
-            self.detector.on_end(emit)
-        except Exception as exc:
-            raise DetectorError(f"detector {self.name!r} failed at the end of the stream: "
-                                f"{type(exc).__name__}: {exc}") from exc
-        if len(emit):
-            self._stamp(emit, np.zeros(1, np.int64), np.array([self._origin], np.int64), now,
-                        update=False)
-
-    def _stamp(self, emit: Any, kplus: np.ndarray, origins: np.ndarray, now: int,
-               update: bool, events: np.ndarray | None = None) -> None:
-        """Number what the detector emitted for ``events`` (None: at the end) and queue it;
-        on an on-demand replay (``update``) the sent log holds it until the revision."""
-        parts = []
-        if emit.rows:
-            out = np.zeros(len(emit.rows), self.out_dtype)
-            for i, (name, ts, key, payload) in enumerate(emit.rows):
-                row = out[i]
-                row["type"] = self._output_id(name)
-                row["ts"] = ts
-                row["key"] = key
-                for f, v in payload.items():
-                    row[f] = v
-            parts.append((out, np.asarray(emit.causes, np.int64)))
-        for name, columns, cause in emit.column_batches:
-            out = np.zeros(len(cause), self.out_dtype)
-            out["type"] = self._output_id(name)
-            for f, v in columns.items():
-                out[f] = v
-            parts.append((out, cause))
-        out = parts[0][0] if len(parts) == 1 else concat_records([o for o, _ in parts])
-        cause = parts[0][1] if len(parts) == 1 else np.concatenate([c for _, c in parts])
-        # counters follow the input order, however the detector grouped its output, so
-        # they do not depend on how the input was cut into batches
-        order = np.argsort(cause, kind="stable")
-        out, cause = np.take(out, order), cause[order]
-        n = len(out)
-        out["producer"] = self.producer
-        out["kplus"] = kplus[cause]
-        out["origin"] = origins[cause]
-        out["ats"] = now
-        if self._sent is not None:  # labels, logged with the outputs' causes
-            self._seq = self._sent.take(out, causes(events, cause), self._seq, update)
-            if update:
-                return
-        else:
-            out["seq"] = np.arange(self._seq, self._seq + n)
-            self._seq += n
-        self.stats.generated += n
-        self._out.append(out)
-
-    def _output_id(self, name: str) -> int:
-        try:
-            return self._output_ids[name]
-        except KeyError:
-            raise ValueError(f"detector {type(self.detector).__name__} emitted {name!r}, which is "
-                             f"not among its outputs {sorted(self._output_ids)}") from None
-
-    def _send_revision(self, rev: Revision) -> None:
-        """Send what an on-demand replay revised (see :meth:`SentLog.revise`)."""
-        rev.count(self.stats)
-        if self.trace is not None and rev.retractions:
-            self.trace.append(TraceEntry("retract", "", rev.retracted_from))
-        self._out.append(rev.messages)
-
-    def _send_retraction(self, from_seq: int, upto_seq: int, now: int) -> None:
-        """Counter message: revoke this unit's events with seq in [from_seq, upto_seq)."""
-        if upto_seq <= from_seq:
-            return
-        msg = np.zeros(1, self.out_dtype)
-        msg["producer"] = self.producer
-        msg["seq"] = from_seq
-        msg["flags"] = ev.RETRACTION
-        msg["ats"] = now
-        self.stats.retractions_sent += 1
-        self.stats.events_retracted += upto_seq - from_seq
-        if self.trace is not None:
-            self.trace.append(TraceEntry("retract", "", from_seq))
-        self._out.append(msg)
+        self.buffer.flush(now)
+        self.driver.end(now)
 
 
 def _checked_options(where: str, registry: ev.TypeRegistry, alpha: Any, retraction: Any,

@@ -66,7 +66,7 @@ def run(u: OrderingUnit, raw: np.ndarray, cuts: list[int]) -> list[np.ndarray] |
 
 def _reached(u: OrderingUnit) -> int:
     """Held events the unit's clock has reached (those a cap of K can release)."""
-    return int(np.count_nonzero(u._buffer.time_stamps() <= u.clk))
+    return int(np.count_nonzero(u.buffer.time_stamps() <= u.clk))
 
 
 def accounted(u: OrderingUnit, n: int) -> None:

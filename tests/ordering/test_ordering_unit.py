@@ -155,7 +155,7 @@ def test_equal_consecutive_snapshots_are_shared():
     reg = u.registry
     for row in rows(reg, [("A", 0, 0), ("B", 1, 1), ("B", 2, 2), ("B", 3, 3), ("A", 10, 4)]):
         u.push(np.array([row]))  # one arrival at a time: one run, one snapshot each
-    snaps = u._snaps[:u._n_emitted]
+    snaps = u.buffer.snapshots()
     assert u.stats.snapshots_shared >= 1
     assert any(a is b for a, b in itertools.pairwise(snaps))
 

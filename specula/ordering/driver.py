@@ -1,0 +1,217 @@
+"""The detector an ordering unit drives: handing it time-ordered events, numbering what
+it generates, its snapshots, and the messages that revoke or revise what was sent.
+
+The buffers decide *when* events reach the detector (:mod:`specula.ordering.kslack`,
+:mod:`specula.ordering.speculative`); the :class:`DetectorDriver` decides *what goes
+out* for them: every generated event gets the unit's producer, a counter (with
+on-demand retraction a label logged with its cause, :mod:`specula.ordering._sent`), its
+cause's K+ and origin. Counters and origin live in the unit's
+:class:`~specula.ordering.state.UnitState`, and a :class:`Snapshot` carries them with
+the detector's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from specula import events as ev
+from specula.events import concat_records
+from specula.ordering._sent import Revision, SentLog, causes
+from specula.ordering.emitter import Emitter
+from specula.ordering.state import UnitState
+
+
+class DrivenDetector(Protocol):
+    """What an ordering unit needs from the detector it wraps."""
+
+    def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Any) -> None: ...
+    def on_end(self, emit: Any) -> None: ...
+    def snapshot(self) -> Any: ...
+    def restore(self, state: Any) -> None: ...
+
+
+class DetectorError(RuntimeError):
+    """A detector raised while processing an event; names the detector and the event."""
+
+
+class Snapshot(NamedTuple):
+    """Detector state plus what the unit piggybacks on it: the next output's counter (with
+    on-demand retraction, the label bound between outputs in front and behind) and origin."""
+
+    state: Any
+    seq: int
+    origin: int
+
+
+class DetectorDriver:
+    """One detector, driven: its input, its snapshots and the output queued for the push.
+
+    ``sent`` is the log of what a replay may revise (on-demand retraction of a
+    speculative unit), else None.
+    """
+
+    def __init__(self, detector: DrivenDetector, state: UnitState, *, name: str,
+                 producer: int, out_dtype: np.dtype, outputs: dict[str, int],
+                 type_names: Sequence[str], sent: SentLog | None) -> None:
+        self.detector = detector
+        self.state = state
+        self.name = name
+        self.producer = producer
+        self.out_dtype = out_dtype
+        self.type_names = type_names
+        self.sent = sent
+        self._output_ids = outputs
+        self._emit = Emitter()
+        self._out: list[np.ndarray] = []
+
+    # ------------------------------------------------------------ snapshots
+    def snapshot(self) -> Snapshot:
+        """The detector's state now, with the unit's counter and origin."""
+        self.state.stats.snapshots += 1
+        return Snapshot(self.detector.snapshot(), self.state.seq, self.state.origin)
+
+    def restore(self, snap: Snapshot) -> None:
+        """Go back to ``snap``: the detector, the counter and the origin."""
+        st = self.state
+        st.stats.restores += 1
+        self.detector.restore(snap.state)
+        st.seq = snap.seq
+        st.origin = snap.origin
+
+    def resume(self, current: Snapshot) -> None:
+        """Back to the state taken before a replay that stopped early: the detector's,
+        and the larger origin (the counter is the revision's to set)."""
+        self.detector.restore(current.state)
+        self.state.origin = max(self.state.origin, current.origin)
+
+    # ------------------------------------------------------------ driving
+    def process(self, events: np.ndarray, kplus: np.ndarray | None, now: int,
+                update: bool) -> None:
+        """Hand time-ordered events to the detector and stamp what it generates.
+
+        ``kplus`` per event (None: all zero) is how prematurely each one is emitted;
+        ``update``: an on-demand replay, whose output the sent log holds for the
+        revision.
+        """
+        emit, st = self._emit, self.state
+        emit.clear()
+        try:
+            self.detector.on_batch(events, self.type_names, emit)
+        except Exception as exc:
+            row = events[min(emit.cause, len(events) - 1)]
+            raise DetectorError(
+                f"detector {self.name!r} failed on event type={self.type_names[row['type']]} "
+                f"ts={row['ts']} key={row['key']} producer={row['producer']} seq={row['seq']}: "
+                f"{type(exc).__name__}: {exc}") from exc
+        st.stats.emitted += len(events)
+        if len(emit):
+            origins = np.maximum.accumulate(np.maximum(events["origin"], st.origin))
+            kp = np.zeros(len(events), np.int64) if kplus is None else np.asarray(kplus, np.int64)
+            self._stamp(emit, kp, origins, now, update, events)
+            st.origin = int(origins[-1])
+        elif len(events) == 1:
+            o = int(events["origin"][0])
+            if o > st.origin:
+                st.origin = o
+        else:
+            st.origin = max(st.origin, int(events["origin"].max()))
+
+    def end(self, now: int) -> None:
+        """Let the detector emit what it still holds, caused by the last input event."""
+        emit = self._emit
+        emit.clear()
+        try:
+            self.detector.on_end(emit)
+        except Exception as exc:
+            raise DetectorError(f"detector {self.name!r} failed at the end of the stream: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        if len(emit):
+            self._stamp(emit, np.zeros(1, np.int64), np.array([self.state.origin], np.int64),
+                        now, update=False)
+
+    def _stamp(self, emit: Emitter, kplus: np.ndarray, origins: np.ndarray, now: int,
+               update: bool, events: np.ndarray | None = None) -> None:
+        """Number what the detector emitted for ``events`` (None: at the end) and queue it;
+        on an on-demand replay (``update``) the sent log holds it until the revision."""
+        parts = []
+        if emit.rows:
+            out = np.zeros(len(emit.rows), self.out_dtype)
+            for i, (name, ts, key, payload) in enumerate(emit.rows):
+                row = out[i]
+                row["type"] = self._output_id(name)
+                row["ts"] = ts
+                row["key"] = key
+                for f, v in payload.items():
+                    row[f] = v
+            parts.append((out, np.asarray(emit.causes, np.int64)))
+        for name, columns, cause in emit.column_batches:
+            out = np.zeros(len(cause), self.out_dtype)
+            out["type"] = self._output_id(name)
+            for f, v in columns.items():
+                out[f] = v
+            parts.append((out, cause))
+        out = parts[0][0] if len(parts) == 1 else concat_records([o for o, _ in parts])
+        cause = parts[0][1] if len(parts) == 1 else np.concatenate([c for _, c in parts])
+        # counters follow the input order, however the detector grouped its output, so
+        # they do not depend on how the input was cut into batches
+        order = np.argsort(cause, kind="stable")
+        out, cause = np.take(out, order), cause[order]
+        n = len(out)
+        out["producer"] = self.producer
+        out["kplus"] = kplus[cause]
+        out["origin"] = origins[cause]
+        out["ats"] = now
+        st = self.state
+        if self.sent is not None:  # labels, logged with the outputs' causes
+            st.seq = self.sent.take(out, causes(events, cause), st.seq, update)
+            if update:
+                return
+        else:
+            out["seq"] = np.arange(st.seq, st.seq + n)
+            st.seq += n
+        st.stats.generated += n
+        self._out.append(out)
+
+    def _output_id(self, name: str) -> int:
+        try:
+            return self._output_ids[name]
+        except KeyError:
+            raise ValueError(f"detector {type(self.detector).__name__} emitted {name!r}, which is "
+                             f"not among its outputs {sorted(self._output_ids)}") from None
+
+    # ------------------------------------------------------------ revisions
+    def send_revision(self, rev: Revision) -> None:
+        """Send what an on-demand replay revised (see :meth:`SentLog.revise`)."""
+        st = self.state
+        rev.count(st.stats)
+        if st.trace is not None and rev.retractions:
+            st.trace.add("retract", "", rev.retracted_from)
+        self._out.append(rev.messages)
+
+    def send_retraction(self, from_seq: int, upto_seq: int, now: int) -> None:
+        """Counter message: revoke this unit's events with seq in [from_seq, upto_seq)."""
+        if upto_seq <= from_seq:
+            return
+        msg = np.zeros(1, self.out_dtype)
+        msg["producer"] = self.producer
+        msg["seq"] = from_seq
+        msg["flags"] = ev.RETRACTION
+        msg["ats"] = now
+        st = self.state
+        st.stats.retractions_sent += 1
+        st.stats.events_retracted += upto_seq - from_seq
+        if st.trace is not None:
+            st.trace.add("retract", "", from_seq)
+        self._out.append(msg)
+
+    # ------------------------------------------------------------ output
+    def take_output(self) -> np.ndarray:
+        """What was queued since the last call, in the order consumers apply it."""
+        if not self._out:
+            return np.empty(0, self.out_dtype)
+        out = self._out[0] if len(self._out) == 1 else np.concatenate(self._out)
+        self._out.clear()
+        return out
