@@ -85,9 +85,7 @@ def unit_state(unit: OrderingUnit) -> dict[str, Any]:
 
 def restore_unit(unit: OrderingUnit, state: dict[str, Any]) -> None:
     """Put ``unit`` (fresh, built for the same node) into ``state`` from :func:`unit_state`."""
-    if state.get("v") != STATE_VERSION:
-        raise ValueError(f"{unit.name}: checkpoint layout {state.get('v')!r} is not "
-                         f"{STATE_VERSION}, the one this version reads")
+    _check_fits(unit, state)
     st = unit.state
     st.clk, st.k, st.pending = state["clk"], state["k"], state["pending"]
     st.handed = state["handed"]
@@ -98,21 +96,36 @@ def restore_unit(unit: OrderingUnit, state: dict[str, Any]) -> None:
     st.late = [late] if len(late) else []
     unit.detector.restore(pickle.loads(state["detector"]))
     clock, sent = unit.clock_source, unit.driver.sent
-    if state["channels"] is not None:
-        if not isinstance(clock, ChannelClock):
-            raise ValueError(f"{unit.name}: the checkpoint has channel clocks, the unit none")
+    if isinstance(clock, ChannelClock):
         clock.load_clocks(unpack_array(state["channels"]))
-    if state["sent"] is not None:
-        if sent is None:
-            raise ValueError(f"{unit.name}: the checkpoint has a sent log, the unit none")
+    if sent is not None:
         sent.load(unpack_array(state["sent"]["rows"]), unpack_array(state["sent"]["why"]))
-    if state["controller"] is not None:
-        if unit.controller is None:
-            raise ValueError(f"{unit.name}: the checkpoint has an alpha controller, the "
-                             f"unit none")
+    if unit.controller is not None:
         unit.controller.load_state(state["controller"])
     unit.memory.load_state(state["memory"])
     unit.buffer.load_contents(_contents(state))
+
+
+def _check_fits(unit: OrderingUnit, state: dict[str, Any]) -> None:
+    """A ValueError naming the unit unless ``state`` is of this layout and of a unit
+    built like ``unit``: the same buffer, clock, sent log and alpha controller."""
+    if state.get("v") != STATE_VERSION:
+        raise ValueError(f"{unit.name}: checkpoint layout {state.get('v')!r} is not "
+                         f"{STATE_VERSION}, the one this version reads")
+    parts = {"a speculative buffer": state["buffer"]["kind"] == "speculative",
+             "channel clocks": state["channels"] is not None,
+             "a log of sent versions (on-demand retraction)": state["sent"] is not None,
+             "an alpha controller": state["controller"] is not None}
+    has = {"a speculative buffer": unit.speculative,
+           "channel clocks": isinstance(unit.clock_source, ChannelClock),
+           "a log of sent versions (on-demand retraction)": unit.driver.sent is not None,
+           "an alpha controller": unit.controller is not None}
+    for part, in_state in parts.items():
+        if in_state != has[part]:
+            held, lacks = ("the checkpoint", "the unit") if in_state else ("the unit",
+                                                                           "the checkpoint")
+            raise ValueError(f"{unit.name}: {held} has {part}, {lacks} has none: the "
+                             f"checkpoint is of a unit built otherwise")
 
 
 def _speculative_state(held: Contents, slots: np.ndarray) -> dict[str, Any]:

@@ -60,3 +60,22 @@ def test_a_level_two_unit_keeps_its_channel_clocks():
     restore_unit(twin, unit_state(unit))
     assert twin.clock_source.channel_clocks() == unit.clock_source.channel_clocks()
     assert twin.clk == unit.clk and twin.clock_source.channel_clocks()[producer] == 8
+
+
+@pytest.mark.parametrize(("taken", "restored", "part"), [
+    ((0.0, "full"), (1.0, "full"), "a speculative buffer"),
+    ((1.0, "full"), (0.0, "full"), "a speculative buffer"),
+    ((0.0, "on-demand"), (0.0, "full"), "a log of sent versions"),
+    (("adaptive", "full"), (0.0, "full"), "an alpha controller")])
+def test_a_checkpoint_of_a_unit_built_otherwise_is_refused(taken, restored, part):
+    instance, registry = unit_of(*taken)
+    original = instance.unit(registry)
+    original.push(abc_stream(registry, 200, seed=1, max_delay=40), 1)
+    other, _ = unit_of(*restored)
+    twin = other.unit(registry)
+    before = unit_state(twin)
+    with pytest.raises(ValueError, match=rf"a_not_bc: .*{part}.*built otherwise"):
+        restore_unit(twin, unit_state(original))
+    after = unit_state(twin)
+    assert {k: v for k, v in after.items() if k != "detector"} == {
+        k: v for k, v in before.items() if k != "detector"}  # refused before any change
