@@ -315,7 +315,10 @@ class TermParser(TokenStream):
                 operand, depth = self._unary()
             finally:
                 self.nesting -= 1
-            if isinstance(operand, Const) and not isinstance(operand.value, bool):
+            # a number's sign is folded; a string or bool is left to the type check,
+            # which refuses arithmetic on them with the line and column
+            if isinstance(operand, Const) and isinstance(operand.value, int | float) \
+                    and not isinstance(operand.value, bool):
                 return Const(-operand.value), depth
             return BinOp("-", Const(0), operand), self._deeper(token, depth)
         if self.at_op("("):
