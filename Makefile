@@ -19,15 +19,17 @@ run: $(STAMP)
 # one, the rest beside them (tests/conftest.py)
 test: $(STAMP)
 	$(BIN)/ruff check specula tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # the inner loop: everything but Spark, Ray and whole generated matches (under 2 minutes)
 test-quick: $(STAMP)
 	$(BIN)/ruff check specula tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ordering.py --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

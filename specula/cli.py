@@ -23,6 +23,7 @@ from specula.actors import InProcessRuntime, RayRuntime, RunReport
 from specula.actors.report import format_detectors
 from specula.detectors import Graph
 from specula.detectors.examples import example_registry
+from specula.detectors.graph import Alpha
 from specula.options import NODE_OPTIONS, CostModel, OptionError, check_option
 from specula.ordering.net import ranked
 from specula.pipelines.synthetic import abc_stream, example_graph
@@ -39,7 +40,8 @@ def demo(args: argparse.Namespace) -> int:
     cost = CostModel(per_event=args.cost_us * 1e-6, per_snapshot=args.cost_us * 0.5e-6,
                      per_restore=args.cost_us * 1e-6, per_comparison=args.cost_us * 0.25e-6)
     runs: dict[str, RunReport] = {}
-    for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
+    alphas: tuple[tuple[str, Alpha], ...] = (("kslack", 1.0), ("adaptive", "adaptive"))
+    for label, alpha in alphas:
         graph = example_graph(alpha, args.retraction, k0=args.k0)
         rt = InProcessRuntime(graph, cost_model=cost, ticks_per_second=args.ticks_per_second)
         t0 = time.perf_counter()
@@ -75,7 +77,7 @@ def _table(runs: dict[str, RunReport]) -> str:
 
 def _same(a: RunReport, b: RunReport, name: str) -> bool:
     x, y = ranked(a.net(name)), ranked(b.net(name))  # on-demand counters are labels
-    names = [n for n in x.dtype.names if n not in ("flags", "ats", "kplus", "origin")]
+    names = [n for n in ev.fields_of(x.dtype) if n not in ("flags", "ats", "kplus", "origin")]
     return len(x) == len(y) and bool(np.all(x[names] == y[names]))
 
 
@@ -412,8 +414,7 @@ def _source(spec: str, graph: Graph, batch_size: int
         bad, errors = ev.validate_batch(raw, graph.registry if made_with is None
                                         else made_with)
         not_raw, refused = ev.validate_raw(raw)
-        errors = sorted(errors + [e for e in refused if not bad[e.record]],
-                        key=lambda e: e.record)
+        errors = sorted(errors + [e for e in refused if not bad[_row(e)]], key=_row)
         bad |= not_raw
     except UsageError:
         raise
@@ -425,6 +426,12 @@ def _source(spec: str, graph: Graph, batch_size: int
         print(f"{int(bad.sum())} bad records quarantined", file=sys.stderr)
         raw = raw[~bad]
     return raw, made_with
+
+
+def _row(error: ev.InvalidEvent) -> int:
+    """The row a batch validation error names (each of them names one)."""
+    assert error.record is not None, error
+    return error.record
 
 
 def _summary_table(report: RunReport) -> str:

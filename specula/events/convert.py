@@ -74,7 +74,7 @@ def _require_type_fields(dtype: np.dtype, etype: EventType) -> None:
     """Raise ValueError unless ``dtype`` holds the core fields and the payload of ``etype``."""
     if dtype.names is None:
         raise ValueError(f"batch dtype must be structured, got {dtype}")
-    for name, field_dtype in (*CORE_DTYPE.descr, *etype.fields):
+    for name, field_dtype in (*((n, CORE_DTYPE[n]) for n in _CORE_NAMES), *etype.fields):
         expected = np.dtype(field_dtype)
         if name not in dtype.names:
             raise ValueError(f"batch dtype lacks field {name!r} of event type {etype.name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["CONTROL", "CORE_DTYPE", "CORE_FIELDS", "LATE", "PROGRESS", "RETRACTION", "REVOKE",
-           "UPDATE", "InvalidEvent"]
+           "UPDATE", "InvalidEvent", "fields_of"]
 
 CORE_FIELDS: tuple[tuple[str, type[np.generic]], ...] = (
     ("ts", np.int64),  # occurrence time stamp
@@ -77,6 +77,18 @@ class InvalidEvent(ValueError):  # noqa: N818 - the name is part of the public A
         # Exceptions pickle as ``cls(*args)``; rebuild from the attributes instead so the
         # exception survives being shipped between processes.
         return (type(self), (self.record, self.field, self.reason))
+
+
+def fields_of(dtype: np.dtype) -> tuple[str, ...]:
+    """The field names of a structured dtype (a batch's columns, in order).
+
+    NumPy types ``dtype.names`` as optional because a plain dtype has none; every batch
+    and row in this package is structured, so a plain one is a caller's error.
+    """
+    names = dtype.names
+    if names is None:
+        raise TypeError(f"expected a structured dtype, got {dtype}")
+    return names
 
 
 def _invalid_message(record: int | None, field: str | None, reason: str) -> str:

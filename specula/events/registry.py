@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from specula.events.convert import (
     _column,
@@ -20,7 +21,14 @@ from specula.events.convert import (
     _require_type_fields,
     _show,
 )
-from specula.events.core import _CORE_NAMES, _SETTABLE_CORE, CORE_DTYPE, InvalidEvent
+from specula.events.core import (
+    _CORE_NAMES,
+    _SETTABLE_CORE,
+    CORE_DTYPE,
+    CORE_FIELDS,
+    InvalidEvent,
+    fields_of,
+)
 from specula.events.strings import StringTable, is_string_spec
 
 __all__ = ["EventType", "TypeRegistry"]
@@ -261,7 +269,7 @@ class TypeRegistry:
         cached = self._dtype_cache.get(ids)
         if cached is not None:
             return cached
-        fields: list[tuple[str, np.dtype]] = list(CORE_DTYPE.descr)
+        fields: list[tuple[str, npt.DTypeLike]] = list(CORE_FIELDS)
         seen = set(_CORE_NAMES)
         for type_id in ids:
             for field, field_dtype in self._by_id[type_id - 1].fields:
@@ -349,7 +357,7 @@ class TypeRegistry:
         out["type"] = etype.id
         for name, values in given.items():
             core = name in _SETTABLE_CORE
-            field_dtype = CORE_DTYPE.fields[name][0] if core else payload[name]
+            field_dtype = CORE_DTYPE[name] if core else payload[name]
             if name in etype.strings:
                 out[name] = self._string_column(values, name, n)
                 continue
@@ -429,7 +437,7 @@ class TypeRegistry:
                 _require_type_fields(target, etype)
 
         out = np.zeros(len(rows), dtype=target)
-        for name in target.names:
+        for name in fields_of(target):
             if any(name in row for row in rows):
                 out[name] = np.array([row.get(name, 0) for row in rows], dtype=target[name])
         return out
@@ -460,7 +468,7 @@ class TypeRegistry:
             if name == "type":
                 continue
             if name in _SETTABLE_CORE:
-                field_dtype, strict = CORE_DTYPE.fields[name][0], True
+                field_dtype, strict = CORE_DTYPE[name], True
             elif isinstance(name, str) and name in etype.strings:
                 try:
                     row[name] = self.strings.intern(value)

@@ -26,6 +26,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,12 +111,14 @@ class DelayModel:
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
 
-    def delays(self, events: np.ndarray, sensors: np.ndarray | None = None) -> np.ndarray:
+    def delays(self, events: np.ndarray | Mapping[str, np.ndarray],
+               sensors: np.ndarray | None = None) -> np.ndarray:
         """Delay (ps, int64, ``>= 0``) of every event, in the order of ``events``.
 
-        Only the ``ts`` and ``key`` fields are used. ``sensors`` lists every sensor id of
-        the stream (bursts hold runs of consecutive ones); by default the keys present
-        in ``events``. Give it when ``events`` is only a part of the stream.
+        Only the ``ts`` and ``key`` fields are used (a batch, or a mapping of the two
+        columns). ``sensors`` lists every sensor id of the stream (bursts hold runs of
+        consecutive ones); by default the keys present in ``events``. Give it when
+        ``events`` is only a part of the stream.
         """
         ts = np.asarray(events["ts"], np.int64)
         keys = np.asarray(events["key"], np.int64)

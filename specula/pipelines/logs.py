@@ -50,14 +50,24 @@ class LogKind(Protocol):
     comma-separated fields.
     """
 
-    #: What the log is, for messages ("DEBS 2013 position log").
-    name: str
-    #: The registry its events are made with: their ``type`` column holds its ids. A
-    #: replay hands it to the runtime, which translates the ids by name into the
-    #: graph's registry or refuses a graph whose source types it lacks.
-    registry: TypeRegistry
-    #: Columns of the arrival table, in the order written; the core fields among them.
-    event_columns: tuple[str, ...]
+    # read-only members (properties), so that a frozen dataclass implements them
+
+    @property
+    def name(self) -> str:
+        """What the log is, for messages ("DEBS 2013 position log")."""
+        ...
+
+    @property
+    def registry(self) -> TypeRegistry:
+        """The registry its events are made with: their ``type`` column holds its ids. A
+        replay hands it to the runtime, which translates the ids by name into the
+        graph's registry or refuses a graph whose source types it lacks."""
+        ...
+
+    @property
+    def event_columns(self) -> tuple[str, ...]:
+        """Columns of the arrival table, in the order written; the core fields among them."""
+        ...
 
     def event_dtype(self) -> np.dtype:
         """The dtype of the event batches read back from the arrival table."""

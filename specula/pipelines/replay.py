@@ -185,6 +185,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
             if config.sources > 1 and not config.in_process else \
             annotations.into(arrival_batches(path, dtype, config.batch_size))
     if config.in_process:
+        assert not isinstance(raw, Sources)  # parts are for source actors (Ray) only
         with progress.phase("detecting (in-process)", total) as advance:
             report = _run_in_process(graph, progress.events(raw, advance), kind.registry,
                                      config.speed)
@@ -195,7 +196,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                     contextlib.nullcontext(config.ray_address) if config.ray_address
                     else ray_on_spark(spark, worker_nodes=config.ray_workers,
                                       log=out / "logs" / "ray-on-spark.log"))
-            live = LiveOutput(spark, graph, out, run) if config.watch else None
+            live = LiveOutput(spark, graph, out, run) if run is not None else None  # a watch
             with progress.phase("detecting (Ray)", total) as advance, stopping:
                 report, suspension = _run_on_ray(
                     graph, address, raw, kind.registry, config, resume,

@@ -95,6 +95,7 @@ def ingest(spark: SparkSession, kind: LogKind, log: str | os.PathLike[str],
                                     "count_if(duplicate) AS duplicates",
                                     "min(IF(reason IS NULL, ts, NULL)) AS first",
                                     "max(IF(reason IS NULL, ts, NULL)) AS last").first()
+        assert counts is not None  # an aggregate without grouping has one row
         first = tuple(describe(r) for r in quarantine.limit(FIRST_QUARANTINED).collect())
         clean = checked.where("reason IS NULL")
         events = kind.events(clean)

@@ -93,11 +93,14 @@ def read_events(spark: SparkSession, path: str | os.PathLike[str], event_type: s
                 registry: TypeRegistry) -> np.ndarray:
     """Read one event type of a persisted event table back as a batch of that type."""
     dtype = registry.dtype([event_type])
+    names = ev.fields_of(dtype)
     rows = spark.read.parquet(str(path)).where(f"event_type = '{event_type}'")
-    table = rows.select(*dtype.names).toArrow() if rows.take(1) else None
-    batch = np.zeros(0 if table is None else table.num_rows, dtype)
+    if not rows.take(1):
+        return np.zeros(0, dtype)
+    table = rows.select(*names).toArrow()
+    batch = np.zeros(table.num_rows, dtype)
     strings = registry[event_type].strings
-    for name in dtype.names if table is not None else ():
+    for name in names:
         column = table.column(name)
         batch[name] = (registry.strings.codes(column.to_pylist()) if name in strings
                        else column.to_numpy())
@@ -124,7 +127,7 @@ def events_table(per_detector: dict[str, np.ndarray], registry: TypeRegistry
     batches = list(per_detector.items())
     fields: dict[str, np.dtype] = {}
     for _, batch in batches:
-        for name in batch.dtype.names:
+        for name in ev.fields_of(batch.dtype):
             fields[name] = (np.result_type(fields[name], batch.dtype[name]) if name in fields
                             else batch.dtype[name])
     columns: dict[str, Any] = {
@@ -136,7 +139,7 @@ def events_table(per_detector: dict[str, np.ndarray], registry: TypeRegistry
     strings = {f for t in registry.types() for f in t.strings}
     schema = ["detector string", "event_type string"]
     for name, dtype in fields.items():
-        values = np.concatenate([b[name].astype(dtype) if name in b.dtype.names
+        values = np.concatenate([b[name].astype(dtype) if name in ev.fields_of(b.dtype)
                                  else np.zeros(len(b), dtype) for _, b in batches])
         if name in strings:
             columns[name] = [registry.strings.text(c) for c in values.tolist()]

@@ -42,12 +42,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
 from specula.events.hashing import fold64
 from specula.shedding.state import PartialMatchView
+
+if TYPE_CHECKING:
+    from sklearn.tree import DecisionTreeClassifier
 
 __all__ = ["HybridModel", "StateModel", "TreeTable", "learn"]
 
@@ -73,7 +77,7 @@ class TreeTable:
     ``(lo, hi]`` per feature.
     """
 
-    def __init__(self, tree: object) -> None:
+    def __init__(self, tree: DecisionTreeClassifier) -> None:
         t = tree.tree_
         self.left = t.children_left.astype(np.int64)
         self.right = t.children_right.astype(np.int64)
@@ -166,9 +170,9 @@ class StateModel:
     consumption: np.ndarray   # (classes, slices)
     length: int               # events of its partial matches (Ω)
     selectivity: float        # share of its partial matches that completed (SS)
-    inc_plus: np.ndarray = field(default=None)   # type: ignore[assignment]
-    inc_minus: np.ndarray = field(default=None)  # type: ignore[assignment]
-    made: np.ndarray = field(default=None)       # type: ignore[assignment]
+    inc_plus: np.ndarray = field(init=False)
+    inc_minus: np.ndarray = field(init=False)
+    made: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         # the online counts of the period under way
@@ -243,15 +247,15 @@ class HybridModel:
         for p, views in enumerate(periods):
             for view in views:
                 groups.setdefault((view.state, view.element), []).append((p, view))
-        for (state, element), views in groups.items():
-            features = np.concatenate([v.features for _, v in views])
-            period = np.repeat([p for p, _ in views], [len(v) for _, v in views])
+        for (state, element), members in groups.items():
+            features = np.concatenate([v.features for _, v in members])
+            period = np.repeat([p for p, _ in members], [len(v) for _, v in members])
             chain = self.ancestors.get(state - element, ())
             if element >= 1 and state in self.states:
                 made = out[state][2]
                 cls = period * made.shape[1] + self.states[state].tree.leaf(features)
                 made += np.bincount(cls, minlength=made.size).reshape(made.shape)
-            s = self.slice_of(np.concatenate([v.last_ts - v.first_ts for _, v in views]))
+            s = self.slice_of(np.concatenate([v.last_ts - v.first_ts for _, v in members]))
             omega = len(chain) + 1 - element  # events in the made match
             for k in range(element + 1, len(chain) + 1):
                 plus, minus, _ = out[chain[k - 1]]

@@ -133,6 +133,10 @@ class SheddingDetector(Protocol):
         window operator. A counter of the run, not state: snapshots leave it alone."""
         ...
 
+    def work_done(self) -> int:
+        """The work it did so far (every :class:`~specula.detectors.Detector` says)."""
+        ...
+
 
 class DetectorShedding:
     """The inbox side of ``Shedding(strategy="detector")``: keeps every event and hands

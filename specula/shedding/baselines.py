@@ -44,6 +44,8 @@ Read here as:
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from specula.events.hashing import uniform
@@ -175,7 +177,7 @@ class TypeUtilityShedder:
             raise ValueError("BL draws per (event, window): pass events and windows")
         return uniform(self.seed, _BL_TAG, events, windows) < self._probability(types)
 
-    def keep(self, batch: np.ndarray, command: object) -> np.ndarray:
+    def keep(self, batch: np.ndarray, command: DropCommand | float) -> np.ndarray:
         """The ``InputShedder`` method: the keep mask of a batch taken from an inbox.
 
         ``command`` is a ``DropCommand`` (its ``share``) or the share itself: that share of
@@ -188,7 +190,9 @@ class TypeUtilityShedder:
         names = batch.dtype.names or ()
         index = self.seen + np.arange(n, dtype=np.int64)
         self.seen += n
-        share = min(max(float(getattr(command, "share", command)), 0.0), 1.0)
+        # int and float named for the type checker, which does not count them as Real
+        given = command if isinstance(command, (int, float, numbers.Real)) else command.share
+        share = min(max(float(given), 0.0), 1.0)
         if share <= 0 or n == 0:
             return np.ones(n, bool)
         keys = ((batch["producer"], batch["seq"], batch["ts"])
@@ -221,7 +225,7 @@ class RandomState(StateShedder):
 
     def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
         if self.due(len(batch), command.share):
-            views = [v for v in self.holder.partial_matches() if v.sheddable]
+            views = [v for v in self.attached().partial_matches() if v.sheddable]
             self.drop(views, [uniform(self.seed, _RS_TAG, v.keys) < command.share
                               for v in views])
         return np.ones(len(batch), bool)
@@ -247,7 +251,7 @@ class SelectivityState(StateShedder):
 
     def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
         if self.due(len(batch), command.share):
-            views = [v for v in self.holder.partial_matches() if v.sheddable]
+            views = [v for v in self.attached().partial_matches() if v.sheddable]
             sizes = np.array([len(v) for v in views], np.float64)
             total = sizes.sum()
             if total > 0:

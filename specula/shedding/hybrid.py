@@ -118,7 +118,7 @@ class HybridShedder(StateShedder):
         matches (``state``, ``hybrid``) and keep it for the input filter. Returns the
         partial matches dropped."""
         model = self.model
-        views = [v for v in self.holder.partial_matches()
+        views = [v for v in self.attached().partial_matches()
                  if v.state in model.states and len(v)
                  and (v.sheddable or self.mode == "input")]
         if not views:
@@ -154,7 +154,7 @@ class HybridShedder(StateShedder):
             masks.append(in_d[ij])
         # rho_I's tests: a first element's class, else the leaves not shed at every slice
         self._alive = {state: None if len(sm.own) == len(sm.names) else
-                       sm.tree.boxes(sm.own, ~self.shed[state].all(axis=1))
+                       sm.tree.boxes(sm.own, ~np.all(self.shed[state], axis=1))
                        for state, sm in ((s, model.states[s]) for s in self.shed)}
         # whether rho_I can drop an event at all: a first element's class in D at slice
         # 0, or a later element's class in D at every slice (a tree's leaves cover
@@ -170,7 +170,7 @@ class HybridShedder(StateShedder):
         """rho_I: the keep mask of the events that make only partial matches of D."""
         n = len(batch)
         drop, protect = np.zeros(n, bool), np.zeros(n, bool)
-        for state, rows in self.holder.input_rows(batch):
+        for state, rows in self.attached().input_rows(batch):
             if not len(rows):
                 continue
             sm = self.model.states.get(state)

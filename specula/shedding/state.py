@@ -104,16 +104,21 @@ class StateShedder:
         self._wait -= n
         if share <= 0 or self._wait > 0:
             return False
-        if self.holder is None:
-            raise RuntimeError(f"{type(self).__name__} has no detector: attach() it first")
+        self.attached()
         self._wait = self.cooldown
         return True
+
+    def attached(self) -> PartialMatchHolder:
+        """The detector :meth:`attach` gave; RuntimeError before."""
+        if self.holder is None:
+            raise RuntimeError(f"{type(self).__name__} has no detector: attach() it first")
+        return self.holder
 
     def drop(self, views: list[PartialMatchView], masks: list[np.ndarray]) -> int:
         """Drop the rows of ``views`` where ``masks`` hold; return how many."""
         total = 0
         for view, mask in zip(views, masks, strict=True):
             if mask.any():
-                total += self.holder.drop_partial_matches(view.state, view.keys[mask])
+                total += self.attached().drop_partial_matches(view.state, view.keys[mask])
         self.dropped += total
         return total

@@ -150,7 +150,7 @@ class WindowDetector(Detector):
     [(3, 0, 4, 2)]
     """
 
-    def __init__(self, inputs: Names[str], pattern: Sequence | AnyOf, size: int, *,
+    def __init__(self, inputs: Names[str], pattern: Sequence[str] | AnyOf[str], size: int, *,
                  output: str = "window_match", openers: Names[str] | None = None,
                  slide: int | None = None, unit: str = "count",
                  reference_size: int | None = None, policy: str = "espice",
@@ -169,7 +169,7 @@ class WindowDetector(Detector):
         if unit == "time" and reference_size is None:
             raise ValueError("a time window needs reference_size (events per window)")
         self.reference_size = int(reference_size if reference_size is not None else size)
-        self.pattern = dataclasses.replace(pattern, types=tuple(index[t] for t in pattern.types))
+        self.pattern = pattern.relabel(index)
         assigner = WindowAssigner(size, openers=None if openers is None else
                                   [index[t] for t in openers], slide=slide, unit=unit,
                                   expected_size=self.reference_size)
@@ -322,11 +322,8 @@ class WindowDetector(Detector):
 
     def _note_openers(self, batch: np.ndarray, events: np.ndarray, base: int) -> None:
         """Remember the time stamp and key of every window this batch opens."""
-        a = self._op.assigner
-        if a.openers is not None:
-            opens = np.flatnonzero(np.isin(batch["type"], a.openers))
-        else:
-            opens = np.flatnonzero((base + np.arange(len(batch))) % a.slide == 0)
+        opens = np.flatnonzero(self._op.assigner.openings(batch["type"],
+                                                          base + np.arange(len(batch))))
         for i in opens.tolist():
             self._opener[base + i] = (int(events["ts"][i]), int(events["key"][i]))
 

@@ -27,10 +27,12 @@ for training is per (event, window) pair, not an event stream.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from specula.shedding._espice_tables import UtilityModel, UtilityTable
 
@@ -103,6 +105,13 @@ class WindowAssigner:
         return int(_mean_size(np.int64(self.closed_sizes), np.int64(self.closed_count),
                               self.expected_size))
 
+    def openings(self, types: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """Which events (their ``types`` and their ``index`` in the stream) open a window."""
+        if self.openers is not None:
+            return np.isin(types, self.openers)
+        assert self.slide is not None  # __init__ takes exactly one of openers and slide
+        return index % self.slide == 0
+
     def assign(self, ts: np.ndarray, types: np.ndarray) -> tuple[WindowPairs, np.ndarray,
                                                                   np.ndarray]:
         """Assign a time-ordered batch to windows.
@@ -116,10 +125,7 @@ class WindowAssigner:
         n = len(ts)
         base = self.seen
         index = base + np.arange(n, dtype=np.int64)
-        if self.openers is not None:
-            opens = np.flatnonzero(np.isin(types, self.openers))
-        else:
-            opens = np.flatnonzero(index % self.slide == 0)
+        opens = np.flatnonzero(self.openings(types, index))
         open_at = np.concatenate([self.open_at, base + opens])
         open_ts = np.concatenate([self.open_ts, ts[opens]])
         start = np.maximum(open_at - base, 0)
@@ -163,15 +169,21 @@ class WindowAssigner:
         return ids, sizes
 
 
-def _mean_size(total: np.ndarray, count: np.ndarray, default: int) -> np.ndarray:
+def _mean_size(total: npt.ArrayLike, count: npt.ArrayLike, default: int) -> np.ndarray:
     """Mean window size rounded half up (exact, in integers), ``default`` before any."""
     count = np.asarray(count, np.int64)
     mean = (2 * np.asarray(total, np.int64) + count) // np.maximum(2 * count, 1)
     return np.where(count > 0, np.maximum(mean, 1), default).astype(np.int64)
 
 
+#: How a pattern names event types: a type's index (the operator's input) or its name
+#: (a :class:`~specula.shedding.window_detector.WindowDetector`'s argument).
+T = TypeVar("T", bound=Hashable)
+U = TypeVar("U", bound=Hashable)
+
+
 @dataclass(frozen=True)
-class Sequence:
+class Sequence(Generic[T]):
     """``seq(T1; T2; ...; Tk)`` within a window, skip-till-next-match, one match per window.
 
     ``first`` takes the earliest T1 after the opener, then the earliest T2 after it, and so
@@ -179,7 +191,7 @@ class Sequence:
     ``with_opener`` the opener (position 0) is the pattern's first element and must be kept.
     """
 
-    types: tuple[int, ...]
+    types: tuple[T, ...]
     selection: str = "first"
     with_opener: bool = False
 
@@ -188,8 +200,14 @@ class Sequence:
         if not self.types:
             raise ValueError("a sequence needs at least one type")
 
-    def match(self, types: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
-        """Indices (into ``types``) of the constituents, or None; input in position order."""
+    def relabel(self, label: Mapping[T, U]) -> Sequence[U]:
+        """The same pattern with each type ``t`` named ``label[t]``."""
+        return Sequence(tuple(label[t] for t in self.types), self.selection, self.with_opener)
+
+    def match(self: Sequence[int], types: np.ndarray, positions: np.ndarray
+              ) -> np.ndarray | None:
+        """Indices (into ``types``) of the constituents, or None; input in position order
+        (of a pattern that names types by index, as ``types`` does)."""
         body = np.flatnonzero(positions > 0)
         chosen: list[int] = []
         if self.selection == "first":
@@ -215,7 +233,7 @@ class Sequence:
 
 
 @dataclass(frozen=True)
-class AnyOf:
+class AnyOf(Generic[T]):
     """``any(n, T1, ..., Tm)``: ``n`` events of distinct types among ``types`` in a window.
 
     Soccer Q1 (``seq(STR; any(n, DF1, ..., DFn))``, the striker's event opens the window and
@@ -226,7 +244,7 @@ class AnyOf:
     """
 
     n: int
-    types: tuple[int, ...]
+    types: tuple[T, ...]
     selection: str = "first"
     with_opener: bool = False
 
@@ -236,8 +254,14 @@ class AnyOf:
             raise ValueError(f"any(n, ...) needs 1 <= n <= {len(set(self.types))} distinct "
                              f"types, got n={self.n}")
 
-    def match(self, types: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
-        """Indices (into ``types``) of the constituents, or None; input in position order."""
+    def relabel(self, label: Mapping[T, U]) -> AnyOf[U]:
+        """The same pattern with each type ``t`` named ``label[t]``."""
+        return AnyOf(self.n, tuple(label[t] for t in self.types), self.selection,
+                     self.with_opener)
+
+    def match(self: AnyOf[int], types: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
+        """Indices (into ``types``) of the constituents, or None; input in position order
+        (of a pattern that names types by index, as ``types`` does)."""
         cand = np.flatnonzero((positions > 0) & np.isin(types, self.types))
         if self.selection == "first":
             _, first = np.unique(types[cand], return_index=True)
@@ -327,7 +351,7 @@ class WindowOperator:
     cost. :meth:`flush` closes what is still open.
     """
 
-    def __init__(self, assigner: WindowAssigner, pattern: Sequence | AnyOf,
+    def __init__(self, assigner: WindowAssigner, pattern: Sequence[int] | AnyOf[int],
                  shedder: PairShedder | None = None) -> None:
         self.assigner = assigner
         self.pattern = pattern

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from specula.detectors.graph import Graph
+from specula.events import fields_of
 from specula.soccer.geometry import INTENSITY_NAMES
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match.truth import (
@@ -212,7 +213,11 @@ def update(text: str, blocks: Mapping[str, str] | None = None) -> str:
             raise ValueError(f"the doc lacks the markers of block {name!r}: a line {begin} "
                              f"and, after it, a line {end}")
         block = f"{begin}\n{body}{end}"
-        text = pattern.sub(lambda _, block=block: block, text)  # block is no pattern
+
+        def literal(_: re.Match[str], block: str = block) -> str:  # block is no pattern
+            return block
+
+        text = pattern.sub(literal, text)
     return text
 
 
@@ -257,11 +262,12 @@ def _events(graph: Graph) -> str:
 def _truth() -> str:
     lines = ["| record | one row per | field | dtype | meaning |", "|---|---|---|---|---|"]
     for record, (dtype, row, meanings) in TRUTH.items():
-        if set(meanings) != set(dtype.names):
+        names = fields_of(dtype)
+        if set(meanings) != set(names):
             raise KeyError(f"the meanings of truth record {record!r} in "
                            f"specula/soccer/catalogue.py are for {sorted(meanings)}, its "
-                           f"fields are {sorted(dtype.names)}")
-        for i, name in enumerate(dtype.names):
+                           f"fields are {sorted(names)}")
+        for i, name in enumerate(names):
             head = f"`{record}` | {row}" if i == 0 else " | "
             lines.append(f"| {head} | `{name}` | {dtype[name].name} | {meanings[name]} |")
     return "\n".join(lines) + "\n"

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 PITCH_X = (0, 52_483)
 PITCH_Y = (-33_960, 33_965)
 
+class Goal(TypedDict):
+    """A goal in pitch coordinates (mm): its posts' x, its goal line's y, its bar's z."""
+
+    x: tuple[int, int]
+    y: int
+    z: int
+
+
 #: Goal areas (x range, y line, maximum height z). Goal 0 is on the positive-y side.
-GOALS = (
+GOALS: tuple[Goal, ...] = (
     {"x": (22_578, 29_898), "y": 33_941, "z": 2_440},
     {"x": (22_560, 29_880), "y": -33_968, "z": 2_440},
 )

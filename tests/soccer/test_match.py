@@ -3,6 +3,7 @@ truth is what the readings show."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -418,6 +419,13 @@ def test_rejects_bad_arguments():
         generate_match(1.0, profile="nope")
     with pytest.raises(ValueError, match="seconds"):
         generate_match(0.0)
+
+
+def test_a_truth_without_bodies_says_running_and_heat_need_them(debs):
+    bare = dataclasses.replace(debs.truth, bodies=None)
+    for aggregate in ("running", "heat"):
+        with pytest.raises(ValueError, match="computed from the simulated bodies"):
+            getattr(bare, aggregate)
 
 
 # ----------------------------------------------------------------------------- delays

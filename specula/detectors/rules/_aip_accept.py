@@ -34,6 +34,7 @@ def column_values(column: Column, table: Table, elements: list[np.ndarray]) -> n
     if column.window is not None:
         start = stop - column.window
     else:
+        assert column.after is not None  # Rule checks: a window or an element after
         start = elements[column.after]["ts"].astype(np.int64) + 1
     count = len(column.params)
     bound = np.zeros((len(stop), max(1, count)), np.int64)

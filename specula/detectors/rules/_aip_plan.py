@@ -194,6 +194,7 @@ def plan_columns(rule: Rule, mentions: tuple[dict[str, list[str]], ...],
         if window is not None:
             horizon = offsets[anchor] + window
         else:
+            assert after is not None  # Rule checks: a window or an element after
             horizon = max(offsets[anchor], offsets[after])
         params = tuple((attrs[0], rule.binder(p), mentions[rule.binder(p)][p][0], p in floats)
                        for p, attrs in mentions_of(pattern).items())
@@ -308,7 +309,7 @@ class Filter:
     that read only the event itself."""
 
     type_id: int
-    literals: tuple[tuple[str, str, object], ...]
+    literals: tuple[tuple[str, str, int | float | bool | str], ...]
     equal: tuple[tuple[str, str], ...]
     predicates: tuple[Comparison, ...] = ()
 
@@ -316,7 +317,8 @@ class Filter:
     def of(cls, pattern: Pattern, registry: TypeRegistry,
            predicates: tuple[Comparison, ...] = ()) -> Filter:
         return cls(registry.id(pattern.type),
-                   tuple((c.attr, c.op, c.value) for c in pattern.literals()),
+                   tuple((c.attr, c.op, c.value) for c in pattern.constraints
+                         if not isinstance(c.value, Param)),  # pattern.literals()
                    tuple((attrs[0], other) for attrs in mentions_of(pattern).values()
                          for other in attrs[1:]), predicates)
 

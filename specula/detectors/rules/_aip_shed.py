@@ -52,7 +52,7 @@ import numpy as np
 
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.engine import order_key
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, fields_of
 from specula.events.hashing import event_ids, fold64
 
 __all__ = ["PartialMatchBlock", "ShedHook", "StateSheddingError", "Tombstones"]
@@ -120,7 +120,7 @@ def element_attrs(rule: Rule, registry: TypeRegistry,
     out = []
     for p in rule.chain:
         fields = registry[p.type].field_names
-        out.append(tuple(a for a in dtype.names if a not in _CORE and a in fields))
+        out.append(tuple(a for a in fields_of(dtype) if a not in _CORE and a in fields))
     return tuple(out)
 
 
@@ -227,7 +227,9 @@ class ShedHook:
         ``(row, attribute)`` of each feature (row 0: element ``n-1``)."""
         n, out = len(self.rule.chain), []
         for k in range(n):
-            names, own, where = [], [], []
+            names: list[str] = []
+            own: list[int] = []
+            where: list[tuple[int, str]] = []
             for r, e in enumerate(range(n - 1, k - 1, -1)):
                 for a in self.attrs[e]:
                     if e == k:
@@ -266,6 +268,7 @@ class ShedHook:
     def made(self, store, k: int, ids: np.ndarray, ts: np.ndarray) -> None:
         """Record the instances just appended to state ``k`` (dead ends left out)."""
         live = ids[1] >= 0 if len(ids) > 1 else slice(None)
+        assert self.created is not None, "made() records what watch() asked for"
         if len(ts):
             self.created.append(self.block(store, k, ids[:, live], ts[live], 0))
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from specula.detectors.rules._aip_tables import Table
 from specula.detectors.rules.engine import TieHold
+from specula.events import fields_of
 
 __all__ = ["Held"]
 
@@ -25,8 +26,9 @@ class Held:
 
     def __init__(self, dtype: np.dtype) -> None:
         self.dtype = dtype
+        self.names = fields_of(dtype)
         self.hold = TieHold(dtype)
-        self.table = Table(tuple((name, dtype[name], 0) for name in dtype.names))
+        self.table = Table(tuple((name, dtype[name], 0) for name in self.names))
 
     def __len__(self) -> int:
         return len(self.table)
@@ -35,7 +37,7 @@ class Held:
         """The held events, in stream order."""
         table = self.table
         out = np.zeros(len(table), self.dtype)
-        for name in self.dtype.names:
+        for name in self.names:
             out[name] = table.cols[name][table.start:table.n]
         return out
 
@@ -43,7 +45,7 @@ class Held:
         table = self.table
         table.start = table.n = 0
         table.reserve(len(rows))
-        for name in self.dtype.names:
+        for name in self.names:
             table.cols[name][:len(rows)] = rows[name]
         table.n = len(rows)
 
@@ -53,7 +55,7 @@ class Held:
         :meth:`~specula.detectors.rules.engine.TieHold.take` does (the table is the state
         a snapshot keeps, so the hold starts from it)."""
         new = np.zeros(len(relevant), self.dtype)
-        for name in self.dtype.names:
+        for name in self.names:
             new[name] = events[name][relevant]
         self.hold.held = self.rows()
         done, causes = self.hold.take(new, relevant, events["ts"])

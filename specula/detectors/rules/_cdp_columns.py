@@ -17,6 +17,7 @@ import numpy as np
 
 from specula.detectors.rules import _cdp_index as _ix
 from specula.detectors.rules import _cdp_kernels as _k
+from specula.events import fields_of
 
 __all__ = ["NO_INDEX", "Store", "convert", "encode"]
 
@@ -152,7 +153,7 @@ def convert(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if picker is not None:
         return rows.view(picker).astype(dtype)
     out = np.empty(len(rows), dtype)
-    for name in dtype.names:
+    for name in fields_of(dtype):
         out[name] = rows[name]
     return out
 
@@ -173,11 +174,11 @@ def take(rows: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray
 def _picker(source: np.dtype, target: np.dtype) -> np.dtype | None:
     """A dtype that views rows of ``source`` as just the fields of ``target``, in its
     order (so one ``astype`` copies them), or None when a field differs in type."""
-    fields = source.fields
-    if any(name not in fields or fields[name][0] != target.fields[name][0]
-           for name in target.names):
+    names, fields, wanted = fields_of(target), source.fields, target.fields
+    assert fields is not None and wanted is not None, "structured dtypes"
+    if any(name not in fields or fields[name][0] != wanted[name][0] for name in names):
         return None
-    return np.dtype({"names": list(target.names),
-                     "formats": [fields[name][0] for name in target.names],
-                     "offsets": [fields[name][1] for name in target.names],
+    return np.dtype({"names": list(names),
+                     "formats": [fields[name][0] for name in names],
+                     "offsets": [fields[name][1] for name in names],
                      "itemsize": source.itemsize})

@@ -25,6 +25,8 @@ prefix (at most twice what is needed) rather than slicing to the exact length.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import cuda
 
@@ -67,6 +69,11 @@ class Ring:
     def __init__(self, n_enc: int, n_num: int, stream, capacity: int) -> None:
         self.n_enc, self.n_num = n_enc, n_num
         self.stream = stream
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        """Empty rows of ``capacity`` events on the device."""
+        n_enc, n_num, stream = self.n_enc, self.n_num, self.stream
         self.capacity = capacity
         self.enc = cuda.device_array((max(1, n_enc), capacity), np.int64, stream=stream)
         self.num = cuda.device_array((max(1, n_num), capacity), np.float64, stream=stream)
@@ -101,7 +108,7 @@ class Ring:
         """Hold exactly ``enc``/``num``, growing the ring if they do not fit."""
         n = enc.shape[1]
         if n > self.capacity:
-            self.__init__(self.n_enc, self.n_num, self.stream, size_class(2 * n))
+            self._allocate(size_class(2 * n))
         self._write(self.head, enc, num)
         self.size = n
 
@@ -170,14 +177,14 @@ def _common_run(old, held: int, new) -> tuple[int, int, int] | None:
     if not held:
         return None
     ko, kn = _identity(old, held), _identity(new, len(new))
-    s = np.flatnonzero((ko[0] == kn[0][0]) & (ko[1] == kn[1][0]) & (ko[2] == kn[2][0]))
-    if len(s):
-        s, j = int(s[0]), 0
+    in_old = np.flatnonzero((ko[0] == kn[0][0]) & (ko[1] == kn[1][0]) & (ko[2] == kn[2][0]))
+    if len(in_old):
+        s, j = int(in_old[0]), 0
     else:
-        j = np.flatnonzero((kn[0] == ko[0][0]) & (kn[1] == ko[1][0]) & (kn[2] == ko[2][0]))
-        if not len(j):
+        in_new = np.flatnonzero((kn[0] == ko[0][0]) & (kn[1] == ko[1][0]) & (kn[2] == ko[2][0]))
+        if not len(in_new):
             return None
-        s, j = 0, int(j[0])
+        s, j = 0, int(in_new[0])
     k = min(held - s, len(new) - j)
     a, b = slice(s, s + k), slice(j, j + k)
     same = ((ko[0][a] == kn[0][b]) & (ko[1][a] == kn[1][b]) & (ko[2][a] == kn[2][b])
@@ -202,7 +209,7 @@ class Sequences:
     def __init__(self, n_params: int, stream) -> None:
         self.width = PARAMS + n_params
         self.stream = stream
-        self._classes: dict[int, tuple[np.ndarray, object]] = {}
+        self._classes: dict[int, tuple[np.ndarray, Any]] = {}  # device arrays: untyped
 
     def upload(self, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray,
                result: int = 0):
@@ -277,7 +284,8 @@ class Partials:
     def __init__(self, stream) -> None:
         self.stream = stream
         self.rows = self.blocks = 0
-        self.value_host = self.count_host = None
+        self.value_host: np.ndarray | None = None  # pinned, made by ensure()
+        self.count_host: np.ndarray | None = None
 
     def ensure(self, rows: int, blocks: int) -> None:
         """Room for ``blocks`` partials of ``rows`` sequences."""
@@ -297,6 +305,7 @@ class Partials:
 
     def download(self, which: int, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Row 0 of buffer ``which``: the results of ``m`` sequences (copies)."""
+        assert self.value_host is not None and self.count_host is not None, "ensure() first"
         (value, size), (count, _) = (prefix(m) for prefix in self._first[which])
         value.copy_to_host(self.value_host[:size], stream=self.stream)
         count.copy_to_host(self.count_host[:size], stream=self.stream)

@@ -32,7 +32,7 @@ from specula.detectors.rules.ast import (
 )
 from specula.detectors.rules.detector import attr_refs, element_dtype
 from specula.detectors.rules.engine import float_params, resolved_predicates
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, fields_of
 
 __all__ = ["Plan", "Reduction", "Step", "StoreKey", "StoreSpec", "Terminator", "program"]
 
@@ -162,7 +162,7 @@ class Plan:
                                 f"{attr!r} (its attributes: {have})")
         self.read = {name: tuple(sorted(attrs)) for name, attrs in read.items()}
         self.dtype = element_dtype(rule, registry)
-        row = list(self.dtype.descr)
+        row: list[tuple[str, np.dtype]] = [(n, self.dtype[n]) for n in fields_of(self.dtype)]
         for name in fields:
             for attr in self.read[name]:
                 if attr not in dict(row):
@@ -185,7 +185,10 @@ class Plan:
 
         def bind_key(pattern: Pattern, element: int | None):
             """Store key, plus binds and checks of ``pattern`` as chain ``element``."""
-            binds, checks, same, first = [], [], [], {}
+            binds: list[tuple[str, int]] = []
+            checks: list[tuple[str, int]] = []
+            same: list[tuple[str, str, bool]] = []
+            first: dict[str, str] = {}
             for c in pattern.constraints:
                 if not isinstance(c.value, Param):
                     continue
@@ -197,7 +200,7 @@ class Plan:
                 else:
                     first[c.value.name] = c.attr
                     binds.append((c.attr, p))
-            own = ()
+            own: tuple[Comparison, ...] = ()
             if element is not None:
                 own = tuple(c for c, reads in zip(resolved_predicates(rule, element),
                                                   _reads(rule, element), strict=True)
@@ -262,7 +265,8 @@ class Plan:
             window = None if neg.within is None else _ticks(rule, neg.within, ticks_per_second)
             self.reductions.append(Reduction(si, None, _k.SUM, -1, neg.anchor, window,
                                              neg.after, col, par, nan))
-        for scan in (*self.steps, *self.reductions):
+        scans: tuple[Step | Reduction, ...] = (*self.steps, *self.reductions)
+        for scan in scans:
             if len(scan.chk_col):
                 rows = self.stores[scan.store].indexed
                 if int(scan.chk_col[0]) not in rows:

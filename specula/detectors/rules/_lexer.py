@@ -83,6 +83,7 @@ def tokenize(text: str) -> list[Token]:
                       if text[pos] == '"' else f"unexpected character {text[pos]!r}")
             raise RuleSyntaxError(line, column, reason)
         kind = match.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind == "number" and len(match.group()) > MAX_NUMBER_LENGTH:
             # int() refuses more than sys.get_int_max_str_digits() digits (4300) with a
             # plain ValueError; no window, count or value needs a fraction of these

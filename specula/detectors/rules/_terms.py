@@ -13,7 +13,6 @@ the rule is complete. The clauses of a rule, made of these terms, are in the par
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import cast
 
 from specula.detectors.rules._lexer import RuleSyntaxError, Token, TokenStream, number, string
 from specula.detectors.rules.ast import (
@@ -234,7 +233,9 @@ class TermParser(TokenStream):
     def comparator(self) -> Comparator:
         if not self.at_op(*COMPARATORS):
             raise self.fail("a comparator (=, !=, <, <=, >, >=)")
-        return self.advance().text  # type: ignore[return-value]
+        op = self.advance().text
+        assert op in COMPARATORS  # at_op checked it
+        return op
 
     def constraint_value(self) -> Value:
         token = self.peek()
@@ -315,7 +316,10 @@ class TermParser(TokenStream):
                 operand, depth = self._unary()
             finally:
                 self.nesting -= 1
-            if isinstance(operand, Const) and not isinstance(operand.value, bool):
+            # a number's sign is folded; a string or bool is left to the type check,
+            # which refuses arithmetic on them with the line and column
+            if isinstance(operand, Const) and isinstance(operand.value, int | float) \
+                    and not isinstance(operand.value, bool):
                 return Const(-operand.value), depth
             return BinOp("-", Const(0), operand), self._deeper(token, depth)
         if self.at_op("("):
@@ -363,6 +367,7 @@ class TermParser(TokenStream):
         / ``bs[i+1].x`` in the closure's own pattern (checked once its name is known)."""
         token = self.peek()
         known = any(p.name == token.text for p in self.current().chain)
+        element: int | None
         if known:
             element = self.element()
         else:
@@ -415,7 +420,7 @@ class TermParser(TokenStream):
             raise RuleSyntaxError(token.line, token.column,
                                   f"unknown aggregate function {token.text!r}; use Sum, Avg, "
                                   f"Min, Max or Count{hint}")
-        return cast(Function, function)
+        return function
 
     def aggregate(self, name: str | None) -> int:
         """Parse ``Func(...)``, append it to the rule's aggregates, return its index."""

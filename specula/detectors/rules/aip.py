@@ -109,6 +109,8 @@ from specula.detectors.rules import _aip_kernels
 from specula.detectors.rules._aip_accept import chosen, column_values
 from specula.detectors.rules._aip_plan import (
     Filter,
+    Scan,
+    ScanCode,
     StoreRows,
     column_spec,
     mentions_of,
@@ -131,7 +133,7 @@ from specula.detectors.rules._cdp_columns import encode
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.detector import check_rule, element_dtype
 from specula.detectors.rules.engine import Matches, float_params, predicates_hold
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, fields_of
 
 __all__ = ["AIPEngine", "PartialMatchBlock", "StateSheddingError"]
 
@@ -191,7 +193,8 @@ class AIPEngine:
         floats = float_params(rule, registry)
         mentions = tuple(mentions_of(p) for p in chain)
         self._scans = plan_scans(rule, mentions, self._windows, predicates, floats)
-        self._deferred = tuple(s for s in self._scans[1:] if s.deferred)
+        self._deferred = tuple(self._scan_of(k) for k in range(1, n)
+                               if self._scan_of(k).deferred)
         self._late = any(predicates.late)
         self._horizons, self._store_horizon = plan_horizons(
             rule, self._windows, ticks_per_second, bool(self._deferred))
@@ -199,22 +202,23 @@ class AIPEngine:
         self._dtype = element_dtype(rule, registry)
         rows = self._rows = StoreRows()
         # an anchor of element k - 1 that advances nothing leaves a dead end in state k - 1
-        self._codes = (None, *(scan_code(self._scans[k], rows, k > 1 and self._scans[k - 1]
-                                         .dead_ends) for k in range(1, n)))
-        self._fields = tuple(name for name in self._dtype.names)
+        self._codes = (None, *(scan_code(self._scan_of(k), rows,
+                                         k > 1 and self._scan_of(k - 1).dead_ends)
+                               for k in range(1, n)))
+        self._fields = fields_of(self._dtype)
         store_spec = (*((name, self._dtype[name], 0) for name in self._fields),
                       *((("_roles", np.dtype(np.int64), 0),) if self._deferred else ()),
                       ("_key", np.dtype(np.int64), max(1, len(rows.keys))))
         self._store = Table(store_spec)
         # key and value tables have at least one row (of zeros) so that they are 2-D
-        self._states: list[Table | None] = [None] + [
+        self._states: list[Table | None] = [None, *(
             Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k),
-                   ("keys", np.dtype(np.int64), max(1, len(self._codes[k].state_keys))),
-                   ("values", np.dtype(np.float64), max(1, len(self._codes[k].state_values)))))
-            for k in range(1, n)]
+                   ("keys", np.dtype(np.int64), max(1, len(self._code(k).state_keys))),
+                   ("values", np.dtype(np.float64), max(1, len(self._code(k).state_values)))))
+            for k in range(1, n))]
         self._held = None if rule.ties == "strict" else Held(np.dtype(
             [("type", registry.dtype(rule.input_types)["type"]),
-             *((name, self._dtype[name]) for name in self._dtype.names)]))
+             *((name, self._dtype[name]) for name in self._fields)]))
         self._columns = plan_columns(rule, mentions, self._offsets, ticks_per_second, floats)
         self._column_tables = [Table(column_spec(c)) for c in self._columns]
         self._column_filters = tuple(Filter.of(c.pattern, registry) for c in self._columns)
@@ -230,6 +234,23 @@ class AIPEngine:
         self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self._dtype) for _ in chain),
                           np.zeros((0, len(rule.aggregates))),
                           np.zeros((0, len(rule.negations)), np.int64))
+
+    # States are numbered 1..n-1; entry 0 of these (the initial state) holds nothing.
+
+    def _scan_of(self, k: int) -> Scan:
+        scan = self._scans[k]
+        assert scan is not None, k
+        return scan
+
+    def _code(self, k: int) -> ScanCode:
+        code = self._codes[k]
+        assert code is not None, k
+        return code
+
+    def _state(self, k: int) -> Table:
+        table = self._states[k]
+        assert table is not None, k
+        return table
 
     # ------------------------------------------------------------------ processing
 
@@ -291,7 +312,7 @@ class AIPEngine:
                     self._append(j, rows, anchors, owner, made)
                 else:
                     local, deeper = anchors[owner], made[1:]
-        if local is None or not len(local):
+        if local is None or deeper is None or not len(local):  # set together
             return self._empty()
         return self._matches(rows, local, deeper, ids, causes)
 
@@ -349,7 +370,7 @@ class AIPEngine:
               ) -> tuple[np.ndarray, np.ndarray]:
         """State ``k`` scanned for the ``anchors`` (rows of element ``k - 1``): the anchor
         of each new instance of state ``k - 1`` and the instance's ids."""
-        code, table, store = self._codes[k], self._states[k], self._store
+        code, table, store = self._code(k), self._state(k), self._store
         keys = np.empty((len(anchors), len(code.anchor_keys)), np.int64)
         for c, (attr, is_float) in enumerate(code.anchor_keys):
             keys[:, c] = encode(rows[attr][anchors], is_float)
@@ -368,7 +389,7 @@ class AIPEngine:
                 ids: np.ndarray) -> None:
         """Append instances to state ``k``: instance ``i`` has the ids ``ids[:, i]`` and
         its event of element ``k`` is ``rows[anchors[owner[i]]]``."""
-        table, code = self._states[k], self._codes[k]
+        table, code = self._state(k), self._code(k)
         events = anchors[owner]
         table.reserve(len(events))
         live = slice(table.n, table.n + len(events))
@@ -434,7 +455,7 @@ class AIPEngine:
         elements = list(matches.elements)
         keep = np.ones(len(matches), bool)
         for k, late in enumerate(self._predicates.late):
-            if late and not self._scans[k].deferred:
+            if late and not self._scan_of(k).deferred:  # late[0] is empty
                 keep &= predicates_hold(late, lambda element, attr: elements[element][attr])
         for scan in self._deferred:
             predicates = self._predicates.near[scan.k] + self._predicates.late[scan.k]
@@ -447,7 +468,7 @@ class AIPEngine:
         """Automata per state: entry ``k >= 1`` counts the instances that saw element
         ``k`` last (dead ends included); entry 0 is the initial automaton."""
         self._purge()
-        return [1, *(len(t) for t in self._states[1:])]
+        return [1, *(len(self._state(k)) for k in range(1, self._n))]
 
     def stored(self) -> dict[str, int | list[int]]:
         """Events kept: in the rule's event store, and per aggregate/negation column."""
@@ -466,7 +487,7 @@ class AIPEngine:
         if now is None:
             return
         for k in range(1, self._n):
-            table = self._states[k]
+            table = self._state(k)
             table.start = table.cut(now - self._horizons[k])
         self._store.start = self._store.cut(now - self._store_horizon)
         for column, table in zip(self._columns, self._column_tables, strict=True):
@@ -475,7 +496,7 @@ class AIPEngine:
     def _tables(self) -> list[tuple[Table, int]]:
         """Every table with its horizon (ticks before the newest event)."""
         tables = [(self._store, self._store_horizon)]
-        tables += [(self._states[k], self._horizons[k]) for k in range(1, self._n)]
+        tables += [(self._state(k), self._horizons[k]) for k in range(1, self._n)]
         tables += [(t, c.horizon) for c, t in zip(self._columns, self._column_tables,
                                                   strict=True)]
         if self._held is not None:
@@ -528,7 +549,7 @@ class AIPEngine:
 
 def _as_elements(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
     out = np.zeros(len(rows), dtype)
-    for name in dtype.names:
+    for name in fields_of(dtype):
         out[name] = rows[name]
     return out
 

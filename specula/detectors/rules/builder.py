@@ -108,7 +108,6 @@ from specula.detectors.rules.ast import (
     Arith,
     AttrRef,
     BinOp,
-    Comparator,
     Comparison,
     Const,
     Constraint,
@@ -304,7 +303,7 @@ class RuleBuilder:
             raise RuleError(f"rule {self.name}: unknown comparator {op!r}; use one of "
                             f"{', '.join(COMPARATORS)}")
         aggregates = list(self.aggregates)
-        comparison = Comparison(self._expr(left, aggregates), cast(Comparator, op),
+        comparison = Comparison(self._expr(left, aggregates), op,
                                 self._expr(right, aggregates))
         return replace(self, aggregates=tuple(aggregates),
                        filters=(*self.filters, comparison))

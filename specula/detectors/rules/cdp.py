@@ -83,7 +83,7 @@ from specula.detectors.rules._cdp_plan import (
     StoreKey,
     StoreSpec,
 )
-from specula.detectors.rules.ast import Rule
+from specula.detectors.rules.ast import Param, Rule
 from specula.detectors.rules.engine import (
     ORDER_SHIFT,
     Matches,
@@ -92,7 +92,7 @@ from specula.detectors.rules.engine import (
     order_key,
     predicates_hold,
 )
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, fields_of
 
 __all__ = ["CDPEngine"]
 
@@ -271,12 +271,13 @@ class CDPEngine:
         dtype = getattr(events, "dtype", None)
         if dtype in self._lacking:
             return
-        if (not isinstance(events, np.ndarray) or events.ndim != 1 or dtype.names is None
-                or any(f not in dtype.names for f, _ in _CORE_ROW)):
+        names = events.dtype.names if isinstance(events, np.ndarray) and events.ndim == 1 \
+            else None
+        if names is None or any(f not in names for f, _ in _CORE_ROW):
             raise TypeError("process() takes a one-dimensional structured batch with the "
                             "core fields of specula.events (build it with TypeRegistry.batch)")
-        self._lacking[dtype] = {name for name, attrs in self._plan.read.items()
-                                if any(a not in dtype.names for a in attrs)}
+        self._lacking[events.dtype] = {name for name, attrs in self._plan.read.items()
+                                       if any(a not in names for a in attrs)}
 
     def _check_order(self, events: np.ndarray, ridx: np.ndarray) -> None:
         """Raise unless the rows ``ridx`` continue the stream order; remember the last."""
@@ -314,12 +315,13 @@ class CDPEngine:
         if mask is None:
             mask = of_type[type_id] = types == type_id
         if key.type in self._lacking[events.dtype]:
-            attr = next(a for a in self._plan.read[key.type] if a not in events.dtype.names)
+            attr = next(a for a in self._plan.read[key.type] if a not in fields_of(events.dtype))
             raise ValueError(f"the batch holds events of type {key.type!r} but has no "
                              f"column {attr!r}; build it with the registry's dtype")
         if key.literals or key.same or key.predicates:
             mask = mask.copy()
             for c in key.literals:
+                assert not isinstance(c.value, Param)  # a literal compares with a constant
                 mask &= _COMPARE[c.op](events[c.attr], c.value)
             for a, b, is_float in key.same:
                 ka, kb = encode(events[a], is_float), encode(events[b], is_float)
@@ -355,6 +357,7 @@ class CDPEngine:
         links = []
         for st in plan.steps:
             if st.general:
+                assert seqs is not None  # made when any step is general
                 parent, chosen, bound, anchor = seqs.step(self._stores[st.store], st, anchor,
                                                           bound)
             else:
@@ -384,7 +387,11 @@ class CDPEngine:
         negations = np.empty((m, len(plan.rule.negations)), np.int64)
         for k, red in enumerate(plan.reductions):
             stop = times[red.anchor]
-            start = stop - red.window if red.window is not None else times[red.after] + 1
+            if red.window is not None:
+                start = stop - red.window
+            else:
+                assert red.after is not None  # Rule checks: a window or an element after
+                start = times[red.after] + 1
             value, count = self._reduce(red, start.astype(np.int64), stop.astype(np.int64),
                                         bound)
             if red.function is None:
@@ -435,6 +442,7 @@ class CDPEngine:
             if red.window is not None:
                 bound = lower[red.anchor] - red.window
             else:
+                assert red.after is not None  # Rule checks: a window or an element after
                 bound = lower[red.after] + 1
             keep[red.store] = min(keep[red.store], bound)
         for si, store in enumerate(self._stores):

@@ -47,6 +47,7 @@ the same kernels on the CPU, for tests; there the default block is 8 threads.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numba import config, cuda
@@ -54,6 +55,7 @@ from numba import config, cuda
 from specula.detectors.rules import _cdp_gpu_buffers as _b
 from specula.detectors.rules import _cdp_gpu_kernels as _gk
 from specula.detectors.rules import _cdp_kernels as _k
+from specula.detectors.rules._cdp_columns import Store
 from specula.detectors.rules._cdp_plan import Reduction, Step
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.cdp import CDPEngine
@@ -119,15 +121,17 @@ class GPUCDPEngine(CDPEngine):
                 "(numba.cuda.is_available() is False); use CDPEngine (engine='cdp'), "
                 "the same algorithm on the CPU, or set NUMBA_ENABLE_CUDASIM=1 before "
                 "Numba is imported to run the kernels in Numba's CUDA simulator (slow)")
+        # numba.config sets its options at import, out of the type checker's sight
+        simulated = bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
         if threads_per_block is None:
-            threads_per_block = 8 if config.ENABLE_CUDASIM else 128
+            threads_per_block = 8 if simulated else 128
         if not (1 <= threads_per_block <= 1024
                 and threads_per_block & (threads_per_block - 1) == 0):
             raise ValueError(f"threads_per_block must be a power of two from 1 to 1024, "
                              f"got {threads_per_block}")
         self.threads_per_block = threads_per_block
         if min_gpu_work is None:
-            min_gpu_work = 0 if config.ENABLE_CUDASIM else MIN_GPU_WORK
+            min_gpu_work = 0 if simulated else MIN_GPU_WORK
         self.min_gpu_work = min_gpu_work
         self._stream = cuda.stream()
         super().__init__(rule, registry, ticks_per_second)
@@ -137,11 +141,12 @@ class GPUCDPEngine(CDPEngine):
         self._sequences = _b.Sequences(len(self._plan.params), self._stream)
         self._pairs = _b.Pairs(self._stream)
         self._partials = _b.Partials(self._stream)
+        checked: list[Step | Reduction] = [*self._plan.steps, *self._plan.reductions]
         self._device_checks = {
             id(x): (cuda.to_device(_padded(x.chk_col), stream=self._stream),
                     cuda.to_device(_padded(x.chk_par), stream=self._stream), len(x.chk_col))
-            for x in [*self._plan.steps, *self._plan.reductions]}
-        self._previous = None
+            for x in checked}
+        self._previous: list[Store] | None = None  # the columns before a restore
         self.uploaded = 0
 
     def restore(self, state: bytes) -> None:
@@ -160,7 +165,7 @@ class GPUCDPEngine(CDPEngine):
         self._rings[store].drop(count)
 
     def _reloaded(self) -> None:
-        old = self._previous or [None] * len(self._stores)
+        old: Sequence[Store | None] = self._previous or [None] * len(self._stores)
         for ring, before, after in zip(self._rings, old, self._stores, strict=True):
             if before is None:
                 ring.size = 0
@@ -229,7 +234,8 @@ class GPUCDPEngine(CDPEngine):
         chk_col, chk_par, nchk = self._device_checks[id(st)]
         sizes = hi - lo
         ends = np.cumsum(sizes)
-        parents, chosen = [], []
+        parents: list[np.ndarray] = []
+        choices: list[np.ndarray] = []
         first = 0
         while first < len(lo):
             base = ends[first - 1] if first else 0
@@ -245,9 +251,9 @@ class GPUCDPEngine(CDPEngine):
                                            self._pairs.out)
             pairs = self._pairs.download()
             parents.append(pairs[:, 0] + first)
-            chosen.append(pairs[:, 1])
+            choices.append(pairs[:, 1])
             first = last
-        parent, chosen = np.concatenate(parents), np.concatenate(chosen)
+        parent, chosen = np.concatenate(parents), np.concatenate(choices)
         order = np.lexsort((chosen, parent))  # the counter hands out rows in any order
         return parent[order], chosen[order]
 

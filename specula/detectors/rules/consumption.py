@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from specula.detectors.rules.ast import Rule
+from specula.detectors.rules.ast import Aggregate, Negation, Rule
 from specula.detectors.rules.engine import Matches, order_key
 from specula.events import TypeRegistry, conform
 
@@ -45,7 +45,8 @@ def horizon(rule: Rule, ticks_per_second: float | None) -> int:
         cap = rule.within.ticks(ticks_per_second)
         reach = [min(r, cap) for r in reach]
     farthest = max(reach)
-    for reduction in (*rule.aggregates, *rule.negations):
+    reductions: tuple[Aggregate | Negation, ...] = (*rule.aggregates, *rule.negations)
+    for reduction in reductions:
         if reduction.within is not None:
             farthest = max(farthest, reach[reduction.anchor]
                            + reduction.within.ticks(ticks_per_second))

@@ -112,7 +112,7 @@ def element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:
     """
     attrs = [c.attr for p in rule.chain for c in p.constraints]
     attrs += [r.attr for r in attr_refs(rule) if r.attr != "ts"]
-    fields = {}
+    fields: dict[str, np.dtype] = {}
     for p in rule.chain:
         fields.update(registry[p.type].fields)
     return np.dtype([*_CORE, *((a, fields[a]) for a in dict.fromkeys(attrs))])

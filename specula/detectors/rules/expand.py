@@ -103,7 +103,7 @@ from specula.detectors.rules.ast import (
 from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.engine import Matches, compose, order_key
 from specula.detectors.rules.strings import check_strings, encode
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, fields_of
 
 __all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand",
            "groups"]
@@ -478,7 +478,7 @@ class Union:
             kept_all.append(kept)
             rows = matches.elements[0][kept]
             terminators = np.zeros(len(kept), _TERMINATOR)
-            for name in _TERMINATOR.names:
+            for name in fields_of(_TERMINATOR):
                 terminators[name] = rows[name]
             parts.append(Composites(terminators, matches.terminator[kept], columns))
         return _concatenated(parts, self._none, ordered=True), kept_all

@@ -126,8 +126,11 @@ def cost(rule: Rule, rates: Mapping[str, float], *,
     for s in rule.steps:
         offsets.append(offsets[-1] + s.within.ticks(ticks_per_second))
     for n in rule.negations:
-        span = (n.within.ticks(ticks_per_second) if n.within is not None
-                else max(0, offsets[n.after] - offsets[n.anchor]))
+        if n.within is not None:
+            span = n.within.ticks(ticks_per_second)
+        else:
+            assert n.after is not None  # Rule checks: a window or an element after
+            span = max(0, offsets[n.after] - offsets[n.anchor])
         extra.append(rate(n.pattern.type) * span)
     return RuleCost(tuple(steps + extra), work + sum(extra), rate(rule.terminator.type))
 

@@ -275,6 +275,7 @@ class Bodies:
         close = dist < KEEP_AWAY
         target[close] = ball + unit(away[close] + 1e-3) * KEEP_AWAY
         if carrier >= 0:
+            assert spell is not None, "a carrier has a spell"
             presser = self.nearest(ball, 1 - cast.team[carrier], k)
             own_goal = np.array([WIDTH / 2, Y_MIN if cast.team[presser] == 0 else Y_MAX])
             target[presser] = ball + PRESS_DISTANCE * unit(own_goal - ball)

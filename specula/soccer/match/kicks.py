@@ -340,7 +340,7 @@ def deflection(bodies: Bodies, rng: np.random.Generator, k: int, blocker: int, t
     back = rotate(-v_in[:2] * rng.uniform(*DEFLECT_KEEP), ang)
     v_out = np.array([*back, rng.uniform(*DEFLECT_VZ)])
     if np.linalg.norm(v_out) < DEFLECT_MIN_SPEED:
-        v_out *= DEFLECT_MIN_SPEED / max(np.linalg.norm(v_out), 1e-9)
+        v_out *= DEFLECT_MIN_SPEED / max(float(np.linalg.norm(v_out)), 1e-9)
     pulse = draw_pulse_ms(rng, *DEFLECT_PULSE_MS)
     new = simulate(t, p_ball, v_in, v_out - v_in, pulse)
     return Kick(blocker, t, pulse, CLEARANCE, new, resolve(bodies, new, k, exclude=(blocker,)))

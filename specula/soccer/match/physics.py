@@ -144,6 +144,11 @@ class Flight:
     bounce: np.ndarray
     out: int  # relative index of the first step outside the pitch box, or len(pos)
 
+    @property
+    def end(self) -> int:
+        """The absolute ms of the first step outside the pitch box (or past the flight)."""
+        return self.i0 + self.out
+
 
 def simulate(i0: int, p0: np.ndarray, v0: np.ndarray, dv: np.ndarray, pulse_ms: int,
              horizon_ms: int = HORIZON_MS) -> Flight:

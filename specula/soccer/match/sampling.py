@@ -147,7 +147,8 @@ def _put(events: np.ndarray, rows: np.ndarray, ts: np.ndarray, sid: int, type_id
            vdir, adir, player, team, limb, start_ps)
 
 
-def _ball_readings(ball: np.ndarray, t: np.ndarray, duration_ps: int):
+def _ball_readings(ball: np.ndarray, t: np.ndarray, duration_ps: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Position, velocity and acceleration of the ball in play at the times ``t`` (ps
     since the start): linear interpolation on its 1 ms grid ``ball``, with velocity and
     acceleration by central differences of the grid's positions."""

@@ -95,7 +95,7 @@ class Script:
     def _step(self, k: int) -> None:
         """Compute knot ``k + 1`` of every person."""
         ball = self._ball_at_knot(k)
-        carrier = self.spell.carrier if self.mode == "held" else -1
+        carrier = self._spell().carrier if self.mode == "held" else -1
         last_kicker = self.log.last_kicker
         team_on_ball = self.cast.team[carrier] if carrier >= 0 else \
             (self.cast.team[last_kicker] if last_kicker >= 0 else -1)
@@ -111,9 +111,9 @@ class Script:
                     self.outcome.kind == "meet" and self.outcome.k == k + 1:
                 self._meet(k + 1)
             elif self.mode == "free" and self.outcome is not None and \
-                    self.outcome.kind == "out" and lo < self.flight.i0 + self.flight.out <= hi:
+                    self.outcome.kind == "out" and lo < self._flight().end <= hi:
                 self._out(k + 1)
-            elif self.mode == "dead" and lo < self.dead.restart <= hi:
+            elif self.mode == "dead" and lo < self._dead().restart <= hi:
                 self._restart(k + 1)
             else:
                 return
@@ -121,22 +121,41 @@ class Script:
     def _ball_at_knot(self, k: int) -> np.ndarray:
         """Where (x, y) the ball is at knot ``k``, as the players see it."""
         if self.mode == "held":
-            carrier = self.spell.carrier
+            carrier = self._spell().carrier
             heading = self.bodies.heading[k, carrier]
             h = np.array([math.cos(heading), math.sin(heading)])
             return self.bodies.position(k, carrier) + BALL_AHEAD * h
         return self.ball[min(k * KNOT_MS, self.n_ms - 1), :2].copy()
 
+    # what each mode holds: "held" a spell, "free" a flight and its outcome, "dead" a
+    # dead ball
+
+    def _spell(self) -> Spell:
+        assert self.spell is not None, self.mode
+        return self.spell
+
+    def _flight(self) -> Flight:
+        assert self.flight is not None, self.mode
+        return self.flight
+
+    def _outcome(self) -> Outcome:
+        assert self.outcome is not None, self.mode
+        return self.outcome
+
+    def _dead(self) -> DeadBall:
+        assert self.dead is not None, self.mode
+        return self.dead
+
     # -------------------------------------------------------------- the ball carried
 
     def _held_state(self, t: int):
         """Position and velocity (m, m/s) of the carried ball at ms ``t``."""
-        pos, vel = carried_ball(self.bodies, self.spell, np.array([t]))
+        pos, vel = carried_ball(self.bodies, self._spell(), np.array([t]))
         return pos[0], vel[0]
 
     def _touch(self, k_s: int, t: int) -> None:
         """The carrier's touch at ms ``t``: a dribble touch, or the kick he chooses."""
-        spell = self.spell
+        spell = self._spell()
         carrier = spell.carrier
         age = t - spell.t_cycle
         action = "touch"
@@ -160,7 +179,7 @@ class Script:
     def _meet(self, k: int) -> None:
         """The ball reaches the planned player at knot ``k``: he deflects it (a block or
         a save) or receives it and starts a spell."""
-        out, flight = self.outcome, self.flight
+        out, flight = self._outcome(), self._flight()
         t = k * KNOT_MS
         self.log.flight_bounces(flight, t)
         person = out.person
@@ -217,8 +236,8 @@ class Script:
 
     def _out(self, k: int) -> None:
         """The ball's centre left the pitch: record it and schedule the restart."""
-        flight = self.flight
-        self.log.flight_bounces(flight, flight.i0 + flight.out)
+        flight = self._flight()
+        self.log.flight_bounces(flight, flight.end)
         record, dead = ball_out(self.bodies, self.rng, flight, k, self.log.last_kicker,
                                 self.ball)
         goal = record[5]
@@ -230,7 +249,7 @@ class Script:
         self.mode = "dead"
         self.dead = dead
         self.flight = self.outcome = None
-        self._substitution(flight.i0 + flight.out)
+        self._substitution(flight.end)
 
     def _substitution(self, t: int) -> None:
         """While the ball is out (ms ``t``), perhaps a substitution: an outfield player on
@@ -244,7 +263,7 @@ class Script:
             return
         team = int(rng.choice(teams))
         off = [int(i) for i in self.bodies.players(team=team, outfield=True,
-                                                   exclude=(self.dead.taker,))]
+                                                   exclude=(self._dead().taker,))]
         on = [i for i in bench if cast.team[i] == team]
         if not off:
             return
@@ -254,10 +273,11 @@ class Script:
 
     def _restart(self, k: int) -> None:
         """The restart kick: a pass, or half the goal kicks kicked long."""
-        dead, rng = self.dead, self.rng
+        dead, rng = self._dead(), self.rng
         t = dead.restart
         ball = np.array([dead.spot[0], dead.spot[1], BALL_RADIUS])
         n_kicks = len(self.log.kicks)
+        kick: kicks.Kick | None
         if dead.kind == "goal kick" and rng.random() < GOAL_KICK_LONG:
             kick = kicks.goal_kick(self.bodies, rng, k, t, dead.taker, ball)
         else:

@@ -65,7 +65,7 @@ def cubic_peak_acc(coef, T) -> float:
     """Largest acceleration on the cubic ``coef`` over ``[0, T]``: it changes linearly,
     so it peaks at one end."""
     _, _, c2, c3 = coef
-    return max(np.linalg.norm(2 * c2), np.linalg.norm(2 * c2 + 6 * c3 * T))
+    return float(max(np.linalg.norm(2 * c2), np.linalg.norm(2 * c2 + 6 * c3 * T)))
 
 
 def quintic_to_rest(p0, v0, p1, T):

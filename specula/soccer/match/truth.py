@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specula.events import fields_of
 from specula.soccer.debs2013 import Metadata
 from specula.soccer.match import aggregates
 from specula.soccer.match.physics import Flight
@@ -102,16 +103,23 @@ class GroundTruth:
     start_ps: int = 0
     duration_ps: int = 0
 
+    def _bodies(self) -> Bodies:
+        """The bodies the running and heat aggregates are computed from."""
+        if self.bodies is None:
+            raise ValueError("running and heat are computed from the simulated bodies; "
+                             "this truth has none (GroundTruth(bodies=...))")
+        return self.bodies
+
     @cached_property
     def running(self) -> np.ndarray:
         """Query 1 per second, from the bodies' speeds."""
-        return aggregates.running_truth(self.bodies, np.array(self.players), self.start_ps,
+        return aggregates.running_truth(self._bodies(), np.array(self.players), self.start_ps,
                                         self.duration_ps)
 
     @cached_property
     def heat(self) -> np.ndarray:
         """Query 3 per second, from the bodies' positions."""
-        return aggregates.heat_truth(self.bodies, np.array(self.players), self.start_ps,
+        return aggregates.heat_truth(self._bodies(), np.array(self.players), self.start_ps,
                                      self.duration_ps)
 
     @cached_property
@@ -267,15 +275,15 @@ class TruthLog:
         k["player"], k["team"], k["kind"] = kicks[:, 1], kicks[:, 2], kicks[:, 3]
         k = k[k["ts"] < end]
 
-        rows = np.array(self.passes, np.int64).reshape(-1, 7)
+        rows: np.ndarray = np.array(self.passes, np.int64).reshape(-1, 7)
         p = np.zeros(len(rows), PASS_DTYPE)
-        for j, name in enumerate(PASS_DTYPE.names):
+        for j, name in enumerate(fields_of(PASS_DTYPE)):
             p[name] = ps(rows[:, j]) if name.startswith("ts") else rows[:, j]
         p = p[p["ts_kick"] < end]
 
-        rows = np.array(self.shots, np.int64).reshape(-1, len(SHOT_DTYPE))
+        rows = np.array(self.shots, np.int64).reshape(-1, len(fields_of(SHOT_DTYPE)))
         s = np.zeros(len(rows), SHOT_DTYPE)
-        for j, name in enumerate(SHOT_DTYPE.names):
+        for j, name in enumerate(fields_of(SHOT_DTYPE)):
             s[name] = ps(rows[:, j]) if name.startswith("ts") else rows[:, j]
         s = s[s["ts"] < end]
 

@@ -44,6 +44,10 @@ def test_string_literals_with_escapes_parse_and_become_codes_for_the_engines():
     ('define X(s: string) from Q() as q where s = "a" + q.x',
      "line 1, column 1: rule X: \"a\" is used in arithmetic ('+'); a string is only "
      "compared (= or !=) or assigned"),
+    # a minus sign before a string is arithmetic too (it raised a bare TypeError)
+    ('define X(s: string) from Q() as q where s = -"a"',
+     "line 1, column 1: rule X: \"a\" is used in arithmetic ('-'); a string is only "
+     "compared (= or !=) or assigned"),
     (r'define X() from Q(sym = "a\q")', "line 1, column 27: unknown escape '\\q' in a "
      'string; use \\", \\\\, \\n, \\t, \\r or \\uXXXX'),
     ('define X() from Q(sym = "abc)',
