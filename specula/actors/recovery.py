@@ -331,7 +331,7 @@ class StepLog:
     them here and in the worker, count batches taken: a step of three batches is three."""
 
     def __init__(self, base: int = 0, senders: list[int] | None = None,
-                 alphas: list[float] | None = None) -> None:
+                 alphas: list[float | None] | None = None) -> None:
         self.base = base
         self.senders = senders or []
         self.alphas = alphas or []
@@ -340,7 +340,7 @@ class StepLog:
     def end(self) -> int:
         return self.base + len(self.senders)
 
-    def extend(self, first: int, senders: list[int], alphas: list[float],
+    def extend(self, first: int, senders: list[int], alphas: list[float | None],
                checkpoint_step: int) -> None:
         """Add steps ``first``, ``first + 1``, ...; forget those before the producer's
         checkpoint step."""
@@ -356,7 +356,7 @@ class StepLog:
         if checkpoint_step > self.base and not self.senders:
             self.base = checkpoint_step
 
-    def plan(self, step: int) -> tuple[list[int], list[float]] | None:
+    def plan(self, step: int) -> tuple[list[int], list[float | None]] | None:
         """The steps from ``step`` on, or None if this log does not reach back to it."""
         if self.base > step:
             return None
