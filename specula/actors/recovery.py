@@ -1,5 +1,6 @@
 """Crash recovery of detector actors: checkpoints, determinants, and why the net output
-of a run with restarts is exactly the crash-free one.
+of a run with restarts is exactly the crash-free one. One actor's part in it is
+:class:`~.actor_recovery.ActorRecovery`.
 
 What a checkpoint holds (one msgpack object per actor, written atomically; NumPy
 arrays as ``.npy`` bytes, the detector's states as its ``snapshot`` returns them):
