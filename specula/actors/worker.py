@@ -81,7 +81,6 @@ class _Signal(Enum):
     END = "end"                # the inbox is empty and the flush is asked
 
 
-
 class Step(NamedTuple):
     """The batches of one step, as the processing thread took them from the inbox."""
 
