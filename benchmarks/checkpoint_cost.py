@@ -37,7 +37,7 @@ def run(raw: np.ndarray, every: int) -> tuple[float, dict]:
         for i, batch in enumerate(np.array_split(raw, len(raw) // 1_000)):
             worker.push(batch, 0, i)
         worker.flush()
-        return time.perf_counter() - t0, dict(worker.checkpoint_stats)
+        return time.perf_counter() - t0, worker.report()["checkpoints"]
 
 
 def main() -> None:

@@ -87,8 +87,7 @@ class Reply(NamedTuple):
 
 class Route:
     """Where one subscriber node's part of the output goes: its instances, by producer
-    id, and their actors (a Ray handle, or a name that
-    :meth:`~specula.actors.worker.DetectorWorker.actor` looks up)."""
+    id, and their actors (a Ray handle, or a name that :class:`Peers` looks up)."""
 
     def __init__(self, node: str, partitions: int, consumers: list[int],
                  actors: list[Any]) -> None:

@@ -170,7 +170,8 @@ class Inbox:
         while their rows stay within ``max_events``."""
         if senders is not None:
             return [(*self.pop(now, s), s) for s in senders]
-        taken, rows = [], 0
+        taken: list[tuple[np.ndarray, float, int]] = []
+        rows = 0
         while self._queue and (not taken or rows + len(self._queue[0][0]) <= max_events):
             sender = self._queue[0][2]
             batch, arrival = self.pop(now)
@@ -288,7 +289,8 @@ class Gate:
         self.unit = unit
         self._sheds_held = getattr(self.shedder, "sheds_held", False) and unit is not None
         self._share = 0.0  # the share of the last command
-        if detector is not None and hasattr(self.shedder, "attach"):
+        if detector is not None and self.shedder is not None and hasattr(self.shedder,
+                                                                          "attach"):
             self.shedder.attach(detector)
 
     def arrived(self, n: int, now: float) -> None:

@@ -75,6 +75,7 @@ class InProcessRuntime:
         self.instances = graph.instances()
         self.router = Router(graph)
         self.messages: dict[str, list[np.ndarray]] = {}
+        self._published: dict[int, int | None] = {}  # per instance: progress published
 
     def run(self, raw: np.ndarray | Sources | Iterable[np.ndarray], *,
             registry: ev.TypeRegistry | None = None, step_ticks: int | None = None,
@@ -117,7 +118,7 @@ class InProcessRuntime:
         t0 = time.perf_counter()
         clock = ManualClock()
         units = {i.producer: self._unit(i, clock) for i in self.instances}
-        self._published: dict[int, int | None] = {}
+        self._published = {}
         nets = {i.producer: NetOutput(units[i.producer].out_dtype) for i in self.instances}
         self.messages = {n: [] for n in self.graph.nodes}
         if isinstance(raw, Sources):
@@ -180,17 +181,24 @@ class InProcessRuntime:
                 unit.controller.add_busy(self.cost_model.busy(before, unit.stats.work(),
                                                               name))
             out = [o for o in out if len(o)]
-            batch = (out[0] if len(out) == 1 else ev.concat_records(out)) if out else None
-            if batch is not None:
-                nets[inst.producer].apply(batch, now)
-                if self.keep_messages:
-                    self.messages[name].append(batch)
-            else:
-                batch = np.empty(0, unit.out_dtype)
-            batch, self._published[inst.producer] = punctuate(
-                batch, unit, self._published.get(inst.producer), now)
+            batch = (out[0] if len(out) == 1 else ev.concat_records(out)) if out \
+                else np.empty(0, unit.out_dtype)
+            batch = self.hand_on(inst, unit, nets[inst.producer], batch, now)
             if len(batch):
                 produced.append((name, batch))
+
+    def hand_on(self, inst: Instance, unit: OrderingUnit, net: NetOutput, out: np.ndarray,
+                now: int) -> np.ndarray:
+        """Record what ``unit`` (of ``inst``) generated at ``now`` in its ``net`` output
+        (and in :attr:`messages`, if kept); return it as the subscribers get it, with a
+        progress punctuation if the unit's progress moved past what it last published."""
+        if len(out):
+            net.apply(out, now)
+            if self.keep_messages:
+                self.messages[inst.node.name].append(out)
+        out, self._published[inst.producer] = punctuate(
+            out, unit, self._published.get(inst.producer), now)
+        return out
 
     def _report(self, units: dict[int, OrderingUnit], nets: dict[int, NetOutput], n_raw: int,
                 wall: float, stations: dict[int, Station] | None) -> RunReport:
@@ -210,7 +218,7 @@ class InProcessRuntime:
                 k_s=max(u.k for u in us) / self.graph.ticks_per_second,
                 level=levels[name],
                 memory=merge_figures([u.memory.figures() for u in us]),
-                series=[dict(s, instance=i.label) for i in insts
+                series=[{**s, "instance": i.label} for i in insts
                         for s in stations[i.producer].series] if stations else [],
                 inbox=InboxStats.merge([stations[i.producer].gate.report(
                     stations[i.producer].inbox) for i in insts]) if stations else None)

@@ -162,7 +162,7 @@ class ActorOutput:
         batches and ``late``, the late events set aside since the last one; then apply
         a pending :meth:`forget` and write a base. Call :meth:`state` after it."""
         if self.net.batches > self._saved or len(late):
-            write_segment(self.store, self.segments, self.net, self._saved, late)
+            write_segment(self._storage(), self.segments, self.net, self._saved, late)
             if len(late):
                 self._late.append((self.segments, late))
             self.segments, self._saved = self.segments + 1, self.net.batches
@@ -178,7 +178,7 @@ class ActorOutput:
         self._forgotten = (seq, segments)
         self._stale.append(self.base)
         self.base = self.segments
-        write_base(self.store, Base(self.base, self.net, self._late, self.handed,
+        write_base(self._storage(), Base(self.base, self.net, self._late, self.handed,
                                     self._forgotten))
 
     def committed(self) -> None:
@@ -187,26 +187,32 @@ class ActorOutput:
         on (the tail read them)."""
         for old in self._stale:
             if old and old != self.base:
-                self.store.delete(f"base-{old:06d}")
+                self._storage().delete(f"base-{old:06d}")
         self._stale.clear()
         end = min(self.base, self._forgotten[1])
         for i in range(self._swept, end):
-            self.store.delete(f"net-{i:06d}")
+            self._storage().delete(f"net-{i:06d}")
         self._swept = max(self._swept, end)
 
     def state(self) -> dict[str, Any]:
         """Where the output stands on storage, for the checkpoint."""
         return {"segments": self.segments, "base": self.base, "swept": self._swept}
 
+    def _storage(self) -> Store:
+        """The checkpoint storage, which every call that writes or reads needs."""
+        if self.store is None:
+            raise RuntimeError("the actor's output has no checkpoint storage")
+        return self.store
+
     def restore(self, state: dict[str, Any]) -> None:
         """Back to a checkpoint's :meth:`state`: the base, then the segments after it."""
         self.segments, self.base = state["segments"], state["base"]
         self._swept = state.get("swept", 0)  # a restart deletes what was left again
-        base = read_base(self.store, self.base, self.net.dtype)
+        base = read_base(self._storage(), self.base, self.net.dtype)
         self.net, self._late, self.handed = base.net, base.late, base.handed
         self._forgotten = self._forget = base.forgotten
         for i in range(self.base, self.segments):
-            seg = read_segment(self.store, i)
+            seg = read_segment(self._storage(), i)
             seg.apply_to(self.net)
             if len(seg.late):
                 self._late.append((i, seg.late))

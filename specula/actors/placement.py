@@ -79,7 +79,8 @@ def check_fits(graph: Graph, total: Mapping[str, float],
     for instance in graph.instances():
         count, _ = per_node.get(instance.node.name, (0, demand(instance)))
         per_node[instance.node.name] = (count + 1, demand(instance))
-    problems, short = [], []
+    problems: list[str] = []
+    short: list[str] = []
     for resource, option in (("CPU", "cpus="), ("GPU", "gpus=")):
         before = len(problems)
         asked = {name: (n, d[resource]) for name, (n, d) in per_node.items() if resource in d}

@@ -33,7 +33,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.actors.inbox import Gate, Inbox
-from specula.actors.routing import punctuate
+from specula.detectors.base import Detector
 from specula.detectors.graph import Instance
 from specula.ordering.adaptation import ManualClock
 from specula.ordering.net import NetOutput
@@ -45,11 +45,16 @@ if TYPE_CHECKING:
 
 
 class Station:
-    """One instance's inbox, gate and the virtual time at which it is free again."""
+    """One instance's detector (the copy its unit wraps), inbox, gate and the virtual
+    time at which it is free again."""
 
     def __init__(self, instance: Instance, runtime: InProcessRuntime,
                  unit: OrderingUnit) -> None:
         spt = 1.0 / runtime.ticks_per_second
+        detector = unit.detector
+        if not isinstance(detector, Detector):  # Graph.add takes nothing else
+            raise TypeError(f"{instance.label}: {type(detector).__name__} is not a Detector")
+        self.detector = detector
         self.inbox = Inbox(None, spt)
         self.gate = Gate(instance.node.shedding, runtime.graph.registry, spt, unit.detector,
                          unit=unit)
@@ -86,13 +91,7 @@ def _hand_over(rt: InProcessRuntime, inst: Instance, unit: OrderingUnit,
     """Record what ``unit`` generated at ``t`` and hand it, with a progress punctuation
     if its progress moved, to the subscribers: right after the call that generated it,
     so that no punctuation runs ahead of the events it vouches for."""
-    stamp = math.ceil(t)
-    if len(out):
-        nets[inst.producer].apply(out, stamp)
-        if rt.keep_messages:
-            rt.messages[inst.node.name].append(out)
-    out, rt._published[inst.producer] = punctuate(
-        out, unit, rt._published.get(inst.producer), stamp)
+    out = rt.hand_on(inst, unit, nets[inst.producer], out, math.ceil(t))
     if len(out):
         produced.append((inst.node.name, out, t))
 
@@ -111,13 +110,13 @@ def _serve(rt: InProcessRuntime, inst: Instance, station: Station, unit: Orderin
         q_size = inbox.events
         batch, arrival = inbox.pop(start)
         kept = gate.admit(batch, gate.command(q_size))
-        before, work = unit.stats.work(), unit.detector.work_done()
+        before, work = unit.stats.work(), station.detector.work_done()
         first = unit.stats.handed()
         t0 = time.perf_counter()
         out = unit.push(kept, math.ceil(start)) if len(kept) else np.empty(0, unit.out_dtype)
         if rt.cost_model:
             busy = rt.cost_model.busy(before, unit.stats.work(), inst.node.name,
-                                      unit.detector.work_done() - work)
+                                      station.detector.work_done() - work)
             if unit.controller is not None:
                 unit.controller.add_busy(busy)
         else:

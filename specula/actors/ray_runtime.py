@@ -152,15 +152,14 @@ class RayRuntime:
         ``handed_on`` counts the rest.
         """
         check_batching(raw, step_ticks, batch_rows, speed)
-        if (suspend or resume is not None) and not self.checkpoint_uri:
-            raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
-                             "outlives it")
+        if suspend or resume is not None:
+            self._lasting_uri()
         if (suspend or resume is not None) and isinstance(raw, Sources):
             raise ValueError("a run fed by source actors cannot be suspended or resumed; "
                              "a live watch is fed by the driver")
         if resume is not None:
             resume.check(self.graph)
-            verify_run(self._checkpoints(self.checkpoint_uri, resume.run), self.graph)
+            verify_run(self._checkpoints(self._lasting_uri(), resume.run), self.graph)
         table = raw_type_table(self.graph, registry)
         tps = self.graph.ticks_per_second
         if isinstance(raw, Sources):  # sources step at its multiples: 0 is 1, each arrival
@@ -180,10 +179,12 @@ class RayRuntime:
         graph, router = self.graph, Router(self.graph)
         instances = graph.instances()
         run = uuid.uuid4().hex[:12]
-        temp = tempfile.mkdtemp(prefix="specula-checkpoints-") if not self.checkpoint_uri \
-            else None
-        self.checkpoints = self._checkpoints(self.checkpoint_uri or temp,
-                                             resume.run if resume is not None else run)
+        temp: str | None = None
+        if self.checkpoint_uri:
+            uri = self.checkpoint_uri
+        else:
+            uri = temp = tempfile.mkdtemp(prefix="specula-checkpoints-")
+        self.checkpoints = self._checkpoints(uri, resume.run if resume is not None else run)
         self.suspension = None
         names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
@@ -199,7 +200,8 @@ class RayRuntime:
                     for n in graph.nodes.values() if router.hears(n.name, source)]
 
         actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
-        actors, feeders = {}, {}
+        actors: dict[int, Any] = {}   # Ray's types do not follow ray.remote's handles
+        feeders: dict[int, Any] = {}
         for i in instances:
             producers = [(j.producer, names[j.producer]) for j in instances
                          if router.hears(i.node.name, j.node.name)]
@@ -234,6 +236,19 @@ class RayRuntime:
                 shutil.rmtree(temp, ignore_errors=True)
         return self._report(reports, fed, wall, len(alive))
 
+    def _lasting_uri(self) -> str:
+        """The checkpoint URI that outlives a run, which suspending or resuming needs."""
+        if not self.checkpoint_uri:
+            raise ValueError("suspending or resuming a run needs a checkpoint_uri that "
+                             "outlives it")
+        return self.checkpoint_uri
+
+    def _run_checkpoints(self) -> Checkpoints:
+        """The checkpoint settings of the run in progress (:meth:`_run` sets them)."""
+        if self.checkpoints is None:
+            raise RuntimeError("no run in progress")
+        return self.checkpoints
+
     def _checkpoints(self, uri: str, run: str) -> Checkpoints:
         """Where and how the actors of run ``run`` checkpoint, and the key that signs it:
         the run's own, derived from the user's, if ``uri`` outlives the run (a later run
@@ -251,7 +266,7 @@ class RayRuntime:
         if on_settled is None:
             yield
             return
-        tail = SettledTail(self.checkpoints, self.graph, resume)
+        tail = SettledTail(self._run_checkpoints(), self.graph, resume)
         stop, failed = threading.Event(), []
 
         def follow() -> None:
@@ -284,12 +299,15 @@ class RayRuntime:
         flush (or suspend) them level by level and collect their reports; returns what
         each source fed, the seconds it took and the reports."""
         everyone = {**actors, **feeders}
-        clocks = {p: estimate_offset(lambda a=a: answer(a.status.remote())["clock_ns"])
-                  for p, a in everyone.items()}
+
+        def clock_of(actor: Any) -> Callable[[], int]:
+            return lambda: int(answer(actor.status.remote())["clock_ns"])
+
+        clocks = {p: estimate_offset(clock_of(a)) for p, a in everyone.items()}
         for ref in [a.start.remote(clocks[p]) for p, a in everyone.items()]:
             answer(ref)
         t0 = time.perf_counter()
-        if feeders:
+        if isinstance(raw, Sources):  # fed by the source actors, the feeders
             fed = self._feed_sources(feeders, delivery, on_fed)
         else:
             publisher = Publisher(self.max_in_flight)
@@ -302,16 +320,18 @@ class RayRuntime:
         for source in fed:
             for c, sent in source["sent"].items():
                 expected.setdefault(c, {})[source["sender"]] = sent
-        settled, segments = {}, {}
+        settled: dict[int, int] = {}
+        segments: dict[int, int] = {}
         for node in self.graph.topological_order():
             for i in of_node[node.name]:
                 done = self._flush(i, everyone, expected, fed[0].get("publisher"), suspend)
                 for c, sent in done["sent"].items():
                     expected.setdefault(c, {})[i.producer] = sent
-                settled[i.producer] = done.get("settled")
-                segments[i.producer] = done.get("segments")
+                if suspend:
+                    settled[i.producer] = done["settled"]
+                    segments[i.producer] = done["segments"]
         if suspend:
-            self.suspension = Suspension(self.checkpoints.run,
+            self.suspension = Suspension(self._run_checkpoints().run,
                                          {c: e[0] for c, e in expected.items() if 0 in e},
                                          settled, graph_shape(self.graph), segments)
         wall = time.perf_counter() - t0
@@ -333,6 +353,9 @@ class RayRuntime:
                 return done
             for sender, position in done["missing"].items():
                 if sender == 0:
+                    if publisher is None:
+                        raise RuntimeError(f"{instance.label} lost pushes of the driver, "
+                                           "which did not feed this run")
                     publisher.resend(me, done["epoch"], position)
                 else:
                     answer(actors[sender].resend.remote(me, done["epoch"], position))

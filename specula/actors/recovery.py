@@ -1,5 +1,6 @@
 """Crash recovery of detector actors: checkpoints, determinants, and why the net output
-of a run with restarts is exactly the crash-free one.
+of a run with restarts is exactly the crash-free one. One actor's part in it is
+:class:`~.actor_recovery.ActorRecovery`.
 
 What a checkpoint holds (one msgpack object per actor, written atomically; NumPy
 arrays as ``.npy`` bytes, the detector's states as its ``snapshot`` returns them):
@@ -331,7 +332,7 @@ class StepLog:
     them here and in the worker, count batches taken: a step of three batches is three."""
 
     def __init__(self, base: int = 0, senders: list[int] | None = None,
-                 alphas: list[float] | None = None) -> None:
+                 alphas: list[float | None] | None = None) -> None:
         self.base = base
         self.senders = senders or []
         self.alphas = alphas or []
@@ -340,7 +341,7 @@ class StepLog:
     def end(self) -> int:
         return self.base + len(self.senders)
 
-    def extend(self, first: int, senders: list[int], alphas: list[float],
+    def extend(self, first: int, senders: list[int], alphas: list[float | None],
                checkpoint_step: int) -> None:
         """Add steps ``first``, ``first + 1``, ...; forget those before the producer's
         checkpoint step."""
@@ -356,7 +357,7 @@ class StepLog:
         if checkpoint_step > self.base and not self.senders:
             self.base = checkpoint_step
 
-    def plan(self, step: int) -> tuple[list[int], list[float]] | None:
+    def plan(self, step: int) -> tuple[list[int], list[float | None]] | None:
         """The steps from ``step`` on, or None if this log does not reach back to it."""
         if self.base > step:
             return None

@@ -90,7 +90,8 @@ class DetectorReport:
     stats: UnitStats
     late: np.ndarray
     alpha: dict[str, list[AlphaSample]] = field(default_factory=dict)
-    series: list[dict[str, float]] = field(default_factory=list)
+    #: samples after each batch taken, each with its instance's label (``instance``)
+    series: list[dict[str, float | str]] = field(default_factory=list)
     #: the largest K of its instances at the end, in seconds of event time
     k_s: float = 0.0
     #: 1 for detectors of raw events, else one more than the highest of their producers

@@ -47,8 +47,8 @@ class Router:
                         and (n.partitions > 1 or n.idle_after is not None)}
         self._idle = {n.name: n.idle_after for n in graph.nodes.values()
                       if n.name in self._clocks and n.idle_after is not None}
-        published = {None: set(graph.sources),
-                     **{n.name: set(n.outputs) for n in graph.nodes.values()}}
+        published: dict[str | None, set[str]] = {
+            None: set(graph.sources), **{n.name: set(n.outputs) for n in graph.nodes.values()}}
         self._hears = {(n.name, source): bool(set(n.inputs) & types)
                        for n in graph.nodes.values() for source, types in published.items()}
         # a detector publishes only its outputs and control messages: a node that takes

@@ -8,6 +8,7 @@ GPUs it has and adds one graph node per placement.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from specula.detectors.graph import Graph
 from specula.detectors.rules.ast import Rule
@@ -18,8 +19,8 @@ __all__ = ["add_rules"]
 
 
 def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mapping[str, float],
-              gpus: float | None = None, alpha: float | str = 1.0,
-              retraction: str = "on-demand", cpu_engine: str = "cdp",
+              gpus: float | None = None, alpha: float | Literal["adaptive"] = 1.0,
+              retraction: Literal["on-demand", "full"] = "on-demand", cpu_engine: str = "cdp",
               rules_per_detector: int = 8, heavy_engine: str = "cdp",
               k0: int = 0) -> list[Placement]:
     """Add rules to ``graph`` as rule detectors placed by :func:`plan`.
@@ -68,6 +69,6 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
     for engine in {p.engine for p in placements} - {"gpu"}:
         engine_class(engine)  # a CPU engine that cannot be imported fails here, not in a run
     for p in placements:
-        graph.add(p.name, p.detector(graph.registry), alpha=alpha,  # type: ignore[arg-type]
-                  retraction=retraction, k0=k0, gpus=p.num_gpus)  # type: ignore[arg-type]
+        graph.add(p.name, p.detector(graph.registry), alpha=alpha,
+                  retraction=retraction, k0=k0, gpus=p.num_gpus)
     return placements

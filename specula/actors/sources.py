@@ -119,7 +119,8 @@ def merge_by_arrival(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.nda
     ended = [h is None for h in rows]
     while not all(ended):
         # a stream whose batch ends at `cut` may go on with more events at `cut`
-        cut = min(int(rows[i]["ats"][-1]) for i in range(len(rows)) if not ended[i])
+        cut = min(int(h["ats"][-1]) for h, e in zip(rows, ended, strict=True)
+                  if h is not None and not e)
         out = []
         for i, h in enumerate(rows):
             if h is None:

@@ -23,9 +23,11 @@ each sender's batches in the order they were sent. The actor thus needs a thread
 every push that can be in flight to it, plus a few for a flush, a report, a resend
 (:func:`~specula.actors.ray_runtime.actor_concurrency`).
 
-With :class:`~.recovery.Checkpoints` the actor checkpoints and recovers after a
-restart; the protocol (numbers, epochs, fences, determinants) and why it is exact are
-in :mod:`.recovery`, the producer's side in :mod:`.channels`.
+This module is the data path. Everything about recovery (push numbers, epochs,
+fences, determinants, checkpoints, a restart) is asked of the worker's
+:class:`~.actor_recovery.ActorRecovery`; with :class:`~.recovery.Checkpoints` the actor
+checkpoints and recovers after a restart. The protocol and why it is exact are in
+:mod:`.recovery`, the producer's side in :mod:`.channels`.
 """
 
 from __future__ import annotations
@@ -33,33 +35,26 @@ from __future__ import annotations
 import resource
 import threading
 import time
-from typing import Any
+from enum import Enum
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from specula import events as ev
-from specula.actors.channels import Channel, Peers, Publisher, Reply, Route, answer
+from specula.actors.actor_recovery import ActorRecovery, LoopPosition, Turn
+from specula.actors.channels import Peers, Publisher, Reply, Route
 from specula.actors.inbox import Gate, Inbox
 from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
-from specula.actors.recovery import (
-    CHECKPOINT_VERSION,
-    DIGESTS_KEPT,
-    Checkpoints,
-    Determinants,
-    StepLog,
-    digest,
-    pack_checkpoint,
-    unpack_checkpoint,
-)
+from specula.actors.recovery import Checkpoints
 from specula.actors.report import CpuTimes, rss_mb, shared_mb
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
 from specula.options import RUNTIME_OPTIONS
-from specula.ordering.checkpoint import restore_unit, unit_state
 from specula.ordering.samples import SampleLog
+from specula.shedding import DropCommand
 
 __all__ = ["DEFAULT_INBOX_EVENTS", "STEP_EVENTS", "DetectorWorker", "Publisher", "Route"]
 
@@ -76,13 +71,33 @@ STEP_EVENTS: int = RUNTIME_OPTIONS["step_events"].default
 #: Seconds between two readings of a sample's memory figures (snapshot estimate, resident
 #: memory: a buffer scan or a read of /proc, ~0.1-0.3 ms); samples between repeat them.
 _MEMORY_EVERY_S = 0.1
-_CHECKPOINT = object()  # what the processing thread takes when a checkpoint is asked
-_SUSPEND = object()     # ... when the inbox is empty and a suspension is asked
+
+
+class _Signal(Enum):
+    """What the processing thread takes instead of a step."""
+
+    CHECKPOINT = "checkpoint"  # a checkpoint is asked
+    SUSPEND = "suspend"        # the inbox is empty and a suspension is asked
+    END = "end"                # the inbox is empty and the flush is asked
+
+
+class Step(NamedTuple):
+    """The batches of one step, as the processing thread took them from the inbox."""
+
+    #: (batch, arrival ns, sender) of each batch, in the order taken
+    taken: list[tuple[np.ndarray, float, int]]
+    #: when the step was taken, ns of this process's monotonic clock
+    start: int
+    #: the gate's drop command for the step (shedding)
+    command: DropCommand
+    #: the alpha a replayed step runs under (None: the unit's own)
+    alpha: float | None
 
 
 class DetectorWorker:
     """One detector instance: inbox, gate, ordering unit, detector, net output, publisher,
-    and the processing thread between them.
+    and the processing thread between them; its :class:`~.actor_recovery.ActorRecovery`
+    (:attr:`recovery`) keeps the recovery protocol.
 
     ``routes`` say where the output goes (one per subscriber node) and ``producers``
     which actors publish to this one (producer id and actor), for resend requests after
@@ -101,49 +116,46 @@ class DetectorWorker:
         self.step_events = step_events if instance.node.shedding is None else 0
         self.unit = instance.unit(registry)
         instance.warm_up(registry)
+        if routes and router is None:
+            raise ValueError(f"{instance.label}: routes need the graph's router")
         self.router = router
         self.routes = routes or []
         self.producers = producers or []
-        self._published: int | None = None  # the progress last told the subscribers
         self.series: SampleLog[dict[str, float]] = SampleLog()
         self.cpu = CpuTimes()
         # inbox times are this process's monotonic clock, in ns
         self.inbox = Inbox(inbox_events, 1e-9)
         self.gate = Gate(instance.node.shedding, registry, 1e-9, self.unit.detector, self.unit)
+        self.peers = Peers()  # a consumer's or producer's actor, by handle or name
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._ending = False                # flush asked: drain, flush the unit, stop
         self._ended: int | None = None      # events the final flush generated
         self._suspending = self._suspended = False  # suspend asked: drain, checkpoint, stop
+        self._want_checkpoint = False       # a checkpoint asked, at the next batch boundary
         self._error: BaseException | None = None
-        self._next: dict[int, int] = {}     # per sender: pushes held (taken or waiting)
-        self._taken: dict[int, int] = {}    # per sender: pushes taken
-        self._acked: dict[int, int] = {}    # per sender: pushes the last checkpoint took
-        self._fence: dict[int, int] = {}    # per sender: its oldest incarnation that counts
-        self._logs: dict[int, StepLog] = {}  # each producer's determinants
-        self.dets = Determinants()
-        self.actor = Peers()  # a consumer's or producer's actor, by handle or name
-        self.duplicates = self.divergent = 0  # pushes dropped as held; of them, unlike it
-        self._digests: dict[int, dict[int, int]] = {}  # per sender: push number -> digest
+        self._published: int | None = None  # the progress last told the subscribers
         self._clock = (0, 0)                # this host's clock minus the driver's, error
         self._memory: tuple[float, dict[str, float]] = (float("-inf"), {})  # when, what
-        self.checkpoints = checkpoints
-        self.checkpoint_stats = {"count": 0, "seconds": 0.0, "bytes": 0}
-        self._want_checkpoint, self._since = False, 0  # asked; batches since the last
-        self._last_checkpoint = time.monotonic()
-        self.store = checkpoints.store(instance.label) if checkpoints else None
-        self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, self.store)
-        self.incarnation = self.store.next_incarnation() if self.store else 0
-        self.publisher = Publisher(max_in_flight, instance.producer, self.incarnation)
-        if self.incarnation > 0:
-            self._restore()
+        store = checkpoints.store(instance.label) if checkpoints else None
+        self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, store)
+        incarnation = store.next_incarnation() if store else 0
+        self.publisher = Publisher(max_in_flight, instance.producer, incarnation)
+        self.recovery = ActorRecovery(instance.label, instance.producer, self.unit, self.output,
+                                      self.publisher, self._cond, checkpoints=checkpoints,
+                                      store=store, incarnation=incarnation)
+        if incarnation > 0:
+            restored = self.recovery.restore(lambda c: self.peers(self._consumers()[c]))
+            if restored is not None:
+                self._published, self._ended, self._clock = restored
             self.start()
 
     def start(self, clock: tuple[int, int] | None = None) -> None:
         """Start the processing thread (once; every actor must exist by then); ``clock``:
         this host's offset from the driver's clock and its error, ns (:mod:`.clocks`)."""
         with self._cond:
-            self._clock = tuple(clock) if clock is not None else self._clock
+            if clock is not None:
+                self._clock = (clock[0], clock[1])
             if self._thread is None:
                 self.cpu.start()
                 self._thread = threading.Thread(target=self._run, daemon=True,
@@ -167,32 +179,22 @@ class DetectorWorker:
         """
         if raw_sender(sender) and self.router is not None:
             batch = self.router.piece(self.instance, None, batch)
+        rec = self.recovery
         with self._cond:
             while True:
                 self._check()
-                held = self._next.get(sender, 0)
-                if incarnation < self._fence.get(sender, 0) or epoch < self.incarnation:
-                    return self._reply(sender)
-                if n is not None and n < held:
-                    self._duplicate(sender, n, batch)
-                    return self._reply(sender)
-                if (n is None or n == held) and (resend or self.inbox.has_room(len(batch))):
+                turn = rec.turn(sender, n, incarnation, epoch, batch)
+                if turn is Turn.DROP:
+                    return rec.reply(sender)
+                if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
                     break
                 self._cond.wait()
             now = time.monotonic_ns()
             self.inbox.push(batch, now, sender, force=resend)
             self.gate.arrived(len(batch), now)
-            if n is not None:
-                self._next[sender] = n + 1
-            if dets is not None:
-                self._logs.setdefault(sender, StepLog()).extend(*dets)
-            if n is not None and self.store is not None:
-                seen = self._digests.setdefault(sender, {})
-                seen[n] = digest(batch)
-                if len(seen) > DIGESTS_KEPT:
-                    del seen[next(iter(seen))]
+            rec.received(sender, n, batch, dets)
             self._cond.notify_all()
-            return self._reply(sender)
+            return rec.reply(sender)
 
     def flush(self, expected: dict[int, int] | None = None) -> dict[str, Any]:
         """End of stream: wait until the inbox is empty, emit everything buffered, publish
@@ -205,9 +207,9 @@ class DetectorWorker:
         them resent and flushes again.
         """
         with self._cond:
-            missing = self._missing(expected)
+            missing = self.recovery.missing(expected)
             if missing and self._ended is None:
-                return {"missing": missing, "epoch": self.incarnation}
+                return {"missing": missing, "epoch": self.recovery.incarnation}
             self._ending = True
             self._cond.notify_all()
             while self._ended is None and self._error is None:
@@ -221,9 +223,9 @@ class DetectorWorker:
         flushed; the actor checkpoints and stops. Returns ``{"sent", "settled"}`` (the
         unit's settled counter), or ``{"missing", "epoch"}`` as :meth:`flush` does."""
         with self._cond:
-            missing = self._missing(expected)
+            missing = self.recovery.missing(expected)
             if missing:
-                return {"missing": missing, "epoch": self.incarnation}
+                return {"missing": missing, "epoch": self.recovery.incarnation}
             self._suspending = True
             self._cond.notify_all()
             while not self._suspended and self._error is None:
@@ -231,10 +233,6 @@ class DetectorWorker:
             self._check()
         return {"sent": {c: ch.sent for c, ch in self.publisher.channels.items()},
                 "settled": self.unit.settled_seq, "segments": self.output.segments}
-
-    def _missing(self, expected: dict[int, int] | None) -> dict[int, int]:
-        """The position held of each sender of ``expected`` whose pushes are not in."""
-        return {s: h for s, n in (expected or {}).items() if (h := self._next.get(s, 0)) < n}
 
     def resend(self, consumer: int, epoch: int, position: int) -> int:
         """Resend to ``consumer`` (incarnation ``epoch``, holding ``position`` of ours)
@@ -246,12 +244,7 @@ class DetectorWorker:
         returns its determinants held here (base step, senders, alphas), its pushes held
         and taken by the last checkpoint, and this actor's incarnation."""
         with self._cond:
-            if incarnation > self._fence.get(producer, 0):
-                self._fence[producer] = incarnation
-                self._cond.notify_all()
-            log = self._logs.get(producer, StepLog())
-            return [*log.as_list(), self._next.get(producer, 0), self._acked.get(producer, 0),
-                    self.incarnation]
+            return self.recovery.fence(producer, incarnation)
 
     def forget(self, seq: int, segments: int) -> None:
         """Drop net events below ``seq``, segments below ``segments``, handed on for good."""
@@ -260,50 +253,39 @@ class DetectorWorker:
     def checkpoint(self) -> int:
         """Checkpoint at the next batch boundary (now, if idle); returns the checkpoints
         taken so far."""
-        if self.store is None:
+        stats = self.recovery.stats
+        if not self.recovery.enabled:
             raise RuntimeError(f"{self.instance.label}: no checkpoint storage configured")
         with self._cond:
-            target = self.checkpoint_stats["count"] + 1
+            target = stats.count + 1
             self._want_checkpoint = True
             self._cond.notify_all()
-            while (self.checkpoint_stats["count"] < target and self._ended is None
+            while (stats.count < target and self._ended is None
                    and not self._suspended and self._error is None):
                 self._cond.wait()
             self._check()
-            return self.checkpoint_stats["count"]
-
-    def _now(self) -> int:
-        return time.time_ns() - self._clock[0]
+            return stats.count
 
     def status(self) -> dict[str, Any]:
         """Incarnation, batches taken, whether it ended, and the host's wall clock (for
         the driver's estimate of its offset)."""
-        return {"incarnation": self.incarnation, "step": self.dets.step,
+        return {"incarnation": self.recovery.incarnation, "step": self.recovery.step,
                 "ended": self._ended is not None, "clock_ns": time.time_ns()}
 
     def report(self) -> dict[str, Any]:
-        c = self.unit.controller
+        c, rec = self.unit.controller, self.recovery
         return {"producer": self.instance.producer, "label": self.instance.label,
                 "net": self.output.net, "handed_on": self.output.handed, "stats": self.unit.stats,
                 "late": ev.concat_records([self.output.late(), self.unit.late_events()]),
                 "memory": self.unit.memory.figures(),
                 "alpha": c.history if c is not None else [], "series": list(self.series),
                 "cpu": self.cpu.summary(), "k": self.unit.k,
-                "inbox": self.gate.report(self.inbox), "restarts": self.incarnation,
-                "duplicates": self.duplicates, "divergent": self.divergent,
+                "inbox": self.gate.report(self.inbox), "restarts": rec.incarnation,
+                "duplicates": rec.duplicates, "divergent": rec.divergent,
                 "resent": self.publisher.resent_batches,
-                "checkpoints": dict(self.checkpoint_stats), "host": this_host(),
+                "checkpoints": rec.stats.as_dict(), "host": this_host(),
                 "clock": self._clock,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-
-    def _duplicate(self, sender: int, n: int, batch: np.ndarray) -> None:
-        """Drop push ``n`` of ``sender``, held already; count it, and count it as
-        divergent if it differs from the push held (a regenerated push must be the
-        same: :mod:`.recovery`)."""
-        self.duplicates += 1
-        held = self._digests.get(sender, {}).get(n)
-        if held is not None and held != digest(batch):
-            self.divergent += 1
 
     def halt(self) -> None:
         """Stop processing after the batch in hand, as a crash would (tests model a
@@ -314,9 +296,6 @@ class DetectorWorker:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(10)
 
-    def _reply(self, sender: int) -> Reply:
-        return Reply(self.incarnation, self._acked.get(sender, 0), self._next.get(sender, 0))
-
     def _check(self) -> None:
         """Raise, in the caller's thread, the error the processing thread stopped on:
         the original exception (a DetectorError names the node and the event), so that
@@ -324,71 +303,76 @@ class DetectorWorker:
         if self._error is not None:
             raise self._error
 
+    def _consumers(self) -> dict[int, Any]:
+        """Every consumer's actor (a handle or a name), by its producer id."""
+        return {c: a for r in self.routes for c, a in zip(r.consumers, r.actors, strict=True)}
+
+    def _now(self) -> int:
+        """The driver's wall clock, ns, as this host reads it."""
+        return time.time_ns() - self._clock[0]
+
     # ------------------------------------------------------------ processing thread
     def _run(self) -> None:
         """The processing thread: (after a restart, recover;) take, shed, process,
         publish, checkpoint now and then; at the end, flush and checkpoint."""
         try:
-            if self.incarnation > 0:
-                self._recover()
+            if self.recovery.incarnation > 0:
+                self.recovery.recover(
+                    [(c, self.peers(a)) for c, a in self._consumers().items()],
+                    [(p, self.peers(a)) for p, a in self.producers])
             while self._ended is None and not self._suspended:
                 with self._cond:
                     took = self._next_batch()
-                if took is None:
-                    self._finish()
-                elif took is _SUSPEND:
-                    self._suspend()
-                elif took is _CHECKPOINT:
-                    self._checkpoint()
-                else:
-                    self._take(*took)
-                    self._since += 1
-                    if self.store is not None and (
-                            self._since >= self.checkpoints.every_batches
-                            or time.monotonic() - self._last_checkpoint
-                            >= self.checkpoints.every_s):
+                if isinstance(took, Step):
+                    self._take(took)
+                    if self.recovery.batch_done():
                         self._checkpoint()
+                elif took is _Signal.END:
+                    self._finish()
+                elif took is _Signal.SUSPEND:
+                    self._suspend()
+                else:
+                    self._checkpoint()
         except BaseException as exc:  # surfaced by the next push or flush
             with self._cond:
                 self._error = exc
                 self._cond.notify_all()
 
-    def _next_batch(self) -> Any:
-        """Under the lock: wait for the next batch (the plan's, while one is left) and
-        take it; :data:`_CHECKPOINT` when one is asked; None at the end of the stream."""
+    def _next_batch(self) -> Step | _Signal:
+        """Under the lock: wait for the next step (the plan's, while one is left) and
+        take it, or for a :class:`_Signal` (a checkpoint asked, a suspension, the end of
+        the stream)."""
         while True:
             if self._error is not None:
                 raise self._error
             if self._want_checkpoint:
                 self._want_checkpoint = False
-                return _CHECKPOINT
-            step = self.dets.planned_step()
-            if step == [-1]:
-                self.dets.plan.clear()  # the flush: taken when asked
-                step = []
+                return _Signal.CHECKPOINT
+            step = self.recovery.planned_step()
             if step:
                 if self.inbox.holds(step):
-                    return self._pop(step, self.dets.take_planned(len(step)))
+                    return self._pop(step, self.recovery.take_planned(len(step)))
             elif len(self.inbox):
                 return self._pop(None, None)
             elif self._ending:
-                return None
+                return _Signal.END
             elif self._suspending:
-                return _SUSPEND
+                return _Signal.SUSPEND
             self._cond.wait()
 
-    def _pop(self, senders: list[int] | None, alpha: float | None) -> tuple:
+    def _pop(self, senders: list[int] | None, alpha: float | None) -> Step:
         q_size, now = self.inbox.events, time.monotonic_ns()
         taken = self.inbox.take(now, senders, self.step_events)
         command = self.gate.command(q_size)
         self._cond.notify_all()  # room for a waiting push
-        return taken, now, command, alpha
+        return Step(taken, now, command, alpha)
 
-    def _take(self, taken: list[tuple[np.ndarray, int, int]], start: int, command: Any,
-              alpha: float | None) -> None:
+    def _take(self, step: Step) -> None:
+        """Run a step through the gate, the unit and the publisher."""
+        taken = step.taken
         for i, (_, _, sender) in enumerate(taken):
-            self._log_step(sender, alpha, joined=i > 0)
-        kept = [self.gate.admit(b, command) for b, _, _ in taken]
+            self.recovery.log_step(sender, step.alpha, joined=i > 0)
+        kept = [self.gate.admit(b, step.command) for b, _, _ in taken]
         dtype = self.unit.in_dtype
         batch = kept[0] if len(kept) == 1 else ev.concat_records(
             [b if b.dtype == dtype else ev.conform(b, dtype, drop=True) for b in kept])
@@ -402,32 +386,19 @@ class DetectorWorker:
         self.cpu.add(unit=c1 - c0, publish=time.thread_time() - c1)
         done = time.monotonic_ns()
         for (_, arrival, sender), k in zip(taken, kept, strict=True):
-            self._taken[sender] = self._taken.get(sender, 0) + 1
+            self.recovery.took(sender)
             share = len(k) / max(1, len(batch))
             self.gate.done(len(k), busy * share, (done - arrival) * 1e-9, handed * share)
-        self._sample((start - taken[0][1]) * 1e-9)
-
-    def _log_step(self, sender: int, alpha: float | None, joined: bool = False) -> None:
-        """A batch is taken: log the sender and the alpha of its step (none if it
-        ``joined`` the step of the batch before); replaying a step, run it under its
-        alpha."""
-        if self.store is None:
-            return
-        ctl = self.unit.controller
-        if alpha is not None and ctl is not None:
-            ctl.force(alpha)
-        # the controller's alpha: a memory back-off is decided again from the input
-        self.dets.log(sender, None if joined else ctl.alpha if ctl is not None
-                      else self.unit.alpha)
+        self._sample((step.start - taken[0][1]) * 1e-9)
 
     def _finish(self) -> None:
         """End of stream: flush the unit, publish, wait for the answers, checkpoint."""
-        self._log_step(-1, None)
+        self.recovery.log_step(-1, None)
         now = self._now()
         out = self.unit.flush(now)
         self._publish(out, now)
         self.publisher.drain()
-        if self.store is not None:
+        if self.recovery.enabled:
             self._checkpoint(ended=len(out))
         with self._cond:
             self._ended = len(out)
@@ -442,10 +413,12 @@ class DetectorWorker:
             self._cond.notify_all()
 
     def _publish(self, out: np.ndarray, now: int) -> None:
+        """Apply ``out`` to the net output and send it, with a progress punctuation if
+        the unit's progress moved, to the subscribers' instances its rows are for."""
         if len(out):
             self.output.apply(out, now)
         out, self._published = punctuate(out, self.unit, self._published, now)
-        if not len(out):
+        if not len(out) or self.router is None:  # no router: no routes (the constructor)
             return
         name = self.instance.node.name
         for route in self.routes:
@@ -456,17 +429,8 @@ class DetectorWorker:
             for consumer, actor, piece in zip(route.consumers, route.actors, pieces,
                                               strict=True):
                 if len(piece):
-                    ch = self.publisher.channel(consumer, self.actor(actor))
-                    self.publisher.send(ch, piece, self._dets(ch))
-
-    def _dets(self, ch: Channel) -> Any:
-        """What a push to ``ch`` carries: the determinants since its last push (or the
-        checkpoint's step)."""
-        if self.store is None:
-            return None
-        dets = self.dets.since(ch.last_step)
-        ch.last_step = self.dets.step - 1
-        return dets
+                    ch = self.publisher.channel(consumer, self.peers(actor))
+                    self.publisher.send(ch, piece, self.recovery.dets_for(ch))
 
     def _sample(self, wait_s: float) -> None:
         s, now = self.unit.stats, time.monotonic()
@@ -481,70 +445,8 @@ class DetectorWorker:
             "violations": self.gate.stats.violations, "kept_events": self.publisher.kept_events(),
             **self._memory[1]})
 
-    # ------------------------------------------------------------ checkpoints
     def _checkpoint(self, ended: int | None = None) -> None:
-        """Write the state (and the net output applied since the last one) to storage;
-        then tell producers, through the replies, what it covers."""
-        t0, c0 = time.perf_counter(), time.thread_time()
-        self.output.save(self.unit.take_late())
-        channels = self.publisher.state()
-        with self._cond:
-            logs = [[p, *log.as_list()] for p, log in self._logs.items()]
-        state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit), "step": self.dets.step,
-                 "taken": [[s, n] for s, n in self._taken.items()], "channels": channels,
-                 "logs": logs, "published": self._published, "output": self.output.state(),
-                 "settled": self.unit.settled_seq,
-                 "ended": ended, "duplicates": self.duplicates, "clock": self._clock,
-                 "checkpoints": [self.checkpoint_stats["count"] + 1,
-                                 self.checkpoint_stats["seconds"]]}
-        data = pack_checkpoint(state)
-        self.store.write("checkpoint", data)
-        self.output.committed()
-        self.dets.committed()
-        self._since, self._last_checkpoint = 0, time.monotonic()
-        with self._cond:
-            self._acked = dict(self._taken)
-            st = self.checkpoint_stats
-            st["count"] += 1
-            st["seconds"] += time.perf_counter() - t0
-            st["bytes"] = len(data)
-            self._cond.notify_all()
+        """Checkpoint (:meth:`.ActorRecovery.checkpoint`), counting its processor time."""
+        c0 = time.thread_time()
+        self.recovery.checkpoint(LoopPosition(self._published, ended, self._clock))
         self.cpu.add(checkpoint=time.thread_time() - c0)
-
-    def _restore(self) -> None:
-        """A restarted actor: back to the last checkpoint (or the start, if none)."""
-        data = self.store.read("checkpoint")
-        if data is None:
-            return
-        state = unpack_checkpoint(data, self.instance.label)
-        restore_unit(self.unit, state["unit"])
-        self.dets = Determinants(state["step"])
-        self._taken = {int(s): n for s, n in state["taken"]}
-        self._next, self._acked = dict(self._taken), dict(self._taken)
-        actors = {c: a for r in self.routes for c, a in zip(r.consumers, r.actors, strict=True)}
-        self.publisher.restore(state["channels"], lambda c: self.actor(actors[c]))
-        self._logs = {int(p): StepLog(base, senders, alphas)
-                      for p, base, senders, alphas in state["logs"]}
-        self._published = state["published"]
-        self.output.restore(state["output"])
-        self.duplicates, self._clock = state["duplicates"], tuple(state["clock"])
-        self._ended = state["ended"]
-        self.checkpoint_stats["count"], self.checkpoint_stats["seconds"] = state["checkpoints"]
-
-    def _recover(self) -> None:
-        """After a restart: fence off the old process at the consumers and take from them
-        this actor's determinants (the longest log is the plan) and what they hold of
-        its pushes (resent from there); ask the producers to resend."""
-        consumers = [(c, self.actor(a)) for r in self.routes
-                     for c, a in zip(r.consumers, r.actors, strict=True)]
-        answers = [answer(a.recover_producer.remote(self.instance.producer, self.incarnation))
-                   for _, a in consumers]
-        with self._cond:
-            self.dets.follow([StepLog(*a[:3]) for a in answers])
-        for (c, a), held in zip(consumers, answers, strict=True):
-            ch = self.publisher.channel(c, a)
-            self.publisher.resend(c, ch.epoch, held[3])
-        for producer, actor in self.producers:
-            self.actor(actor).resend.remote(self.instance.producer, self.incarnation,
-                                            self._next.get(producer, 0))
-

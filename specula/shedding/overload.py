@@ -259,7 +259,7 @@ class OverloadDetector:
         """``n`` events (rows) arrived in the inbox at ``t_s`` seconds."""
         self.arrivals.add(n, t_s)
 
-    def processed(self, n: int, busy_s: float) -> None:
+    def processed(self, n: float, busy_s: float) -> None:
         """``n`` events were handed to the detector in ``busy_s`` seconds of busy time,
         as they would have taken unshed (see the module)."""
         self.busy.add(busy_s, n)

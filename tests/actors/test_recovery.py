@@ -37,7 +37,7 @@ class CountingWorker(DetectorWorker):
 
     def _take(self, *args) -> None:
         super()._take(*args)
-        self.stand_in.progress = max(self.stand_in.progress, sum(self._taken.values()))
+        self.stand_in.progress = max(self.stand_in.progress, self.recovery.batches_taken)
 
 
 class LocalActor:

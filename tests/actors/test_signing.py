@@ -100,7 +100,7 @@ def test_a_checkpoint_whose_detector_state_became_code_is_refused_and_never_load
     assert suspended_watch(out, graph).run == RUN  # untouched, it resumes
     restarted = DetectorWorker(graph.instances()[0], graph.registry, router=Router(graph),
                                checkpoints=checkpoints)
-    assert restarted.incarnation == 1 and restarted.unit.clk == worker.unit.clk
+    assert restarted.status()["incarnation"] == 1 and restarted.unit.clk == worker.unit.clk
     restarted.halt()
 
     forge(path, marker, how)
