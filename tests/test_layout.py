@@ -99,10 +99,8 @@ def test_the_rule_catches_upward_and_cluster_imports():
 
 
 # ---------------------------------------------------------------- narrow interfaces
-#: Rooms whose modules read no other object's private attributes. specula/actors is the
-#: next room to hold to it (its worker and recovery protocol are being split apart).
-PRIVATE_ROOMS = ["ordering", pytest.param("actors", marks=pytest.mark.xfail(
-    strict=False, reason="specula/actors still reads private attributes"))]
+#: Rooms whose modules read no other object's private attributes.
+PRIVATE_ROOMS = ["ordering", "actors"]
 
 
 #: Named tuples' public methods, underscored only to stay clear of field names.
