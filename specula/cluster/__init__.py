@@ -36,6 +36,17 @@ def check_reachable(address: str, what: str, *, timeout: float = 5.0) -> None:
                            f"{exc.strerror or exc}") from None
 
 
+def check_joinable(address: str) -> None:
+    """Raise :class:`ClusterError` unless the Ray cluster at ``address`` answers
+    (:func:`check_reachable`) and takes this process's authentication token
+    (:func:`~specula.cluster.ray_access.check_token`): one line at once, where
+    ``ray.init`` would retry for 20 s and say only that it failed to connect."""
+    check_reachable(address, "Ray cluster")
+    from specula.cluster.ray_access import check_token
+
+    check_token(address)
+
+
 @contextmanager
 def keep_sigterm_handler() -> Iterator[None]:
     """Put the SIGTERM handler back after the block.
@@ -79,7 +90,8 @@ def follow_ray_auth_mode() -> None:
 def ray_session(address: str | None = None, *, num_cpus: int | None = None,
                 modules: Sequence[ModuleType] = ()) -> Iterator[None]:
     """Use the Ray cluster at ``address``, or start one embedded on this machine (a new
-    one even where ``RAY_ADDRESS`` names another: embedded means embedded).
+    one even where ``RAY_ADDRESS`` names another: embedded means embedded), listening on
+    loopback only (:func:`~specula.cluster.ray_access.loopback_only`).
 
     Workers import the user's modules as the driver does: on this machine through the
     driver's ``PYTHONPATH``; on a joined cluster, whose other hosts have none of the
@@ -90,6 +102,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     only disconnected.
     """
     import ray
+    from ray.exceptions import RayError
 
     if ray.is_initialized():
         yield
@@ -104,14 +117,17 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     follow_ray_auth_mode()
     with keep_sigterm_handler():
         if address:
-            check_reachable(address, "Ray cluster")
+            check_joinable(address)
             try:
                 ray.init(address=address, **kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except (ConnectionError, RuntimeError, ValueError, RayError) as exc:
                 raise ClusterError(f"cannot join the Ray cluster at {address}: "
                                    f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
         else:  # "local": a new cluster, whatever RAY_ADDRESS names
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kwargs)
+            from specula.cluster.ray_access import loopback_only
+
+            with loopback_only():
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kwargs)
     try:
         yield
     finally:
