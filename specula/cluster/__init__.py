@@ -67,13 +67,15 @@ def follow_ray_auth_mode() -> None:
     """Make this process's Ray read ``RAY_AUTH_MODE`` again before it starts or joins a
     cluster.
 
-    Ray reads the authentication mode into its process-wide config and token cache once
-    (a local ``ray.init()`` turns token mode on and sets the variable). Starting Spark
-    turns it off (:func:`specula.cluster.spark._prepare_environment`): a cluster started
-    after that flip, by a driver still in token mode, loses every actor at creation (the
-    driver refuses its GCS's token-less calls). Both caches are refreshed here, as Ray's
-    own ``ray.init`` does when it turns token mode on. Nothing to do while connected, or
-    before Ray was imported, or on a Ray without token authentication.
+    Ray reads the authentication mode and token into its process-wide config and token
+    cache once (a local ``ray.init()`` turns token mode on and sets the variable). Ray on
+    Spark sets a token of its own for its block and puts the settings back after it
+    (:func:`specula.cluster.ray_access.private_token`), and a joined cluster takes the
+    token the environment names now: a driver whose caches disagree with the cluster
+    loses every actor at creation (the driver refuses its GCS's token-less calls) or is
+    refused. Both caches are refreshed here, as Ray's own ``ray.init`` does when it
+    turns token mode on. Nothing to do while connected, or before Ray was imported, or
+    on a Ray without token authentication.
     """
     ray = sys.modules.get("ray")
     if ray is None or ray.is_initialized():
