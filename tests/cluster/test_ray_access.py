@@ -110,12 +110,13 @@ def token_cluster() -> Iterator[str]:
 
 def _stop_group(proc: subprocess.Popen) -> None:
     """SIGTERM to the process group of ``proc`` (a session leader), SIGKILL to what is
-    left of it after 15 s."""
+    left of it after 5 s (``ray start --block`` takes longer than that to stop its
+    raylet and monitor)."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         proc.poll()
         try:
