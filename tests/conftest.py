@@ -76,9 +76,12 @@ def local_ray():
     import graph_shapes
     from ray import cloudpickle
 
+    from specula.cluster.ray_access import loopback_only
+
     cloudpickle.register_pickle_by_value(graph_shapes)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
-             log_to_driver=False)
+    with loopback_only():  # as specula's own embedded Ray
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+                 log_to_driver=False)
     yield
     ray.shutdown()
     cloudpickle.unregister_pickle_by_value(graph_shapes)

@@ -37,6 +37,17 @@ def check_reachable(address: str, what: str, *, timeout: float = 5.0) -> None:
                            f"{exc.strerror or exc}") from None
 
 
+def check_joinable(address: str) -> None:
+    """Raise :class:`ClusterError` unless the Ray cluster at ``address`` answers
+    (:func:`check_reachable`) and takes this process's authentication token
+    (:func:`~specula.cluster.ray_access.check_token`): one line at once, where
+    ``ray.init`` would retry for 20 s and say only that it failed to connect."""
+    check_reachable(address, "Ray cluster")
+    from specula.cluster.ray_access import check_token
+
+    check_token(address)
+
+
 @contextmanager
 def keep_sigterm_handler() -> Iterator[None]:
     """Put the SIGTERM handler back after the block.
@@ -57,13 +68,15 @@ def follow_ray_auth_mode() -> None:
     """Make this process's Ray read ``RAY_AUTH_MODE`` again before it starts or joins a
     cluster.
 
-    Ray reads the authentication mode into its process-wide config and token cache once
-    (a local ``ray.init()`` turns token mode on and sets the variable). Starting Spark
-    turns it off (:func:`specula.cluster.spark._prepare_environment`): a cluster started
-    after that flip, by a driver still in token mode, loses every actor at creation (the
-    driver refuses its GCS's token-less calls). Both caches are refreshed here, as Ray's
-    own ``ray.init`` does when it turns token mode on. Nothing to do while connected, or
-    before Ray was imported, or on a Ray without token authentication.
+    Ray reads the authentication mode and token into its process-wide config and token
+    cache once (a local ``ray.init()`` turns token mode on and sets the variable). Ray on
+    Spark sets a token of its own for its block and puts the settings back after it
+    (:func:`specula.cluster.ray_access.private_token`), and a joined cluster takes the
+    token the environment names now: a driver whose caches disagree with the cluster
+    loses every actor at creation (the driver refuses its GCS's token-less calls) or is
+    refused. Both caches are refreshed here, as Ray's own ``ray.init`` does when it
+    turns token mode on. Nothing to do while connected, or before Ray was imported, or
+    on a Ray without token authentication.
     """
     ray = sys.modules.get("ray")
     if ray is None or ray.is_initialized():
@@ -85,7 +98,8 @@ def follow_ray_auth_mode() -> None:
 def ray_session(address: str | None = None, *, num_cpus: int | None = None,
                 modules: Sequence[ModuleType] = ()) -> Iterator[None]:
     """Use the Ray cluster at ``address``, or start one embedded on this machine (a new
-    one even where ``RAY_ADDRESS`` names another: embedded means embedded).
+    one even where ``RAY_ADDRESS`` names another: embedded means embedded), listening on
+    loopback only (:func:`~specula.cluster.ray_access.loopback_only`).
 
     Workers import the user's modules as the driver does: on this machine through the
     driver's ``PYTHONPATH``; on a joined cluster, whose other hosts have none of the
@@ -96,6 +110,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     only disconnected.
     """
     import ray
+    from ray.exceptions import RayError
 
     if ray.is_initialized():
         yield
@@ -110,14 +125,17 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     follow_ray_auth_mode()
     with keep_sigterm_handler():
         if address:
-            check_reachable(address, "Ray cluster")
+            check_joinable(address)
             try:
                 ray.init(address=address, **kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except (ConnectionError, RuntimeError, ValueError, RayError) as exc:
                 raise ClusterError(f"cannot join the Ray cluster at {address}: "
                                    f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
         else:  # "local": a new cluster, whatever RAY_ADDRESS names
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kwargs)
+            from specula.cluster.ray_access import loopback_only
+
+            with loopback_only():
+                ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kwargs)
     try:
         yield
     finally:

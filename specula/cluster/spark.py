@@ -22,12 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specula.cluster import (
-    ClusterError,
-    check_reachable,
-    follow_ray_auth_mode,
-    keep_sigterm_handler,
-)
+from specula.cluster import ClusterError, check_reachable, keep_sigterm_handler
 from specula.cluster.java import ensure_java
 
 if TYPE_CHECKING:
@@ -163,9 +158,16 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
     (Ray's two ``*_worker_node`` sizes must be given together). With ``log``, what Ray
     on Spark and the Ray head node it starts print goes to that file instead of this
     terminal.
+
+    Its servers listen on every interface (Ray on Spark's worker nodes cannot join a
+    head bound to loopback), so the cluster runs with token authentication and a token
+    of its own that only its nodes and this driver know
+    (:func:`~specula.cluster.ray_access.private_token`).
     """
     _prepare_environment()
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
+
+    from specula.cluster.ray_access import private_token
 
     fits = ray_worker_nodes(spark, worker_cpus)
     if worker_nodes is not None and worker_nodes > fits:
@@ -174,24 +176,25 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
                            f"cores, one kept for Spark's jobs): at most {fits}")
     nodes = worker_nodes if worker_nodes is not None else fits
     address = None
-    try:
-        with _output_to(log), keep_sigterm_handler():  # it calls ray.init
-            print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)
-            try:
-                address = _setup(setup_ray_cluster, shutdown_ray_cluster, nodes,
-                                 worker_cpus, worker_gpus)
-            except ClusterError as exc:
-                raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
-        yield address
-    finally:
-        if address is not None:  # else _setup stopped what it had started
-            import ray
+    with private_token():
+        try:
+            with _output_to(log), keep_sigterm_handler():  # it calls ray.init
+                print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)
+                try:
+                    address = _setup(setup_ray_cluster, shutdown_ray_cluster, nodes,
+                                     worker_cpus, worker_gpus)
+                except ClusterError as exc:
+                    raise ClusterError(f"{exc}{f'; details in {log}' if log else ''}") from exc
+            yield address
+        finally:
+            if address is not None:  # else _setup stopped what it had started
+                import ray
 
-            with _output_to(log):
-                ray.shutdown()
-                with contextlib.suppress(Exception):
-                    shutdown_ray_cluster()
-            _kill_workers_of(address)
+                with _output_to(log):
+                    ray.shutdown()
+                    with contextlib.suppress(Exception):
+                        shutdown_ray_cluster()
+                _kill_workers_of(address)
 
 
 def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
@@ -377,25 +380,21 @@ def _prepare_environment() -> None:
 
     Executors run this interpreter. Ray on Spark runs the ``ray`` script found on
     ``PATH``, which a virtual environment used without activation has only beside its
-    interpreter. Ray's token authentication is off: with it on, the worker node that
-    Spark starts is refused (``InvalidAuthToken``); the cluster is private to this
-    Spark application. This process's Ray follows the change
-    (:func:`~specula.cluster.follow_ray_auth_mode`).
+    interpreter. Ray's authentication is left as it is: Ray on Spark's nodes get their
+    token when the cluster starts (:func:`ray_on_spark`).
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["RAY_AUTH_MODE"] = "disabled"
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # The Ray worker node runs in a Spark executor that writes to this terminal.
     os.environ.setdefault("RAY_LOGGER_LEVEL", "warning")
     bindir = os.path.dirname(sys.executable)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")])
-    follow_ray_auth_mode()
 
 
 #: What executors need from the driver's environment (:func:`_prepare_environment`).
-_EXECUTOR_ENV = ("PATH", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_LOGGER_LEVEL")
+_EXECUTOR_ENV = ("PATH", "RAY_USAGE_STATS_ENABLED", "RAY_LOGGER_LEVEL")
 
 
 def _executor_environment() -> dict[str, str]:

@@ -111,9 +111,9 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     from specula.pipelines.log_files import is_small_log
 
     if config.ray_address and not config.in_process:
-        from specula.cluster import check_reachable
+        from specula.cluster import check_joinable
 
-        check_reachable(config.ray_address, "Ray cluster")  # before Spark spends a minute
+        check_joinable(config.ray_address)  # before Spark spends a minute
     graph = replay_graph(config, kind)
     graph.validate()  # refuse what cannot run before Spark starts: the graph,
     raw_type_table(graph, kind.registry)  # and events it cannot read

@@ -93,10 +93,10 @@ print("all three ran")
 
 
 def test_an_embedded_run_after_a_spark_session_in_the_same_process_keeps_its_actors():
-    """Ray reads its authentication mode once per process, and a Spark session turns it
-    off (Ray on Spark's nodes get no token). An embedded run, a Spark session and an
-    embedded run again, in one new process (this one's mode is the suite's): the second
-    run's actors live and give the first run's answer."""
+    """Ray reads its authentication mode once per process, and starting Spark must not
+    change it under a driver. An embedded run, a Spark session and an embedded run
+    again, in one new process (this one's mode is the suite's): the second run's actors
+    live and give the first run's answer."""
     import sys
 
     done = subprocess.run([sys.executable, "-c", SEQUENCE], capture_output=True, text=True,

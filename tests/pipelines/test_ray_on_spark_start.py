@@ -1,11 +1,12 @@
 """Starting Ray on Spark: more worker nodes than the Spark cluster can hold are refused
-before Ray starts, and on Ctrl-C or SIGTERM while Ray starts `specula replay` exits
-within seconds and nothing it started is left running, whichever step of Ray on Spark's
-start it hit (the head node starting, before Ray on Spark has a handle on it; the driver
-waiting for the worker nodes)."""
+before Ray starts, the cluster takes only drivers with its own token, and on Ctrl-C or
+SIGTERM while Ray starts `specula replay` exits within seconds and nothing it started is
+left running, whichever step of Ray on Spark's start it hit (the head node starting,
+before Ray on Spark has a handle on it; the driver waiting for the worker nodes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -130,3 +131,60 @@ def test_more_ray_worker_nodes_than_spark_holds_are_refused_before_ray_starts(sp
                        r"Spark cluster \(2 cores, one kept for Spark's jobs\): at most 1$"):
         starting.__enter__()
     assert not ray.is_initialized()
+
+
+#: Run in a new process (Ray on Spark needs a ``local-cluster`` master, and a process
+#: holds one Spark context): Ray on Spark with one worker node; prints, as JSON, its token
+#: mode, the nodes alive, the sockets its tree listens on beyond loopback, what a driver
+#: without the token is told, and whether its authentication settings were put back.
+ON_SPARK = """
+import json, os, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from listening import listeners
+import ray
+from specula.cluster import ray_session
+from specula.cluster.spark import ray_on_spark, spark_session
+
+REFUSED = ("import sys\\n"
+           "from specula.cluster import ClusterError, check_joinable\\n"
+           "try:\\n"
+           "    check_joinable(sys.argv[1])\\n"
+           "except ClusterError as exc:\\n"
+           "    print(exc)\\n")
+
+def settings():
+    return {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
+                                           "RAY_ON_SPARK_START_HOOK")}
+
+before = settings()
+with spark_session("local-cluster[1,2,1024]", small_input=True) as spark:
+    with ray_on_spark(spark, worker_nodes=1) as address, ray_session(address):
+        mode = os.environ["RAY_AUTH_MODE"]
+        alive = len([n for n in ray.nodes() if n["Alive"]])
+        exposed = [[s.address, s.port, s.command] for s in listeners(os.getpid())
+                   if not s.loopback]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        refused = subprocess.run([sys.executable, "-c", REFUSED, address], text=True,
+                                 capture_output=True, timeout=120,
+                                 env=env | {"HOME": sys.argv[2]}).stdout
+print(json.dumps({"mode": mode, "alive": alive, "exposed": exposed, "refused": refused,
+                  "restored": settings() == before}))
+"""
+
+
+def test_ray_on_spark_takes_only_drivers_with_its_own_token(tmp_path):
+    """Ray on Spark cannot listen on loopback only (its worker nodes join at the machine's
+    address): it runs with token authentication and a token of its own. The worker node
+    Spark starts joins with it; a driver without it is refused; what listens beyond
+    loopback is Ray's alone, never Spark's; the environment is as it was afterwards."""
+    tests = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", ON_SPARK, tests, str(tmp_path)],
+                          capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["mode"] == "token"
+    assert result["alive"] == 2  # the head, and the worker node Spark started
+    assert result["exposed"]  # Ray's GCS, raylets and workers: why the token is needed
+    assert not [s for s in result["exposed"] if "java" in s[2] or "pyspark" in s[2]]
+    assert "refused this driver (InvalidAuthToken)" in result["refused"], result
+    assert result["restored"]
