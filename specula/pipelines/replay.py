@@ -301,35 +301,35 @@ class Annotations:
             yield self._merge(batch) if len(batch) else batch
 
     def _merge(self, batch: np.ndarray) -> np.ndarray:
-        pieces, start, at = [], 0, 0  # batch[:start] is placed; batch[at] the last event
-        ts, ats = batch["ts"], batch["ats"]  # after which an annotation went (it may take more)
+        """``batch`` with the annotations it takes in after their events."""
+        pieces: list[np.ndarray] = []
+        start = at = 0  # batch[:start] is placed; an annotation went after batch[at]
+        ts, ats = batch["ts"], batch["ats"]
         while self.merged < len(self.events):
             note = self.events[self.merged]
             reached = np.flatnonzero((ats[at:] >= note["ats"]) & (ts[at:] >= note["ts"]))
             if not len(reached):
                 break
-            at += int(reached[0])
-            self._advance(ts[start:at + 1])
+            at += int(reached[0])  # the same event may take the next annotation too
             stamped = np.zeros(1, batch.dtype)
-            for name in set(batch.dtype.names) & set(note.dtype.names):
+            for name in set(batch.dtype.names or ()) & set(note.dtype.names or ()):
                 stamped[name] = note[name]
-            stamped["ts"] = max(int(note["ts"]), self._clock)
+            stamped["ts"] = max(int(note["ts"]), self._advance(ts[start:at + 1]))
             stamped["ats"] = stamped["origin"] = ats[at]
             pieces += [batch[start:at + 1], stamped]
             self._delivered.append(stamped.astype(self.events.dtype))
             self.merged += 1
             start = at + 1
-        if not pieces:
-            self._advance(ts)
-            return batch
         self._advance(ts[start:])
-        pieces.append(batch[start:])
-        return np.concatenate(pieces)
+        return np.concatenate([*pieces, batch[start:]]) if pieces else batch
 
-    def _advance(self, ts: np.ndarray) -> None:
-        if len(ts):
-            newest = int(ts.max())
-            self._clock = newest if self._clock is None else max(self._clock, newest)
+    def _advance(self, ts: np.ndarray) -> int:
+        """The newest time stamp of the log so far, after ``ts`` (not empty before the
+        first annotation is placed: one goes after an event)."""
+        newest = int(ts.max()) if len(ts) else None
+        if self._clock is None or (newest is not None and newest > self._clock):
+            self._clock = newest
+        return -1 if self._clock is None else self._clock
 
     def arrived_in(self, batches: Iterable[np.ndarray]) -> list[ArrayPart]:
         """The annotations that ``batches`` (the whole arrival-ordered log) take in, as
