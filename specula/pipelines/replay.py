@@ -262,20 +262,21 @@ class Annotations:
     batches of the log's events.
 
     An annotation enters the stream once it has arrived and the log has reached its time
-    stamp: right after the first event that arrives no sooner than the annotation and
-    whose ``ts`` is at or past the annotation's. It is stamped with the newest ``ts`` the
-    stream has then reached (its own where that is later) and with that event's arrival
-    (``ats``, ``origin``).
+    stamp: right before the first event that arrives no sooner than the annotation and
+    whose ``ts`` is at or past the annotation's. It is stamped no earlier than the newest
+    ``ts`` before it, nor than 1 tick before that event's (its own where that is later),
+    and with that event's arrival (``ats``, ``origin``).
 
     So an annotation is never behind the clock of a unit it enters, and no time the log
-    did not see lies between its time stamp and that clock: it gates what follows
-    without ever being measured as delayed. Otherwise one stamped before the log's first
-    reading (the wait for the kick-off, sent as a stop from 0) would be measured, at the
-    first reading, as hours late, and that would become the unit's K; one that arrives
-    late would make its own delay the unit's K. The price: a stop starts, and play
-    resumes, where the stream stands when the annotation can take effect, up to the
-    stream's lead over the annotated time later (a few ms of network delay; the
-    annotation's own delay where it arrives late).
+    did not see lies between its time stamp and the event after it: it gates what
+    follows without ever being measured as delayed, also where a runtime puts it just
+    after that event (source actors merge on ``ats``, then ``seq``). Otherwise one
+    stamped before the log's first reading (the wait for the kick-off, sent as a stop
+    from 0) would be measured, at the first reading, as hours late, and that would
+    become the unit's K; one that arrives late would make its own delay the unit's K.
+    The price: a stop starts, and play resumes, up to the gap between the annotated time
+    and the next event later (under a millisecond in a match's stream; the annotation's
+    own delay where it arrives late).
 
     Annotations are taken in order: one waits for those before it. Those the log never
     reaches (after its last event) are not delivered; :attr:`merged` counts those that
@@ -301,34 +302,33 @@ class Annotations:
             yield self._merge(batch) if len(batch) else batch
 
     def _merge(self, batch: np.ndarray) -> np.ndarray:
-        """``batch`` with the annotations it takes in after their events."""
+        """``batch`` with the annotations it takes in, each before its event."""
         pieces: list[np.ndarray] = []
-        start = at = 0  # batch[:start] is placed; an annotation went after batch[at]
+        start = 0  # batch[:start] is placed
         ts, ats = batch["ts"], batch["ats"]
         while self.merged < len(self.events):
             note = self.events[self.merged]
-            reached = np.flatnonzero((ats[at:] >= note["ats"]) & (ts[at:] >= note["ts"]))
+            reached = np.flatnonzero((ats[start:] >= note["ats"]) & (ts[start:] >= note["ts"]))
             if not len(reached):
                 break
-            at += int(reached[0])  # the same event may take the next annotation too
+            at = start + int(reached[0])  # the event the annotation goes before
             stamped = np.zeros(1, batch.dtype)
             for name in set(batch.dtype.names or ()) & set(note.dtype.names or ()):
                 stamped[name] = note[name]
-            stamped["ts"] = max(int(note["ts"]), self._advance(ts[start:at + 1]))
+            stamped["ts"] = max(int(note["ts"]), self._advance(ts[start:at]), int(ts[at]) - 1)
             stamped["ats"] = stamped["origin"] = ats[at]
-            pieces += [batch[start:at + 1], stamped]
+            pieces += [batch[start:at], stamped]
             self._delivered.append(stamped.astype(self.events.dtype))
             self.merged += 1
-            start = at + 1
+            start = at
         self._advance(ts[start:])
         return np.concatenate([*pieces, batch[start:]]) if pieces else batch
 
     def _advance(self, ts: np.ndarray) -> int:
-        """The newest time stamp of the log so far, after ``ts`` (not empty before the
-        first annotation is placed: one goes after an event)."""
-        newest = int(ts.max()) if len(ts) else None
-        if self._clock is None or (newest is not None and newest > self._clock):
-            self._clock = newest
+        """The newest time stamp of the log so far, after ``ts`` (-1 before any)."""
+        if len(ts):
+            newest = int(ts.max())
+            self._clock = newest if self._clock is None else max(self._clock, newest)
         return -1 if self._clock is None else self._clock
 
     def arrived_in(self, batches: Iterable[np.ndarray]) -> list[ArrayPart]:

@@ -213,29 +213,30 @@ def test_cli_replay_refuses_a_mismatched_graph_with_exit_status_2(tmp_path, monk
 
 
 def _merged_one_by_one(batches: list[np.ndarray], notes: np.ndarray) -> np.ndarray:
-    """The reference: walk the log event by event; after each, deliver the next
-    annotations while it has arrived and the event has reached its time stamp, stamped
-    with the newest time stamp so far and the event's arrival."""
-    out, newest, i = [], None, 0
+    """The reference: walk the log event by event; before each, deliver the next
+    annotations while it arrived no sooner and has reached their time stamps, stamped
+    no earlier than the newest time stamp before, nor than 1 before the event's."""
+    out, newest, i = [], -1, 0
     for row in (r for b in batches for r in b):
-        out.append(row)
-        newest = int(row["ts"]) if newest is None else max(newest, int(row["ts"]))
         while i < len(notes) and row["ats"] >= notes[i]["ats"] and row["ts"] >= notes[i]["ts"]:
             note = notes[i].copy()
-            note["ts"] = max(int(note["ts"]), newest)
+            note["ts"] = max(int(note["ts"]), newest, int(row["ts"]) - 1)
             note["ats"] = note["origin"] = row["ats"]
             out.append(note)
             i += 1
+        out.append(row)
+        newest = max(newest, int(row["ts"]))
     return np.array(out, notes.dtype)
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_annotations_enter_where_the_log_reaches_them_however_the_batches_are_cut(seed):
     """Annotations at any time (before the log, inside it, after it) arriving with any
-    delay: each enters once, in order, right after the first event that arrives no
+    delay: each enters once, in order, right before the first event that arrives no
     sooner and has reached its time stamp, stamped no earlier than the newest event
-    before it (so it is never behind a clock, never measured as delayed); the log's
-    events keep their order; those the log never reaches are not delivered."""
+    before it nor than 1 before the event after it (so it is never behind a clock, and
+    never measured as delayed); the log's events keep their order; those the log never
+    reaches are not delivered."""
     rng = np.random.default_rng(seed)
     dtype = np.dtype([("ts", "i8"), ("ats", "i8"), ("seq", "i8"), ("origin", "i8")])
     log = np.zeros(int(rng.integers(0, 60)), dtype)
@@ -259,6 +260,7 @@ def test_annotations_enter_where_the_log_reaches_them_however_the_batches_are_cu
     newest_before = np.maximum.accumulate(np.where(out["seq"] < 1_000, out["ts"], -10**9))
     delivered = np.flatnonzero(out["seq"] >= 1_000)
     assert (out["ts"][delivered] >= newest_before[delivered]).all()
+    assert (out["ts"][delivered] >= out["ts"][delivered + 1] - 1).all()
 
 
 def test_the_annotations_that_arrived_are_saved_beside_the_arrival_table(tmp_path):
@@ -276,4 +278,4 @@ def test_the_annotations_that_arrived_are_saved_beside_the_arrival_table(tmp_pat
         "annotations": str(tmp_path / "notes")}
     saved = pq.read_table(tmp_path / "notes" / "part-2.parquet").to_pydict()
     # stamped where the log reached them; the one after the log's end never arrived
-    assert saved == {"ts": [10, 30], "seq": [0, 0]}
+    assert saved == {"ts": [9, 29], "seq": [0, 0]}
