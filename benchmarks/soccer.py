@@ -15,7 +15,14 @@ speculation, on a generated match with network delays.
 4. Replay it on embedded Ray, pure K-slack and adaptive, as fast as possible, and report
    the real-time factor (game time / wall time; ``realtime_factor`` is the adaptive one)
    and the pass latency in wall-clock time (queueing included, since the replay runs
-   ahead of real time).
+   ahead of real time). The actors' inboxes hold ``--inbox-events`` rows (20,000)
+   before the driver waits: at the runtime's default, 200,000 rows, ``near_foot`` (fed
+   every raw player and ball reading) filled its inbox to the limit on two cores, a
+   reading waited there 0.6-0.8 s (median), and that queue, not the K wait, was the pass
+   latency of both runs (1.0-1.5 s each: ``ray_latency_reduction`` about 0; speculation
+   only adds work to the bottleneck, so its alpha rose to 0.25-0.48). With 20,000 the
+   wait was 30-50 ms and the reduction 0.60 (1.01 s against 0.41 s); paced at a
+   quarter of real time, with no queue at all, 0.98 (6.8 s against 0.13 s).
 
 The last line printed is one JSON object; besides the figures above it has
 ``inprocess_realtime_factor`` (game time / wall time of the adaptive in-process run;
@@ -46,6 +53,7 @@ import numpy as np
 from specula import CostModel, InProcessRuntime
 from specula.actors.ray_runtime import RayRuntime
 from specula.actors.report import CpuTimes
+from specula.ordering.net import ranked
 from specula.pipelines.delays import DelayModel
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
@@ -101,6 +109,8 @@ def main() -> None:
     p.add_argument("--no-queries", action="store_true",
                    help="without the DEBS 2013 aggregates (queries 1-3)")
     p.add_argument("--batch", type=int, default=5_000, help="raw events per Ray batch")
+    p.add_argument("--inbox-events", type=int, default=20_000,
+                   help="rows an actor's inbox holds before its producers wait (Ray runs)")
     p.add_argument("--plots", default=None, help="write Fig. 10/11-like PNG files here")
     p.add_argument("--shot-minutes", type=int, default=0,
                    help="also score query 4 over this many generated minutes (about 7 s "
@@ -141,7 +151,8 @@ def main() -> None:
     print(f"in-process adaptive, a step per {args.batch:,} raw events "
           f"{walls['adaptive_batches']:6.1f} s wall")
     lat = {k: r.latencies("passes") / 1e12 for k, r in runs.items()}
-    same = all(np.array_equal(runs["kslack"].net(n), runs["adaptive"].net(n))
+    # on-demand units name their outputs by labels: counters compared by rank
+    same = all(np.array_equal(ranked(runs["kslack"].net(n)), ranked(runs["adaptive"].net(n)))
                for n in runs["kslack"].detectors)
     for k, v in lat.items():
         if len(v):
@@ -165,7 +176,8 @@ def main() -> None:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
                 graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
                                      metadata=match.metadata)
-                report = RayRuntime(graph).run(raw, batch_rows=args.batch)
+                report = RayRuntime(graph, inbox_events=args.inbox_events).run(
+                    raw, batch_rows=args.batch)
                 realtime[label] = seconds / report.wall_seconds
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)
