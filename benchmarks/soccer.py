@@ -170,7 +170,9 @@ def main() -> None:
     if not args.no_ray:
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+        # a Ray of its own ("local"): without it, ray.init joins one that another
+        # process left running on this machine, and refuses num_cpus there
+        ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False,
                  log_to_driver=False)
         try:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
