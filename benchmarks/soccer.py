@@ -21,8 +21,9 @@ speculation, on a generated match with network delays.
    reading waited there 0.6-0.8 s (median), and that queue, not the K wait, was the pass
    latency of both runs (1.0-1.5 s each: ``ray_latency_reduction`` about 0; speculation
    only adds work to the bottleneck, so its alpha rose to 0.25-0.48). With 20,000 the
-   wait was 30-50 ms and the reduction 0.60 (1.01 s against 0.41 s); paced at a
-   quarter of real time, with no queue at all, 0.98 (6.8 s against 0.13 s).
+   wait was 30-50 ms and the reduction 0.41-0.60 (0.64-1.01 s against 0.37-0.41 s);
+   paced at a quarter of real time, with no queue at all, 0.98 (6.8 s against 0.13 s).
+   Two passes in ``--quick``: each of these figures is thin.
 
 The last line printed is one JSON object; besides the figures above it has
 ``inprocess_realtime_factor`` (game time / wall time of the adaptive in-process run;
