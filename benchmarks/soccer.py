@@ -15,7 +15,15 @@ speculation, on a generated match with network delays.
 4. Replay it on embedded Ray, pure K-slack and adaptive, as fast as possible, and report
    the real-time factor (game time / wall time; ``realtime_factor`` is the adaptive one)
    and the pass latency in wall-clock time (queueing included, since the replay runs
-   ahead of real time).
+   ahead of real time). The actors' inboxes hold ``--inbox-events`` rows (20,000)
+   before the driver waits: at the runtime's default, 200,000 rows, ``near_foot`` (fed
+   every raw player and ball reading) filled its inbox to the limit on two cores, a
+   reading waited there 0.6-0.8 s (median), and that queue, not the K wait, was the pass
+   latency of both runs (1.0-1.5 s each: ``ray_latency_reduction`` about 0; speculation
+   only adds work to the bottleneck, so its alpha rose to 0.25-0.48). With 20,000 the
+   wait was 30-50 ms and the reduction 0.41-0.60 (0.64-1.01 s against 0.37-0.41 s);
+   paced at a quarter of real time, with no queue at all, 0.98 (6.8 s against 0.13 s).
+   Two passes in ``--quick``: each of these figures is thin.
 
 The last line printed is one JSON object; besides the figures above it has
 ``inprocess_realtime_factor`` (game time / wall time of the adaptive in-process run;
@@ -25,9 +33,10 @@ default steps of 5 ms of arrival time, whose per-step cost over 16 nodes dominat
 as a source shipping ten batches a second would; ``inprocess_realtime_factor_batches``:
 the adaptive run fed as an iterable of ``--batch`` raw events, a step each, as
 ``specula run --in-process`` feeds a log and the Ray run below its actors),
-``ray_cpu_s`` (the adaptive Ray run's actor processes' CPU seconds, summed by phase: ``unit``,
-``publish``, ``checkpoint`` and ``other``, Ray's threads and idle work; see
-:class:`specula.actors.report.CpuTimes`),
+``ray_latency_reduction`` (1 - the adaptive Ray run's mean pass latency over the pure
+K-slack one's), ``ray_cpu_s`` (the adaptive Ray run's actor processes' CPU seconds,
+summed by phase: ``unit``, ``publish``, ``checkpoint`` and ``other``, Ray's threads and
+idle work; see :class:`specula.actors.report.CpuTimes`),
 ``shots_detected``/``shots_truth``/``shots_matched`` with ``--shot-minutes`` and
 ``generator_period_error_pct`` (the largest difference between a generated sensor's
 period and the real one, over a 5 s DEBS 2013 match).
@@ -45,6 +54,7 @@ import numpy as np
 from specula import CostModel, InProcessRuntime
 from specula.actors.ray_runtime import RayRuntime
 from specula.actors.report import CpuTimes
+from specula.ordering.net import ranked
 from specula.pipelines.delays import DelayModel
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
@@ -83,6 +93,11 @@ def shots_over_minutes(minutes: int) -> dict[str, float]:
     return {"shots_detected": detected, "shots_truth": truth, "shots_matched": matched}
 
 
+def reduction(kslack: float | None, adaptive: float | None) -> float | None:
+    """1 - adaptive / pure K-slack mean pass latency (None without both)."""
+    return round(1 - adaptive / kslack, 4) if kslack and adaptive else None
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="10 s of play")
@@ -95,6 +110,8 @@ def main() -> None:
     p.add_argument("--no-queries", action="store_true",
                    help="without the DEBS 2013 aggregates (queries 1-3)")
     p.add_argument("--batch", type=int, default=5_000, help="raw events per Ray batch")
+    p.add_argument("--inbox-events", type=int, default=20_000,
+                   help="rows an actor's inbox holds before its producers wait (Ray runs)")
     p.add_argument("--plots", default=None, help="write Fig. 10/11-like PNG files here")
     p.add_argument("--shot-minutes", type=int, default=0,
                    help="also score query 4 over this many generated minutes (about 7 s "
@@ -135,7 +152,8 @@ def main() -> None:
     print(f"in-process adaptive, a step per {args.batch:,} raw events "
           f"{walls['adaptive_batches']:6.1f} s wall")
     lat = {k: r.latencies("passes") / 1e12 for k, r in runs.items()}
-    same = all(np.array_equal(runs["kslack"].net(n), runs["adaptive"].net(n))
+    # on-demand units name their outputs by labels: counters compared by rank
+    same = all(np.array_equal(ranked(runs["kslack"].net(n)), ranked(runs["adaptive"].net(n)))
                for n in runs["kslack"].detectors)
     for k, v in lat.items():
         if len(v):
@@ -153,13 +171,16 @@ def main() -> None:
     if not args.no_ray:
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+        # a Ray of its own ("local"): without it, ray.init joins one that another
+        # process left running on this machine, and refuses num_cpus there
+        ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False,
                  log_to_driver=False)
         try:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
                 graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
                                      metadata=match.metadata)
-                report = RayRuntime(graph).run(raw, batch_rows=args.batch)
+                report = RayRuntime(graph, inbox_events=args.inbox_events).run(
+                    raw, batch_rows=args.batch)
                 realtime[label] = seconds / report.wall_seconds
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)
@@ -192,11 +213,14 @@ def main() -> None:
         "ray_pass_latency_mean_kslack_s": stat(ray_lat.get("kslack", np.empty(0)), np.mean),
         "ray_pass_latency_mean_adaptive_s": stat(ray_lat.get("adaptive", np.empty(0)),
                                                  np.mean),
+        "ray_latency_reduction": reduction(stat(ray_lat.get("kslack", np.empty(0)), np.mean),
+                                           stat(ray_lat.get("adaptive", np.empty(0)),
+                                                np.mean)),
         "pass_latency_mean_kslack_s": mean_k,
         "pass_latency_mean_adaptive_s": mean_a,
         "pass_latency_p99_kslack_s": stat(lat["kslack"], lambda v: np.percentile(v, 99)),
         "pass_latency_p99_adaptive_s": stat(lat["adaptive"], lambda v: np.percentile(v, 99)),
-        "latency_reduction": round(1 - mean_a / mean_k, 4) if mean_k and mean_a else None,
+        "latency_reduction": reduction(mean_k, mean_a),
         "precision_recall": {k: v.as_dict()
                              for k, v in score_match(runs["adaptive"], match).items()},
         "identical_net_outputs": same,

@@ -69,17 +69,3 @@ def count_rows(path: str | os.PathLike[str]) -> int:
     return sum(pq.ParquetFile(p).metadata.num_rows
                for p in glob.glob(os.path.join(path, "part-*.parquet")))
 
-
-def last_arrival(path: str | os.PathLike[str]) -> int | None:
-    """The largest ``ats`` of an arrival table, from its footers' statistics."""
-    import pyarrow.parquet as pq
-
-    ends = []
-    for p in glob.glob(os.path.join(path, "part-*.parquet")):
-        meta = pq.ParquetFile(p).metadata
-        column = meta.schema.names.index("ats")
-        for g in range(meta.num_row_groups):
-            stats = meta.row_group(g).column(column).statistics
-            if stats is not None and stats.has_min_max:
-                ends.append(int(stats.max))
-    return max(ends, default=None)

@@ -91,7 +91,9 @@ class LogKind(Protocol):
     def annotations(self) -> np.ndarray:
         """Raw events that come beside the log's rows (a referee's annotations), of
         :meth:`event_dtype`, in ``ts`` order with ``ats`` = ``ts``: a replay merges them
-        into the arrival order. Empty when there are none."""
+        into the arrival order where the log reaches them, stamped so that no unit
+        measures them as delayed (:class:`~specula.pipelines.replay.Annotations`).
+        Empty when there are none."""
         ...
 
     def default_graph(self, alpha: float | str, retraction: str, k0_ms: float) -> Graph:

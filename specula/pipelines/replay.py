@@ -153,7 +153,6 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
         arrival_batches,
         arrival_sources,
         count_rows,
-        last_arrival,
     )
     from specula.pipelines.spark_ingest import ingest
     from specula.pipelines.spark_store import persist
@@ -181,7 +180,8 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                               parts=config.sources if config.sources > 1 else None)
             total = count_rows(ingested.events_path) if config.progress else None
         path, dtype = ingested.events_path, kind.event_dtype()
-        raw = arrival_sources(path, dtype, annotations.arrived_by(last_arrival(path))) \
+        raw = arrival_sources(path, dtype, annotations.arrived_in(
+            arrival_batches(path, dtype, config.batch_size))) \
             if config.sources > 1 and not config.in_process else \
             annotations.into(arrival_batches(path, dtype, config.batch_size))
     if config.in_process:
@@ -258,52 +258,101 @@ def with_k0_ms(graph: Graph, k0_ms: float) -> Graph:
 
 
 class Annotations:
-    """Merges a log kind's annotations (:meth:`LogKind.annotations`, in ``ts`` order with
-    ``ats`` = ``ts``) into a stream of arrival-ordered batches: each batch takes the
-    annotations that arrived by its last event, in arrival order. Annotations after the
-    log's last event never arrive; ``merged`` counts those that did."""
+    """Merges a log kind's annotations (:meth:`LogKind.annotations`: a referee's
+    interruptions, the game's phases; in arrival order) into a stream of arrival-ordered
+    batches of the log's events.
+
+    An annotation enters the stream once it has arrived and the log has reached its time
+    stamp: right before the first event that arrives no sooner than the annotation and
+    whose ``ts`` is at or past the annotation's. It is stamped no earlier than the newest
+    ``ts`` before it, nor than 1 tick before that event's (its own where that is later),
+    and with that event's arrival (``ats``, ``origin``).
+
+    So an annotation is never behind the clock of a unit it enters, and no time the log
+    did not see lies between its time stamp and the event after it: it gates what
+    follows without ever being measured as delayed, also where a runtime puts it just
+    after that event (source actors merge on ``ats``, then ``seq``). Otherwise one
+    stamped before the log's first reading (the wait for the kick-off, sent as a stop
+    from 0) would be measured, at the first reading, as hours late, and that would
+    become the unit's K; one that arrives late would make its own delay the unit's K.
+    The price: a stop starts, and play resumes, up to the gap between the annotated time
+    and the next event later (under a millisecond in a match's stream; the annotation's
+    own delay where it arrives late).
+
+    Annotations are taken in order: one waits for those before it. Those the log never
+    reaches (after its last event) are not delivered; :attr:`merged` counts those that
+    were, and :attr:`delivered` holds them as stamped.
+    """
 
     def __init__(self, events: np.ndarray) -> None:
         self.events = events
         self.merged = 0
+        self._delivered: list[np.ndarray] = []
+        self._clock: int | None = None  # the newest ts of the log's events so far
+
+    @property
+    def delivered(self) -> np.ndarray:
+        """The annotations delivered so far, as stamped."""
+        if not self._delivered:
+            return self.events[:0]
+        return np.concatenate(self._delivered)
 
     def into(self, batches: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        """``batches`` with the annotations merged in, as described above."""
         for batch in batches:
-            if not len(batch) or self.merged == len(self.events):
-                yield batch
-                continue
-            upto = int(np.searchsorted(self.events["ats"], batch["ats"][-1], side="right"))
-            if upto > self.merged:
-                extra = self.events[self.merged:upto].astype(batch.dtype)
-                extra["origin"] = extra["ats"]
-                both = np.concatenate([extra, batch])
-                batch = both[np.argsort(both["ats"], kind="stable")]
-                self.merged = upto
-            yield batch
+            yield self._merge(batch) if len(batch) else batch
 
-    def arrived_by(self, end: int | None) -> list[ArrayPart]:
-        """The annotations that arrive by ``end`` (the stream's last arrival; None: an
-        empty stream), as a part for a source actor of their own; none if none do."""
-        upto = 0 if end is None else int(np.searchsorted(self.events["ats"], end, "right"))
-        self.merged = upto
-        if not upto:
-            return []
-        arrived = self.events[:upto].copy()
-        arrived["origin"] = arrived["ats"]
-        return [ArrayPart(arrived)]
+    def _merge(self, batch: np.ndarray) -> np.ndarray:
+        """``batch`` with the annotations it takes in, each before its event."""
+        pieces: list[np.ndarray] = []
+        start = 0  # batch[:start] is placed
+        ts, ats = batch["ts"], batch["ats"]
+        while self.merged < len(self.events):
+            note = self.events[self.merged]
+            reached = np.flatnonzero((ats[start:] >= note["ats"]) & (ts[start:] >= note["ts"]))
+            if not len(reached):
+                break
+            at = start + int(reached[0])  # the event the annotation goes before
+            stamped = np.zeros(1, batch.dtype)
+            for name in set(batch.dtype.names or ()) & set(note.dtype.names or ()):
+                stamped[name] = note[name]
+            stamped["ts"] = max(int(note["ts"]), self._advance(ts[start:at]), int(ts[at]) - 1)
+            stamped["ats"] = stamped["origin"] = ats[at]
+            pieces += [batch[start:at], stamped]
+            self._delivered.append(stamped.astype(self.events.dtype))
+            self.merged += 1
+            start = at
+        self._advance(ts[start:])
+        return np.concatenate([*pieces, batch[start:]]) if pieces else batch
+
+    def _advance(self, ts: np.ndarray) -> int:
+        """The newest time stamp of the log so far, after ``ts`` (-1 before any)."""
+        if len(ts):
+            newest = int(ts.max())
+            self._clock = newest if self._clock is None else max(self._clock, newest)
+        return -1 if self._clock is None else self._clock
+
+    def arrived_in(self, batches: Iterable[np.ndarray]) -> list[ArrayPart]:
+        """The annotations that ``batches`` (the whole arrival-ordered log) take in, as
+        stamped by :meth:`into`, as a part for a source actor of their own; none if none
+        do. Reads the batches once."""
+        for _ in self.into(batches):
+            pass
+        arrived = self.delivered
+        return [ArrayPart(arrived)] if len(arrived) else []
 
     def save(self, folder: Path, columns: Sequence[str], run: int | None = None
              ) -> dict[str, str]:
-        """Write the annotations that arrived as ``folder/part-<run>.parquet`` (0 for a
-        replay; ``columns``, as the arrival table): with ``arrival/`` they are the whole
-        input of the run. Returns ``{"annotations": folder}``, or nothing when none
-        arrived."""
+        """Write the annotations that arrived, as stamped, as
+        ``folder/part-<run>.parquet`` (0 for a replay; ``columns``, as the arrival
+        table): with ``arrival/`` they are the whole input of the run. Returns
+        ``{"annotations": folder}``, or nothing when none arrived."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         if not self.merged:
             return {}
-        arrived = self.events[:self.merged]
+        arrived = self.delivered
         folder.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({c: arrived[c] for c in columns}),
                        folder / f"part-{run or 0}.parquet")

@@ -9,6 +9,7 @@ import numpy as np
 from specula.detectors import Detector, Emitter, type_ids
 from specula.soccer import _kernels
 from specula.soccer.geometry import KICK_ACCELERATION, in_pitch
+from specula.soccer.types import REFEREE_TYPES
 
 
 class BallInPlay(Detector):
@@ -54,9 +55,15 @@ class BallInPlay(Detector):
     [('ball_in', 3, 4), ('ball_out', 5, 4)]
     """
 
-    inputs = ("ball", "interruption_begin", "interruption_end")
+    inputs = ("ball", *REFEREE_TYPES)
     outputs = ("ball_in", "ball_out")
-    clock = ("ball",)
+    # The referee's annotations tell the time as well as the readings: they enter the
+    # stream stamped no earlier than its newest reading (specula.pipelines.replay's
+    # Annotations), so as clock events they are never measured as delayed. As plain
+    # input one that came while the balls were silent (before the game, the real
+    # sample's first 5.5 s) would wait for the next ball reading to have its delay
+    # measured, and that wait would become K.
+    clock = ("ball", *REFEREE_TYPES)
 
     def __init__(self, threshold: int = KICK_ACCELERATION) -> None:
         self.threshold = threshold

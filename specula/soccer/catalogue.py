@@ -134,7 +134,7 @@ FIELDS: dict[str, str] = {
     "received": "time stamp (ps) of that touch (see the type)",
     "goal": "goal index: 0 on the +y side, 1 on the -y side (`geometry.GOALS`)",
     "eta": "time stamp (ps) the ball is expected at the goal line",
-    "window": "the window's length in s; 0 the whole game",
+    "window": "the window's length in s; 0 the whole game (all play so far)",
     "us": "time, µs",
     "hits": "number of hits",
     "share": "share of the window's possession time, 0 to 1",

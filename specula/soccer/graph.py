@@ -2,7 +2,7 @@
 
     level 1  BallInPlay (ball, interruptions), AccelerationPeak (ball), RunningIntensity (player)
              TeamSides                           (player: the goalkeepers)
-             RunningAnalysis, HeatMap            (player)        DEBS 2013 Q1, Q3
+             RunningAnalysis, HeatMap  (player, interruptions)       DEBS 2013 Q1, Q3
     level 2  BallNearFoot                        (player, ball, ball_in, ball_out)
     level 3  PlayerHitsBall                      (near, not_near, peak; ball clock) - A!BC
     level 4  BallPossession, Pass, Interception  (hit, ball_out)

@@ -12,6 +12,17 @@ with them, over the stretch of the game the run's log covered:
   possessor*: consecutive annotations of one player fold into the first, and a detected
   ``possession`` matches an annotated change to the same player within the tolerance.
 
+What is scored. The annotations cover the halves only, and only the part of them the
+run's log covered can be compared: the *scored span* is the log's span within each half.
+Annotations and detections are matched wherever they may have a partner (annotations
+up to the tolerance beyond the span), but counted only well inside it, at least the
+tolerance from its edges: an event nearer an edge may have its partner beyond it (a
+log that ends right after the kick-off holds the kick-off possession, while its
+annotation, on a clock a second or two off, falls after the log's end), so it is
+neither counted nor held against the run. Detections outside the halves (the pre-game)
+are left out as the annotations there are. Where nothing is counted there is no
+precision or recall (None, "n/a" in the table, null in the JSON).
+
 The annotations were made by hand on a clock that was not synchronised with the
 sensors. ``specula score`` puts each half's kick-off whistle at the half's start
 (:func:`~specula.soccer.debs2013.kickoff_aligned`, as ``specula replay --referee``
@@ -27,11 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
-from specula.soccer.debs2013 import RefereeEvents
-from specula.soccer.scoring import Score, score
+from specula.soccer.debs2013 import HALF_END_PS, HALF_START_PS, RefereeEvents
+from specula.soccer.scoring import Score, match
 
 __all__ = ["DEFAULT_TOLERANCE_S", "RunDetections", "possessor_changes", "read_run",
-           "score_against_referee", "score_run"]
+           "score_against_referee", "score_run", "scored_spans"]
 
 DEFAULT_TOLERANCE_S = 2.0
 _PS = 10**12
@@ -58,22 +69,50 @@ def possessor_changes(ts: np.ndarray, player: np.ndarray) -> tuple[np.ndarray, n
     return ts[change], player[change]
 
 
+def scored_spans(first_ts: int, last_ts: int) -> list[tuple[int, int]]:
+    """The parts of ``[first_ts, last_ts]`` (a log's span) within the game's halves,
+    the time the referee annotated."""
+    halves = [(HALF_START_PS[h], HALF_END_PS[h]) for h in sorted(HALF_START_PS)]
+    return [(max(first_ts, lo), min(last_ts, hi)) for lo, hi in halves
+            if max(first_ts, lo) <= min(last_ts, hi)]
+
+
+def _within(ts: np.ndarray, spans: list[tuple[int, int]], margin: int) -> np.ndarray:
+    """Which of ``ts`` lie in one of ``spans`` grown by ``margin`` (shrunk where it is
+    negative)."""
+    inside = np.zeros(len(ts), bool)
+    for lo, hi in spans:
+        inside |= (ts >= lo - margin) & (ts <= hi + margin)
+    return inside
+
+
+def _scored(detected: np.ndarray, annotated: np.ndarray, spans: list[tuple[int, int]],
+            tolerance: int) -> Score:
+    """``detected`` against ``annotated`` (``ts`` and ``player`` each): matched wherever
+    a partner may be, counted at least ``tolerance`` inside ``spans``."""
+    near = annotated[_within(annotated["ts"], spans, tolerance)]
+    found, used = match(detected["ts"], detected["player"], near["ts"], near["player"],
+                        tolerance)
+    counted_d = _within(detected["ts"], spans, -tolerance)
+    counted_t = _within(near["ts"], spans, -tolerance)
+    return Score(int(counted_d.sum()), int(counted_t.sum()), int((found & counted_d).sum()),
+                 int((used & counted_t).sum()))
+
+
 def score_against_referee(run: RunDetections, referee: RefereeEvents,
                           tolerance_s: float = DEFAULT_TOLERANCE_S) -> dict[str, Score]:
-    """Shots and possession changes of ``run`` against the annotations that fall in the
-    time its log covered."""
+    """Shots and possession changes of ``run`` against the annotations, over the time
+    its log covered within the halves (see the module's "what is scored")."""
     tolerance = int(tolerance_s * _PS)
-    shots = referee.shots[(referee.shots["ts"] >= run.first_ts)
-                          & (referee.shots["ts"] <= run.last_ts)]
+    spans = scored_spans(run.first_ts, run.last_ts)
     begin_ts, begin_player = possessor_changes(referee.possession["begin_ts"],
                                                referee.possession["player"])
-    inside = (begin_ts >= run.first_ts) & (begin_ts <= run.last_ts)
-    return {
-        "shots": score(run.shots["ts"], run.shots["player"], shots["ts"], shots["player"],
-                       tolerance),
-        "possession": score(run.possession["ts"], run.possession["player"],
-                            begin_ts[inside], begin_player[inside], tolerance),
-    }
+    changes = np.zeros(len(begin_ts), run.possession.dtype)
+    changes["ts"], changes["player"] = begin_ts, begin_player
+    shots = np.zeros(len(referee.shots), run.shots.dtype)
+    shots["ts"], shots["player"] = referee.shots["ts"], referee.shots["player"]
+    return {"shots": _scored(run.shots, shots, spans, tolerance),
+            "possession": _scored(run.possession, changes, spans, tolerance)}
 
 
 def read_run(out: str | Path) -> RunDetections:

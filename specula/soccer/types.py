@@ -59,6 +59,7 @@ DERIVED_TYPES = {
     "combination_shot": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     # DEBS 2013 queries 1-3, reported once per second and at the end of the stream (key:
     # the player, or the team); ``window`` is the window's length in s, 0 the whole game
+    # (all play so far: time while the referee stops play is not counted)
     "running_stats": {"player": "i4", "team": "i1", "window": "i4",
                       **{f"{c}_{u}": "i8" for c in INTENSITY_NAMES for u in ("us", "mm")}},
     "possession_stats": {"player": "i4", "team": "i1", "window": "i4", "us": "i8",

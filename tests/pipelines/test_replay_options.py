@@ -212,28 +212,55 @@ def test_cli_replay_refuses_a_mismatched_graph_with_exit_status_2(tmp_path, monk
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_annotations_merge_into_the_arrival_order_however_the_batches_are_cut(seed):
-    """Every annotation that arrived by the log's last event is delivered once, in the
-    batch that covers its arrival, the stream stays in arrival order, and annotations
-    after the log's end are never delivered."""
+def _merged_one_by_one(batches: list[np.ndarray], notes: np.ndarray) -> np.ndarray:
+    """The reference: walk the log event by event; before each, deliver the next
+    annotations while it arrived no sooner and has reached their time stamps, stamped
+    no earlier than the newest time stamp before, nor than 1 before the event's."""
+    out, newest, i = [], -1, 0
+    for row in (r for b in batches for r in b):
+        while i < len(notes) and row["ats"] >= notes[i]["ats"] and row["ts"] >= notes[i]["ts"]:
+            note = notes[i].copy()
+            note["ts"] = max(int(note["ts"]), newest, int(row["ts"]) - 1)
+            note["ats"] = note["origin"] = row["ats"]
+            out.append(note)
+            i += 1
+        out.append(row)
+        newest = max(newest, int(row["ts"]))
+    return np.array(out, notes.dtype)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_annotations_enter_where_the_log_reaches_them_however_the_batches_are_cut(seed):
+    """Annotations at any time (before the log, inside it, after it) arriving with any
+    delay: each enters once, in order, right before the first event that arrives no
+    sooner and has reached its time stamp, stamped no earlier than the newest event
+    before it nor than 1 before the event after it (so it is never behind a clock, and
+    never measured as delayed); the log's events keep their order; those the log never
+    reaches are not delivered."""
     rng = np.random.default_rng(seed)
     dtype = np.dtype([("ts", "i8"), ("ats", "i8"), ("seq", "i8"), ("origin", "i8")])
     log = np.zeros(int(rng.integers(0, 60)), dtype)
-    log["ats"] = np.sort(rng.integers(0, 100, len(log)))
+    log["ts"] = np.sort(rng.integers(0, 100, len(log)))
+    log["ats"] = np.sort(log["ts"] + rng.integers(0, 15, len(log)))  # out of order in ts
     log["seq"] = np.arange(len(log))
     notes = np.zeros(int(rng.integers(0, 15)), dtype)
-    notes["ts"] = notes["ats"] = np.sort(rng.integers(-5, 120, len(notes)))
+    notes["ts"] = np.sort(rng.integers(-5, 120, len(notes)))
+    notes["ats"] = np.sort(notes["ts"] + rng.integers(0, 30, len(notes)))
     notes["seq"] = 1_000 + np.arange(len(notes))
     cuts = np.sort(rng.integers(0, len(log) + 1, int(rng.integers(0, 6))))
     batches = np.split(log, cuts)
     annotations = Annotations(notes)
     out = np.concatenate(list(annotations.into(batches)) or [log[:0]])
-    arrived = notes[notes["ats"] <= (log["ats"][-1] if len(log) else -10**9)]
-    assert annotations.merged == len(arrived)
-    assert sorted(out["seq"].tolist()) == sorted([*log["seq"].tolist(), *arrived["seq"].tolist()])
+    expected = _merged_one_by_one(batches, notes)
+    assert out.tolist() == expected.tolist()
+    assert annotations.merged == int((expected["seq"] >= 1_000).sum())
+    assert annotations.delivered.tolist() == expected[expected["seq"] >= 1_000].tolist()
+    assert out[out["seq"] < 1_000].tolist() == log.tolist()
     assert (np.diff(out["ats"]) >= 0).all()
-    assert (out["origin"][out["seq"] >= 1_000] == out["ats"][out["seq"] >= 1_000]).all()
+    newest_before = np.maximum.accumulate(np.where(out["seq"] < 1_000, out["ts"], -10**9))
+    delivered = np.flatnonzero(out["seq"] >= 1_000)
+    assert (out["ts"][delivered] >= newest_before[delivered]).all()
+    assert (out["ts"][delivered] >= out["ts"][delivered + 1] - 1).all()
 
 
 def test_the_annotations_that_arrived_are_saved_beside_the_arrival_table(tmp_path):
@@ -241,7 +268,7 @@ def test_the_annotations_that_arrived_are_saved_beside_the_arrival_table(tmp_pat
 
     dtype = np.dtype([("ts", "i8"), ("ats", "i8"), ("seq", "i8"), ("origin", "i8")])
     log = np.zeros(3, dtype)
-    log["ats"] = [10, 20, 30]
+    log["ts"] = log["ats"] = [10, 20, 30]
     notes = np.zeros(3, dtype)
     notes["ts"] = notes["ats"] = [5, 25, 40]
     annotations = Annotations(notes)
@@ -250,4 +277,5 @@ def test_the_annotations_that_arrived_are_saved_beside_the_arrival_table(tmp_pat
     assert annotations.save(tmp_path / "notes", ("ts", "seq"), run=2) == {
         "annotations": str(tmp_path / "notes")}
     saved = pq.read_table(tmp_path / "notes" / "part-2.parquet").to_pydict()
-    assert saved == {"ts": [5, 25], "seq": [0, 0]}
+    # stamped where the log reached them; the one after the log's end never arrived
+    assert saved == {"ts": [9, 29], "seq": [0, 0]}

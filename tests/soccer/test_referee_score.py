@@ -28,12 +28,14 @@ def _records(ts, player) -> np.ndarray:
 
 
 def _annotated() -> tuple[np.ndarray, np.ndarray]:
-    """The annotated shots and possession changes inside SPAN, on the sensor clock as
-    ``specula score`` aligns it (the kick-off whistles at the halves' starts)."""
+    """The annotated shots and possession changes that count in SPAN, on the sensor
+    clock as ``specula score`` aligns it (the kick-off whistles at the halves' starts):
+    those at least the tolerance (2 s) inside it."""
     referee = kickoff_aligned(read_referee_events(REFEREE))
-    shots = referee.shots[(referee.shots["ts"] >= SPAN[0]) & (referee.shots["ts"] <= SPAN[1])]
+    lo, hi = SPAN[0] + 2 * PS, SPAN[1] - 2 * PS
+    shots = referee.shots[(referee.shots["ts"] >= lo) & (referee.shots["ts"] <= hi)]
     ts, player = possessor_changes(referee.possession["begin_ts"], referee.possession["player"])
-    inside = (ts >= SPAN[0]) & (ts <= SPAN[1])
+    inside = (ts >= lo) & (ts <= hi)
     return _records(shots["ts"], shots["player"]), _records(ts[inside], player[inside])
 
 
@@ -53,9 +55,11 @@ def test_detections_near_the_annotations_score_as_matched_and_the_rest_do_not():
     scores = score_against_referee(run, referee)
     assert scores["shots"].as_dict() == {
         "detected": len(shots) + 1, "truth": len(shots), "matched": len(shots),
-        "precision": round(len(shots) / (len(shots) + 1), 4), "recall": 1.0}
-    assert (scores["possession"].matched, scores["possession"].truth) == (
-        len(changes) - 1, len(changes))
+        "found": len(shots), "precision": round(len(shots) / (len(shots) + 1), 4),
+        "recall": 1.0}
+    possession = scores["possession"]
+    assert (possession.found, possession.truth) == (len(changes) - 1, len(changes))
+    assert possession.precision == 1.0
     too_far = RunDetections(_records(shots["ts"] + 3 * PS, shots["player"]),
                             detected_changes, *SPAN)
     assert score_against_referee(too_far, referee)["shots"].matched == 0
@@ -63,18 +67,70 @@ def test_detections_near_the_annotations_score_as_matched_and_the_rest_do_not():
 
 def test_the_command_scores_a_replay_folder(tmp_path, capsys):
     shots, changes = _annotated()
-    rows = np.concatenate([shots, changes])
-    kinds = ["shot"] * len(shots) + ["possession"] * len(changes)
-    table = pa.table({"detector": ["x"] * len(rows), "ts": rows["ts"],
-                      "player": rows["player"], "event_type": kinds})
-    pq.write_to_dataset(table, tmp_path / "complex", partition_cols=["event_type"])
-    (tmp_path / "summary.json").write_text(json.dumps({"first_ts": SPAN[0],
-                                                       "last_ts": SPAN[1]}))
+    _write_run(tmp_path, shots, changes, SPAN)
     assert cli.main(["score", str(tmp_path), "--referee", str(REFEREE)]) == 0
     assert "possession" in capsys.readouterr().out
     written = json.loads((tmp_path / "referee_score.json").read_text())
     assert written["shots"]["recall"] == written["possession"]["precision"] == 1.0
     assert written["tolerance_s"] == 2.0
+
+
+def _write_run(folder: Path, shots: np.ndarray, changes: np.ndarray, span: tuple[int, int]
+               ) -> None:
+    """A replay's output folder as ``specula score`` reads it: ``complex/`` and
+    ``summary.json``."""
+    rows = np.concatenate([shots, changes])
+    kinds = ["shot"] * len(shots) + ["possession"] * len(changes)
+    table = pa.table({"detector": ["x"] * len(rows), "ts": rows["ts"],
+                      "player": rows["player"], "event_type": kinds})
+    pq.write_to_dataset(table, folder / "complex", partition_cols=["event_type"])
+    (folder / "summary.json").write_text(json.dumps({"first_ts": span[0],
+                                                     "last_ts": span[1]}))
+
+
+def test_nothing_to_score_gives_no_precision_or_recall(tmp_path, capsys):
+    """0 detected of 0 annotated (a pre-game log, its possessions outside the annotated
+    halves) is no score: None, "n/a" in the table, null in the JSON, not 1.000."""
+    pre_game = (HALF_START_PS[1] - 100 * PS, HALF_START_PS[1] - 10 * PS)
+    held = _records([pre_game[0] + 50 * PS], [3])
+    run = RunDetections(_records([], []), held, *pre_game)
+    referee = kickoff_aligned(read_referee_events(REFEREE))
+    for s in score_against_referee(run, referee).values():
+        assert (s.detected, s.truth, s.precision, s.recall) == (0, 0, None, None)
+    _write_run(tmp_path, _records([], []), held, pre_game)
+    assert cli.main(["score", str(tmp_path), "--referee", str(REFEREE)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-2:] == ["n/a", "n/a"]
+    written = json.loads((tmp_path / "referee_score.json").read_text())
+    assert written["shots"]["precision"] is None and written["possession"]["recall"] is None
+
+
+def test_a_log_that_ends_right_after_the_kick_off_scores_nothing_against_the_run(tmp_path,
+                                                                                  capsys):
+    """A log from the pre-game to 1 s after the kick-off: the kick-off possession it holds
+    lies within the tolerance of the log's end, where its annotation may fall after the
+    end, and a pre-game possession lies outside the annotated halves: neither counts, so
+    there is nothing to score (it was precision 0.000)."""
+    span = (HALF_START_PS[1] - 60 * PS, HALF_START_PS[1] + PS)
+    referee = kickoff_aligned(read_referee_events(REFEREE))
+    first = referee.possession[np.argmin(referee.possession["begin_ts"])]
+    detected = _records([HALF_START_PS[1] - 30 * PS, HALF_START_PS[1] + PS // 10],
+                        [int(first["player"])] * 2)
+    scores = score_against_referee(RunDetections(_records([], []), detected, *span), referee)
+    assert scores["possession"].as_dict() == {"detected": 0, "truth": 0, "matched": 0,
+                                              "found": 0, "precision": None, "recall": None}
+    _write_run(tmp_path, _records([], []), detected, span)
+    assert cli.main(["score", str(tmp_path), "--referee", str(REFEREE)]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split()[-2:] == ["n/a", "n/a"]
+    # a log that goes on a minute counts the changes well inside it: one detected there
+    # is matched
+    longer = (span[0], HALF_START_PS[1] + 60 * PS)
+    changes = possessor_changes(referee.possession["begin_ts"], referee.possession["player"])
+    inside = np.flatnonzero(changes[0] >= HALF_START_PS[1] + 2 * PS)[0]
+    detected = _records([changes[0][inside] + PS // 2], [changes[1][inside]])
+    possession = score_against_referee(RunDetections(_records([], []), detected, *longer),
+                                       referee)["possession"]
+    assert (possession.detected, possession.matched, possession.precision) == (1, 1, 1.0)
+    assert possession.truth > 1 and possession.recall == 1 / possession.truth
 
 
 def test_the_command_names_what_is_missing(tmp_path, capsys):

@@ -11,7 +11,7 @@ from specula import CostModel, InProcessRuntime
 from specula.pipelines.delays import DelayModel
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
-from specula.soccer.scoring import score_match
+from specula.soccer.scoring import Score, score_match
 
 pytestmark = pytest.mark.slow  # a generated match through the whole hierarchy
 
@@ -28,13 +28,19 @@ def replays():
     return match, runs
 
 
+def _at_least(s: Score, share: float) -> bool:
+    """Precision and recall both at least ``share``, where there is something to score
+    (a short match may hold no shot: 0 detected of 0 has none)."""
+    return all(v is None or v >= share for v in (s.precision, s.recall))
+
+
 def test_hits_passes_and_shots_match_the_ground_truth(replays):
     match, runs = replays
     for report in runs.values():
         scores = score_match(report, match)
         assert scores["hits"].truth >= 8 and scores["passes"].truth >= 2
         for s in scores.values():
-            assert s.precision >= 0.95 and s.recall >= 0.95
+            assert _at_least(s, 0.95), s.as_dict()
         assert sum(len(report.late(n)) for n in report.detectors) == 0
 
 
@@ -79,4 +85,4 @@ def test_no_hit_while_the_referee_stops_play_and_the_same_hits_in_play():
     assert plain["player"].tolist() == stopped["player"].tolist()
     assert np.abs(plain["ts"] - stopped["ts"]).max() < 10**9
     for s in score_match(runs[1], match).values():
-        assert s.precision >= 0.95 and s.recall >= 0.95
+        assert _at_least(s, 0.95), s.as_dict()
