@@ -2,17 +2,21 @@
 
 :class:`LogWatcher` runs a Spark Structured Streaming query with the file source over a
 directory. Each micro-batch (one new file at a time by default) is validated exactly as
-:func:`~specula.pipelines.spark_ingest.ingest` validates a whole log (exact duplicates
-within the micro-batch included): rejected rows are appended to the quarantine table,
-valid rows become position events, sorted by time stamp within the file, numbered
-across files, and handed to the caller through a bounded queue. The query lists the
-new files (Spark's ``binaryFile`` source, of which only the paths are read) and each is
-read by what it is: a ``.parquet`` file as a table (the log kind's
-:meth:`~specula.pipelines.logs.LogKind.read_table`), any other as text lines. A Parquet
-file that cannot be read as the kind's table becomes one quarantine record naming it
-and why (:class:`~specula.pipelines.log_files.Damage`), never lines of text. A full queue blocks
-the query, so a slow detector graph slows the reading of new files (backpressure)
-instead of filling memory.
+:func:`~specula.pipelines.spark_ingest.ingest` validates a whole log (each file looked
+at first, :func:`~specula.pipelines.log_files.file_damage`; exact duplicates within the
+micro-batch included): rejected rows are appended to the quarantine table, valid rows
+become position events, sorted by time stamp within the file, numbered across files,
+and handed to the caller through a bounded queue. The query lists the new files
+(Spark's ``binaryFile`` source, of which only the paths are read) and each is read by
+what it is: a ``.parquet`` file as a table (the log kind's
+:meth:`~specula.pipelines.logs.LogKind.read_table`), any other as text lines. A file
+that cannot be read whole becomes one quarantine record naming it, the first line lost
+and why (:class:`~specula.pipelines.log_files.Damage`): a truncated or fake ``.gz`` is
+read up to the damage, a Parquet file that is not the kind's table not at all (never as
+lines of text). A file Spark still fails on, though it looked whole, is found by
+reading the micro-batch's files one by one, and is quarantined the same way: a bad
+file never ends a watch. A full queue blocks the query, so a slow detector graph slows
+the reading of new files (backpressure) instead of filling memory.
 
 Stopping. :meth:`LogWatcher.request_stop` (what :func:`stop_on_signals` calls on Ctrl-C
 or SIGTERM) ends the watch gracefully: no new file is taken, the files already taken
@@ -45,7 +49,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specula.pipelines.log_files import Damage
+from specula.pipelines.log_files import Damage, file_damage
 from specula.pipelines.logs import LogError, LogKind
 from specula.pipelines.spark_ingest import Ingested, number_rows, text_rows
 from specula.pipelines.spark_quarantine import damage_rows, mark_duplicates, quarantined_rows
@@ -196,27 +200,56 @@ class LogWatcher:
         if batch_id <= self._handed:
             return
         paths = sorted(r.path for r in files.select("path").collect())
+        try:
+            events, n_rows = self._take(paths)
+        except Exception:  # Spark failed on a file that looked whole: find which
+            readable, failed = self._one_by_one(paths)
+            events, n_rows = self._take(readable, failed)
+        self._count(events, n_rows, len(paths))
+        self._queue.put((batch_id, events))
+
+    def _take(self, paths: list[str], failed: tuple[Damage, ...] = (), *,
+              write: bool = True) -> tuple[np.ndarray, int]:
+        """The events of the files at ``paths`` sorted by time stamp, and the rows they
+        count (damaged files and ``failed`` ones one each); the rejected rows and the
+        damaged files appended to the quarantine (unless not ``write``). Everything is
+        read before anything is written, so a failure leaves nothing behind."""
         rows, damaged = file_rows(self.spark, self.kind, paths)
+        damaged = [*damaged, *failed]
         bad = [damage_rows(self.spark, damaged)] if damaged else []
         events, n_rows = np.zeros(0, self.kind.event_dtype()), len(damaged)
         if rows is None:
-            self._quarantine(bad)
-        else:
-            checked = mark_duplicates(self.kind.check(self.spark, rows)).persist()
-            try:
+            if write:
+                self._quarantine(bad)
+            return events, n_rows
+        checked = mark_duplicates(self.kind.check(self.spark, rows)).persist()
+        try:
+            n_rows += checked.count()
+            table = self.kind.events(checked.where("reason IS NULL")).orderBy(
+                "ts", "seq").toArrow()
+            if write:
                 self._quarantine([quarantined_rows(checked), *bad])
-                clean = checked.where("reason IS NULL")
-                table = self.kind.events(clean).orderBy("ts", "seq").toArrow()
-                n_rows += checked.count()
-            finally:
-                checked.unpersist()
-            events = np.zeros(table.num_rows, self.kind.event_dtype())
-            for name in table.column_names:
-                events[name] = table.column(name).to_numpy()
-            events["seq"] += self.counts.rows  # numbered across files
-            events["origin"] = events["ats"]
-        self._count(events, n_rows, len(paths))
-        self._queue.put((batch_id, events))
+        finally:
+            checked.unpersist()
+        events = np.zeros(table.num_rows, self.kind.event_dtype())
+        for name in table.column_names:
+            events[name] = table.column(name).to_numpy()
+        events["seq"] += self.counts.rows  # numbered across files
+        events["origin"] = events["ats"]
+        return events, n_rows
+
+    def _one_by_one(self, paths: list[str]) -> tuple[list[str], tuple[Damage, ...]]:
+        """The files of ``paths`` that can be taken alone, and a :class:`Damage` (its
+        error's first line) for each that cannot."""
+        readable, failed = [], []
+        for path in paths:
+            try:
+                self._take([path], write=False)
+                readable.append(path)
+            except Exception as exc:  # Spark's errors, of several types
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                failed.append(Damage(_local(path), 0, f"cannot be read ({first})"))
+        return readable, tuple(failed)
 
     def _quarantine(self, frames: list[DataFrame]) -> None:
         """Append the quarantine records of ``frames`` to the run's quarantine table."""
@@ -240,15 +273,23 @@ class LogWatcher:
 def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
               ) -> tuple[DataFrame | None, list[Damage]]:
     """The rows (``file, line, row, text, parts``, rows numbered over all the files) of
-    the files at ``paths`` (Spark's paths), each read by what it is: a ``.parquet`` file
-    as ``kind``'s table, any other as text. A Parquet file that is not one, or not a
-    table of ``kind``, is a :class:`Damage` (nothing of it is read); None: no rows."""
+    the files at ``paths`` (Spark's paths), each looked at first
+    (:func:`~specula.pipelines.log_files.file_damage`) and read by what it is: a
+    ``.parquet`` file as ``kind``'s table, any other as text. A damaged file is a
+    :class:`Damage`: of a text file the lines before the damage are read, of a Parquet
+    file that is not one, or not a table of ``kind``, nothing; None: no rows."""
+    # a local file is looked at here; one on other storage (hdfs://...) only by Spark
+    looked = {p: file_damage(_local(p)) if _is_local(p) else None for p in paths}
+    damaged = [d for d in looked.values() if d is not None]
+    text = [p for p in paths if not p.endswith(".parquet") and looked[p] is None]
+    partial = [p for p in paths if not p.endswith(".parquet")
+               and (d := looked[p]) is not None and d.lines]
     frames: list[DataFrame] = []
-    damaged: list[Damage] = []
-    text = [p for p in paths if not p.endswith(".parquet")]
     if text:
         frames.append(text_rows(spark.read.text(text)))
-    for path in (p for p in paths if p.endswith(".parquet")):
+    if partial:  # Spark stops at the damage and keeps the lines before it
+        frames.append(text_rows(spark.read.option("ignoreCorruptFiles", "true").text(partial)))
+    for path in (p for p in paths if p.endswith(".parquet") and looked[p] is None):
         try:
             frames.append(kind.read_table(spark, path, [path]))
         except LogError as exc:  # a table of other columns
@@ -263,6 +304,13 @@ def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
     # each frame numbers its rows from 1: number them again over all the files
     rows = functools.reduce(lambda a, b: a.unionByName(b), frames)
     return number_rows(rows.drop("row"), overall="row"), damaged
+
+
+def _is_local(path: str) -> bool:
+    """Is ``path`` (as Spark names it) a file of this machine's file system?"""
+    from urllib.parse import urlsplit
+
+    return urlsplit(path).scheme in ("", "file")
 
 
 def _local(path: str) -> str:
