@@ -35,25 +35,6 @@ IGNORED = ("flags", "ats", "kplus", "origin")
 REFERENCE_STEP = 100 * 10**9  # ps: nothing is late, so the step changes no answer
 
 
-@pytest.fixture(scope="module")
-def ray_address():
-    """A local Ray cluster the watches join (Ray on Spark would add ~25 s a run),
-    without token authentication, which a joining process has no token for here."""
-    ray = pytest.importorskip("ray")
-    mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # the watches inherit it
-    try:
-        context = ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
-                           log_to_driver=False)
-        yield context.address_info["gcs_address"]
-        ray.shutdown()
-    finally:
-        if mode is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = mode
-
-
 def _land(staging, watched, name: str, events: np.ndarray) -> None:
     """Write a log file elsewhere, then move it into the watched folder whole."""
     write_positions(staging / name, events, newline="\n")
