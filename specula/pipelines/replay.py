@@ -38,6 +38,7 @@ from specula.actors.sources import ArrayPart, Sources
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
+from specula.pipelines.lease import Lease, check, claim, release
 from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
 from specula.pipelines.resume import (
@@ -119,9 +120,12 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     raw_type_table(graph, kind.registry)  # and events it cannot read
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    run = next_run(out) if config.watch else None
     if config.watch:
         suspended_watch(out, graph, config.in_process)  # before Spark starts
     with JobProgress(config.progress) as progress, contextlib.ExitStack() as spark_open:
+        # before Spark and Ray start, so that every process they start carries its tag
+        claimed = _claim(out, run, progress.say) if run is not None else None
         log, truth = config.log, None
         if log is None:
             with progress.phase(f"generating {config.seconds:g} s of {config.profile}"):
@@ -135,19 +139,33 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
             spark = spark_open.enter_context(spark_session(config.spark_master,
                                                            small_input=small))
         report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
-                                           progress)
+                                           run, progress)
         with progress.phase("stopping Spark"):
             spark_open.close()
+        if claimed is not None:
+            release(out, claimed)  # the output and summary are saved
         if config.plots:
             with progress.phase("plots"):
                 paths.update(_plots(report, graph, out / "plots", config))
     return ReplayResult(report, summary, paths, graph, truth)
 
 
+def _claim(out: Path, run: int, say: Callable[[str], None]) -> Lease:
+    """Claim ``out`` for watch ``run``, once what an earlier watch left is checked
+    (:mod:`~specula.pipelines.lease`: refused while one runs, or when one died after
+    handing files on; the processes a dead one left are ended)."""
+    from specula.pipelines.spark_stream import handed_batch
+
+    handed = handed_batch(out)
+    check(out, handed, say)
+    return claim(out, run, handed)
+
+
 def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
-              delays: Any, out: Path, progress: JobProgress
+              delays: Any, out: Path, run: int | None, progress: JobProgress
               ) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
-    """Ingestion, detection and persistence on a running Spark session."""
+    """Ingestion, detection and persistence on a running Spark session (``run``: the
+    number of a watch, None for a replay)."""
     from specula.cluster.spark import ray_on_spark
     from specula.pipelines.arrival import (
         arrival_batches,
@@ -158,7 +176,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     from specula.pipelines.spark_ingest import ingest
     from specula.pipelines.spark_store import persist
 
-    total, run, resume, suspension, live = None, None, None, None, None
+    total, resume, suspension, live = None, None, None, None
     stopping: Any = contextlib.nullcontext()
     annotations = Annotations(kind.annotations())
     raw: Iterable[np.ndarray] | Sources
@@ -174,7 +192,6 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                              batch_size=config.batch_size)
         raw = annotations.into(watcher.batches())
         stopping = stop_on_signals(watcher, progress.say)
-        run = next_run(out)
     else:
         with progress.phase("ingesting (checks, delays)"):
             ingested = ingest(spark, kind, log, out, delays=delays,

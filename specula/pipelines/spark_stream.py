@@ -114,9 +114,8 @@ class LogWatcher:
         # (micro-batch id, its events): empty ones too, so the handed-on id advances
         self._queue: queue.Queue[tuple[int, np.ndarray]] = queue.Queue(maxsize=queue_size)
         self._stop = threading.Event()
-        self._handed_path = self.out / "checkpoint" / "specula-handed"
-        self._handed = int(self._handed_path.read_text()) if self._handed_path.exists() \
-            else -1
+        self._handed_path = _handed_path(self.out)
+        self._handed = handed_batch(self.out)
 
     def request_stop(self) -> None:
         """End the watch: take no new file, hand on the ones taken (thread-safe)."""
@@ -268,6 +267,16 @@ class LogWatcher:
                                                                          int(events["ts"][0]))
             c.last_ts = max(c.last_ts, int(events["ts"][-1]))
             c.sensors.update(np.unique(events["key"]).tolist())
+
+
+def _handed_path(out: Path) -> Path:
+    return Path(out) / "checkpoint" / "specula-handed"
+
+
+def handed_batch(out: Path) -> int:
+    """The id of the last micro-batch a watch on ``out`` handed on (-1: none)."""
+    path = _handed_path(out)
+    return int(path.read_text()) if path.exists() else -1
 
 
 def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]

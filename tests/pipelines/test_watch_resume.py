@@ -19,6 +19,7 @@ import pytest
 from naive import canonical_seq
 
 from specula.actors.inprocess import InProcessRuntime
+from specula.pipelines.lease import TAG, lease_path
 from specula.soccer.debs2013 import write_positions
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
@@ -128,3 +129,53 @@ def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_det
     # the emissions (updates and retractions with them) were written by both runs too
     emitted = pq.read_table(out / "emissions").to_pandas()
     assert set(emitted["run"]) == {1, 2} and len(emitted) >= len(pq.read_table(out / "complex"))
+
+
+def _tagged(tag: str) -> list[int]:
+    """The processes of this machine whose environment holds the watch tag ``tag``."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                if f"{TAG}={tag}".encode() in environ.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_watch_killed_after_taking_files_leaves_no_process_and_is_not_silently_continued(
+        tmp_path, ray_address):
+    """SIGKILL of the driver once two files are taken: its detectors' state is lost. The
+    next watch on the folder ends what the dead one left running and refuses to go on
+    (which would miss the detections of the two files) in one line, status 2."""
+    match = generate_match(4.0, seed=8)
+    parts = np.array_split(match.events, 3)
+    staging, watched, out = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
+    staging.mkdir()
+    watched.mkdir()
+    for i in (0, 1):
+        _land(staging, watched, f"part{i}.csv", parts[i])
+    watch = [*SPECULA, "replay", str(watched), "--watch", "--out", str(out), "--no-progress",
+             "--no-plots", "--ray-address", ray_address]
+    proc = subprocess.Popen([*watch, "--idle-timeout", "300"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 240
+        while _committed(out) < 2:
+            assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+            time.sleep(0.5)
+        tag = json.loads(lease_path(out, 1).read_text())["tag"]
+        assert _tagged(tag)  # Spark's JVM and workers carry it
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _land(staging, watched, "part2.csv", parts[2])
+    again = subprocess.run([*watch, "--idle-timeout", "3"], capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert again.returncode == 2, again.stdout + again.stderr
+    err = again.stderr.strip().splitlines()
+    assert err[-1].startswith(f"specula replay: error: {out}: watch 1 died without saving")
+    assert _tagged(tag) == []  # nothing of the dead watch runs on (ended, if it had not)
