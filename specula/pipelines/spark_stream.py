@@ -36,12 +36,13 @@ at or below it.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,7 @@ class LogWatcher:
     def __init__(self, spark: SparkSession, kind: LogKind, directory: str | Path,
                  out: str | Path, *, idle_timeout: float | None = 30.0,
                  files_per_batch: int = 1, queue_size: int = 4,
-                 batch_size: int = 1_000) -> None:
+                 batch_size: int = 1_000, retake: Sequence[TakenBatch] = ()) -> None:
         self.spark = spark
         self.kind = kind
         self.directory = str(directory)
@@ -116,6 +117,7 @@ class LogWatcher:
         self._stop = threading.Event()
         self._handed_path = _handed_path(self.out)
         self._handed = handed_batch(self.out)
+        self._retake = list(retake)
 
     def request_stop(self) -> None:
         """End the watch: take no new file, hand on the ones taken (thread-safe)."""
@@ -127,7 +129,12 @@ class LogWatcher:
         return self._stop.is_set()
 
     def batches(self) -> Iterator[np.ndarray]:
-        """Event batches in the order the files arrived, until idle or stopped."""
+        """Event batches in the order the files arrived, until idle or stopped: first
+        those of the micro-batches to take again (``retake``), then the new ones."""
+        for taken in self._retake:
+            events, n_rows = self._take(list(taken.paths))
+            self._count(events, n_rows, len(taken.paths))
+            yield from self._hand_on((taken.batch_id, events))
         query = (self.spark.readStream.format("binaryFile").schema(_BINARY_FILE)
                  .option("maxFilesPerTrigger", self.files_per_batch)
                  .load(self.directory)
@@ -199,6 +206,7 @@ class LogWatcher:
         if batch_id <= self._handed:
             return
         paths = sorted(r.path for r in files.select("path").collect())
+        record_taken(self.out, TakenBatch(batch_id, tuple(paths)))  # before anything is written
         try:
             events, n_rows = self._take(paths)
         except Exception:  # Spark failed on a file that looked whole: find which
@@ -247,7 +255,7 @@ class LogWatcher:
                 readable.append(path)
             except Exception as exc:  # Spark's errors, of several types
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                failed.append(Damage(_local(path), 0, f"cannot be read ({first})"))
+                failed.append(Damage(local_path(path), 0, f"cannot be read ({first})"))
         return readable, tuple(failed)
 
     def _quarantine(self, frames: list[DataFrame]) -> None:
@@ -269,6 +277,54 @@ class LogWatcher:
             c.sensors.update(np.unique(events["key"]).tolist())
 
 
+@dataclass(frozen=True)
+class TakenBatch:
+    """A micro-batch a watch took: its id and its files (as Spark names them)."""
+
+    batch_id: int
+    paths: tuple[str, ...]
+
+
+def _taken_dir(out: Path) -> Path:
+    return Path(out) / "checkpoint" / "specula-taken"
+
+
+def record_taken(out: Path, taken: TakenBatch) -> None:
+    """Record which files micro-batch ``taken`` holds (written whole: a rename), so that
+    a watch that died after taking it can take it again (:func:`taken_batches`)."""
+    folder = _taken_dir(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = folder / f".{taken.batch_id}.json"
+    scratch.write_text(json.dumps(list(taken.paths)))
+    os.replace(scratch, folder / f"{taken.batch_id}.json")
+
+
+def taken_batches(out: Path, after: int) -> list[TakenBatch]:
+    """The micro-batches a watch on ``out`` took after ``after``, in order."""
+    folder = _taken_dir(out)
+    ids = sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()) \
+        if folder.exists() else []
+    return [TakenBatch(i, tuple(json.loads((folder / f"{i}.json").read_text())))
+            for i in ids if i > after]
+
+
+def committed_batch(out: Path) -> int:
+    """The id of the last micro-batch the streaming query of a watch on ``out``
+    committed (-1: none): Spark runs those after it again when the watch restarts."""
+    commits = Path(out) / "checkpoint" / "commits"
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] \
+        if commits.exists() else []
+    return max(ids, default=-1)
+
+
+def forget_taken(out: Path, upto: int) -> None:
+    """Drop the records of the micro-batches up to ``upto``: a watch that saved its
+    output never takes them again."""
+    for taken in taken_batches(out, -1):
+        if taken.batch_id <= upto:
+            (_taken_dir(out) / f"{taken.batch_id}.json").unlink(missing_ok=True)
+
+
 def _handed_path(out: Path) -> Path:
     return Path(out) / "checkpoint" / "specula-handed"
 
@@ -288,7 +344,7 @@ def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
     :class:`Damage`: of a text file the lines before the damage are read, of a Parquet
     file that is not one, or not a table of ``kind``, nothing; None: no rows."""
     # a local file is looked at here; one on other storage (hdfs://...) only by Spark
-    looked = {p: file_damage(_local(p)) if _is_local(p) else None for p in paths}
+    looked = {p: file_damage(local_path(p)) if _islocal_path(p) else None for p in paths}
     damaged = [d for d in looked.values() if d is not None]
     text = [p for p in paths if not p.endswith(".parquet") and looked[p] is None]
     partial = [p for p in paths if not p.endswith(".parquet")
@@ -302,10 +358,10 @@ def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
         try:
             frames.append(kind.read_table(spark, path, [path]))
         except LogError as exc:  # a table of other columns
-            damaged.append(Damage(_local(path), 0, str(exc).removeprefix(f"{path}: ")))
+            damaged.append(Damage(local_path(path), 0, str(exc).removeprefix(f"{path}: ")))
         except Exception as exc:  # Spark's errors, of several types: not Parquet
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            damaged.append(Damage(_local(path), 0, f"not a readable Parquet file ({first})"))
+            damaged.append(Damage(local_path(path), 0, f"not a readable Parquet file ({first})"))
     if not frames:
         return None, damaged
     if len(frames) == 1:
@@ -315,14 +371,14 @@ def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
     return number_rows(rows.drop("row"), overall="row"), damaged
 
 
-def _is_local(path: str) -> bool:
+def _islocal_path(path: str) -> bool:
     """Is ``path`` (as Spark names it) a file of this machine's file system?"""
     from urllib.parse import urlsplit
 
     return urlsplit(path).scheme in ("", "file")
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
     """A ``file:`` URI as Spark names a local file, as a path; other URIs as they are."""
     from urllib.parse import urlsplit
     from urllib.request import url2pathname

@@ -144,13 +144,21 @@ def _tagged(tag: str) -> list[int]:
     return found
 
 
-def test_a_watch_killed_after_taking_files_leaves_no_process_and_is_not_silently_continued(
-        tmp_path, ray_address):
-    """SIGKILL of the driver once two files are taken: its detectors' state is lost. The
-    next watch on the folder ends what the dead one left running and refuses to go on
-    (which would miss the detections of the two files) in one line, status 2."""
-    match = generate_match(4.0, seed=8)
-    parts = np.array_split(match.events, 3)
+def _reference(graph, events: np.ndarray):
+    raw = events.copy()
+    raw["ats"] = raw["ts"]
+    return InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
+
+
+@pytest.mark.parametrize("death", ["SIGKILL", "two SIGINTs"])
+def test_a_watch_that_died_after_taking_files_is_taken_over_exactly_once(
+        tmp_path, ray_address, death):
+    """The driver dies once two files are taken (SIGKILL: a crash; or the second
+    Ctrl-C's abort): its graph's state is lost with it. The next watch on the folder
+    ends what the dead one left running, drops its output, takes its files again and
+    the new ones: the detections saved are exactly an uninterrupted watch's, each once."""
+    match = generate_match(6.0, seed=8)
+    parts = np.array_split(match.events, 4)
     staging, watched, out = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
     staging.mkdir()
     watched.mkdir()
@@ -162,20 +170,41 @@ def test_a_watch_killed_after_taking_files_leaves_no_process_and_is_not_silently
                             stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 240
-        while _committed(out) < 2:
+        while _committed(out) < 2 or not list(out.glob("complex/*/*.parquet")):
             assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
             time.sleep(0.5)
         tag = json.loads(lease_path(out, 1).read_text())["tag"]
-        assert _tagged(tag)  # Spark's JVM and workers carry it
-        proc.kill()
-        proc.wait(timeout=30)
+        assert _tagged(tag)  # Spark's JVM and its workers carry it
+        if death == "SIGKILL":
+            proc.kill()
+        else:
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+        first, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    _land(staging, watched, "part2.csv", parts[2])
+    assert proc.returncode in (-9, 130), first
+    assert not (out / "runs" / "1.json").exists()  # nothing saved
+    for i in (2, 3):
+        _land(staging, watched, f"part{i}.csv", parts[i])
     again = subprocess.run([*watch, "--idle-timeout", "3"], capture_output=True, text=True,
-                           timeout=120, check=False)
-    assert again.returncode == 2, again.stdout + again.stderr
-    err = again.stderr.strip().splitlines()
-    assert err[-1].startswith(f"specula replay: error: {out}: watch 1 died without saving")
-    assert _tagged(tag) == []  # nothing of the dead watch runs on (ended, if it had not)
+                           timeout=400, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "watch 1 died without saving after taking 2 micro-batch(es)" in again.stderr
+    assert _tagged(tag) == []  # nothing of the dead watch runs on
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["run"], summary["events_in"]) == (1, len(match.events))
+    assert not list((out / "runs").glob("*.running"))
+
+    graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
+    whole = _reference(graph, match.events)
+    saved = _complex(out)
+    for name in graph.nodes:
+        want = whole.net(name)
+        names = [n for n in want.dtype.names if n not in IGNORED]
+        got = saved.get(name)
+        assert _content(want, names) == ([] if got is None else _content(got, names)), name
+        if got is not None:
+            assert not got.duplicated(["producer", "seq"]).any(), name
