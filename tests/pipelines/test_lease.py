@@ -193,3 +193,12 @@ def test_a_dead_watchs_output_is_dropped_and_its_micro_batches_are_found(tmp_pat
     for name in ("0", "1", ".1.crc"):
         (out / "checkpoint" / "commits" / name).write_text("")
     assert committed_batch(out) == 1
+
+
+def test_a_watch_that_died_between_its_summary_and_its_suspension_is_taken_over(tmp_path):
+    """Its summary says it suspended, but the suspension was never recorded: the graph's
+    state is not there to resume, so its files must be taken again."""
+    _dead_lease(tmp_path, 2, "t-half-saved", handed_before=0)
+    (tmp_path / "runs" / "2.json").write_text('{"suspended": true}')
+    dead = check(tmp_path, handed=1, say=None)
+    assert dead is not None and dead.run == 2
