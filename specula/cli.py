@@ -107,7 +107,9 @@ def _check_run(args: argparse.Namespace
     """Everything ``run`` needs before Ray starts: the graph and the raw events."""
     if args.in_process and args.address:
         raise UsageError("--address joins a Ray cluster; --in-process runs without Ray")
-    if args.report:
+    if _names_a_file(args.source):
+        _check_readable(args.source, "--source", folder=False)
+    if args.report is not None:
         _check_writable_file(args.report, "--report")
     graph = _graph(args.graph, "MODULE:GRAPH")
     return (graph, *_source(args.source, graph, args.batch_size))
@@ -149,13 +151,13 @@ def _check_replay(args: argparse.Namespace) -> Any:
     from specula.pipelines.replay import ReplayConfig, replay_graph
     from specula.soccer.spark_log import PositionLog
 
-    if args.log and not os.path.exists(args.log):
-        raise UsageError(f"{args.log}: no such file or directory")
+    if args.log is not None:
+        _check_readable(args.log, "", folder=True)
     if args.watch and (args.in_process or not (args.log and os.path.isdir(args.log))):
         raise UsageError("--watch needs LOG to be a directory, and Ray (not --in-process)")
     _check_replay_combinations(args)
     _check_spark(args)
-    if args.out:
+    if args.out is not None:
         _check_writable_folder(args.out, "--out")
     graph = None if args.graph == "soccer" else _graph(args.graph, "--graph")
     config = ReplayConfig(
@@ -184,6 +186,7 @@ def score(args: argparse.Namespace) -> int:
     from specula.soccer.referee_score import DEFAULT_TOLERANCE_S, score_run
     from specula.soccer.scoring import format_scores
 
+    _check_score(args)
     try:
         referee = kickoff_aligned(read_referee_events(args.referee))
         scores = score_run(args.out, referee, args.tolerance_s or DEFAULT_TOLERANCE_S)
@@ -192,6 +195,17 @@ def score(args: argparse.Namespace) -> int:
     print(format_scores(scores))
     print(f"written to {Path(args.out, 'referee_score.json')}")
     return 0
+
+
+def _check_score(args: argparse.Namespace) -> None:
+    """OUT is a replay's folder that can take ``referee_score.json``; --referee a folder
+    that can be read."""
+    _check_readable(args.out, "OUT", folder=True)
+    if not Path(args.out).is_dir():
+        raise UsageError(f"OUT {args.out}: not a folder; give the --out folder of a "
+                         "finished 'specula replay'")
+    _check_writable_file(str(Path(args.out, "referee_score.json")), "OUT")
+    _check_readable(args.referee, "--referee", folder=True)
 
 
 class UsageError(Exception):
@@ -229,10 +243,44 @@ def _check_replay_combinations(args: argparse.Namespace) -> None:
                          "and --watch read the stream in this process")
 
 
+#: What ``--source`` reads as a file (anything else that exists is a file too).
+_SOURCE_FILES = (".csv", ".csv.gz", ".npy", ".msgpack", ".mpk")
+
+
+def _names_a_file(spec: str) -> bool:
+    """Does ``--source`` name a file (not a ``MODULE:FUNCTION``)?"""
+    return spec.endswith(_SOURCE_FILES) or os.path.lexists(spec) or ":" not in spec
+
+
+def _check_readable(path: str, option: str, *, folder: bool) -> None:
+    """Prove ``path`` is a regular file (or, with ``folder``, a folder) this process can
+    read, by opening it (permission bits say nothing to root): a device, a pipe or a
+    folder where a file is read would fail, or hang, once the run has started."""
+    name = f"{option} {path}" if option else path
+    if not path:
+        raise UsageError(f"{option or 'LOG'}: an empty path")
+    target = Path(path)
+    if not target.exists():
+        raise UsageError(f"{name}: no such file or directory")
+    try:
+        if target.is_dir():
+            if not folder:
+                raise UsageError(f"{name}: is a folder, not a file")
+            os.listdir(target)
+        elif not target.is_file():
+            raise UsageError(f"{name}: not a regular file (a device, a pipe or a socket)")
+        else:
+            target.open("rb").close()
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+
+
 def _check_writable_folder(folder: str, option: str) -> None:
     """Prove ``folder`` can be made (or is there) and written, without making it: a
     folder is made and removed in the nearest one that exists (permission bits say
     nothing to root, nor of file systems such as /proc)."""
+    if not folder:
+        raise UsageError(f"{option}: an empty path; give a folder")
     target = Path(folder).absolute()
     existing = next(p for p in (target, *target.parents) if p.exists())
     if not existing.is_dir():
@@ -247,6 +295,8 @@ def _check_writable_folder(folder: str, option: str) -> None:
 def _check_writable_file(path: str, option: str) -> None:
     """Prove ``path`` can be written, without changing it: an existing file is opened
     for appending, else a file is made and removed beside it."""
+    if not path:
+        raise UsageError(f"{option}: an empty path; give a file name")
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
@@ -576,7 +626,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--tolerance-s", type=_POSITIVE, default=None,
                    help="seconds a detection may lie from its annotation (default 2: the "
                         "annotations were made by hand on an unsynchronised clock)")
-    c.set_defaults(func=score, check=lambda args: None)
+    c.set_defaults(func=score, check=_check_score)
     return parser
 
 

@@ -82,8 +82,9 @@ def test_run_names_what_it_cannot_load(project, capsys):
                  "--in-process"]) == 2
     assert capsys.readouterr().err.startswith("specula run: error: cannot load "
                                               "cli_graph:nothing: ")
-    assert main(["run", "cli_graph:graph", "--source", "missing.npy", "--in-process"]) == 2
-    assert capsys.readouterr().err == ("specula run: error: source 'missing.npy': not a "
+    (project / "data.txt").write_text("")
+    assert main(["run", "cli_graph:graph", "--source", "data.txt", "--in-process"]) == 2
+    assert capsys.readouterr().err == ("specula run: error: source 'data.txt': not a "
                                        ".csv[.gz], .npy or .msgpack file, nor "
                                        "MODULE:FUNCTION\n")
 
@@ -218,6 +219,51 @@ def test_an_output_path_that_cannot_be_written_is_refused_whoever_runs_it(
     writable = project / Path(path).name
     assert main([*argv[:-2], option, str(writable)], start=False) == 0
     assert not writable.exists() and not list(project.glob(".specula-check-*"))
+
+
+RUN = ["run", "cli_graph:graph", "--source", "cli_graph:source", "--in-process"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["run", "cli_graph:graph", "--source", "folder.csv", "--in-process"],
+     "--source folder.csv: is a folder, not a file"),
+    (["run", "cli_graph:graph", "--source", "missing.npy", "--in-process"],
+     "--source missing.npy: no such file or directory"),
+    (["run", "cli_graph:graph", "--source", "pipe.csv", "--in-process"],
+     "--source pipe.csv: not a regular file (a device, a pipe or a socket)"),
+    (["run", "cli_graph:graph", "--source", "/proc/specula.npy", "--in-process"],
+     "--source /proc/specula.npy: no such file or directory"),
+    ([*RUN, "--report", ""], "--report: an empty path; give a file name"),
+    ([*RUN, "--report", "folder.csv"], "--report folder.csv: is a folder"),
+    ([*RUN, "--report", "/proc/x.json"], "--report /proc/x.json: cannot write there"),
+    (["replay", "/dev/null", "--in-process"],
+     "/dev/null: not a regular file (a device, a pipe or a socket)"),
+    (["replay", "pipe.csv", "--in-process"],
+     "pipe.csv: not a regular file (a device, a pipe or a socket)"),
+    (["replay", "", "--in-process"], "LOG: an empty path"),
+    (["replay", "--in-process", "--out", ""], "--out: an empty path; give a folder"),
+    (["replay", "--in-process", "--out", "/proc/x"], "--out /proc/x: cannot make a folder"),
+    (["replay", "--in-process", "--out", "data.csv"], "--out data.csv: {project}/data.csv "
+                                                      "is not a folder"),
+    (["score", "missing", "--referee", "folder.csv"], "OUT missing: no such file or directory"),
+    (["score", "data.csv", "--referee", "folder.csv"], "OUT data.csv: not a folder"),
+    (["score", "/proc", "--referee", "folder.csv"],
+     "OUT /proc/referee_score.json: cannot write there"),
+    (["score", "folder.csv", "--referee", "missing"],
+     "--referee missing: no such file or directory"),
+])
+def test_every_path_argument_is_checked_before_anything_starts(project, capsys, argv,
+                                                               message):
+    """A path that cannot be read or written as the argument needs (missing, a folder for
+    a file, a device or a pipe that would block, empty, where nothing can be made): one
+    line on stderr and status 2 from ``main`` itself, before Spark, Ray or a run."""
+    (project / "folder.csv").mkdir()
+    (project / "data.csv").write_text("")
+    os.mkfifo(project / "pipe.csv")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"specula {argv[0]}: error: {message.format(project=project)}"), err
+    assert err.count("\n") == 1
 
 
 DEBS = Path(__file__).resolve().parent / "data" / "debs2013"

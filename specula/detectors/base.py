@@ -20,7 +20,7 @@ Example
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -86,6 +86,14 @@ class Detector:
         an event time-stamped before that is late there, like any event that comes
         behind its producer's progress. Time-stamp what the end closes at or after the
         newest input it covers."""
+
+    def check_node_options(self, options: Mapping[str, Any], where: str) -> None:
+        """Raise :class:`~specula.options.OptionError` (its message prefixed with
+        ``where``, saying what to change) if the detector cannot run under a node's
+        ``options`` (every one of :data:`~specula.options.NODE_OPTIONS`, resolved).
+        :meth:`Graph.add <specula.detectors.Graph.add>` calls it, so a combination that
+        cannot run is refused when the graph is built, not when an event first shows it.
+        The default accepts every combination."""
 
     def snapshot(self) -> Any:
         """Return the detector's state; the default pickles the instance attributes."""

@@ -27,8 +27,10 @@ from specula.detectors.base import Detector
 from specula.events import TypeRegistry
 from specula.options import (
     DEFAULT_K0_SECONDS,
+    NODE_OPTIONS,
     MemoryLimit,
     NodeOptions,
+    OptionError,
     Shedding,
     check_option,
     node_options,
@@ -145,6 +147,27 @@ class Instance:
                     pass
 
 
+def _checked(node: Node) -> Node:
+    """``node``, if its options combine: :class:`~specula.options.OptionError` for a
+    combination that could not run, saying what to change.
+
+    ``Shedding(strategy="detector")`` needs a detector that sheds inside itself
+    (``on_drop_command`` and ``pairs_shed``, as :mod:`specula.shedding` defines them); the
+    detector refuses what else it cannot take (:meth:`Detector.check_node_options`)."""
+    shedding = node.shedding
+    if shedding is not None and shedding.strategy == "detector" and not all(
+            callable(getattr(node.detector, m, None)) for m in ("on_drop_command",
+                                                               "pairs_shed")):
+        raise OptionError(
+            f"{node.name}: shedding strategy 'detector' needs a detector that sheds inside "
+            f"itself (on_drop_command and pairs_shed, e.g. specula.shedding.WindowDetector); "
+            f"{type(node.detector).__name__} has not: use Shedding(strategy='random') or "
+            f"another InputShedder")
+    options = {name: getattr(node, name) for name in NODE_OPTIONS}
+    node.detector.check_node_options(options, where=node.name)
+    return node
+
+
 class Graph:
     """Detectors wired by the event types they declare.
 
@@ -204,7 +227,7 @@ class Graph:
             raise GraphError(f"{name}: expected a Detector instance, got "
                              f"{type(detector).__name__}")
         resolved = self._resolve(name, detector, node_options(where=name, **options))
-        self.nodes[name] = Node(name, detector, **resolved)
+        self.nodes[name] = _checked(Node(name, detector, **resolved))
         return self
 
     def _resolve(self, name: str, detector: Detector, options: dict[str, Any]
@@ -243,7 +266,7 @@ class Graph:
         for name in names:
             given = {o: check_option(o, v, where=name) for o, v in options.items()}
             given = self._resolve(name, self.nodes[name].detector, given)
-            out.nodes[name] = dataclasses.replace(self.nodes[name], **given)
+            out.nodes[name] = _checked(dataclasses.replace(self.nodes[name], **given))
         return out
 
     def levels(self) -> dict[str, int]:

@@ -111,6 +111,13 @@ def _paths(log: str) -> list[str]:
     return [os.path.join(log, n) for n in names]
 
 
+def file_damage(path: str) -> Damage | None:
+    """What keeps ``path`` from being read whole as what its name says it is (a live
+    watch reads each file so): a ``.parquet`` file's footer, any other file as text (a
+    ``.gz`` file decoded to its end, the first byte of the others); None if nothing."""
+    return (_parquet_damage if path.endswith(".parquet") else _text_damage)(path)
+
+
 def _text_damage(path: str) -> Damage | None:
     if os.path.isdir(path):
         return Damage(path, 0, "a directory inside the log: only the files directly in "

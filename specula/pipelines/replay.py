@@ -38,14 +38,17 @@ from specula.actors.sources import ArrayPart, Sources
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
+from specula.pipelines.lease import Lease, check, claim, forget, release
 from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
 from specula.pipelines.resume import (
     LiveOutput,
+    drop_run_output,
     save_suspension,
     state_dir,
     suspended_watch,
 )
+from specula.pipelines.spark_stream import TakenBatch
 
 #: The options of the kind's default graph where the config leaves them unset.
 DEFAULT_OPTIONS: dict[str, Any] = {"alpha": "adaptive", "retraction": "on-demand",
@@ -119,9 +122,12 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     raw_type_table(graph, kind.registry)  # and events it cannot read
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    if config.watch:
-        suspended_watch(out, graph, config.in_process)  # before Spark starts
+    run = next_run(out) if config.watch else None
+    fresh = config.watch and suspended_watch(out, graph, config.in_process) is None
     with JobProgress(config.progress) as progress, contextlib.ExitStack() as spark_open:
+        # before Spark and Ray start, so that every process they start carries its tag
+        claimed, retake = _claim(out, run, fresh, progress.say) if run is not None \
+            else (None, [])
         log, truth = config.log, None
         if log is None:
             with progress.phase(f"generating {config.seconds:g} s of {config.profile}"):
@@ -135,19 +141,48 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
             spark = spark_open.enter_context(spark_session(config.spark_master,
                                                            small_input=small))
         report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
-                                           progress)
+                                           run, retake, progress)
         with progress.phase("stopping Spark"):
             spark_open.close()
+        if claimed is not None:  # the output and summary are saved
+            from specula.pipelines.spark_stream import forget_taken, handed_batch
+
+            forget_taken(out, handed_batch(out))
+            release(out, claimed)
         if config.plots:
             with progress.phase("plots"):
                 paths.update(_plots(report, graph, out / "plots", config))
     return ReplayResult(report, summary, paths, graph, truth)
 
 
+def _claim(out: Path, run: int, fresh: bool, say: Callable[[str], None]
+           ) -> tuple[Lease, list[TakenBatch]]:
+    """Claim ``out`` for watch ``run`` once what an earlier watch left is checked
+    (:mod:`~specula.pipelines.lease`: refused while one runs; the processes a dead one
+    left are ended). A watch that died after handing files on, having started afresh,
+    is taken over: its output is dropped, and the micro-batches it took that Spark
+    will not run again are returned, to be taken again first."""
+    from specula.pipelines.spark_stream import committed_batch, handed_batch, taken_batches
+
+    handed = handed_batch(out)
+    dead = check(out, handed, say)
+    if dead is None:
+        return claim(out, run, handed, fresh), []
+    taken = taken_batches(out, dead.handed_before)
+    drop_run_output(out, dead.run, [p for t in taken for p in t.paths])
+    forget(out, dead)
+    again = [t for t in taken if t.batch_id <= committed_batch(out)]
+    say(f"watch {dead.run} died without saving after taking {len(taken)} micro-batch(es): "
+        f"its output is dropped and watch {run} takes them again")
+    return claim(out, run, dead.handed_before, fresh=True), again
+
+
 def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
-              delays: Any, out: Path, progress: JobProgress
-              ) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
-    """Ingestion, detection and persistence on a running Spark session."""
+              delays: Any, out: Path, run: int | None, retake: list[TakenBatch],
+              progress: JobProgress) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
+    """Ingestion, detection and persistence on a running Spark session (``run``: the
+    number of a watch, None for a replay; ``retake``: the micro-batches it takes again
+    first)."""
     from specula.cluster.spark import ray_on_spark
     from specula.pipelines.arrival import (
         arrival_batches,
@@ -157,7 +192,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     from specula.pipelines.spark_ingest import ingest
     from specula.pipelines.spark_store import persist
 
-    total, run, resume, suspension, live = None, None, None, None, None
+    total, resume, suspension, live = None, None, None, None
     stopping: Any = contextlib.nullcontext()
     annotations = Annotations(kind.annotations())
     raw: Iterable[np.ndarray] | Sources
@@ -170,10 +205,9 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
         )
 
         watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
-                             batch_size=config.batch_size)
+                             batch_size=config.batch_size, retake=retake)
         raw = annotations.into(watcher.batches())
         stopping = stop_on_signals(watcher, progress.say)
-        run = next_run(out)
     else:
         with progress.phase("ingesting (checks, delays)"):
             ingested = ingest(spark, kind, log, out, delays=delays,

@@ -25,6 +25,7 @@ each row once; at its end a run writes only its metrics and summary.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,6 +94,45 @@ def save_suspension(out: Path, suspension: Suspension | None) -> None:
     tmp = state / f".{_RECORD}"
     tmp.write_text(json.dumps(suspension.to_json()) + "\n")
     tmp.replace(state / _RECORD)
+
+
+#: The tables a watch appends to while it runs (rows with its ``run``).
+LIVE_TABLES = ("complex", "emissions", "late")
+
+
+def drop_run_output(out: Path, run: int, files: list[str]) -> int:
+    """Remove what watch ``run``, which died without saving, wrote to ``out``: the
+    parts of the live tables that hold its rows, the parts of the quarantine that hold
+    only records of ``files`` (as Spark names them: the files it took, which are taken
+    again),
+    and its actors' checkpoints (it started afresh: no suspended graph is there).
+    Each append wrote parts of its own, so a part is one run's, or one micro-batch's.
+    Returns the parts removed."""
+    import pyarrow.parquet as pq
+
+    from specula.pipelines.spark_stream import local_path
+
+    def real(name: str) -> str:
+        return os.path.realpath(local_path(name))
+
+    taken = {real(f) for f in files}
+    removed = 0
+    for table in (*LIVE_TABLES, "quarantine"):  # what an aborted append left unfinished
+        shutil.rmtree(Path(out, table, "_temporary"), ignore_errors=True)
+    for table in LIVE_TABLES:
+        for part in sorted(Path(out, table).rglob("*.parquet")):
+            runs = pq.read_table(part, columns=["run"]).column("run").to_pylist()
+            if runs and set(runs) == {run}:
+                part.unlink()
+                removed += 1
+    for part in sorted(Path(out, "quarantine").rglob("*.parquet")):
+        named = pq.read_table(part, columns=["file"]).column("file").to_pylist()
+        if named and {real(f) for f in named} <= taken:
+            part.unlink()
+            removed += 1
+    shutil.rmtree(state_dir(out), ignore_errors=True)
+    Path(out, "runs", f"{run}.json").unlink(missing_ok=True)  # a summary, if it got so far
+    return removed
 
 
 class LiveOutput:

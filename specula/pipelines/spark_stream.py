@@ -2,17 +2,21 @@
 
 :class:`LogWatcher` runs a Spark Structured Streaming query with the file source over a
 directory. Each micro-batch (one new file at a time by default) is validated exactly as
-:func:`~specula.pipelines.spark_ingest.ingest` validates a whole log (exact duplicates
-within the micro-batch included): rejected rows are appended to the quarantine table,
-valid rows become position events, sorted by time stamp within the file, numbered
-across files, and handed to the caller through a bounded queue. The query lists the
-new files (Spark's ``binaryFile`` source, of which only the paths are read) and each is
-read by what it is: a ``.parquet`` file as a table (the log kind's
-:meth:`~specula.pipelines.logs.LogKind.read_table`), any other as text lines. A Parquet
-file that cannot be read as the kind's table becomes one quarantine record naming it
-and why (:class:`~specula.pipelines.log_files.Damage`), never lines of text. A full queue blocks
-the query, so a slow detector graph slows the reading of new files (backpressure)
-instead of filling memory.
+:func:`~specula.pipelines.spark_ingest.ingest` validates a whole log (each file looked
+at first, :func:`~specula.pipelines.log_files.file_damage`; exact duplicates within the
+micro-batch included): rejected rows are appended to the quarantine table, valid rows
+become position events, sorted by time stamp within the file, numbered across files,
+and handed to the caller through a bounded queue. The query lists the new files
+(Spark's ``binaryFile`` source, of which only the paths are read) and each is read by
+what it is: a ``.parquet`` file as a table (the log kind's
+:meth:`~specula.pipelines.logs.LogKind.read_table`), any other as text lines. A file
+that cannot be read whole becomes one quarantine record naming it, the first line lost
+and why (:class:`~specula.pipelines.log_files.Damage`): a truncated or fake ``.gz`` is
+read up to the damage, a Parquet file that is not the kind's table not at all (never as
+lines of text). A file Spark still fails on, though it looked whole, is found by
+reading the micro-batch's files one by one, and is quarantined the same way: a bad
+file never ends a watch. A full queue blocks the query, so a slow detector graph slows
+the reading of new files (backpressure) instead of filling memory.
 
 Stopping. :meth:`LogWatcher.request_stop` (what :func:`stop_on_signals` calls on Ctrl-C
 or SIGTERM) ends the watch gracefully: no new file is taken, the files already taken
@@ -32,12 +36,13 @@ at or below it.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +50,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specula.pipelines.log_files import Damage
+from specula.pipelines.log_files import Damage, file_damage
 from specula.pipelines.logs import LogError, LogKind
 from specula.pipelines.spark_ingest import Ingested, number_rows, text_rows
 from specula.pipelines.spark_quarantine import damage_rows, mark_duplicates, quarantined_rows
@@ -98,7 +103,7 @@ class LogWatcher:
     def __init__(self, spark: SparkSession, kind: LogKind, directory: str | Path,
                  out: str | Path, *, idle_timeout: float | None = 30.0,
                  files_per_batch: int = 1, queue_size: int = 4,
-                 batch_size: int = 1_000) -> None:
+                 batch_size: int = 1_000, retake: Sequence[TakenBatch] = ()) -> None:
         self.spark = spark
         self.kind = kind
         self.directory = str(directory)
@@ -110,9 +115,9 @@ class LogWatcher:
         # (micro-batch id, its events): empty ones too, so the handed-on id advances
         self._queue: queue.Queue[tuple[int, np.ndarray]] = queue.Queue(maxsize=queue_size)
         self._stop = threading.Event()
-        self._handed_path = self.out / "checkpoint" / "specula-handed"
-        self._handed = int(self._handed_path.read_text()) if self._handed_path.exists() \
-            else -1
+        self._handed_path = _handed_path(self.out)
+        self._handed = handed_batch(self.out)
+        self._retake = list(retake)
 
     def request_stop(self) -> None:
         """End the watch: take no new file, hand on the ones taken (thread-safe)."""
@@ -124,7 +129,12 @@ class LogWatcher:
         return self._stop.is_set()
 
     def batches(self) -> Iterator[np.ndarray]:
-        """Event batches in the order the files arrived, until idle or stopped."""
+        """Event batches in the order the files arrived, until idle or stopped: first
+        those of the micro-batches to take again (``retake``), then the new ones."""
+        for taken in self._retake:
+            events, n_rows = self._take(list(taken.paths))
+            self._count(events, n_rows, len(taken.paths))
+            yield from self._hand_on((taken.batch_id, events))
         query = (self.spark.readStream.format("binaryFile").schema(_BINARY_FILE)
                  .option("maxFilesPerTrigger", self.files_per_batch)
                  .load(self.directory)
@@ -196,27 +206,57 @@ class LogWatcher:
         if batch_id <= self._handed:
             return
         paths = sorted(r.path for r in files.select("path").collect())
+        record_taken(self.out, TakenBatch(batch_id, tuple(paths)))  # before anything is written
+        try:
+            events, n_rows = self._take(paths)
+        except Exception:  # Spark failed on a file that looked whole: find which
+            readable, failed = self._one_by_one(paths)
+            events, n_rows = self._take(readable, failed)
+        self._count(events, n_rows, len(paths))
+        self._queue.put((batch_id, events))
+
+    def _take(self, paths: list[str], failed: tuple[Damage, ...] = (), *,
+              write: bool = True) -> tuple[np.ndarray, int]:
+        """The events of the files at ``paths`` sorted by time stamp, and the rows they
+        count (damaged files and ``failed`` ones one each); the rejected rows and the
+        damaged files appended to the quarantine (unless not ``write``). Everything is
+        read before anything is written, so a failure leaves nothing behind."""
         rows, damaged = file_rows(self.spark, self.kind, paths)
+        damaged = [*damaged, *failed]
         bad = [damage_rows(self.spark, damaged)] if damaged else []
         events, n_rows = np.zeros(0, self.kind.event_dtype()), len(damaged)
         if rows is None:
-            self._quarantine(bad)
-        else:
-            checked = mark_duplicates(self.kind.check(self.spark, rows)).persist()
-            try:
+            if write:
+                self._quarantine(bad)
+            return events, n_rows
+        checked = mark_duplicates(self.kind.check(self.spark, rows)).persist()
+        try:
+            n_rows += checked.count()
+            table = self.kind.events(checked.where("reason IS NULL")).orderBy(
+                "ts", "seq").toArrow()
+            if write:
                 self._quarantine([quarantined_rows(checked), *bad])
-                clean = checked.where("reason IS NULL")
-                table = self.kind.events(clean).orderBy("ts", "seq").toArrow()
-                n_rows += checked.count()
-            finally:
-                checked.unpersist()
-            events = np.zeros(table.num_rows, self.kind.event_dtype())
-            for name in table.column_names:
-                events[name] = table.column(name).to_numpy()
-            events["seq"] += self.counts.rows  # numbered across files
-            events["origin"] = events["ats"]
-        self._count(events, n_rows, len(paths))
-        self._queue.put((batch_id, events))
+        finally:
+            checked.unpersist()
+        events = np.zeros(table.num_rows, self.kind.event_dtype())
+        for name in table.column_names:
+            events[name] = table.column(name).to_numpy()
+        events["seq"] += self.counts.rows  # numbered across files
+        events["origin"] = events["ats"]
+        return events, n_rows
+
+    def _one_by_one(self, paths: list[str]) -> tuple[list[str], tuple[Damage, ...]]:
+        """The files of ``paths`` that can be taken alone, and a :class:`Damage` (its
+        error's first line) for each that cannot."""
+        readable, failed = [], []
+        for path in paths:
+            try:
+                self._take([path], write=False)
+                readable.append(path)
+            except Exception as exc:  # Spark's errors, of several types
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                failed.append(Damage(local_path(path), 0, f"cannot be read ({first})"))
+        return readable, tuple(failed)
 
     def _quarantine(self, frames: list[DataFrame]) -> None:
         """Append the quarantine records of ``frames`` to the run's quarantine table."""
@@ -237,25 +277,91 @@ class LogWatcher:
             c.sensors.update(np.unique(events["key"]).tolist())
 
 
+@dataclass(frozen=True)
+class TakenBatch:
+    """A micro-batch a watch took: its id and its files (as Spark names them)."""
+
+    batch_id: int
+    paths: tuple[str, ...]
+
+
+def _taken_dir(out: Path) -> Path:
+    return Path(out) / "checkpoint" / "specula-taken"
+
+
+def record_taken(out: Path, taken: TakenBatch) -> None:
+    """Record which files micro-batch ``taken`` holds (written whole: a rename), so that
+    a watch that died after taking it can take it again (:func:`taken_batches`)."""
+    folder = _taken_dir(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = folder / f".{taken.batch_id}.json"
+    scratch.write_text(json.dumps(list(taken.paths)))
+    os.replace(scratch, folder / f"{taken.batch_id}.json")
+
+
+def taken_batches(out: Path, after: int) -> list[TakenBatch]:
+    """The micro-batches a watch on ``out`` took after ``after``, in order."""
+    folder = _taken_dir(out)
+    ids = sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()) \
+        if folder.exists() else []
+    return [TakenBatch(i, tuple(json.loads((folder / f"{i}.json").read_text())))
+            for i in ids if i > after]
+
+
+def committed_batch(out: Path) -> int:
+    """The id of the last micro-batch the streaming query of a watch on ``out``
+    committed (-1: none): Spark runs those after it again when the watch restarts."""
+    commits = Path(out) / "checkpoint" / "commits"
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] \
+        if commits.exists() else []
+    return max(ids, default=-1)
+
+
+def forget_taken(out: Path, upto: int) -> None:
+    """Drop the records of the micro-batches up to ``upto``: a watch that saved its
+    output never takes them again."""
+    for taken in taken_batches(out, -1):
+        if taken.batch_id <= upto:
+            (_taken_dir(out) / f"{taken.batch_id}.json").unlink(missing_ok=True)
+
+
+def _handed_path(out: Path) -> Path:
+    return Path(out) / "checkpoint" / "specula-handed"
+
+
+def handed_batch(out: Path) -> int:
+    """The id of the last micro-batch a watch on ``out`` handed on (-1: none)."""
+    path = _handed_path(out)
+    return int(path.read_text()) if path.exists() else -1
+
+
 def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
               ) -> tuple[DataFrame | None, list[Damage]]:
     """The rows (``file, line, row, text, parts``, rows numbered over all the files) of
-    the files at ``paths`` (Spark's paths), each read by what it is: a ``.parquet`` file
-    as ``kind``'s table, any other as text. A Parquet file that is not one, or not a
-    table of ``kind``, is a :class:`Damage` (nothing of it is read); None: no rows."""
+    the files at ``paths`` (Spark's paths), each looked at first
+    (:func:`~specula.pipelines.log_files.file_damage`) and read by what it is: a
+    ``.parquet`` file as ``kind``'s table, any other as text. A damaged file is a
+    :class:`Damage`: of a text file the lines before the damage are read, of a Parquet
+    file that is not one, or not a table of ``kind``, nothing; None: no rows."""
+    # a local file is looked at here; one on other storage (hdfs://...) only by Spark
+    looked = {p: file_damage(local_path(p)) if _islocal_path(p) else None for p in paths}
+    damaged = [d for d in looked.values() if d is not None]
+    text = [p for p in paths if not p.endswith(".parquet") and looked[p] is None]
+    partial = [p for p in paths if not p.endswith(".parquet")
+               and (d := looked[p]) is not None and d.lines]
     frames: list[DataFrame] = []
-    damaged: list[Damage] = []
-    text = [p for p in paths if not p.endswith(".parquet")]
     if text:
         frames.append(text_rows(spark.read.text(text)))
-    for path in (p for p in paths if p.endswith(".parquet")):
+    if partial:  # Spark stops at the damage and keeps the lines before it
+        frames.append(text_rows(spark.read.option("ignoreCorruptFiles", "true").text(partial)))
+    for path in (p for p in paths if p.endswith(".parquet") and looked[p] is None):
         try:
             frames.append(kind.read_table(spark, path, [path]))
         except LogError as exc:  # a table of other columns
-            damaged.append(Damage(_local(path), 0, str(exc).removeprefix(f"{path}: ")))
+            damaged.append(Damage(local_path(path), 0, str(exc).removeprefix(f"{path}: ")))
         except Exception as exc:  # Spark's errors, of several types: not Parquet
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            damaged.append(Damage(_local(path), 0, f"not a readable Parquet file ({first})"))
+            damaged.append(Damage(local_path(path), 0, f"not a readable Parquet file ({first})"))
     if not frames:
         return None, damaged
     if len(frames) == 1:
@@ -265,7 +371,14 @@ def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
     return number_rows(rows.drop("row"), overall="row"), damaged
 
 
-def _local(path: str) -> str:
+def _islocal_path(path: str) -> bool:
+    """Is ``path`` (as Spark names it) a file of this machine's file system?"""
+    from urllib.parse import urlsplit
+
+    return urlsplit(path).scheme in ("", "file")
+
+
+def local_path(path: str) -> str:
     """A ``file:`` URI as Spark names a local file, as a path; other URIs as they are."""
     from urllib.parse import urlsplit
     from urllib.request import url2pathname

@@ -52,3 +52,63 @@ def test_a_watch_reads_parquet_as_a_table_and_quarantines_what_is_not_one(
     assert quarantine[0].reason.startswith("not a readable Parquet file (")
     assert quarantine[1].reason.startswith(
         "not a DEBS 2013 position table: missing columns ts, x, y, z")
+
+
+@pytest.mark.parametrize("looked_at", [True, False])
+def test_bad_files_between_good_ones_are_quarantined_and_the_watch_goes_on(
+        tmp_path, spark, monkeypatch, looked_at):
+    """A truncated ``.csv.gz``, binary garbage and a Parquet table of other columns land
+    between good files, one a micro-batch: the watch ends by its idle timeout, every
+    good row comes out once (of the truncated file, the lines before the damage), and
+    each bad file is one quarantine record naming it. Not ``looked_at``: the files are
+    not looked at before Spark reads them (as for a file damaged after the look), so
+    Spark fails on the truncated one, and reading the micro-batch file by file finds
+    and quarantines it."""
+    from specula.pipelines import spark_stream
+    from specula.pipelines.log_files import gzip_damage
+
+    if not looked_at:
+        monkeypatch.setattr(spark_stream, "file_damage", lambda path: None)
+    match = generate_match(1.0, seed=4)
+    good0, good1, cut, good2 = np.array_split(match.events, 4)
+    staging, watched, run = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
+    staging.mkdir()
+    watched.mkdir()
+    write_positions(staging / "a_good.csv", good0, newline="\n")
+    write_positions(staging / "b_good.csv.gz", good1, newline="\n")
+    write_positions(staging / "c_cut.csv.gz", cut, newline="\n")
+    whole = (staging / "c_cut.csv.gz").read_bytes()
+    (staging / "c_cut.csv.gz").write_bytes(whole[:len(whole) // 2])
+    with open(staging / "c_cut.csv.gz", "rb") as raw:
+        damage = gzip_damage(str(staging / "c_cut.csv.gz"), raw)
+    assert damage is not None and 0 < damage.lines < len(cut)
+    noise = np.random.default_rng(1).integers(0, 256, 5_000, np.uint8)
+    noise[(noise == ord("\n")) | (noise == ord("\r"))] = ord("x")  # one line
+    (staging / "d_noise.bin").write_bytes(noise.tobytes())
+    pq.write_table(pa.table({"sid": [1], "when": [2]}), staging / "e_other.parquet")
+    write_positions(staging / "f_good.csv", good2, newline="\n")
+    names = ["a_good.csv", "b_good.csv.gz", "c_cut.csv.gz", "d_noise.bin",
+             "e_other.parquet", "f_good.csv"]
+    for name in names:
+        (staging / name).rename(watched / name)  # each file lands whole
+
+    watcher = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=3.0)
+    got = np.concatenate(list(watcher.batches()))  # ends by its idle timeout, no error
+    read_of_cut = cut[:damage.lines] if looked_at else cut[:0]
+    want = np.concatenate([good0, good1, read_of_cut, good2])
+    assert len(got) == len(want)  # nothing lost, nothing twice
+    for name in ("ts", "key", "x", "y", "z", "v", "a", "player", "team"):
+        assert np.array_equal(np.sort(got[name]), np.sort(want[name])), name
+    assert watcher.counts.files == len(names)
+    quarantine = sorted(spark.read.parquet(str(run / "quarantine")).collect(),
+                        key=lambda q: q.file)
+    bad = ["c_cut.csv.gz", "d_noise.bin", "e_other.parquet"]
+    assert [q.file for q in quarantine] == [(watched / n).as_uri() for n in bad]
+    cut_record, noise_record, table_record = quarantine
+    if looked_at:
+        assert cut_record.line == damage.lines + 1
+        assert cut_record.reason.startswith("truncated gzip file")
+    else:
+        assert cut_record.line == 1 and cut_record.reason.startswith("cannot be read (")
+    assert noise_record.line == 1 and noise_record.reason
+    assert table_record.reason.startswith("not a DEBS 2013 position table")

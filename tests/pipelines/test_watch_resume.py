@@ -19,6 +19,7 @@ import pytest
 from naive import canonical_seq
 
 from specula.actors.inprocess import InProcessRuntime
+from specula.pipelines.lease import TAG, lease_path
 from specula.soccer.debs2013 import write_positions
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
@@ -33,25 +34,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.skipif(
 SPECULA = [sys.executable, "-m", "specula.cli"]
 IGNORED = ("flags", "ats", "kplus", "origin")
 REFERENCE_STEP = 100 * 10**9  # ps: nothing is late, so the step changes no answer
-
-
-@pytest.fixture(scope="module")
-def ray_address():
-    """A local Ray cluster the watches join (Ray on Spark would add ~25 s a run),
-    without token authentication, which a joining process has no token for here."""
-    ray = pytest.importorskip("ray")
-    mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # the watches inherit it
-    try:
-        context = ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
-                           log_to_driver=False)
-        yield context.address_info["gcs_address"]
-        ray.shutdown()
-    finally:
-        if mode is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = mode
 
 
 def _land(staging, watched, name: str, events: np.ndarray) -> None:
@@ -147,3 +129,82 @@ def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_det
     # the emissions (updates and retractions with them) were written by both runs too
     emitted = pq.read_table(out / "emissions").to_pandas()
     assert set(emitted["run"]) == {1, 2} and len(emitted) >= len(pq.read_table(out / "complex"))
+
+
+def _tagged(tag: str) -> list[int]:
+    """The processes of this machine whose environment holds the watch tag ``tag``."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                if f"{TAG}={tag}".encode() in environ.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def _reference(graph, events: np.ndarray):
+    raw = events.copy()
+    raw["ats"] = raw["ts"]
+    return InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
+
+
+@pytest.mark.parametrize("death", ["SIGKILL", "two SIGINTs"])
+def test_a_watch_that_died_after_taking_files_is_taken_over_exactly_once(
+        tmp_path, ray_address, death):
+    """The driver dies once two files are taken (SIGKILL: a crash; or the second
+    Ctrl-C's abort): its graph's state is lost with it. The next watch on the folder
+    ends what the dead one left running, drops its output, takes its files again and
+    the new ones: the detections saved are exactly an uninterrupted watch's, each once."""
+    match = generate_match(6.0, seed=8)
+    parts = np.array_split(match.events, 4)
+    staging, watched, out = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
+    staging.mkdir()
+    watched.mkdir()
+    for i in (0, 1):
+        _land(staging, watched, f"part{i}.csv", parts[i])
+    watch = [*SPECULA, "replay", str(watched), "--watch", "--out", str(out), "--no-progress",
+             "--no-plots", "--ray-address", ray_address]
+    proc = subprocess.Popen([*watch, "--idle-timeout", "300"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 240
+        while _committed(out) < 2 or not list(out.glob("complex/*/*.parquet")):
+            assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+            time.sleep(0.5)
+        tag = json.loads(lease_path(out, 1).read_text())["tag"]
+        assert _tagged(tag)  # Spark's JVM and its workers carry it
+        if death == "SIGKILL":
+            proc.kill()
+        else:
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+        first, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (-9, 130), first
+    assert not (out / "runs" / "1.json").exists()  # nothing saved
+    for i in (2, 3):
+        _land(staging, watched, f"part{i}.csv", parts[i])
+    again = subprocess.run([*watch, "--idle-timeout", "3"], capture_output=True, text=True,
+                           timeout=400, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "watch 1 died without saving after taking 2 micro-batch(es)" in again.stderr
+    assert _tagged(tag) == []  # nothing of the dead watch runs on
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["run"], summary["events_in"]) == (1, len(match.events))
+    assert not list((out / "runs").glob("*.running"))
+
+    graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
+    whole = _reference(graph, match.events)
+    saved = _complex(out)
+    for name in graph.nodes:
+        want = whole.net(name)
+        names = [n for n in want.dtype.names if n not in IGNORED]
+        got = saved.get(name)
+        assert _content(want, names) == ([] if got is None else _content(got, names)), name
+        if got is not None:
+            assert not got.duplicated(["producer", "seq"]).any(), name

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pickle
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -31,6 +31,7 @@ from specula.detectors.rules.engine import Engine, register_composite
 from specula.detectors.rules.expand import Composites, Union, expand
 from specula.detectors.rules.strings import check_strings
 from specula.events import TypeRegistry
+from specula.options import OptionError
 
 __all__ = ["ENGINES", "RuleDetector", "check_rule", "element_dtype", "engine_class"]
 
@@ -200,6 +201,19 @@ class RuleDetector(Detector):
         self.num_gpus = 1.0 if engine == "gpu" else 0.0
         self._unions: list[Union] | None = None
         self._holding: list[tuple[int, Any]] | None = None  # see _holders
+
+    def check_node_options(self, options: Mapping[str, Any], where: str) -> None:
+        """Refuse ``late="process"`` with a CDP engine: CDP keeps its columns in stream
+        order and its kernels read a window as a run of them ending at the terminator,
+        so an event behind what it has read has no place to go (AIP appends it to its
+        tables, where the terminators after it find it). Refused here, when the graph is
+        built, rather than at the first late event."""
+        if options.get("late") == "process" and self.engine != "aip":
+            raise OptionError(
+                f"{where}: late='process' needs engine='aip'; the {self.engine!r} engine "
+                "takes events in stream order only and cannot process one that comes "
+                "behind what it has read. Use late='side' (late events are counted and "
+                "go to the late side output), or RuleDetector(..., engine='aip')")
 
     def unions(self) -> list[Union]:
         """Per rule, the engines of its expansions, created (and their module imported)

@@ -1,0 +1,167 @@
+"""Live faults: a watch of a generated match fed file by file, with bad files dropped
+between the good ones and the driver killed (SIGKILL) mid-stream; the detections saved
+against an uninterrupted in-process run of the same rows.
+
+    python benchmarks/live_faults.py                      # 120 s of play, 8 files
+    python benchmarks/live_faults.py --seconds 20 --files 4 --kill-after 2
+
+1. Generate ``--seconds`` of play and cut it into ``--files`` position logs.
+2. Start a local Ray cluster and ``specula replay DIR --watch`` joined to it; land the
+   files one by one (each once the watch committed the one before), and after every
+   other good file one bad one (a truncated ``.csv.gz``, binary garbage, a Parquet
+   table of other columns) until the three are in.
+3. After every ``--kill-after`` good files, SIGKILL the driver (``--kills`` times at
+   most), start the watch again on the same ``--out`` and go on landing files; the
+   last watch ends by its idle timeout (``--idle``).
+4. Compare the saved detections (``OUT/complex``) with the in-process run of every good
+   row, per detector: rows missing, rows more than once.
+
+The last line printed is one JSON object: ``seconds``, ``files``, ``driver_kills``,
+``actor_kills`` (0: the watch's actors are restarted by Ray after crashes, which
+``benchmarks/soak.py`` measures), ``bad_files``, ``quarantined``, ``detections``,
+``missing``, ``duplicated``, ``wall_seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from specula.actors.inprocess import InProcessRuntime
+from specula.soccer.debs2013 import write_positions
+from specula.soccer.graph import soccer_graph
+from specula.soccer.match import generate_match
+
+IGNORED = ("flags", "ats", "kplus", "origin", "seq", "producer")
+REFERENCE_STEP = 100 * 10**9  # ps
+
+
+def committed(out: Path) -> int:
+    commits = out / "checkpoint" / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+
+def bad_files(staging: Path, good: np.ndarray) -> dict[str, bytes]:
+    """A .csv.gz cut within its first line (so none of its rows is read), binary
+    garbage (one line), a Parquet table of other columns."""
+    write_positions(staging / "cut.csv.gz", good[:50], newline="\n")
+    gz = (staging / "cut.csv.gz").read_bytes()
+    noise = np.random.default_rng(0).integers(0, 256, 3_000, np.uint8)
+    noise[(noise == ord("\n")) | (noise == ord("\r"))] = ord("x")
+    pq.write_table(pa.table({"sid": [1], "when": [2]}), staging / "other.parquet")
+    return {"cut.csv.gz": gz[:20], "noise.bin": noise.tobytes(),
+            "other.parquet": (staging / "other.parquet").read_bytes()}
+
+
+def land(staging: Path, watched: Path, name: str, data: bytes) -> None:
+    (staging / name).write_bytes(data)
+    (staging / name).rename(watched / name)
+
+
+def start(cmd: list[str], idle: float) -> subprocess.Popen:
+    return subprocess.Popen([*cmd, "--idle-timeout", str(idle)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(out: Path, commits: int, proc: subprocess.Popen, limit: float = 600) -> None:
+    deadline = time.time() + limit
+    while committed(out) < commits:
+        if proc.poll() is not None or time.time() > deadline:
+            raise SystemExit(f"the watch ended or stalled:\n{proc.stdout.read()}")
+        time.sleep(0.5)
+
+
+def rows(table: object, names: list[str]) -> Counter:
+    cols = [np.asarray(table[n].tolist()).tolist() for n in names]  # type: ignore[index]
+    return Counter(zip(*cols, strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--kill-after", type=int, default=3,
+                        help="good files landed before each SIGKILL of the driver")
+    parser.add_argument("--kills", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--idle", type=float, default=15.0,
+                        help="seconds without a new file after which a watch ends")
+    args = parser.parse_args()
+    import ray
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    began = time.time()
+    match = generate_match(args.seconds, seed=args.seed)
+    parts = np.array_split(match.events, args.files)
+    work = Path(tempfile.mkdtemp(prefix="specula-live-faults-"))
+    staging, watched, out = work / "staging", work / "watched", work / "run"
+    staging.mkdir()
+    watched.mkdir()
+    bad = bad_files(staging, parts[0])
+    context = ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+                       log_to_driver=False)
+    cmd = [sys.executable, "-m", "specula.cli", "replay", str(watched), "--watch", "--out",
+           str(out), "--no-progress", "--no-plots", "--ray-address",
+           context.address_info["gcs_address"]]
+    kills, landed, bad_names = 0, 0, list(bad)
+    proc = start(cmd, args.idle)
+    try:
+        for i, part in enumerate(parts):
+            write_positions(staging / f"part{i:03}.csv", part, newline="\n")
+            (staging / f"part{i:03}.csv").rename(watched / f"part{i:03}.csv")
+            landed += 1
+            if bad_names and i % 2 == 0:
+                name = bad_names.pop()
+                land(staging, watched, name, bad[name])
+                landed += 1
+            wait_for(out, landed, proc)
+            if kills < args.kills and (i + 1) % args.kill_after == 0 and i + 1 < len(parts):
+                proc.kill()
+                proc.wait()
+                kills += 1
+                print(f"killed the driver after {i + 1} file(s)", file=sys.stderr)
+                proc = start(cmd, args.idle)
+        output, _ = proc.communicate(timeout=1800)  # ends by its idle timeout
+        if proc.returncode != 0:
+            raise SystemExit(f"the last watch failed ({proc.returncode}):\n{output}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ray.shutdown()
+
+    graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
+    raw = match.events.copy()
+    raw["ats"] = raw["ts"]
+    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
+    saved = pq.read_table(out / "complex").to_pandas()
+    missing = duplicated = detections = 0
+    for name in graph.nodes:
+        want = reference.net(name)
+        names = [n for n in want.dtype.names if n not in IGNORED]
+        expect = rows(want, names)
+        got = rows(saved[saved["detector"] == name], names)
+        detections += sum(expect.values())
+        missing += sum((expect - got).values())
+        duplicated += sum((got - expect).values())
+    quarantined = pq.read_table(out / "quarantine").num_rows
+    print(json.dumps({"seconds": args.seconds, "files": args.files, "driver_kills": kills,
+                      "actor_kills": 0, "bad_files": len(bad) - len(bad_names),
+                      "quarantined": quarantined,
+                      "detections": detections, "missing": missing,
+                      "duplicated": duplicated,
+                      "wall_seconds": round(time.time() - began, 1)}))
+
+
+if __name__ == "__main__":
+    main()
