@@ -66,6 +66,7 @@ class DetectorDriver:
         self._output_ids = outputs
         self._emit = Emitter()
         self._out: list[np.ndarray] = []
+        self._nothing = np.empty(0, out_dtype)  # what most pushes return, made once
 
     # ------------------------------------------------------------ snapshots
     def snapshot(self) -> Snapshot:
@@ -211,7 +212,7 @@ class DetectorDriver:
     def take_output(self) -> np.ndarray:
         """What was queued since the last call, in the order consumers apply it."""
         if not self._out:
-            return np.empty(0, self.out_dtype)
+            return self._nothing
         out = self._out[0] if len(self._out) == 1 else np.concatenate(self._out)
         self._out.clear()
         return out

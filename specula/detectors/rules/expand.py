@@ -85,6 +85,7 @@ from typing import Any
 
 import numpy as np
 
+from specula.detectors.rules._cdp_columns import take
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     AttrRef,
@@ -476,10 +477,7 @@ class Union:
                 continue
             kept, columns = compose(rule, matches)
             kept_all.append(kept)
-            rows = matches.elements[0][kept]
-            terminators = np.zeros(len(kept), _TERMINATOR)
-            for name in _TERMINATOR.names:
-                terminators[name] = rows[name]
+            terminators = take(matches.elements[0], kept, _TERMINATOR)
             parts.append(Composites(terminators, matches.terminator[kept], columns))
         return _concatenated(parts, self._none, ordered=True), kept_all
 
