@@ -111,9 +111,8 @@ class Router:
                 own, clocks.take(own["type"], mode="clip")) >= newest):
             return own
         ats = batch["ats"]
-        out = _mark(own.dtype, 0, newest, int(ats[0]) if len(ats) == 1 else ats.max(), own)
-        out["origin"][-1] = out["ats"][-1]
-        return out
+        arrival = int(ats[0]) if len(ats) == 1 else int(ats.max())
+        return _mark(own.dtype, 0, newest, arrival, own, origin=arrival)
 
     def select(self, node: str, source: str | None, batch: np.ndarray) -> np.ndarray:
         """The part of ``batch`` that ``node`` subscribes to."""
@@ -184,13 +183,13 @@ def punctuate(out: np.ndarray, unit: OrderingUnit, published: int | None, now: i
 
 
 def _mark(dtype: np.dtype, producer: int, ts: int, ats: int,
-          before: np.ndarray | None = None) -> np.ndarray:
-    """A ``PROGRESS`` punctuation of ``producer`` up to ``ts``, sent at ``ats``, behind
-    the rows ``before`` (of ``dtype``; copied as bytes, which costs half of
-    concatenating them with the punctuation)."""
+          before: np.ndarray | None = None, origin: int = 0) -> np.ndarray:
+    """A ``PROGRESS`` punctuation of ``producer`` up to ``ts``, sent at ``ats`` (with
+    ``origin``), behind the rows ``before`` (of ``dtype``; copied as bytes, which costs
+    half of concatenating them with the punctuation)."""
     n = 0 if before is None else len(before)
     if before is not None and n and before.dtype != dtype:
-        return ev.concat_records([before, _mark(dtype, producer, ts, ats)])
+        return ev.concat_records([before, _mark(dtype, producer, ts, ats, origin=origin)])
     out = np.zeros(n + 1, dtype)
     if before is not None and n:
         raw = np.dtype((np.void, dtype.itemsize))
@@ -200,13 +199,15 @@ def _mark(dtype: np.dtype, producer: int, ts: int, ats: int,
     mark["ts"] = ts
     mark["flags"] = ev.PROGRESS
     mark["ats"] = ats
+    if origin:
+        mark["origin"] = origin
     return out
 
 
 def _newest(rows: np.ndarray, clock: np.ndarray) -> int:
     """The newest time stamp of the plain events of ``rows`` where ``clock``; else
     ``_NO_TS``."""
+    if len(clock) == 1:  # one row: scalars cost less
+        return int(rows["ts"][0]) if clock[0] and not rows["flags"][0] else _NO_TS
     clock = clock & (rows["flags"] == 0)
-    if not np.count_nonzero(clock):
-        return _NO_TS
-    return int(rows["ts"][0]) if len(clock) == 1 else int(rows["ts"][clock].max())
+    return int(rows["ts"][clock].max()) if np.count_nonzero(clock) else _NO_TS

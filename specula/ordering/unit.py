@@ -359,6 +359,12 @@ class OrderingUnit:
     def _accept(self, batch: np.ndarray) -> np.ndarray:
         if batch.dtype != self.in_dtype:
             batch = ev.conform(batch, self.in_dtype, drop=True)
+        if len(batch) == 1:  # one row (often a punctuation alone): scalars cost less
+            last = len(self._is_input) - 1
+            if (self._is_input[min(max(int(batch["type"][0]), 0), last)]
+                    or int(batch["flags"][0]) & (ev.CONTROL | ev.PROGRESS)):
+                return batch
+            return batch[:0]
         # count_nonzero, not all(): a step's batch is a few rows, where all() costs
         # five times as much
         keep = self._is_input.take(batch["type"], mode="clip")

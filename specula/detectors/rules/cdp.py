@@ -154,6 +154,7 @@ class CDPEngine:
         self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self.dtype) for _ in range(n)),
                           np.zeros((0, len(rule.aggregates))),
                           np.zeros((0, len(rule.negations)), np.int64))
+        self._general = any(st.general for st in self._plan.steps)
 
     # ------------------------------------------------------------------------ public
 
@@ -350,7 +351,7 @@ class CDPEngine:
         for attr, is_float, p in plan.terminator.binds:
             bound[:, p] = encode(trows[attr], is_float)
         anchor = trows["ts"].astype(np.int64)
-        seqs = _Sequences(plan, trows, anchor) if any(st.general for st in plan.steps) else None
+        seqs = _Sequences(plan, trows, anchor) if self._general else None
         links = []
         for st in plan.steps:
             if st.general:
