@@ -31,6 +31,12 @@ before the C), so the engines' state grows for two windows, not one: after the p
 prefill of one window the measured parts fall in that growth, and both engines slow
 down part by part. ``cdp_vs_aip_steady_*`` (and ``*_steady_ms_per_event_*``) measure the
 same parts after a prefill of both windows, once the state has stopped growing.
+
+Then the cost of a step around the engines: ``stock_events_per_s``, OpenCEP's stock rule
+in a graph on the InProcessRuntime with one delivery of quotes per step (:func:`stock`),
+and ``step_overhead_us`` / ``one_event_step_us``, a step with no event and a step of one
+event through the runtime, an ordering unit and a detector that does nothing, beside
+``heapq_ns_per_event`` as a reference for the machine's speed (:func:`step_costs`).
 """
 
 from __future__ import annotations
