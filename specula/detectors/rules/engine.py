@@ -166,7 +166,7 @@ class TieHold:
         if not len(batch_ts):
             return self.held[:0], _NO_CAUSES
         newest = int(batch_ts[-1])
-        causes = index.astype(np.int64)
+        causes = np.asarray(index, np.int64)  # indices are int64 already: no copy then
         if len(self.held):
             rows = concat_records([self.held, rows])
             held_cause = int(np.searchsorted(batch_ts, int(self.held["ts"][0]), side="right"))
@@ -216,7 +216,8 @@ def float_params(rule: Rule, registry: TypeRegistry) -> set[str]:
 
 def order_key(rows: np.ndarray) -> np.ndarray:
     """Tie-breaker of equal time stamps: ``producer << 40 | seq`` (the stream position)."""
-    return (rows["producer"].astype(np.int64) << ORDER_SHIFT) | rows["seq"].astype(np.int64)
+    # the counter is int64 already in every dtype of the system: no copy of it then
+    return (rows["producer"].astype(np.int64) << ORDER_SHIFT) | np.asarray(rows["seq"], np.int64)
 
 
 def _order_key_at(rows: np.ndarray, at: np.ndarray) -> np.ndarray:
