@@ -85,7 +85,6 @@ from typing import Any
 
 import numpy as np
 
-from specula.detectors.rules._cdp_columns import take
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     AttrRef,
@@ -477,7 +476,10 @@ class Union:
                 continue
             kept, columns = compose(rule, matches)
             kept_all.append(kept)
-            terminators = take(matches.elements[0], kept, _TERMINATOR)
+            rows = matches.elements[0][kept]
+            terminators = np.zeros(len(kept), _TERMINATOR)
+            for name in _TERMINATOR.names:
+                terminators[name] = rows[name]
             parts.append(Composites(terminators, matches.terminator[kept], columns))
         return _concatenated(parts, self._none, ordered=True), kept_all
 
