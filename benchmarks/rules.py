@@ -31,6 +31,12 @@ before the C), so the engines' state grows for two windows, not one: after the p
 prefill of one window the measured parts fall in that growth, and both engines slow
 down part by part. ``cdp_vs_aip_steady_*`` (and ``*_steady_ms_per_event_*``) measure the
 same parts after a prefill of both windows, once the state has stopped growing.
+
+Then the cost of a step around the engines: ``stock_events_per_s``, OpenCEP's stock rule
+in a graph on the InProcessRuntime with one delivery of quotes per step (:func:`stock`),
+and ``step_overhead_us`` / ``one_event_step_us``, a step with no event and a step of one
+event through the runtime, an ordering unit and a detector that does nothing, beside
+``heapq_ns_per_event`` as a reference for the machine's speed (:func:`step_costs`).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from specula import InProcessRuntime
+from specula.detectors import Detector
 from specula.detectors.graph import Graph
 from specula.detectors.rules import RuleDetector
 from specula.detectors.rules.aip import AIPEngine
@@ -213,6 +220,7 @@ def main() -> None:
                 result[f"{name}_single_vs_batch_{selection}"] = round(
                     got[f"{name}_single_ms"] / got[f"{name}_ms"], 1)
     result.update(stock(args.quick, args.seed))
+    result.update(step_costs(20_000 if args.quick else 100_000))
     if not args.quick:
         result["sweep"] = sweep(reg, args.batch, args.seed)
     result.update(events=n, repeat=repeat, window=window, batch=args.batch)
@@ -263,6 +271,75 @@ def stock(quick: bool, seed: int) -> dict[str, Any]:
     return {"stock_events_per_s": round(per_s["live"]),
             "stock_events_per_s_replay": round(per_s["replay"]), "stock_matches": found["live"],
             "window60_candidates": engine.partials, "window60_matches": matches}
+
+
+class Still(Detector):
+    """Takes ``x`` events, generates nothing, keeps no state: a step through it costs
+    what the runtime and the ordering unit add."""
+
+    inputs = ("x",)
+    outputs = ("y",)
+
+    def on_batch(self, events: np.ndarray, type_names: Any, emit: Any) -> None:
+        pass
+
+    def snapshot(self) -> None:
+        return None
+
+    def restore(self, state: Any) -> None:
+        pass
+
+
+def step_costs(steps: int, repeat: int = 5) -> dict[str, float]:
+    """Microseconds per step of the InProcessRuntime around one :class:`Still` node
+    (median of ``repeat`` runs of ``steps`` steps, the run's set-up and flush included):
+
+    * ``step_overhead_us``: each step carries one raw ``w`` event, which the node does
+      not read; with ``idle_after=0`` the node still gets the raw stream's clock, a
+      ``PROGRESS`` punctuation alone, so its unit moves its clock, has nothing to hand
+      to the detector, and publishes its progress: a step with no events.
+    * ``one_event_step_us``: each step carries one ``x`` event, in order, which the unit
+      (K = 0) hands to the detector at once.
+
+    ``heapq_ns_per_event`` (the K-slack written with heapq in ``benchmarks/ordering.py``,
+    pure Python) is measured beside them, as a fixed reference for a loaded machine."""
+    reg = TypeRegistry()
+    for name in ("x", "w", "y"):
+        reg.register(name)
+    def seconds(source: str, n: int) -> float:
+        events = np.zeros(n, reg.dtype(["x", "w"]))
+        events["type"] = reg.id(source)
+        events["ts"] = events["ats"] = np.arange(n) * 10
+        events["seq"] = np.arange(1, n + 1)
+        graph = Graph(reg, sources=("x", "w")).add("still", Still(), idle_after=0)
+        start = time.perf_counter()
+        InProcessRuntime(graph).run(events, step_ticks=0)
+        return time.perf_counter() - start
+
+    figures: dict[str, list[float]] = {"step_overhead_us": [], "one_event_step_us": []}
+    reference = []
+    seconds("w", 100), seconds("x", 100)  # load the kernels
+    for _ in range(repeat):
+        for key, source in (("step_overhead_us", "w"), ("one_event_step_us", "x")):
+            figures[key].append(seconds(source, steps) / steps * 1e6)
+        reference.append(_heapq_seconds(steps) / steps * 1e9)
+    result = {k: round(statistics.median(v), 2) for k, v in figures.items()}
+    result["heapq_ns_per_event"] = round(statistics.median(reference), 1)
+    print(f"a step through the in-process runtime, an ordering unit and a detector that "
+          f"does nothing: {result['step_overhead_us']:.1f} us with no event (progress "
+          f"only), {result['one_event_step_us']:.1f} us with one event (heapq K-slack: "
+          f"{result['heapq_ns_per_event']:.0f} ns per event)")
+    return result
+
+
+def _heapq_seconds(n: int) -> float:
+    """Seconds the heapq K-slack of ``benchmarks/ordering.py`` takes for ``n`` events."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ordering import run_heapq
+    from ordering import stream as ordering_stream
+
+    rate, _ = run_heapq(ordering_stream(n, seed=1))
+    return n / rate
 
 
 SWEEP = (1_000, 2_000, 4_000, 10_000, 20_000, 50_000, 100_000)

@@ -124,9 +124,12 @@ class InProcessRuntime:
         if isinstance(raw, Sources):
             parts = list(raw.merged())
             raw = ev.concat_records(parts) if parts else np.zeros(0, self.graph.registry.dtype())
+        # the seconds played: of an array at once, of an iterable batch by batch
+        seconds: set[int] = set()
         if isinstance(raw, np.ndarray):
             if step_ticks is None:
                 step_ticks = int(DEFAULT_STEP_SECONDS * self.ticks_per_second)
+            seconds = played_seconds(raw, self.ticks_per_second)
             steps: Iterable[tuple[np.ndarray, int]] = _steps(prepare_raw(raw, table),
                                                              step_ticks, batch_rows)
         else:
@@ -140,14 +143,15 @@ class InProcessRuntime:
             else:
                 queued_step(self, stations, units, nets, clock, batch, now, flush)
 
-        n_raw, seconds, now = 0, set(), 0
+        n_raw, now, by_batch = 0, 0, not isinstance(raw, np.ndarray)
         pace = Pace(speed, self.ticks_per_second)
         for batch, now in steps:
             if speed is not None:
                 pace.wait(int(batch["ts"].min()))
             step(batch, now, flush=False)
             n_raw += len(batch)
-            seconds |= played_seconds(batch, self.ticks_per_second)
+            if by_batch:
+                seconds |= played_seconds(batch, self.ticks_per_second)
         step(np.zeros(0, self.graph.registry.dtype()), now, flush=True)
         report = self._report(units, nets, n_raw, time.perf_counter() - t0, stations)
         report.played_seconds = len(seconds)

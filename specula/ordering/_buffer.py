@@ -29,6 +29,8 @@ from specula.ordering.state import UnitState
 
 LatePolicy = Literal["side", "process"]
 
+_CUT = ev.CONTROL | ev.UPDATE | ev.PROGRESS  # the flags of a message handled on its own
+
 
 @dataclass
 class Contents:
@@ -134,8 +136,10 @@ class BufferBase(ABC):
         to the storage at once, each control message is handled on its own."""
         ctx = self._begin(batch, flags)
         n = len(batch)
-        cuts = (np.flatnonzero(flags & (ev.CONTROL | ev.UPDATE | ev.PROGRESS)).tolist()
-                if flags.any() else [])
+        if n == 1:  # a step's batch is often one row, a punctuation alone among them
+            cuts = [0] if int(flags[0]) & _CUT else []
+        else:
+            cuts = np.flatnonzero(flags & _CUT).tolist() if np.count_nonzero(flags) else []
         start = 0
         for c in [*cuts, n]:
             if c > start:

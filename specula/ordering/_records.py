@@ -39,7 +39,7 @@ def fold_max(into: dict[int, int], tb: np.ndarray) -> None:
 def max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:
     """Fold ``max(seq)`` per generated-event producer of ``rows`` into ``into``."""
     gen = rows["producer"] != 0
-    if not gen.any():
+    if not np.count_nonzero(gen):
         return
     prod = rows["producer"][gen]
     seq = rows["seq"][gen]

@@ -43,6 +43,8 @@ from specula.ordering import _kernels
 from specula.ordering.state import UnitState
 
 NO_CLOCK = _kernels.NO_CLOCK
+_NO_CLOCK = int(NO_CLOCK)  # as a Python int, which the kernels take faster
+_NOT_DATA = ev.CONTROL | ev.PROGRESS
 
 
 class EventClock:
@@ -55,9 +57,22 @@ class EventClock:
         self._is_clock_type = is_clock_type
 
     def proposals(self, batch: np.ndarray, is_data: np.ndarray) -> np.ndarray:
-        clock = np.take(self._is_clock_type, batch["type"], mode="clip") & is_data
-        clock |= ((batch["flags"] & ev.PROGRESS) > 0) & (batch["producer"] == 0)
+        if len(is_data) == 1:  # one arrival: a few scalars cost less than NumPy's calls
+            return np.array([self._proposal(batch, bool(is_data[0]))], np.int64)
+        clock = self._is_clock_type.take(batch["type"], mode="clip") & is_data
+        if np.count_nonzero(is_data) < len(is_data):  # punctuations may propose too
+            clock |= ((batch["flags"] & ev.PROGRESS) > 0) & (batch["producer"] == 0)
         return np.where(clock, batch["ts"], NO_CLOCK)
+
+    def _proposal(self, one: np.ndarray, is_data: bool) -> int:
+        """What the one arrival of ``one`` proposes: as :meth:`proposals` (type ids out
+        of the mask's range clipped into it, as ``take(mode="clip")`` does)."""
+        if is_data:
+            last = len(self._is_clock_type) - 1
+            proposes = bool(self._is_clock_type[min(max(int(one["type"][0]), 0), last)])
+        else:
+            proposes = bool(one["flags"][0] & ev.PROGRESS) and one["producer"][0] == 0
+        return int(one["ts"][0]) if proposes else _NO_CLOCK
 
     def clock_types(self) -> np.ndarray:
         """Which type ids are clock types (a mask over the registry's ids)."""
@@ -82,9 +97,9 @@ class ChannelClock:
     def proposals(self, batch: np.ndarray, is_data: np.ndarray) -> np.ndarray:
         proposes = (batch["flags"] & ev.PROGRESS) > 0
         if self._raw:
-            proposes |= (np.take(self._is_clock_type, batch["type"], mode="clip") & is_data
+            proposes |= (self._is_clock_type.take(batch["type"], mode="clip") & is_data
                          & (batch["producer"] == 0))
-        if not proposes.any():
+        if not np.count_nonzero(proposes):
             return np.full(len(batch), NO_CLOCK, np.int64)
         return _kernels.progress_proposals(batch["producer"], batch["ts"], proposes,
                                            self._slot, self._clock)
@@ -120,7 +135,7 @@ ClockSource = EventClock | ChannelClock
 def proposals(source: ClockSource, batch: np.ndarray, flags: np.ndarray) -> np.ndarray:
     """The clock each arrival of ``batch`` (its ``flags``) proposes; call once per pushed
     batch: a channel clock takes the punctuations in."""
-    return source.proposals(batch, (flags & (ev.CONTROL | ev.PROGRESS)) == 0)
+    return source.proposals(batch, (flags & _NOT_DATA) == 0)
 
 
 def advance(source: ClockSource, state: UnitState, batch: np.ndarray,
@@ -129,7 +144,7 @@ def advance(source: ClockSource, state: UnitState, batch: np.ndarray,
     ``state``'s clock and K become those after the whole batch. Returns which arrivals
     propose a clock, and the clock and K after each. (The pure K-slack buffer's kernel
     does the same event by event.)"""
-    is_data = (flags & (ev.CONTROL | ev.PROGRESS)) == 0
+    is_data = (flags & _NOT_DATA) == 0
     proposal = source.proposals(batch, is_data)
     clk_after, k_after, clk, k, pending = _kernels.advance_clock(
         batch["ts"], batch["kplus"], proposal, is_data, source.immediate,
@@ -142,8 +157,8 @@ def punctuate(source: ClockSource, state: UnitState, proposal: int) -> bool:
     """A punctuation's clock update, as in the kernels (an event clock measures the
     delays pending against it); returns whether the clock moved."""
     before = state.clk
-    clk, k, pending = _kernels.clock_step(
-        np.int64(0), False, np.int64(proposal), source.immediate,
-        np.int64(state.clk), np.int64(state.k), np.int64(state.pending))
-    state.clk, state.k, state.pending = int(clk), int(k), int(pending)
-    return state.clk > before
+    # Python ints, not NumPy scalars: Numba types them as int64 alike, five times faster
+    clk, k, pending = _kernels.clock_step(0, False, proposal, source.immediate, state.clk,
+                                          state.k, state.pending)
+    state.clk, state.k, state.pending = clk, k, pending
+    return clk > before

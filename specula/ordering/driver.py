@@ -12,6 +12,7 @@ the detector's state.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -66,6 +67,7 @@ class DetectorDriver:
         self._output_ids = outputs
         self._emit = Emitter()
         self._out: list[np.ndarray] = []
+        self._nothing = np.empty(0, out_dtype)  # what most pushes return, made once
 
     # ------------------------------------------------------------ snapshots
     def snapshot(self) -> Snapshot:
@@ -109,7 +111,7 @@ class DetectorDriver:
         st.stats.emitted += len(events)
         if len(emit):
             origins = np.maximum.accumulate(np.maximum(events["origin"], st.origin))
-            kp = np.zeros(len(events), np.int64) if kplus is None else np.asarray(kplus, np.int64)
+            kp = None if kplus is None else np.asarray(kplus, np.int64)
             self._stamp(emit, kp, origins, now, update, events)
             st.origin = int(origins[-1])
         elif len(events) == 1:
@@ -129,13 +131,14 @@ class DetectorDriver:
             raise DetectorError(f"detector {self.name!r} failed at the end of the stream: "
                                 f"{type(exc).__name__}: {exc}") from exc
         if len(emit):
-            self._stamp(emit, np.zeros(1, np.int64), np.array([self.state.origin], np.int64),
+            self._stamp(emit, None, np.array([self.state.origin], np.int64),
                         now, update=False)
 
-    def _stamp(self, emit: Emitter, kplus: np.ndarray, origins: np.ndarray, now: int,
+    def _stamp(self, emit: Emitter, kplus: np.ndarray | None, origins: np.ndarray, now: int,
                update: bool, events: np.ndarray | None = None) -> None:
         """Number what the detector emitted for ``events`` (None: at the end) and queue it;
-        on an on-demand replay (``update``) the sent log holds it until the revision."""
+        ``kplus`` of each input (None: all 0). On an on-demand replay (``update``) the sent
+        log holds it until the revision."""
         parts = []
         if emit.rows:
             out = np.zeros(len(emit.rows), self.out_dtype)
@@ -157,11 +160,13 @@ class DetectorDriver:
         cause = parts[0][1] if len(parts) == 1 else np.concatenate([c for _, c in parts])
         # counters follow the input order, however the detector grouped its output, so
         # they do not depend on how the input was cut into batches
-        order = np.argsort(cause, kind="stable")
-        out, cause = np.take(out, order), cause[order]
+        if not _ascending(cause):
+            order = np.argsort(cause, kind="stable")
+            out, cause = np.take(out, order), cause[order]
         n = len(out)
         out["producer"] = self.producer
-        out["kplus"] = kplus[cause]
+        if kplus is not None:  # else 0, as out was made
+            out["kplus"] = kplus[cause]
         out["origin"] = origins[cause]
         out["ats"] = now
         st = self.state
@@ -211,7 +216,16 @@ class DetectorDriver:
     def take_output(self) -> np.ndarray:
         """What was queued since the last call, in the order consumers apply it."""
         if not self._out:
-            return np.empty(0, self.out_dtype)
+            return self._nothing
         out = self._out[0] if len(self._out) == 1 else np.concatenate(self._out)
         self._out.clear()
         return out
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Are ``values`` in ascending order (ties allowed)? A stable sort leaves them as
+    they are then; a few are compared in Python, which costs less than NumPy's calls."""
+    if len(values) <= 16:
+        listed = values.tolist()
+        return all(a <= b for a, b in itertools.pairwise(listed))
+    return not np.count_nonzero(np.diff(values) < 0)

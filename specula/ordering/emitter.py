@@ -87,8 +87,8 @@ class Emitter:
         """
         cause = np.asarray(cause, dtype=np.int64)
         columns = {"ts": np.asarray(ts, dtype=np.int64),
-                   "key": np.broadcast_to(np.asarray(key, dtype=np.int64), cause.shape)}
-        columns.update({name: np.broadcast_to(np.asarray(v), cause.shape)
+                   "key": _column(np.asarray(key, dtype=np.int64), cause.shape)}
+        columns.update({name: _column(np.asarray(v), cause.shape)
                         for name, v in payload.items()})
         self.column_batches.append((type_name, columns, cause))
         self._n += len(cause)
@@ -103,3 +103,10 @@ class Emitter:
 
     def __len__(self) -> int:
         return self._n
+
+
+def _column(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` as a column of ``shape``: as it is when it has that shape already
+    (the common case, where ``broadcast_to`` would cost more than the rest of ``many``),
+    else a scalar broadcast."""
+    return values if values.shape == shape else np.broadcast_to(values, shape)

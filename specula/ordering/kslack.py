@@ -151,6 +151,8 @@ class KSlackBuffer(BufferBase):
     def _release(self, now: int) -> None:
         """Emit and purge every buffered event with ``ts + K <= clk``."""
         st = self.state
+        if self._tail == self._head:
+            return
         ready = int(np.searchsorted(self._buf_ts, st.clk - st.k, side="right"))
         if ready:
             out = np.take(self._store, self._buf_ix[:ready])
@@ -215,17 +217,17 @@ class KSlackBuffer(BufferBase):
         store = self._store
         process_late = self.late_policy == "process"
         self._make_room(len(run))
+        # scalars as Python ints: Numba types them as int64 as it does NumPy's, for less
         (emitted, ne, late, nl, head, tail, clk, k, pending, h_ts,
          h_tb) = _kernels.kslack_order(
-            self._ix, self._ts, self._tb, np.int64(self._head), np.int64(self._tail),
+            self._ix, self._ts, self._tb, self._head, self._tail,
             run["ts"], run["producer"], run["seq"], run["kplus"],
-            np.ascontiguousarray(proposal), self.clock.immediate, np.int64(st.clk),
-            np.int64(st.k),
-            np.int64(st.pending), np.int64(self._horizon[0]), np.int64(self._horizon[1]),
-            process_late, np.int64(first), TIEBREAK_SHIFT)
-        st.clk, st.k, st.pending = int(clk), int(k), int(pending)
-        self._head, self._tail = int(head), int(tail)
-        self._horizon = (int(h_ts), int(h_tb))
+            np.ascontiguousarray(proposal), self.clock.immediate, st.clk, st.k,
+            st.pending, self._horizon[0], self._horizon[1],
+            process_late, first, TIEBREAK_SHIFT)
+        st.clk, st.k, st.pending = clk, k, pending
+        self._head, self._tail = head, tail
+        self._horizon = (h_ts, h_tb)
         if nl:
             st.to_late(np.take(store, late[:nl]))
             if process_late:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -65,12 +66,11 @@ class NetOutput:
         self.applied += len(batch)
         producers = batch["producer"]
         seqs = batch["seq"].tolist()
-        if not batch["flags"].any() and producers[0] == producers[-1] and (
-                producers == producers[0]).all():
+        if not np.count_nonzero(batch["flags"]) and not np.count_nonzero(
+                producers != producers[0]):
             p = int(producers[0])
             live = self._live.setdefault(p, {})
-            if seqs[0] > self._bound.get(p, -1) and (len(seqs) == 1 or bool(
-                    (np.diff(batch["seq"]) > 0).all())):  # new, ascending: the common case
+            if seqs[0] > self._bound.get(p, -1) and _ascending(seqs, batch["seq"]):  # common
                 live.update(zip(seqs, ((ci, i, now) for i in range(len(seqs))), strict=True))
                 self._bound[p] = seqs[-1]
                 return
@@ -231,6 +231,14 @@ class NetOutput:
         """For every live event: first emission of its final version minus its origin."""
         rows, times = self._gather()
         return times - rows["origin"]
+
+
+def _ascending(values: list[int], array: np.ndarray) -> bool:
+    """Is every value (a list, and the same as an array) above the one before it? A
+    few are compared in Python, which costs less than NumPy's calls."""
+    if len(values) <= 16:
+        return all(a < b for a, b in itertools.pairwise(values))
+    return bool(np.count_nonzero(np.diff(array) <= 0) == 0)
 
 
 def ranked(rows: np.ndarray) -> np.ndarray:

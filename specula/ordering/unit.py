@@ -113,6 +113,10 @@ __all__ = [
 
 RetractionMode = Literal["full", "on-demand"]
 
+# the kernels' markers as Python ints: a comparison with a NumPy scalar costs more
+_NO_CLOCK = int(_kernels.NO_CLOCK)
+_END_OF_TIME = int(_kernels.END_OF_TIME)
+
 
 class OrderingUnit:
     """A K-slack ordering unit, speculative when ``alpha`` allows, around one detector.
@@ -257,10 +261,10 @@ class OrderingUnit:
         an adaptation chose after it; None before the first clock): what the unit sends
         later stems from later input, or revises what it sent. Runtimes publish it to
         the subscribers as a ``PROGRESS`` punctuation."""
-        if self.state.clk == _kernels.NO_CLOCK:
+        if self.state.clk == _NO_CLOCK:
             return None
         if self.ended:
-            return int(_kernels.END_OF_TIME)
+            return _END_OF_TIME
         return self.state.handed  # set by every push that moved the clock
 
     @property
@@ -271,7 +275,7 @@ class OrderingUnit:
         ended): as Flink's operators do on the final watermark, the unit then emits what
         the end generates *before* it reports its progress as the end of time, so its
         consumers never see its end-of-stream output behind its own punctuation."""
-        return bool(self.state.clk >= _kernels.END_OF_TIME)
+        return self.state.clk >= _END_OF_TIME
 
     @property
     def settled_seq(self) -> int:
@@ -347,7 +351,7 @@ class OrderingUnit:
         emit what it still holds (``on_end``). A unit that has :attr:`ended` already (its
         producers' end reached it in a push) has nothing left to do."""
         if not self.ended:
-            self.state.clk = int(_kernels.END_OF_TIME)
+            self.state.clk = _END_OF_TIME
             self._finish(now)
         return self.driver.take_output()
 
@@ -355,17 +359,28 @@ class OrderingUnit:
     def _accept(self, batch: np.ndarray) -> np.ndarray:
         if batch.dtype != self.in_dtype:
             batch = ev.conform(batch, self.in_dtype, drop=True)
-        keep = np.take(self._is_input, batch["type"], mode="clip")
-        if not keep.all():
+        if len(batch) == 1:  # one row (often a punctuation alone): scalars cost less
+            last = len(self._is_input) - 1
+            if (self._is_input[min(max(int(batch["type"][0]), 0), last)]
+                    or int(batch["flags"][0]) & (ev.CONTROL | ev.PROGRESS)):
+                return batch
+            return batch[:0]
+        # count_nonzero, not all(): a step's batch is a few rows, where all() costs
+        # five times as much
+        keep = self._is_input.take(batch["type"], mode="clip")
+        if np.count_nonzero(keep) < len(keep):
             keep |= (batch["flags"] & (ev.CONTROL | ev.PROGRESS)) > 0
-            if not keep.all():
+            if np.count_nonzero(keep) < len(keep):
                 batch = ev.select_records(batch, keep)
         return batch
 
     def _push(self, batch: np.ndarray, now: int) -> None:
         flags = batch["flags"]
         n_control = n_progress = 0
-        if flags.any():
+        if len(flags) == 1:
+            n_control = int((int(flags[0]) & ev.CONTROL) != 0)
+            n_progress = int((int(flags[0]) & ev.PROGRESS) != 0)
+        elif np.count_nonzero(flags):
             n_control = int(np.count_nonzero(flags & ev.CONTROL))
             n_progress = int(np.count_nonzero(flags & ev.PROGRESS))
         stats = self.state.stats

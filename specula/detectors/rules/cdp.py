@@ -101,6 +101,9 @@ _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal
 _CORE_ROW = (("ts", np.int64), ("key", np.int64), ("producer", np.int32), ("seq", np.int64))
 _PRUNE_EVERY = 256  # relevant events between two runs of deleteOldEvents
 _NO_TS = -(2**63)
+_FEW = 8  # batches of up to this many relevant rows are checked row by row
+_BACKWARDS = ("{}.process: events must come in stream order, ascending (ts, producer << 40 | "
+              "seq), within and across batches; this batch goes back")
 
 
 class CDPEngine:
@@ -151,6 +154,7 @@ class CDPEngine:
         self._no_match = (np.zeros(0, np.int64), tuple(np.zeros(0, self.dtype) for _ in range(n)),
                           np.zeros((0, len(rule.aggregates))),
                           np.zeros((0, len(rule.negations)), np.int64))
+        self._general = any(st.general for st in self._plan.steps)
 
     # ------------------------------------------------------------------------ public
 
@@ -281,28 +285,24 @@ class CDPEngine:
 
     def _check_order(self, events: np.ndarray, ridx: np.ndarray) -> None:
         """Raise unless the rows ``ridx`` continue the stream order; remember the last."""
+        if len(ridx) <= _FEW:  # a few rows: their keys as Python ints, compared in turn
+            self._last = _check_few(events, ridx.tolist(), self._last, type(self).__name__)
+            return
         ts = events["ts"][ridx]
         last = int(ridx[-1])
         last_key = (int(events["producer"][last]) << ORDER_SHIFT) | int(events["seq"][last])
-        first_ts = int(ts[0])
-        if len(ts) == 1:
-            ordered = first_ts > self._last[0] or (first_ts == self._last[0]
-                                                   and last_key >= self._last[1])
-        else:
-            prev = np.concatenate(([self._last[0]], ts[:-1]))
-            ordered = not (ts < prev).any()
-            ties = np.flatnonzero(ts == prev)
-            if ordered and len(ties):  # equal time stamps: compare positions
-                producer, seq = events["producer"], events["seq"]
-                here, before = ridx[ties], ridx[np.maximum(ties - 1, 0)]
-                key = (producer[here].astype(np.int64) << ORDER_SHIFT) | seq[here]
-                prev_key = (producer[before].astype(np.int64) << ORDER_SHIFT) | seq[before]
-                prev_key[ties == 0] = self._last[1]
-                ordered = not (key < prev_key).any()
+        prev = np.concatenate(([self._last[0]], ts[:-1]))
+        ordered = not (ts < prev).any()
+        ties = np.flatnonzero(ts == prev)
+        if ordered and len(ties):  # equal time stamps: compare positions
+            producer, seq = events["producer"], events["seq"]
+            here, before = ridx[ties], ridx[np.maximum(ties - 1, 0)]
+            key = (producer[here].astype(np.int64) << ORDER_SHIFT) | seq[here]
+            prev_key = (producer[before].astype(np.int64) << ORDER_SHIFT) | seq[before]
+            prev_key[ties == 0] = self._last[1]
+            ordered = not (key < prev_key).any()
         if not ordered:
-            raise ValueError(f"{type(self).__name__}.process: events must come in stream "
-                             "order, ascending (ts, producer << 40 | seq), within and across "
-                             "batches; this batch goes back")
+            raise ValueError(_BACKWARDS.format(type(self).__name__))
         self._last = (int(ts[-1]), last_key)
 
     def _members(self, events: np.ndarray, types: np.ndarray, key: StoreKey, type_id: int,
@@ -353,7 +353,7 @@ class CDPEngine:
         for attr, is_float, p in plan.terminator.binds:
             bound[:, p] = encode(trows[attr], is_float)
         anchor = trows["ts"].astype(np.int64)
-        seqs = _Sequences(plan, trows, anchor) if any(st.general for st in plan.steps) else None
+        seqs = _Sequences(plan, trows, anchor) if self._general else None
         links = []
         for st in plan.steps:
             if st.general:
@@ -464,6 +464,20 @@ class CDPEngine:
 
     def _reloaded(self) -> None:
         """Called after :meth:`restore` replaced every column."""
+
+
+def _check_few(events: np.ndarray, rows: list[int], last: tuple[int, int], engine: str
+               ) -> tuple[int, int]:
+    """:meth:`CDPEngine._check_order` for a few ``rows`` of ``events``: raise unless
+    their positions ``(ts, producer << 40 | seq)`` continue from ``last`` without going
+    back; return the position of the last one."""
+    ts, producer, seq = events["ts"], events["producer"], events["seq"]
+    for r in rows:
+        here = (int(ts[r]), (int(producer[r]) << ORDER_SHIFT) | int(seq[r]))
+        if here < last:
+            raise ValueError(_BACKWARDS.format(engine))
+        last = here
+    return last
 
 
 def _index(store: Store, chk_col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

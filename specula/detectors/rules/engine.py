@@ -63,8 +63,8 @@ class Matches:
         if rule.within is None or not len(self):
             return self
         oldest = self.elements[-1]["ts"]
-        return self.select(oldest >= self.elements[0]["ts"] - rule.within.ticks(
-            ticks_per_second))
+        inside = oldest >= self.elements[0]["ts"] - rule.within.ticks(ticks_per_second)
+        return self if np.count_nonzero(inside) == len(inside) else self.select(inside)
 
     @classmethod
     def empty(cls, rule: Rule, dtype: np.dtype) -> Matches:
@@ -163,23 +163,30 @@ class TieHold:
              ) -> tuple[np.ndarray, np.ndarray]:
         """Hold ``rows`` (at ``index`` of a batch whose time stamps are ``batch_ts``);
         return the complete rows and their causes."""
-        newest = int(batch_ts[-1]) if len(batch_ts) else None
-        if newest is None:
-            return self.held[:0], np.zeros(0, np.int64)
-        rows = concat_records([self.held, rows]) if len(self.held) else rows
-        held_cause = np.full(len(self.held), 0, np.int64)
+        if not len(batch_ts):
+            return self.held[:0], _NO_CAUSES
+        newest = int(batch_ts[-1])
+        causes = np.asarray(index, np.int64)  # indices are int64 already: no copy then
         if len(self.held):
-            held_cause[:] = int(np.searchsorted(batch_ts, int(self.held["ts"][0]),
-                                                side="right"))
-        causes = np.concatenate([held_cause, index.astype(np.int64)])
+            rows = concat_records([self.held, rows])
+            held_cause = int(np.searchsorted(batch_ts, int(self.held["ts"][0]), side="right"))
+            causes = np.concatenate([np.full(len(self.held), held_cause, np.int64), causes])
         done = rows["ts"] < newest
-        self.held = rows[~done]
-        return rows[done], causes[done]
+        n_done = np.count_nonzero(done)
+        if np.count_nonzero(done[:n_done]) == n_done:  # the complete ones come first
+            self.held = rows[n_done:]
+            return rows[:n_done], causes[:n_done]
+        self.held = np.take(rows, np.flatnonzero(~done))  # rows whole, not field by field
+        return np.take(rows, np.flatnonzero(done)), causes[done]
 
     def flush(self) -> np.ndarray:
         """Everything held; the stream has ended."""
         rows, self.held = self.held, self.held[:0]
         return rows
+
+
+_NO_CAUSES = np.zeros(0, np.int64)
+_NO_CAUSES.flags.writeable = False
 
 
 def aggregate_value(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -209,7 +216,14 @@ def float_params(rule: Rule, registry: TypeRegistry) -> set[str]:
 
 def order_key(rows: np.ndarray) -> np.ndarray:
     """Tie-breaker of equal time stamps: ``producer << 40 | seq`` (the stream position)."""
-    return (rows["producer"].astype(np.int64) << ORDER_SHIFT) | rows["seq"].astype(np.int64)
+    # the counter is int64 already in every dtype of the system: no copy of it then
+    return (rows["producer"].astype(np.int64) << ORDER_SHIFT) | np.asarray(rows["seq"], np.int64)
+
+
+def _order_key_at(rows: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """:func:`order_key` of the rows ``at`` (field by field: a structured array indexed
+    by positions would be copied whole)."""
+    return (rows["producer"][at].astype(np.int64) << ORDER_SHIFT) | rows["seq"][at]
 
 
 def register_composite(rule: Rule, registry: TypeRegistry) -> None:
@@ -229,24 +243,34 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
     attribute of ``define`` to its values.
     """
     n = len(matches)
-    keep = np.ones(n, dtype=bool)
-    if n:
-        keep &= ~np.isnan(matches.aggregates).any(axis=1)
+    if n and (matches.aggregates.shape[1] or matches.negations.shape[1] or rule.filters):
+        keep = ~np.isnan(matches.aggregates).any(axis=1)
         keep &= (matches.negations == 0).all(axis=1)
         for comparison in rule.filters:
             keep &= _holds(rule, matches, comparison)
-    kept = np.flatnonzero(keep)
+        kept = np.flatnonzero(keep)
+    else:  # nothing to check: every match is kept
+        kept = np.arange(n)
     if len(kept) > 1:
         keys = []
         for element in matches.elements:  # the terminator's position first
-            rows = element[kept]
-            keys += [rows["ts"], order_key(rows)]
+            keys += [element["ts"][kept], _order_key_at(element, kept)]
         kept = kept[np.lexsort(keys[::-1])]
-    dtypes = {a: np.dtype(ATTRIBUTE_TYPES[k]) for a, k in rule.attributes}
-    columns = {a: np.zeros(len(kept), dtype) for a, dtype in dtypes.items()}
-    for attr, expr in rule.assignments:
-        columns[attr] = _per_match(evaluate(rule, matches, expr), n)[kept].astype(dtypes[attr])
+    dtypes = _attribute_dtypes(rule)
+    assigned = dict(rule.assignments)
+    columns = {a: (_per_match(evaluate(rule, matches, assigned[a]), n)[kept].astype(dtype)
+                   if a in assigned else np.zeros(len(kept), dtype))
+               for a, dtype in dtypes.items()}
     return kept, columns
+
+
+_DTYPES: dict[str, np.dtype] = {}
+
+
+def _attribute_dtypes(rule: Rule) -> dict[str, np.dtype]:
+    """The dtype of each attribute of ``rule``'s ``define``, in order."""
+    return {a: _DTYPES.get(k) or _DTYPES.setdefault(k, np.dtype(ATTRIBUTE_TYPES[k]))
+            for a, k in rule.attributes}
 
 
 def evaluate(rule: Rule, matches: Matches, expr: Expr) -> np.ndarray:
