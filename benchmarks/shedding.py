@@ -421,12 +421,37 @@ def q1_mean(sweep: dict, policy: str, over: int = 20, selection: str = "first") 
                           for r in runs]))
 
 
+def q1_figures(sweep: dict, seeds: int) -> dict:
+    """Q1 first's figures of the JSON line: FN % per policy, mean over n and seeds."""
+    fn = {policy: q1_mean(sweep, policy) for policy in POLICIES}
+    fn_r2 = {policy: q1_mean(sweep, policy, 40) for policy in POLICIES}
+    drop = [r["runs"]["espice@+20"]["pairs_shed_pct"]
+            for (sel, _), cell in sweep["cells"].items() if sel == "first" for r in cell]
+    return {
+        "espice_fn_pct_q1": round(fn["espice"], 2),
+        "bl_fn_pct_q1": round(fn["bl"], 2),
+        "typerate_fn_pct_q1": round(fn["type-rate"], 2),
+        "espice_vs_bl_q1": round(fn["bl"] / fn["espice"], 2) if fn["espice"] > 0 else None,
+        "espice_vs_typerate_q1": (round(fn["type-rate"] / fn["espice"], 2)
+                                  if fn["espice"] > 0 else None),
+        "espice_fn_pct_q1_r2": round(fn_r2["espice"], 2),
+        "bl_fn_pct_q1_r2": round(fn_r2["bl"], 2),
+        "typerate_fn_pct_q1_r2": round(fn_r2["type-rate"], 2),
+        "q1_seeds": seeds,
+        "q1_complex_events": sweep["checked"],
+        "q1_opponents_only": sweep["opponents_only"],
+        "espice_drop_pct_q1": round(float(np.mean(drop)), 2),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="Q1 first on 3 matches of 10 minutes, 60 minutes of quotes")
     p.add_argument("--seed", type=int, default=1, help="the first seed")
+    p.add_argument("--q1-only", action="store_true",
+                   help="the Q1 sweep alone (its figures, then the JSON line)")
     args = p.parse_args()
     t0 = time.perf_counter()
     quick = args.quick
@@ -436,6 +461,10 @@ def main() -> None:
     print_q1(sweep, seeds)
     print(f"\nQ1 defenders of the other team only: {sweep['opponents_only']} "
           f"({sweep['checked']} complex events checked)")
+    if args.q1_only:
+        print(json.dumps({**q1_figures(sweep, len(seeds)),
+                          "wall_s": round(time.perf_counter() - t0, 1)}))
+        return
     reg, events, names = streams.stock_stream(60 if quick else 180, args.seed)
     results = [r for cell in sweep["cells"].values() for r in cell]
     for q in STOCK:
@@ -461,24 +490,8 @@ def main() -> None:
     print(f"latency: paper: {PAPER['latency']}")
     espice_runs = [x for r in results for k, x in r["runs"].items() if k.startswith("espice")]
     by = {r["query"]: r for r in results}
-    fn = {policy: q1_mean(sweep, policy) for policy in POLICIES}
-    fn_r2 = {policy: q1_mean(sweep, policy, 40) for policy in POLICIES}
-    q1_drop = [r["runs"]["espice@+20"]["pairs_shed_pct"]
-               for (sel, _), cell in sweep["cells"].items() if sel == "first" for r in cell]
     out = {
-        "espice_fn_pct_q1": round(fn["espice"], 2),
-        "bl_fn_pct_q1": round(fn["bl"], 2),
-        "typerate_fn_pct_q1": round(fn["type-rate"], 2),
-        "espice_vs_bl_q1": round(fn["bl"] / fn["espice"], 2) if fn["espice"] > 0 else None,
-        "espice_vs_typerate_q1": (round(fn["type-rate"] / fn["espice"], 2)
-                                  if fn["espice"] > 0 else None),
-        "espice_fn_pct_q1_r2": round(fn_r2["espice"], 2),
-        "bl_fn_pct_q1_r2": round(fn_r2["bl"], 2),
-        "typerate_fn_pct_q1_r2": round(fn_r2["type-rate"], 2),
-        "q1_seeds": len(seeds),
-        "q1_complex_events": sweep["checked"],
-        "q1_opponents_only": sweep["opponents_only"],
-        "espice_drop_pct_q1": round(float(np.mean(q1_drop)), 2),
+        **q1_figures(sweep, len(seeds)),
         "espice_realized_share_q1": round(realized["espice"], 3),
         "bl_realized_share_q1": round(realized["bl"], 3),
         "espice_fn_pct_q3": round(by["Q3 first"]["runs"]["espice@+20"]["fn_pct"], 2),
