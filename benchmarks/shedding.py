@@ -372,12 +372,30 @@ def _print_runs(r: dict) -> None:
               f"{x['violations']:>8} {x['pairs_shed_pct']:>7.1f}")
 
 
-def q1_sweep(seeds: list[int], seconds: float, selections: tuple[str, ...]) -> dict:
-    """Q1 for every seed, selection and n: the runs, and the opponents-only check."""
+def possessions(soccer: streams.SoccerStream) -> int:
+    """Windows Q1 opens in the part of the stream that is shed."""
+    ids = [soccer.registry.id("STR0"), soccer.registry.id("STR1")]
+    return int(np.isin(soccer.events["type"][int(len(soccer.events) * TRAIN):], ids).sum())
+
+
+def q1_sweep(first: int, count: int, seconds: float, selections: tuple[str, ...]) -> dict:
+    """Q1 for ``count`` seeds from ``first``, every selection and n: the runs, and the
+    opponents-only check. A match without a possession of either striker in the part
+    shed (a striker who left the field) is skipped, named, for the next seed."""
     cells: dict[tuple[str, int], list[dict]] = {}
     checked, opponents = 0, True
-    for seed in seeds:
+    seeds: list[int] = []
+    skipped: list[int] = []
+    seed = first
+    while len(seeds) < count:
         soccer = streams.soccer_stream(seconds, seed)
+        if possessions(soccer) == 0:
+            print(f"Q1: seed {seed} has no striker's possession in the part shed; skipped")
+            skipped.append(seed)
+            seed += 1
+            continue
+        seeds.append(seed)
+        seed += 1
         for selection in selections:
             for n in Q1_SIZES:
                 kwargs = q1(selection, n)(soccer, True)
@@ -387,7 +405,7 @@ def q1_sweep(seeds: list[int], seconds: float, selections: tuple[str, ...]) -> d
                 checked += found
                 cells.setdefault((selection, n), []).append(r)
     return {"cells": cells, "opponents_only": opponents, "checked": checked,
-            "last_stream": soccer}
+            "last_stream": soccer, "seeds": seeds, "skipped": skipped}
 
 
 def print_q1(sweep: dict, seeds: list[int]) -> None:
@@ -438,6 +456,7 @@ def q1_figures(sweep: dict, seeds: int) -> dict:
         "bl_fn_pct_q1_r2": round(fn_r2["bl"], 2),
         "typerate_fn_pct_q1_r2": round(fn_r2["type-rate"], 2),
         "q1_seeds": seeds,
+        "q1_seeds_skipped": len(sweep["skipped"]),
         "q1_complex_events": sweep["checked"],
         "q1_opponents_only": sweep["opponents_only"],
         "espice_drop_pct_q1": round(float(np.mean(drop)), 2),
@@ -456,8 +475,8 @@ def main() -> None:
     t0 = time.perf_counter()
     quick = args.quick
     count, seconds = Q1_QUICK if quick else Q1_FULL
-    seeds = list(range(args.seed, args.seed + count))
-    sweep = q1_sweep(seeds, seconds, ("first",) if quick else ("first", "last"))
+    sweep = q1_sweep(args.seed, count, seconds, ("first",) if quick else ("first", "last"))
+    seeds = sweep["seeds"]
     print_q1(sweep, seeds)
     print(f"\nQ1 defenders of the other team only: {sweep['opponents_only']} "
           f"({sweep['checked']} complex events checked)")
