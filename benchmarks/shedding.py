@@ -115,22 +115,22 @@ PAPER_Q1_R1 = {"first": {2: (9.0, 45.6), 6: (21.2, 55.9)},
 
 @dataclass
 class Query:
+    """A stock query: its name and (type names, quick) -> kwargs of WindowDetector."""
+
     name: str
-    stream: str  # "soccer" or "stock"
-    detector: Any  # (stream, quick) -> kwargs of WindowDetector
+    detector: Any
 
 
-def q1(selection: str, n: int):
-    """Q1 with ``n`` defenders of the other team than the striker who opened the window."""
-    def make(soccer: streams.SoccerStream, quick: bool) -> dict:
-        against = streams.q1_opponents(soccer)
-        body = tuple(t for _, types in against for t in types)
-        return dict(inputs=tuple(soccer.names),
-                    pattern=AnyOf(n, body, selection, with_opener=True, per_opener=against),
-                    size=15 * streams.PS, output="q1", openers=("STR0", "STR1"),
-                    unit="time", reference_size=15 * 36, bin_size=30,  # 2 Hz, 18 objects
-                    shed_as=streams.soccer_sources(soccer.names))
-    return make
+def q1(selection: str, n: int, soccer: streams.SoccerStream) -> dict:
+    """Q1's WindowDetector kwargs: ``n`` defenders of the other team than the striker who
+    opened the window."""
+    against = streams.q1_opponents(soccer)
+    body = tuple(t for _, types in against for t in types)
+    return dict(inputs=tuple(soccer.names),
+                pattern=AnyOf(n, body, selection, with_opener=True, per_opener=against),
+                size=15 * streams.PS, output="q1", openers=("STR0", "STR1"),
+                unit="time", reference_size=15 * 36, bin_size=30,  # 2 Hz, 18 objects
+                shed_as=streams.soccer_sources(soccer.names))
 
 
 def _q2(selection: str):
@@ -156,8 +156,8 @@ def _q4(names, quick):
                 slide=100, bin_size=50)
 
 
-STOCK = [Query("Q2 first", "stock", _q2("first")), Query("Q2 last", "stock", _q2("last")),
-         Query("Q3 first", "stock", _q3), Query("Q4 first", "stock", _q4)]
+STOCK = [Query("Q2 first", _q2("first")), Query("Q2 last", _q2("last")),
+         Query("Q3 first", _q3), Query("Q4 first", _q4)]
 QUICK_STOCK = ("Q2 first", "Q3 first", "Q4 first")
 
 
@@ -268,7 +268,7 @@ def realized_shares(soccer: streams.SoccerStream) -> dict:
     window) pairs each drops (each should drop what it is asked)."""
     from specula.detectors import Emitter
 
-    kwargs = q1("first", 2)(soccer, True)
+    kwargs = q1("first", 2, soccer)
     type_names = _type_names(soccer.registry)
     split = int(len(soccer.events) * TRAIN)
     model = feed(soccer.registry, kwargs, soccer.events[:split]).model
@@ -398,7 +398,7 @@ def q1_sweep(first: int, count: int, seconds: float, selections: tuple[str, ...]
         seed += 1
         for selection in selections:
             for n in Q1_SIZES:
-                kwargs = q1(selection, n)(soccer, True)
+                kwargs = q1(selection, n, soccer)
                 r = run_query(f"Q1 {selection} n={n}", kwargs, soccer.registry, soccer.events)
                 ok, found = opponents_only(soccer, kwargs)
                 opponents &= ok and found == r["complex_events"]
