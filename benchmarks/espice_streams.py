@@ -6,14 +6,16 @@ role): what eSPICE's UT has a row for) with ``ts``, ``type``, ``key`` and ``seq`
 
 - **Soccer (Q1)**, from the match generator (:func:`specula.soccer.match.generate_match`,
   the DEBS 2013 set-up: 16 players, the referee, the ball in play). The paper keeps one
-  reading per object per second; we keep ``hz`` per second (2 by default: at 1 Hz the
-  two strikers of a generated match possess the ball in ~45 s of every 5 min, too few
-  windows for a false-negative rate). Per reading: ``STR`` when it is a striker's (the
-  outfield player of his team who kicks most) and the ball is within ``possess_m`` (3 m) of him;
-  ``DF<p>`` when player ``p`` is within ``defend_m`` (5 m) of the other team's striker (the
-  defend event of the paper's Q1); else ``P<p>``; and ``BALL``, ``REF``. Whether a
-  reading defends is the operator's business (a distance it computes while matching):
-  :func:`soccer_sources` gives the shedders the player only (``O<p>``).
+  reading per object per second; we keep ``hz`` per second (2 by default). Each team has
+  one striker (the outfield player of his team who kicks most; the paper's "two players
+  as strikers, one from each team"). Per reading: ``STR<t>`` when it starts a possession
+  of team ``t``'s striker (the ball within ``possess_m``, 3 m, of him, and not at his
+  previous reading): one window per possession; ``DF<p>`` when player ``p`` is within
+  ``defend_m`` (15 m) of the other team's striker (the defend event of the paper's Q1;
+  only a player of the team *opposing* the window's striker counts there, which Q1's
+  pattern says per opener type: :func:`q1_opponents`); else ``P<p>``; and ``BALL``,
+  ``REF``. Whether a reading defends is the operator's business (a distance it computes
+  while matching): :func:`soccer_sources` gives the shedders the player only (``O<p>``).
 - **Stock (Q2-Q4)**, an intraday quote stream of 500 symbols, one quote per symbol per
   minute in symbol order (a feed sorted by ticker), as in the paper's NYSE data set. A
   minute's moves follow one market factor: symbol ``s`` rises (``RE<s>``) when
@@ -22,6 +24,8 @@ role): what eSPICE's UT has a row for) with ``ts``, ``type``, ``key`` and ``seq`
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,10 +37,20 @@ SYMBOLS = 500
 LEADERS = 5
 
 
+@dataclass(frozen=True)
+class SoccerStream:
+    """Q1's stream: its registry, events and input type names; the defend types of each
+    team's players (``defenders[t]``: team ``t``'s)."""
+
+    registry: TypeRegistry
+    events: np.ndarray
+    names: list[str]
+    defenders: tuple[tuple[str, ...], tuple[str, ...]]
+
+
 def soccer_stream(seconds: float, seed: int, *, hz: float = 2.0,
-                  defend_m: float = 5.0, possess_m: float = 3.0
-                  ) -> tuple[TypeRegistry, np.ndarray, list[str], tuple[str, ...]]:
-    """Q1's stream from a generated match: (registry, events, type names, defenders)."""
+                  defend_m: float = 15.0, possess_m: float = 3.0) -> SoccerStream:
+    """Q1's stream from a generated match (the module docstring)."""
     from specula.soccer.match import generate_match
 
     match = generate_match(seconds, seed=seed)
@@ -66,7 +80,7 @@ def soccer_stream(seconds: float, seed: int, *, hz: float = 2.0,
     for team in (0, 1):
         field = [p.id for p in players if p.team == team and not p.goalkeeper]
         striker[team] = max(field, key=lambda i: kicks[i])
-    names = ["STR", "BALL", "REF"] + [f"DF{p.id}" for p in players] + \
+    names = ["STR0", "STR1", "BALL", "REF"] + [f"DF{p.id}" for p in players] + \
         [f"P{p.id}" for p in players]
     reg = TypeRegistry(ticks_per_second=PS)
     for n in names:
@@ -77,13 +91,13 @@ def soccer_stream(seconds: float, seed: int, *, hz: float = 2.0,
         rows = own[p.id]
         out = np.zeros(len(rows), reg.dtype(names))
         out["ts"], out["key"] = rows["ts"], p.id
-        bx, by = at(ball, rows["ts"])
         sx, sy = at(own[striker[1 - p.team]], rows["ts"])
-        near_ball = np.hypot(rows["x"] - bx, rows["y"] - by) < possess_m * 1_000
         defends = np.hypot(rows["x"] - sx, rows["y"] - sy) < defend_m * 1_000
         kind = np.where(defends, reg.id(f"DF{p.id}"), reg.id(f"P{p.id}"))
-        if p.id in striker.values():
-            kind = np.where(near_ball, reg.id("STR"), kind)
+        if p.id == striker[p.team]:
+            bx, by = at(ball, rows["ts"])
+            near = np.hypot(rows["x"] - bx, rows["y"] - by) < possess_m * 1_000
+            kind = np.where(near & ~np.r_[False, near[:-1]], reg.id(f"STR{p.team}"), kind)
         out["type"] = kind
         parts.append(out)
     for name, rows in (("BALL", ball), ("REF", readings(meta.referee[0]))):
@@ -93,8 +107,14 @@ def soccer_stream(seconds: float, seed: int, *, hz: float = 2.0,
     events = np.concatenate(parts)
     events = events[np.argsort(events["ts"], kind="stable")]
     events["seq"] = np.arange(len(events))
-    defenders = tuple(f"DF{p.id}" for p in players)
-    return reg, events, names, defenders
+    defenders = tuple(tuple(f"DF{p.id}" for p in players if p.team == t) for t in (0, 1))
+    return SoccerStream(reg, events, names, (defenders[0], defenders[1]))
+
+
+def q1_opponents(stream: SoccerStream) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Q1's types per opener: a window opened by team ``t``'s striker counts the defend
+    events of the other team's players only (``AnyOf(per_opener=...)``)."""
+    return (("STR0", stream.defenders[1]), ("STR1", stream.defenders[0]))
 
 
 def soccer_sources(names: list[str]) -> dict[str, str]:

@@ -3,14 +3,14 @@
 Overload detection on a detector's inbox (:mod:`.overload`: eSPICE's queue bound and the
 hybrid paper's latency trigger), the interface every input shedder implements
 (:mod:`.base`: :class:`InputShedder`, :class:`DropCommand`), and the strategies that
-decide what to drop: the papers' baselines (:mod:`.baselines`: RI, and eSPICE's BL),
-eSPICE's utility-based input shedding for window-based operators (:mod:`.espice`, its
-tables in :mod:`._espice_tables`, the operator in :mod:`.windows`, the operator as a
-detector that sheds inside itself in :mod:`.window_detector`), and the hybrid paper's
-input and state shedding over the rule engines' partial matches (:mod:`.hybrid`, its
-cost model in :mod:`._hybrid_model`, the knapsack in :mod:`.knapsack`, what it needs of
-a detector in :mod:`.state`; the state baselines RS and SS and the input baseline SI in
-:mod:`.baselines`). A node asks for
+decide what to drop: the papers' baselines (:mod:`.baselines`: RI, eSPICE's BL, and the
+learned per-type ``type-rate``), eSPICE's utility-based input shedding for window-based
+operators (:mod:`.espice`, its tables in :mod:`._espice_tables`, the operator in
+:mod:`.windows`, the operator as a detector that sheds inside itself in
+:mod:`.window_detector`), and the hybrid paper's input and state shedding over the rule
+engines' partial matches (:mod:`.hybrid`, its cost model in :mod:`._hybrid_model`, the
+knapsack in :mod:`.knapsack`, what it needs of a detector in :mod:`.state`; the state
+baselines RS and SS and the input baseline SI in :mod:`.baselines`). A node asks for
 shedding with ``Graph.add(..., shedding=Shedding(latency_bound_s=...))``; the runtimes
 (:mod:`specula.actors`) run the detector and the shedder on the node's inbox.
 """

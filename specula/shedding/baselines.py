@@ -19,27 +19,38 @@ The hybrid paper's other baselines (sec. VI-A), read here as:
 Both state baselines drop a share of the partial matches by count, pausing
 ``cooldown`` events after each drop as the hybrid shedder does.
 
-BL (eSPICE's baseline): a utility per event type, uniform sampling within a type.
+BL (eSPICE's baseline, sec. 4.1, "Baseline"), after He et al. (2014) and weighted
+sampling (Tatbul et al., 2003): BL "assigns utility values to the primitive events in a
+window depending on the repetition of those primitive events in the pattern and on their
+frequencies in windows. An event type receives a higher utility proportional to its
+repetition in a pattern", then "decides the amount of events that should be dropped from
+each event type in a window, where it uses uniform sampling". It ignores positions, and it
+learns nothing from the complex events. Read here as (:meth:`TypeUtilityShedder.from_pattern`):
 
-The paper (sec. 4.1, "Baseline") builds BL after He et al. (2014) and weighted sampling
-(Tatbul et al., 2003): it "assigns utility values to the primitive events in a window
-depending on the repetition of those primitive events in the pattern and on their
-frequencies in windows", then "decides the amount of events that should be dropped from
-each event type in a window, where it uses uniform sampling". It ignores positions.
+- the utility of an event of type ``T`` is ``rep(T) / freq(T)``: the pattern needs
+  ``rep(T)`` events of type ``T`` (its repetitions; the opener counts once where it is
+  the pattern's first element), a window holds ``freq(T) · ws`` of them, so each is worth
+  its share of those needed; a type the pattern does not name has utility 0;
+- to drop a share ``φ`` of every window, the types of utility 0 go first (sampled
+  uniformly if they are more than ``φ``); beyond them each type keeps a share of its
+  events proportional to its utility, ``keep(T) = min(1, u(T) / λ)`` with ``λ`` such that
+  ``sum_T freq(T) (1 - keep(T)) = φ`` (``allocation="proportional"``). This is He et al.'s
+  fractional shedding for one pattern: a match survives with probability
+  ``prod_T keep(T)^rep(T)``, and maximising its logarithm under the budget gives exactly
+  ``keep(T) ∝ rep(T) / freq(T)``.
 
-Read here as:
+The learned per-type baseline, ``"type-rate"`` (:meth:`TypeUtilityShedder.from_model`,
+eSPICE without positions, much stronger than the paper's BL):
 
 - the utility of type ``T`` is the share of its events (in windows) that took part in a
-  complex event, ``matched(T) / seen(T)``: it grows with the type's repetitions in the
-  pattern and falls with its frequency, and is learned from the same statistics as UT
-  (:meth:`TypeUtilityShedder.from_model`);
-- to drop a share ``φ = x / p_size`` of every window, whole types are dropped from the
-  lowest utility up, and the type at the boundary (types of equal utility together) is
-  sampled uniformly so that the expected share dropped is exactly ``φ``: type ``T`` is
-  dropped with probability ``p(T)``, ``sum_T freq(T) p(T) = φ``;
-- the sample is a SplitMix64 hash of (seed, stream index, window id) per (event, window)
-  pair, of (seed, producer, seq, ts) per event at an inbox: runs are deterministic and do
-  not depend on how the stream is cut into batches.
+  complex event, ``matched(T) / seen(T)``, learned from the same statistics as UT;
+- whole types are dropped from the lowest utility up, and the type at the boundary (types
+  of equal utility together) is sampled uniformly so that the expected share dropped is
+  exactly ``φ`` (``allocation="lowest-first"``).
+
+Both sample with a SplitMix64 hash of (seed, stream index, window id) per (event, window)
+pair, of (seed, producer, seq, ts) per event at an inbox: runs are deterministic and do
+not depend on how the stream is cut into batches.
 """
 
 from __future__ import annotations
@@ -52,6 +63,9 @@ from specula.events.hashing import uniform
 from specula.shedding._espice_tables import UtilityModel
 from specula.shedding.base import DropCommand
 from specula.shedding.state import StateShedder
+
+#: How a type-level shedder spreads a drop share over the types (module docstring).
+ALLOCATIONS = ("lowest-first", "proportional")
 
 #: Tags of RI's and BL's hashed uniform numbers (:func:`~specula.events.hashing.uniform`).
 _RI_TAG = 0x5249
@@ -94,30 +108,38 @@ class RandomInput:
 
 
 class TypeUtilityShedder:
-    """BL: drop the lowest-utility types, sampling the boundary type uniformly.
+    """A utility per event type, uniform sampling within a type: the paper's BL
+    (:meth:`from_pattern`), the learned ``type-rate`` baseline (:meth:`from_model`) and SI.
 
     Parameters
     ----------
     utility : (M,) float array
-        Utility per type (any scale; only the order matters).
+        Utility per type (``inf`` allowed: never dropped beyond the types of finite one).
     frequency : (M,) float array
         Share of each type among the events of windows (sums to 1).
     reference_size : int
         N, the window size ``x`` amounts refer to (``φ = x / p_size``).
     partitions : int
         rho, as for eSPICE (``p_size = N / rho``), so that both drop the same amount.
+    allocation : {"lowest-first", "proportional"}
+        Whole types from the lowest utility up, or keep shares proportional to the
+        utility (the module docstring).
     seed : int
         Seed of the uniform sample.
     """
 
     def __init__(self, utility: np.ndarray, frequency: np.ndarray, reference_size: int,
-                 partitions: int = 1, *, seed: int = 0) -> None:
+                 partitions: int = 1, *, allocation: str = "lowest-first",
+                 seed: int = 0) -> None:
         self.utility = np.asarray(utility, np.float64)
         self.frequency = np.asarray(frequency, np.float64)
         if self.utility.shape != self.frequency.shape or self.utility.ndim != 1:
             raise ValueError("utility and frequency must be (M,) arrays of one shape")
+        if allocation not in ALLOCATIONS:
+            raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")
         self.reference_size = reference_size
         self.partitions = partitions
+        self.allocation = allocation
         self.seed = seed
         self.seen = 0  # events through keep: the stream index of the next one
         self.set_fraction(0.0)
@@ -125,13 +147,23 @@ class TypeUtilityShedder:
     @classmethod
     def from_model(cls, model: UtilityModel, partitions: int = 1, *,
                    seed: int = 0) -> TypeUtilityShedder:
-        """BL from the statistics eSPICE learns UT from, positions summed out."""
+        """``type-rate``: each type's learned match rate, positions summed out."""
         seen = model.seen.sum(axis=1)
         matched = model.matched.sum(axis=1)
         utility = np.where(seen > 0, matched / np.where(seen > 0, seen, 1), 0.0)
-        total = seen.sum()
-        frequency = seen / total if total > 0 else seen
-        return cls(utility, frequency, model.reference_size, partitions, seed=seed)
+        return cls(utility, _shares(seen), model.reference_size, partitions, seed=seed)
+
+    @classmethod
+    def from_pattern(cls, repetitions: np.ndarray, seen: np.ndarray, reference_size: int,
+                     partitions: int = 1, *, seed: int = 0) -> TypeUtilityShedder:
+        """The paper's BL: utility ``rep(T) / freq(T)`` from each type's ``repetitions`` in
+        the pattern and the events of it ``seen`` in windows; keep shares proportional."""
+        rep = np.asarray(repetitions, np.float64)
+        freq = _shares(np.asarray(seen, np.float64))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            utility = np.where(rep > 0, rep / freq, 0.0)  # rep > 0, never seen: inf
+        return cls(utility, freq, reference_size, partitions, allocation="proportional",
+                   seed=seed)
 
     @property
     def partition_size(self) -> float:
@@ -141,15 +173,12 @@ class TypeUtilityShedder:
     def set_fraction(self, fraction: float) -> None:
         """Drop a share ``fraction`` of the events of every window: set ``p(T)`` per type."""
         self.fraction = float(np.clip(fraction, 0.0, 1.0))
-        # Groups of equal utility, lowest first; each group is dropped with one probability.
-        levels, group = np.unique(self.utility, return_inverse=True)
-        freq = np.bincount(group, weights=self.frequency, minlength=len(levels))
-        before = np.cumsum(freq) - freq
-        with np.errstate(invalid="ignore", divide="ignore"):
-            p = np.where(freq > 0, (self.fraction - before) / np.where(freq > 0, freq, 1),
-                         np.where(self.fraction > before, 1.0, 0.0))
-        self.drop_probability = np.clip(p, 0.0, 1.0)[group] if self.fraction > 0 else \
-            np.zeros(len(self.utility))
+        if self.fraction <= 0:
+            self.drop_probability = np.zeros(len(self.utility))
+        elif self.allocation == "proportional":
+            self.drop_probability = _proportional(self.utility, self.frequency, self.fraction)
+        else:
+            self.drop_probability = _lowest_first(self.utility, self.frequency, self.fraction)
 
     def set_amount(self, x: float) -> None:
         """Drop ``x`` events from each partition: the share ``x / p_size`` of each window."""
@@ -206,6 +235,51 @@ class TypeUtilityShedder:
         if "flags" in names:
             keep |= batch["flags"] != 0
         return keep
+
+
+def _shares(counts: np.ndarray) -> np.ndarray:
+    """Counts as shares of their total (all 0 when nothing was counted)."""
+    total = counts.sum()
+    return counts / total if total > 0 else np.zeros_like(counts, dtype=np.float64)
+
+
+def _lowest_first(utility: np.ndarray, frequency: np.ndarray, fraction: float) -> np.ndarray:
+    """Drop probability per type: whole groups of equal utility from the lowest up, the
+    boundary group sampled so that ``sum_T freq(T) p(T) = fraction``."""
+    levels, group = np.unique(utility, return_inverse=True)
+    freq = np.bincount(group, weights=frequency, minlength=len(levels))
+    before = np.cumsum(freq) - freq
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(freq > 0, (fraction - before) / np.where(freq > 0, freq, 1),
+                     np.where(fraction > before, 1.0, 0.0))
+    return np.clip(p, 0.0, 1.0)[group]
+
+
+def _proportional(utility: np.ndarray, frequency: np.ndarray, fraction: float) -> np.ndarray:
+    """Drop probability per type: utility-0 types first (sampled if they are more than
+    ``fraction``), then ``keep(T) = min(1, u(T) / λ)``, ``sum_T freq(T) p(T) = fraction``
+    (water-filling over the types sorted by utility, highest first). A type of positive
+    utility never seen holds no share of a window and is kept."""
+    zero = utility <= 0
+    z = float(frequency[zero].sum())
+    if fraction <= z:
+        return np.where(zero, fraction / z if z > 0 else 0.0, 0.0)
+    keep = np.where(zero, 0.0, 1.0)
+    idx = np.flatnonzero(~zero & (frequency > 0))
+    idx = idx[np.argsort(-utility[idx], kind="stable")]
+    u, f = utility[idx], frequency[idx]
+    room = (1.0 - fraction) - np.r_[0.0, np.cumsum(f)]  # left to keep beyond the k first
+    partial = np.r_[np.cumsum((f * u)[::-1])[::-1], 0.0]  # sum of f u beyond the k first
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = np.where(room > 0, partial / np.where(room > 0, room, 1.0), np.inf)
+    # keep the k highest whole: the first k whose level is at least the next utility
+    ok = (room > 0) & (lam >= np.r_[u, 0.0])
+    if len(idx) and ok.any():
+        k = int(np.argmax(ok))
+        keep[idx[k:]] = u[k:] / lam[k]
+    else:  # nothing left to keep
+        keep[idx] = 0.0
+    return np.clip(1.0 - keep, 0.0, 1.0)
 
 
 def selectivity_input(selectivity: np.ndarray, frequency: np.ndarray, *,

@@ -31,9 +31,12 @@ The wiring, and why:
   (``model=``): the paper trains at a rate below the throughput, then overloads.
 - **Before UT exists** a command drops each pair with probability ``share`` (hashed
   uniform numbers of the pair, RI per pair), so the bound holds from the start.
-- **Policy.** ``policy="espice"`` (Alg. 2's per-partition thresholds) or ``"bl"`` (the
-  paper's baseline, :class:`~specula.shedding.TypeUtilityShedder`, from the same
-  statistics), so both are measured on the same path.
+- **Policy.** ``policy="espice"`` (Alg. 2's per-partition thresholds), ``"bl"`` (the
+  paper's baseline: a utility per type from its repetitions in the pattern and its
+  frequency in windows, uniform sampling per type, nothing learned from matches;
+  :meth:`~specula.shedding.TypeUtilityShedder.from_pattern`) or ``"type-rate"`` (each
+  type's learned match rate, lowest types first: eSPICE without positions;
+  :meth:`~specula.shedding.TypeUtilityShedder.from_model`), all measured on the same path.
 - **Snapshots** (speculation) cover the windows only: what is open, the assigner's
   counters. The model, the shedder, the current command and the counters (pairs
   processed, :meth:`work_done`, and dropped, :meth:`pairs_shed`) are the run's, not the
@@ -78,7 +81,7 @@ from specula.shedding.windows import (
 
 __all__ = ["OUTPUT_FIELDS", "POLICIES", "WindowDetector"]
 
-POLICIES = ("espice", "bl")
+POLICIES = ("espice", "bl", "type-rate")
 
 #: The payload of a window's complex event.
 OUTPUT_FIELDS = {"window": "i8", "opener_ts": "i8", "opener_key": "i8", "size": "i4",
@@ -111,8 +114,9 @@ class WindowDetector(Detector):
     reference_size : int, optional
         N, the positions of UT: the window size in events (count windows: ``size``; time
         windows: the mean number of events a window holds; required for them).
-    policy : {"espice", "bl"}
-        eSPICE's thresholds per partition, or the paper's baseline BL.
+    policy : {"espice", "bl", "type-rate"}
+        eSPICE's thresholds per partition, the paper's baseline BL, or the learned
+        per-type baseline (see the module).
     model : UtilityModel, optional
         A trained model to start from (with ``len(inputs)`` types and N positions); by
         default an empty one. Its ``retrain_every`` sets the retraining period.
@@ -180,6 +184,8 @@ class WindowDetector(Detector):
         self.seed = seed
         self.seconds_per_pair = seconds_per_pair
         self.classes, self._class_of = _classes(self.inputs, shed_as or {})
+        self._repetitions = _repetitions(pattern, openers or (), self.inputs, self._class_of,
+                                         len(self.classes))
         if model is None:
             model = UtilityModel(len(self.classes), self.reference_size, bin_size,
                                  retrain_every=retrain_every)
@@ -284,6 +290,10 @@ class WindowDetector(Detector):
         if table is None:
             self._shedder = None
         elif self.policy == "bl":
+            self._shedder = TypeUtilityShedder.from_pattern(
+                self._repetitions, self.model.seen.sum(axis=1), self.reference_size,
+                self._rho, seed=self.seed)
+        elif self.policy == "type-rate":
             self._shedder = TypeUtilityShedder.from_model(self.model, self._rho, seed=self.seed)
         elif isinstance(self._shedder, ESpiceShedder) and self._shedder.partitions == self._rho:
             self._shedder.update_table(table)
@@ -372,6 +382,21 @@ def _match_ids(closed: ClosedWindows, rows: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rows), np.uint64)
         np.add.at(out, which, h)
     return out.view(np.int64)
+
+
+def _repetitions(pattern: Sequence[str] | AnyOf[str], openers: Names[str],
+                 inputs: tuple[str, ...], class_of: np.ndarray, n_classes: int) -> np.ndarray:
+    """How often each shedder class occurs in the pattern (BL's ``rep``): the pattern's
+    repetitions of its input types, and one for each opener type where the opener is the
+    pattern's first element, summed over the types of a class."""
+    count = dict(pattern.repetitions())
+    if pattern.with_opener:
+        for t in openers:
+            count[t] = count.get(t, 0) + 1
+    out = np.zeros(n_classes, np.float64)
+    for i, name in enumerate(inputs):
+        out[class_of[i]] += count.get(name, 0)
+    return out
 
 
 def _classes(inputs: tuple[str, ...], shed_as: Mapping[str, str]

@@ -27,6 +27,7 @@ for training is per (event, window) pair, not an event stream.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -204,6 +205,10 @@ class Sequence(Generic[T]):
         """The same pattern with each type ``t`` named ``label[t]``."""
         return Sequence(tuple(label[t] for t in self.types), self.selection, self.with_opener)
 
+    def repetitions(self) -> dict[T, int]:
+        """How often each type occurs among the pattern's elements (the opener aside)."""
+        return dict(Counter(self.types))
+
     def match(self: Sequence[int], types: np.ndarray, positions: np.ndarray
               ) -> np.ndarray | None:
         """Indices (into ``types``) of the constituents, or None; input in position order
@@ -241,28 +246,52 @@ class AnyOf(Generic[T]):
     of each type and keeps the ``n`` earliest of those; ``last`` the last event of each type
     and the ``n`` latest: the events greedy first/last selection picks when each type may
     be used once.
+
+    ``per_opener`` narrows the types that count to those of the window's opener: pairs
+    ``(opener type, types)``, e.g. Q1's "defenders of the *other* team than the striker
+    who opened the window". A window whose opener type is not listed counts all ``types``.
+    It needs ``with_opener`` (the opener is the window's first element, and a window
+    whose opener was dropped matches nothing).
     """
 
     n: int
     types: tuple[T, ...]
     selection: str = "first"
     with_opener: bool = False
+    per_opener: tuple[tuple[T, tuple[T, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         _check_selection(self.selection)
         if not 1 <= self.n <= len(set(self.types)):
             raise ValueError(f"any(n, ...) needs 1 <= n <= {len(set(self.types))} distinct "
                              f"types, got n={self.n}")
+        if self.per_opener and not self.with_opener:
+            raise ValueError("per_opener needs with_opener=True: the opener decides the types")
+        for opener, types in self.per_opener:
+            if not set(types) <= set(self.types) or len(set(types)) < self.n:
+                raise ValueError(f"per_opener: the types of opener {opener!r} must be at "
+                                 f"least n={self.n} distinct ones among types")
 
     def relabel(self, label: Mapping[T, U]) -> AnyOf[U]:
         """The same pattern with each type ``t`` named ``label[t]``."""
+        per = tuple((label[o], tuple(label[t] for t in ts)) for o, ts in self.per_opener)
         return AnyOf(self.n, tuple(label[t] for t in self.types), self.selection,
-                     self.with_opener)
+                     self.with_opener, per)
+
+    def repetitions(self) -> dict[T, int]:
+        """How often each type occurs among the pattern's elements (the opener aside): once
+        for every type listed."""
+        return dict.fromkeys(self.types, 1)
 
     def match(self: AnyOf[int], types: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
         """Indices (into ``types``) of the constituents, or None; input in position order
         (of a pattern that names types by index, as ``types`` does)."""
-        cand = np.flatnonzero((positions > 0) & np.isin(types, self.types))
+        allowed: tuple[int, ...] = self.types
+        if self.per_opener:
+            if len(positions) == 0 or positions[0] != 0:
+                return None
+            allowed = dict(self.per_opener).get(int(types[0]), self.types)
+        cand = np.flatnonzero((positions > 0) & np.isin(types, allowed))
         if self.selection == "first":
             _, first = np.unique(types[cand], return_index=True)
             picks = np.sort(cand[first])[: self.n]
@@ -325,10 +354,27 @@ class ClosedWindows:
             out.add((int(self.window[w]), *(int(e) for e in events[rows == w])))
         return out
 
+    def whole(self) -> np.ndarray:
+        """Per window: True when no pair of it was dropped."""
+        out = np.ones(len(self.window), bool)
+        out[self.row[~self.kept]] = False
+        return out
+
     def observe_into(self, model: UtilityModel) -> UtilityTable | None:
-        """Feed these windows to a :class:`UtilityModel` (the new table if it retrained)."""
-        return model.observe(self.type, self.position, self.size[self.row], self.matched,
-                             windows=len(self.window))
+        """Feed the windows received whole to a :class:`UtilityModel` (the new table if it
+        retrained).
+
+        A window with a dropped pair is left out: the dropped events could not take part
+        in its complex event, and counting them as seen and not matched would lower the
+        utility of the very cells being dropped, so that retraining under shedding would
+        drop them ever more (and a window that lost its match would lower its kept cells
+        too). The whole windows are a sample of the stream that shedding does not bias
+        towards its own decisions.
+        """
+        whole = self.whole()
+        pick = whole[self.row]
+        return model.observe(self.type[pick], self.position[pick], self.size[self.row[pick]],
+                             self.matched[pick], windows=int(whole.sum()))
 
     @staticmethod
     def concat(parts: list[ClosedWindows]) -> ClosedWindows:

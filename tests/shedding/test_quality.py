@@ -1,4 +1,7 @@
-"""eSPICE against BL on small generated streams with an injected overload (sec. 4's set-up).
+"""eSPICE against a type-level baseline on small generated streams with an injected
+overload (sec. 4's set-up). The baseline here ("BL" below) is the learned per-type one,
+``type-rate`` (:meth:`~specula.shedding.TypeUtilityShedder.from_model`), stronger than the
+paper's BL (``policy="bl"``, pinned in ``test_shedders.py``).
 
 Each case trains UT on 20,000 events run without shedding, then runs 20,000 fresh events
 three times: unshed (the truth), with eSPICE and with BL, both told to drop the same

@@ -1,5 +1,5 @@
 """eSPICE's per-pair decision against a per-event Python loop, the inbox-level keep mask,
-and BL's amounts."""
+and the type-level baselines' amounts: the paper's BL and the learned ``type-rate``."""
 
 from __future__ import annotations
 
@@ -165,11 +165,11 @@ def test_keep_reads_a_command_and_leaves_flagged_rows_out_of_the_windows():
     assert np.array_equal(got[1][mixed["flags"] == 0], got[0])
 
 
-# ------------------------------------------------------------------ BL
+# ------------------------------------------------------------------ type-rate and BL
 
 
 @pytest.mark.parametrize("fraction", [0.05, 0.17, 0.29, 0.6])
-def test_bl_drops_the_requested_share_lowest_types_first(fraction):
+def test_type_rate_drops_the_requested_share_lowest_types_first(fraction):
     utility = np.array([0.5, 0.0, 0.2, 0.2, 0.9])
     frequency = np.array([0.1, 0.1, 0.2, 0.2, 0.4])
     bl = TypeUtilityShedder(utility, frequency, reference_size=30, partitions=2, seed=11)
@@ -212,7 +212,7 @@ def test_bl_drops_the_requested_share_lowest_types_first(fraction):
     assert full[::10].all()
 
 
-def test_bl_from_model_uses_type_statistics_and_unseen_types_go_first():
+def test_type_rate_from_model_uses_type_statistics_and_unseen_types_go_first():
     model = UtilityModel(3, 4)
     # Type 0: 2 of 4 took part; type 1: 1 of 4; type 2 never seen.
     model.observe(np.array([0, 0, 0, 0, 1, 1, 1, 1]), np.arange(8) % 4, 4,
@@ -225,3 +225,93 @@ def test_bl_from_model_uses_type_statistics_and_unseen_types_go_first():
     assert bl._probability(np.array([7])).tolist() == [1.0]
     with pytest.raises(ValueError, match="events and windows"):
         bl.drop_pairs(np.array([0]), np.array([0]), 4)
+
+
+def _paper_bl_window() -> tuple[object, list[str], np.ndarray]:
+    """A detector with the paper's BL for ``seq(S; A; B; A)``, and one hand-made window of
+    12 events opened by S: A and B three times each, C (not in the pattern) five times."""
+    from specula.events import TypeRegistry
+    from specula.shedding import Sequence, WindowDetector
+
+    reg = TypeRegistry()
+    for t in ("S", "A", "B", "C"):
+        reg.register(t)
+    WindowDetector.register_output(reg)
+    det = WindowDetector(("S", "A", "B", "C"), Sequence(("A", "B", "A"), with_opener=True),
+                         12, openers=("S",), policy="bl", retrain_every=1)
+    kinds = ["S", "A", "C", "B", "C", "A", "C", "B", "C", "A", "C", "B"]
+    batch = np.zeros(len(kinds), reg.dtype(["S", "A", "B", "C"]))
+    batch["type"] = [reg.id(k) for k in kinds]
+    batch["ts"] = np.arange(len(kinds))
+    names = ["?"] * (max(t.id for t in reg.types()) + 1)
+    for t in reg.types():
+        names[t.id] = t.name
+    return det, names, batch
+
+
+def test_paper_bl_gives_types_utility_in_proportion_to_their_repetitions_in_the_pattern():
+    """The paper's BL on a hand-made window: A occurs twice in the pattern, B and the
+    opener S once, C never; A and B are equally frequent in the window, so an A event
+    has twice B's utility, and C none. Shedding keeps A's events twice as often as B's
+    (once C's are gone), and drops exactly the share asked. Nothing is learned: the
+    utilities do not depend on which events matched."""
+    from specula.detectors import Emitter
+    from specula.shedding import DropCommand
+
+    det, names, batch = _paper_bl_window()
+    det.on_batch(batch, names, Emitter())
+    det.on_end(Emitter())  # closes the window: frequencies counted, BL built
+    bl = det._shedder
+    assert isinstance(bl, TypeUtilityShedder)
+    assert bl.frequency.tolist() == pytest.approx([1 / 12, 3 / 12, 3 / 12, 5 / 12])
+    assert bl.utility.tolist() == pytest.approx([12.0, 8.0, 4.0, 0.0])  # rep / freq
+    assert bl.utility[1] == pytest.approx(2 * bl.utility[2])
+    det.on_drop_command(DropCommand(0.6, q_max=1e9, f=0.8))  # rho 1: 60 % of every window
+    p = bl.drop_probability
+    assert p[3] == 1.0  # C first, whole
+    keep = 1 - p
+    assert keep[1] == pytest.approx(2 * keep[2]) and 0 < keep[2] < keep[1] < 1
+    assert float(np.dot(p, bl.frequency)) == pytest.approx(0.6)
+    # The same statistics with different matches give the same BL: nothing learned.
+    det.model.matched[:] = 0
+    det._retrained()
+    assert det._shedder.utility.tolist() == pytest.approx([12.0, 8.0, 4.0, 0.0])
+    # Per (event, window) pair, the drops follow the probabilities.
+    rng = np.random.default_rng(2)
+    n = 60_000
+    types = rng.choice(4, n, p=bl.frequency)
+    dropped = det._shedder.drop_pairs(types, np.zeros(n, int), 12, rng.permutation(n),
+                                      rng.integers(0, 100, n))
+    for t in range(4):
+        share = dropped[types == t].mean()
+        assert abs(share - p[t]) < 4 * np.sqrt(max(p[t] * (1 - p[t]), 1e-12) / (types == t).sum())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_paper_bl_proportional_allocation_on_random_types(seed):
+    """Any utilities and frequencies, any share: the share dropped is exact, utility-0
+    types go first, and below the cap each type keeps in proportion to its utility."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        m = int(rng.integers(1, 9))
+        rep = rng.choice([0, 1, 2, 3], m).astype(float)
+        seen = rng.integers(0, 50, m).astype(float)
+        if seen.sum() == 0:
+            continue
+        bl = TypeUtilityShedder.from_pattern(rep, seen, 30)
+        phi = float(rng.random())
+        bl.set_fraction(phi)
+        p, f, u = bl.drop_probability, bl.frequency, bl.utility
+        assert float(np.dot(p, f)) == pytest.approx(phi, abs=1e-9)
+        zero = (rep == 0) & (f > 0)
+        if zero.any() and phi >= f[zero].sum():
+            assert np.all(p[zero] == 1.0)
+        elif zero.any():
+            assert np.all(p[rep > 0] == 0.0)
+        partial = (u > 0) & (f > 0) & (p > 1e-12) & (p < 1 - 1e-12)
+        if partial.sum() > 1:
+            ratio = (1 - p[partial]) / u[partial]
+            assert np.allclose(ratio, ratio[0])
+        live = f > 0
+        order = np.argsort(u[live])
+        assert np.all(np.diff((1 - p[live])[order]) >= -1e-12)  # more utility, kept more
