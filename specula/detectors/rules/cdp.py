@@ -199,7 +199,7 @@ class CDPEngine:
         else:
             tidx = np.zeros(0, np.int64) if mask is None else mask.nonzero()[0]
             trows = self._rows(events, mask) if mask is not None else self._hold.held[:0]
-            trows, tidx = self._hold.take(trows, tidx, events["ts"][ridx])
+            trows, tidx = self._hold.take(trows, tidx, events["ts"])
             found = self._detect(tidx, trows) if len(trows) else self._empty()
         self._unpruned += len(ridx)
         if self._unpruned >= _PRUNE_EVERY:

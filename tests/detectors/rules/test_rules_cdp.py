@@ -370,3 +370,16 @@ def test_columns_stay_bounded_by_the_horizon():
         assert (a_col["ts"] >= newest - 18).all()
     horizon = stream[stream["ts"] >= newest - 18]
     assert len(b) + len(a_col) <= len(horizon)
+
+
+def test_a_held_terminator_is_caused_by_the_batch_row_that_completes_its_time_stamp():
+    """``ties nonstrict`` holds a terminator until a later time stamp arrives; its cause
+    is that row's index in the whole batch, rows of types the rule does not read
+    included (they are what the runtime numbers the output after)."""
+    reg = registry()
+    engine = CDPEngine(parse_rule("define CE() from C() and last A() within 5 from C "
+                                  "ties nonstrict"), reg)
+    assert len(engine.process(events(reg, [("A", 1, 0, 0), ("C", 4, 0, 0)]))) == 0
+    found = engine.process(events(reg, [("D", 4, 0, 0), ("D", 5, 0, 0), ("A", 7, 0, 0)]))
+    assert chosen(found) == [[4, 1]]
+    assert found.terminator.tolist() == [1]  # D@5, the first row after time stamp 4
