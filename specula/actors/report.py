@@ -117,6 +117,9 @@ class DetectorReport:
     #: the error bound of that estimate, ms (its time stamps are shifted by the offset:
     #: :mod:`~specula.actors.clocks`)
     clocks_ms: list[tuple[float, float]] | None = None
+    #: on Ray: per instance, in the same order, the chain (actor process) it ran in: its
+    #: label if alone, ``chain-<k>`` if it shared one (:mod:`~specula.actors.chain`)
+    chains: list[str] | None = None
     #: on Ray, in a run that hands its detections on as they settle (``on_settled``):
     #: the net events its actors handed on and no longer hold in :attr:`net`
     handed_on: HandedOn | None = None
@@ -160,6 +163,7 @@ class DetectorReport:
             "memory": self.memory,
             "hosts": self.hosts,
             "clocks_ms": self.clocks_ms,
+            "chains": self.chains,
         }
 
 
