@@ -205,19 +205,6 @@ class RayRuntime:
         # held until the run ends: a restarted source reads its part again (restartable)
         parts = [restartable(p) for p in raw.parts] if isinstance(raw, Sources) else []
         sources = {SOURCE_SENDERS + j: f"specula-{run}-source-{j}" for j in range(len(parts))}
-
-        def routes(source: str | None) -> list[Route]:
-            return [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
-                          [address[j.producer] for j in of_node[n.name]])
-                    for n in graph.nodes.values() if router.hears(n.name, source)]
-
-        def member(i: Instance) -> ChainMember:
-            producers: list[tuple[int, Any]] = [
-                (j.producer, address[j.producer]) for j in instances
-                if router.hears(i.node.name, j.node.name)]
-            producers += list(sources.items()) if router.hears(i.node.name, None) else []
-            return ChainMember(i, routes(i.node.name), producers)
-
         chain_cls = ray.remote(num_cpus=0)(ChainWorker)
         actors: dict[int, Any] = {}   # Ray's types do not follow ray.remote's handles
         handles: dict[str, Any] = {}  # the chain actors, by chain name
@@ -230,7 +217,8 @@ class RayRuntime:
                 name=address[chain[0].producer].chain, max_restarts=self.max_restarts,
                 max_task_retries=-1, max_concurrency=calls,
                 **chain_options(chain)).remote(
-                name, address[chain[0].producer].chain, [member(i) for i in chain],
+                name, address[chain[0].producer].chain,
+                [chain_member(graph, router, address, i, sources) for i in chain],
                 graph.registry, self.max_in_flight, self.inbox_events, router=router,
                 checkpoints=self.checkpoints, step_events=self.step_events, threads=local)
             actors |= {i.producer: InstanceHandle(handles[name], i.producer) for i in chain}
@@ -239,7 +227,8 @@ class RayRuntime:
             feeders[sender] = source_cls.options(
                 name=name, max_restarts=self.max_restarts, max_task_retries=-1,
                 max_concurrency=3, scheduling_strategy="SPREAD").remote(
-                part, sender - SOURCE_SENDERS, routes(None), router, table,
+                part, sender - SOURCE_SENDERS, routes_to(graph, router, address, None),
+                router, table,
                 graph.ticks_per_second, delivery.step_ticks, delivery.batch_rows,
                 self.max_in_flight, self.checkpoints)
         self.actors = {i.label: handles[name]
@@ -457,6 +446,28 @@ class RayRuntime:
                    for f in fed if f["sender"] != 0]
         return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes,
                          played_seconds=played, sources=sources)
+
+
+def routes_to(graph: Graph, router: Router, address: dict[int, Member], source: str | None
+              ) -> list[Route]:
+    """Where the output of ``source`` (a node's name; None: raw) goes: a route per
+    subscriber node, to its instances' addresses."""
+    of_node = {n: [i for i in graph.instances() if i.node.name == n] for n in graph.nodes}
+    return [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
+                  [address[j.producer] for j in of_node[n.name]])
+            for n in graph.nodes.values() if router.hears(n.name, source)]
+
+
+def chain_member(graph: Graph, router: Router, address: dict[int, Member], instance: Instance,
+                 sources: dict[int, str]) -> ChainMember:
+    """``instance`` as its chain actor takes it: where its output goes, and which
+    instances and ``sources`` (sender id: source actor's name) publish to it."""
+    name = instance.node.name
+    producers: list[tuple[int, Any]] = [(j.producer, address[j.producer])
+                                        for j in graph.instances()
+                                        if router.hears(name, j.node.name)]
+    producers += list(sources.items()) if router.hears(name, None) else []
+    return ChainMember(instance, routes_to(graph, router, address, name), producers)
 
 
 def user_modules(graph: Graph) -> list[ModuleType]:
