@@ -467,7 +467,7 @@ RUNTIME_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "An actor checkpoints after this many seconds or checkpoint_every_batches "
            "batches, whichever comes first; settled output is handed on as often.",
            valid="a number of seconds > 0", accepts=lambda v: _is_number(v) and v > 0),
-    Option("chaining", "none",
+    Option("chaining", "auto",
            "Which detector instances share a Ray actor process (operator chaining, as "
            "in Flink): 'none' runs each in an actor of its own; 'auto' forms at most as "
            "many chains as Ray has CPUs, keeps the partitions of a node apart and a node "

@@ -85,7 +85,7 @@ class ReplayConfig:
     sources: int = 1
     in_process: bool = False
     #: Which instances share a Ray actor (RayRuntime's ``chaining``: 'auto' or 'none').
-    chaining: Literal["auto", "none"] = "none"
+    chaining: Literal["auto", "none"] = "auto"
     plots: bool = True
     #: Detectors whose latency is plotted; None: those at the top of the graph.
     latency_plots: tuple[str, ...] | None = None
