@@ -419,6 +419,13 @@ class RayRuntime:
                 nodes: int | None = None) -> RunReport:
         detectors = {}
         levels = self.graph.levels()
+        by_chain: dict[str, list[dict]] = {}
+        for r in reports:
+            by_chain.setdefault(r["chain"], []).append(r)
+        for members in by_chain.values():  # a chain's process time, counted once
+            for r, cpu in zip(members, CpuTimes.shared([r["cpu"] for r in members]),
+                              strict=True):
+                r["cpu"] = cpu
         for name, node in self.graph.nodes.items():
             mine = [r for r in reports if r["label"].split("[")[0] == name]
             dtype = self.graph.registry.dtype(node.inputs)
