@@ -470,9 +470,10 @@ RUNTIME_OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("chaining", "auto",
            "Which detector instances share a Ray actor process (operator chaining, as "
            "in Flink): 'none' runs each in an actor of its own; 'auto' forms at most as "
-           "many chains as Ray has CPUs, keeps the partitions of a node apart and a node "
-           "with cpus=, gpus or chain=False alone; or a list of chains, each a list of "
-           "instance labels. Inside a chain batches are handed over in memory, without "
+           "many chains as Ray has CPUs (more only where its rules need them), keeps the "
+           "partitions of a node apart, a node with cpus=, gpus or chain=False alone and "
+           "every chain closed (specula.actors.chaining); or a list of chains, each a list "
+           "of instance labels. Inside a chain batches are handed over in memory, without "
            "serialisation or a Ray call; a chain restarts as a unit.",
            valid="'auto', 'none' or a list of lists of instance labels",
            accepts=lambda v: v in ("auto", "none") or (

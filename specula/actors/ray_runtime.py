@@ -212,7 +212,9 @@ class RayRuntime:
         for name, chain in zip(chain_names, chains, strict=True):
             calls = sum(actor_concurrency(graph, router, i, self.max_in_flight,
                                           max(1, len(parts))) for i in chain)
-            local = self.max_in_flight * local_edges(chain, router.hears) + 4 * len(chain)
+            # per hand-over inside the chain: its window of pushes, a resend and a
+            # recover_producer call of a restarted member (threads start as needed)
+            local = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4
             handles[name] = chain_cls.options(
                 name=address[chain[0].producer].chain, max_restarts=self.max_restarts,
                 max_task_retries=-1, max_concurrency=calls,

@@ -24,10 +24,11 @@ from specula import Graph, InProcessRuntime
 from specula.actors import channels
 from specula.actors.addresses import InstanceHandle, Member
 from specula.actors.chain import ChainWorker, LocalHandle
-from specula.actors.chaining import chainable, plan_chains
+from specula.actors.chaining import chainable, close_chains, plan_chains
 from specula.actors.ray_runtime import Delivery, RayRuntime, chain_member
 from specula.actors.routing import Router
 from specula.actors.sources import Pace
+from specula.detectors.graph import Instance
 from specula.options import OptionError
 
 
@@ -54,14 +55,15 @@ class ThreadedChain:
 
 def random_plan(graph: Graph, rng: random.Random) -> list[list[str]]:
     """Every instance in one of 1..n chains at random (a node that may not share an
-    actor alone)."""
-    labels = [i.label for i in graph.instances() if chainable(i.node)]
-    n = rng.randint(1, max(1, len(labels)))
-    groups: list[list[str]] = [[] for _ in range(n)]
-    for label in labels:
-        groups[rng.randrange(n)].append(label)
-    alone = [[i.label] for i in graph.instances() if not chainable(i.node)]
-    return [g for g in groups if g] + alone
+    actor alone), the chains then closed (:func:`close_chains`)."""
+    chained = [i for i in graph.instances() if chainable(i.node)]
+    n = rng.randint(1, max(1, len(chained)))
+    groups: list[list[Instance]] = [[] for _ in range(n)]
+    for i in chained:
+        groups[rng.randrange(n)].append(i)
+    alone = [[i] for i in graph.instances() if not chainable(i.node)]
+    closed = close_chains(graph, [g for g in groups if g] + alone)
+    return [[i.label for i in g] for g in closed]
 
 
 def chained_run(graph: Graph, raw: Any, plan: Any, monkeypatch: pytest.MonkeyPatch,
@@ -180,3 +182,29 @@ def test_none_is_an_actor_per_instance_and_a_plan_is_checked():
         RayRuntime(asks, chaining=[everyone])
     with pytest.raises(OptionError, match="chaining must be"):
         RayRuntime(g, chaining="some")
+
+
+def test_a_chain_that_is_not_closed_is_refused_and_auto_closes_its_chains():
+    """A member taking a chain-mate's output must hand all its output to chain-mates:
+    else a crash of the chain loses determinants a consumer outside depends on."""
+    g = Graph(shape_registry(), sources=("A",))
+    g.add("first", Echo(("A",), ("T0",))).add("mid", Echo(("T0",), ("T1",)))
+    g.add("last", Echo(("T1",), ("T2",)))
+    with pytest.raises(OptionError, match="could not regenerate"):
+        plan_chains(g, [["first", "mid"], ["last"]], 2)
+    assert len(plan_chains(g, [["first"], ["mid", "last"]], 2)) == 2
+    assert len(plan_chains(g, "auto", 3)) == 1  # a pipeline: one closed chain
+    rng = random.Random(5)
+    for seed in range(40):
+        case = seeded_case(seed, modes=("on-demand",), max_events=10)
+        graph = case.graph()
+        for chains in (plan_chains(graph, "auto", rng.randint(1, 4)),
+                       plan_chains(graph, random_plan(graph, rng), 2)):
+            where = {i.producer: k for k, c in enumerate(chains) for i in c}
+            for k, chain in enumerate(chains):
+                for m in chain:
+                    fed_inside = any(set(p.node.outputs) & set(m.node.inputs)
+                                     for p in chain if p is not m)
+                    outside = [c for c in graph.instances() if where[c.producer] != k
+                               and set(m.node.outputs) & set(c.node.inputs)]
+                    assert not (fed_inside and outside), (chains, m.label)

@@ -359,17 +359,26 @@ def assert_handed_on_once(got: list[Settled], name: str, want: np.ndarray) -> No
     assert content(canonical(emitted.net())) == content(canonical(want)), name
 
 
-# A chain of a level-1 and a mid-level instance (fed by the driver and by an instance of
-# the other chain, feeding it in turn), killed at random points: the chain restarts as
-# a unit, each member from its own checkpoint.
+# A chain holding the mid-level d_then_e (fed by level-1 instances and the driver),
+# killed at random points: the chain restarts as a unit, each member from its own
+# checkpoint. The plans: "auto"'s (its producer big_c in the other chain), d_then_e with
+# its consumer count (both its producers outside), and a random
+# closed one (:mod:`specula.actors.chaining`): here, all in one chain.
+@pytest.mark.parametrize("plan", [[["a_not_bc", "d_then_e", "count"], ["big_c"]],
+                                  [["a_not_bc"], ["big_c"], ["d_then_e", "count"]], 2])
 def test_a_killed_chain_restarts_as_a_unit_and_the_net_output_is_the_crash_free_one(
-        local_ray, crash_stream, tmp_path):
+        local_ray, crash_stream, tmp_path, plan):
+    import random
     import threading
 
+    from test_chain import random_plan
+
+    from specula.actors.chaining import plan_chains
     from specula.actors.output_log import persisted_net
 
     graph, raw, reference = crash_stream
-    plan = [["a_not_bc", "d_then_e"], ["big_c", "count"]]
+    if isinstance(plan, int):
+        plan = random_plan(graph, random.Random(plan))
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
                          checkpoint_every_s=0.5, chaining=plan)
     done, kills = threading.Event(), []
@@ -382,13 +391,17 @@ def test_a_killed_chain_restarts_as_a_unit_and_the_net_output_is_the_crash_free_
         done.set()
         killer.join()
     restarts = report.restarts()
-    print(f"restarts {restarts}, seconds from kill to up {kills}")
-    assert restarts["a_not_bc"] == restarts["d_then_e"] >= 1
-    assert restarts["big_c"] == restarts["count"] == 0
+    print(f"plan {plan}: restarts {restarts}, seconds from kill to up {kills}")
+    chains = plan_chains(graph, plan, 2)
+    (mine,) = [[i.node.name for i in c] for c in chains if "d_then_e" in
+               [i.node.name for i in c]]
+    assert all(restarts[n] == restarts["d_then_e"] >= 1 for n in mine)
+    assert all(restarts[n] == 0 for n in graph.nodes if n not in mine)
     assert len([k for k in kills if k is not None]) <= restarts["d_then_e"] <= len(kills)
+    named = {i.node.name: c[0].label if len(c) == 1 else f"chain-{k}"
+             for k, c in enumerate(chains) for i in c}
     assert {n: report.detectors[n].chains for n in graph.nodes} == {
-        "a_not_bc": ["chain-0"], "d_then_e": ["chain-0"], "big_c": ["chain-1"],
-        "count": ["chain-1"]}
+        n: [named[n]] for n in graph.nodes}
     summary = report.summary()["detectors"]
     assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
     for name in graph.nodes:
