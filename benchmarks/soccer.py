@@ -107,6 +107,9 @@ def main() -> None:
     p.add_argument("--cost-us", type=float, default=50.0,
                    help="modelled busy time per processed event (adaptive run), microseconds")
     p.add_argument("--no-ray", action="store_true")
+    p.add_argument("--chaining", default="auto", choices=["auto", "none"],
+                   help="RayRuntime's chaining: detectors chained into an actor per CPU, "
+                        "or one actor each")
     p.add_argument("--no-queries", action="store_true",
                    help="without the DEBS 2013 aggregates (queries 1-3)")
     p.add_argument("--batch", type=int, default=5_000, help="raw events per Ray batch")
@@ -179,8 +182,8 @@ def main() -> None:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
                 graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
                                      metadata=match.metadata)
-                report = RayRuntime(graph, inbox_events=args.inbox_events).run(
-                    raw, batch_rows=args.batch)
+                report = RayRuntime(graph, inbox_events=args.inbox_events,
+                                    chaining=args.chaining).run(raw, batch_rows=args.batch)
                 realtime[label] = seconds / report.wall_seconds
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)

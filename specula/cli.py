@@ -24,7 +24,13 @@ from specula.actors.report import format_detectors
 from specula.detectors import Graph
 from specula.detectors.examples import example_registry
 from specula.detectors.graph import Alpha
-from specula.options import NODE_OPTIONS, CostModel, OptionError, check_option
+from specula.options import (
+    NODE_OPTIONS,
+    RUNTIME_OPTIONS,
+    CostModel,
+    OptionError,
+    check_option,
+)
 from specula.ordering.net import ranked
 from specula.pipelines.synthetic import abc_stream, example_graph
 
@@ -92,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
     # an array is fed in batches of --batch-size rows; a position log is read in such
     # batches, and fed a batch per step, as it comes
     rows = args.batch_size if isinstance(raw, np.ndarray) else None
-    runtime = InProcessRuntime(graph) if args.in_process else RayRuntime(graph,
-                                                                          address=args.address)
+    runtime = InProcessRuntime(graph) if args.in_process else RayRuntime(
+        graph, address=args.address, chaining=args.chaining)
     report = runtime.run(raw, registry=made_with, batch_rows=rows)
     print(_summary_table(report))
     if args.report:
@@ -168,7 +174,7 @@ def _check_replay(args: argparse.Namespace) -> Any:
         k0_ms=args.k0_ms,
         speed=args.speed, batch_size=args.batch_size, spark_master=args.spark_master,
         ray_workers=args.ray_workers, ray_address=args.ray_address, sources=args.sources,
-        in_process=args.in_process, plots=not args.no_plots,
+        in_process=args.in_process, chaining=args.chaining, plots=not args.no_plots,
         progress=not args.no_progress, watch=args.watch,
         latency_plots=("passes", "hits") if graph is None else None,
         idle_timeout=_IDLE_TIMEOUT if args.idle_timeout is None
@@ -390,6 +396,13 @@ _GRAPH_KEEPS = (" Default: {} for the soccer graph; a --graph keeps its own unle
                 "given, then it applies to every node.")
 
 
+def _chaining_argument(parser: argparse.ArgumentParser) -> None:
+    """``--chaining``: RayRuntime's ``chaining`` (RUNTIME_OPTIONS), 'auto' or 'none'."""
+    option = RUNTIME_OPTIONS["chaining"]
+    parser.add_argument("--chaining", choices=("auto", "none"), default=option.default,
+                        help=option.doc + f" (default {option.default})")
+
+
 def _option(name: str) -> Any:
     """An argparse ``type`` that parses and checks node option ``name`` from the table."""
     def parse(text: str) -> Any:
@@ -556,6 +569,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a .npy or .msgpack file of raw events, or MODULE:FUNCTION")
     r.add_argument("--address", default=None, help="join this Ray cluster (default: embedded)")
     r.add_argument("--in-process", action="store_true", help="run without Ray")
+    _chaining_argument(r)
     r.add_argument("--batch-size", type=_POSITIVE_INT, default=10_000,
                    help="raw events per batch at most: a position log is read and fed in "
                         "batches of this many (a step each), an array is fed in steps of "
@@ -587,6 +601,7 @@ def _parser() -> argparse.ArgumentParser:
                         "the driver feeds)")
     s.add_argument("--in-process", action="store_true",
                    help="run the detectors in this process instead of on Ray")
+    _chaining_argument(s)
     s.add_argument("--seconds", type=_number(float, 0, above=True, high=86_400), default=None,
                    help="length of a generated match, seconds (default 20, at most 86,400)")
     s.add_argument("--profile", choices=["debs2013", "paper"], default=None,

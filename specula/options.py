@@ -284,6 +284,12 @@ NODE_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "detector declares (Detector.num_gpus; 0 for a detector that needs none).",
            valid="None or a number >= 0 and <= 1024",
            accepts=lambda v: v is None or (_is_number(v) and 0 <= v <= 1024)),
+    Option("chain", True,
+           "Whether the Ray runtime may run the node's instances in one actor process "
+           "with other instances (RayRuntime's chaining='auto'): False gives each its "
+           "own actor, e.g. for a detector that holds the GIL for long or that should "
+           "crash and restart alone.",
+           valid="True or False", accepts=lambda v: isinstance(v, bool)),
     Option("memory", MemoryLimit(),
            "What each of the node's ordering units may hold: near the limit speculation "
            "backs off to pure K-slack, at it K is capped (what then arrives behind the "
@@ -336,6 +342,7 @@ class NodeOptions(TypedDict, total=False):
     shedding: Shedding | None
     cpus: float
     gpus: float | None
+    chain: bool
     memory: MemoryLimit
 
 
@@ -460,6 +467,19 @@ RUNTIME_OPTIONS: dict[str, Option] = {o.name: o for o in (
            "An actor checkpoints after this many seconds or checkpoint_every_batches "
            "batches, whichever comes first; settled output is handed on as often.",
            valid="a number of seconds > 0", accepts=lambda v: _is_number(v) and v > 0),
+    Option("chaining", "auto",
+           "Which detector instances share a Ray actor process (operator chaining, as "
+           "in Flink): 'none' runs each in an actor of its own; 'auto' forms at most as "
+           "many chains as Ray has CPUs (more only where its rules need them), keeps the "
+           "partitions of a node apart, a node with cpus=, gpus or chain=False alone and "
+           "every chain closed (specula.actors.chaining); or a list of chains, each a list "
+           "of instance labels. Inside a chain batches are handed over in memory, without "
+           "serialisation or a Ray call; a chain restarts as a unit.",
+           valid="'auto', 'none' or a list of lists of instance labels",
+           accepts=lambda v: v in ("auto", "none") or (
+               isinstance(v, (list, tuple)) and all(
+                   isinstance(g, (list, tuple)) and all(isinstance(x, str) for x in g)
+                   for g in v))),
     Option("max_restarts", 5,
            "How often Ray restarts each actor after a crash (0: never; the run then "
            "fails).",
@@ -473,7 +493,7 @@ RUNTIME_ARGUMENTS: dict[str, tuple[str, ...]] = {
                          "queueing"),
     "RayRuntime": ("address", "max_in_flight", "inbox_events", "step_events",
                    "checkpoint_uri", "checkpoint_every_batches", "checkpoint_every_s",
-                   "max_restarts"),
+                   "max_restarts", "chaining"),
     "run": ("step_ticks", "batch_rows", "speed"),
 }
 
@@ -522,3 +542,4 @@ class RayOptions(TypedDict, total=False):
     checkpoint_every_batches: int
     checkpoint_every_s: float
     max_restarts: int
+    chaining: Literal["auto", "none"] | list[list[str]]

@@ -1,7 +1,8 @@
 """Running a graph: the detector actor (inbox -> ordering unit -> detector -> publisher),
 routing between instances, the in-process runtime on a virtual clock, the Ray runtime
-(one actor per detector instance) and the run report. Both runtimes take the options of
-:data:`specula.options.RUNTIME_OPTIONS` and the same ``run()`` arguments."""
+(detector instances in chain actors, one or several per process) and the run report.
+Both runtimes take the options of :data:`specula.options.RUNTIME_OPTIONS` and the same
+``run()`` arguments."""
 
 from specula.actors.inprocess import InProcessRuntime
 from specula.actors.ray_runtime import RayRuntime

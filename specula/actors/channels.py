@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from specula.actors.addresses import InstanceHandle, Member
 from specula.actors.recovery import pack_dets
 from specula.ordering.checkpoint import pack_array, unpack_array
 
@@ -61,12 +62,22 @@ def named_actor(name: str, wait_s: float = 60.0) -> Any:
 
 class Peers:
     """Other actors as handles: a handle is used as it is, a name is looked up once
-    (:func:`named_actor`; a restarted actor finds its peers by name)."""
+    (:func:`named_actor`; a restarted actor finds its peers by name), and an instance's
+    :class:`~.addresses.Member` becomes ``local(member)`` where that gives one (the
+    in-memory hand-over of an instance of the same chain, :mod:`.chain`), else an
+    :class:`~.addresses.InstanceHandle` on its chain actor, looked up by name."""
 
-    def __init__(self) -> None:
-        self._handles: dict[str, Any] = {}
+    def __init__(self, local: Callable[[Member], Any] | None = None) -> None:
+        self._handles: dict[Any, Any] = {}
+        self._local = local
 
     def __call__(self, ref: Any) -> Any:
+        if isinstance(ref, Member):
+            if ref not in self._handles:
+                near = self._local(ref) if self._local is not None else None
+                self._handles[ref] = near if near is not None else InstanceHandle(
+                    self(ref.chain), ref.producer)
+            return self._handles[ref]
         if not isinstance(ref, str):
             return ref
         if ref not in self._handles:

@@ -21,7 +21,8 @@ from typing import Any
 
 from specula.detectors.graph import Graph, GraphError, Instance
 
-__all__ = ["PlacementError", "actor_options", "check_fits", "demand", "this_host"]
+__all__ = ["PlacementError", "actor_options", "chain_options", "check_fits", "demand",
+           "this_host"]
 
 
 class PlacementError(GraphError):
@@ -59,6 +60,17 @@ def actor_options(instance: Instance) -> dict[str, Any]:
     if instance.node.partitions > 1:
         options["scheduling_strategy"] = "SPREAD"
     return options
+
+
+def chain_options(chain: Sequence[Instance]) -> dict[str, Any]:
+    """Ray options of the actor that runs the instances of ``chain`` (:mod:`.chain`):
+    those of its instance if it is alone; a chain of several asks for nothing (an
+    instance that asks for CPUs or GPUs runs alone, :mod:`.chaining`) and spreads if it
+    holds a partition of a node, as that partition's actor would."""
+    if len(chain) == 1:
+        return actor_options(chain[0])
+    return {"scheduling_strategy": "SPREAD"} if any(
+        i.node.partitions > 1 for i in chain) else {}
 
 
 def check_fits(graph: Graph, total: Mapping[str, float],

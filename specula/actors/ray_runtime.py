@@ -1,4 +1,4 @@
-"""The Ray runtime: every detector instance in its own Ray actor.
+"""The Ray runtime: every detector instance in a Ray actor, its own or a chain's.
 
 Raw events enter from the driver, which feeds a stream it is given in arrival order to
 the actors that subscribe to raw types, or from source actors, one per part of a
@@ -38,12 +38,15 @@ from typing import Any, Unpack
 import numpy as np
 
 from specula import events as ev
+from specula.actors.addresses import InstanceHandle, Member
+from specula.actors.chain import ChainMember, ChainWorker, local_edges
+from specula.actors.chaining import plan_chains
 from specula.actors.channels import Publisher, Route, answer
 from specula.actors.clocks import estimate_offset
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.output_log import HandedOn
-from specula.actors.placement import actor_options, check_fits
+from specula.actors.placement import chain_options, check_fits
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape, verify_run
 from specula.actors.report import CpuTimes, DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table
@@ -60,7 +63,6 @@ from specula.actors.sources import (
     check_batching,
     restartable,
 )
-from specula.actors.worker import DetectorWorker
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
 from specula.options import RayOptions, runtime_options
@@ -82,7 +84,9 @@ class RayRuntime:
     and how often actors checkpoint; what they store there is signed with a key derived
     from the user's, :mod:`.signing`, and checked before it is read; a resume checks
     every actor's files before Ray starts), and ``max_restarts`` (restarts of an actor
-    after a crash).
+    after a crash), and ``chaining`` (which instances share an actor process: "none",
+    one actor each; "auto"; or an explicit plan, :mod:`.chaining`; inside a chain
+    batches are handed over in memory, :mod:`.chain`).
     """
 
     def __init__(self, graph: Graph, **options: Unpack[RayOptions]) -> None:
@@ -97,11 +101,15 @@ class RayRuntime:
         self.checkpoint_every_batches: int = given["checkpoint_every_batches"]
         self.checkpoint_every_s: float = given["checkpoint_every_s"]
         self.max_restarts: int = given["max_restarts"]
+        self.chaining: str | list[list[str]] = given["chaining"]
+        if not isinstance(self.chaining, str):  # an explicit plan: checked now
+            plan_chains(graph, self.chaining, 1)
         #: the last run's checkpoint settings (its folder: ``checkpoints.run``)
         self.checkpoints: Checkpoints | None = None
         #: where the last run stopped, if it ended suspended (``run(suspend=True)``)
         self.suspension: Suspension | None = None
-        #: the actors of the run in progress, by instance label (for tests that kill them)
+        #: the actors of the run in progress: by instance label the chain actor that runs
+        #: it, by ``source-<j>`` each source actor (for tests that kill them)
         self.actors: dict[str, Any] = {}
 
     def run(self, raw: np.ndarray | Iterable[np.ndarray] | Sources, *,
@@ -186,50 +194,54 @@ class RayRuntime:
             uri = temp = tempfile.mkdtemp(prefix="specula-checkpoints-")
         self.checkpoints = self._checkpoints(uri, resume.run if resume is not None else run)
         self.suspension = None
-        names = {i.producer: f"specula-{run}-{i.label}" for i in instances}
+        alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        resources = ray.cluster_resources()
+        check_fits(graph, resources, alive)
+        chains = plan_chains(graph, self.chaining, int(resources.get("CPU", 1)))
+        chain_names = [c[0].label if len(c) == 1 else f"chain-{k}" for k, c in enumerate(chains)]
+        address = {i.producer: Member(f"specula-{run}-{name}", i.producer)
+                   for name, chain in zip(chain_names, chains, strict=True) for i in chain}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         # held until the run ends: a restarted source reads its part again (restartable)
         parts = [restartable(p) for p in raw.parts] if isinstance(raw, Sources) else []
         sources = {SOURCE_SENDERS + j: f"specula-{run}-source-{j}" for j in range(len(parts))}
-        alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
-        check_fits(graph, ray.cluster_resources(), alive)
-
-        def routes(source: str | None) -> list[Route]:
-            return [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
-                          [names[j.producer] for j in of_node[n.name]])
-                    for n in graph.nodes.values() if router.hears(n.name, source)]
-
-        actor_cls = ray.remote(num_cpus=0)(DetectorWorker)
+        chain_cls = ray.remote(num_cpus=0)(ChainWorker)
         actors: dict[int, Any] = {}   # Ray's types do not follow ray.remote's handles
+        handles: dict[str, Any] = {}  # the chain actors, by chain name
         feeders: dict[int, Any] = {}
-        for i in instances:
-            producers = [(j.producer, names[j.producer]) for j in instances
-                         if router.hears(i.node.name, j.node.name)]
-            producers += list(sources.items()) if router.hears(i.node.name, None) else []
-            actors[i.producer] = actor_cls.options(
-                name=names[i.producer], max_restarts=self.max_restarts, max_task_retries=-1,
-                max_concurrency=actor_concurrency(graph, router, i, self.max_in_flight,
-                                                  max(1, len(parts))),
-                **actor_options(i)).remote(
-                i, graph.registry, self.max_in_flight, self.inbox_events, router=router,
-                routes=routes(i.node.name), producers=producers, checkpoints=self.checkpoints,
-                step_events=self.step_events)
+        for name, chain in zip(chain_names, chains, strict=True):
+            calls = sum(actor_concurrency(graph, router, i, self.max_in_flight,
+                                          max(1, len(parts))) for i in chain)
+            # per hand-over inside the chain: its window of pushes, a resend and a
+            # recover_producer call of a restarted member (threads start as needed)
+            local = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4
+            handles[name] = chain_cls.options(
+                name=address[chain[0].producer].chain, max_restarts=self.max_restarts,
+                max_task_retries=-1, max_concurrency=calls,
+                **chain_options(chain)).remote(
+                name, address[chain[0].producer].chain,
+                [chain_member(graph, router, address, i, sources) for i in chain],
+                graph.registry, self.max_in_flight, self.inbox_events, router=router,
+                checkpoints=self.checkpoints, step_events=self.step_events, threads=local)
+            actors |= {i.producer: InstanceHandle(handles[name], i.producer) for i in chain}
         source_cls = ray.remote(num_cpus=0)(SourceWorker)
         for (sender, name), part in zip(sources.items(), parts, strict=True):
             feeders[sender] = source_cls.options(
                 name=name, max_restarts=self.max_restarts, max_task_retries=-1,
                 max_concurrency=3, scheduling_strategy="SPREAD").remote(
-                part, sender - SOURCE_SENDERS, routes(None), router, table,
+                part, sender - SOURCE_SENDERS, routes_to(graph, router, address, None),
+                router, table,
                 graph.ticks_per_second, delivery.step_ticks, delivery.batch_rows,
                 self.max_in_flight, self.checkpoints)
-        self.actors = {i.label: actors[i.producer] for i in instances}
+        self.actors = {i.label: handles[name]
+                       for name, chain in zip(chain_names, chains, strict=True) for i in chain}
         self.actors |= {name.split("-", 2)[2]: feeders[s] for s, name in sources.items()}
         try:
             with self._tail(on_settled, resume, actors):
                 fed, wall, reports = self._drive(raw, table, router, of_node, actors, feeders,
                                                  delivery, suspend, resume, on_fed)
         finally:
-            for a in [*actors.values(), *feeders.values()]:
+            for a in [*handles.values(), *feeders.values()]:
                 ray.kill(a)
             self.actors = {}
             if temp is not None:
@@ -409,6 +421,13 @@ class RayRuntime:
                 nodes: int | None = None) -> RunReport:
         detectors = {}
         levels = self.graph.levels()
+        by_chain: dict[str, list[dict]] = {}
+        for r in reports:
+            by_chain.setdefault(r["chain"], []).append(r)
+        for members in by_chain.values():  # a chain's process time, counted once
+            for r, cpu in zip(members, CpuTimes.shared([r["cpu"] for r in members]),
+                              strict=True):
+                r["cpu"] = cpu
         for name, node in self.graph.nodes.items():
             mine = [r for r in reports if r["label"].split("[")[0] == name]
             dtype = self.graph.registry.dtype(node.inputs)
@@ -428,13 +447,36 @@ class RayRuntime:
                 cpu_s=CpuTimes.total([r["cpu"] for r in mine]),
                 hosts=[r["host"] for r in sorted(mine, key=lambda r: r["producer"])],
                 clocks_ms=[(r["clock"][0] / 1e6, r["clock"][1] / 1e6)
-                           for r in sorted(mine, key=lambda r: r["producer"])])
+                           for r in sorted(mine, key=lambda r: r["producer"])],
+                chains=[r["chain"] for r in sorted(mine, key=lambda r: r["producer"])])
         n_raw = sum(f["events"] for f in fed)
         played = len({s for f in fed for s in f["seconds"]})
         sources = [{k: f[k] for k in ("index", "events", "restarts", "resent", "host")}
                    for f in fed if f["sender"] != 0]
         return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes,
                          played_seconds=played, sources=sources)
+
+
+def routes_to(graph: Graph, router: Router, address: dict[int, Member], source: str | None
+              ) -> list[Route]:
+    """Where the output of ``source`` (a node's name; None: raw) goes: a route per
+    subscriber node, to its instances' addresses."""
+    of_node = {n: [i for i in graph.instances() if i.node.name == n] for n in graph.nodes}
+    return [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
+                  [address[j.producer] for j in of_node[n.name]])
+            for n in graph.nodes.values() if router.hears(n.name, source)]
+
+
+def chain_member(graph: Graph, router: Router, address: dict[int, Member], instance: Instance,
+                 sources: dict[int, str]) -> ChainMember:
+    """``instance`` as its chain actor takes it: where its output goes, and which
+    instances and ``sources`` (sender id: source actor's name) publish to it."""
+    name = instance.node.name
+    producers: list[tuple[int, Any]] = [(j.producer, address[j.producer])
+                                        for j in graph.instances()
+                                        if router.hears(name, j.node.name)]
+    producers += list(sources.items()) if router.hears(name, None) else []
+    return ChainMember(instance, routes_to(graph, router, address, name), producers)
 
 
 def user_modules(graph: Graph) -> list[ModuleType]:

@@ -61,6 +61,29 @@ class CpuTimes:
         return {"process": process, **self.phases, "other": process - sum(self.phases.values())}
 
     @staticmethod
+    def shared(summaries: list[dict[str, float]]) -> list[dict[str, float]]:
+        """The summaries of instances that ran in one process (a chain), each with its
+        share of the process's time: its own phases, and of the rest (``other``) a part
+        in proportion to them (equal parts if none has any); so that they add up to the
+        process's time once, not once per instance.
+
+        >>> CpuTimes.shared([{"process": 4.0, "unit": 1.0, "other": 3.0},
+        ...                  {"process": 4.0, "unit": 3.0, "other": 1.0}])
+        [{'process': 1.0, 'unit': 1.0, 'other': 0.0}, {'process': 3.0, 'unit': 3.0, 'other': 0.0}]
+        """
+        if len(summaries) < 2:
+            return summaries
+        own = [sum(v for k, v in one.items() if k not in ("process", "other"))
+               for one in summaries]
+        rest = max(max(one["process"] for one in summaries) - sum(own), 0.0)
+        total = sum(own)
+        out = []
+        for one, mine in zip(summaries, own, strict=True):
+            other = rest * (mine / total if total > 0 else 1 / len(summaries))
+            out.append({**one, "process": mine + other, "other": other})
+        return out
+
+    @staticmethod
     def total(summaries: list[dict[str, float]]) -> dict[str, float]:
         """The sum of several instances' summaries, phase by phase."""
         out: dict[str, float] = {}
@@ -117,6 +140,9 @@ class DetectorReport:
     #: the error bound of that estimate, ms (its time stamps are shifted by the offset:
     #: :mod:`~specula.actors.clocks`)
     clocks_ms: list[tuple[float, float]] | None = None
+    #: on Ray: per instance, in the same order, the chain (actor process) it ran in: its
+    #: label if alone, ``chain-<k>`` if it shared one (:mod:`~specula.actors.chain`)
+    chains: list[str] | None = None
     #: on Ray, in a run that hands its detections on as they settle (``on_settled``):
     #: the net events its actors handed on and no longer hold in :attr:`net`
     handed_on: HandedOn | None = None
@@ -160,6 +186,7 @@ class DetectorReport:
             "memory": self.memory,
             "hosts": self.hosts,
             "clocks_ms": self.clocks_ms,
+            "chains": self.chains,
         }
 
 

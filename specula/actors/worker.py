@@ -103,7 +103,10 @@ class DetectorWorker:
     which actors publish to this one (producer id and actor), for resend requests after
     a restart. With ``checkpoints`` the worker checkpoints, and a worker made again for
     the same instance (a restarted actor: Ray runs the constructor again) restores the
-    last checkpoint and starts on its own.
+    last checkpoint and starts on its own. ``peers`` resolves the addresses in
+    ``routes`` and ``producers`` (default :class:`~.channels.Peers`; a chain's resolves
+    its own members to in-memory handles, :mod:`.chain`), and ``chain`` names the chain
+    the worker runs in, for the report.
     """
 
     def __init__(self, instance: Instance, registry: TypeRegistry, max_in_flight: int = 4,
@@ -111,7 +114,8 @@ class DetectorWorker:
                  routes: list[Route] | None = None,
                  producers: list[tuple[int, Any]] | None = None,
                  checkpoints: Checkpoints | None = None,
-                 step_events: int = STEP_EVENTS) -> None:
+                 step_events: int = STEP_EVENTS, peers: Peers | None = None,
+                 chain: str | None = None) -> None:
         self.instance = instance
         self.step_events = step_events if instance.node.shedding is None else 0
         self.unit = instance.unit(registry)
@@ -126,7 +130,9 @@ class DetectorWorker:
         # inbox times are this process's monotonic clock, in ns
         self.inbox = Inbox(inbox_events, 1e-9)
         self.gate = Gate(instance.node.shedding, registry, 1e-9, self.unit.detector, self.unit)
-        self.peers = Peers()  # a consumer's or producer's actor, by handle or name
+        # a consumer's or producer's actor, by its address
+        self.peers = peers if peers is not None else Peers()
+        self.chain = chain
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._ending = False                # flush asked: drain, flush the unit, stop
@@ -284,7 +290,7 @@ class DetectorWorker:
                 "duplicates": rec.duplicates, "divergent": rec.divergent,
                 "resent": self.publisher.resent_batches,
                 "checkpoints": rec.stats.as_dict(), "host": this_host(),
-                "clock": self._clock,
+                "clock": self._clock, "chain": self.chain,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def halt(self) -> None:

@@ -62,6 +62,7 @@ class Node:
     shedding: Shedding | None
     cpus: float
     gpus: float
+    chain: bool
     memory: MemoryLimit
 
     @property
@@ -213,7 +214,8 @@ class Graph:
         the detector declares, :attr:`Detector.num_gpus
         <specula.detectors.Detector.num_gpus>`;
         :func:`~specula.actors.placement.check_fits` refuses a graph that asks for more
-        than the cluster has).
+        than the cluster has). ``chain=False`` keeps each instance in an actor of its
+        own when the Ray runtime chains instances (:mod:`~specula.actors.chaining`).
         """
         if not isinstance(name, str) or not name:
             raise GraphError(f"a detector's name must be a non-empty string, got {name!r}")

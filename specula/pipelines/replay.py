@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -87,6 +87,8 @@ class ReplayConfig:
     #: key (:mod:`specula.actors.sources`); 1: the driver feeds.
     sources: int = 1
     in_process: bool = False
+    #: Which instances share a Ray actor (RayRuntime's ``chaining``: 'auto' or 'none').
+    chaining: Literal["auto", "none"] = "auto"
     plots: bool = True
     #: Detectors whose latency is plotted; None: those at the top of the graph.
     latency_plots: tuple[str, ...] | None = None
@@ -492,7 +494,7 @@ def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,
     stopped and resumes from ``resume``. Also returns where it suspended, if it did."""
     from specula.actors.ray_runtime import RayRuntime
 
-    runtime = RayRuntime(graph, address=address,
+    runtime = RayRuntime(graph, address=address, chaining=config.chaining,
                          checkpoint_uri=str(state_dir(config.out)) if stopped else None)
     # the driver feeds the batches as read; source actors read theirs batch_size at a time
     rows = config.batch_size if isinstance(raw, Sources) else None

@@ -8,6 +8,7 @@ then every detector's net output must be the same on both runtimes.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 import pytest
@@ -41,13 +42,13 @@ def small_cases(modes: tuple[str, ...], n: int,
     return found
 
 
-def same_answers(case: Case) -> None:
+def same_answers(case: Case, chaining: str | list[list[str]] = "none") -> None:
     """Nothing late on either runtime, and every net output the same on both. A failure
     says which of the two equals the in-order graph."""
     graph = case.graph()
     raw = case.raw(graph.registry)
     here = InProcessRuntime(graph).run(raw, step_ticks=case.step_ticks)
-    on_ray = RayRuntime(graph, max_in_flight=2).run(raw, batch_rows=5)
+    on_ray = RayRuntime(graph, max_in_flight=2, chaining=chaining).run(raw, batch_rows=5)
     in_order = reference_graph(graph, raw)
     for name in graph.nodes:
         assert len(here.late(name)) == len(on_ray.late(name)) == 0, name
@@ -79,3 +80,14 @@ def ends_above_level_1(case: Case) -> bool:
 @pytest.mark.parametrize("case", small_cases(("full", "on-demand"), 2, ends_above_level_1))
 def test_what_detectors_emit_at_the_end_reaches_their_consumers_on_ray(local_ray, case):
     same_answers(case)
+
+
+# Chained instances, in random groupings (partitions of one node together included),
+# give the answers of one actor per instance (the tests above) and of in-process.
+@pytest.mark.parametrize("case", small_cases(("full", "on-demand"), 3, lambda case: any(
+    s.partitions > 1 for s in case.nodes)) + small_cases(("on-demand",), 2))
+def test_random_chains_on_ray_equal_in_process(local_ray, case):
+    from test_chain import random_plan
+
+    graph = case.graph()
+    same_answers(case, random_plan(graph, random.Random(repr(case))))

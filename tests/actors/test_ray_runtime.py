@@ -48,11 +48,15 @@ def without_identity(rows):
 # actors and the raw A clock) K must cover the event-time span of a batch: 500 events
 # span ~750 ticks; K starts at 3,000. A step takes one batch, so that the units see
 # many small pushes and replay often.
-@pytest.mark.parametrize("retraction", ["full", "on-demand"])
-def test_speculative_hierarchy_on_ray_equals_in_process(local_ray, retraction):
+# With chaining="auto" (two chains on the test's 2 CPUs) the same answers.
+@pytest.mark.parametrize(("retraction", "chaining"), [("full", "none"), ("on-demand", "none"),
+                                                      ("on-demand", "auto")])
+def test_speculative_hierarchy_on_ray_equals_in_process(local_ray, retraction, chaining):
     raw = abc_stream(example_registry(), 6_000, seed=11, max_delay=20)
     graph = example_graph(0.0, retraction, k0=3_000)
-    on_ray = RayRuntime(graph, step_events=1).run(raw, batch_rows=500)
+    on_ray = RayRuntime(graph, step_events=1, chaining=chaining).run(raw, batch_rows=500)
+    assert len(set(c for d in on_ray.detectors.values() for c in d.chains or [])) == (
+        len(graph.instances()) if chaining == "none" else 2)
     reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
     st = on_ray.stats("a_not_bc")  # out-of-order input, speculation on: replays happen
     assert st.relocations > 5 and st.replayed > 1_000
@@ -283,8 +287,9 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
     from specula.actors.output_log import persisted_net
 
     graph, raw, reference = crash_stream
+    # one actor per instance: the victim restarts alone (a chain restarts as a unit)
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
-                         checkpoint_every_s=0.5)
+                         checkpoint_every_s=0.5, chaining="none")
     done, kills = threading.Event(), []
     killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 7, done, kills))
     killer.start()
@@ -354,19 +359,73 @@ def assert_handed_on_once(got: list[Settled], name: str, want: np.ndarray) -> No
     assert content(canonical(emitted.net())) == content(canonical(want)), name
 
 
+# A chain holding the mid-level d_then_e (fed by level-1 instances and the driver),
+# killed at random points: the chain restarts as a unit, each member from its own
+# checkpoint. The plans: "auto"'s (its producer big_c in the other chain), d_then_e with
+# its consumer count (both its producers outside), and a random
+# closed one (:mod:`specula.actors.chaining`): here, all in one chain.
+@pytest.mark.parametrize("plan", [[["a_not_bc", "d_then_e", "count"], ["big_c"]],
+                                  [["a_not_bc"], ["big_c"], ["d_then_e", "count"]], 2])
+def test_a_killed_chain_restarts_as_a_unit_and_the_net_output_is_the_crash_free_one(
+        local_ray, crash_stream, tmp_path, plan):
+    import random
+    import threading
+
+    from test_chain import random_plan
+
+    from specula.actors.chaining import plan_chains
+    from specula.actors.output_log import persisted_net
+
+    graph, raw, reference = crash_stream
+    if isinstance(plan, int):
+        plan = random_plan(graph, random.Random(plan))
+    runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
+                         checkpoint_every_s=0.5, chaining=plan)
+    done, kills = threading.Event(), []
+    killer = threading.Thread(target=kill_at_random, args=(runtime, "d_then_e", 5, done,
+                                                           kills))
+    killer.start()
+    try:
+        report = runtime.run(raw, batch_rows=200, speed=3_000.0)
+    finally:
+        done.set()
+        killer.join()
+    restarts = report.restarts()
+    print(f"plan {plan}: restarts {restarts}, seconds from kill to up {kills}")
+    chains = plan_chains(graph, plan, 2)
+    (mine,) = [[i.node.name for i in c] for c in chains if "d_then_e" in
+               [i.node.name for i in c]]
+    assert all(restarts[n] == restarts["d_then_e"] >= 1 for n in mine)
+    assert all(restarts[n] == 0 for n in graph.nodes if n not in mine)
+    assert len([k for k in kills if k is not None]) <= restarts["d_then_e"] <= len(kills)
+    named = {i.node.name: c[0].label if len(c) == 1 else f"chain-{k}"
+             for k, c in enumerate(chains) for i in c}
+    assert {n: report.detectors[n].chains for n in graph.nodes} == {
+        n: [named[n]] for n in graph.nodes}
+    summary = report.summary()["detectors"]
+    assert sum(d["recovery"]["divergent"] for d in summary.values()) == 0
+    for name in graph.nodes:
+        got = assert_net_equals(report, reference, name)
+        (label,) = [i.label for i in graph.instances() if i.node.name == name]
+        persisted = persisted_net(runtime.checkpoints, label, got.dtype).net()
+        assert persisted.tobytes() == got.tobytes(), name
+
+
+@pytest.mark.parametrize("chaining", ["none", "auto"])
 def test_detections_are_handed_on_as_they_become_final_and_the_actors_forget_them(
-        local_ray, crash_stream, tmp_path):
+        local_ray, crash_stream, tmp_path, chaining):
     """A paced run (~3 s) hands on what its checkpoints made final as it goes: before
     the end some, and with the end everything, each detection once; the actors drop
     what was handed on (their output segments on storage too), and the report still
-    counts it."""
+    counts it; with chained instances alike."""
     graph, raw, reference = crash_stream
     got: list[Settled] = []
     # one batch per step: the stream is small enough for a level-2 actor whose inbox
     # filled up (on a busy machine) to take all its input in one step, and checkpoint
     # only at the end
     runtime = RayRuntime(graph, step_events=1, checkpoint_uri=str(tmp_path),
-                         checkpoint_every_batches=10, checkpoint_every_s=0.2)
+                         checkpoint_every_batches=10, checkpoint_every_s=0.2,
+                         chaining=chaining)
     report = runtime.run(raw, batch_rows=200, speed=6_000.0, on_settled=got.append)
     assert sum(len(rows) for found in got[:-1] for rows in found.complex.values()) > 0
     summary = report.summary()["detectors"]

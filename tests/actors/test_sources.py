@@ -115,7 +115,7 @@ def test_a_killed_level_1_actor_amid_sources_leaves_the_crash_free_answer(
 
     graph, raw, reference = keyed_stream
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
-                         checkpoint_every_s=0.5)
+                         checkpoint_every_s=0.5, chaining="none")  # the victim alone
     victim, done, kills, fed = "a_not_bc", threading.Event(), [], []
     killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 3, done, kills))
     killer.start()

@@ -1,0 +1,154 @@
+"""A chain: several detector instances in one actor process, as Flink chains operators
+into one task.
+
+A :class:`ChainWorker` hosts one :class:`~.worker.DetectorWorker` per instance of its
+chain, each with all that makes it a detector of the system: its inbox, gate and
+shedder, ordering unit, processing thread, checkpoints and recovery, its report. What
+differs is how batches travel: a push between two instances of one chain is handed over
+in memory (:class:`LocalHandle`: the consumer's own ``push``, run on a thread of the
+chain's pool, with the batch as it is, read-only, and no Ray call), while pushes
+between chains, and every call from the driver or a source, come through Ray to
+:meth:`ChainWorker.call`, which runs the instance's method as a threaded actor of its
+own would. The hand-over keeps the semantics of a Ray call (the call runs on another
+thread, in any order among the concurrent ones, and its answer is a future), so the
+push protocol and its recovery work unchanged inside a chain.
+
+A chain restarts as a unit: Ray runs the constructor again after a crash, and each
+instance restores its own last checkpoint and recovers as a restarted actor of its own
+does (:mod:`.recovery`); instances of the same chain find each other through the chain
+(:meth:`ChainWorker.worker` waits for one the constructor has not made yet).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+from specula.actors.addresses import Member
+from specula.actors.channels import Peers, Route
+from specula.actors.recovery import Checkpoints
+from specula.actors.routing import Router
+from specula.actors.worker import DetectorWorker
+from specula.detectors.graph import Instance
+from specula.events import TypeRegistry
+
+__all__ = ["CALLS", "ChainMember", "ChainWorker", "LocalHandle"]
+
+#: The methods of an instance that others call (Ray's ``call``, the local hand-over).
+CALLS = frozenset({"push", "flush", "suspend", "resend", "recover_producer", "forget",
+                   "checkpoint", "status", "report", "start"})
+
+
+class ChainMember(NamedTuple):
+    """One instance of a chain, with where its output goes (``routes``) and which actors
+    publish to it (``producers``: producer id and address), as a
+    :class:`~.worker.DetectorWorker` takes them."""
+
+    instance: Instance
+    routes: list[Route]
+    producers: list[tuple[int, Any]]
+
+
+class _LocalMethod:
+    """One method of an instance of the same chain, called as Ray calls a method."""
+
+    __slots__ = ("_chain", "_name", "_producer")
+
+    def __init__(self, chain: ChainWorker, producer: int, name: str) -> None:
+        self._chain, self._producer, self._name = chain, producer, name
+
+    def remote(self, *args: Any) -> Future:
+        return self._chain.submit(self._producer, self._name, args)
+
+
+class LocalHandle:
+    """An instance of the same chain, as a handle: ``handle.push.remote(batch, ...)``
+    runs its ``push`` on a thread of the chain's pool and returns a future."""
+
+    def __init__(self, chain: ChainWorker, producer: int) -> None:
+        self.chain = chain
+        self.producer = producer
+
+    def __getattr__(self, name: str) -> _LocalMethod:
+        if name not in CALLS:
+            raise AttributeError(name)
+        return _LocalMethod(self.chain, self.producer, name)
+
+
+class ChainWorker:
+    """The instances of one chain (``members``) in one process; ``name`` is the chain's
+    name in the report, ``address`` its Ray actor's name (the chain of every
+    :class:`~.addresses.Member` that lives here).
+
+    The other arguments are those of :class:`~.worker.DetectorWorker`, which each
+    member gets. ``threads`` bounds the pool that runs the in-memory hand-overs: a push
+    may wait in its thread for an earlier one of its sender, so the pool needs one for
+    every push that can be in flight between the members (and a few for the requests of
+    a restarted member).
+    """
+
+    def __init__(self, name: str, address: str, members: list[ChainMember],
+                 registry: TypeRegistry, max_in_flight: int, inbox_events: int, *,
+                 router: Router, checkpoints: Checkpoints | None = None, step_events: int,
+                 threads: int) -> None:
+        self.name = name
+        self.address = address
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix=f"specula-{name}")
+        self._cond = threading.Condition()
+        self._workers: dict[int, DetectorWorker] = {}
+        for m in members:
+            worker = DetectorWorker(m.instance, registry, max_in_flight, inbox_events,
+                                    router=router, routes=m.routes, producers=m.producers,
+                                    checkpoints=checkpoints, step_events=step_events,
+                                    peers=Peers(self._local), chain=name)
+            with self._cond:
+                self._workers[m.instance.producer] = worker
+                self._cond.notify_all()
+
+    def call(self, producer: int, method: str, *args: Any) -> Any:
+        """Run ``method`` (one of :data:`CALLS`) of the instance ``producer``: how the
+        driver, the sources and the other chains reach an instance of this one."""
+        if method not in CALLS:
+            raise AttributeError(f"{method!r} is not a method an instance is called by")
+        return getattr(self.worker(producer), method)(*args)
+
+    def status(self) -> dict[str, Any]:
+        """The chain's name, its members' labels and its incarnation (its members
+        restart together; without checkpoints it stays 0)."""
+        with self._cond:
+            workers = list(self._workers.values())
+        return {"chain": self.name, "members": [w.instance.label for w in workers],
+                "incarnation": max((w.recovery.incarnation for w in workers), default=0)}
+
+    def worker(self, producer: int) -> DetectorWorker:
+        """The member ``producer``, waiting while the constructor has not made it yet (a
+        restarted member recovers, and calls its neighbours, while the others are made)."""
+        with self._cond:
+            while producer not in self._workers:
+                self._cond.wait()
+            return self._workers[producer]
+
+    def submit(self, producer: int, method: str, args: tuple[Any, ...]) -> Future:
+        """Run a member's method on the pool (the in-memory hand-over); a pushed batch
+        goes as a read-only view, as a Ray call would deliver it."""
+        if method == "push":
+            batch = args[0].view()
+            batch.flags.writeable = False
+            args = (batch, *args[1:])
+        return self._pool.submit(self._run, producer, method, args)
+
+    def _run(self, producer: int, method: str, args: tuple[Any, ...]) -> Any:
+        return getattr(self.worker(producer), method)(*args)
+
+    def _local(self, member: Member) -> LocalHandle | None:
+        """The in-memory handle of ``member`` if it lives in this chain, else None."""
+        return LocalHandle(self, member.producer) if member.chain == self.address else None
+
+
+def local_edges(members: list[Instance], hears: Any) -> int:
+    """Pairs of members where the first publishes to the second (``hears(consumer node,
+    producer node)``): the hand-overs that can be in flight inside a chain."""
+    return sum(1 for c in members for p in members
+               if c is not p and hears(c.node.name, p.node.name))
+
