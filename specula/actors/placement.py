@@ -65,12 +65,12 @@ def actor_options(instance: Instance) -> dict[str, Any]:
 def chain_options(chain: Sequence[Instance]) -> dict[str, Any]:
     """Ray options of the actor that runs the instances of ``chain`` (:mod:`.chain`):
     those of its instance if it is alone; a chain of several asks for nothing (an
-    instance that asks for CPUs or GPUs runs alone, :mod:`.chaining`) and spreads if it
-    holds a partition of a node, as that partition's actor would."""
+    instance that asks for CPUs or GPUs runs alone, :mod:`.chaining`) and spreads: the
+    policy forms about one chain per CPU of the cluster, so chains belong on different
+    nodes where there are several."""
     if len(chain) == 1:
         return actor_options(chain[0])
-    return {"scheduling_strategy": "SPREAD"} if any(
-        i.node.partitions > 1 for i in chain) else {}
+    return {"scheduling_strategy": "SPREAD"}
 
 
 def check_fits(graph: Graph, total: Mapping[str, float],

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from specula import Graph
-from specula.actors.placement import PlacementError, actor_options, check_fits, demand
+from specula.actors.placement import (
+    PlacementError,
+    actor_options,
+    chain_options,
+    check_fits,
+    demand,
+)
 from specula.detectors.examples import CountPerKey, Threshold, example_registry
 from specula.options import OptionError
 
@@ -23,6 +29,12 @@ def test_actors_ask_for_their_cpus_and_partitions_spread():
     assert {o["scheduling_strategy"] for k, o in options.items() if k != "big_c"} == {"SPREAD"}
     assert all(o["num_cpus"] == 1.0 for k, o in options.items() if k != "big_c")
     assert demand(graph().instances()[1]) == {}  # 0: not accounted, as Ray's default
+
+
+def test_a_chain_of_several_spreads_and_one_alone_asks_as_its_instance():
+    big_c, per_key = graph().instances()
+    assert chain_options([big_c, per_key]) == {"scheduling_strategy": "SPREAD"}
+    assert chain_options([big_c]) == actor_options(big_c) == {"num_cpus": 0.25}
 
 
 def test_a_graph_that_fits_passes():

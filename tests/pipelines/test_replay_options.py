@@ -109,7 +109,7 @@ def test_the_summary_records_the_options_of_the_nodes_that_ran():
                                               "shedding": None,
                                               "memory": {"buffered_events": 1_000_000,
                                                          "snapshot_mb": 256.0},
-                                              "cpus": 0.0, "gpus": 0.0}
+                                              "cpus": 0.0, "gpus": 0.0, "chain": True}
     assert summary["options"]["d_then_e"]["partitions"] == 2
     json.dumps(summary)  # what summary.json holds
 
