@@ -10,13 +10,12 @@ import subprocess
 import sys
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from bad_files import write_cut_gz, write_noise, write_other_parquet
 from naive import canonical_seq
 
 from specula.actors.inprocess import InProcessRuntime
-from specula.pipelines.log_files import gzip_damage
 from specula.soccer.debs2013 import write_positions
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
@@ -46,19 +45,12 @@ def test_a_watch_quarantines_bad_files_and_saves_every_good_files_detections(
     staging.mkdir()
     watched.mkdir()
     write_positions(staging / "a.csv", first, newline="\n")
-    write_positions(staging / "b_cut.csv.gz", middle, newline="\n")
-    whole = (staging / "b_cut.csv.gz").read_bytes()
-    (staging / "b_cut.csv.gz").write_bytes(whole[:len(whole) // 2])
-    with open(staging / "b_cut.csv.gz", "rb") as cut:
-        damage = gzip_damage(str(staging / "b_cut.csv.gz"), cut)
-    assert damage is not None and 0 < damage.lines < len(middle)
-    noise = np.random.default_rng(2).integers(0, 256, 4_000, np.uint8)
-    noise[(noise == ord("\n")) | (noise == ord("\r"))] = ord("x")
-    (staging / "c_noise.bin").write_bytes(noise.tobytes())
-    pq.write_table(pa.table({"sid": [1], "when": [2]}), staging / "d_other.parquet")
+    cut_lines = write_cut_gz(staging / "b_cut.csv.gz", middle)
+    write_noise(staging / "c_noise.bin", 4_000, seed=2)
+    write_other_parquet(staging / "d_other.parquet")
     write_positions(staging / "e.csv", second, newline="\n")
     # the good rows: a.csv, the lines of the cut file before the damage, e.csv
-    raw = np.concatenate([first, middle[:damage.lines], second])
+    raw = np.concatenate([first, middle[:cut_lines], second])
     raw["ats"] = raw["ts"]
     names = ["a.csv", "b_cut.csv.gz", "c_noise.bin", "d_other.parquet", "e.csv"]
     for name in names:

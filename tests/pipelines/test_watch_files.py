@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from bad_files import write_cut_gz, write_noise, write_other_parquet
 
 from specula.pipelines.spark_stream import LogWatcher
 from specula.soccer.debs2013 import write_positions
@@ -65,7 +66,6 @@ def test_bad_files_between_good_ones_are_quarantined_and_the_watch_goes_on(
     Spark fails on the truncated one, and reading the micro-batch file by file finds
     and quarantines it."""
     from specula.pipelines import spark_stream
-    from specula.pipelines.log_files import gzip_damage
 
     if not looked_at:
         monkeypatch.setattr(spark_stream, "file_damage", lambda path: None)
@@ -76,16 +76,9 @@ def test_bad_files_between_good_ones_are_quarantined_and_the_watch_goes_on(
     watched.mkdir()
     write_positions(staging / "a_good.csv", good0, newline="\n")
     write_positions(staging / "b_good.csv.gz", good1, newline="\n")
-    write_positions(staging / "c_cut.csv.gz", cut, newline="\n")
-    whole = (staging / "c_cut.csv.gz").read_bytes()
-    (staging / "c_cut.csv.gz").write_bytes(whole[:len(whole) // 2])
-    with open(staging / "c_cut.csv.gz", "rb") as raw:
-        damage = gzip_damage(str(staging / "c_cut.csv.gz"), raw)
-    assert damage is not None and 0 < damage.lines < len(cut)
-    noise = np.random.default_rng(1).integers(0, 256, 5_000, np.uint8)
-    noise[(noise == ord("\n")) | (noise == ord("\r"))] = ord("x")  # one line
-    (staging / "d_noise.bin").write_bytes(noise.tobytes())
-    pq.write_table(pa.table({"sid": [1], "when": [2]}), staging / "e_other.parquet")
+    cut_lines = write_cut_gz(staging / "c_cut.csv.gz", cut)
+    write_noise(staging / "d_noise.bin", 5_000, seed=1)
+    write_other_parquet(staging / "e_other.parquet")
     write_positions(staging / "f_good.csv", good2, newline="\n")
     names = ["a_good.csv", "b_good.csv.gz", "c_cut.csv.gz", "d_noise.bin",
              "e_other.parquet", "f_good.csv"]
@@ -94,7 +87,7 @@ def test_bad_files_between_good_ones_are_quarantined_and_the_watch_goes_on(
 
     watcher = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=3.0)
     got = np.concatenate(list(watcher.batches()))  # ends by its idle timeout, no error
-    read_of_cut = cut[:damage.lines] if looked_at else cut[:0]
+    read_of_cut = cut[:cut_lines] if looked_at else cut[:0]
     want = np.concatenate([good0, good1, read_of_cut, good2])
     assert len(got) == len(want)  # nothing lost, nothing twice
     for name in ("ts", "key", "x", "y", "z", "v", "a", "player", "team"):
@@ -106,7 +99,7 @@ def test_bad_files_between_good_ones_are_quarantined_and_the_watch_goes_on(
     assert [q.file for q in quarantine] == [(watched / n).as_uri() for n in bad]
     cut_record, noise_record, table_record = quarantine
     if looked_at:
-        assert cut_record.line == damage.lines + 1
+        assert cut_record.line == cut_lines + 1
         assert cut_record.reason.startswith("truncated gzip file")
     else:
         assert cut_record.line == 1 and cut_record.reason.startswith("cannot be read (")

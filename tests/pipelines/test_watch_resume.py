@@ -12,6 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -63,25 +66,51 @@ def _content(rows: object, names: list[str]) -> list[tuple]:
     return sorted(zip(*(cols[n].tolist() for n in names), strict=True))
 
 
-def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_detections(
-        tmp_path, ray_address):
-    match = generate_match(8.0, seed=3)
+@dataclass
+class _Watch:
+    """A watch of a generated match's four parts, two of them landed."""
+
+    match: Any
+    parts: list[np.ndarray]
+    staging: Path
+    watched: Path
+    out: Path
+    command: list[str]
+    proc: subprocess.Popen
+
+
+def _watch_taking_two_files(tmp_path: Path, ray_address: str, seconds: float,
+                            seed: int) -> _Watch:
+    """Start a watch (idle timeout 300 s) with two of four parts landed; return once both
+    are in the graph's hands and detections are being written."""
+    match = generate_match(seconds, seed=seed)
     parts = np.array_split(match.events, 4)
     staging, watched, out = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
     staging.mkdir()
     watched.mkdir()
     for i in (0, 1):
         _land(staging, watched, f"part{i}.csv", parts[i])
-    watch = [*SPECULA, "replay", str(watched), "--watch", "--out", str(out), "--no-progress",
-             "--no-plots", "--ray-address", ray_address]
-    proc = subprocess.Popen([*watch, "--idle-timeout", "300"], stdout=subprocess.PIPE,
+    command = [*SPECULA, "replay", str(watched), "--watch", "--out", str(out),
+               "--no-progress", "--no-plots", "--ray-address", ray_address]
+    proc = subprocess.Popen([*command, "--idle-timeout", "300"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 240
-        # both files are in the graph's hands, and detections are being written
         while _committed(out) < 2 or not list(out.glob("complex/*/*.parquet")):
             assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
             time.sleep(0.5)
+    except BaseException:
+        proc.kill()
+        raise
+    return _Watch(match, parts, staging, watched, out, command, proc)
+
+
+def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_detections(
+        tmp_path, ray_address):
+    w = _watch_taking_two_files(tmp_path, ray_address, 8.0, seed=3)
+    match, parts, staging, watched, out, watch, proc = (
+        w.match, w.parts, w.staging, w.watched, w.out, w.command, w.proc)
+    try:
         proc.send_signal(signal.SIGINT)
         first, _ = proc.communicate(timeout=240)
     finally:
@@ -157,22 +186,10 @@ def test_a_watch_that_died_after_taking_files_is_taken_over_exactly_once(
     Ctrl-C's abort): its graph's state is lost with it. The next watch on the folder
     ends what the dead one left running, drops its output, takes its files again and
     the new ones: the detections saved are exactly an uninterrupted watch's, each once."""
-    match = generate_match(6.0, seed=8)
-    parts = np.array_split(match.events, 4)
-    staging, watched, out = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
-    staging.mkdir()
-    watched.mkdir()
-    for i in (0, 1):
-        _land(staging, watched, f"part{i}.csv", parts[i])
-    watch = [*SPECULA, "replay", str(watched), "--watch", "--out", str(out), "--no-progress",
-             "--no-plots", "--ray-address", ray_address]
-    proc = subprocess.Popen([*watch, "--idle-timeout", "300"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    w = _watch_taking_two_files(tmp_path, ray_address, 6.0, seed=8)
+    match, parts, staging, watched, out, watch, proc = (
+        w.match, w.parts, w.staging, w.watched, w.out, w.command, w.proc)
     try:
-        deadline = time.time() + 240
-        while _committed(out) < 2 or not list(out.glob("complex/*/*.parquet")):
-            assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
-            time.sleep(0.5)
         tag = json.loads(lease_path(out, 1).read_text())["tag"]
         assert _tagged(tag)  # Spark's JVM and its workers carry it
         if death == "SIGKILL":
