@@ -52,17 +52,25 @@ def _sockets() -> dict[int, tuple[str, int]]:
     return found
 
 
-def process_tree(root: int) -> list[int]:
-    """``root`` and the processes descended from it, now."""
-    children: dict[int, list[int]] = {}
+def processes() -> dict[int, tuple[int, str]]:
+    """Every process on this machine: pid -> (parent pid, start time), from /proc."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
             except OSError:  # gone meanwhile
                 continue
-            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(
-                int(entry.name))
+            fields = stat[stat.rindex(")") + 2:].split()  # after the command's name
+            found[int(entry.name)] = (int(fields[1]), fields[19])
+    return found
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and the processes descended from it, now."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in processes().items():
+        children.setdefault(ppid, []).append(pid)
     found, todo = [], [root]
     while todo:
         pid = todo.pop()

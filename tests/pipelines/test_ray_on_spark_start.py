@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from listening import processes
 
 from specula.cluster import ClusterError
 from specula.cluster.spark import ray_on_spark
@@ -27,23 +28,9 @@ SPECULA = [sys.executable, "-m", "specula.cli"]
 EXIT_S = 20
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """Every process on this machine: pid -> (parent pid, start time), from /proc."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:  # gone meanwhile
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()  # after the command's name
-            found[int(entry.name)] = (int(fields[1]), fields[19])
-    return found
-
-
 def _descendants(root: int, seen: dict[int, str]) -> None:
     """Add ``root``'s descendants now alive to ``seen`` (pid -> start time)."""
-    procs = _processes()
+    procs = processes()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
@@ -56,7 +43,7 @@ def _descendants(root: int, seen: dict[int, str]) -> None:
 
 def _alive(seen: dict[int, str]) -> list[str]:
     """The processes of ``seen`` still running (the same process: same start time)."""
-    procs = _processes()
+    procs = processes()
     left = []
     for pid, start in seen.items():
         if pid in procs and procs[pid][1] == start:
