@@ -90,7 +90,7 @@ class _PlayerMotion(_Aggregate):
         self.team = np.zeros(0, np.int64)  # per player, -1: not seen
         self.leg_ts = np.zeros((0, 2))
         self.leg_pos = np.zeros((0, 2, 2))
-        self.leg_vel = np.zeros((0, 2, 6))
+        self.leg_vel = np.zeros((0, 2, 3))
         self.last_t = np.zeros(0)
         self.ema = np.zeros((0, 4))
         self.sums = SecondSums(self.values, max(w for w in self.windows_s))
@@ -102,7 +102,7 @@ class _PlayerMotion(_Aggregate):
         self.team = np.concatenate([self.team, np.full(k, -1, np.int64)])
         self.leg_ts = np.concatenate([self.leg_ts, np.full((k, 2), -1.0)])
         self.leg_pos = np.concatenate([self.leg_pos, np.zeros((k, 2, 2))])
-        self.leg_vel = np.concatenate([self.leg_vel, np.zeros((k, 2, 6))])
+        self.leg_vel = np.concatenate([self.leg_vel, np.zeros((k, 2, 3))])
         self.last_t = np.concatenate([self.last_t, np.full(k, -1.0)])
         self.ema = np.concatenate([self.ema, np.full((k, 4), -1.0)])
 
@@ -168,8 +168,7 @@ class _PlayerMotion(_Aggregate):
         seg = _motion.segments(
             events["player"][rows], events["limb"][rows], events["ts"][rows],
             events["x"][rows], events["y"][rows], events["v"][rows], events["vx"][rows],
-            events["vy"][rows], events["vz"][rows], events["a"][rows], events["ax"][rows],
-            events["ay"][rows], events["az"][rows], self.leg_ts, self.leg_pos, self.leg_vel,
+            events["vy"][rows], events["vz"][rows], self.leg_ts, self.leg_pos, self.leg_vel,
             self.last_t, self.stale_ps, self.smoothing_ps, self.ema, advance_to)
         if len(seg) and not self.stopped:
             self._take(seg)
