@@ -26,7 +26,7 @@ from specula.soccer.geometry import HEAT_GRIDS, INTENSITY_NAMES, PITCH_X, PITCH_
 
 #: The types the tables and maps read, as in the soccer registry.
 TYPES = ("running_stats", "possession_stats", "team_possession", "heat", "hit", "pass",
-         "shot")
+         "shot", "shot_ball")
 #: The heat-map grid drawn (index in :data:`HEAT_GRIDS`): 16 x 25 cells of ~3 m.
 HEAT_GRID = 1
 TEAMS = ("A", "B")

@@ -87,7 +87,7 @@ TYPES: dict[str, tuple[str, str]] = {
              "goal aimed at, `eta` the expected arrival"),
     "shot_ball": ("the ball", "each reading of a shot's ball while the shot lasts (until the "
                   "ball leaves the pitch, the next hit, or 1.5 s after `eta`): the shooter "
-                  "and the ball's position and speed"),
+                  "and the reading's fields (DEBS 2013 query 4's output)"),
     "side": ("the team", "which goal a team defends, from where its goalkeeper stands; again "
              "after the change of ends"),
     "blocked_shot": ("the shooter", "a shot, then a hit by an opponent before the ball "

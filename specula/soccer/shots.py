@@ -59,6 +59,10 @@ def goal_reached(x, y, z, vx, vy, vz, speed_mm_s, horizon_s,
     return out
 
 
+#: The fields of a ball reading a ``shot_ball`` carries (query 4's output lists them).
+_READING = ("x", "y", "z", "v", "vx", "vy", "vz", "a", "ax", "ay", "az")
+
+
 class ShotOnGoal(Detector):
     """DEBS 2013 query 4: after a hit, the kicked ball's projected path
     (:func:`goal_reached`) reaches the goal the hitter's team attacks within 1.5 s of the
@@ -73,9 +77,10 @@ class ShotOnGoal(Detector):
     back-pass towards one's own goalkeeper is no shot.
 
     While the shot lasts, each reading of its ball is reported as a ``shot_ball`` (key:
-    the ball; the shooter, his team, and the ball's position and speed), from the reading
-    that showed the shot until the ball leaves the pitch, the next hit, or 1.5 s after
-    the expected arrival: the stream of ball positions query 4 asks for.
+    the ball; the shooter, his team, and the reading's position, velocity and
+    acceleration), from the reading that showed the shot until the ball leaves the
+    pitch, the next hit, or 1.5 s after the expected arrival: the stream of ball
+    readings query 4 asks for.
 
     Examples
     --------
@@ -151,7 +156,7 @@ class ShotOnGoal(Detector):
         if len(seg):
             e = events[seg]
             emit.many("shot_ball", ts=e["ts"], key=ball, cause=seg, player=player, team=team,
-                      x=e["x"], y=e["y"], z=e["z"], v=e["v"])
+                      **{f: e[f] for f in _READING})
 
     def _judge(self, events: np.ndarray, is_ball: np.ndarray, start: int, end: int,
                emit: Emitter) -> int | None:

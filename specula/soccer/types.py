@@ -51,8 +51,11 @@ DERIVED_TYPES = {
     "interception": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     "double_pass": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
     "shot": {"player": "i4", "team": "i1", "goal": "i1", "eta": "i8"},
-    # the ball's readings while a shot lasts (key: the ball), DEBS 2013 query 4
-    "shot_ball": {"player": "i4", "team": "i1", "x": "i8", "y": "i8", "z": "i8", "v": "i8"},
+    # the ball's readings while a shot lasts (key: the ball), DEBS 2013 query 4: the
+    # shooter and the reading's fields, as the challenge lists them
+    "shot_ball": {"player": "i4", "team": "i1", "x": "i8", "y": "i8", "z": "i8", "v": "i8",
+                  "vx": "i4", "vy": "i4", "vz": "i4", "a": "i8", "ax": "i4", "ay": "i4",
+                  "az": "i4"},
     # the goal a team defends (key: the team), from where its goalkeeper stands
     "side": {"team": "i1", "goal": "i1"},
     "blocked_shot": {"player": "i4", "team": "i1", "receiver": "i4", "received": "i8"},
