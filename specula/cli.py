@@ -146,6 +146,11 @@ def replay(args: argparse.Namespace) -> int:
     from specula.soccer.analytics import coach_tables
 
     coach_tables(result, Path(config.out), config.plots)
+    if args.debs_output:
+        from specula.soccer.debs_output import write_run
+
+        written = write_run(result, Path(config.out, "debs"))
+        print(f"{len(written)} DEBS 2013 result streams (CSV) in {config.out}/debs/")
     print(f"complex events, emissions, late events, quarantine and metrics (Parquet), tables, "
           f"summary.json{' and plots' if config.plots else ''} in {config.out}/")
     return 0
@@ -624,6 +629,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=_POSITIVE_INT, default=1_000,
                    help="raw events per batch; K at fan-ins must cover a few batches")
     s.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
+    s.add_argument("--debs-output", action="store_true",
+                   help="also write the DEBS 2013 queries' results in the Grand Challenge's "
+                        "schemas, one CSV per stream, under OUT/debs/")
     s.add_argument("--no-progress", action="store_true",
                    help="no progress lines for the phases of the job")
     s.add_argument("--watch", action="store_true",

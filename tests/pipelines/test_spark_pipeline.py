@@ -127,7 +127,8 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standal
     out = tmp_path / "run"
     # two sources add up to a step (0.1 s) of disorder to the delays: K0 covers both
     done = _run(["replay", "--seconds", "3", "--out", str(out), "--no-progress",
-                 "--spark-master", standalone_spark, "--sources", "2", "--k0-ms", "600"])
+                 "--spark-master", standalone_spark, "--sources", "2", "--k0-ms", "600",
+                 "--debs-output"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on ray" in done.stdout and "real-time factor" in done.stdout
     _assert_no_strays(before)
@@ -168,6 +169,11 @@ def test_replay_on_ray_on_spark_persists_the_in_process_answer(tmp_path, standal
     assert "possession" in done.stdout and "m per intensity" in done.stdout
     assert (out / "tables" / "players.csv").exists()
     assert (out / "plots" / "heat_team_A.png").exists()
+    # the DEBS 2013 queries' streams in the challenge's schemas (--debs-output)
+    assert "DEBS 2013 result streams" in done.stdout
+    header = (out / "debs" / "q3_heat_game_8x13.csv").read_text().splitlines()[0]
+    assert header == "ts,player_id,cell_x1,cell_y1,cell_x2,cell_y2,percent_time_in_cell"
+    assert (out / "debs" / "q1_running_1min.csv").exists()
 
 
 def _corrupt(lines: list[bytes], rng: np.random.Generator) -> dict[int, tuple[str | None, str]]:
