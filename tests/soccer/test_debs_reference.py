@@ -1,0 +1,227 @@
+"""The hierarchy's DEBS 2013 queries, in the challenge's output schemas
+(:mod:`specula.soccer.debs_output`), equal an independent reference that follows the
+challenge's text (``tests/debs_reference.py``): on a generated match with the referee's
+interruptions and on the real sample. Sums of times and distances within 1 %, the cells
+a player was in, the hits and the shots exactly.
+
+The generated match is 20 s in CI (the reference is slow Python) and 60 s with
+``SPECULA_SOAK=1``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import debs_reference as ref
+import numpy as np
+import pytest
+
+from specula import InProcessRuntime
+from specula.soccer import debs_output
+from specula.soccer.analytics import events_by_type
+from specula.soccer.debs2013 import read_positions
+from specula.soccer.geometry import HEAT_GRIDS, PITCH_X, PITCH_Y, PS
+from specula.soccer.graph import soccer_graph
+from specula.soccer.match import generate_match
+from specula.soccer.spark_log import PositionLog
+from specula.soccer.types import soccer_registry
+
+pytestmark = pytest.mark.slow  # a generated match through the whole hierarchy
+
+DEBS = Path(__file__).resolve().parent.parent / "data" / "debs2013"
+SECONDS = 60 if os.environ.get("SPECULA_SOAK") == "1" else 20
+REG = soccer_registry()
+NAMES = {t.id: t.name for t in REG.types()}
+
+
+class Run:
+    """A stream through the hierarchy (in-process, in time order) and through the
+    reference."""
+
+    def __init__(self, events: np.ndarray, metadata=None) -> None:
+        graph = soccer_graph(1.0, queries=True, metadata=metadata)
+        report = InProcessRuntime(graph).run(events, step_ticks=200 * 10**9)
+        self.events = events_by_type(report, graph)
+        self.streams = debs_output.challenge_streams(self.events)
+        self.sides = {int(s["team"]): int(s["goal"]) for s in report.net("sides")}
+        self.rows = ref.stream(events, NAMES)
+        self.moves = ref.motion(self.rows)
+        self.hits = ref.hits(self.rows)
+
+
+@pytest.fixture(scope="module")
+def match_run():
+    match = generate_match(SECONDS, profile="debs2013", seed=1)
+    assert len(match.truth.interruptions)  # play stops and goes on again
+    return Run(match.stream(), match.metadata)
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return np.concatenate([c.events for c in read_positions(DEBS / "sample-pregame-2000.csv")])
+
+
+def _last(table: np.ndarray) -> np.ndarray:
+    return table[table["ts"] == table["ts"].max()]
+
+
+def _relative_l1(got: dict, want: dict, resolution: float = 0.0) -> float:
+    """L1 distance of ``got`` from ``want`` relative to ``want``'s total, each entry's
+    difference less the rounding of ``got`` to ``resolution``."""
+    keys = set(got) | set(want)
+    total = sum(abs(v) for v in want.values())
+    return sum(max(abs(got.get(k, 0.0) - want.get(k, 0.0)) - resolution / 2, 0.0)
+               for k in keys) / max(total, 1e-9)
+
+
+def _check_running(run: Run, at: int | None = None) -> None:
+    """Q1 of the report at ``at`` (None: the last), every window: time and distance per
+    player and class within 1 % (L1 over players and classes), less the hierarchy's
+    rounding to whole mm (the real sample's players stand: centimetres in all)."""
+    want = ref.running(run.moves, at=at)
+    for w, want_w in want.items():
+        table = run.streams[f"q1_running_{debs_output.window_name(w)}"]
+        table = _last(table) if at is None else table[table["ts"] == at]
+        assert len(table), (w, at)
+        for i, (unit, resolution) in enumerate((("time", 1e-6), ("distance", 1e-3))):
+            got = {(int(r["player_id"]), c): float(r[f"{c}_{unit}"])
+                   for r in table for c in ref.CLASSES}
+            wanted = {k: v[i] for k, v in want_w.items()}
+            error = _relative_l1(got, wanted, resolution)
+            assert error < 0.01, (w, unit, error)
+
+
+def test_q1_aggregate_running_statistics_equal_the_reference(match_run):
+    _check_running(match_run)
+    _check_running(match_run, at=int(match_run.streams["q1_running_game"]["ts"][0]) + 5 * PS)
+
+
+def test_q2_possession_equals_the_reference(match_run):
+    hierarchy = [(int(e["ts"]), int(e["player"])) for e in match_run.events["hit"]]
+    assert sorted(hierarchy) == [(h["ts"], h["player"]) for h in match_run.hits]
+    want = ref.possession(match_run.rows, match_run.hits)
+    for w, want_w in want.items():
+        name = debs_output.window_name(w)
+        players = _last(match_run.streams[f"q2_player_{name}"])
+        got = {int(r["player_id"]): float(r["time"]) for r in players}
+        assert _relative_l1(got, {p: v[0] for p, v in want_w["players"].items()}) < 0.01, w
+        teams = _last(match_run.streams[f"q2_team_{name}"])
+        total = sum(want_w["teams"].values())
+        assert total > 0
+        for r in teams:
+            t = int(r["team_id"])
+            assert r["time"] == pytest.approx(want_w["teams"][t], rel=0.01, abs=1e-3)
+            assert r["percent"] == pytest.approx(100 * want_w["teams"][t] / total, abs=0.5)
+
+
+def _check_heat(run: Run) -> None:
+    """Q3's last report, every window and grid: the same cells per player, each cell's
+    share of his time within 1 % (L1)."""
+    want = ref.heat(run.moves)
+    for (w, g), cells in want.items():
+        cols, rows = HEAT_GRIDS[g]
+        table = _last(run.streams[f"q3_heat_{debs_output.window_name(w)}_{cols}x{rows}"])
+        width = (PITCH_X[1] - PITCH_X[0]) / cols
+        length = (PITCH_Y[1] - PITCH_Y[0]) / rows
+        got = {(int(r["player_id"]), round((r["cell_x1"] - PITCH_X[0]) / width),
+                round((r["cell_y1"] - PITCH_Y[0]) / length)): float(r["percent_time_in_cell"])
+               for r in table}
+        totals: dict[int, float] = {}
+        for (p, _, _), s in cells.items():
+            totals[p] = totals.get(p, 0.0) + s
+        wanted = {k: 100 * s / totals[k[0]] for k, s in cells.items()}
+        assert set(got) == set(wanted), (w, g, set(got) ^ set(wanted))
+        assert _relative_l1(got, wanted) < 0.01, (w, g)
+
+
+def test_q3_heat_maps_equal_the_reference(match_run):
+    _check_heat(match_run)
+
+
+def test_q4_shots_equal_the_reference(match_run):
+    want = ref.shots(match_run.rows, match_run.hits, match_run.sides)
+    got = match_run.streams["q4_shots"]
+    shots = match_run.events.get("shot", np.zeros(0, REG.dtype(["shot"])))
+    assert sorted((int(s["ts"]), int(s["player"])) for s in shots) == \
+        [(s["ts"], s["player"]) for s in want]
+    if SECONDS == 60:
+        assert len(want)
+    # the hierarchy's rows are the shot balls' readings from the one that showed the shot
+    fields = [c for c in debs_output.Q4_COLUMNS if c != "player_id"]
+    readings = {r[0]: r for s in want for r in s["readings"]}
+    for s in want:
+        first = got[got["ts"] == s["readings"][0][0]]
+        assert len(first) == 1 and int(first["player_id"][0]) == s["player"]
+    for r in got:
+        if int(r["ts"]) in readings:
+            assert tuple(int(r[c]) for c in fields) == readings[int(r["ts"])]
+
+
+def test_the_challenge_streams_have_its_columns_and_units(match_run):
+    streams = match_run.streams
+    kinds = {"q1_running": debs_output.Q1_COLUMNS, "q2_player": debs_output.Q2_PLAYER_COLUMNS,
+             "q2_team": debs_output.Q2_TEAM_COLUMNS, "q3_heat": debs_output.Q3_COLUMNS,
+             "q4_shots": debs_output.Q4_COLUMNS}
+    for name, table in streams.items():
+        kind = next(k for k in kinds if name.startswith(k))
+        assert table.dtype.names == kinds[kind], name
+    assert {n for n in streams if n.startswith("q1")} == {
+        "q1_running_1min", "q1_running_5min", "q1_running_20min", "q1_running_game"}
+    assert len([n for n in streams if n.startswith("q3")]) == 16
+    # Q1: times in s, distances in m: a player's classes add up to the play he was in
+    game = _last(streams["q1_running_game"])
+    time = sum(game[f"{c}_time"] for c in ref.CLASSES)
+    assert (time <= SECONDS).all() and time.max() > SECONDS / 2
+    metres_per_s = sum(game[f"{c}_distance"] for c in ref.CLASSES) / time
+    assert (metres_per_s > 0.2).all() and (metres_per_s < 8).all()
+    # Q2, Q3: percent, adding up to 100 per report (per player for Q3)
+    team = streams["q2_team_game"]
+    for ts in np.unique(team["ts"]):
+        share = team["percent"][team["ts"] == ts].sum()
+        assert share == pytest.approx(100.0) or share == 0.0
+    heat = streams["q3_heat_game_16x25"]
+    for (ts, p) in {(int(r["ts"]), int(r["player_id"])) for r in heat[::97]}:
+        mine = heat[(heat["ts"] == ts) & (heat["player_id"] == p)]
+        assert mine["percent_time_in_cell"].sum() == pytest.approx(100.0)
+        assert np.allclose(mine["cell_x2"] - mine["cell_x1"], (PITCH_X[1] - PITCH_X[0]) / 16,
+                           atol=1)
+    # Q4: the ball's readings as they came: mm, um/s, um/s^2, directions of length 10,000
+    shots = streams["q4_shots"]
+    if len(shots):
+        assert (shots["|v|"] > 5_000_000).any()
+        length = np.hypot(np.hypot(shots["vx"], shots["vy"]), shots["vz"])
+        assert np.allclose(length, 10_000, atol=2)
+
+
+def test_the_csv_files_carry_the_challenge_s_header(match_run, tmp_path):
+    paths = debs_output.write_csv(match_run.streams, tmp_path)
+    assert len(paths) == len(match_run.streams)
+    header = Path(paths["debs_q4_shots"]).read_text().splitlines()[0]
+    assert header == "ts,player_id,x,y,z,|v|,vx,vy,vz,|a|,ax,ay,az"
+    rows = Path(paths["debs_q2_team_game"]).read_text().splitlines()
+    assert rows[0] == "ts,team_id,time,percent" and len(rows) == 1 + len(
+        match_run.streams["q2_team_game"])
+
+
+def test_the_real_sample_equals_the_reference(sample):
+    """The real pre-game rows as play (no annotations): Q1 and Q3 per the reference, no
+    hit and no shot in either."""
+    run = Run(sample)
+    assert {n for n in run.streams if n.startswith("q1")}
+    _check_running(run)
+    _check_heat(run)
+    assert run.hits == [] and "hit" not in run.events
+    assert "q4_shots" not in run.streams or not len(run.streams["q4_shots"])
+
+
+def test_the_real_sample_with_the_referee_is_no_game_time(sample):
+    """With ``--referee``'s annotations the sample lies before the kick-off: no query
+    reports a thing, and neither does the reference."""
+    notes = PositionLog().with_referee(DEBS / "referee-events").annotations()
+    notes = notes[notes["ts"] <= sample["ts"].max()].astype(sample.dtype)
+    events = np.concatenate([notes, sample])
+    events = events[np.argsort(events["ts"], kind="stable")]
+    run = Run(events)
+    assert not any(len(t) for t in run.streams.values())
+    assert not ref.running(run.moves)[0] and not ref.heat(run.moves)[(0, 0)]
+    assert ref.possession(run.rows, run.hits)[0]["players"] == {}
