@@ -52,7 +52,15 @@ from typing import Any
 
 import numpy as np
 
-from specula.soccer.geometry import HEAT_GRIDS, INTENSITY_NAMES, PITCH_X, PITCH_Y
+from specula.soccer.geometry import (
+    HEAT_GRIDS,
+    HEAT_WINDOWS_S,
+    INTENSITY_NAMES,
+    PITCH_X,
+    PITCH_Y,
+    RUNNING_WINDOWS_S,
+)
+from specula.soccer.types import soccer_registry
 
 #: The columns of each kind of stream, as the challenge lists them.
 Q1_COLUMNS = ("ts", "player_id",
@@ -86,10 +94,11 @@ def _ordered(rows: np.ndarray, *keys: str) -> np.ndarray:
     return rows[np.lexsort(tuple(rows[k] for k in reversed(("ts", *keys))))]
 
 
-def running_streams(running_stats: np.ndarray) -> dict[str, np.ndarray]:
+def running_streams(running_stats: np.ndarray,
+                    windows: tuple[int, ...] = RUNNING_WINDOWS_S) -> dict[str, np.ndarray]:
     """Q1's aggregate running statistics, one table per window, from ``running_stats``."""
     out = {}
-    for w in sorted(set(running_stats["window"].tolist())):
+    for w in windows:
         r = _ordered(running_stats[running_stats["window"] == w], "player")
         data = [r["ts"], r["player"]]
         for c in INTENSITY_NAMES:
@@ -98,17 +107,16 @@ def running_streams(running_stats: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def possession_streams(possession_stats: np.ndarray, team_possession: np.ndarray
-                       ) -> dict[str, np.ndarray]:
+def possession_streams(possession_stats: np.ndarray, team_possession: np.ndarray,
+                       windows: tuple[int, ...] = RUNNING_WINDOWS_S) -> dict[str, np.ndarray]:
     """Q2 per player and per team, one table per window: time in s and percent of the
     window's possession time."""
     out = {}
-    for w in sorted(set(possession_stats["window"].tolist())):
+    for w in windows:
         r = _ordered(possession_stats[possession_stats["window"] == w], "player")
         out[f"q2_player_{window_name(w)}"] = _table(
             Q2_PLAYER_COLUMNS, "i8,i4,f8,f8", [r["ts"], r["player"], r["us"] / 1e6,
                                                r["share"] * 100])
-    for w in sorted(set(team_possession["window"].tolist())):
         r = _ordered(team_possession[team_possession["window"] == w], "team")
         out[f"q2_team_{window_name(w)}"] = _table(
             Q2_TEAM_COLUMNS, "i8,i4,f8,f8", [r["ts"], r["team"], r["us"] / 1e6,
@@ -116,14 +124,14 @@ def possession_streams(possession_stats: np.ndarray, team_possession: np.ndarray
     return out
 
 
-def heat_streams(heat: np.ndarray, grids: tuple[tuple[int, int], ...] = HEAT_GRIDS
-                 ) -> dict[str, np.ndarray]:
+def heat_streams(heat: np.ndarray, windows: tuple[int, ...] = HEAT_WINDOWS_S,
+                 grids: tuple[tuple[int, int], ...] = HEAT_GRIDS) -> dict[str, np.ndarray]:
     """Q3, one table per window and grid: at each report, every cell a player has spent
     time in within the window, its corners and its percent of his time there. The
     ``heat`` events carry only the cells that changed; the maps are rebuilt report by
     report."""
     out = {}
-    for w in sorted(set(heat["window"].tolist())):
+    for w in windows:
         for g, (cols, rows) in enumerate(grids):
             sel = heat[(heat["window"] == w) & (heat["grid"] == g)]
             out[f"q3_heat_{window_name(w)}_{cols}x{rows}"] = _heat_grid(sel, cols, rows)
@@ -165,19 +173,17 @@ def shot_stream(shot_ball: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def challenge_streams(events: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every stream the events of a run give (by type name, as
-    :func:`specula.soccer.analytics.events_by_type`); a query that did not run gives
-    none."""
-    out: dict[str, np.ndarray] = {}
-    if "running_stats" in events:
-        out.update(running_streams(events["running_stats"]))
-    if "possession_stats" in events and "team_possession" in events:
-        out.update(possession_streams(events["possession_stats"], events["team_possession"]))
-    if "heat" in events:
-        out.update(heat_streams(events["heat"]))
-    if "shot_ball" in events:
-        out.update(shot_stream(events["shot_ball"]))
-    return out
+    """Every stream of the challenge, from the events of a run (by type name, as
+    :func:`specula.soccer.analytics.events_by_type`, which leaves out a type none was
+    emitted of): a stream whose query found nothing is an empty table."""
+    reg = soccer_registry()
+
+    def rows(name: str) -> np.ndarray:
+        return events[name] if name in events else np.zeros(0, reg.dtype([name]))
+
+    return {**running_streams(rows("running_stats")),
+            **possession_streams(rows("possession_stats"), rows("team_possession")),
+            **heat_streams(rows("heat")), **shot_stream(rows("shot_ball"))}
 
 
 def write_csv(streams: Mapping[str, np.ndarray], folder: Path) -> dict[str, str]:
