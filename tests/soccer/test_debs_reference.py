@@ -226,3 +226,35 @@ def test_the_real_sample_with_the_referee_is_no_game_time(sample):
     assert not any(len(t) for t in run.streams.values())
     assert not ref.running(run.moves)[0] and not ref.heat(run.moves)[(0, 0)]
     assert ref.possession(run.rows, run.hits)[0]["players"] == {}
+
+
+def _kicks_around_a_stop() -> np.ndarray:
+    """Player 3 (team 0) beside ball 4 in the middle of the pitch kicks it lightly at
+    1.0 s, 2.5 s and 3.0 s; the referee stops play from 1.5 s to 2.0 s."""
+    t0 = 10_000 * PS
+    rows: list[dict] = []
+    for ms in range(0, 3500):  # the ball, every ms: a pulse of 10 ms at each kick
+        a = sum(120e6 * np.sin(np.pi * (ms - k) / 10) ** 2 for k in (1000, 2500, 3000)
+                if 0 <= ms - k <= 10)
+        rows.append({"type": "ball", "ts": t0 + ms * 10**9, "key": 4, "x": 26_000, "y": 0,
+                     "z": 110, "a": int(a), "ax": 10_000 if a else 0})
+    for ms in range(0, 3500, 5):  # his legs, 30 cm away
+        for limb in (0, 1):
+            rows.append({"type": "player", "ts": t0 + ms * 10**9 + limb * 10**9,
+                         "key": 13 + limb, "x": 26_300, "y": 0, "z": 100, "player": 3,
+                         "team": 0, "limb": limb})
+    rows += [{"type": name, "ts": t0 + ms * 10**9, "key": 0}
+             for name, ms in (("interruption_begin", 1500), ("interruption_end", 2000))]
+    rows.sort(key=lambda r: r["ts"])
+    return REG.from_records(rows, dtype=REG.dtype(["ball", "player", *ref.REFEREE]))
+
+
+def test_q2_counts_no_possession_across_a_stop():
+    """Three hits of one player, a stop between the first two: his possession is the
+    0.5 s between the last two, in the hierarchy as in the reference."""
+    run = Run(_kicks_around_a_stop())
+    assert [h["player"] for h in run.hits] == [3, 3, 3]
+    assert ref.possession(run.rows, run.hits)[0]["players"][3][0] == pytest.approx(0.5)
+    player = _last(run.streams["q2_player_game"])
+    assert player["player_id"].tolist() == [3]
+    assert player["time"][0] == pytest.approx(0.5, abs=1e-3)
