@@ -25,8 +25,9 @@ Set-up, read from the paper (sec. VI-A, VI-B):
   the recall figures against (a strategy that cannot get down to the bound is not
   comparable). ``cost="work"`` charges instead ``WORK_S`` per unit of the engine's work
   (candidates scanned plus matches made, plus one per event): deterministic, for tests.
-  RS and SS drop state at most once per ``COOLDOWN`` events, the hybrid shedder picks
-  a shedding set at most once per ``HYBRID_COOLDOWN``.
+  RS, SS and HyS drop state at most once per ``COOLDOWN`` events; hybrid and HyI, whose
+  input filter holds in between, pick a shedding set at most once per
+  ``HYBRID_COOLDOWN``.
 * **Wall clock**: ``wall_per_event_*`` is the server's busy time (engine + shedder) per
   event offered after the warm-up, ``throughput_*`` events offered per second of it
   (median of ``repeat`` rounds); the hashing of the matches' identities, which only this
@@ -64,10 +65,12 @@ from specula.shedding.baselines import (
 from specula.shedding.hybrid import HybridShedder
 
 GAP_US = 10  # µs between events' time stamps
-#: Events between two state drops (the baselines RS, SS): half the quick window
+#: Events between two state drops of a state-only shedder (RS, SS, HyS): half the quick
+#: window
 COOLDOWN = 200
-#: Events between two shedding sets of the hybrid shedder (HyS, HyI, hybrid): its input
-#: filter holds in between, and each set costs a listing of the partial matches
+#: Events between two shedding sets of the hybrid shedder with its input filter (HyI,
+#: hybrid): the filter holds in between, and each set costs a listing of the partial
+#: matches
 HYBRID_COOLDOWN = 600
 #: Events before the latency is compared with the bound: two smoothing windows, the
 #: time the trigger takes to reach its level
@@ -200,7 +203,7 @@ def strategies(model: object, selectivity: np.ndarray, frequency: np.ndarray,
     return {
         "hybrid": lambda: HybridShedder(_copy(model), "hybrid", cooldown=HYBRID_COOLDOWN),
         "hyi": lambda: HybridShedder(_copy(model), "input", cooldown=HYBRID_COOLDOWN),
-        "hys": lambda: HybridShedder(_copy(model), "state", cooldown=HYBRID_COOLDOWN),
+        "hys": lambda: HybridShedder(_copy(model), "state", cooldown=COOLDOWN),
         "ri": lambda: RandomInput(seed),
         "si": lambda: selectivity_input(selectivity, frequency, seed=seed),
         "rs": lambda: RandomState(seed, COOLDOWN),
