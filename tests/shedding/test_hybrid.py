@@ -427,3 +427,22 @@ def test_a_node_sheds_partial_matches_through_its_gate():
         out[name] = Counter(zip(net["ts"].tolist(), net["id"].tolist(), strict=True))
         assert report.shed("q1") == {}  # no event was dropped: RS sheds state only
     assert out["rs"] <= out["unshed"] and out["rs"] != out["unshed"]
+
+
+def test_classes_are_clusters_of_leaves_and_sets_are_solved_by_dp(ds1_setup):
+    """Each state has at most 10 classes (k-means over its tree's leaves), every leaf in
+    one; a row's class is its leaf's; so a shedding set has at most 80 items, all
+    solved exactly by the DP."""
+    reg, rule, model, sel, freq, events, unshed = ds1_setup
+    rng = np.random.default_rng(0)
+    for sm in model.states.values():
+        classes = len(sm.contribution)
+        assert 2 <= classes <= 10 and sm.contribution.shape == sm.consumption.shape
+        assert sorted(set(sm.leaf_class.tolist())) == list(range(classes))
+        x = rng.integers(0, 12, (500, len(sm.names))).astype(float)
+        assert (sm.classify(x) == sm.leaf_class[sm.tree.leaf(x)]).all()
+    shedder = _strategies(model, sel, freq)["hybrid"]()
+    run(RuleDetector(rule, reg), events, shedder, 0.3 * unshed["latency_s"], cost="work")
+    assert shedder.solves["dp"] > 0 and shedder.solves["greedy"] == 0
+    with pytest.raises(ValueError, match="adapt_every"):
+        HybridShedder(model, adapt_every=0)
