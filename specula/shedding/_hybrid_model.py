@@ -15,27 +15,32 @@ of their events):
   **Consumption** Γ-(p, s): the sum of Ω over ``p`` itself and the matches derived at
   slice ``s`` or later (eq. 4), with Ω a match's length, the paper's memory footprint.
   Only partial matches whose whole window lies inside the historic data count.
-* **Classes.** Per state, k-means on log(1 + [Γ+(p, ·), Γ-(p, ·)]) (``clusters``
-  clusters; the paper picks the number by the gap statistic, here it is given), and a
-  decision tree of depth ``clusters`` that predicts the cluster from the attribute
-  values of ``p``'s events (the attributes the rule reads). Our reading: a *class* is a
-  leaf of that tree, i.e. a predicate over the attribute values (the paper's "class
-  characterized by a predicate"), and its values per slice are the 90th percentiles
-  among the historic partial matches in that leaf. The paper takes the cluster's
-  members; but outcomes are random where the attributes cannot tell them apart (on DS1
-  an A, B match with a.v + b.v <= 10 may or may not meet its C), so a cluster of
-  "completed" matches is not predictable, and a tree's majority label mixes the
-  always-useless matches (a.v + b.v > 10) with useful ones; the leaves keep them apart
-  and the clusters only guide where the tree splits.
-* **Tables.** The tree becomes NumPy arrays (:class:`TreeTable`); the hot path walks
-  them vectorised, never calling scikit-learn.
+* **Classes.** Per state, a regression tree of depth ``clusters`` (the paper's depth)
+  predicts log(1 + [Γ+(p, ·), Γ-(p, ·)]) from the attribute values of ``p``'s events
+  (the attributes the rule reads); k-means (``clusters`` clusters; the paper picks the
+  number by the gap statistic, here it is given) then groups the tree's leaves by their
+  mean values, each leaf weighted by its partial matches: a *class* is a cluster of
+  leaves, i.e. a union of predicates over the attribute values (the paper's "class
+  characterized by a predicate"). Our reading: the paper clusters the partial matches
+  themselves and trains a classifier to predict the cluster; but outcomes are random
+  where the attributes cannot tell them apart (on DS1 an A, B match with a.v + b.v <= 10
+  may or may not meet its C), so a cluster of "completed" matches is not predictable.
+  Clustering the tree's predictions keeps the always-useless matches (a.v + b.v > 10)
+  apart from the useful ones, and keeps the classes few: ``clusters`` x ``slices``
+  knapsack items per state, which dynamic programming solves (:mod:`.knapsack`). A
+  class's values per slice are the means over its historic partial matches (the
+  paper's 90th percentile over- or understates a class of mostly-zero contributions;
+  the online adaptation blends in means too).
+* **Tables.** The tree becomes NumPy arrays (:class:`TreeTable`) whose leaves hold
+  their class; the hot path walks them in one compiled loop, never calling
+  scikit-learn.
 
 Online (:meth:`HybridModel.observe`): the same lineage counts from what the detector
 makes, per class and slice of the originating partial matches (classified by the
 tables), divided by the partial matches of that class made in the period, replace a
 share ``w = 0.5`` of the values at the end of every time slice: Γ = (1 - w)·Γ + w·Γ_inc
 (values of classes that made nothing in the period stay). The per-period means stand
-beside the offline 90th percentiles: our reading of "streaming counts".
+beside the offline means: our reading of "streaming counts".
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from specula.events.hashing import fold64
 from specula.shedding.state import PartialMatchView
 
 if TYPE_CHECKING:
-    from sklearn.tree import DecisionTreeClassifier
+    from sklearn.tree import BaseDecisionTree
 
 __all__ = ["HybridModel", "StateModel", "TreeTable", "learn"]
 
@@ -69,29 +74,25 @@ def _walk(x, left, right, feature, threshold, where):  # pragma: no cover - jit
 
 
 class TreeTable:
-    """A fitted scikit-learn decision tree as arrays, predicting without scikit-learn.
+    """A fitted scikit-learn decision tree as arrays, walked without scikit-learn.
 
     :meth:`leaf` walks each row down the tree in a Numba loop (O(depth) per row),
     comparing as scikit-learn does: the features as float32, ``x <= threshold`` goes
-    left; :meth:`predict` is the leaf's label. ``lo``, ``hi`` are the leaves' boxes,
-    ``(lo, hi]`` per feature.
+    left. ``lo``, ``hi`` are the leaves' boxes, ``(lo, hi]`` per feature.
     """
 
-    def __init__(self, tree: DecisionTreeClassifier) -> None:
+    def __init__(self, tree: BaseDecisionTree) -> None:
         t = tree.tree_
         self.left = t.children_left.astype(np.int64)
         self.right = t.children_right.astype(np.int64)
         self.feature = np.maximum(t.feature, 0).astype(np.int64)
         self.threshold = t.threshold.astype(np.float64)
-        self.label = np.asarray(tree.classes_)[np.argmax(t.value[:, 0, :], axis=1)].astype(
-            np.int64)
         self.depth = int(t.max_depth)
         self.features = int(t.n_features)
         leaves = np.flatnonzero(self.left < 0)
         self.leaves = leaves
         self.where = np.full(len(self.left), -1, np.int64)
         self.where[leaves] = np.arange(len(leaves))
-        self.leaf_label = self.label[leaves]
         self.lo = np.full((len(leaves), self.features), -np.inf)
         self.hi = np.full((len(leaves), self.features), np.inf)
         where = {int(v): i for i, v in enumerate(leaves)}
@@ -113,9 +114,16 @@ class TreeTable:
         x = np.ascontiguousarray(np.asarray(x, np.float32).astype(np.float64))
         return _walk(x, self.left, self.right, self.feature, self.threshold, self.where)
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """The class (cluster label) of every row of ``x``: its leaf's."""
-        return self.leaf_label[self.leaf(x)]
+    def per_node(self, of_leaf: np.ndarray) -> np.ndarray:
+        """A value per leaf as a table per node, for :meth:`mapped`."""
+        by_node = np.full(len(self.left), -1, np.int64)
+        by_node[self.leaves] = of_leaf
+        return by_node
+
+    def mapped(self, x: np.ndarray, by_node: np.ndarray) -> np.ndarray:
+        """``of_leaf[self.leaf(x)]`` in one walk (``by_node``: :meth:`per_node`)."""
+        x = np.ascontiguousarray(np.asarray(x, np.float32).astype(np.float64))
+        return _walk(x, self.left, self.right, self.feature, self.threshold, by_node)
 
     def reachable(self, columns: Sequence[int], x: np.ndarray, among: np.ndarray
                   ) -> np.ndarray:
@@ -160,12 +168,13 @@ def _in_a_box(x, lo, hi):  # pragma: no cover - jit
 
 @dataclass
 class StateModel:
-    """One state's classes (the leaves of its tree) and Γ+ / Γ- per class and slice (per
-    partial match)."""
+    """One state's classes (clusters of the leaves of its tree, ``leaf_class``) and
+    Γ+ / Γ- per class and slice (per partial match)."""
 
     names: tuple[str, ...]
     own: tuple[int, ...]
     tree: TreeTable
+    leaf_class: np.ndarray    # (leaves,): the class of each leaf
     contribution: np.ndarray  # (classes, slices)
     consumption: np.ndarray   # (classes, slices)
     length: int               # events of its partial matches (Ω)
@@ -173,12 +182,35 @@ class StateModel:
     inc_plus: np.ndarray = field(init=False)
     inc_minus: np.ndarray = field(init=False)
     made: np.ndarray = field(init=False)
+    node_class: np.ndarray = field(init=False)
+    own_boxes: tuple[np.ndarray, np.ndarray] = field(init=False)
+    box_of_leaf: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         # the online counts of the period under way
         self.inc_plus = np.zeros_like(self.contribution)
         self.inc_minus = np.zeros_like(self.consumption)
         self.made = np.zeros(len(self.contribution))
+        self.node_class = self.tree.per_node(self.leaf_class)
+        # the leaves' boxes on the newest event's columns, without repeats: what rho_I
+        # tests an event of this state against (see :meth:`alive_boxes`)
+        lo, hi = self.tree.boxes(self.own, np.ones(len(self.leaf_class), bool))
+        both, self.box_of_leaf = np.unique(np.hstack([lo, hi]), axis=0, return_inverse=True)
+        self.box_of_leaf = self.box_of_leaf.ravel()
+        m = len(self.own)
+        self.own_boxes = (np.ascontiguousarray(both[:, :m]), np.ascontiguousarray(both[:, m:]))
+
+    def classify(self, features: np.ndarray) -> np.ndarray:
+        """The class of every row of ``features`` (the state's columns first)."""
+        return self.tree.mapped(features, self.node_class)
+
+    def alive_boxes(self, shed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The boxes, on the newest event's columns, of the leaves whose class is not
+        shed at every slice (``shed``: classes x slices): an event of this state in none
+        of them makes only partial matches of classes shed."""
+        alive = np.zeros(len(self.own_boxes[0]), bool)
+        alive[self.box_of_leaf[~np.all(shed, axis=1)[self.leaf_class]]] = True
+        return self.own_boxes[0][alive], self.own_boxes[1][alive]
 
 
 @dataclass
@@ -204,8 +236,8 @@ class HybridModel:
                        ).astype(np.int64)
 
     def classify(self, view: PartialMatchView) -> np.ndarray:
-        """The class (tree leaf) of every row of a view of a state the model knows."""
-        return self.states[view.state].tree.leaf(view.features)
+        """The class of every row of a view of a state the model knows."""
+        return self.states[view.state].classify(view.features)
 
     def observe(self, made: list[PartialMatchView]) -> None:
         """Count what the detector made (its ``watch`` record, in the order made) for
@@ -253,14 +285,14 @@ class HybridModel:
             chain = self.ancestors.get(state - element, ())
             if element >= 1 and state in self.states:
                 made = out[state][2]
-                cls = period * made.shape[1] + self.states[state].tree.leaf(features)
+                cls = period * made.shape[1] + self.states[state].classify(features)
                 made += np.bincount(cls, minlength=made.size).reshape(made.shape)
             s = self.slice_of(np.concatenate([v.last_ts - v.first_ts for _, v in members]))
             omega = len(chain) + 1 - element  # events in the made match
             for k in range(element + 1, len(chain) + 1):
                 plus, minus, _ = out[chain[k - 1]]
                 sm = self.states[chain[k - 1]]
-                cell = ((period * plus.shape[1] + sm.tree.leaf(features[:, :len(sm.names)]))
+                cell = ((period * plus.shape[1] + sm.classify(features[:, :len(sm.names)]))
                         * plus.shape[2] + s)
                 counts = np.bincount(cell, minlength=plus.size).reshape(plus.shape)
                 minus += omega * counts
@@ -297,11 +329,7 @@ def learn(made: list[PartialMatchView], *, slices: int = 4, clusters: int = 10,
           seed: int = 0, end_ts: int | None = None, max_rows: int = 20_000) -> HybridModel:
     """The cost model from a detector's ``watch`` record over historic data (see the
     module). ``end_ts``: the end of that data (default: the newest match's time);
-    ``max_rows`` partial matches per state at most go to k-means and the tree (a
-    seeded sample)."""
-    from sklearn.cluster import KMeans
-    from sklearn.tree import DecisionTreeClassifier
-
+    ``max_rows`` partial matches per state at most go to the tree (a seeded sample)."""
     by_engine: dict[int, dict[int, list[PartialMatchView]]] = {}
     for v in made:
         if len(v):
@@ -322,30 +350,46 @@ def learn(made: list[PartialMatchView], *, slices: int = 4, clusters: int = 10,
             p = cat[k]
             plus, minus = _lineage(p, cat, k, n, model)
             seen = p["first"] + window <= end
-            x, feats = np.log1p(np.hstack([plus, minus]))[seen], p["features"][seen]
-            if len(x) > max_rows:
-                pick = rng.choice(len(x), max_rows, replace=False)
-                x, feats = x[pick], feats[pick]
-            distinct = len(np.unique(x, axis=0)) if len(x) else 0
-            c = max(1, min(clusters, distinct))
-            labels = (KMeans(c, n_init=3, random_state=seed).fit_predict(x) if c > 1
-                      else np.zeros(len(x), np.int64))
-            tree = DecisionTreeClassifier(max_depth=max(c, 1), random_state=seed)
-            table = TreeTable(tree.fit(feats if len(feats) else np.zeros((1, feats.shape[1])),
-                                       labels if len(labels) else np.zeros(1, np.int64)))
-            cls = table.leaf(feats) if len(feats) else np.zeros(0, np.int64)
-            leaves = len(table.leaves)
-            contribution, consumption = np.zeros((leaves, slices)), np.zeros((leaves, slices))
-            for j in range(leaves):
-                members = cls == j
-                if members.any():
-                    # x holds log1p of [Γ+, Γ-] of the (sampled) rows the tree saw
-                    contribution[j] = np.percentile(np.expm1(x[members, :slices]), 90, axis=0)
-                    consumption[j] = np.percentile(np.expm1(x[members, slices:]), 90, axis=0)
+            values, feats = np.hstack([plus, minus])[seen], p["features"][seen]
+            if len(values) > max_rows:
+                pick = rng.choice(len(values), max_rows, replace=False)
+                values, feats = values[pick], feats[pick]
+            if not len(values):  # no window seen whole: one class of nothing
+                values, feats = np.zeros((1, 2 * slices)), np.zeros((1, feats.shape[1]))
+            table, leaf_class, means = _classes(feats, values, clusters, seed)
             model.states[offset + k] = StateModel(
-                p["names"], p["own"], table, contribution, consumption, n - k,
+                p["names"], p["own"], table, leaf_class, means[:, :slices].copy(),
+                means[:, slices:].copy(), n - k,
                 float(np.mean(plus[seen, 0] > 0)) if seen.any() else 0.0)
     return model
+
+
+def _classes(feats: np.ndarray, values: np.ndarray, clusters: int, seed: int
+             ) -> tuple[TreeTable, np.ndarray, np.ndarray]:
+    """A state's classes: the tree over ``feats`` predicting log1p(``values``) (Γ+ and
+    Γ- per slice, one row per partial match), its leaves clustered by k-means on their
+    mean predictions; the tree, the class of each leaf and each class's mean values."""
+    from sklearn.cluster import KMeans
+    from sklearn.tree import DecisionTreeRegressor
+
+    tree = DecisionTreeRegressor(max_depth=max(clusters, 1), min_samples_leaf=5,
+                                 random_state=seed).fit(feats, np.log1p(values))
+    table = TreeTable(tree)
+    leaf = table.leaf(feats)
+    count = np.bincount(leaf, minlength=len(table.leaves)).astype(np.float64)
+    mean = np.zeros((len(table.leaves), values.shape[1]))
+    np.add.at(mean, leaf, values)
+    mean /= np.maximum(count, 1)[:, None]
+    distinct = len(np.unique(mean[count > 0], axis=0))
+    c = max(1, min(clusters, distinct))
+    leaf_class = (KMeans(c, n_init=3, random_state=seed).fit_predict(
+        np.log1p(mean), sample_weight=np.maximum(count, 1e-9)) if c > 1
+        else np.zeros(len(mean), np.int64)).astype(np.int64)
+    cls = leaf_class[leaf]
+    members = np.bincount(cls, minlength=c).astype(np.float64)
+    means = np.zeros((c, values.shape[1]))
+    np.add.at(means, cls, values)
+    return table, leaf_class, means / np.maximum(members, 1)[:, None]
 
 
 def _concat(views: list[PartialMatchView]) -> dict:

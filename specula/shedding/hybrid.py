@@ -16,11 +16,12 @@ least that share of relative consumption saved (eq. 8). Then, by ``mode`` (sec. 
 Reading of rho_I (eq. 9 names the events of D's matches; those have been processed
 already, so the filter must act on the events to come): an event of element ``k`` makes
 partial matches of state ``k`` whose class depends on its own attributes and, but for
-the first element, on earlier events. It is dropped when *every* class it can reach
-(every leaf of the state's tree whose box admits its own attribute values, the others
-free) is in D at every time slice; for the first element, whose partial match is the
-event alone and new (slice 0), when its class is in D at slice 0. (Classes are the
-leaves of the state's tree: :mod:`._hybrid_model`.) Terminators are
+the first element, on earlier events. A partial match it makes is new: time slice 0.
+It is dropped when *every* class it can reach (the classes of the leaves of the state's
+tree whose boxes admit its own attribute values, the others free) is in D at slice 0;
+for the first element, whose partial match is the event alone, when its class is. HyI
+picks D among the items of slice 0 only, those rho_I acts on. (Classes are
+clusters of the leaves of the state's tree: :mod:`._hybrid_model`.) Terminators are
 never dropped (they are in no partial match), nor an event another element would keep.
 
 A new shedding set is computed at most once per ``cooldown`` events (the paper's delay
@@ -39,7 +40,7 @@ import numpy as np
 from specula.shedding._hybrid_model import HybridModel, in_boxes
 from specula.shedding.base import DropCommand
 from specula.shedding.knapsack import shedding_set
-from specula.shedding.state import PartialMatchHolder, StateShedder
+from specula.shedding.state import StateShedder
 
 __all__ = ["HybridShedder"]
 
@@ -64,24 +65,35 @@ class HybridShedder(StateShedder):
         Events between two shedding sets.
     adapt
         Adapt the model online (w = 0.5): the detector then records what it makes.
+    adapt_every
+        Record what the detector makes during one time slice of every ``adapt_every``
+        (the streaming counts from a sample of the periods: a period's counts are
+        ratios, derived matches per partial match made, which a sample estimates as
+        well; recording and counting cost in proportion to what is recorded). 1: every
+        period, as the paper.
     dp_limit
         The most items the knapsack solves exactly; greedy beyond.
     """
 
     def __init__(self, model: HybridModel, mode: Mode = "hybrid", *, cooldown: int = 1000,
-                 adapt: bool = True, dp_limit: int = 64) -> None:
+                 adapt: bool = True, adapt_every: int = 8, dp_limit: int = 128) -> None:
         if mode not in ("input", "state", "hybrid"):
             raise ValueError(f"mode must be 'input', 'state' or 'hybrid'; got {mode!r}")
         super().__init__(cooldown)
         self.model = model
         self.mode = mode
         self.adapt = adapt
+        if adapt_every < 1:
+            raise ValueError(f"adapt_every must be at least 1; got {adapt_every}")
+        self.adapt_every = adapt_every
+        self._watching = False
         self.dp_limit = dp_limit
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
         self._alive: dict[int, tuple | None] = {}  # state -> boxes rho_I keeps events in
         self._drops_events = False  # whether rho_I can drop any event (see plan)
         self.filtering = False
         self.dropped_events = 0
+        self.solves = {"dp": 0, "greedy": 0}  # shedding sets picked, by how
         self._made: list = []  # the detector's watch record, not yet observed
 
     def _observe(self) -> None:
@@ -90,18 +102,11 @@ class HybridShedder(StateShedder):
             self.model.observe(self._made)
             self._made = []
 
-    def attach(self, holder: PartialMatchHolder) -> None:
-        super().attach(holder)
-        if self.adapt:
-            holder.watch(True)
-
     def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
         """Shed state when due, and filter the batch's events while overloaded."""
         n = len(batch)
-        if self.adapt and self.holder is not None:
-            self._made += self.holder.watch(True)
-            if len(self._made) >= OBSERVE_VIEWS:
-                self._observe()
+        if self.adapt and self.holder is not None and n:
+            self._record(int(batch["ts"][0]))
         share = command.share
         if self.due(n, share):
             self._observe()
@@ -112,6 +117,16 @@ class HybridShedder(StateShedder):
         keep = self.input_filter(batch)
         self.dropped_events += int(n - keep.sum())
         return keep
+
+    def _record(self, ts: int) -> None:
+        """Record what the detector makes while the period of ``ts`` is sampled; hand
+        the record to the model in bulk."""
+        on = int(ts // self.model.slice_len) % self.adapt_every == 0
+        if on or self._watching:
+            self._made += self.attached().watch(on)
+            self._watching = on
+        if len(self._made) >= OBSERVE_VIEWS:
+            self._observe()
 
     def plan(self, share: float) -> int:
         """Pick the shedding set for ``share`` of the consumption; drop its partial
@@ -140,11 +155,15 @@ class HybridShedder(StateShedder):
         weight = np.concatenate([c * sm.consumption.ravel() for c, sm in
                                  zip(counts, classes, strict=True)])
         live = np.concatenate([c > 0 for c in counts])
+        if self.mode == "input":  # rho_I acts on new partial matches only: slice 0
+            live &= np.arange(len(live)) % model.slices == 0
         chosen = np.zeros(len(value), bool)
         v_tot, w_tot = value[live].sum(), weight[live].sum()
+        self.solves["dp" if live.sum() <= self.dp_limit else "greedy"] += 1
         chosen[live] = shedding_set(value[live] / v_tot if v_tot > 0 else value[live],
                                     weight[live] / w_tot if w_tot > 0 else weight[live],
                                     share, dp_limit=self.dp_limit)
+        chosen |= self._idle_items(classes, live, chosen)
         self.shed, masks, at = {}, [], 0
         for v, sm, ij in zip(views, classes, items, strict=True):
             size = sm.contribution.size
@@ -152,19 +171,29 @@ class HybridShedder(StateShedder):
             at += size
             self.shed[v.state] = in_d.reshape(sm.contribution.shape)
             masks.append(in_d[ij])
-        # rho_I's tests: a first element's class, else the leaves not shed at every slice
+        # rho_I's tests: a first element's class, else the leaves whose class is not
+        # shed at slice 0 (a new partial match's)
         self._alive = {state: None if len(sm.own) == len(sm.names) else
-                       sm.tree.boxes(sm.own, ~np.all(self.shed[state], axis=1))
+                       sm.alive_boxes(self.shed[state][:, :1])
                        for state, sm in ((s, model.states[s]) for s in self.shed)}
-        # whether rho_I can drop an event at all: a first element's class in D at slice
-        # 0, or a later element's class in D at every slice (a tree's leaves cover
-        # every value, so an event always reaches some leaf)
-        self._drops_events = any(
-            (shed[:, 0] if self._alive[state] is None else shed.all(axis=1)).any()
-            for state, shed in self.shed.items())
+        # whether rho_I can drop an event at all: a class in D at slice 0 (a tree's
+        # leaves cover every value, so an event always reaches some leaf)
+        self._drops_events = any(shed[:, 0].any() for shed in self.shed.values())
         if self.mode == "input":
             return 0
         return self.drop(views, masks)
+
+    @staticmethod
+    def _idle_items(classes: list, live: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+        """The items without partial matches now (out of the knapsack, which weighs
+        what is held) that rank, by contribution per consumption, no higher than the
+        highest chosen: the knapsack would have taken them had they held any. They
+        drop nothing now; rho_I drops the events that would make them."""
+        ratio = np.concatenate([sm.contribution.ravel() / np.maximum(sm.consumption.ravel(),
+                                                                      1e-12) for sm in classes])
+        if not chosen.any():
+            return np.zeros(len(live), bool)
+        return ~live & (ratio <= ratio[chosen].max())
 
     def input_filter(self, batch: np.ndarray) -> np.ndarray:
         """rho_I: the keep mask of the events that make only partial matches of D."""
@@ -181,7 +210,7 @@ class HybridShedder(StateShedder):
             x = np.stack([batch[name.rsplit(".", 1)[1]][rows] for name in
                           (sm.names[c] for c in sm.own)], axis=1)
             alive = self._alive[state]  # None: the first element, a match of one event
-            out = shed[sm.tree.leaf(x), 0] if alive is None else ~in_boxes(x, *alive)
+            out = shed[sm.classify(x), 0] if alive is None else ~in_boxes(x, *alive)
             drop[rows[out]] = True
             protect[rows[~out]] = True
         keep = ~(drop & ~protect)
@@ -191,4 +220,5 @@ class HybridShedder(StateShedder):
 
     def __repr__(self) -> str:
         return f"HybridShedder(mode={self.mode!r}, states={sorted(self.model.states)})"
+
 

@@ -7,7 +7,8 @@ is ``>=`` one unit more). It is a knapsack on the complement: keep the items of 
 value whose weights fit in ``total - need``.
 
 * :func:`min_cover_dp`: exact dynamic programming over integer weights (Pferschy 1999),
-  O(items x need); the paper uses it for tens of classes.
+  O(items x need), compiled; the paper uses it for tens of classes (tens of µs here
+  for 80 items at 1,000 units).
 * :func:`min_cover_greedy`: beyond that, the paper's greedy order: items by the ratio of
   contribution to consumption, lowest first, until the need is covered.
 * :func:`shedding_set`: either, on real-valued weights scaled to ``resolution`` units.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
 __all__ = ["min_cover_dp", "min_cover_greedy", "shedding_set"]
 
@@ -30,28 +32,35 @@ def min_cover_dp(values: np.ndarray, weights: np.ndarray, need: int) -> np.ndarr
     [False, True, True]
     """
     values = np.asarray(values, np.float64)
-    weights = np.asarray(weights, np.int64)
-    m = len(values)
+    weights = np.maximum(np.asarray(weights, np.int64), 0)
     if need <= 0:
-        return np.zeros(m, bool)
+        return np.zeros(len(values), bool)
     if weights.sum() < need:
-        return np.ones(m, bool)
+        return np.ones(len(values), bool)
+    return _min_cover(values, weights, int(need))
+
+
+@njit(cache=True, nogil=True)
+def _min_cover(values, weights, need):  # pragma: no cover - jit
+    """The DP of :func:`min_cover_dp` (``0 < need <= weights.sum()``, weights >= 0)."""
+    m = len(values)
     # best[j]: the least value of a set covering at least j units (capped at need)
     best = np.full(need + 1, np.inf)
     best[0] = 0.0
-    took = np.zeros((m, need + 1), bool)
-    j = np.arange(need + 1)
+    took = np.zeros((m, need + 1), np.bool_)
     for i in range(m):
-        w = max(int(weights[i]), 0)
-        with_i = best[np.maximum(j - w, 0)] + values[i]
-        took[i] = with_i < best
-        best = np.where(took[i], with_i, best)
-    chosen = np.zeros(m, bool)
+        w = weights[i]
+        for j in range(need, -1, -1):  # downwards: best[j - w] is still the row before
+            with_i = best[max(j - w, 0)] + values[i]
+            if with_i < best[j]:
+                took[i, j] = True
+                best[j] = with_i
+    chosen = np.zeros(m, np.bool_)
     left = need
     for i in range(m - 1, -1, -1):  # walk the table back from the full need
         if left > 0 and took[i, left]:
             chosen[i] = True
-            left = max(left - max(int(weights[i]), 0), 0)
+            left = max(left - weights[i], 0)
     return chosen
 
 
@@ -79,7 +88,7 @@ def min_cover_greedy(values: np.ndarray, weights: np.ndarray, need: float) -> np
 
 
 def shedding_set(values: np.ndarray, weights: np.ndarray, need: float, *,
-                 dp_limit: int = 64, resolution: int = 1000) -> np.ndarray:
+                 dp_limit: int = 128, resolution: int = 1000) -> np.ndarray:
     """The shedding set for real-valued ``weights`` (relative consumption, summing to 1)
     and ``values`` (relative contribution): exact on weights rounded to
     ``1 / resolution`` of the total up to ``dp_limit`` items, greedy beyond.
