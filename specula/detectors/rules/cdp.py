@@ -179,26 +179,24 @@ class CDPEngine:
         if len(ridx) == 0:
             return self._empty()
         self._check_order(events, ridx)
-        # the relevant types this batch holds: a column of any other has nothing to add
-        rtypes = types[ridx]
-        present = set((rtypes if len(rtypes) <= 64 else np.bincount(rtypes).nonzero()[0]).tolist())
-        of_type: dict[int, np.ndarray] = {}
+        # the relevant rows in the columns' dtype, converted once for every column
+        relevant = _Relevant(events, ridx, self._plan.row_dtype)
         for si, spec in enumerate(plan.stores):
-            mask = self._members(events, types, spec.key, spec.type_id, of_type, present)
-            if mask is None:
+            at = self._members(relevant, spec.key, spec.type_id)
+            if at is None:
                 continue
-            rows = self._rows(events, mask)
+            rows = relevant.rows(at)
             enc, num = self._derive(spec, rows)
             self._stores[si].append(rows, enc, num)
             self._appended(si, len(rows))
         term = plan.terminator
-        mask = self._members(events, types, term.key, term.type_id, of_type, present)
+        at = self._members(relevant, term.key, term.type_id)
         if self._hold is None:
-            found = (self._empty() if mask is None
-                     else self._detect(mask.nonzero()[0], self._rows(events, mask)))
+            found = (self._empty() if at is None
+                     else self._detect(ridx[at], relevant.rows(at)))
         else:
-            tidx = np.zeros(0, np.int64) if mask is None else mask.nonzero()[0]
-            trows = self._rows(events, mask) if mask is not None else self._hold.held[:0]
+            tidx = np.zeros(0, np.int64) if at is None else ridx[at]
+            trows = relevant.rows(at) if at is not None else self._hold.held[:0]
             trows, tidx = self._hold.take(trows, tidx, events["ts"])
             found = self._detect(tidx, trows) if len(trows) else self._empty()
         self._unpruned += len(ridx)
@@ -305,36 +303,32 @@ class CDPEngine:
             raise ValueError(_BACKWARDS.format(type(self).__name__))
         self._last = (int(ts[-1]), last_key)
 
-    def _members(self, events: np.ndarray, types: np.ndarray, key: StoreKey, type_id: int,
-                 of_type: dict[int, np.ndarray], present: set[int]) -> np.ndarray | None:
-        """Mask of the rows that belong to a column (None when there are none);
-        ``present``: the type ids in the batch, ``of_type`` caches their rows."""
-        if type_id not in present:
+    def _members(self, relevant: _Relevant, key: StoreKey, type_id: int) -> Rows | None:
+        """Positions, among the batch's relevant rows, of the rows that belong to a
+        column (None when there are none)."""
+        at = relevant.of_type(type_id)
+        if at is None:
             return None
-        mask = of_type.get(type_id)
-        if mask is None:
-            mask = of_type[type_id] = types == type_id
+        events = relevant.events
         if key.type in self._lacking[events.dtype]:
             attr = next(a for a in self._plan.read[key.type] if a not in fields_of(events.dtype))
             raise ValueError(f"the batch holds events of type {key.type!r} but has no "
                              f"column {attr!r}; build it with the registry's dtype")
         if key.literals or key.same or key.predicates:
-            mask = mask.copy()
+            idx = relevant.index[at]
+            mask = np.ones(len(idx), np.bool_)
             for c in key.literals:
                 assert not isinstance(c.value, Param)  # a literal compares with a constant
-                mask &= _COMPARE[c.op](events[c.attr], c.value)
+                mask &= _COMPARE[c.op](events[c.attr][idx], c.value)
             for a, b, is_float in key.same:
-                ka, kb = encode(events[a], is_float), encode(events[b], is_float)
+                ka, kb = encode(events[a][idx], is_float), encode(events[b][idx], is_float)
                 mask &= (ka == kb) & ((ka != _k.NAN_KEY) if is_float else True)
             if key.predicates:
-                mask &= predicates_hold(key.predicates, lambda _, attr: events[attr])
+                mask &= predicates_hold(key.predicates, lambda _, attr: events[attr][idx])
             if not mask.any():
                 return None
-        return mask
-
-    def _rows(self, events: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The rows of ``events`` under ``mask``, in the columns' dtype."""
-        return take(events, mask.nonzero()[0], self._plan.row_dtype)
+            return np.arange(len(relevant.index))[at][mask]
+        return at
 
     def _derive(self, spec: StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         enc = np.empty((len(spec.enc), len(rows)), np.int64)
@@ -483,6 +477,63 @@ def _check_few(events: np.ndarray, rows: list[int], last: tuple[int, int], engin
 def _index(store: Store, chk_col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The equality index of the row a scan checks first (empty arrays: none)."""
     return store.index_of(int(chk_col[0])) if len(chk_col) else NO_INDEX
+
+
+class _Relevant:
+    """The rows of a batch that the rule reads: their positions ``index`` in the batch,
+    their types, and their rows in the columns' dtype, converted once (one ``take`` of
+    whole rows) for every column that takes some of them.
+
+    The rows of one type are addressed by their positions among the relevant rows: a
+    slice when they follow each other (always, for a type with one row), else an index
+    array. A batch of a few rows finds them with Python ints, which cost less than a
+    NumPy call on a few rows.
+    """
+
+    __slots__ = ("_at", "_converted", "_dtype", "_few", "_present", "_types", "events",
+                 "index")
+
+    def __init__(self, events: np.ndarray, index: np.ndarray, dtype: np.dtype) -> None:
+        self.events = events
+        self.index = index
+        self._dtype = dtype
+        self._converted: np.ndarray | None = None
+        self._types = events["type"][index]
+        self._few: list[int] | None = self._types.tolist() if len(index) <= _FEW else None
+        self._present = set(self._few if self._few is not None
+                            else np.bincount(self._types).nonzero()[0].tolist())
+        self._at: dict[int, Rows] = {}
+
+    def of_type(self, type_id: int) -> Rows | None:
+        """Where, among the relevant rows, those of type ``type_id`` are (None when
+        there are none)."""
+        if type_id not in self._present:
+            return None
+        at = self._at.get(type_id)
+        if at is None:
+            at = self._at[type_id] = self._find(type_id)
+        return at
+
+    def _find(self, type_id: int) -> Rows:
+        if self._few is None:
+            found = np.flatnonzero(self._types == type_id)
+            first, last = int(found[0]), int(found[-1])
+        else:
+            positions = [i for i, t in enumerate(self._few) if t == type_id]
+            first, last = positions[0], positions[-1]
+            found = np.array(positions, np.int64)
+        return slice(first, last + 1) if last - first + 1 == len(found) else found
+
+    def rows(self, at: Rows) -> np.ndarray:
+        """The relevant rows at ``at``, in the columns' dtype: a new array or a part of
+        the one converted for the batch, never a view of the batch itself."""
+        if self._converted is None:
+            self._converted = take(self.events, self.index, self._dtype)
+        return self._converted[at] if isinstance(at, slice) else np.take(self._converted, at)
+
+
+Rows = slice | np.ndarray
+"""Positions among a batch's relevant rows (see :class:`_Relevant`)."""
 
 
 class _Sequences:
