@@ -74,7 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules._cdp_columns import NO_INDEX, Store, encode, take
+from specula.detectors.rules._cdp_columns import NO_INDEX, Store, convert, encode, take
 from specula.detectors.rules._cdp_plan import (
     POSITION,
     Plan,
@@ -155,6 +155,7 @@ class CDPEngine:
                           np.zeros((0, len(rule.aggregates))),
                           np.zeros((0, len(rule.negations)), np.int64))
         self._general = any(st.general for st in self._plan.steps)
+        self._spaces = [_Space() for _ in self._plan.steps]  # see _Sequences
 
     # ------------------------------------------------------------------------ public
 
@@ -347,13 +348,13 @@ class CDPEngine:
         for attr, is_float, p in plan.terminator.binds:
             bound[:, p] = encode(trows[attr], is_float)
         anchor = trows["ts"].astype(np.int64)
-        seqs = _Sequences(plan, trows, anchor) if self._general else None
+        seqs = _Sequences(plan, trows, anchor, self._spaces) if self._general else None
         links = []
-        for st in plan.steps:
+        for depth, st in enumerate(plan.steps):
             if st.general:
                 assert seqs is not None  # made when any step is general
-                parent, chosen, bound, anchor = seqs.step(self._stores[st.store], st, anchor,
-                                                          bound)
+                parent, chosen, bound, anchor = seqs.step(depth, self._stores[st.store], st,
+                                                          anchor, bound)
             else:
                 parent, chosen, bound, anchor = self._step(st, anchor, bound)
                 if seqs is not None:
@@ -518,17 +519,20 @@ class _Relevant:
         if self._few is None:
             found = np.flatnonzero(self._types == type_id)
             first, last = int(found[0]), int(found[-1])
-        else:
-            positions = [i for i, t in enumerate(self._few) if t == type_id]
-            first, last = positions[0], positions[-1]
-            found = np.array(positions, np.int64)
-        return slice(first, last + 1) if last - first + 1 == len(found) else found
+            return slice(first, last + 1) if last - first + 1 == len(found) else found
+        positions = [i for i, t in enumerate(self._few) if t == type_id]
+        first, last = positions[0], positions[-1]
+        return (slice(first, last + 1) if last - first + 1 == len(positions)
+                else np.array(positions, np.int64))
 
     def rows(self, at: Rows) -> np.ndarray:
         """The relevant rows at ``at``, in the columns' dtype: a new array or a part of
         the one converted for the batch, never a view of the batch itself."""
-        if self._converted is None:
-            self._converted = take(self.events, self.index, self._dtype)
+        if self._converted is None:  # every row relevant: no row to leave out
+            events = self.events
+            self._converted = (convert(events, self._dtype) if len(self.index) == len(events)
+                               and events.dtype != self._dtype
+                               else take(events, self.index, self._dtype))
         return self._converted[at] if isinstance(at, slice) else np.take(self._converted, at)
 
 
@@ -539,10 +543,16 @@ Rows = slice | np.ndarray
 class _Sequences:
     """What general steps carry per partial sequence besides its anchor and parameters:
     the pattern-window floor, the context values predicates read, and the position
-    keys of its elements (``ties nonstrict``)."""
+    keys of its elements (``ties nonstrict``).
 
-    def __init__(self, plan: Plan, trows: np.ndarray, anchor: np.ndarray) -> None:
+    Each general step writes its sequences into the buffers ``spaces[i]`` of the
+    engine's ``i``-th step (see :class:`_Space`), kept from batch to batch; what a
+    step returns are views of them, valid until the next detection."""
+
+    def __init__(self, plan: Plan, trows: np.ndarray, anchor: np.ndarray,
+                 spaces: list[_Space]) -> None:
         m = len(trows)
+        self.spaces = spaces
         self.floor = (anchor - plan.window if plan.window is not None
                       else np.full(m, _k.NO_FLOOR, np.int64))
         self.ctx = np.zeros((m, len(plan.slots)), np.float64)
@@ -551,20 +561,57 @@ class _Sequences:
         self.taken = order_key(trows)[:, None] if not plan.strict else np.zeros((m, 1),
                                                                                  np.int64)
 
-    def step(self, store: Store, st: Step, anchor: np.ndarray, bound: np.ndarray):
-        floor = self.floor if st.floor else np.full(len(anchor), _k.NO_FLOOR, np.int64)
-        parent, chosen, bound, anchor, _, self.ctx, self.taken = _k.step_general(
-            store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
-            self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
-            st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
-            st.fill_slot, st.fill_row, *_index(store, st.chk_col))
-        self.follow(parent, extend=False)
-        return parent, chosen, bound, anchor
+    def step(self, depth: int, store: Store, st: Step, anchor: np.ndarray,
+             bound: np.ndarray):
+        """The general step ``st``, the ``depth``-th of the chain (from 0)."""
+        carried = self.floor
+        floor = carried if st.floor else np.full(len(anchor), _k.NO_FLOOR, np.int64)
+        space = self.spaces[depth]
+        out = space.buffers(bound.shape[1], self.ctx.shape[1], self.taken.shape[1] + 1)
+        args = (store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
+                self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
+                st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
+                st.fill_slot, st.fill_row, *_index(store, st.chk_col))
+        k = _k.step_general(*args, *out)
+        if k < 0:  # more sequences than the buffers hold: grow them, step again
+            space.grow(-k)
+            out = space.buffers(bound.shape[1], self.ctx.shape[1], self.taken.shape[1] + 1)
+            k = _k.step_general(*args, *out)
+        parent, chosen, bound, anchor, floor, ctx, taken = out
+        self.floor = floor[:k] if st.floor else carried[parent[:k]]
+        self.ctx, self.taken = ctx[:k], taken[:k]
+        return parent[:k], chosen[:k], bound[:k], anchor[:k]
 
-    def follow(self, parent: np.ndarray, extend: bool = True) -> None:
-        """Carry the per-sequence values to the sequences a step made from ``parent``."""
+    def follow(self, parent: np.ndarray) -> None:
+        """Carry the per-sequence values to the sequences a plain step made from
+        ``parent``."""
         self.floor = self.floor[parent]
-        if extend:
-            self.ctx = self.ctx[parent]
-            self.taken = np.column_stack([self.taken[parent],
-                                          np.zeros(len(parent), np.int64)])
+        self.ctx = self.ctx[parent]
+        self.taken = np.column_stack([self.taken[parent], np.zeros(len(parent), np.int64)])
+
+
+class _Space:
+    """The buffers one general step writes its sequences into (see
+    :func:`~specula.detectors.rules._cdp_kernels.step_general`), ``cap`` rows each,
+    kept from batch to batch and grown when a step makes more sequences."""
+
+    __slots__ = ("_arrays", "cap")
+
+    def __init__(self, cap: int = 64) -> None:
+        self.cap = cap
+        self._arrays: tuple[np.ndarray, ...] = ()
+
+    def grow(self, rows: int) -> None:
+        self.cap = max(rows, 2 * self.cap)
+        self._arrays = ()
+
+    def buffers(self, n_params: int, n_slots: int, width: int) -> tuple[np.ndarray, ...]:
+        """``parent, chosen, bound, anchor, floor, ctx, taken``; the widths are those of
+        the first call (a step's are the same at every call), the rest are ignored."""
+        if not self._arrays:
+            cap = self.cap
+            self._arrays = (np.empty(cap, np.int64), np.empty(cap, np.int64),
+                            np.empty((cap, n_params), np.int64), np.empty(cap, np.int64),
+                            np.empty(cap, np.int64), np.empty((cap, n_slots), np.float64),
+                            np.empty((cap, width), np.int64))
+        return self._arrays

@@ -176,7 +176,7 @@ class TieHold:
             if low >= newest or high < newest:
                 self.held = rows[len(rows):] if high < newest else rows
                 return (rows, causes) if high < newest else (rows[:0], causes[:0])
-        elif low >= newest and int(held["ts"].max()) < newest:  # a live feed's step
+        elif low >= newest and _span(held["ts"], newest)[1] < newest:  # a live feed's step
             self.held = rows
             cause = int(np.searchsorted(batch_ts, int(held["ts"][0]), side="right"))
             return held, np.full(len(held), cause, np.int64)
