@@ -102,6 +102,7 @@ _CORE_ROW = (("ts", np.int64), ("key", np.int64), ("producer", np.int32), ("seq"
 _PRUNE_EVERY = 256  # relevant events between two runs of deleteOldEvents
 _NO_TS = -(2**63)
 _FEW = 8  # batches of up to this many relevant rows are checked row by row
+_ROOM = 64  # the partial sequences a general step's buffers hold at first
 _BACKWARDS = ("{}.process: events must come in stream order, ascending (ts, producer << 40 | "
               "seq), within and across batches; this batch goes back")
 
@@ -597,8 +598,8 @@ class _Space:
 
     __slots__ = ("_arrays", "cap")
 
-    def __init__(self, cap: int = 64) -> None:
-        self.cap = cap
+    def __init__(self) -> None:
+        self.cap = _ROOM
         self._arrays: tuple[np.ndarray, ...] = ()
 
     def grow(self, rows: int) -> None:

@@ -272,16 +272,19 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
         for comparison in rule.filters:
             keep &= _holds(rule, matches, comparison)
         kept = np.flatnonzero(keep)
+        every = len(kept) == n
     else:  # nothing to check: every match is kept
-        kept = np.arange(n)
+        kept, every = np.arange(n), True
     if len(kept) > 1:
         keys = []
         for element in matches.elements:  # the terminator's position first
-            keys += [element["ts"][kept], _order_key_at(element, kept)]
+            keys += ([element["ts"], order_key(element)] if every
+                     else [element["ts"][kept], _order_key_at(element, kept)])
         kept = kept[np.lexsort(keys[::-1])]
     dtypes = _attribute_dtypes(rule)
     assigned = dict(rule.assignments)
-    columns = {a: (_per_match(evaluate(rule, matches, assigned[a]), n)[kept].astype(dtype)
+    columns = {a: (_per_match(evaluate(rule, matches, assigned[a]), n)[kept].astype(
+                       dtype, copy=False)  # indexing made a copy already
                    if a in assigned else np.zeros(len(kept), dtype))
                for a, dtype in dtypes.items()}
     return kept, columns
