@@ -364,19 +364,20 @@ class CDPEngine:
             if len(parent) == 0:
                 return self._empty()
             links.append((parent, chosen))
-        which = np.arange(len(anchor))
-        picks: list[np.ndarray] = [which] * plan.length
-        for i in range(len(links), 0, -1):
-            parent, chosen = links[i - 1]
-            picks[i] = chosen[which]
-            which = parent[which]
-        picks[0] = which
+        which: np.ndarray | None = None  # None: every sequence of the last step, in order
+        picks: list[np.ndarray] = []  # the chosen events, last element first
+        for parent, chosen in reversed(links):
+            picks.append(chosen if which is None else chosen[which])
+            which = parent if which is None else parent[which]
+        if which is None:
+            which = np.arange(len(anchor))
         elements = [take(trows, which, self.dtype)]
-        times = [trows["ts"][which]]
-        for st, pick in zip(plan.steps, picks[1:], strict=True):
+        times = [trows["ts"][which]] if plan.reductions else []  # what reductions read
+        for st, pick in zip(plan.steps, reversed(picks), strict=True):
             store = self._stores[st.store]
             elements.append(take(store.live_rows, pick, self.dtype))
-            times.append(store.live_ts[pick])
+            if plan.reductions:
+                times.append(store.live_ts[pick])
         m = len(which)
         n_agg = len(plan.rule.aggregates)
         aggregates = np.empty((m, n_agg), np.float64)
