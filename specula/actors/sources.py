@@ -297,16 +297,27 @@ def arrival_steps(ats: np.ndarray, step_ticks: int | None, batch_rows: int | Non
     ([(0, 2), (2, 3)], [(0, 2), (2, 3)])
     """
     n, cuts, i = len(ats), [], 0
-    last = int(ats[-1]) if n else 0
+    ends = _window_ends(ats, step_ticks)
     while i < n:
-        j = n
-        if step_ticks is not None and int(ats[i]) + step_ticks < last:  # no int64 overflow
-            j = int(np.searchsorted(ats, int(ats[i]) + step_ticks, side="right"))
+        j = n if ends is None else int(ends[i])
         if batch_rows is not None:
             j = min(j, i + batch_rows)
         cuts.append((i, j))
         i = j
     return cuts
+
+
+def _window_ends(ats: np.ndarray, step_ticks: int | None) -> np.ndarray | None:
+    """For every event, the end of the rows that arrived within ``step_ticks`` of it
+    (None: no bound), found for all events in one search rather than one per step."""
+    if step_ticks is None or not len(ats):
+        return None
+    ends = np.full(len(ats), len(ats), np.int64)
+    limit = int(ats[-1]) - step_ticks  # the events from it on reach the end
+    if limit > int(ats[0]):  # (and it is an int64 then)
+        inner = ats < limit
+        ends[inner] = np.searchsorted(ats, ats[inner] + step_ticks, side="right")
+    return ends
 
 
 class Pace:

@@ -370,7 +370,8 @@ def _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row, ops, consts
 @njit(cache=True, nogil=True, error_model="numpy")
 def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, chk_nan,
                  bind_col, bind_par, window, selection, strict, pos_row, ops, consts,
-                 fill_slot, fill_row, slot_key, slot_pos, link, off):  # pragma: no cover - jit
+                 fill_slot, fill_row, slot_key, slot_pos, link, off, parent, chosen,
+                 new_bound, new_anchor, new_floor, new_ctx, new_taken):  # pragma: no cover - jit
     """:func:`step` with predicates, a floor and either ties policy.
 
     The candidates of sequence ``s`` are the events ``j`` with
@@ -382,14 +383,16 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     ``fill_slot[f]`` from its value row ``fill_row[f]`` (-1: its time stamp). The
     equality index, when given, is used as in :func:`step`.
 
-    Returns ``parent``, ``chosen`` and the new ``bound``, ``anchor``, ``floor``, ``ctx``
-    and ``taken`` (the parent's, with the chosen event's key appended).
+    The new sequences go to the caller's buffers, ``k`` rows each: ``parent``,
+    ``chosen`` and the new ``bound``, ``anchor``, ``floor``, ``ctx`` and ``taken`` (the
+    parent's, with the chosen event's key appended); the buffers are reused from call
+    to call, so a step returns no array (boxing one costs more than a step of a few
+    sequences). Returns ``k``, or ``-k`` when ``k`` is more than the buffers hold: the
+    caller grows them and calls again (the inputs are only read).
     """
     m = anchor.shape[0]
     n = ts.shape[0]
-    cap = max(16, m)
-    parent = np.empty(cap, np.int64)
-    chosen = np.empty(cap, np.int64)
+    cap = parent.shape[0]
     stack = np.empty(max(1, ops.shape[0]), np.float64)
     indexed = slot_key.shape[0] > 0 and chk_col.shape[0] > 0
     buf = np.empty(16, np.int64)
@@ -409,7 +412,7 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
                 if (_fits(enc, j, bound, s, chk_col, chk_par)
                         and _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row,
                                     ops, consts, stack)):
-                    parent, chosen, k = pair(parent, chosen, k, s, j)
+                    k = _put(parent, chosen, k, cap, s, j)
                     if selection != EACH:
                         break
             continue
@@ -429,28 +432,34 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
                 break
             if _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row, ops, consts,
                        stack):
-                parent, chosen, k = pair(parent, chosen, k, s, j)
+                k = _put(parent, chosen, k, cap, s, j)
                 if selection != EACH:
                     break
             j += inc
-    parent = parent[:k].copy()
-    chosen = chosen[:k].copy()
-    out = np.empty((k, bound.shape[1]), np.int64)
-    new_anchor = np.empty(k, np.int64)
-    new_floor = np.empty(k, np.int64)
-    new_ctx = np.empty((k, ctx.shape[1]), np.float64)
-    new_taken = np.empty((k, taken.shape[1] + 1), np.int64)
+    if k > cap:
+        return -k
+    width = taken.shape[1]
     for r in range(k):
         p = parent[r]
         c = chosen[r]
-        out[r, :] = bound[p, :]
+        new_bound[r, :] = bound[p, :]
         for b in range(bind_col.shape[0]):
-            out[r, bind_par[b]] = enc[bind_col[b], c]
+            new_bound[r, bind_par[b]] = enc[bind_col[b], c]
         new_anchor[r] = ts[c]
         new_floor[r] = floor[p]
         new_ctx[r, :] = ctx[p, :]
         for f in range(fill_slot.shape[0]):
             new_ctx[r, fill_slot[f]] = ts[c] if fill_row[f] < 0 else num[fill_row[f], c]
-        new_taken[r, :taken.shape[1]] = taken[p, :]
-        new_taken[r, taken.shape[1]] = enc[pos_row, c] if pos_row >= 0 else 0
-    return parent, chosen, out, new_anchor, new_floor, new_ctx, new_taken
+        new_taken[r, :width] = taken[p, :]
+        new_taken[r, width] = enc[pos_row, c] if pos_row >= 0 else 0
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _put(parent, chosen, k, cap, s, j):  # pragma: no cover - jit
+    """Write the pair (sequence ``s``, event ``j``) at ``k`` if the buffers hold it;
+    return the new count, which goes on past ``cap`` to say how much room is needed."""
+    if k < cap:
+        parent[k] = s
+        chosen[k] = j
+    return k + 1

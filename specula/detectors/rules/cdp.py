@@ -74,7 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules._cdp_columns import NO_INDEX, Store, encode, take
+from specula.detectors.rules._cdp_columns import NO_INDEX, Store, convert, encode, take
 from specula.detectors.rules._cdp_plan import (
     POSITION,
     Plan,
@@ -102,6 +102,7 @@ _CORE_ROW = (("ts", np.int64), ("key", np.int64), ("producer", np.int32), ("seq"
 _PRUNE_EVERY = 256  # relevant events between two runs of deleteOldEvents
 _NO_TS = -(2**63)
 _FEW = 8  # batches of up to this many relevant rows are checked row by row
+_ROOM = 64  # the partial sequences a general step's buffers hold at first
 _BACKWARDS = ("{}.process: events must come in stream order, ascending (ts, producer << 40 | "
               "seq), within and across batches; this batch goes back")
 
@@ -155,6 +156,7 @@ class CDPEngine:
                           np.zeros((0, len(rule.aggregates))),
                           np.zeros((0, len(rule.negations)), np.int64))
         self._general = any(st.general for st in self._plan.steps)
+        self._spaces = [_Space() for _ in self._plan.steps]  # see _Sequences
 
     # ------------------------------------------------------------------------ public
 
@@ -179,26 +181,24 @@ class CDPEngine:
         if len(ridx) == 0:
             return self._empty()
         self._check_order(events, ridx)
-        # the relevant types this batch holds: a column of any other has nothing to add
-        rtypes = types[ridx]
-        present = set((rtypes if len(rtypes) <= 64 else np.bincount(rtypes).nonzero()[0]).tolist())
-        of_type: dict[int, np.ndarray] = {}
+        # the relevant rows in the columns' dtype, converted once for every column
+        relevant = _Relevant(events, ridx, self._plan.row_dtype)
         for si, spec in enumerate(plan.stores):
-            mask = self._members(events, types, spec.key, spec.type_id, of_type, present)
-            if mask is None:
+            at = self._members(relevant, spec.key, spec.type_id)
+            if at is None:
                 continue
-            rows = self._rows(events, mask)
+            rows = relevant.rows(at)
             enc, num = self._derive(spec, rows)
             self._stores[si].append(rows, enc, num)
             self._appended(si, len(rows))
         term = plan.terminator
-        mask = self._members(events, types, term.key, term.type_id, of_type, present)
+        at = self._members(relevant, term.key, term.type_id)
         if self._hold is None:
-            found = (self._empty() if mask is None
-                     else self._detect(mask.nonzero()[0], self._rows(events, mask)))
+            found = (self._empty() if at is None
+                     else self._detect(ridx[at], relevant.rows(at)))
         else:
-            tidx = np.zeros(0, np.int64) if mask is None else mask.nonzero()[0]
-            trows = self._rows(events, mask) if mask is not None else self._hold.held[:0]
+            tidx = np.zeros(0, np.int64) if at is None else ridx[at]
+            trows = relevant.rows(at) if at is not None else self._hold.held[:0]
             trows, tidx = self._hold.take(trows, tidx, events["ts"])
             found = self._detect(tidx, trows) if len(trows) else self._empty()
         self._unpruned += len(ridx)
@@ -305,36 +305,32 @@ class CDPEngine:
             raise ValueError(_BACKWARDS.format(type(self).__name__))
         self._last = (int(ts[-1]), last_key)
 
-    def _members(self, events: np.ndarray, types: np.ndarray, key: StoreKey, type_id: int,
-                 of_type: dict[int, np.ndarray], present: set[int]) -> np.ndarray | None:
-        """Mask of the rows that belong to a column (None when there are none);
-        ``present``: the type ids in the batch, ``of_type`` caches their rows."""
-        if type_id not in present:
+    def _members(self, relevant: _Relevant, key: StoreKey, type_id: int) -> Rows | None:
+        """Positions, among the batch's relevant rows, of the rows that belong to a
+        column (None when there are none)."""
+        at = relevant.of_type(type_id)
+        if at is None:
             return None
-        mask = of_type.get(type_id)
-        if mask is None:
-            mask = of_type[type_id] = types == type_id
+        events = relevant.events
         if key.type in self._lacking[events.dtype]:
             attr = next(a for a in self._plan.read[key.type] if a not in fields_of(events.dtype))
             raise ValueError(f"the batch holds events of type {key.type!r} but has no "
                              f"column {attr!r}; build it with the registry's dtype")
         if key.literals or key.same or key.predicates:
-            mask = mask.copy()
+            idx = relevant.index[at]
+            mask = np.ones(len(idx), np.bool_)
             for c in key.literals:
                 assert not isinstance(c.value, Param)  # a literal compares with a constant
-                mask &= _COMPARE[c.op](events[c.attr], c.value)
+                mask &= _COMPARE[c.op](events[c.attr][idx], c.value)
             for a, b, is_float in key.same:
-                ka, kb = encode(events[a], is_float), encode(events[b], is_float)
+                ka, kb = encode(events[a][idx], is_float), encode(events[b][idx], is_float)
                 mask &= (ka == kb) & ((ka != _k.NAN_KEY) if is_float else True)
             if key.predicates:
-                mask &= predicates_hold(key.predicates, lambda _, attr: events[attr])
+                mask &= predicates_hold(key.predicates, lambda _, attr: events[attr][idx])
             if not mask.any():
                 return None
-        return mask
-
-    def _rows(self, events: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The rows of ``events`` under ``mask``, in the columns' dtype."""
-        return take(events, mask.nonzero()[0], self._plan.row_dtype)
+            return np.arange(len(relevant.index))[at][mask]
+        return at
 
     def _derive(self, spec: StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         enc = np.empty((len(spec.enc), len(rows)), np.int64)
@@ -353,13 +349,13 @@ class CDPEngine:
         for attr, is_float, p in plan.terminator.binds:
             bound[:, p] = encode(trows[attr], is_float)
         anchor = trows["ts"].astype(np.int64)
-        seqs = _Sequences(plan, trows, anchor) if self._general else None
+        seqs = _Sequences(plan, trows, anchor, self._spaces) if self._general else None
         links = []
-        for st in plan.steps:
+        for depth, st in enumerate(plan.steps):
             if st.general:
                 assert seqs is not None  # made when any step is general
-                parent, chosen, bound, anchor = seqs.step(self._stores[st.store], st, anchor,
-                                                          bound)
+                parent, chosen, bound, anchor = seqs.step(depth, self._stores[st.store], st,
+                                                          anchor, bound)
             else:
                 parent, chosen, bound, anchor = self._step(st, anchor, bound)
                 if seqs is not None:
@@ -368,19 +364,20 @@ class CDPEngine:
             if len(parent) == 0:
                 return self._empty()
             links.append((parent, chosen))
-        which = np.arange(len(anchor))
-        picks: list[np.ndarray] = [which] * plan.length
-        for i in range(len(links), 0, -1):
-            parent, chosen = links[i - 1]
-            picks[i] = chosen[which]
-            which = parent[which]
-        picks[0] = which
+        which: np.ndarray | None = None  # None: every sequence of the last step, in order
+        picks: list[np.ndarray] = []  # the chosen events, last element first
+        for parent, chosen in reversed(links):
+            picks.append(chosen if which is None else chosen[which])
+            which = parent if which is None else parent[which]
+        if which is None:
+            which = np.arange(len(anchor))
         elements = [take(trows, which, self.dtype)]
-        times = [trows["ts"][which]]
-        for st, pick in zip(plan.steps, picks[1:], strict=True):
+        times = [trows["ts"][which]] if plan.reductions else []  # what reductions read
+        for st, pick in zip(plan.steps, reversed(picks), strict=True):
             store = self._stores[st.store]
             elements.append(take(store.live_rows, pick, self.dtype))
-            times.append(store.live_ts[pick])
+            if plan.reductions:
+                times.append(store.live_ts[pick])
         m = len(which)
         n_agg = len(plan.rule.aggregates)
         aggregates = np.empty((m, n_agg), np.float64)
@@ -485,13 +482,79 @@ def _index(store: Store, chk_col: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return store.index_of(int(chk_col[0])) if len(chk_col) else NO_INDEX
 
 
+class _Relevant:
+    """The rows of a batch that the rule reads: their positions ``index`` in the batch,
+    their types, and their rows in the columns' dtype, converted once (one ``take`` of
+    whole rows) for every column that takes some of them.
+
+    The rows of one type are addressed by their positions among the relevant rows: a
+    slice when they follow each other (always, for a type with one row), else an index
+    array. A batch of a few rows finds them with Python ints, which cost less than a
+    NumPy call on a few rows.
+    """
+
+    __slots__ = ("_at", "_converted", "_dtype", "_few", "_present", "_types", "events",
+                 "index")
+
+    def __init__(self, events: np.ndarray, index: np.ndarray, dtype: np.dtype) -> None:
+        self.events = events
+        self.index = index
+        self._dtype = dtype
+        self._converted: np.ndarray | None = None
+        self._types = events["type"][index]
+        self._few: list[int] | None = self._types.tolist() if len(index) <= _FEW else None
+        self._present = set(self._few if self._few is not None
+                            else np.bincount(self._types).nonzero()[0].tolist())
+        self._at: dict[int, Rows] = {}
+
+    def of_type(self, type_id: int) -> Rows | None:
+        """Where, among the relevant rows, those of type ``type_id`` are (None when
+        there are none)."""
+        if type_id not in self._present:
+            return None
+        at = self._at.get(type_id)
+        if at is None:
+            at = self._at[type_id] = self._find(type_id)
+        return at
+
+    def _find(self, type_id: int) -> Rows:
+        if self._few is None:
+            found = np.flatnonzero(self._types == type_id)
+            first, last = int(found[0]), int(found[-1])
+            return slice(first, last + 1) if last - first + 1 == len(found) else found
+        positions = [i for i, t in enumerate(self._few) if t == type_id]
+        first, last = positions[0], positions[-1]
+        return (slice(first, last + 1) if last - first + 1 == len(positions)
+                else np.array(positions, np.int64))
+
+    def rows(self, at: Rows) -> np.ndarray:
+        """The relevant rows at ``at``, in the columns' dtype: a new array or a part of
+        the one converted for the batch, never a view of the batch itself."""
+        if self._converted is None:  # every row relevant: no row to leave out
+            events = self.events
+            self._converted = (convert(events, self._dtype) if len(self.index) == len(events)
+                               and events.dtype != self._dtype
+                               else take(events, self.index, self._dtype))
+        return self._converted[at] if isinstance(at, slice) else np.take(self._converted, at)
+
+
+Rows = slice | np.ndarray
+"""Positions among a batch's relevant rows (see :class:`_Relevant`)."""
+
+
 class _Sequences:
     """What general steps carry per partial sequence besides its anchor and parameters:
     the pattern-window floor, the context values predicates read, and the position
-    keys of its elements (``ties nonstrict``)."""
+    keys of its elements (``ties nonstrict``).
 
-    def __init__(self, plan: Plan, trows: np.ndarray, anchor: np.ndarray) -> None:
+    Each general step writes its sequences into the buffers ``spaces[i]`` of the
+    engine's ``i``-th step (see :class:`_Space`), kept from batch to batch; what a
+    step returns are views of them, valid until the next detection."""
+
+    def __init__(self, plan: Plan, trows: np.ndarray, anchor: np.ndarray,
+                 spaces: list[_Space]) -> None:
         m = len(trows)
+        self.spaces = spaces
         self.floor = (anchor - plan.window if plan.window is not None
                       else np.full(m, _k.NO_FLOOR, np.int64))
         self.ctx = np.zeros((m, len(plan.slots)), np.float64)
@@ -500,20 +563,57 @@ class _Sequences:
         self.taken = order_key(trows)[:, None] if not plan.strict else np.zeros((m, 1),
                                                                                  np.int64)
 
-    def step(self, store: Store, st: Step, anchor: np.ndarray, bound: np.ndarray):
-        floor = self.floor if st.floor else np.full(len(anchor), _k.NO_FLOOR, np.int64)
-        parent, chosen, bound, anchor, _, self.ctx, self.taken = _k.step_general(
-            store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
-            self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
-            st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
-            st.fill_slot, st.fill_row, *_index(store, st.chk_col))
-        self.follow(parent, extend=False)
-        return parent, chosen, bound, anchor
+    def step(self, depth: int, store: Store, st: Step, anchor: np.ndarray,
+             bound: np.ndarray):
+        """The general step ``st``, the ``depth``-th of the chain (from 0)."""
+        carried = self.floor
+        floor = carried if st.floor else np.full(len(anchor), _k.NO_FLOOR, np.int64)
+        space = self.spaces[depth]
+        out = space.buffers(bound.shape[1], self.ctx.shape[1], self.taken.shape[1] + 1)
+        args = (store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
+                self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
+                st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
+                st.fill_slot, st.fill_row, *_index(store, st.chk_col))
+        k = _k.step_general(*args, *out)
+        if k < 0:  # more sequences than the buffers hold: grow them, step again
+            space.grow(-k)
+            out = space.buffers(bound.shape[1], self.ctx.shape[1], self.taken.shape[1] + 1)
+            k = _k.step_general(*args, *out)
+        parent, chosen, bound, anchor, floor, ctx, taken = out
+        self.floor = floor[:k] if st.floor else carried[parent[:k]]
+        self.ctx, self.taken = ctx[:k], taken[:k]
+        return parent[:k], chosen[:k], bound[:k], anchor[:k]
 
-    def follow(self, parent: np.ndarray, extend: bool = True) -> None:
-        """Carry the per-sequence values to the sequences a step made from ``parent``."""
+    def follow(self, parent: np.ndarray) -> None:
+        """Carry the per-sequence values to the sequences a plain step made from
+        ``parent``."""
         self.floor = self.floor[parent]
-        if extend:
-            self.ctx = self.ctx[parent]
-            self.taken = np.column_stack([self.taken[parent],
-                                          np.zeros(len(parent), np.int64)])
+        self.ctx = self.ctx[parent]
+        self.taken = np.column_stack([self.taken[parent], np.zeros(len(parent), np.int64)])
+
+
+class _Space:
+    """The buffers one general step writes its sequences into (see
+    :func:`~specula.detectors.rules._cdp_kernels.step_general`), ``cap`` rows each,
+    kept from batch to batch and grown when a step makes more sequences."""
+
+    __slots__ = ("_arrays", "cap")
+
+    def __init__(self) -> None:
+        self.cap = _ROOM
+        self._arrays: tuple[np.ndarray, ...] = ()
+
+    def grow(self, rows: int) -> None:
+        self.cap = max(rows, 2 * self.cap)
+        self._arrays = ()
+
+    def buffers(self, n_params: int, n_slots: int, width: int) -> tuple[np.ndarray, ...]:
+        """``parent, chosen, bound, anchor, floor, ctx, taken``; the widths are those of
+        the first call (a step's are the same at every call), the rest are ignored."""
+        if not self._arrays:
+            cap = self.cap
+            self._arrays = (np.empty(cap, np.int64), np.empty(cap, np.int64),
+                            np.empty((cap, n_params), np.int64), np.empty(cap, np.int64),
+                            np.empty(cap, np.int64), np.empty((cap, n_slots), np.float64),
+                            np.empty((cap, width), np.int64))
+        return self._arrays

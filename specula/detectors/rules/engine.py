@@ -167,10 +167,23 @@ class TieHold:
             return self.held[:0], _NO_CAUSES
         newest = int(batch_ts[-1])
         causes = np.asarray(index, np.int64)  # indices are int64 already: no copy then
-        if len(self.held):
-            rows = concat_records([self.held, rows])
-            held_cause = int(np.searchsorted(batch_ts, int(self.held["ts"][0]), side="right"))
-            causes = np.concatenate([np.full(len(self.held), held_cause, np.int64), causes])
+        held = self.held
+        # the usual steps need no concatenation: every new row waits (its time stamp is
+        # the batch's newest) and every held one is complete, or no row is held and the
+        # new ones are all complete or all waiting
+        low, high = _span(rows["ts"], newest)
+        if not len(held):
+            if low >= newest or high < newest:
+                self.held = rows[len(rows):] if high < newest else rows
+                return (rows, causes) if high < newest else (rows[:0], causes[:0])
+        elif low >= newest and _span(held["ts"], newest)[1] < newest:  # a live feed's step
+            self.held = rows
+            cause = int(np.searchsorted(batch_ts, int(held["ts"][0]), side="right"))
+            return held, np.full(len(held), cause, np.int64)
+        if len(held):
+            rows = concat_records([held, rows])
+            held_cause = int(np.searchsorted(batch_ts, int(held["ts"][0]), side="right"))
+            causes = np.concatenate([np.full(len(held), held_cause, np.int64), causes])
         done = rows["ts"] < newest
         n_done = np.count_nonzero(done)
         if np.count_nonzero(done[:n_done]) == n_done:  # the complete ones come first
@@ -187,6 +200,16 @@ class TieHold:
 
 _NO_CAUSES = np.zeros(0, np.int64)
 _NO_CAUSES.flags.writeable = False
+
+
+def _span(ts: np.ndarray, empty: int) -> tuple[int, int]:
+    """The smallest and the largest of ``ts`` (``(empty, empty - 1)`` when there are
+    none: both "all at least ``empty``" and "all below it" hold); a few values through
+    Python ints, which cost less than NumPy's reductions on a few values."""
+    if len(ts) <= 8:
+        values = ts.tolist()
+        return (min(values), max(values)) if values else (empty, empty - 1)
+    return int(ts.min()), int(ts.max())
 
 
 def aggregate_value(function: str, value: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -249,16 +272,19 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
         for comparison in rule.filters:
             keep &= _holds(rule, matches, comparison)
         kept = np.flatnonzero(keep)
+        every = len(kept) == n
     else:  # nothing to check: every match is kept
-        kept = np.arange(n)
+        kept, every = np.arange(n), True
     if len(kept) > 1:
         keys = []
         for element in matches.elements:  # the terminator's position first
-            keys += [element["ts"][kept], _order_key_at(element, kept)]
+            keys += ([element["ts"], order_key(element)] if every
+                     else [element["ts"][kept], _order_key_at(element, kept)])
         kept = kept[np.lexsort(keys[::-1])]
     dtypes = _attribute_dtypes(rule)
     assigned = dict(rule.assignments)
-    columns = {a: (_per_match(evaluate(rule, matches, assigned[a]), n)[kept].astype(dtype)
+    columns = {a: (_per_match(evaluate(rule, matches, assigned[a]), n)[kept].astype(
+                       dtype, copy=False)  # indexing made a copy already
                    if a in assigned else np.zeros(len(kept), dtype))
                for a, dtype in dtypes.items()}
     return kept, columns

@@ -85,6 +85,7 @@ from typing import Any
 
 import numpy as np
 
+from specula.detectors.rules._cdp_columns import take
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     AttrRef,
@@ -103,7 +104,7 @@ from specula.detectors.rules.ast import (
 from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.engine import Matches, compose, order_key
 from specula.detectors.rules.strings import check_strings, encode
-from specula.events import TypeRegistry, fields_of
+from specula.events import TypeRegistry
 
 __all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand",
            "groups"]
@@ -476,10 +477,7 @@ class Union:
                 continue
             kept, columns = compose(rule, matches)
             kept_all.append(kept)
-            rows = matches.elements[0][kept]
-            terminators = np.zeros(len(kept), _TERMINATOR)
-            for name in fields_of(_TERMINATOR):
-                terminators[name] = rows[name]
+            terminators = take(matches.elements[0], kept, _TERMINATOR)
             parts.append(Composites(terminators, matches.terminator[kept], columns))
         return _concatenated(parts, self._none, ordered=True), kept_all
 
