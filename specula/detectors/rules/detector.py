@@ -19,6 +19,8 @@ import numpy as np
 
 from specula.detectors import Detector, Emitter
 from specula.detectors.rules._aip_shed import PartialMatchBlock, StateSheddingError
+from specula.detectors.rules.absence import AbsenceUnion
+from specula.detectors.rules.assignments import check_assignments
 from specula.detectors.rules.ast import (
     AttrRef,
     BinOp,
@@ -98,7 +100,7 @@ def check_rule(rule: Rule, registry: TypeRegistry,
             raise RuleError(f"rule {rule.name}: window '{w.value} {w.unit}' is more ticks than "
                             f"any number holds at {ticks_per_second:g} ticks per second") from None
         except RuleError as exc:
-            hint = "; pass ticks_per_second" if ticks_per_second is None else ""
+            hint = "; pass ticks_per_second" if ticks_per_second is None and w.unit else ""
             raise RuleError(f"rule {rule.name}: {exc}{hint}") from None
 
 
@@ -193,13 +195,14 @@ class RuleDetector(Detector):
             check_strings(rule, registry)
             for plain in expand(rule, ticks_per_second):
                 check_rule(plain, registry, ticks_per_second)
+            check_assignments(rule, registry)
         for rule in self.rules:
             register_composite(rule, registry)
         self.registry = registry
         self.inputs = tuple(dict.fromkeys(t for r in self.rules for t in r.input_types))
         self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
         self.num_gpus = 1.0 if engine == "gpu" else 0.0
-        self._unions: list[Union] | None = None
+        self._unions: list[Union | AbsenceUnion] | None = None
         self._holding: list[tuple[int, Any]] | None = None  # see _holders
 
     def check_node_options(self, options: Mapping[str, Any], where: str) -> None:
@@ -215,14 +218,23 @@ class RuleDetector(Detector):
                 "behind what it has read. Use late='side' (late events are counted and "
                 "go to the late side output), or RuleDetector(..., engine='aip')")
 
-    def unions(self) -> list[Union]:
+    def unions(self) -> list[Union | AbsenceUnion]:
         """Per rule, the engines of its expansions, created (and their module imported)
         on first use."""
         if self._unions is None:
             cls = engine_class(self.engine)
-            self._unions = [Union(rule, cls, self.registry, self.ticks_per_second)
-                            for rule in self.rules]
+            self._unions = [(AbsenceUnion if rule.absences else Union)(
+                rule, cls, self.registry, self.ticks_per_second) for rule in self.rules]
         return self._unions
+
+    def time_hold(self) -> int | None:
+        """The earliest deadline of a composite that waits for event time to pass it
+        (absence at the end, :mod:`~specula.detectors.rules.absence`); None: none."""
+        if self._unions is None:
+            return None
+        holds = [h for u in self._unions if isinstance(u, AbsenceUnion)
+                 if (h := u.time_hold()) is not None]
+        return min(holds) if holds else None
 
     def engines(self) -> list[Engine]:
         """Every engine of every rule, in rule order."""
