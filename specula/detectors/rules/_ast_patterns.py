@@ -117,7 +117,8 @@ class Window:
         else:
             ticks = round(float(self.value * UNIT_SECONDS[self.unit] * ticks_per_second))
         if ticks >= MAX_WINDOW_TICKS:
-            shown = f"{self.value:g} {self.unit}".strip()
+            value = f"{self.value:g}" if isinstance(self.value, float) else str(self.value)
+            shown = f"{value} {self.unit}".strip()
             raise RuleError(f"window '{shown}' is {ticks} ticks, more than a window may span "
                             f"(2**62 ticks: time stamps are int64 ticks and the engines add "
                             "windows to them); use a shorter window")

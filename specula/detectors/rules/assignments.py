@@ -55,7 +55,7 @@ def check_assignments(rule: Rule, registry: TypeRegistry) -> None:
             raise RuleError(f"rule {rule.name}: where {attr} = {_text(rule, expr)} assigns a "
                             f"double to the {declared[attr]} attribute {attr!r}, which would "
                             f"drop its fraction or overflow; declare {attr}: double, or "
-                            "assign an integer")
+                            "assign an integer", near=("where", attr))
 
 
 def _kind(rule: Rule, registry: TypeRegistry, expr: Expr) -> Kind:

@@ -331,16 +331,18 @@ class Rule:
         """Absence at the end follows the terminator, under strict ties, alone."""
         for neg in self.absences:
             where = f"rule {self.name}: 'not {neg.pattern.type} within ... after'"
+            near = ("not", neg.pattern.type)
             if neg.anchor != 0 or neg.within is None:
                 raise RuleError(f"{where} names {self.chain[neg.anchor].name}; an absence "
                                 "at the end follows the last event of the sequence, its "
-                                f"terminator: write 'after {self.terminator.name}'")
+                                f"terminator: write 'after {self.terminator.name}'", near=near)
             if self.ties != "strict":
                 raise RuleError(f"{where} needs 'ties strict': under nonstrict ties an "
-                                "event of the terminator's time stamp may come before it")
+                                "event of the terminator's time stamp may come before it",
+                                near=near)
             if self.consuming or self.partition:
                 clause = "consuming" if self.consuming else "partition by"
-                raise RuleError(f"{where} does not combine with '{clause}'")
+                raise RuleError(f"{where} does not combine with '{clause}'", near=near)
 
     def _check_patterns(self) -> None:
         """Aliases name one element each; predicates read only what matching knows."""

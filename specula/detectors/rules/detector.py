@@ -19,6 +19,7 @@ import numpy as np
 
 from specula.detectors import Detector, Emitter
 from specula.detectors.rules._aip_shed import PartialMatchBlock, StateSheddingError
+from specula.detectors.rules._lexer import RuleSyntaxError, located
 from specula.detectors.rules.absence import AbsenceUnion
 from specula.detectors.rules.assignments import check_assignments
 from specula.detectors.rules.ast import (
@@ -101,7 +102,7 @@ def check_rule(rule: Rule, registry: TypeRegistry,
                             f"any number holds at {ticks_per_second:g} ticks per second") from None
         except RuleError as exc:
             hint = "; pass ticks_per_second" if ticks_per_second is None and w.unit else ""
-            raise RuleError(f"rule {rule.name}: {exc}{hint}") from None
+            raise RuleError(f"rule {rule.name}: {exc}{hint}", near=exc.near) from None
 
 
 def element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:
@@ -191,11 +192,18 @@ class RuleDetector(Detector):
         # windows written with a unit (``5 min.``) are converted in the registry's unit
         self.ticks_per_second = ticks_per_second = registry.ticks_per_second
         _check_no_self_input(self.rules)
-        for rule in self.rules:
-            check_strings(rule, registry)
-            for plain in expand(rule, ticks_per_second):
-                check_rule(plain, registry, ticks_per_second)
-            check_assignments(rule, registry)
+        for rule, (text, start) in zip(self.rules, _texts(rules, self.rules), strict=True):
+            try:
+                check_strings(rule, registry)
+                for plain in expand(rule, ticks_per_second):
+                    check_rule(plain, registry, ticks_per_second)
+                check_assignments(rule, registry)
+            except RuleSyntaxError:
+                raise
+            except RuleError as exc:  # the line and column where the rule has a text
+                if not text:
+                    raise
+                raise located(exc, text, start, start + len(rule.source)) from None
         for rule in self.rules:
             register_composite(rule, registry)
         self.registry = registry
@@ -358,6 +366,20 @@ def as_rules(rules: str | Rule | Iterable[Rule]) -> tuple[Rule, ...]:
     return rules
 
 
+def _texts(given: str | Rule | Iterable[Rule], rules: tuple[Rule, ...]
+           ) -> list[tuple[str, int]]:
+    """Per rule, the text it was written in and where in it the rule starts: the text
+    given, else the rule's own source ("" for a rule built in Python)."""
+    if not isinstance(given, str):
+        return [(rule.source, 0) for rule in rules]
+    out, cursor = [], 0
+    for rule in rules:
+        start = given.find(rule.source, cursor)
+        out.append((given, start) if start >= 0 else (rule.source, 0))
+        cursor = max(cursor, start)
+    return out
+
+
 def _check_no_self_input(rules: tuple[Rule, ...]) -> None:
     defined = {r.name: r for r in rules}
     for rule in rules:
@@ -371,7 +393,8 @@ def _check_no_self_input(rules: tuple[Rule, ...]) -> None:
 def _fields(rule: Rule, type_name: str, registry: TypeRegistry) -> tuple[str, ...]:
     if type_name not in registry:
         raise RuleError(f"rule {rule.name}: event type {type_name!r} is not registered; "
-                        f"register it first (registry.register({type_name!r}, attr=dtype, ...))")
+                        f"register it first (registry.register({type_name!r}, attr=dtype, ...))",
+                        near=(type_name,))
     return registry[type_name].field_names
 
 
@@ -379,7 +402,7 @@ def _require(rule: Rule, type_name: str, attr: str, fields: tuple[str, ...]) -> 
     if attr not in fields:
         have = ", ".join(fields) or "none"
         raise RuleError(f"rule {rule.name}: event type {type_name!r} has no attribute "
-                        f"{attr!r}; its attributes are {have}")
+                        f"{attr!r}; its attributes are {have}", near=(attr,))
 
 
 def attr_refs(rule: Rule) -> list[AttrRef]:

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specula.detectors.rules._lexer import RuleSyntaxError
+from specula.detectors.rules._lexer import RuleSyntaxError, located
 from specula.detectors.rules._terms import RuleState, TermParser, inline_aggregate_name
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
@@ -239,7 +239,7 @@ class _Parser(TermParser):
                         ties=ties, partition=partition, consuming=consuming,  # type: ignore[arg-type]
                         source=source)
         except RuleError as exc:
-            raise RuleSyntaxError(define.line, define.column, str(exc)) from None
+            raise located(exc, self.text, define.start, self.tokens[self.pos - 1].end) from None
 
     def consuming(self) -> tuple[int, ...]:
         """``consuming a, b``: the chain elements whose events a match consumes."""

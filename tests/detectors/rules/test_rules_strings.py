@@ -64,23 +64,24 @@ HEAD = "define S(s: string, p: int) from Q(sym = $s) as q and "
 
 @pytest.mark.parametrize("text, message", [
     ('each T(px = "AAPL") within 3 from q',
-     'rule S: T(px = "AAPL") compares the number attribute px with a string'),
+     'line 1, column 62: rule S: T(px = "AAPL") compares the number attribute px with a string'),
     ("each T(sym = 3) within 3 from q",
-     "rule S: T(sym = 3) compares the string attribute sym with a number"),
+     "line 1, column 62: rule S: T(sym = 3) compares the string attribute sym with a number"),
     ("each T(ex < q.ex) within 3 from q",
-     "rule S: T.ex < q.ex: strings compare only with = and !="),
+     "line 1, column 62: rule S: T.ex < q.ex: strings compare only with = and !="),
     ("each T(px = q.sym) within 3 from q",
-     "rule S: T.px = q.sym compares a number with a string"),
+     "line 1, column 62: rule S: T.px = q.sym compares a number with a string"),
     ("each T(px=$s) within 3 from q",
-     "rule S: $s is bound to the string attribute sym and to the number attribute px"),
+     "line 1, column 62: rule S: $s is bound to the string attribute sym and to the number "
+     "attribute px"),
     ("each T() within 3 from q where p = q.sym",
-     "rule S: p is declared int but assigned a string (q.sym)"),
+     "line 1, column 86: rule S: p is declared int but assigned a string (q.sym)"),
     ("each T() within 3 from q where s = q.px",
-     "rule S: s is declared string but assigned a number (q.px)"),
+     "line 1, column 86: rule S: s is declared string but assigned a number (q.px)"),
     ("each T() within 3 from q where p = q.sym + 1",
-     "rule S: q.sym is a string; arithmetic ('+') takes numbers"),
+     "line 1, column 92: rule S: q.sym is a string; arithmetic ('+') takes numbers"),
     ("each T() within 3 from q and $m = Max(N().sym within 3 from q)",
-     "rule S: Max over the string attribute N.sym; only Count counts strings"),
+     "line 1, column 97: rule S: Max over the string attribute N.sym; only Count counts strings"),
 ])
 def test_what_a_detector_refuses_of_strings_against_the_registry(text: str, message: str):
     with pytest.raises(RuleError) as info:
