@@ -4,10 +4,11 @@ registry.
 Every numeric expression of a rule is an integer or a double: ``ts``, integer and bool
 attributes, integral literals, ``Count`` and ``Sum``/``Min``/``Max`` of integers are
 integers; float attributes, fractional literals, ``Avg``, and ``/`` are doubles; ``+``,
-``-``, ``*`` are doubles when one side is. A double assigned to an ``int`` or ``bool``
-attribute of ``define`` would be truncated (3.99 into 3) or wrapped (1e30 into
--9.2e18), so :func:`check_assignments` refuses it and names the assignment; declare the
-attribute ``double``, or compute an integer.
+``-``, ``*`` are doubles when one side is; a literal beyond int64 is a double. A double
+assigned to an ``int`` or ``bool`` attribute of ``define`` would be truncated (3.99 into
+3) or wrapped (1e30 into -9.2e18), so :func:`check_assignments` refuses it and names the
+assignment; declare the attribute ``double``, or compute an integer. (Integer arithmetic
+that overflows int64 at run time wraps, as NumPy's does; the rule cannot know its values.)
 """
 
 from __future__ import annotations
@@ -60,9 +61,11 @@ def check_assignments(rule: Rule, registry: TypeRegistry) -> None:
 
 def _kind(rule: Rule, registry: TypeRegistry, expr: Expr) -> Kind:
     """Whether ``expr`` is an integer or a double (strings count as integers: codes)."""
-    if isinstance(expr, Const):
+    if isinstance(expr, Const):  # an integer beyond int64 is computed as a double
         value = expr.value
-        return "double" if isinstance(value, float) and not value.is_integer() else "int"
+        if isinstance(value, float):
+            return "int" if value.is_integer() and abs(value) < 2**63 else "double"
+        return "int" if isinstance(value, str) or -(2**63) <= value < 2**63 else "double"
     if isinstance(expr, AttrRef):
         return _attr_kind(rule, registry, expr.element, expr.attr)
     if isinstance(expr, AggRef):

@@ -457,10 +457,12 @@ def _check_literals(rule: Rule, comparison: Comparison) -> None:
                if isinstance(s, Const) and not isinstance(s.value, str)]
     if texts and comparison.op not in ("=", "!="):
         raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with "
-                        f"'{comparison.op}'; strings compare only with = and !=")
+                        f"'{comparison.op}'; strings compare only with = and !=",
+                        near=(quote(texts[0]),))
     if texts and numbers:
         raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with the number "
-                        f"{numbers[0]}; a string equals only a string")
+                        f"{numbers[0]}; a string equals only a string",
+                        near=(quote(texts[0]),))
     stack = [s for s in (comparison.left, comparison.right) if isinstance(s, BinOp)]
     while stack:
         op = stack.pop()
@@ -468,7 +470,7 @@ def _check_literals(rule: Rule, comparison: Comparison) -> None:
             if isinstance(side, Const) and isinstance(side.value, str):
                 raise RuleError(f"rule {rule.name}: {quote(side.value)} is used in "
                                 f"arithmetic ('{op.op}'); a string is only compared (= or "
-                                "!=) or assigned")
+                                "!=) or assigned", near=(quote(side.value),))
             if isinstance(side, BinOp):
                 stack.append(side)
 

@@ -32,6 +32,7 @@ from specula.detectors.rules.detector import RuleDetector
 from specula.events import TypeRegistry
 from specula.events.strings import string_code
 from specula.ordering.unit import OrderingUnit
+from specula.testing import check_detector
 
 ABC = tuple("ABCD")
 CASES = {  # name: (rule text, registry, types)
@@ -342,3 +343,12 @@ def test_the_readme_rows_equal_the_brute_force_reading():
         expected = brute_force(parsed, registry, events)
         assert union_output(union, random_batches(events, seed=5)) == expected
         assert expected, text
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_an_absence_detector_keeps_the_detector_contract(engine):
+    """Batching, snapshot and restore, pickling and speculation (specula.testing)."""
+    registry = abc_registry()
+    det = RuleDetector("\n".join(CASES[n][0] for n in ("timeout", "two absences")), registry,
+                       engine=engine)
+    check_detector(det, random_events(registry, ("A", "B", "C"), 80, seed=6), registry)

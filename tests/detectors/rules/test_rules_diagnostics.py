@@ -52,6 +52,9 @@ LOSSY = ("which would drop its fraction or overflow; declare i: double, or assig
     ("define R(i: int) from A() as a and $m = Avg(B().n within 5 from a) where i = $m",
      f"line 1, column 74: rule R: where i = $m assigns a double to the int attribute 'i', "
      f"{LOSSY}"),
+    ("define R(i: int) from A() as a where i = a.n + 9223372036854775808",
+     f"line 1, column 38: rule R: where i = a.n + 9223372036854775808 assigns a double to "
+     f"the int attribute 'i', {LOSSY}"),
 ])
 @pytest.mark.parametrize("engine", ["aip", "cdp"])
 def test_a_double_into_an_int_is_refused_with_its_place(text, message, engine):
@@ -102,4 +105,21 @@ def test_windows_are_checked_against_the_time_unit_when_the_graph_is_built(engin
 def test_registry_errors_name_line_and_column(text, message):
     with pytest.raises(RuleError) as info:
         RuleDetector(text, registry())
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("text, message", [
+    ('define R() from A() as a\nwhere "x" = 3',
+     'line 2, column 7: rule R: "x" is compared with the number 3; a string equals only a '
+     'string'),
+    ('define R() from A() as a where "x" < "y"',
+     "line 1, column 32: rule R: \"x\" is compared with '<'; strings compare only with = "
+     "and !="),
+    ('define R(s: int) from A() as a where s = "x" + 1',
+     "line 1, column 42: rule R: \"x\" is used in arithmetic ('+'); a string is only "
+     "compared (= or !=) or assigned"),
+])
+def test_string_literals_out_of_place_name_line_and_column(text, message):
+    with pytest.raises(RuleError) as info:
+        parse_rule(text)
     assert str(info.value) == message

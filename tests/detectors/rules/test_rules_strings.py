@@ -36,17 +36,17 @@ def test_string_literals_with_escapes_parse_and_become_codes_for_the_engines():
     ('define X() from Q(sym < "AAPL")',
      "line 1, column 23: strings compare only with = and !=, found '<'"),
     ('define X() from Q() as q where q.sym > "a"',
-     "line 1, column 1: rule X: \"a\" is compared with '>'; strings compare only with = "
+     "line 1, column 40: rule X: \"a\" is compared with '>'; strings compare only with = "
      "and !="),
     ('define X() from Q() as q where 3 = "a"',
-     'line 1, column 1: rule X: "a" is compared with the number 3; a string equals only '
+     'line 1, column 36: rule X: "a" is compared with the number 3; a string equals only '
      "a string"),
     ('define X(s: string) from Q() as q where s = "a" + q.x',
-     "line 1, column 1: rule X: \"a\" is used in arithmetic ('+'); a string is only "
+     "line 1, column 45: rule X: \"a\" is used in arithmetic ('+'); a string is only "
      "compared (= or !=) or assigned"),
     # a minus sign before a string is arithmetic too (it raised a bare TypeError)
     ('define X(s: string) from Q() as q where s = -"a"',
-     "line 1, column 1: rule X: \"a\" is used in arithmetic ('-'); a string is only "
+     "line 1, column 46: rule X: \"a\" is used in arithmetic ('-'); a string is only "
      "compared (= or !=) or assigned"),
     (r'define X() from Q(sym = "a\q")', "line 1, column 27: unknown escape '\\q' in a "
      'string; use \\", \\\\, \\n, \\t, \\r or \\uXXXX'),
