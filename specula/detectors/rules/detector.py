@@ -214,11 +214,20 @@ class RuleDetector(Detector):
         self._holding: list[tuple[int, Any]] | None = None  # see _holders
 
     def check_node_options(self, options: Mapping[str, Any], where: str) -> None:
-        """Refuse ``late="process"`` with a CDP engine: CDP keeps its columns in stream
+        """Refuse ``late="process"`` with absence at the end (a late event could not
+        undo an absence fired) and with a CDP engine: CDP keeps its columns in stream
         order and its kernels read a window as a run of them ending at the terminator,
         so an event behind what it has read has no place to go (AIP appends it to its
         tables, where the terminators after it find it). Refused here, when the graph is
         built, rather than at the first late event."""
+        absent = [r.name for r in self.rules if r.absences]
+        if options.get("late") == "process" and absent:
+            raise OptionError(
+                f"{where}: late='process' does not combine with absence at the end "
+                f"({', '.join(absent)}): an absence fires once event time passes its "
+                "deadline, and a late event handed on out of order could no longer undo "
+                "it. Use late='side', with speculation (alpha < 1) where late events "
+                "should still count: they then retract what they disprove")
         if options.get("late") == "process" and self.engine != "aip":
             raise OptionError(
                 f"{where}: late='process' needs engine='aip'; the {self.engine!r} engine "

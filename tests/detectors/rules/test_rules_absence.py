@@ -31,6 +31,7 @@ from specula.detectors.rules.cdp import CDPEngine
 from specula.detectors.rules.detector import RuleDetector
 from specula.events import TypeRegistry
 from specula.events.strings import string_code
+from specula.options import OptionError
 from specula.ordering.unit import OrderingUnit
 from specula.testing import check_detector
 
@@ -352,3 +353,15 @@ def test_an_absence_detector_keeps_the_detector_contract(engine):
     det = RuleDetector("\n".join(CASES[n][0] for n in ("timeout", "two absences")), registry,
                        engine=engine)
     check_detector(det, random_events(registry, ("A", "B", "C"), 80, seed=6), registry)
+
+
+def test_late_process_is_refused_when_the_graph_is_built():
+    registry = abc_registry()
+    g = Graph(registry, sources=ABC)
+    with pytest.raises(OptionError) as info:
+        g.add("lone", RuleDetector(CASES["timeout"][0], registry), late="process")
+    assert str(info.value) == (
+        "lone: late='process' does not combine with absence at the end (Lone): an "
+        "absence fires once event time passes its deadline, and a late event handed on out "
+        "of order could no longer undo it. Use late='side', with speculation (alpha < 1) "
+        "where late events should still count: they then retract what they disprove")
