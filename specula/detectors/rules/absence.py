@@ -13,8 +13,9 @@ holds what waits here) before it replays: a late ``T`` in front of the event tha
 an absence revokes it like any other output. The engines need not know about time:
 every engine (AIP, CDP, GPU CDP) runs absence rules.
 
-The parameters an absence reads are carried as hidden attributes of the held
-composites (named ``$x``, which no attribute of ``define`` can spell).
+The parameters an absence reads, and under ``partition by`` the terminator's partition
+value, are carried as hidden attributes of the held composites (named ``$x`` and
+``$partition``, which no attribute of ``define`` can spell).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ import numpy as np
 
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
+    AttrRef,
     Constraint,
+    Expr,
     Negation,
     Param,
     ParamRef,
+    Pattern,
     Rule,
 )
 from specula.detectors.rules.engine import Engine, float_params, order_key
@@ -84,14 +88,18 @@ class AbsenceUnion:
         floats = float_params(rule, registry)
         self._hidden = [(f"${name}", _param_kind(rule, registry, name, floats))
                         for name in params]
+        carried: list[tuple[str, Expr]] = [(f"${p}", ParamRef(p)) for p in params]
+        if rule.partition:  # an absence takes only events of the terminator's partition
+            self._hidden.append((_PARTITION, _attr_kind(registry, rule.terminator,
+                                                        rule.partition)))
+            carried.append((_PARTITION, AttrRef(0, rule.partition)))
         positive = replace(rule.without_absences(),
                            attributes=(*rule.attributes, *self._hidden),
-                           assignments=(*rule.assignments,
-                                        *((f"${p}", ParamRef(p)) for p in params)))
+                           assignments=(*rule.assignments, *carried))
         self.union = Union(positive, engine_class, registry, ticks_per_second)
         self._windows = np.array([n.within.ticks(ticks_per_second) for n in absences
                                   if n.within is not None], np.int64)
-        self._absences = [_Forbidden(n, registry, floats) for n in absences]
+        self._absences = [_Forbidden(n, registry, floats, rule.partition) for n in absences]
         self._inputs = np.array([registry.id(t) for t in rule.input_types], np.int64)
         columns = [(a, np.dtype(ATTRIBUTE_TYPES[k])) for a, k in (*rule.attributes,
                                                                   *self._hidden)]
@@ -200,12 +208,16 @@ class _Forbidden:
     parameters compared with a waiting composite's (as int64, or float64 where a
     parameter is bound to a float somewhere)."""
 
-    def __init__(self, negation: Negation, registry: TypeRegistry, floats: set[str]) -> None:
+    def __init__(self, negation: Negation, registry: TypeRegistry, floats: set[str],
+                 partition: str) -> None:
         pattern = negation.pattern
         self.type_id = registry.id(pattern.type)
         self.literals = [(c.attr, c.op, _literal(c)) for c in pattern.literals()]
         self.params = [(c.attr, f"${c.value.name}", c.value.name in floats)
                        for c in pattern.constraints if isinstance(c.value, Param)]
+        if partition:
+            is_float = _attr_kind(registry, pattern, partition) == "double"
+            self.params.append((partition, _PARTITION, is_float))
 
     def rows(self, events: np.ndarray) -> np.ndarray:
         """Indices of the events of the absence's type whose literal constraints hold."""
@@ -236,3 +248,15 @@ def _param_kind(rule: Rule, registry: TypeRegistry, name: str, floats: set[str])
     element = rule.chain[rule.binder(name)]
     attr = next(c.attr for c in element.constraints if c.value == Param(name))
     return "string" if attr in registry[element.type].strings else "int"
+
+
+def _attr_kind(registry: TypeRegistry, pattern: Pattern, attr: str) -> str:
+    """The ``define`` type that carries ``attr`` of every type ``pattern`` matches."""
+    kinds = {dict(registry[t].fields)[attr].kind for t in pattern.types}
+    if any(attr in registry[t].strings for t in pattern.types):
+        return "string"
+    return "double" if "f" in kinds else "int"
+
+
+_PARTITION = "$partition"
+"""The hidden attribute carrying the terminator's partition value (``partition by``)."""

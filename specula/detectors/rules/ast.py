@@ -102,9 +102,10 @@ order an ordering unit delivers. That order key is an event's *position*.
   window and the latest deadline stamps the output. Output fired by time is output
   like any other: a late ``T`` retracts it; the detector holds its unit's progress
   below its earliest pending deadline (:meth:`~specula.detectors.Detector.time_hold`).
-  Needs ``ties strict``; does not combine with ``consuming`` or ``partition by``. The
-  timed-out partial matches of ``A -> B within W`` are the rule ``from A(...) and not
-  B(...) within W after A``. See :mod:`~specula.detectors.rules.absence`.
+  Needs ``ties strict``; does not combine with ``consuming``. Under ``partition by``
+  only events of the terminator's partition forbid. The timed-out partial matches of
+  ``A -> B within W`` are the rule ``from A(...) and not B(...) within W after A``. See
+  :mod:`~specula.detectors.rules.absence`.
 * **Filters.** ``45 < $t`` and other comparisons of expressions must all hold.
 * **Where.** Each composite attribute is assigned an expression over literals,
   parameters, aggregate values, payload attributes of chain elements (``name.attr``,
@@ -340,9 +341,8 @@ class Rule:
                 raise RuleError(f"{where} needs 'ties strict': under nonstrict ties an "
                                 "event of the terminator's time stamp may come before it",
                                 near=near)
-            if self.consuming or self.partition:
-                clause = "consuming" if self.consuming else "partition by"
-                raise RuleError(f"{where} does not combine with '{clause}'", near=near)
+            if self.consuming:
+                raise RuleError(f"{where} does not combine with 'consuming'", near=near)
 
     def _check_patterns(self) -> None:
         """Aliases name one element each; predicates read only what matching knows."""

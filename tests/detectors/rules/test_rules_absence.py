@@ -25,7 +25,7 @@ from specula import CostModel, Graph, InProcessRuntime
 from specula.detectors.rules import RuleError, parse_rule
 from specula.detectors.rules.absence import AbsenceUnion
 from specula.detectors.rules.aip import AIPEngine
-from specula.detectors.rules.ast import Param, ParamRef, Rule
+from specula.detectors.rules.ast import AttrRef, Param, ParamRef, Rule
 from specula.detectors.rules.builder import P, rule
 from specula.detectors.rules.cdp import CDPEngine
 from specula.detectors.rules.detector import RuleDetector
@@ -49,6 +49,8 @@ CASES = {  # name: (rule text, registry, types)
     "each and a sum": ("define S(p: int, s: double) from B(p=$x) and each A(p=$x) within 4 "
                        "from B and $s=Sum(A(p=$x).value within 6 from B) and not C(p=$x) "
                        "within 4 after B where p=$x and s=$s", abc_registry, ABC),
+    "partition": ("define Part(v: int) from A() and last C() within 4 from A and not B() "
+                  "within 3 after A partition by p where v=A.v", abc_registry, ABC),
     "strings": ('define NoTrade(sym: string) from Q(sym=$s) and not T(sym=$s and '
                 'ex != "Area1") within 3 after Q where sym=$s', quotes_registry, ("Q", "T", "N")),
 }
@@ -68,10 +70,12 @@ def brute_force(rule: Rule, registry: TypeRegistry, events: np.ndarray) -> list[
     params = sorted({c.value.name for n in rule.absences for c in n.pattern.constraints
                      if isinstance(c.value, Param)})
     ticks = [n.within.ticks() for n in rule.absences]
+    carried = [(f"_{p}", _kind(rule, registry, p), ParamRef(p)) for p in params]
+    if rule.partition:  # the terminator's partition value, which the absence must share
+        carried.append(("_partition", "int", AttrRef(0, rule.partition)))
     rest = replace(rule.without_absences(),
-                   attributes=(*rule.attributes, *((f"_{p}", _kind(rule, registry, p))
-                                                   for p in params)),
-                   assignments=(*rule.assignments, *((f"_{p}", ParamRef(p)) for p in params)))
+                   attributes=(*rule.attributes, *((a, k) for a, k, _ in carried)),
+                   assignments=(*rule.assignments, *((a, e) for a, _, e in carried)))
     rows = sorted((dict(zip(events.dtype.names, r.tolist(), strict=True)) for r in events),
                   key=lambda r: (r["ts"], (r["producer"] << 40) | r["seq"]))
     names = {registry.id(t): t for t in rule.input_types}
@@ -79,9 +83,11 @@ def brute_force(rule: Rule, registry: TypeRegistry, events: np.ndarray) -> list[
     for found in reference(rest, registry, events):
         ts, key = found[0], found[1]
         values = found[2:2 + len(rule.attributes)]
-        bound = dict(zip(params, found[2 + len(rule.attributes):], strict=True))
-        if any(_forbids(neg, w, r, ts, bound, registry) for neg, w in
-               zip(rule.absences, ticks, strict=True) for r in rows):
+        bound = dict(zip([a for a, _, _ in carried], found[2 + len(rule.attributes):],
+                         strict=True))
+        if any(_forbids(neg, w, r, ts, bound, registry)
+               and (not rule.partition or r[rule.partition] == bound["_partition"])
+               for neg, w in zip(rule.absences, ticks, strict=True) for r in rows):
             continue
         deadline = ts + max(ticks)
         fired = next((i for i, r in enumerate(rows)
@@ -98,7 +104,7 @@ def _forbids(negation, window: int, row: dict, ts: int, bound: dict,
     for c in negation.pattern.constraints:
         value = row[c.attr]
         if isinstance(c.value, Param):
-            want = bound[c.value.name]
+            want = bound[f"_{c.value.name}"]
             if value != (string_code(want) if isinstance(want, str) else want):
                 return False
             continue
