@@ -180,13 +180,8 @@ class AbsenceUnion:
         start = waiting["t"]["ts"]
         for forbidden, window in zip(self._absences, self._windows.tolist(), strict=True):
             rows = forbidden.rows(events)
-            if not len(rows):
-                continue
-            ts = events["ts"][rows]
-            lo = np.searchsorted(ts, start, side="right")
-            hi = np.searchsorted(ts, start + window, side="left")
-            for i in np.flatnonzero((hi > lo) & alive).tolist():
-                alive[i] = not forbidden.any(events, rows[lo[i]:hi[i]], waiting["c"][i])
+            if len(rows):
+                alive &= ~forbidden.hit(events, rows, waiting, start, start + window)
         return alive
 
     def _composites(self, rows: np.ndarray, causes: np.ndarray) -> Composites:
@@ -226,13 +221,39 @@ class _Forbidden:
             keep &= _COMPARE[op](events[attr], value)
         return np.flatnonzero(keep)
 
-    def any(self, events: np.ndarray, rows: np.ndarray, waiting: np.void) -> bool:
-        """Whether one of ``rows`` carries the waiting composite's parameter values."""
-        same = np.ones(len(rows), bool)
+    def hit(self, events: np.ndarray, rows: np.ndarray, waiting: np.ndarray,
+            start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Per waiting composite, whether one of ``rows`` (time-ordered) carries its
+        parameter values with a time stamp strictly between ``start`` and ``end``.
+
+        Vectorised: every event and composite gets a group id (equal parameter values,
+        equal id; NaN equals nothing), time stamps are replaced by their ranks, and
+        ``group * ranks + rank`` orders the events so that one search per composite
+        finds its first event after ``start`` and its first at ``end``."""
+        row_group = np.zeros(len(rows), np.int64)
+        own_group = np.zeros(len(waiting), np.int64)
         for attr, hidden, as_float in self.params:
             kind = np.float64 if as_float else np.int64
-            same &= events[attr][rows].astype(kind) == kind(waiting[hidden])
-        return bool(same.any())
+            theirs = events[attr][rows].astype(kind)
+            mine = waiting["c"][hidden].astype(kind)
+            values, ids = np.unique(np.concatenate([theirs, mine]), return_inverse=True)
+            ids = ids.reshape(-1)
+            if as_float:  # NaN equals nothing: a group of its own for each
+                ids = np.where(np.isnan(np.concatenate([theirs, mine])),
+                               len(values) + np.arange(len(ids)), ids)
+            width = len(values) + len(ids)
+            row_group = row_group * width + ids[:len(rows)]
+            own_group = own_group * width + ids[len(rows):]
+            _, dense = np.unique(np.concatenate([row_group, own_group]), return_inverse=True)
+            row_group, own_group = dense[:len(rows)], dense[len(rows):]
+        times = np.unique(np.concatenate([events["ts"][rows], start, end]))
+        ranks = len(times) + 1
+        keys = np.sort(row_group * ranks + np.searchsorted(times, events["ts"][rows]))
+        first = np.searchsorted(keys, own_group * ranks + np.searchsorted(times, start),
+                                side="right")
+        past = np.searchsorted(keys, own_group * ranks + np.searchsorted(times, end),
+                               side="left")
+        return past > first
 
 
 def _literal(constraint: Constraint) -> Any:
