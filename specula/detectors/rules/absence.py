@@ -5,13 +5,14 @@ A rule with ``not T(c) within W after E`` (``E`` its terminator; FlinkCEP's
 rest of the rule on its engines as usual (:class:`~specula.detectors.rules.expand.Union`)
 and holds each composite it finds until event time decides it; the semantics is written
 in :mod:`~specula.detectors.rules.ast`. Event time is the input in stream order: the
-first event of the rule's input types with ``ts >= E.ts + W`` fires the held composite
-(stamped ``E.ts + W``, caused by that event); an event matching ``T(c)`` in
-``(E.ts, E.ts + W)`` drops it. The ordering unit hands the detector its input in stream
-order, speculatively where it speculates, and restores the detector's snapshot (which
-holds what waits here) before it replays: a late ``T`` in front of the event that fired
-an absence revokes it like any other output. The engines need not know about time:
-every engine (AIP, CDP, GPU CDP) runs absence rules.
+first event of the rule's input types with ``ts > E.ts + W`` fires the held composite
+(stamped ``E.ts + W``, caused by that event); an event matching ``T(c)`` with
+``E.ts < ts <= E.ts + W`` (the window of a step, seen from its anchor) drops it. The
+ordering unit hands the detector its input in stream order, speculatively where it
+speculates, and restores the detector's snapshot (which holds what waits here) before
+it replays: a late ``T`` in front of the event that fired an absence revokes it like
+any other output. The engines need not know about time: every engine (AIP, CDP, GPU
+CDP) runs absence rules.
 
 The parameters an absence reads, and under ``partition by`` the terminator's partition
 value, are carried as hidden attributes of the held composites (named ``$x`` and
@@ -124,7 +125,7 @@ class AbsenceUnion:
 
     def process(self, events: np.ndarray) -> Composites:
         """The composites whose deadline the events of ``events`` pass, each caused by
-        the first of them at or after its deadline; the new matches wait."""
+        the first of them after its deadline; the new matches wait."""
         found = self.union.process(events)
         waiting = np.concatenate([self._waiting, self._wait(found)])
         made = np.concatenate([np.full(len(self._waiting), _NO_CAUSE, np.int64),
@@ -135,8 +136,8 @@ class AbsenceUnion:
         alive = self._not_forbidden(waiting, events)
         rows = np.flatnonzero(np.isin(events["type"], self._inputs))
         times = events["ts"][rows]
-        at = np.searchsorted(times, waiting["deadline"], side="left")
-        at = np.maximum(at, np.searchsorted(rows, made, side="left"))  # at or after the match
+        at = np.searchsorted(times, waiting["deadline"], side="right")
+        at = np.maximum(at, np.searchsorted(rows, made, side="left"))  # not before the match
         fire = alive & (at < len(rows))
         self._waiting = waiting[alive & ~fire]
         fired, causes = waiting[fire], rows[at[fire]]
@@ -224,12 +225,12 @@ class _Forbidden:
     def hit(self, events: np.ndarray, rows: np.ndarray, waiting: np.ndarray,
             start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Per waiting composite, whether one of ``rows`` (time-ordered) carries its
-        parameter values with a time stamp strictly between ``start`` and ``end``.
+        parameter values with a time stamp after ``start``, up to ``end``.
 
         Vectorised: every event and composite gets a group id (equal parameter values,
         equal id; NaN equals nothing), time stamps are replaced by their ranks, and
         ``group * ranks + rank`` orders the events so that one search per composite
-        finds its first event after ``start`` and its first at ``end``."""
+        finds its first event after ``start`` and its first after ``end``."""
         row_group = np.zeros(len(rows), np.int64)
         own_group = np.zeros(len(waiting), np.int64)
         for attr, hidden, as_float in self.params:
@@ -252,7 +253,7 @@ class _Forbidden:
         first = np.searchsorted(keys, own_group * ranks + np.searchsorted(times, start),
                                 side="right")
         past = np.searchsorted(keys, own_group * ranks + np.searchsorted(times, end),
-                               side="left")
+                               side="right")
         return past > first
 
 

@@ -95,17 +95,19 @@ order an ordering unit delivers. That order key is an event's *position*.
   and timed-out partial matches, Esper's ``A -> (timer:interval(W) and not X)``).
   ``not T(c) within W after E``, ``E`` the terminator: a match of the rest of the rule
   waits until event time reaches ``E.ts + W``. It is dropped if an event matching
-  ``T(c)`` (parameters bound by the match) has ``E.ts < e.ts < E.ts + W``; else it
-  fires with time stamp ``E.ts + W`` and the terminator's key, caused by the first
-  event of the rule's input types with ``ts >= E.ts + W`` (event time is the input in
-  stream order), or at the end of the stream. With several, each forbids its own
-  window and the latest deadline stamps the output. Output fired by time is output
-  like any other: a late ``T`` retracts it; the detector holds its unit's progress
-  below its earliest pending deadline (:meth:`~specula.detectors.Detector.time_hold`).
+  ``T(c)`` (parameters bound by the match) has ``E.ts < e.ts <= E.ts + W`` (a step's
+  window, seen from its anchor); else it fires with time stamp ``E.ts + W`` and the
+  terminator's key, caused by the first event of the rule's input types with ``ts >
+  E.ts + W`` (event time is the input in stream order), or at the end of the stream.
+  With several, each forbids its own window and the latest deadline stamps the output.
+  Output fired by time is output like any other: a late ``T`` retracts it; the
+  detector holds its unit's progress below its earliest waiting deadline
+  (:meth:`~specula.detectors.Detector.time_hold`).
   Needs ``ties strict``; does not combine with ``consuming``. Under ``partition by``
   only events of the terminator's partition forbid. The timed-out partial matches of
-  ``A -> B within W`` are the rule ``from A(...) and not B(...) within W after A``. See
-  :mod:`~specula.detectors.rules.absence`.
+  ``A -> B within W`` are the rule ``from A(...) and not B(...) within W after A``:
+  every ``A`` either is chosen by ``from B(...) and each A(...) within W from B`` or
+  times out. See :mod:`~specula.detectors.rules.absence`.
 * **Filters.** ``45 < $t`` and other comparisons of expressions must all hold.
 * **Where.** Each composite attribute is assigned an expression over literals,
   parameters, aggregate values, payload attributes of chain elements (``name.attr``,
