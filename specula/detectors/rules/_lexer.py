@@ -51,7 +51,9 @@ def located(exc: RuleError, text: str, start: int = 0, end: int | None = None
     end = len(text) if end is None else end
     at, offset = start, start
     for word in exc.near:
-        found = re.compile(rf"(?<![\w$]){re.escape(word)}(?!\w)").search(text, offset, end)
+        before = r"(?<![\w$])" if re.match(r"[\w$]", word) else ""  # whole names only
+        after = r"(?!\w)" if re.search(r"\w$", word) else ""
+        found = re.compile(before + re.escape(word) + after).search(text, offset, end)
         if found is None:
             at = start
             break

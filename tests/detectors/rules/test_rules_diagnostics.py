@@ -123,3 +123,10 @@ def test_string_literals_out_of_place_name_line_and_column(text, message):
     with pytest.raises(RuleError) as info:
         parse_rule(text)
     assert str(info.value) == message
+
+
+def test_closure_bounds_out_of_range_point_at_the_bounds():
+    with pytest.raises(RuleError) as info:
+        parse_rule("define R() from A()\n and each B(n=1){3,2} as bs within 3 from A")
+    assert str(info.value) == ("line 2, column 17: rule R: closure bs{3,2} needs "
+                               "1 <= n <= m <= 16")
