@@ -87,6 +87,14 @@ class Detector:
         behind its producer's progress. Time-stamp what the end closes at or after the
         newest input it covers."""
 
+    def time_hold(self) -> int | None:
+        """The earliest time stamp at which the detector may still generate an event
+        because event time passes (a rule's absence at the end waiting for its
+        deadline), or None (the default): nothing waits. Its ordering unit publishes
+        no progress at or beyond it, so the output fired there, stamped in the past of
+        the event that fires it, is never behind the unit's own punctuation."""
+        return None
+
     def check_node_options(self, options: Mapping[str, Any], where: str) -> None:
         """Raise :class:`~specula.options.OptionError` (its message prefixed with
         ``where``, saying what to change) if the detector cannot run under a node's

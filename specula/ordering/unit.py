@@ -260,12 +260,18 @@ class OrderingUnit:
         (``clk - ceil(alpha*K)`` with the alpha the last push emitted with, not the one
         an adaptation chose after it; None before the first clock): what the unit sends
         later stems from later input, or revises what it sent. Runtimes publish it to
-        the subscribers as a ``PROGRESS`` punctuation."""
+        the subscribers as a ``PROGRESS`` punctuation. It stays below the detector's
+        :meth:`~specula.detectors.Detector.time_hold`, where output fired by the passing
+        of event time may still come."""
         if self.state.clk == _NO_CLOCK:
             return None
         if self.ended:
             return _END_OF_TIME
-        return self.state.handed  # set by every push that moved the clock
+        hold = self.detector.time_hold()
+        handed = self.state.handed  # set by every push that moved the clock
+        if hold is None or handed is None:
+            return handed
+        return min(handed, hold - 1)
 
     @property
     def ended(self) -> bool:

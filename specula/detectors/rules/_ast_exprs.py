@@ -20,7 +20,16 @@ FUNCTIONS: tuple[Function, ...] = ("sum", "avg", "min", "max", "count")
 
 
 class RuleError(ValueError):
-    """A rule that is not well formed; the message says which part and why."""
+    """A rule that is not well formed; the message says which part and why.
+
+    ``near`` names the place in the rule text, as words that follow each other there
+    (``("where", "x")``: the first ``x`` after ``where``), for the line and column of
+    :func:`~specula.detectors.rules._lexer.located`; empty: the rule as a whole.
+    """
+
+    def __init__(self, message: str = "", *, near: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.near = near
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ Ties = Literal["strict", "nonstrict"]
 SELECTIONS: tuple[Selection, ...] = ("each", "last", "first")
 TIES: tuple[Ties, ...] = ("strict", "nonstrict")
 UNIT_SECONDS: dict[str, float] = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+MAX_WINDOW_TICKS = 2**62
+"""Windows span fewer ticks than this, so that a time stamp plus or minus a window stays
+an int64 on every engine."""
 
 Value = int | float | bool | str | Param
 
@@ -104,13 +107,22 @@ class Window:
             raise RuleError(f"a window must be a finite length >= 0, got {self.value}")
 
     def ticks(self, ticks_per_second: float | None = None) -> int:
-        """The window in ticks; a window with a unit needs ``ticks_per_second``."""
+        """The window in ticks; a window with a unit needs ``ticks_per_second``. A
+        window spans fewer than :data:`MAX_WINDOW_TICKS` ticks, on every engine."""
         if not self.unit:
-            return round(self.value)
-        if ticks_per_second is None:
+            ticks = round(self.value)
+        elif ticks_per_second is None:
             raise RuleError(f"window '{self.value} {self.unit}' needs the ticks per second "
                             "of the graph")
-        return round(float(self.value * UNIT_SECONDS[self.unit] * ticks_per_second))
+        else:
+            ticks = round(float(self.value * UNIT_SECONDS[self.unit] * ticks_per_second))
+        if ticks >= MAX_WINDOW_TICKS:
+            value = f"{self.value:g}" if isinstance(self.value, float) else str(self.value)
+            shown = f"{value} {self.unit}".strip()
+            raise RuleError(f"window '{shown}' is {ticks} ticks, more than a window may span "
+                            f"(2**62 ticks: time stamps are int64 ticks and the engines add "
+                            "windows to them); use a shorter window")
+        return ticks
 
 
 @dataclass(frozen=True)
@@ -144,9 +156,12 @@ class Aggregate:
 @dataclass(frozen=True)
 class Negation:
     """No event matches ``pattern`` within ``window`` before ``chain[anchor]`` or, when
-    ``after`` is set, strictly between ``chain[after]`` and ``chain[anchor]``."""
+    ``after`` is set, strictly between ``chain[after]`` and ``chain[anchor]``; when
+    ``ahead`` is set, within ``window`` *after* ``chain[anchor]`` (absence at the end,
+    decided when event time passes the window)."""
 
     pattern: Pattern
     anchor: int
     within: Window | None = None
     after: int | None = None
+    ahead: bool = False

@@ -29,6 +29,7 @@ from specula.detectors.rules.ast import (
     Pattern,
     Rule,
     RuleError,
+    Window,
 )
 from specula.detectors.rules.detector import attr_refs, element_dtype
 from specula.detectors.rules.engine import float_params, resolved_predicates
@@ -38,7 +39,6 @@ __all__ = ["Plan", "Reduction", "Step", "StoreKey", "StoreSpec", "Terminator", "
 
 _SELECTION = {"each": _k.EACH, "last": _k.LAST, "first": _k.FIRST}
 _OP = {"sum": _k.SUM, "avg": _k.SUM, "count": _k.SUM, "min": _k.MIN, "max": _k.MAX}
-_MAX_WINDOW = 2**62
 
 
 def _checks(pairs: list[tuple[int, int, bool]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -273,12 +273,14 @@ class Plan:
                     rows.append(int(scan.chk_col[0]))
 
 
-def _ticks(rule: Rule, window, ticks_per_second: float | None) -> int:
-    ticks = window.ticks(ticks_per_second)
-    if ticks >= _MAX_WINDOW:
-        raise RuleError(f"rule {rule.name}: window {window.value} {window.unit} is "
-                        f"{ticks} ticks, more than the {_MAX_WINDOW} the engines support")
-    return ticks
+
+
+def _ticks(rule: Rule, window: Window, ticks_per_second: float | None) -> int:
+    """``window`` in ticks; a window too long for the engines names its rule."""
+    try:
+        return window.ticks(ticks_per_second)
+    except RuleError as exc:
+        raise RuleError(f"rule {rule.name}: {exc}") from None
 
 
 POSITION = "#position"

@@ -39,6 +39,29 @@ class RuleSyntaxError(RuleError):
         return (type(self), (self.line, self.column, self.reason))
 
 
+def located(exc: RuleError, text: str, start: int = 0, end: int | None = None
+            ) -> RuleSyntaxError:
+    r"""``exc``, raised about the rule ``text[start:end]``, with the line and column (in
+    ``text``) of the place it names (:attr:`RuleError.near`), else of the rule's start.
+
+    >>> exc = RuleError("rule R: no attribute 'y'", near=("where", "y"))
+    >>> str(located(exc, "define R(y: int)\nfrom A()\nwhere y = 1"))
+    "line 3, column 7: rule R: no attribute 'y'"
+    """
+    end = len(text) if end is None else end
+    at, offset = start, start
+    for word in exc.near:
+        before = r"(?<![\w$])" if re.match(r"[\w$]", word) else ""  # whole names only
+        after = r"(?!\w)" if re.search(r"\w$", word) else ""
+        found = re.compile(before + re.escape(word) + after).search(text, offset, end)
+        if found is None:
+            at = start
+            break
+        at, offset = found.start(), found.end()
+    line = text.count("\n", 0, at) + 1
+    return RuleSyntaxError(line, at - (text.rfind("\n", 0, at) + 1) + 1, str(exc))
+
+
 @dataclass(frozen=True)
 class Token:
     """One token, with where it starts (``line``, ``column``) and its span in the text."""

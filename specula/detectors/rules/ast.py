@@ -91,6 +91,23 @@ order an ordering unit delivers. That order key is an event's *position*.
   and E``: none with ``D.ts < e.ts < E.ts`` (``D`` is the later chain element, the
   earlier in time; the parser refuses the reverse order). They are Count aggregates
   that must be 0.
+* **Absence at the end** (time-driven output: FlinkCEP's ``notFollowedBy(X).within(W)``
+  and timed-out partial matches, Esper's ``A -> (timer:interval(W) and not X)``).
+  ``not T(c) within W after E``, ``E`` the terminator: a match of the rest of the rule
+  waits until event time reaches ``E.ts + W``. It is dropped if an event matching
+  ``T(c)`` (parameters bound by the match) has ``E.ts < e.ts <= E.ts + W`` (a step's
+  window, seen from its anchor); else it fires with time stamp ``E.ts + W`` and the
+  terminator's key, caused by the first event of the rule's input types with ``ts >
+  E.ts + W`` (event time is the input in stream order), or at the end of the stream.
+  With several, each forbids its own window and the latest deadline stamps the output.
+  Output fired by time is output like any other: a late ``T`` retracts it; the
+  detector holds its unit's progress below its earliest waiting deadline
+  (:meth:`~specula.detectors.Detector.time_hold`).
+  Needs ``ties strict``; does not combine with ``consuming``. Under ``partition by``
+  only events of the terminator's partition forbid. The timed-out partial matches of
+  ``A -> B within W`` are the rule ``from A(...) and not B(...) within W after A``:
+  every ``A`` either is chosen by ``from B(...) and each A(...) within W from B`` or
+  times out. See :mod:`~specula.detectors.rules.absence`.
 * **Filters.** ``45 < $t`` and other comparisons of expressions must all hold.
 * **Where.** Each composite attribute is assigned an expression over literals,
   parameters, aggregate values, payload attributes of chain elements (``name.attr``,
@@ -125,7 +142,7 @@ with the graph's ticks per second.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 
 from specula.detectors.rules._ast_exprs import (
     COMPARATORS,
@@ -270,6 +287,7 @@ class Rule:
             if (neg.within is None) == (neg.after is None):
                 raise RuleError(f"rule {self.name}: negation of {neg.pattern.type} needs "
                                 "either 'within' or 'between'")
+        self._check_absences()
         if self.partition and not self.partition.isidentifier():
             raise RuleError(f"rule {self.name}: partition by {self.partition!r}: not an "
                             "attribute name")
@@ -301,6 +319,32 @@ class Rule:
             _check_literals(self, comparison)
         for _, expr in self.assignments:
             _check_literals(self, Comparison(expr, "=", expr))
+
+    @property
+    def absences(self) -> tuple[Negation, ...]:
+        """The negations ``not T within W after E``: absence at the end, decided by
+        the passing of event time."""
+        return tuple(n for n in self.negations if n.ahead)
+
+    def without_absences(self) -> Rule:
+        """The rule less its absences at the end: what the engines match."""
+        return replace(self, negations=tuple(n for n in self.negations if not n.ahead))
+
+    def _check_absences(self) -> None:
+        """Absence at the end follows the terminator, under strict ties, alone."""
+        for neg in self.absences:
+            where = f"rule {self.name}: 'not {neg.pattern.type} within ... after'"
+            near = ("not", neg.pattern.type)
+            if neg.anchor != 0 or neg.within is None:
+                raise RuleError(f"{where} names {self.chain[neg.anchor].name}; an absence "
+                                "at the end follows the last event of the sequence, its "
+                                f"terminator: write 'after {self.terminator.name}'", near=near)
+            if self.ties != "strict":
+                raise RuleError(f"{where} needs 'ties strict': under nonstrict ties an "
+                                "event of the terminator's time stamp may come before it",
+                                near=near)
+            if self.consuming:
+                raise RuleError(f"{where} does not combine with 'consuming'", near=near)
 
     def _check_patterns(self) -> None:
         """Aliases name one element each; predicates read only what matching knows."""
@@ -415,10 +459,12 @@ def _check_literals(rule: Rule, comparison: Comparison) -> None:
                if isinstance(s, Const) and not isinstance(s.value, str)]
     if texts and comparison.op not in ("=", "!="):
         raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with "
-                        f"'{comparison.op}'; strings compare only with = and !=")
+                        f"'{comparison.op}'; strings compare only with = and !=",
+                        near=(quote(texts[0]),))
     if texts and numbers:
         raise RuleError(f"rule {rule.name}: {quote(texts[0])} is compared with the number "
-                        f"{numbers[0]}; a string equals only a string")
+                        f"{numbers[0]}; a string equals only a string",
+                        near=(quote(texts[0]),))
     stack = [s for s in (comparison.left, comparison.right) if isinstance(s, BinOp)]
     while stack:
         op = stack.pop()
@@ -426,7 +472,7 @@ def _check_literals(rule: Rule, comparison: Comparison) -> None:
             if isinstance(side, Const) and isinstance(side.value, str):
                 raise RuleError(f"rule {rule.name}: {quote(side.value)} is used in "
                                 f"arithmetic ('{op.op}'); a string is only compared (= or "
-                                "!=) or assigned")
+                                "!=) or assigned", near=(quote(side.value),))
             if isinstance(side, BinOp):
                 stack.append(side)
 

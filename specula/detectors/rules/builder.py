@@ -258,11 +258,14 @@ class RuleBuilder:
 
     def absent(self, type: str, /, *, within: WindowLike | None = None,
                before: str | None = None, between: tuple[str, str] | None = None,
-               **constraints: Any) -> RuleBuilder:
+               after: str | None = None, **constraints: Any) -> RuleBuilder:
         """A negation: no ``type(constraints)`` in a window.
 
         ``absent(T, within=W, before=E)`` is ``not T(...) within W from E``;
-        ``absent(T, between=(D, E))`` is ``not T(...) between D and E``.
+        ``absent(T, between=(D, E))`` is ``not T(...) between D and E``;
+        ``absent(T, within=W, after=E)`` is ``not T(...) within W after E``, absence at
+        the end (``E`` the terminator), which fires when event time passes ``E.ts + W``
+        (FlinkCEP's ``notFollowedBy(T).within(W)``).
 
         Examples
         --------
@@ -274,17 +277,20 @@ class RuleBuilder:
         """
         self._need_terminator("absent")
         pattern = _pattern(type, constraints)
-        if between is not None and within is None and before is None:
-            after, anchor = self._element(between[0]), self._element(between[1])
-            if after <= anchor:
+        if after is not None and within is not None and before is None and between is None:
+            negation = Negation(pattern, self._element(after), within=_window(within),
+                                ahead=True)
+        elif after is None and between is not None and within is None and before is None:
+            earlier, anchor = self._element(between[0]), self._element(between[1])
+            if earlier <= anchor:
                 raise RuleError(f"rule {self.name}: between=({between[0]!r}, {between[1]!r}) "
                                 "needs two elements, the earlier in time first")
-            negation = Negation(pattern, anchor, after=after)
-        elif between is None and within is not None and before is not None:
+            negation = Negation(pattern, anchor, after=earlier)
+        elif after is None and between is None and within is not None and before is not None:
             negation = Negation(pattern, self._element(before), within=_window(within))
         else:
-            raise RuleError(f"rule {self.name}: absent({type!r}) takes either within= and "
-                            "before=, or between=(earlier, later)")
+            raise RuleError(f"rule {self.name}: absent({type!r}) takes within= and before=, "
+                            "within= and after=, or between=(earlier, later)")
         return replace(self, negations=(*self.negations, negation))
 
     # ------------------------------------------------------------ filters, where

@@ -19,6 +19,9 @@ import numpy as np
 
 from specula.detectors import Detector, Emitter
 from specula.detectors.rules._aip_shed import PartialMatchBlock, StateSheddingError
+from specula.detectors.rules._lexer import RuleSyntaxError, located
+from specula.detectors.rules.absence import AbsenceUnion
+from specula.detectors.rules.assignments import check_assignments
 from specula.detectors.rules.ast import (
     AttrRef,
     BinOp,
@@ -98,8 +101,8 @@ def check_rule(rule: Rule, registry: TypeRegistry,
             raise RuleError(f"rule {rule.name}: window '{w.value} {w.unit}' is more ticks than "
                             f"any number holds at {ticks_per_second:g} ticks per second") from None
         except RuleError as exc:
-            hint = "; pass ticks_per_second" if ticks_per_second is None else ""
-            raise RuleError(f"rule {rule.name}: {exc}{hint}") from None
+            hint = "; pass ticks_per_second" if ticks_per_second is None and w.unit else ""
+            raise RuleError(f"rule {rule.name}: {exc}{hint}", near=exc.near) from None
 
 
 def element_dtype(rule: Rule, registry: TypeRegistry) -> np.dtype:
@@ -189,25 +192,42 @@ class RuleDetector(Detector):
         # windows written with a unit (``5 min.``) are converted in the registry's unit
         self.ticks_per_second = ticks_per_second = registry.ticks_per_second
         _check_no_self_input(self.rules)
-        for rule in self.rules:
-            check_strings(rule, registry)
-            for plain in expand(rule, ticks_per_second):
-                check_rule(plain, registry, ticks_per_second)
+        for rule, (text, start) in zip(self.rules, _texts(rules, self.rules), strict=True):
+            try:
+                check_strings(rule, registry)
+                for plain in expand(rule, ticks_per_second):
+                    check_rule(plain, registry, ticks_per_second)
+                check_assignments(rule, registry)
+            except RuleSyntaxError:
+                raise
+            except RuleError as exc:  # the line and column where the rule has a text
+                if not text:
+                    raise
+                raise located(exc, text, start, start + len(rule.source)) from None
         for rule in self.rules:
             register_composite(rule, registry)
         self.registry = registry
         self.inputs = tuple(dict.fromkeys(t for r in self.rules for t in r.input_types))
         self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
         self.num_gpus = 1.0 if engine == "gpu" else 0.0
-        self._unions: list[Union] | None = None
+        self._unions: list[Union | AbsenceUnion] | None = None
         self._holding: list[tuple[int, Any]] | None = None  # see _holders
 
     def check_node_options(self, options: Mapping[str, Any], where: str) -> None:
-        """Refuse ``late="process"`` with a CDP engine: CDP keeps its columns in stream
+        """Refuse ``late="process"`` with absence at the end (a late event could not
+        undo an absence fired) and with a CDP engine: CDP keeps its columns in stream
         order and its kernels read a window as a run of them ending at the terminator,
         so an event behind what it has read has no place to go (AIP appends it to its
         tables, where the terminators after it find it). Refused here, when the graph is
         built, rather than at the first late event."""
+        absent = [r.name for r in self.rules if r.absences]
+        if options.get("late") == "process" and absent:
+            raise OptionError(
+                f"{where}: late='process' does not combine with absence at the end "
+                f"({', '.join(absent)}): an absence fires once event time passes its "
+                "deadline, and a late event handed on out of order could no longer undo "
+                "it. Use late='side', with speculation (alpha < 1) where late events "
+                "should still count: they then retract what they disprove")
         if options.get("late") == "process" and self.engine != "aip":
             raise OptionError(
                 f"{where}: late='process' needs engine='aip'; the {self.engine!r} engine "
@@ -215,14 +235,23 @@ class RuleDetector(Detector):
                 "behind what it has read. Use late='side' (late events are counted and "
                 "go to the late side output), or RuleDetector(..., engine='aip')")
 
-    def unions(self) -> list[Union]:
+    def unions(self) -> list[Union | AbsenceUnion]:
         """Per rule, the engines of its expansions, created (and their module imported)
         on first use."""
         if self._unions is None:
             cls = engine_class(self.engine)
-            self._unions = [Union(rule, cls, self.registry, self.ticks_per_second)
-                            for rule in self.rules]
+            self._unions = [(AbsenceUnion if rule.absences else Union)(
+                rule, cls, self.registry, self.ticks_per_second) for rule in self.rules]
         return self._unions
+
+    def time_hold(self) -> int | None:
+        """The earliest deadline of a composite that waits for event time to pass it
+        (absence at the end, :mod:`~specula.detectors.rules.absence`); None: none."""
+        if self._unions is None:
+            return None
+        holds = [h for u in self._unions if isinstance(u, AbsenceUnion)
+                 if (h := u.time_hold()) is not None]
+        return min(holds) if holds else None
 
     def engines(self) -> list[Engine]:
         """Every engine of every rule, in rule order."""
@@ -346,6 +375,20 @@ def as_rules(rules: str | Rule | Iterable[Rule]) -> tuple[Rule, ...]:
     return rules
 
 
+def _texts(given: str | Rule | Iterable[Rule], rules: tuple[Rule, ...]
+           ) -> list[tuple[str, int]]:
+    """Per rule, the text it was written in and where in it the rule starts: the text
+    given, else the rule's own source ("" for a rule built in Python)."""
+    if not isinstance(given, str):
+        return [(rule.source, 0) for rule in rules]
+    out, cursor = [], 0
+    for rule in rules:
+        start = given.find(rule.source, cursor)
+        out.append((given, start) if start >= 0 else (rule.source, 0))
+        cursor = max(cursor, start)
+    return out
+
+
 def _check_no_self_input(rules: tuple[Rule, ...]) -> None:
     defined = {r.name: r for r in rules}
     for rule in rules:
@@ -359,7 +402,8 @@ def _check_no_self_input(rules: tuple[Rule, ...]) -> None:
 def _fields(rule: Rule, type_name: str, registry: TypeRegistry) -> tuple[str, ...]:
     if type_name not in registry:
         raise RuleError(f"rule {rule.name}: event type {type_name!r} is not registered; "
-                        f"register it first (registry.register({type_name!r}, attr=dtype, ...))")
+                        f"register it first (registry.register({type_name!r}, attr=dtype, ...))",
+                        near=(type_name,))
     return registry[type_name].field_names
 
 
@@ -367,7 +411,7 @@ def _require(rule: Rule, type_name: str, attr: str, fields: tuple[str, ...]) -> 
     if attr not in fields:
         have = ", ".join(fields) or "none"
         raise RuleError(f"rule {rule.name}: event type {type_name!r} has no attribute "
-                        f"{attr!r}; its attributes are {have}")
+                        f"{attr!r}; its attributes are {have}", near=(attr,))
 
 
 def attr_refs(rule: Rule) -> list[AttrRef]:

@@ -139,7 +139,7 @@ def check_shapes(rule: Rule) -> None:
         lo, hi = step.times
         if not 1 <= lo <= hi <= MAX_CLOSURE:
             raise RuleError(f"rule {rule.name}: closure {pattern.name}{{{lo},{hi}}} needs "
-                            f"1 <= n <= m <= {MAX_CLOSURE}")
+                            f"1 <= n <= m <= {MAX_CLOSURE}", near=(pattern.type, "{"))
         if step.selection == "first":
             raise RuleError(f"rule {rule.name}: closure {pattern.name} collects events back "
                             "from the element it follows: use 'each' (every subsequence) or "

@@ -17,7 +17,8 @@ complex event processing on parallel hardware"), plus negations and free filters
     constraint := NAME comparator (NUMBER | '-' NUMBER | STRING | 'true' | 'false' | PARAM)
     from_item  := ('each' | 'last' | 'first') (element | conjunction)
                   ['within' window] 'from' NAME
-                | 'not' pattern ('within' window 'from' NAME | 'between' NAME 'and' NAME)
+                | 'not' pattern ('within' window ('from' | 'after') NAME
+                                 | 'between' NAME 'and' NAME)
                 | side [comparator side]
     side       := PARAM '=' aggregate          (binds the aggregate to the parameter)
                 | expr
@@ -44,6 +45,8 @@ Decisions the paper leaves open:
   element declared *earlier in the text*, and the name must be unique in the chain.
 * ``not T(...) between D and E`` needs ``D`` to come after ``E`` in the chain (``D``
   happens first): it forbids ``T`` strictly between the two.
+* ``not T(...) within W after E`` (absence at the end, fired when event time passes
+  ``E.ts + W``) needs ``E`` to be the terminator.
 * ``$t=Func(...)`` always binds an aggregate, on either side of a comparison or alone
   (``and $t=Avg(...)``); ``$t`` may then be used in filters and ``where``. A from item
   that is not a step, a negation or a binding is a filter, as is a ``where`` item that
@@ -85,7 +88,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specula.detectors.rules._lexer import RuleSyntaxError
+from specula.detectors.rules._lexer import RuleSyntaxError, located
 from specula.detectors.rules._terms import RuleState, TermParser, inline_aggregate_name
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
@@ -173,6 +176,8 @@ def parse_window(text: str) -> Window:
 # --------------------------------------------------------------------------- parser
 
 _SELECTIONS = frozenset(SELECTIONS)
+_CLAUSES = ("within", "partition by", "ties", "where", "consuming")
+"""The clauses after the sequence, in the order they are written."""
 
 
 class _Parser(TermParser):
@@ -190,16 +195,19 @@ class _Parser(TermParser):
         while self.at_keyword("and"):
             self.advance()
             self.from_item()
+        reached = 0  # how many of _CLAUSES are behind: one clause cannot come twice
         within = None
         if self.at_keyword("within"):
             self.advance()
             within = self.window()
+            reached = 1
         self.fill_windows(within)
         partition = ""
         if self.at_keyword("partition"):
             self.advance()
             self.expect_keyword("by")
             partition = self.expect_name("the attribute to partition by").text
+            reached = 2
         ties = "strict"
         if self.at_keyword("ties"):
             self.advance()
@@ -207,22 +215,21 @@ class _Parser(TermParser):
                 raise self.fail("'strict' or 'nonstrict' (how equal time stamps follow "
                                 "each other)")
             ties = self.advance().text.lower()
+            reached = 3
         if self.at_keyword("where"):
             self.advance()
             self.where_item()
             while self.at_keyword("and"):
                 self.advance()
                 self.where_item()
+            reached = 4
         consuming = self.consuming() if self.at_keyword("consuming") else ()
         if not (self.at_end() or self.at_keyword("define")):
             if consuming:
-                expected = "',', 'define' or end of text"
-            elif state.assignments or state.filters:
-                expected = "'and', 'consuming', 'define' or end of text"
-            else:
-                expected = ("'and', 'within', 'partition by', 'ties', 'where', 'consuming', "
-                            "'define' or end of text")
-            raise self.fail(expected)
+                raise self.fail("',', 'define' or end of text")
+            more = ["'and'"] if reached in (0, 4) else []
+            more += [f"'{c}'" for c in _CLAUSES[reached:]]
+            raise self.fail(f"{', '.join(more)}, 'define' or end of text")
         self.check_parameters()
         source = self.text[define.start:self.tokens[self.pos - 1].end]
         try:
@@ -232,7 +239,7 @@ class _Parser(TermParser):
                         ties=ties, partition=partition, consuming=consuming,  # type: ignore[arg-type]
                         source=source)
         except RuleError as exc:
-            raise RuleSyntaxError(define.line, define.column, str(exc)) from None
+            raise located(exc, self.text, define.start, self.tokens[self.pos - 1].end) from None
 
     def consuming(self) -> tuple[int, ...]:
         """``consuming a, b``: the chain elements whose events a match consumes."""
@@ -363,8 +370,12 @@ class _Parser(TermParser):
         if self.at_keyword("within"):
             self.advance()
             within = self.window()
-            self.expect_keyword("from")
-            state.negations.append(Negation(pattern, self.element(), within=within))
+            if not self.at_keyword("from", "after"):
+                raise self.fail("'from' (none in the window before an element) or 'after' "
+                                "(none in the window after the terminator)")
+            ahead = self.advance().text.lower() == "after"
+            state.negations.append(Negation(pattern, self.element(), within=within,
+                                            ahead=ahead))
         elif self.at_keyword("between"):
             self.advance()
             first = self.peek()

@@ -94,8 +94,9 @@ class _Kinds:
             for c in pattern.constraints:
                 self.constraint(pattern, c)
 
-    def fail(self, reason: str) -> RuleError:
-        return RuleError(f"rule {self.rule.name}: {reason}")
+    def fail(self, reason: str, *near: str) -> RuleError:
+        """The error, ``near`` the words of the text it is about (see :class:`RuleError`)."""
+        return RuleError(f"rule {self.rule.name}: {reason}", near=near)
 
     def attribute(self, attr: str) -> str:
         return "string" if attr in self.strings else "number"
@@ -106,19 +107,20 @@ class _Kinds:
             seen = self.params.setdefault(c.value.name, (kind, c.attr))
             if seen[0] != kind:
                 raise self.fail(f"{c.value} is bound to the {seen[0]} attribute {seen[1]} "
-                                f"and to the {kind} attribute {c.attr}")
+                                f"and to the {kind} attribute {c.attr}", pattern.type, c.attr)
             return
         value = "string" if isinstance(c.value, str) else "number"
         if value != kind:
             raise self.fail(f"{pattern.type}({c.attr} {c.op} {_show(c.value)}) compares the "
-                            f"{kind} attribute {c.attr} with a {value}")
+                            f"{kind} attribute {c.attr} with a {value}", pattern.type, c.attr)
 
     def check(self) -> None:
         rule = self.rule
         for agg in rule.aggregates:
             if agg.attr is not None and self.attribute(agg.attr) == "string":
                 raise self.fail(f"{agg.function.capitalize()} over the string attribute "
-                                f"{agg.pattern.type}.{agg.attr}; only Count counts strings")
+                                f"{agg.pattern.type}.{agg.attr}; only Count counts strings",
+                                agg.pattern.type, agg.attr)
         comparisons = [*rule.filters, *(c for p in rule.chain for o in p.options()
                                         for c in o.predicates)]
         for comparison in comparisons:
@@ -128,16 +130,16 @@ class _Kinds:
             kind = "string" if declared[attr] == "string" else "number"
             if self.kind(expr) != kind:
                 raise self.fail(f"{attr} is declared {declared[attr]} but assigned a "
-                                f"{self.kind(expr)} ({self.show(expr)})")
+                                f"{self.kind(expr)} ({self.show(expr)})", "where", attr)
 
     def comparison(self, c: Comparison) -> None:
         left, right = self.kind(c.left), self.kind(c.right)
         if left != right:
             raise self.fail(f"{self.show(c.left)} {c.op} {self.show(c.right)} compares a "
-                            f"{left} with a {right}")
+                            f"{left} with a {right}", *self.near(c.left))
         if left == "string" and c.op not in ("=", "!="):
             raise self.fail(f"{self.show(c.left)} {c.op} {self.show(c.right)}: strings "
-                            "compare only with = and !=")
+                            "compare only with = and !=", *self.near(c.left))
 
     def kind(self, expr: Expr) -> str:
         if isinstance(expr, Const):
@@ -155,10 +157,17 @@ class _Kinds:
             for side in (expr.left, expr.right):
                 if self.kind(side) == "string":
                     raise self.fail(f"{self.show(side)} is a string; arithmetic "
-                                    f"('{expr.op}') takes numbers")
+                                    f"('{expr.op}') takes numbers", *self.near(side))
             return "number"
         assert isinstance(expr, AggRef)
         return "number"
+
+    def near(self, expr: Expr) -> tuple[str, ...]:
+        """Words of the text where ``expr`` is written: an attribute after its element's
+        name, else as :meth:`show` writes it."""
+        if isinstance(expr, AttrRef):
+            return self.rule.chain[expr.element].name, expr.attr
+        return (self.show(expr),)
 
     def show(self, expr: Expr) -> str:
         """How the rule text names ``expr`` (an attribute, a literal, a parameter)."""

@@ -69,8 +69,10 @@ R = "line 1, column 1: rule K: "
      "B(...){1,8} (unbounded closures are not supported), found '+'"),
     ("each B(){2,} as bs within 5 from C", "line 1, column 45: expected an upper bound "
      "(unbounded closures are not supported), found '}'"),
-    ("each B(){0,2} as bs within 5 from C", R + "closure bs{0,2} needs 1 <= n <= m <= 16"),
-    ("each B(){3,2} as bs within 5 from C", R + "closure bs{3,2} needs 1 <= n <= m <= 16"),
+    ("each B(){0,2} as bs within 5 from C",
+     "line 1, column 42: rule K: closure bs{0,2} needs 1 <= n <= m <= 16"),
+    ("each B(){3,2} as bs within 5 from C",
+     "line 1, column 42: rule K: closure bs{3,2} needs 1 <= n <= m <= 16"),
     ("first B(){1,2} as bs within 5 from C", R + "closure bs collects events back from the "
      "element it follows: use 'each' (every subsequence) or 'last' (the latest events)"),
     ("last B(v > C.v){1,2} as bs within 5 from C", R + "a predicate of bs reads C, but a "

@@ -470,7 +470,7 @@ def test_builders_are_immutable_and_share_prefixes():
     (lambda: rule("F", x="int").when("C").where(y=1), "where assigns 'y'"),
     (lambda: rule("F", x="int").when("C").where(x=1).where(x=2), "'x' is assigned twice"),
     (lambda: rule("F", x="int").when("C").where(x="one"), "'one' is not an expression"),
-    (lambda: rule("F").when("C").absent("D", within=1), "takes either within= and before="),
+    (lambda: rule("F").when("C").absent("D", within=1), "takes within= and before="),
     (lambda: rule("F").when("C").each("A", within=1).absent("D", between=("C", "A")),
      "the earlier in time first"),
     (lambda: rule("F", x="int").when("C").where(x=P.y).build(),

@@ -36,17 +36,17 @@ def test_string_literals_with_escapes_parse_and_become_codes_for_the_engines():
     ('define X() from Q(sym < "AAPL")',
      "line 1, column 23: strings compare only with = and !=, found '<'"),
     ('define X() from Q() as q where q.sym > "a"',
-     "line 1, column 1: rule X: \"a\" is compared with '>'; strings compare only with = "
+     "line 1, column 40: rule X: \"a\" is compared with '>'; strings compare only with = "
      "and !="),
     ('define X() from Q() as q where 3 = "a"',
-     'line 1, column 1: rule X: "a" is compared with the number 3; a string equals only '
+     'line 1, column 36: rule X: "a" is compared with the number 3; a string equals only '
      "a string"),
     ('define X(s: string) from Q() as q where s = "a" + q.x',
-     "line 1, column 1: rule X: \"a\" is used in arithmetic ('+'); a string is only "
+     "line 1, column 45: rule X: \"a\" is used in arithmetic ('+'); a string is only "
      "compared (= or !=) or assigned"),
     # a minus sign before a string is arithmetic too (it raised a bare TypeError)
     ('define X(s: string) from Q() as q where s = -"a"',
-     "line 1, column 1: rule X: \"a\" is used in arithmetic ('-'); a string is only "
+     "line 1, column 46: rule X: \"a\" is used in arithmetic ('-'); a string is only "
      "compared (= or !=) or assigned"),
     (r'define X() from Q(sym = "a\q")', "line 1, column 27: unknown escape '\\q' in a "
      'string; use \\", \\\\, \\n, \\t, \\r or \\uXXXX'),
@@ -64,23 +64,24 @@ HEAD = "define S(s: string, p: int) from Q(sym = $s) as q and "
 
 @pytest.mark.parametrize("text, message", [
     ('each T(px = "AAPL") within 3 from q',
-     'rule S: T(px = "AAPL") compares the number attribute px with a string'),
+     'line 1, column 62: rule S: T(px = "AAPL") compares the number attribute px with a string'),
     ("each T(sym = 3) within 3 from q",
-     "rule S: T(sym = 3) compares the string attribute sym with a number"),
+     "line 1, column 62: rule S: T(sym = 3) compares the string attribute sym with a number"),
     ("each T(ex < q.ex) within 3 from q",
-     "rule S: T.ex < q.ex: strings compare only with = and !="),
+     "line 1, column 62: rule S: T.ex < q.ex: strings compare only with = and !="),
     ("each T(px = q.sym) within 3 from q",
-     "rule S: T.px = q.sym compares a number with a string"),
+     "line 1, column 62: rule S: T.px = q.sym compares a number with a string"),
     ("each T(px=$s) within 3 from q",
-     "rule S: $s is bound to the string attribute sym and to the number attribute px"),
+     "line 1, column 62: rule S: $s is bound to the string attribute sym and to the number "
+     "attribute px"),
     ("each T() within 3 from q where p = q.sym",
-     "rule S: p is declared int but assigned a string (q.sym)"),
+     "line 1, column 86: rule S: p is declared int but assigned a string (q.sym)"),
     ("each T() within 3 from q where s = q.px",
-     "rule S: s is declared string but assigned a number (q.px)"),
+     "line 1, column 86: rule S: s is declared string but assigned a number (q.px)"),
     ("each T() within 3 from q where p = q.sym + 1",
-     "rule S: q.sym is a string; arithmetic ('+') takes numbers"),
+     "line 1, column 92: rule S: q.sym is a string; arithmetic ('+') takes numbers"),
     ("each T() within 3 from q and $m = Max(N().sym within 3 from q)",
-     "rule S: Max over the string attribute N.sym; only Count counts strings"),
+     "line 1, column 97: rule S: Max over the string attribute N.sym; only Count counts strings"),
 ])
 def test_what_a_detector_refuses_of_strings_against_the_registry(text: str, message: str):
     with pytest.raises(RuleError) as info:

@@ -1,0 +1,400 @@
+"""Absence at the end (``not X within W after A``): output fired by the passing of event
+time, against a brute-force reading of its semantics on random streams, on the AIP and
+CDP engines, batch by batch, and through a graph in order and out of order."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from naive import canonical
+from rules_reference import (
+    abc_registry,
+    difference,
+    quotes_registry,
+    random_batches,
+    random_events,
+    reference,
+)
+
+from specula import CostModel, Graph, InProcessRuntime
+from specula.detectors.rules import RuleError, parse_rule
+from specula.detectors.rules.absence import AbsenceUnion
+from specula.detectors.rules.aip import AIPEngine
+from specula.detectors.rules.ast import AttrRef, Param, ParamRef, Rule
+from specula.detectors.rules.builder import P, rule
+from specula.detectors.rules.cdp import CDPEngine
+from specula.detectors.rules.detector import RuleDetector
+from specula.events import TypeRegistry
+from specula.events.strings import string_code
+from specula.options import OptionError
+from specula.ordering.unit import OrderingUnit
+from specula.testing import check_detector
+
+ABC = tuple("ABCD")
+CASES = {  # name: (rule text, registry, types)
+    "timeout": ("define Lone(p: int) from A(p=$x) and not B(p=$x) within 4 after A "
+                "where p=$x", abc_registry, ABC),
+    "sequence then quiet": ("define Quiet(p: int, v: int) from C(p=$x) and last A(p=$x) "
+                            "within 5 from C and not D(v < 2) within 3 after C "
+                            "where p=$x and v=A.v", abc_registry, ABC),
+    "two absences": ("define Two(p: int) from A(p=$x) and not B(p=$x) within 2 after A "
+                     "and not C() within 5 after A where p=$x", abc_registry, ABC),
+    "float parameter": ("define F(f: double) from A(value=$f) and not B(value=$f) within 3 "
+                        "after A where f=$f", abc_registry, ABC),
+    "each and a sum": ("define S(p: int, s: double) from B(p=$x) and each A(p=$x) within 4 "
+                       "from B and $s=Sum(A(p=$x).value within 6 from B) and not C(p=$x) "
+                       "within 4 after B where p=$x and s=$s", abc_registry, ABC),
+    "partition": ("define Part(v: int) from A() and last C() within 4 from A and not B() "
+                  "within 3 after A partition by p where v=A.v", abc_registry, ABC),
+    "strings": ('define NoTrade(sym: string) from Q(sym=$s) and not T(sym=$s and '
+                'ex != "Area1") within 3 after Q where sym=$s', quotes_registry, ("Q", "T", "N")),
+}
+ENGINES = {"aip": AIPEngine, "cdp": CDPEngine}
+
+
+# ------------------------------------------------------------------- brute force
+
+
+def brute_force(rule: Rule, registry: TypeRegistry, events: np.ndarray) -> list[tuple]:
+    """The composites of ``rule`` as :func:`rules_reference.reference` lists them, with
+    the semantics of absence at the end read literally: the reference's matches of the
+    rest of the rule (with the parameters as extra attributes), each dropped if an
+    event matching an absence comes after the terminator and up to the end of its
+    window, and fired, stamped with its deadline, at the first event of the rule's input
+    types after the deadline (in stream order), or at the end."""
+    params = sorted({c.value.name for n in rule.absences for c in n.pattern.constraints
+                     if isinstance(c.value, Param)})
+    ticks = [n.within.ticks() for n in rule.absences]
+    carried = [(f"_{p}", _kind(rule, registry, p), ParamRef(p)) for p in params]
+    if rule.partition:  # the terminator's partition value, which the absence must share
+        carried.append(("_partition", "int", AttrRef(0, rule.partition)))
+    rest = replace(rule.without_absences(),
+                   attributes=(*rule.attributes, *((a, k) for a, k, _ in carried)),
+                   assignments=(*rule.assignments, *((a, e) for a, _, e in carried)))
+    rows = sorted((dict(zip(events.dtype.names, r.tolist(), strict=True)) for r in events),
+                  key=lambda r: (r["ts"], (r["producer"] << 40) | r["seq"]))
+    names = {registry.id(t): t for t in rule.input_types}
+    out = []
+    for found in reference(rest, registry, events):
+        ts, key = found[0], found[1]
+        values = found[2:2 + len(rule.attributes)]
+        bound = dict(zip([a for a, _, _ in carried], found[2 + len(rule.attributes):],
+                         strict=True))
+        if any(_forbids(neg, w, r, ts, bound, registry)
+               and (not rule.partition or r[rule.partition] == bound["_partition"])
+               for neg, w in zip(rule.absences, ticks, strict=True) for r in rows):
+            continue
+        deadline = ts + max(ticks)
+        fired = next((i for i, r in enumerate(rows)
+                      if r["type"] in names and r["ts"] > deadline), len(rows))
+        out.append((fired, deadline, (deadline, key, *values)))
+    out.sort(key=lambda item: item[:2])  # stable: a terminator's order stays
+    return [composite for _, _, composite in out]
+
+
+def _forbids(negation, window: int, row: dict, ts: int, bound: dict,
+             registry: TypeRegistry) -> bool:
+    if row["type"] != registry.id(negation.pattern.type) or not ts < row["ts"] <= ts + window:
+        return False
+    for c in negation.pattern.constraints:
+        value = row[c.attr]
+        if isinstance(c.value, Param):
+            want = bound[f"_{c.value.name}"]
+            if value != (string_code(want) if isinstance(want, str) else want):
+                return False
+            continue
+        want = string_code(c.value) if isinstance(c.value, str) else c.value
+        if not {"=": value == want, "!=": value != want, "<": value < want,
+                "<=": value <= want, ">": value > want, ">=": value >= want}[c.op]:
+            return False
+    return True
+
+
+def _kind(rule: Rule, registry: TypeRegistry, param: str) -> str:
+    """``string`` for a parameter bound to a string attribute, else ``double``."""
+    element = rule.chain[rule.binder(param)]
+    attr = next(c.attr for c in element.constraints if c.value == Param(param))
+    return "string" if attr in registry[element.type].strings else "double"
+
+
+def texts(registry: TypeRegistry, found: list[tuple], rule: Rule) -> list[tuple]:
+    """Composites with their string attributes as texts."""
+    kinds = [k for _, k in rule.attributes]
+    return [(ts, key, *(registry.strings.text(v) if k == "string" else v
+                        for v, k in zip(values, kinds, strict=True)))
+            for ts, key, *values in found]
+
+
+def union_output(union: AbsenceUnion, batches: list[np.ndarray]) -> list[tuple]:
+    out = []
+    for found in [*(union.process(b) for b in batches), union.flush()]:
+        for j in range(len(found)):
+            out.append((int(found.terminators["ts"][j]), int(found.terminators["key"][j]),
+                        *(found.columns[a][j].item() for a, _ in union.rule.attributes)))
+    return out
+
+
+# ---------------------------------------------------------------- the engines
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_absence_rules_equal_the_brute_force_reading_in_random_batches(name, engine):
+    text, make_registry, types = CASES[name]
+    fired = 0
+    for seed in (1, 2):
+        registry = make_registry()
+        parsed = parse_rule(text)
+        events = random_events(registry, types, 90, seed=seed, n_values=3,
+                               ranges={"value": (0, 2)})
+        union = AbsenceUnion(parsed, ENGINES[engine], registry)
+        expected = brute_force(parsed, registry, events)
+        actual = texts(registry, union_output(union, random_batches(events, seed=seed + 7)),
+                       parsed)
+        assert not difference(expected, actual), f"{name}, seed {seed}:\n" + difference(
+            expected, actual)
+        fired += len(expected)
+    assert fired >= 3  # the streams exercise the rule
+
+
+def test_the_deadline_fires_at_the_first_event_after_it_and_an_x_at_the_deadline_counts():
+    registry = abc_registry()
+    union = AbsenceUnion(parse_rule(CASES["timeout"][0]), AIPEngine, registry)
+    events = registry.from_records(
+        [{"type": "A", "ts": 0, "p": 1, "seq": 0}, {"type": "A", "ts": 1, "p": 2, "seq": 1},
+         {"type": "B", "ts": 4, "p": 2, "seq": 2},   # inside A(p=2)'s window, at its end
+         {"type": "B", "ts": 4, "p": 1, "seq": 3},   # inside A(p=1)'s window too
+         {"type": "A", "ts": 5, "p": 3, "seq": 4},
+         {"type": "B", "ts": 9, "p": 3, "seq": 5},   # at A(p=3)'s deadline: it counts
+         {"type": "N", "ts": 12, "seq": 6},           # not an input of the rule
+         {"type": "A", "ts": 12, "p": 0, "seq": 7}], dtype=registry.dtype())
+    assert len(union.process(events)) == 0 and union.time_hold() == 16
+    found = union.process(registry.from_records(
+        [{"type": "B", "ts": 16, "p": 1, "seq": 8}, {"type": "A", "ts": 17, "p": 1, "seq": 9}],
+        dtype=registry.dtype()))
+    assert found.terminators["ts"].tolist() == [16] and found.causes.tolist() == [1]
+    assert found.columns["p"].tolist() == [0] and union.time_hold() == 21
+
+
+def test_snapshots_hold_what_waits_and_equal_states_give_equal_snapshots():
+    registry = abc_registry()
+    text = CASES["sequence then quiet"][0]
+    events = random_events(registry, ABC, 60, seed=3)
+    whole = AbsenceUnion(parse_rule(text), CDPEngine, registry)
+    cut = AbsenceUnion(parse_rule(text), CDPEngine, registry)
+    whole.process(events[:30])
+    for part in (events[:11], events[11:30]):
+        cut.process(part)
+    assert whole.snapshot() == cut.snapshot()
+    again = AbsenceUnion(parse_rule(text), CDPEngine, registry)
+    again.restore(cut.snapshot())
+    assert union_output(again, [events[30:]]) == union_output(whole, [events[30:]])
+
+
+# -------------------------------------------------------------- through a graph
+
+
+def arrivals(raw: np.ndarray, seed: int, max_delay: int) -> np.ndarray:
+    """``raw`` (in stream order) arriving with random delays, some of them long."""
+    rng = np.random.default_rng(seed)
+    delay = rng.integers(0, max_delay + 1, len(raw))
+    delay[rng.random(len(raw)) < 0.05] += 4 * max_delay
+    raw = raw.copy()
+    raw["ats"] = raw["ts"] + delay
+    return raw[np.argsort(raw["ats"], kind="stable")]
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("alpha, max_delay, retraction", [
+    (1.0, 0, "on-demand"), (1.0, 6, "on-demand"), (0.0, 6, "full"), (0.0, 6, "on-demand"),
+    (0.5, 6, "on-demand"), ("adaptive", 6, "on-demand")])
+def test_absence_through_a_graph_equals_the_brute_force_reading(engine, alpha, max_delay,
+                                                                 retraction):
+    """In order (pure K-slack, no delay) and out of order (speculative): the net output
+    is the brute-force reading of the events the unit did not declare late."""
+    registry = abc_registry()
+    rules = [CASES[n][0] for n in ("timeout", "sequence then quiet", "two absences")]
+    det = RuleDetector("\n".join(rules), registry, engine=engine)
+    raw = random_events(registry, ABC, 160, seed=11, producers=1)
+    g = Graph(registry, sources=ABC)
+    g.add("rules", det, alpha=alpha, k0=2, retraction=retraction)
+    result = InProcessRuntime(g, cost_model=CostModel(per_event=0.02)).run(
+        arrivals(raw, 5, max_delay), step_ticks=2)
+    late = {(int(r["producer"]), int(r["seq"])) for r in result.late("rules")}
+    kept = np.array([r for r in raw if (int(r["producer"]), int(r["seq"])) not in late],
+                    raw.dtype)
+    expected, attributes = [], {}
+    for parsed in det.rules:
+        attributes[registry.id(parsed.name)] = [a for a, _ in parsed.attributes]
+        expected += [(registry.id(parsed.name), *c) for c in brute_force(parsed, registry, kept)]
+    got = [(int(r["type"]), int(r["ts"]), int(r["key"]),
+            *(r[a].item() for a in attributes[int(r["type"])]))
+           for r in canonical(result.net("rules"))]
+    assert sorted(got) == sorted(expected)
+    assert len(expected) >= 10
+    if isinstance(alpha, float) and alpha < 1:
+        assert result.stats("rules").replayed > 0
+
+
+def test_a_late_x_retracts_the_absence_it_was_fired_for():
+    registry = abc_registry()
+    g = Graph(registry, sources=ABC)
+    g.add("lone", RuleDetector(CASES["timeout"][0], registry), alpha=0.0, k0=10)
+    # the rule's own input (A, B) is its event time: A(p=0) at 5 passes A(p=1)'s deadline
+    rows = [("A", 0, 1, 0), ("A", 5, 0, 1), ("A", 8, 0, 2)]
+    without = InProcessRuntime(g).run(_raw(registry, rows))
+    assert [(int(r["ts"]), int(r["p"])) for r in without.net("lone")] == [(4, 1), (9, 0),
+                                                                         (12, 0)]
+    late_b = _raw(registry, [*rows, ("B", 2, 1, 9)])  # inside the window, arrives last
+    with_b = InProcessRuntime(g).run(late_b)
+    assert [(int(r["ts"]), int(r["p"])) for r in with_b.net("lone")] == [(9, 0), (12, 0)]
+    stats = with_b.stats("lone")
+    assert stats.replayed >= 1 and stats.retractions_sent + stats.revocations_sent >= 1
+
+
+def _raw(registry: TypeRegistry, rows: list[tuple]) -> np.ndarray:
+    """``(type, ts, p, arrival)`` rows in arrival order."""
+    raw = registry.from_records([{"type": t, "ts": ts, "p": p, "seq": i, "ats": ats}
+                                 for i, (t, ts, p, ats) in enumerate(rows)],
+                                dtype=registry.dtype())
+    return raw[np.argsort(raw["ats"], kind="stable")]
+
+
+def test_the_unit_publishes_no_progress_past_a_waiting_deadline():
+    det = RuleDetector(CASES["timeout"][0], abc_registry())
+    unit = OrderingUnit(det, det.registry, producer=1, inputs=det.inputs,
+                        outputs=det.outputs, clock=det.inputs, k0=3)
+    unit.push(_raw(det.registry, [("A", 10, 1, 0), ("A", 13, 0, 1)]))  # hands A(10)
+    assert det.time_hold() == 14 and unit.progress == 10
+    unit.push(_raw(det.registry, [("A", 30, 0, 2)]))  # hands A(13): 13 < 14, held
+    assert det.time_hold() == 14 and unit.progress == 13
+    out = unit.push(_raw(det.registry, [("A", 40, 0, 3)]))  # hands A(30): both fire
+    assert out["ts"].tolist() == [14, 17] and out["p"].tolist() == [1, 0]
+    assert det.time_hold() == 34 and unit.progress == 33
+
+
+# ------------------------------------------------------------ text and builder
+
+
+def test_the_builder_writes_the_same_rule_as_the_text():
+    built = (rule("Lone", p="int").when("A", p=P.x).absent("B", within=4, after="A", p=P.x)
+             .where(p=P.x).build())
+    assert built == parse_rule(CASES["timeout"][0])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("define R() from C() and last A() within 5 from C and not B() within 3 after A",
+     "line 1, column 58: rule R: 'not B within ... after' names A; an absence at the end "
+     "follows the last event of the sequence, its terminator: write 'after C'"),
+    ("define R() from C() and not B() within 3 after C ties nonstrict",
+     "line 1, column 29: rule R: 'not B within ... after' needs 'ties strict': under "
+     "nonstrict ties an event of the terminator's time stamp may come before it"),
+    ("define R() from C() and not B() within 3 after C consuming C",
+     "line 1, column 29: rule R: 'not B within ... after' does not combine with "
+     "'consuming'"),
+    ("define R() from C() and not B() within 3 before C",
+     "line 1, column 42: expected 'from' (none in the window before an element) or "
+     "'after' (none in the window after the terminator), found 'before'"),
+])
+def test_absence_errors_word_for_word(text, message):
+    with pytest.raises(RuleError) as exc:
+        parse_rule(text)
+    assert str(exc.value) == message
+
+
+def test_the_builder_refuses_what_the_text_refuses():
+    with pytest.raises(RuleError, match="names A; an absence at the end follows"):
+        (rule("R").when("C").last("A", within=5).absent("B", within=3, after="A").build())
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_on_ray_an_absence_fires_when_time_passes_and_a_late_x_retracts_it():
+    ray = pytest.importorskip("ray")
+    from specula.actors.ray_runtime import RayRuntime
+
+    registry = abc_registry()
+    g = Graph(registry, sources=ABC)
+    g.add("lone", RuleDetector(CASES["timeout"][0], registry), alpha=0.0, k0=10)
+    rows = [("A", 0, 1, 0), ("A", 5, 0, 1), ("A", 8, 0, 2)]
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    late_b = _raw(registry, [*rows, ("B", 2, 1, 9)])
+
+    def arriving():  # the late B comes once the actor has had time to fire the absence
+        yield late_b[:3]
+        time.sleep(2.0)
+        yield late_b[3:]
+
+    try:
+        result = RayRuntime(g).run(arriving())
+    finally:
+        ray.shutdown()
+    # A(p=1) fired at 4 when A(p=0) at 5 arrived, then the late B revoked it
+    assert [(int(r["ts"]), int(r["p"])) for r in result.net("lone")] == [(9, 0), (12, 0)]
+    stats = result.stats("lone")
+    assert stats.generated == 3 and stats.replayed >= 1
+    assert stats.retractions_sent + stats.revocations_sent >= 1
+
+
+def test_the_readme_rows_equal_the_brute_force_reading():
+    """Each row of the README's absence table is a tested example."""
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    section = readme.split("### Absence at the end and timeouts")[1].split("\n\n## ")[0]
+    texts = re.findall(r"`(define [^`]*)` \|", section)
+    assert len(texts) == 3
+    registry = TypeRegistry()
+    for name in "ABCDX":
+        registry.register(name, p="i8")
+    for text in texts:
+        parsed = parse_rule(text)
+        events = random_events(registry, tuple("ABCDX"), 120, seed=4, max_gap=3)
+        union = AbsenceUnion(parsed, AIPEngine, registry)
+        expected = brute_force(parsed, registry, events)
+        assert union_output(union, random_batches(events, seed=5)) == expected
+        assert expected, text
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_an_absence_detector_keeps_the_detector_contract(engine):
+    """Batching, snapshot and restore, pickling and speculation (specula.testing)."""
+    registry = abc_registry()
+    det = RuleDetector("\n".join(CASES[n][0] for n in ("timeout", "two absences")), registry,
+                       engine=engine)
+    check_detector(det, random_events(registry, ("A", "B", "C"), 80, seed=6), registry)
+
+
+def test_late_process_is_refused_when_the_graph_is_built():
+    registry = abc_registry()
+    g = Graph(registry, sources=ABC)
+    with pytest.raises(OptionError) as info:
+        g.add("lone", RuleDetector(CASES["timeout"][0], registry), late="process")
+    assert str(info.value) == (
+        "lone: late='process' does not combine with absence at the end (Lone): an "
+        "absence fires once event time passes its deadline, and a late event handed on out "
+        "of order could no longer undo it. Use late='side', with speculation (alpha < 1) "
+        "where late events should still count: they then retract what they disprove")
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_every_a_is_either_followed_within_w_or_times_out(engine):
+    """Flink's timed-out partial matches of A -> B within W, as an absence rule: each A
+    (named by its serial number) is chosen by the sequence rule or fires the absence,
+    never both."""
+    registry = abc_registry()
+    followed = parse_rule("define Followed(n: int) from B(p=$x) and each A(p=$x) within 4 "
+                          "from B where n=A.n")
+    timed_out = parse_rule("define TimedOut(n: int) from A(p=$x) and not B(p=$x) within 4 "
+                           "after A where n=A.n")
+    for seed in (1, 2):
+        events = random_events(registry, ("A", "B", "C"), 120, seed=seed, serial="n")
+        batches = random_batches(events, seed=seed)
+        out = union_output(AbsenceUnion(timed_out, ENGINES[engine], registry), batches)
+        chosen = {n for *_, n in reference(followed, registry, events)}
+        late = {n for *_, n in out}
+        a = {int(n) for n in events["n"][events["type"] == registry.id("A")]}
+        assert chosen.isdisjoint(late) and chosen | late == a and late
