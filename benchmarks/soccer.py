@@ -170,14 +170,17 @@ def main() -> None:
         print("wrote", plot_alpha(runs["adaptive"], "near_foot",
                                   f"{args.plots}/near_foot_alpha.png"))
 
-    realtime, ray_lat, ray_cpu = {}, {}, {}
+    realtime, ray_lat, ray_cpu, startup = {}, {}, {}, {}
+    ray_init_s = None
     if not args.no_ray:
         import ray
 
         # a Ray of its own ("local"): without it, ray.init joins one that another
         # process left running on this machine, and refuses num_cpus there
+        t0 = time.perf_counter()
         ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False,
                  log_to_driver=False)
+        ray_init_s = time.perf_counter() - t0
         try:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
                 graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
@@ -185,13 +188,15 @@ def main() -> None:
                 report = RayRuntime(graph, inbox_events=args.inbox_events,
                                     chaining=args.chaining).run(raw, batch_rows=args.batch)
                 realtime[label] = seconds / report.wall_seconds
+                startup[label] = report.startup_s
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)
                 print(f"Ray {label:<9} {late} late events")
                 print(format_scores(score_match(report, match)))
                 mean = np.mean(ray_lat[label]) if len(ray_lat[label]) else float("nan")
                 print(f"Ray {label:<9} {report.wall_seconds:6.1f} s wall, real-time "
-                      f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s")
+                      f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s; "
+                      f"start-up {report.startup_s:.2f} s, stream {report.stream_s:.2f} s")
                 ray_cpu[label] = CpuTimes.total([d.cpu_s for d in report.detectors.values()])
                 print(f"Ray {label:<9} actors' CPU s: " + ", ".join(
                     f"{k} {v:.2f}" for k, v in ray_cpu[label].items()))
@@ -212,6 +217,9 @@ def main() -> None:
         "inprocess_realtime_factor_batches": round(seconds / walls["adaptive_batches"], 3),
         "realtime_factor": round(realtime["adaptive"], 3) if realtime else None,
         "realtime_factor_kslack": round(realtime["kslack"], 3) if realtime else None,
+        "ray_init_s": round(ray_init_s, 3) if ray_init_s is not None else None,
+        "startup_s": round(startup["kslack"], 3) if startup else None,
+        "startup_s_second_run": round(startup["adaptive"], 3) if startup else None,
         "ray_cpu_s": {k: round(v, 3) for k, v in ray_cpu.get("adaptive", {}).items()},
         "ray_pass_latency_mean_kslack_s": stat(ray_lat.get("kslack", np.empty(0)), np.mean),
         "ray_pass_latency_mean_adaptive_s": stat(ray_lat.get("adaptive", np.empty(0)),

@@ -212,6 +212,14 @@ class RunReport:
     #: The source actors' reports, one per part of a run fed from
     #: :class:`~.sources.Sources` (events, restarts, pushes resent, host).
     sources: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds from the runtime's start (``run()`` called) to the first event a detector
+    #: processed: Ray's start where the runtime starts it, the actors' processes, their
+    #: imports and warm-up, the first batch's way to a unit (Ray; None in-process, or
+    #: when no event reached a unit).
+    startup_s: float | None = None
+    #: Seconds from that first event to the end of the stream's flush (Ray; None where
+    #: ``startup_s`` is).
+    stream_s: float | None = None
 
     def net(self, name: str) -> np.ndarray:
         """Net output of a detector: emitted minus retracted, updates resolved."""
@@ -238,6 +246,8 @@ class RunReport:
             "runtime": self.runtime,
             "raw_events": self.raw_events,
             "wall_seconds": self.wall_seconds,
+            "startup_s": self.startup_s,
+            "stream_s": self.stream_s,
             "raw_events_per_s": self.raw_events / self.wall_seconds if self.wall_seconds else None,
             "played_seconds": self.played_seconds,
             "sources": self.sources,

@@ -143,6 +143,7 @@ class DetectorWorker:
         self._published: int | None = None  # the progress last told the subscribers
         self._clock = (0, 0)                # this host's clock minus the driver's, error
         self._memory: tuple[float, dict[str, float]] = (float("-inf"), {})  # when, what
+        self._first_event_ns: int | None = None  # when the unit took its first event
         store = checkpoints.store(instance.label) if checkpoints else None
         self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, store)
         incarnation = store.next_incarnation() if store else 0
@@ -291,6 +292,7 @@ class DetectorWorker:
                 "resent": self.publisher.resent_batches,
                 "checkpoints": rec.stats.as_dict(), "host": this_host(),
                 "clock": self._clock, "chain": self.chain,
+                "first_event_ns": self._first_event_ns,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def halt(self) -> None:
@@ -387,6 +389,8 @@ class DetectorWorker:
         out = self.unit.push(batch, self._now()) if len(batch) \
             else np.empty(0, self.unit.out_dtype)
         busy, c1 = time.perf_counter() - t0, time.thread_time()
+        if self._first_event_ns is None and len(batch):
+            self._first_event_ns = self._now()
         handed = self.unit.stats.handed() - first
         self._publish(out, self._now())
         self.cpu.add(unit=c1 - c0, publish=time.thread_time() - c1)

@@ -85,8 +85,8 @@ def chained_run(graph: Graph, raw: Any, plan: Any, monkeypatch: pytest.MonkeyPat
     handles = {p: InstanceHandle(actors[m.chain], p) for p, m in address.items()}
     of_node = {n: [i for i in graph.instances() if i.node.name == n] for n in graph.nodes}
     try:
-        fed, wall, reports = rt._drive(raw, None, router, of_node, handles, {},
-                                       Delivery(None, batch_rows, Pace(None, 1.0)))
+        fed, wall, _, reports = rt._drive(raw, None, router, of_node, handles, {},
+                                          Delivery(None, batch_rows, Pace(None, 1.0)))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return rt._report(reports, fed, wall)
