@@ -34,9 +34,12 @@ as a source shipping ten batches a second would; ``inprocess_realtime_factor_bat
 the adaptive run fed as an iterable of ``--batch`` raw events, a step each, as
 ``specula run --in-process`` feeds a log and the Ray run below its actors),
 ``ray_latency_reduction`` (1 - the adaptive Ray run's mean pass latency over the pure
-K-slack one's), ``ray_cpu_s`` (the adaptive Ray run's actor processes' CPU seconds,
-summed by phase: ``unit``, ``publish``, ``checkpoint`` and ``other``, Ray's threads and
-idle work; see :class:`specula.actors.report.CpuTimes`),
+K-slack one's), ``startup_s`` (the first Ray run's start-up: from ``RayRuntime.run`` to
+the first event a detector processed, its actor processes new, in the Ray that took
+``ray_init_s`` to start; ``startup_s_second_run`` the second's), ``ray_cpu_s`` (the
+adaptive Ray run's actor processes' CPU seconds, summed by phase: ``unit``, ``publish``,
+``checkpoint`` and ``other``, Ray's threads and idle work; see
+:class:`specula.actors.report.CpuTimes`),
 ``shots_detected``/``shots_truth``/``shots_matched`` with ``--shot-minutes`` and
 ``generator_period_error_pct`` (the largest difference between a generated sensor's
 period and the real one, over a 5 s DEBS 2013 match).

@@ -215,8 +215,11 @@ class RayRuntime:
             calls = sum(actor_concurrency(graph, router, i, self.max_in_flight,
                                           max(1, len(parts))) for i in chain)
             # per hand-over inside the chain: its window of pushes, a resend and a
-            # recover_producer call of a restarted member (threads start as needed)
-            local = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4
+            # recover_producer call of a restarted member; per member that hears raw
+            # types, the window of each raw sender's push_all (threads start as needed)
+            hear_raw = sum(1 for i in chain if router.hears(i.node.name, None))
+            local = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4 \
+                + self.max_in_flight * max(1, len(parts)) * hear_raw
             handles[name] = chain_cls.options(
                 name=address[chain[0].producer].chain, max_restarts=self.max_restarts,
                 max_task_retries=-1, max_concurrency=calls,

@@ -47,7 +47,7 @@ from specula.actors.inbox import Gate, Inbox
 from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
 from specula.actors.recovery import Checkpoints
-from specula.actors.report import CpuTimes, rss_mb, shared_mb
+from specula.actors.report import CpuTimes, process_memory
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
 from specula.detectors.graph import Instance
@@ -446,7 +446,7 @@ class DetectorWorker:
         s, now = self.unit.stats, time.monotonic()
         if now - self._memory[0] >= _MEMORY_EVERY_S:
             self._memory = (now, {"snapshot_kb": self.unit.memory.snapshot_bytes() // 1024,
-                                  "rss_mb": rss_mb(), "shm_mb": shared_mb()})
+                                  **process_memory(_MEMORY_EVERY_S)})
         self.series.append({
             "time_ns": self._now(), "alpha": self.unit.alpha, "events_in": s.events_in,
             "emitted": s.emitted, "replayed": s.replayed, "late": s.late,
