@@ -172,9 +172,11 @@ class DetectorWorker:
     # ------------------------------------------------------------------ calls
     def push(self, batch: np.ndarray, sender: int = 0, n: int | None = None,
              incarnation: int = 0, epoch: int = 0, dets: Any = None,
-             resend: bool = False) -> Reply:
+             resend: bool = False, *, wait: bool = True) -> Reply | None:
         """Append a batch of arrivals to the inbox, waiting while it is full; returns a
-        :class:`~.channels.Reply`.
+        :class:`~.channels.Reply`. Without ``wait``, a push that would wait (for room,
+        or for an earlier push of its sender) is not made and None is returned: a chain
+        hands a batch over in the producer's thread when it can (:mod:`.chain`).
 
         ``n`` numbers the pushes of ``sender`` to this actor, from 0: the push waits
         until the sender's earlier ones are in, and one below those held is a duplicate
@@ -195,6 +197,8 @@ class DetectorWorker:
                     return rec.reply(sender)
                 if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
                     break
+                if not wait:
+                    return None
                 self._cond.wait()
             now = time.monotonic_ns()
             self.inbox.push(batch, now, sender, force=resend)

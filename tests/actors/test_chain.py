@@ -12,6 +12,7 @@ chain plans are random: any grouping, partitions of one node together included.
 from __future__ import annotations
 
 import random
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -155,10 +156,15 @@ def test_a_chain_hands_batches_over_in_memory(monkeypatch):
     handle = worker.worker(first.producer).peers(route.actors[0])
     assert isinstance(handle, LocalHandle) and handle.producer == parted.producer
     seen = []
-    monkeypatch.setattr(type(worker.worker(parted.producer)), "push",
-                        lambda self, batch, *args: seen.append(batch.flags.writeable))
-    handle.push.remote(np.zeros(3, graph.registry.dtype(("T0",))), 1, 0).result()
-    assert seen == [False]
+
+    def push(self, batch, *args, wait=True):
+        seen.append((batch.flags.writeable, wait, threading.current_thread()))
+        return channels.Reply(0, 0, 1)
+
+    monkeypatch.setattr(type(worker.worker(parted.producer)), "push", push)
+    reply = handle.push.remote(np.zeros(3, graph.registry.dtype(("T0",))), 1, 0).result()
+    # taken at once, in the caller's thread: no push waits in the inbox's way
+    assert reply == (0, 0, 1) and seen == [(False, False, threading.current_thread())]
 
 
 class _Chain:
