@@ -84,7 +84,8 @@ class Phase:
         self._show(n)
 
     def note(self, text: str) -> None:
-        """Say ``text`` after the count of events, from now on."""
+        """Say ``text`` after the count of events (no longer out of the total: the
+        phase is over), from now on."""
         self._note = text
         self._show(0)
 
@@ -98,7 +99,10 @@ class Phase:
         if self._progress is None:
             return
         done, total = self._done, self._total
-        count = f"{done:,} of {total:,} events" if total else \
-            f"{done:,} events" if done else ""
-        count = ", ".join(c for c in (count, self._note) if c)
+        if self._note:  # the phase is over: its events, and what it measured
+            count = ", ".join(c for c in (f"{done:,} events" if done else "", self._note)
+                              if c)
+        else:
+            count = f"{done:,} of {total:,} events" if total else \
+                f"{done:,} events" if done else ""
         self._progress.update(self._task, advance=advance, count=count)

@@ -26,7 +26,7 @@ def test_a_phase_line_says_what_the_phase_measured(capsys):
         detecting(10)
         detecting.note("start-up 1.2 s, stream 3.4 s")
     err = capsys.readouterr().err
-    assert "10 of 10 events, start-up 1.2 s, stream 3.4 s" in err
+    assert "10 events, start-up 1.2 s, stream 3.4 s" in err
 
 
 def test_disabled_progress_writes_nothing(capsys):
