@@ -34,9 +34,12 @@ as a source shipping ten batches a second would; ``inprocess_realtime_factor_bat
 the adaptive run fed as an iterable of ``--batch`` raw events, a step each, as
 ``specula run --in-process`` feeds a log and the Ray run below its actors),
 ``ray_latency_reduction`` (1 - the adaptive Ray run's mean pass latency over the pure
-K-slack one's), ``ray_cpu_s`` (the adaptive Ray run's actor processes' CPU seconds,
-summed by phase: ``unit``, ``publish``, ``checkpoint`` and ``other``, Ray's threads and
-idle work; see :class:`specula.actors.report.CpuTimes`),
+K-slack one's), ``startup_s`` (the first Ray run's start-up: from ``RayRuntime.run`` to
+the first event a detector processed, its actor processes new, in the Ray that took
+``ray_init_s`` to start; ``startup_s_second_run`` the second's), ``ray_cpu_s`` (the
+adaptive Ray run's actor processes' CPU seconds, summed by phase: ``unit``, ``publish``,
+``checkpoint`` and ``other``, Ray's threads and idle work; see
+:class:`specula.actors.report.CpuTimes`),
 ``shots_detected``/``shots_truth``/``shots_matched`` with ``--shot-minutes`` and
 ``generator_period_error_pct`` (the largest difference between a generated sensor's
 period and the real one, over a 5 s DEBS 2013 match).
@@ -170,14 +173,17 @@ def main() -> None:
         print("wrote", plot_alpha(runs["adaptive"], "near_foot",
                                   f"{args.plots}/near_foot_alpha.png"))
 
-    realtime, ray_lat, ray_cpu = {}, {}, {}
+    realtime, ray_lat, ray_cpu, startup = {}, {}, {}, {}
+    ray_init_s = None
     if not args.no_ray:
         import ray
 
         # a Ray of its own ("local"): without it, ray.init joins one that another
         # process left running on this machine, and refuses num_cpus there
+        t0 = time.perf_counter()
         ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False,
                  log_to_driver=False)
+        ray_init_s = time.perf_counter() - t0
         try:
             for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
                 graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
@@ -185,13 +191,15 @@ def main() -> None:
                 report = RayRuntime(graph, inbox_events=args.inbox_events,
                                     chaining=args.chaining).run(raw, batch_rows=args.batch)
                 realtime[label] = seconds / report.wall_seconds
+                startup[label] = report.startup_s
                 ray_lat[label] = report.latencies("passes") / 1e9
                 late = sum(len(report.late(n)) for n in report.detectors)
                 print(f"Ray {label:<9} {late} late events")
                 print(format_scores(score_match(report, match)))
                 mean = np.mean(ray_lat[label]) if len(ray_lat[label]) else float("nan")
                 print(f"Ray {label:<9} {report.wall_seconds:6.1f} s wall, real-time "
-                      f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s")
+                      f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s; "
+                      f"start-up {report.startup_s:.2f} s, stream {report.stream_s:.2f} s")
                 ray_cpu[label] = CpuTimes.total([d.cpu_s for d in report.detectors.values()])
                 print(f"Ray {label:<9} actors' CPU s: " + ", ".join(
                     f"{k} {v:.2f}" for k, v in ray_cpu[label].items()))
@@ -212,6 +220,9 @@ def main() -> None:
         "inprocess_realtime_factor_batches": round(seconds / walls["adaptive_batches"], 3),
         "realtime_factor": round(realtime["adaptive"], 3) if realtime else None,
         "realtime_factor_kslack": round(realtime["kslack"], 3) if realtime else None,
+        "ray_init_s": round(ray_init_s, 3) if ray_init_s is not None else None,
+        "startup_s": round(startup["kslack"], 3) if startup else None,
+        "startup_s_second_run": round(startup["adaptive"], 3) if startup else None,
         "ray_cpu_s": {k: round(v, 3) for k, v in ray_cpu.get("adaptive", {}).items()},
         "ray_pass_latency_mean_kslack_s": stat(ray_lat.get("kslack", np.empty(0)), np.mean),
         "ray_pass_latency_mean_adaptive_s": stat(ray_lat.get("adaptive", np.empty(0)),

@@ -5,13 +5,15 @@ A :class:`ChainWorker` hosts one :class:`~.worker.DetectorWorker` per instance o
 chain, each with all that makes it a detector of the system: its inbox, gate and
 shedder, ordering unit, processing thread, checkpoints and recovery, its report. What
 differs is how batches travel: a push between two instances of one chain is handed over
-in memory (:class:`LocalHandle`: the consumer's own ``push``, run on a thread of the
-chain's pool, with the batch as it is, read-only, and no Ray call), while pushes
-between chains, and every call from the driver or a source, come through Ray to
-:meth:`ChainWorker.call`, which runs the instance's method as a threaded actor of its
-own would. The hand-over keeps the semantics of a Ray call (the call runs on another
-thread, in any order among the concurrent ones, and its answer is a future), so the
-push protocol and its recovery work unchanged inside a chain.
+in memory (:class:`LocalHandle`: the consumer's own ``push``, with the batch as it is,
+read-only, and no Ray call; made in the producer's thread when it need not wait, else
+on a thread of the chain's pool), while pushes between chains, and every call from the
+driver or a source, come through Ray to :meth:`ChainWorker.call`, which runs the
+instance's method as a threaded actor of its own would; a raw batch for several members
+comes in one call, :meth:`ChainWorker.push_all`. The hand-over keeps the semantics of a
+Ray call (a push that waits does so on another thread, in any order among the
+concurrent ones, and the answer is a future), so the push protocol and its recovery
+work unchanged inside a chain.
 
 A chain restarts as a unit: Ray runs the constructor again after a crash, and each
 instance restores its own last checkpoint and recovers as a restarted actor of its own
@@ -25,8 +27,10 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from specula.actors.addresses import Member
-from specula.actors.channels import Peers, Route
+from specula.actors.channels import Peers, Reply, Route
 from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
 from specula.actors.worker import DetectorWorker
@@ -82,10 +86,11 @@ class ChainWorker:
     :class:`~.addresses.Member` that lives here).
 
     The other arguments are those of :class:`~.worker.DetectorWorker`, which each
-    member gets. ``threads`` bounds the pool that runs the in-memory hand-overs: a push
-    may wait in its thread for an earlier one of its sender, so the pool needs one for
-    every push that can be in flight between the members (and a few for the requests of
-    a restarted member).
+    member gets. ``threads`` bounds the pool that runs the in-memory hand-overs and the
+    members' pushes of :meth:`push_all`: a push may wait in its thread for an earlier
+    one of its sender, so the pool needs one for every push that can be in flight to a
+    member from another member or in a ``push_all`` (and a few for the requests of a
+    restarted member).
     """
 
     def __init__(self, name: str, address: str, members: list[ChainMember],
@@ -113,6 +118,18 @@ class ChainWorker:
             raise AttributeError(f"{method!r} is not a method an instance is called by")
         return getattr(self.worker(producer), method)(*args)
 
+    def push_all(self, members: list[tuple[int, int, int]], batch: np.ndarray, sender: int,
+                 incarnation: int) -> list[Reply]:
+        """One batch of ``sender`` (a raw batch) for several members, each given as
+        (producer id, the push's number among the sender's pushes to it, its epoch as
+        the sender knows it): the one call a producer makes for all the members that
+        take the batch (:meth:`~.channels.Publisher.send_all`). Each member's push runs
+        on the pool, as a call of its own would, with the batch read-only; returns their
+        replies, in order."""
+        futures = [self.submit(p, "push", (batch, sender, n, incarnation, epoch))
+                   for p, n, epoch in members]
+        return [f.result() for f in futures]
+
     def status(self) -> dict[str, Any]:
         """The chain's name, its members' labels and its incarnation (its members
         restart together; without checkpoints it stays 0)."""
@@ -130,13 +147,25 @@ class ChainWorker:
             return self._workers[producer]
 
     def submit(self, producer: int, method: str, args: tuple[Any, ...]) -> Future:
-        """Run a member's method on the pool (the in-memory hand-over); a pushed batch
-        goes as a read-only view, as a Ray call would deliver it."""
-        if method == "push":
-            batch = args[0].view()
-            batch.flags.writeable = False
-            args = (batch, *args[1:])
-        return self._pool.submit(self._run, producer, method, args)
+        """Run a member's method (the in-memory hand-over): a push that need not wait
+        (:meth:`~.worker.DetectorWorker.push` without ``wait``) in the caller's thread,
+        anything else on the pool; a pushed batch goes as a read-only view, as a Ray
+        call would deliver it. The answer is a future either way."""
+        if method != "push":
+            return self._pool.submit(self._run, producer, method, args)
+        batch = args[0].view()
+        batch.flags.writeable = False
+        args = (batch, *args[1:])
+        done: Future = Future()
+        try:
+            reply = self.worker(producer).push(*args, wait=False)
+        except BaseException as exc:  # the consumer's error, for the caller's answer
+            done.set_exception(exc)
+            return done
+        if reply is None:  # it would wait: on a thread of the pool
+            return self._pool.submit(self._run, producer, method, args)
+        done.set_result(reply)
+        return done
 
     def _run(self, producer: int, method: str, args: tuple[Any, ...]) -> Any:
         return getattr(self.worker(producer), method)(*args)

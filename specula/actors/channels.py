@@ -128,6 +128,19 @@ class Channel:
         self.held = 0
 
 
+class _Share:
+    """One consumer's answer among those of a call made for several
+    (:meth:`Publisher.send_all`): the ``k``-th of the call's replies."""
+
+    __slots__ = ("_k", "_ref")
+
+    def __init__(self, ref: Any, k: int) -> None:
+        self._ref, self._k = ref, k
+
+    def result(self) -> Any:
+        return answer(self._ref)[self._k]
+
+
 class Publisher:
     """Numbered pushes to consumers, at most ``max_in_flight`` unanswered per consumer,
     and the pushes each consumer's checkpoint does not cover, for resending.
@@ -160,16 +173,54 @@ class Publisher:
         """Push ``batch`` (with the sender's determinants ``dets``) to the consumer of
         ``ch``; waits while ``max_in_flight`` pushes to it are unanswered."""
         with self._lock:
-            n = ch.sent
-            ch.sent += 1
-            if n < ch.covered:
-                return
-            ch.kept.append((n, batch, dets))
-            if n < ch.held:
-                return
-            ch.queue.append((n, batch, dets, False))
-            self.sent_batches += 1
+            n = self._number(ch, batch, dets)
+            if n is not None:
+                ch.queue.append((n, batch, dets, False))
         self._wait(ch, self.max_in_flight)
+
+    def send_all(self, chs: list[Channel], batch: Any) -> None:
+        """Push the same ``batch`` (an array, or Ray's reference to one) to the consumers
+        of ``chs``, as :meth:`send` does to each, but in one Ray call per chain actor
+        for those that are instances of one (:meth:`.ChainWorker.push_all`: a raw batch
+        enters a chain once, not once per member that hears it). It waits for room in
+        every consumer's window first; one with pushes still queued (a resend after a
+        restart) gets its own push, in turn."""
+        for ch in chs:  # room in every window first: then the batch goes in one call
+            self._wait(ch, self.max_in_flight - 1)
+        together: dict[int, list[tuple[Channel, int]]] = {}
+        with self._lock:
+            for ch in chs:
+                n = self._number(ch, batch, None)
+                if n is None:
+                    continue
+                if (isinstance(ch.actor, InstanceHandle) and not ch.queue
+                        and len(ch.pending) < self.max_in_flight):
+                    together.setdefault(id(ch.actor.actor), []).append((ch, n))
+                else:
+                    ch.queue.append((n, batch, None, False))
+            for members in together.values():
+                chain = members[0][0].actor.actor
+                ref = chain.push_all.remote(
+                    [(ch.actor.producer, n, ch.epoch) for ch, n in members], batch,
+                    self.sender, self.incarnation)
+                for k, (ch, _) in enumerate(members):
+                    ch.pending.append(_Share(ref, k))
+        for ch in chs:
+            self._wait(ch, self.max_in_flight)
+
+    def _number(self, ch: Channel, batch: Any, dets: Any) -> int | None:
+        """Under the lock: number the next push to ``ch`` and keep it for resending;
+        None if it is not to be made (a restarted sender's regenerated push that the
+        consumer holds, :meth:`regenerate`)."""
+        n = ch.sent
+        ch.sent += 1
+        if n < ch.covered:
+            return None
+        ch.kept.append((n, batch, dets))
+        if n < ch.held:
+            return None
+        self.sent_batches += 1
+        return n
 
     def regenerate(self, ch: Channel, covered: int, held: int, epoch: int) -> None:
         """This sender restarted and numbers its pushes to ``ch`` from 0 again: the

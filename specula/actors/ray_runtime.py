@@ -159,6 +159,7 @@ class RayRuntime:
         outputs and late events hold only what was not handed on, and its
         ``handed_on`` counts the rest.
         """
+        started_ns = time.time_ns()  # the start-up counts from here (RunReport.startup_s)
         check_batching(raw, step_ticks, batch_rows, speed)
         if suspend or resume is not None:
             self._lasting_uri()
@@ -175,10 +176,11 @@ class RayRuntime:
                              else step_ticks)
         delivery = Delivery(step_ticks, batch_rows or DEFAULT_BATCH_ROWS, Pace(speed, tps))
         with ray_session(self.address, modules=user_modules(self.graph)):
-            return self._run(raw, table, delivery, suspend, resume, on_settled, on_fed)
+            return self._run(raw, table, delivery, started_ns, suspend, resume, on_settled,
+                             on_fed)
 
     def _run(self, raw: np.ndarray | Iterable[np.ndarray] | Sources, table: np.ndarray | None,
-             delivery: Delivery, suspend: bool | Callable[[], bool] = False,
+             delivery: Delivery, started_ns: int, suspend: bool | Callable[[], bool] = False,
              resume: Suspension | None = None,
              on_settled: Callable[[Settled], None] | None = None,
              on_fed: Callable[[int], None] | None = None) -> RunReport:
@@ -213,8 +215,11 @@ class RayRuntime:
             calls = sum(actor_concurrency(graph, router, i, self.max_in_flight,
                                           max(1, len(parts))) for i in chain)
             # per hand-over inside the chain: its window of pushes, a resend and a
-            # recover_producer call of a restarted member (threads start as needed)
-            local = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4
+            # recover_producer call of a restarted member; per member that hears raw
+            # types, the window of each raw sender's push_all (threads start as needed)
+            hear_raw = sum(1 for i in chain if router.hears(i.node.name, None))
+            local = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4 \
+                + self.max_in_flight * max(1, len(parts)) * hear_raw
             handles[name] = chain_cls.options(
                 name=address[chain[0].producer].chain, max_restarts=self.max_restarts,
                 max_task_retries=-1, max_concurrency=calls,
@@ -238,15 +243,16 @@ class RayRuntime:
         self.actors |= {name.split("-", 2)[2]: feeders[s] for s, name in sources.items()}
         try:
             with self._tail(on_settled, resume, actors):
-                fed, wall, reports = self._drive(raw, table, router, of_node, actors, feeders,
-                                                 delivery, suspend, resume, on_fed)
+                fed, wall, ended_ns, reports = self._drive(
+                    raw, table, router, of_node, actors, feeders, delivery, suspend, resume,
+                    on_fed)
         finally:
             for a in [*handles.values(), *feeders.values()]:
                 ray.kill(a)
             self.actors = {}
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
-        return self._report(reports, fed, wall, len(alive))
+        return self._report(reports, fed, wall, len(alive), (started_ns, ended_ns))
 
     def _lasting_uri(self) -> str:
         """The checkpoint URI that outlives a run, which suspending or resuming needs."""
@@ -306,10 +312,11 @@ class RayRuntime:
                actors: dict[int, Any], feeders: dict[int, Any], delivery: Delivery,
                suspend: bool | Callable[[], bool] = False, resume: Suspension | None = None,
                on_fed: Callable[[int], None] | None = None
-               ) -> tuple[list[dict], float, list[dict]]:
+               ) -> tuple[list[dict], float, int, list[dict]]:
         """Start the actors, feed them (from the driver, or step the source actors),
         flush (or suspend) them level by level and collect their reports; returns what
-        each source fed, the seconds it took and the reports."""
+        each source fed, the seconds it took from the actors' start, when it ended (ns of
+        the wall clock) and the reports."""
         everyone = {**actors, **feeders}
 
         def clock_of(actor: Any) -> Callable[[], int]:
@@ -346,9 +353,9 @@ class RayRuntime:
             self.suspension = Suspension(self._run_checkpoints().run,
                                          {c: e[0] for c, e in expected.items() if 0 in e},
                                          settled, graph_shape(self.graph), segments)
-        wall = time.perf_counter() - t0
+        wall, ended_ns = time.perf_counter() - t0, time.time_ns()
         refs = [a.report.remote() for a in actors.values()]
-        return fed, wall, [answer(r) for r in refs]
+        return fed, wall, ended_ns, [answer(r) for r in refs]
 
     @staticmethod
     def _flush(instance: Instance, actors: dict[int, Any], expected: dict[int, dict[int, int]],
@@ -418,7 +425,11 @@ class RayRuntime:
         return [answer(a.finish.remote()) for a in feeders.values()]
 
     def _report(self, reports: list[dict], fed: list[dict], wall: float,
-                nodes: int | None = None) -> RunReport:
+                nodes: int | None = None, span_ns: tuple[int, int] | None = None
+                ) -> RunReport:
+        """The run's report from the actors' ``reports`` and the sources' (``fed``);
+        ``span_ns``: when the run started and when its stream ended (wall clock, ns),
+        which split it into start-up and stream (:attr:`RunReport.startup_s`)."""
         detectors = {}
         levels = self.graph.levels()
         by_chain: dict[str, list[dict]] = {}
@@ -453,8 +464,14 @@ class RayRuntime:
         played = len({s for f in fed for s in f["seconds"]})
         sources = [{k: f[k] for k in ("index", "events", "restarts", "resent", "host")}
                    for f in fed if f["sender"] != 0]
+        first = min((r["first_event_ns"] for r in reports
+                     if r["first_event_ns"] is not None), default=None)
+        startup = stream = None
+        if span_ns is not None and first is not None:
+            startup, stream = (first - span_ns[0]) / 1e9, (span_ns[1] - first) / 1e9
         return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes,
-                         played_seconds=played, sources=sources)
+                         played_seconds=played, sources=sources, startup_s=startup,
+                         stream_s=stream)
 
 
 def routes_to(graph: Graph, router: Router, address: dict[int, Member], source: str | None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import resource
+import threading
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -23,16 +24,41 @@ def rss_mb() -> float:
     """This process's private resident memory in MB (``RssAnon``: its own heap; on
     other systems than Linux its peak resident memory so far). Pages of Ray's object
     store the process touched are not in it (:func:`shared_mb`)."""
-    kb = _status_kb("RssAnon")
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if kb is None \
-        else kb / 1024
+    return _read_memory()["rss_mb"]
 
 
 def shared_mb() -> float:
     """This process's resident shared memory in MB (``RssShmem``; 0 where unknown):
     on Ray, mostly pages of the object store it read pushes from, which belong to the
     store and are bounded by its size, not by the process."""
-    return (_status_kb("RssShmem") or 0) / 1024
+    return _read_memory()["shm_mb"]
+
+
+_memory_lock = threading.Lock()
+_memory: tuple[float, dict[str, float]] = (float("-inf"), {})  # when read, what
+
+
+def process_memory(every_s: float) -> dict[str, float]:
+    """``rss_mb`` and ``shm_mb`` of this process (:func:`rss_mb`, :func:`shared_mb`),
+    read from ``/proc`` at most once every ``every_s`` seconds, whoever asks: the
+    instances of a chain share one process, and one reading serves them all."""
+    global _memory
+    with _memory_lock:
+        when, figures = _memory
+        now = time.monotonic()
+        if now - when >= every_s:
+            figures = _read_memory()
+            _memory = (now, figures)
+        return figures
+
+
+def _read_memory() -> dict[str, float]:
+    """``rss_mb`` and ``shm_mb`` from one reading of ``/proc/self/status``."""
+    kb = _status_kb("RssAnon", "RssShmem")
+    rss = kb["RssAnon"]
+    return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            if rss is None else rss / 1024,
+            "shm_mb": (kb["RssShmem"] or 0) / 1024}
 
 
 class CpuTimes:
@@ -93,15 +119,18 @@ class CpuTimes:
         return out
 
 
-def _status_kb(field: str) -> int | None:
+def _status_kb(*fields: str) -> dict[str, int | None]:
+    """Fields of ``/proc/self/status`` in kB (None where it lacks one: not Linux)."""
+    found: dict[str, int | None] = dict.fromkeys(fields)
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1])
+                name = line.split(":", 1)[0]
+                if name in found:
+                    found[name] = int(line.split()[1])
     except OSError:
         pass
-    return None
+    return found
 
 
 @dataclass
@@ -212,6 +241,14 @@ class RunReport:
     #: The source actors' reports, one per part of a run fed from
     #: :class:`~.sources.Sources` (events, restarts, pushes resent, host).
     sources: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds from the runtime's start (``run()`` called) to the first event a detector
+    #: processed: Ray's start where the runtime starts it, the actors' processes, their
+    #: imports and warm-up, the first batch's way to a unit (Ray; None in-process, or
+    #: when no event reached a unit).
+    startup_s: float | None = None
+    #: Seconds from that first event to the end of the stream's flush (Ray; None where
+    #: ``startup_s`` is).
+    stream_s: float | None = None
 
     def net(self, name: str) -> np.ndarray:
         """Net output of a detector: emitted minus retracted, updates resolved."""
@@ -238,6 +275,8 @@ class RunReport:
             "runtime": self.runtime,
             "raw_events": self.raw_events,
             "wall_seconds": self.wall_seconds,
+            "startup_s": self.startup_s,
+            "stream_s": self.stream_s,
             "raw_events_per_s": self.raw_events / self.wall_seconds if self.wall_seconds else None,
             "played_seconds": self.played_seconds,
             "sources": self.sources,

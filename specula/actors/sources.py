@@ -202,7 +202,8 @@ class Feeder:
     type ids read through ``table``, arrival and origin stamped on the driver's clock
     (this host's minus ``clock_offset`` ns). Each batch goes whole (:func:`shared`: put
     once into Ray's object store if large) to every instance of every node that
-    subscribes to one of its types; the instance takes its part on arrival
+    subscribes to one of its types, in one call per chain actor
+    (:meth:`~.channels.Publisher.send_all`); the instance takes its part on arrival
     (:meth:`~.routing.Router.piece`): a piece cut here per instance would be serialised
     and copied once per subscriber. Counts the events and the whole seconds of event
     time that hold one (:attr:`played_seconds`)."""
@@ -229,13 +230,12 @@ class Feeder:
         batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
         self.events += len(batch)
         self._seconds |= played_seconds(batch, self.ticks_per_second)
-        types, whole = np.unique(batch["type"]), None
-        for route in self.routes:
-            if not self.router.takes_any(route.node, types):
-                continue
-            whole = shared(batch) if whole is None else whole
-            for consumer, actor in zip(route.consumers, route.actors, strict=True):
-                self.publisher.send(self.publisher.channel(consumer, self._actor(actor)), whole)
+        types = np.unique(batch["type"])
+        chs = [self.publisher.channel(consumer, self._actor(actor))
+               for route in self.routes if self.router.takes_any(route.node, types)
+               for consumer, actor in zip(route.consumers, route.actors, strict=True)]
+        if chs:
+            self.publisher.send_all(chs, shared(batch))
 
     @property
     def played_seconds(self) -> set[int]:

@@ -47,7 +47,7 @@ from specula.actors.inbox import Gate, Inbox
 from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
 from specula.actors.recovery import Checkpoints
-from specula.actors.report import CpuTimes, rss_mb, shared_mb
+from specula.actors.report import CpuTimes, process_memory
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
 from specula.detectors.graph import Instance
@@ -143,6 +143,7 @@ class DetectorWorker:
         self._published: int | None = None  # the progress last told the subscribers
         self._clock = (0, 0)                # this host's clock minus the driver's, error
         self._memory: tuple[float, dict[str, float]] = (float("-inf"), {})  # when, what
+        self._first_event_ns: int | None = None  # when the unit took its first event
         store = checkpoints.store(instance.label) if checkpoints else None
         self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, store)
         incarnation = store.next_incarnation() if store else 0
@@ -171,9 +172,11 @@ class DetectorWorker:
     # ------------------------------------------------------------------ calls
     def push(self, batch: np.ndarray, sender: int = 0, n: int | None = None,
              incarnation: int = 0, epoch: int = 0, dets: Any = None,
-             resend: bool = False) -> Reply:
+             resend: bool = False, *, wait: bool = True) -> Reply | None:
         """Append a batch of arrivals to the inbox, waiting while it is full; returns a
-        :class:`~.channels.Reply`.
+        :class:`~.channels.Reply`. Without ``wait``, a push that would wait (for room,
+        or for an earlier push of its sender) is not made and None is returned: a chain
+        hands a batch over in the producer's thread when it can (:mod:`.chain`).
 
         ``n`` numbers the pushes of ``sender`` to this actor, from 0: the push waits
         until the sender's earlier ones are in, and one below those held is a duplicate
@@ -194,6 +197,8 @@ class DetectorWorker:
                     return rec.reply(sender)
                 if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
                     break
+                if not wait:
+                    return None
                 self._cond.wait()
             now = time.monotonic_ns()
             self.inbox.push(batch, now, sender, force=resend)
@@ -291,6 +296,7 @@ class DetectorWorker:
                 "resent": self.publisher.resent_batches,
                 "checkpoints": rec.stats.as_dict(), "host": this_host(),
                 "clock": self._clock, "chain": self.chain,
+                "first_event_ns": self._first_event_ns,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def halt(self) -> None:
@@ -387,6 +393,8 @@ class DetectorWorker:
         out = self.unit.push(batch, self._now()) if len(batch) \
             else np.empty(0, self.unit.out_dtype)
         busy, c1 = time.perf_counter() - t0, time.thread_time()
+        if self._first_event_ns is None and len(batch):
+            self._first_event_ns = self._now()
         handed = self.unit.stats.handed() - first
         self._publish(out, self._now())
         self.cpu.add(unit=c1 - c0, publish=time.thread_time() - c1)
@@ -442,7 +450,7 @@ class DetectorWorker:
         s, now = self.unit.stats, time.monotonic()
         if now - self._memory[0] >= _MEMORY_EVERY_S:
             self._memory = (now, {"snapshot_kb": self.unit.memory.snapshot_bytes() // 1024,
-                                  "rss_mb": rss_mb(), "shm_mb": shared_mb()})
+                                  **process_memory(_MEMORY_EVERY_S)})
         self.series.append({
             "time_ns": self._now(), "alpha": self.unit.alpha, "events_in": s.events_in,
             "emitted": s.emitted, "replayed": s.replayed, "late": s.late,

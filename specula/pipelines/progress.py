@@ -52,26 +52,14 @@ class JobProgress:
             print(message, file=sys.stderr, flush=True)
 
     @contextlib.contextmanager
-    def phase(self, description: str, total: int | None = None
-              ) -> Iterator[Callable[[int], None]]:
-        """A phase: a line that runs until the block ends; yields ``advance(n)``."""
-        if self._progress is None:
-            yield lambda n: None
-            return
-        progress = self._progress
-        task = progress.add_task(description, total=total, count="")
-        done = 0
-
-        def advance(n: int) -> None:
-            nonlocal done
-            done += n
-            count = f"{done:,} of {total:,} events" if total else f"{done:,} events"
-            progress.update(task, advance=n, count=count)
-
+    def phase(self, description: str, total: int | None = None) -> Iterator[Phase]:
+        """A phase: a line that runs until the block ends; yields its :class:`Phase`
+        (``advance(n)``, and ``note(text)`` for what the line says at the end)."""
+        phase = Phase(self._progress, description, total)
         try:
-            yield advance
+            yield phase
         finally:
-            progress.update(task, total=total or 1, completed=total or 1)
+            phase.end()
 
     def events(self, batches: Iterable[np.ndarray], advance: Callable[[int], None]
                ) -> Iterator[np.ndarray]:
@@ -79,3 +67,42 @@ class JobProgress:
         for batch in batches:
             yield batch
             advance(len(batch))
+
+
+class Phase:
+    """One phase's line: called with ``n``, it advances by ``n`` events; :meth:`note`
+    adds what the phase measured to the line (the detection's start-up and stream
+    times). A no-op without a display."""
+
+    def __init__(self, progress: Any, description: str, total: int | None) -> None:
+        self._progress, self._total, self._done, self._note = progress, total, 0, ""
+        self._task = None if progress is None else \
+            progress.add_task(description, total=total, count="")
+
+    def __call__(self, n: int) -> None:
+        self._done += n
+        self._show(n)
+
+    def note(self, text: str) -> None:
+        """Say ``text`` after the count of events (no longer out of the total: the
+        phase is over), from now on."""
+        self._note = text
+        self._show(0)
+
+    def end(self) -> None:
+        """Mark the phase done."""
+        if self._progress is not None:
+            self._progress.update(self._task, total=self._total or 1,
+                                  completed=self._total or 1)
+
+    def _show(self, advance: int) -> None:
+        if self._progress is None:
+            return
+        done, total = self._done, self._total
+        if self._note:  # the phase is over: its events, and what it measured
+            count = ", ".join(c for c in (f"{done:,} events" if done else "", self._note)
+                              if c)
+        else:
+            count = f"{done:,} of {total:,} events" if total else \
+                f"{done:,} events" if done else ""
+        self._progress.update(self._task, advance=advance, count=count)

@@ -233,10 +233,13 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                     else ray_on_spark(spark, worker_nodes=config.ray_workers,
                                       log=out / "logs" / "ray-on-spark.log"))
             live = LiveOutput(spark, graph, out, run) if run is not None else None  # a watch
-            with progress.phase("detecting (Ray)", total) as advance, stopping:
+            with progress.phase("detecting (Ray)", total) as detecting, stopping:
                 report, suspension = _run_on_ray(
                     graph, address, raw, kind.registry, config, resume,
-                    (lambda: watcher.stopping) if config.watch else None, live, advance)
+                    (lambda: watcher.stopping) if config.watch else None, live, detecting)
+                if report.startup_s is not None and report.stream_s is not None:
+                    detecting.note(f"start-up {report.startup_s:.1f} s, "
+                                   f"stream {report.stream_s:.1f} s")
     if config.watch:
         ingested = counts_as_ingested(watcher.counts)
     summary = summarize(report, graph, ingested, config)
@@ -431,6 +434,10 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         "stream_seconds": span_s,
         "played_seconds": played_s,
         "wall_seconds": report.wall_seconds,
+        # Ray: from the runtime's start to the first event a detector processed, and from
+        # there to the end of the stream (RunReport.startup_s); None in-process
+        "startup_s": report.startup_s,
+        "stream_s": report.stream_s,
         # a watch waits for files: its wall time says nothing of speed
         "realtime_factor": played_s / report.wall_seconds
         if report.wall_seconds and not config.watch else None,

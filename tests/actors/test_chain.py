@@ -12,6 +12,7 @@ chain plans are random: any grouping, partitions of one node together included.
 from __future__ import annotations
 
 import random
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -52,6 +53,16 @@ class ThreadedChain:
     def call(self) -> _Call:
         return _Call(self)
 
+    @property
+    def push_all(self) -> _PushAll:
+        return _PushAll(self)
+
+
+class _PushAll(_Call):
+    def remote(self, *args: Any) -> Future:
+        assert self.actor.worker is not None
+        return self.actor.pool.submit(self.actor.worker.push_all, *args)
+
 
 def random_plan(graph: Graph, rng: random.Random) -> list[list[str]]:
     """Every instance in one of 1..n chains at random (a node that may not share an
@@ -85,8 +96,8 @@ def chained_run(graph: Graph, raw: Any, plan: Any, monkeypatch: pytest.MonkeyPat
     handles = {p: InstanceHandle(actors[m.chain], p) for p, m in address.items()}
     of_node = {n: [i for i in graph.instances() if i.node.name == n] for n in graph.nodes}
     try:
-        fed, wall, reports = rt._drive(raw, None, router, of_node, handles, {},
-                                       Delivery(None, batch_rows, Pace(None, 1.0)))
+        fed, wall, _, reports = rt._drive(raw, None, router, of_node, handles, {},
+                                          Delivery(None, batch_rows, Pace(None, 1.0)))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return rt._report(reports, fed, wall)
@@ -145,10 +156,47 @@ def test_a_chain_hands_batches_over_in_memory(monkeypatch):
     handle = worker.worker(first.producer).peers(route.actors[0])
     assert isinstance(handle, LocalHandle) and handle.producer == parted.producer
     seen = []
-    monkeypatch.setattr(type(worker.worker(parted.producer)), "push",
-                        lambda self, batch, *args: seen.append(batch.flags.writeable))
-    handle.push.remote(np.zeros(3, graph.registry.dtype(("T0",))), 1, 0).result()
-    assert seen == [False]
+
+    def push(self, batch, *args, wait=True):
+        seen.append((batch.flags.writeable, wait, threading.current_thread()))
+        return channels.Reply(0, 0, 1)
+
+    monkeypatch.setattr(type(worker.worker(parted.producer)), "push", push)
+    reply = handle.push.remote(np.zeros(3, graph.registry.dtype(("T0",))), 1, 0).result()
+    # taken at once, in the caller's thread: no push waits in the inbox's way
+    assert reply == (0, 0, 1) and seen == [(False, False, threading.current_thread())]
+
+
+class _Chain:
+    """A chain actor that answers ``push_all`` at once and records its calls."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool, self.calls = pool, []
+
+    @property
+    def push_all(self) -> _Chain:
+        return self
+
+    def remote(self, members: list, batch: Any, sender: int, incarnation: int) -> Future:
+        self.calls.append([(p, n) for p, n, _ in members])
+        return self.pool.submit(lambda: [channels.Reply(0, 0, n + 1) for _, n, _ in members])
+
+
+def test_a_raw_batch_enters_a_chain_once_for_all_its_members_that_take_it():
+    """Publisher.send_all: one call per chain actor, each member's push numbered as its
+    own would be, the window kept per member."""
+    with ThreadPoolExecutor(4) as pool:
+        one, other = _Chain(pool), _Chain(pool)
+        publisher = channels.Publisher(2)
+        chs = [publisher.channel(p, InstanceHandle(one, p)) for p in (1, 2, 3)]
+        chs.append(publisher.channel(4, InstanceHandle(other, 4)))
+        for _ in range(5):
+            publisher.send_all(chs, np.zeros(3))
+        publisher.drain()
+    assert one.calls == [[(1, n), (2, n), (3, n)] for n in range(5)]
+    assert other.calls == [[(4, n)] for n in range(5)]
+    assert [ch.sent for ch in chs] == [5] * 4 and publisher.sent_batches == 20
+    assert publisher.in_flight() == 0
 
 
 @pytest.mark.parametrize("cpus", [1, 2, 3, 8])

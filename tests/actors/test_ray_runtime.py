@@ -481,8 +481,15 @@ def test_a_graph_asking_for_more_than_the_cluster_is_refused_before_it_starts(lo
 def test_the_report_says_where_each_actor_ran_and_where_its_cpu_went(local_ray):
     graph = Graph(example_registry(), sources=("C",))
     graph.add("per_key", CountPerKey(), partitions=2, cpus=0.5, k0=3_000)
+    t0 = time.perf_counter()
     report = RayRuntime(graph).run(
         abc_stream(example_registry(), 2_000, seed=3), batch_rows=500)
+    took = time.perf_counter() - t0
+    # start-up (to the first event a unit took) and stream split the run's time
+    assert report.startup_s is not None and report.stream_s is not None
+    assert report.startup_s > 0 and 0 < report.stream_s <= report.wall_seconds
+    assert report.startup_s + report.stream_s <= took
+    assert report.summary()["startup_s"] == report.startup_s
     node = ray.get_runtime_context().get_node_id()[:8]
     hosts = report.detectors["per_key"].hosts
     assert len(hosts) == 2 and all(h.endswith(node) for h in hosts)

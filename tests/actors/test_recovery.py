@@ -122,8 +122,8 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
     if victim is not None:
         thread.start()
     try:
-        fed, wall, reports = rt._drive(raw, None, router, of_node, actors, {},
-                                       Delivery(None, 150, Pace(None, 1.0)))
+        fed, wall, _, reports = rt._drive(raw, None, router, of_node, actors, {},
+                                          Delivery(None, 150, Pace(None, 1.0)))
     finally:
         done.set()
         if victim is not None:

@@ -21,6 +21,14 @@ def test_each_phase_gets_a_line_and_detection_counts_the_events(capsys):
     assert err.count("done") == 2
 
 
+def test_a_phase_line_says_what_the_phase_measured(capsys):
+    with JobProgress(True) as progress, progress.phase("detecting (Ray)", 10) as detecting:
+        detecting(10)
+        detecting.note("start-up 1.2 s, stream 3.4 s")
+    err = capsys.readouterr().err
+    assert "10 events, start-up 1.2 s, stream 3.4 s" in err
+
+
 def test_disabled_progress_writes_nothing(capsys):
     with JobProgress(False) as progress, progress.phase("ingesting", 10) as advance:
         list(progress.events([np.zeros(10)], advance))
