@@ -101,7 +101,7 @@ class TermParser(TokenStream):
                               alternatives=tuple(options[1:]))
         else:
             pattern = self.pattern(element)
-        times = self.times() if closure and self.at_op("{", "+", "*") else None
+        times = self.times() if closure and self.at_op("{", "+", "*", "?") else None
         alias = self.alias()
         for token in self.self_refs:
             if times is None or token.text != (alias or pattern.type):
@@ -139,7 +139,10 @@ class TermParser(TokenStream):
         return False
 
     def times(self) -> tuple[int, int]:
-        """A closure's length ``{n,m}`` or ``{n}``."""
+        """A closure's length ``{n,m}`` or ``{n}``; ``?`` is ``{0,1}``."""
+        if self.at_op("?"):
+            self.advance()
+            return 0, 1
         if not self.at_op("{"):
             raise self.fail("'{n,m}': a closure needs bounds on its length, as in "
                             "B(...){1,8} (unbounded closures are not supported)")

@@ -113,6 +113,27 @@ order an ordering unit delivers. That order key is an event's *position*.
   on: two terminators of one time stamp may share an event (which order of equal time
   stamps would otherwise decide, and the arrival order must not). Matches dropped by a
   negation, a filter or an undefined aggregate consume nothing.
+* **Contiguity.** A step whose anchor is named with ``next`` instead of ``from``
+  (``each B() within 5 next C``, FlinkCEP's ``B.next(C)``) is *strictly contiguous*:
+  its candidates are the events that, in addition, have no event of a type the rule
+  reads with a time stamp strictly between theirs and the anchor's (for a closure: also
+  between each item and the next). ``from`` and ``followedBy`` are the relaxed
+  contiguity of the other steps. Only ``each`` and ``last`` steps take ``next`` (for
+  them the candidate filter is the same as checking the chosen event afterwards).
+* **After-match skip** (``skip ...`` after ``where``, FlinkCEP's
+  ``AfterMatchSkipStrategy``). A match *starts* at its earliest event and *ends* at
+  its latest (positions). Take the matches the rule has without the clause (``skip
+  none``, the default) in ascending order of start, then end, then output order; a
+  match is kept unless a kept match before it discards its start: ``skip to next``
+  discards the starts up to the kept match's start, ``skip past last event`` the starts
+  up to its end, ``skip to first x`` / ``skip to last x`` the starts before the earliest
+  / latest event of ``x`` in the kept match (none if ``x`` chose no event: an optional
+  closure). This is the order in which FlinkCEP releases completed matches under a skip
+  strategy, so the kept matches are FlinkCEP's. A match can be decided only when no
+  match that starts before it can still end: engines hold it until the stream passes
+  its start by the rule's reach (the steps' windows added up, capped by the pattern
+  window), or ends. The kept composites come in the order of that walk (FlinkCEP's
+  order), not in terminator order. ``skip`` and ``consuming`` do not mix.
 * **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
   ``(A(...) | B(...)) as x``, ``each (A(...) as a & B(...) as b) as g``, ``partition by
   attr``): a rule with them means a union of plain rules; see
@@ -147,26 +168,36 @@ from specula.detectors.rules._ast_exprs import (
     quote,
 )
 from specula.detectors.rules._ast_patterns import (
+    CONTIGUITIES,
     SELECTIONS,
+    STRATEGIES,
     TIES,
     UNIT_SECONDS,
     Aggregate,
     Constraint,
+    Contiguity,
     Negation,
     Pattern,
     Selection,
+    Skip,
     Step,
+    Strategy,
     Ties,
     Value,
     Window,
 )
 
 __all__ = [
-    "ATTRIBUTE_TYPES", "COMPARATORS", "FUNCTIONS", "SELECTIONS", "TIES", "UNIT_SECONDS",
-    "AggRef", "Aggregate", "Arith", "AttrRef", "BinOp", "Comparator", "Comparison", "Const",
-    "Constraint", "Expr", "Fold", "Function", "Item", "Negation", "Param", "ParamRef",
-    "Pattern", "Rule", "RuleError", "Selection", "Step", "Ties", "Value", "Window", "quote",
+    "ATTRIBUTE_TYPES", "COMPARATORS", "CONTIGUITIES", "FUNCTIONS", "NO_SKIP", "SELECTIONS",
+    "STRATEGIES",
+    "TIES", "UNIT_SECONDS", "AggRef", "Aggregate", "Arith", "AttrRef", "BinOp", "Comparator",
+    "Comparison", "Const", "Constraint", "Contiguity", "Expr", "Fold", "Function", "Item",
+    "Negation", "Param", "ParamRef", "Pattern", "Rule", "RuleError", "Selection", "Skip",
+    "Step", "Strategy", "Ties", "Value", "Window", "quote",
 ]
+
+NO_SKIP = Skip()
+"""The default after-match strategy: every match."""
 
 ATTRIBUTE_TYPES: dict[str, str] = {
     "int": "i8", "float": "f8", "double": "f8", "bool": "?", "string": "i8",
@@ -189,6 +220,7 @@ class Rule:
     ties: Ties = "strict"
     partition: str = ""
     consuming: tuple[int, ...] = ()
+    skip: Skip = NO_SKIP
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -210,10 +242,12 @@ class Rule:
     @property
     def plain(self) -> bool:
         """Whether every element is one event of one pattern (no closure, no
-        disjunction, no conjunction), there is no ``partition by`` and no string literal.
+        disjunction, no conjunction, no ``next``), there is no ``partition by`` and no
+        string literal (the skip strategy runs after the engines).
         Engines run plain rules; others run as the union of their expansions
         (:func:`~specula.detectors.rules.expand.expand`)."""
-        return (all(s.times is None and not s.group for s in self.steps)
+        return (all(s.times is None and not s.group and s.contiguity == "relaxed"
+                    for s in self.steps)
                 and not self.partition and not any(p.alternatives for p in self.chain)
                 and not self.texts())
 
@@ -235,6 +269,11 @@ class Rule:
     def closure(self, element: int) -> bool:
         """Whether chain ``element`` is a closure ``T(...){n,m}``."""
         return element > 0 and self.steps[element - 1].times is not None
+
+    def optional(self, element: int) -> bool:
+        """Whether chain ``element`` may choose no event (a closure ``T(...){0,m}``)."""
+        times = self.steps[element - 1].times if element > 0 else None
+        return times is not None and times[0] == 0
 
     def binder(self, name: str) -> int:
         """Index of the chain element that binds parameter ``name``."""
@@ -281,6 +320,7 @@ class Rule:
             raise RuleError(f"rule {self.name}: ties must be strict or nonstrict, got "
                             f"{self.ties!r}")
         self._check_patterns()
+        self._check_modes()
         mentioned = {p.name for pat in self.chain for p in pat.params()}
         used = {p.name for a in self.aggregates for p in a.pattern.params()}
         used |= {p.name for g in self.negations for p in g.pattern.params()}
@@ -323,6 +363,36 @@ class Rule:
             for comparison in pattern.predicates:
                 for expr in (comparison.left, comparison.right):
                     self._check_predicate(i, expr)
+
+    def _check_modes(self) -> None:
+        """Contiguity, skip strategy and optional elements: only where they mean one
+        thing."""
+        for i, step in enumerate(self.steps, start=1):
+            if step.contiguity not in CONTIGUITIES:
+                raise RuleError(f"rule {self.name}: contiguity must be relaxed or strict, "
+                                f"got {step.contiguity!r}")
+            if step.contiguity == "strict" and (step.selection == "first" or step.group):
+                raise RuleError(f"rule {self.name}: {self.chain[i].name} is 'next' to the "
+                                "element it follows, which only 'each' and 'last' steps "
+                                "can be (not 'first' steps, not conjunctions)")
+        if self.skip.element is not None and not 0 <= self.skip.element < len(self.chain):
+            raise RuleError(f"rule {self.name}: skip names element {self.skip.element}, "
+                            "which does not exist")
+        if self.skip.strategy != "none" and self.consuming:
+            raise RuleError(f"rule {self.name}: 'skip' and 'consuming' are two ways of "
+                            "discarding matches; use one")
+        for element in (a.anchor for a in self.aggregates):
+            self._check_present(element, "an aggregate window ends at")
+        for neg in self.negations:
+            self._check_present(neg.anchor, "a negation window ends at")
+            if neg.after is not None:
+                self._check_present(neg.after, "'between' starts at")
+
+    def _check_present(self, element: int, role: str) -> None:
+        if self.optional(element):
+            name = self.chain[element].name
+            raise RuleError(f"rule {self.name}: {role} {name}, which may choose no event "
+                            f"({name}{{0,m}}); anchor it at an element that is always there")
 
     def _check_predicate(self, i: int, expr: Expr) -> None:
         where = f"rule {self.name}: a predicate of {self.chain[i].name}"
@@ -403,6 +473,12 @@ def _check_expr(rule: Rule, expr: Expr, known: set[str]) -> None:
     elif isinstance(expr, Fold) and (expr.attr is None) != (expr.function == "count"):
         raise RuleError(f"rule {rule.name}: Count takes no attribute, the other functions "
                         "need one")
+    elif (isinstance(expr, Fold) and expr.function not in ("count", "sum")
+          and rule.optional(expr.element)):
+        name = rule.chain[expr.element].name
+        raise RuleError(f"rule {rule.name}: {expr.function.capitalize()}({name}.{expr.attr}) "
+                        f"is undefined when {name} chooses no event ({name}{{0,m}}); use "
+                        f"Count({name}) or Sum({name}.{expr.attr})")
     elif isinstance(expr, AggRef) and not 0 <= expr.index < len(rule.aggregates):
         raise RuleError(f"rule {rule.name}: aggregate #{expr.index} does not exist")
 
@@ -441,3 +517,7 @@ def _check_item(rule: Rule, ref: AttrRef) -> None:
     if ref.item and not rule.closure(ref.element):
         raise RuleError(f"rule {rule.name}: {name} is one event, not a closure; write "
                         f"{name}.{ref.attr}")
+    if ref.item in ("first", "last") and rule.optional(ref.element):
+        raise RuleError(f"rule {rule.name}: {name} may choose no event ({name}{{0,m}}), so "
+                        f"{name}[{ref.item}] may not exist; read it with Count({name}) or "
+                        f"Sum({name}.{ref.attr})")

@@ -19,6 +19,11 @@ Semantics
   (skip-till-any-match: every subsequence of ``n`` to ``m`` candidates), ``last`` the
   latest one (for each length, the latest events, one after another back from ``a``).
   ``first`` is refused: it would choose the same earliest event for every item.
+* **Optional elements.** ``B(...){0,m}`` may choose no event, ``B(...)?`` is
+  ``B(...){0,1}`` (FlinkCEP's ``optional()``). With no item, the step after it follows
+  the element before it (its window measured from that one), ``Count(bs)`` and
+  ``Sum(bs.x)`` are 0; what would read an item (``bs[first].x``, ``Avg``, ``Min``,
+  ``Max``, a window ``from bs``, ``between bs``) is refused for an optional closure.
 * **Predicates of a closure** hold for every item. Bare attributes (and ``bs[i].x``)
   are the item's own; ``bs[i+1].x`` is the next item in time, and a comparison that
   reads it holds vacuously for ``bs[last]``, which has none (SASE's ``a[i+1].x``). A
@@ -72,7 +77,9 @@ Each expansion runs on its own engine (:class:`Union`), so every engine supports
 closures, disjunctions and conjunctions with the semantics of plain rules, exactly;
 the cost is one engine per expansion, bounded by :data:`MAX_EXPANSIONS` (a conjunction
 of ``k`` members is ``k!`` expansions: at most 4 members alone). Unbounded closures
-(``B()+``) are not supported.
+(``B()+``) are not supported. A strictly contiguous step (``next``) runs as negations
+in every expansion: ``not T() between copy and anchor`` for every type ``T`` the rule
+reads, for each copy of the step.
 """
 
 from __future__ import annotations
@@ -94,14 +101,17 @@ from specula.detectors.rules.ast import (
     Constraint,
     Expr,
     Fold,
+    Negation,
     Param,
     Pattern,
     Rule,
     RuleError,
+    Skip,
     Step,
 )
 from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.engine import Matches, compose, order_key
+from specula.detectors.rules.skip import Skipper, marks
 from specula.detectors.rules.strings import check_strings, encode
 from specula.events import TypeRegistry, fields_of
 
@@ -136,9 +146,9 @@ def check_shapes(rule: Rule) -> None:
             count *= options
             continue
         lo, hi = step.times
-        if not 1 <= lo <= hi <= MAX_CLOSURE:
+        if not (0 <= lo <= hi <= MAX_CLOSURE and hi >= 1):
             raise RuleError(f"rule {rule.name}: closure {pattern.name}{{{lo},{hi}}} needs "
-                            f"1 <= n <= m <= {MAX_CLOSURE}")
+                            f"0 <= n <= m <= {MAX_CLOSURE} and m >= 1")
         if step.selection == "first":
             raise RuleError(f"rule {rule.name}: closure {pattern.name} collects events back "
                             "from the element it follows: use 'each' (every subsequence) or "
@@ -344,13 +354,25 @@ def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
     aggregates = tuple(replace(a, anchor=new[a.anchor][-1]) for a in rule.aggregates)
     negations = tuple(replace(n, anchor=new[n.anchor][-1],
                               after=None if n.after is None else new[n.after][0])
-                      for n in rule.negations)
+                      for n in rule.negations) + _contiguity(rule, new)
     filters += comparisons(rule.filters)
     assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
     consuming = tuple(sorted(j for element in rule.consuming for j in new[element]))
     return Rule(rule.name, rule.attributes, chain[0], tuple(steps), aggregates, negations,
                 tuple(filters), assignments, within=rule.within,  # type: ignore[arg-type]
-                ties=rule.ties, consuming=consuming, source=rule.source)
+                ties=rule.ties, consuming=consuming, skip=_skip(rule.skip, new),
+                source=rule.source)
+
+
+def _skip(skip: Skip, new: list[list[int]]) -> Skip:
+    """The skip strategy in an expansion: ``to_first``/``to_last`` name the copy of the
+    element's earliest/latest event, and skip nothing where it chose none."""
+    if skip.element is None:
+        return skip
+    copies = new[skip.element]
+    if not copies:
+        return Skip()
+    return replace(skip, element=copies[-1] if skip.strategy == "to_first" else copies[0])
 
 
 def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[list[int]],
@@ -372,10 +394,25 @@ def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[l
     return replace(pattern, predicates=(*pattern.predicates, *extra))
 
 
+def _contiguity(rule: Rule, new: list[list[int]]) -> tuple[Negation, ...]:
+    """``next`` as negations in an expansion: for each copy of a strictly contiguous
+    step, no event of a type the rule reads strictly between it and the element it
+    follows (the partition's key bound as in every other pattern)."""
+    key = tuple(c for c in rule.terminator.constraints
+                if isinstance(c.value, Param) and c.value.name.startswith("partition#"))
+    found = []
+    for i, step in enumerate(rule.steps, start=1):
+        if step.contiguity == "strict":
+            found += [Negation(Pattern(t, key), copy - 1, after=copy)
+                      for copy in new[i] for t in rule.input_types]
+    return tuple(found)
+
+
 def _fold(fold: Fold, copies: list[int]) -> Expr:
-    """A fold over a closure's items as arithmetic over its copies, in time order."""
+    """A fold over a closure's items as arithmetic over its copies, in time order
+    (the Count and Sum of an optional closure that chose nothing are 0)."""
     k = float(len(copies))
-    if fold.function == "count":
+    if fold.function == "count" or not copies:
         return Const(k)
     assert fold.attr is not None
     op = {"sum": "+", "avg": "+", "min": "min", "max": "max"}[fold.function]
@@ -425,11 +462,16 @@ class Union:
                         for r in self.expansions]
         self.consumer = (Consumer(rule, self.expansions, self.engines, registry,
                                   ticks_per_second) if rule.consuming else None)
+        self.skipper = (Skipper(rule, self.expansions, _TERMINATOR, ticks_per_second)
+                        if rule.skip.strategy != "none" else None)
         self._none = Composites(np.zeros(0, _TERMINATOR), np.zeros(0, np.int64), {
             a: np.zeros(0, ATTRIBUTE_TYPES[k]) for a, k in rule.attributes})
 
     def process(self, events: np.ndarray) -> Composites:
         """The composites whose terminators are complete after ``events``."""
+        if self.skipper is not None:
+            self._union([e.process(events) for e in self.engines])
+            return self._released(events["ts"])
         if self.consumer is None:
             return self._union([e.process(events) for e in self.engines])[0]
         rows = self.consumer.relevant(events)
@@ -447,29 +489,40 @@ class Union:
 
     def flush(self) -> Composites:
         """End of stream: the composites of terminators the engines still hold."""
-        return self._union([e.flush() for e in self.engines])[0]
+        composites = self._union([e.flush() for e in self.engines])[0]
+        return composites if self.skipper is None else self._released(None)
 
     def snapshot(self) -> list[Any]:
-        """One snapshot per engine, then the consumption's history (if it consumes)."""
+        """One snapshot per engine, then the consumption's history (if it consumes) or
+        the skip strategy's held matches (if it skips)."""
         state = [e.snapshot() for e in self.engines]
-        return state if self.consumer is None else [*state, self.consumer.snapshot()]
+        extra = self.consumer or self.skipper
+        return state if extra is None else [*state, extra.snapshot()]
 
     def restore(self, state: list[Any]) -> None:
-        """Return every engine (and the consumption) to its state in ``state``."""
+        """Return every engine (and the consumption or skip) to its state in ``state``."""
         state = list(state)
-        if self.consumer is not None:
-            self.consumer.restore(state.pop())
+        extra = self.consumer or self.skipper
+        if extra is not None:
+            extra.restore(state.pop())
         for engine, s in zip(self.engines, state, strict=True):
             engine.restore(s)
 
     @property
     def parts(self) -> int:
         """How many items :meth:`snapshot` returns."""
-        return len(self.engines) + (self.consumer is not None)
+        return len(self.engines) + (self.consumer is not None or self.skipper is not None)
+
+    def _released(self, batch_ts: np.ndarray | None) -> Composites:
+        """The composites the skip strategy decided and kept."""
+        assert self.skipper is not None
+        terminators, columns, causes = self.skipper.release(batch_ts)
+        return Composites(terminators, causes, columns)
 
     def _union(self, found: list[Matches]) -> tuple[Composites, list[np.ndarray]]:
-        """The composites of the engines' matches, and per expansion the matches kept."""
-        parts, kept_all = [], []
+        """The composites of the engines' matches, and per expansion the matches kept;
+        under a skip strategy they go to the skipper (with their marks)."""
+        parts, kept_all, found_marks = [], [], []
         for rule, matches in zip(self.expansions, found, strict=True):
             if not len(matches):
                 kept_all.append(np.zeros(0, np.int64))
@@ -481,7 +534,20 @@ class Union:
             for name in fields_of(_TERMINATOR):
                 terminators[name] = rows[name]
             parts.append(Composites(terminators, matches.terminator[kept], columns))
-        return _concatenated(parts, self._none, ordered=True), kept_all
+            if self.skipper is not None:
+                found_marks.append(marks(rule, matches, kept))
+        composites = _concatenated(parts, self._none, ordered=True)
+        if self.skipper is not None and parts:
+            order = _terminator_order(parts)
+            self.skipper.hold(composites.terminators, composites.columns,
+                              np.concatenate(found_marks)[order])
+        return composites, kept_all
+
+
+def _terminator_order(parts: list[Composites]) -> np.ndarray:
+    """The order that sorts the concatenated ``parts`` by terminator (stable)."""
+    terminators = np.concatenate([p.terminators for p in parts])
+    return np.lexsort((order_key(terminators), terminators["ts"]))
 
 
 def _concatenated(parts: list[Composites], none: Composites, ordered: bool = False
@@ -491,8 +557,7 @@ def _concatenated(parts: list[Composites], none: Composites, ordered: bool = Fal
     if len(parts) < 2:
         return parts[0] if parts else none
     terminators = np.concatenate([p.terminators for p in parts])
-    order = (np.lexsort((order_key(terminators), terminators["ts"])) if ordered
-             else np.arange(len(terminators)))
+    order = _terminator_order(parts) if ordered else np.arange(len(terminators))
     return Composites(terminators[order], np.concatenate([p.causes for p in parts])[order],
                       {a: np.concatenate([p.columns[a] for p in parts])[order]
                        for a in none.columns})

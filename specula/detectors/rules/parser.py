@@ -8,15 +8,17 @@ complex event processing on parallel hardware"), plus negations and free filters
                   'from' element ('and' from_item)* ['within' window]
                   ['partition' 'by' NAME] ['ties' ('strict' | 'nonstrict')]
                   ['where' where_item ('and' where_item)*]
+                  ['skip' ('to' ('next' | 'first' NAME | 'last' NAME)
+                           | 'past' 'last' 'event' | 'none')]
                   ['consuming' NAME (',' NAME)*]
     element    := (pattern | '(' pattern ('|' pattern)+ ')') [times] ['as' NAME]
-    times      := '{' INT [',' INT] '}'        (a closure; steps only)
+    times      := '{' INT [',' INT] '}' | '?'  (a closure, '?' is {0,1}; steps only)
     conjunction := '(' pattern ['as' NAME] ('&' pattern ['as' NAME])+ ')' 'as' NAME
     pattern    := NAME '(' [pattern_item ('and' pattern_item)*] ')'
     pattern_item := constraint | expr comparator expr      (a predicate)
     constraint := NAME comparator (NUMBER | '-' NUMBER | STRING | 'true' | 'false' | PARAM)
     from_item  := ('each' | 'last' | 'first') (element | conjunction)
-                  ['within' window] 'from' NAME
+                  ['within' window] ('from' | 'followedBy' | 'next') NAME
                 | 'not' pattern ('within' window 'from' NAME | 'between' NAME 'and' NAME)
                 | side [comparator side]
     side       := PARAM '=' aggregate          (binds the aggregate to the parameter)
@@ -39,7 +41,9 @@ Decisions the paper leaves open:
 * Keywords, units, aggregate functions and attribute types are case-insensitive; type,
   attribute and parameter names are not. ``#`` starts a comment that runs to the end of
   the line.
-* A step's ``from`` must name the element just before it (chains are linear). The
+* A step's ``from`` must name the element just before it (chains are linear).
+  ``followedBy`` means the same as ``from``; ``next`` makes the step strictly contiguous
+  (``each B() within 5 next C`` is FlinkCEP's ``B.next(C)``). The
   ``from`` of an aggregate or a negation, ``between`` and ``Type.attr`` may name any
   element declared *earlier in the text*, and the name must be unique in the chain.
 * ``not T(...) between D and E`` needs ``D`` to come after ``E`` in the chain (``D``
@@ -93,12 +97,14 @@ from specula.detectors.rules.ast import (
     SELECTIONS,
     TIES,
     Comparison,
+    Contiguity,
     Expr,
     Negation,
     ParamRef,
     Pattern,
     Rule,
     RuleError,
+    Skip,
     Step,
     Window,
 )
@@ -173,6 +179,7 @@ def parse_window(text: str) -> Window:
 # --------------------------------------------------------------------------- parser
 
 _SELECTIONS = frozenset(SELECTIONS)
+_ANCHORS = ("from", "followedby", "next")
 
 
 class _Parser(TermParser):
@@ -213,15 +220,18 @@ class _Parser(TermParser):
             while self.at_keyword("and"):
                 self.advance()
                 self.where_item()
+        skip = self.skip() if self.at_keyword("skip") else Skip()
         consuming = self.consuming() if self.at_keyword("consuming") else ()
         if not (self.at_end() or self.at_keyword("define")):
             if consuming:
                 expected = "',', 'define' or end of text"
+            elif skip.strategy != "none" or self.at_keyword("skip"):
+                expected = "'consuming', 'define' or end of text"
             elif state.assignments or state.filters:
-                expected = "'and', 'consuming', 'define' or end of text"
+                expected = "'and', 'skip', 'consuming', 'define' or end of text"
             else:
-                expected = ("'and', 'within', 'partition by', 'ties', 'where', 'consuming', "
-                            "'define' or end of text")
+                expected = ("'and', 'within', 'partition by', 'ties', 'where', 'skip', "
+                            "'consuming', 'define' or end of text")
             raise self.fail(expected)
         self.check_parameters()
         source = self.text[define.start:self.tokens[self.pos - 1].end]
@@ -230,9 +240,33 @@ class _Parser(TermParser):
                         tuple(state.aggregates), tuple(state.negations),
                         tuple(state.filters), tuple(state.assignments), within=within,
                         ties=ties, partition=partition, consuming=consuming,  # type: ignore[arg-type]
-                        source=source)
+                        skip=skip, source=source)
         except RuleError as exc:
             raise RuleSyntaxError(define.line, define.column, str(exc)) from None
+
+    def skip(self) -> Skip:
+        """``skip to next | past last event | to first NAME | to last NAME | none``: the
+        after-match skip strategy."""
+        self.advance()
+        if self.at_keyword("none"):
+            self.advance()
+            return Skip()
+        if self.at_keyword("past"):
+            self.advance()
+            self.expect_keyword("last")
+            self.expect_keyword("event")
+            return Skip("past_last_event")
+        if not self.at_keyword("to"):
+            raise self.fail("'to next', 'past last event', 'to first NAME', 'to last NAME' "
+                            "or 'none'")
+        self.advance()
+        if self.at_keyword("next"):
+            self.advance()
+            return Skip("to_next")
+        if not self.at_keyword("first", "last"):
+            raise self.fail("'next', 'first NAME' or 'last NAME'")
+        strategy = "to_first" if self.advance().text.lower() == "first" else "to_last"
+        return Skip(strategy, self.element())  # type: ignore[arg-type]
 
     def consuming(self) -> tuple[int, ...]:
         """``consuming a, b``: the chain elements whose events a match consumes."""
@@ -294,12 +328,15 @@ class _Parser(TermParser):
         if self.at_keyword("within"):
             self.advance()
             within = self.window()
-        elif self.at_keyword("from"):
+        elif self.at_keyword(*_ANCHORS):
             state.unwindowed += [(len(state.steps) + k, self.peek())
                                  for k in range(len(members))]
         else:
-            raise self.fail("'within' or 'from'")
-        self.expect_keyword("from")
+            raise self.fail("'within', 'from', 'followedBy' or 'next'")
+        if not self.at_keyword(*_ANCHORS):
+            raise self.fail("'from', 'followedBy' or 'next' (the element it follows)")
+        contiguity: Contiguity = ("strict" if self.advance().text.lower() == "next"
+                                  else "relaxed")
         before = len(state.chain) - 1 - (len(members) if group else 0)
         previous = (state.steps[-1].group if state.steps and state.steps[-1].group
                     else state.chain[before].name)
@@ -310,8 +347,8 @@ class _Parser(TermParser):
         self.advance()
         if not group:
             state.chain.append(members[0])
-        state.steps += [Step(selection, member, within, times, group)  # type: ignore[arg-type]
-                        for member in members]
+        state.steps += [Step(selection, member, within, times, group,  # type: ignore[arg-type]
+                             contiguity) for member in members]
 
     def conjunction(self) -> tuple[list[Pattern], str]:
         """``(A(...) as a & B(...) as b ...) as g``: the members, already appended to the
@@ -337,7 +374,7 @@ class _Parser(TermParser):
                                 "'|' and closures do not mix with it)")
             self.advance()
         self.advance()
-        if self.at_op("{", "+", "*"):
+        if self.at_op("{", "+", "*", "?"):
             raise self.fail("'as' (a conjunction is one event per member; it takes no "
                             "{n,m})")
         group = self.alias()
