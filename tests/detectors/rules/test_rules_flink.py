@@ -1,0 +1,301 @@
+"""FlinkCEP's constructs in the rule language: optional elements (``B()?``,
+``B(){0,m}``), strict contiguity (``next``) and relaxed contiguity (``from``,
+``followedBy``), and the after-match skip strategies (``skip to next``, ``skip past last
+event``, ``skip to first x``, ``skip to last x``).
+
+Their answers on random streams are checked against the brute-force reference by the
+catalogue cases ``optional*``, ``next_*`` and ``skip_*`` in ``test_rules_differential.py``
+(AIP, CDP and the GPU engine under the simulator); here: the syntax, the builder, the
+messages for what they refuse (word for word), FlinkCEP's documented examples, and the
+rules behind a speculative unit on out-of-order streams.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from naive import canonical
+from rules_reference import _ABC, Case, abc_registry, check_case, random_events, reference
+from test_rules_detector import ident, make_stream, registry
+
+from specula import CostModel, Graph, InProcessRuntime
+from specula.detectors.rules import RuleDetector, RuleError, parse_rule
+from specula.detectors.rules.aip import AIPEngine
+from specula.detectors.rules.ast import NO_SKIP, Skip
+from specula.detectors.rules.builder import rule
+from specula.detectors.rules.cdp import CDPEngine
+from specula.detectors.rules.expand import Union
+
+HEAD = "define K(n: double) from C() and "
+R = "line 1, column 1: rule K: "
+
+
+def _run(text: str, *events: tuple[str, int], engine: type = AIPEngine) -> list[tuple]:
+    """The composites of ``text`` over ``(type, ts)`` events (field ``n`` = ts), on the
+    engine and on the reference, which must agree."""
+    registry = abc_registry()
+    rows = [{"type": t, "ts": ts, "seq": i, "n": ts} for i, (t, ts) in enumerate(events)]
+    batch = registry.from_records(rows, dtype=registry.dtype())
+    parsed = parse_rule(text)
+    union = Union(parsed, engine, registry)
+    found = [union.process(batch), union.flush()]
+    out = [(int(c.terminators["ts"][j]), *(c.columns[a][j].item() for a, _ in parsed.attributes))
+           for c in found for j in range(len(c))]
+    expected = reference(parsed, registry, batch)
+    assert out == [(e[0], *e[2:]) for e in expected]
+    return out
+
+
+# ------------------------------------------------------------------------- syntax
+
+
+def test_optional_next_and_skip_parse_and_the_builder_writes_the_same_rule():
+    text = ("define Q(n: double) from C() and each B()? as bs within 5 next C "
+            "and last A() within 3 followedBy bs where n=Count(bs) skip to first A")
+    parsed = parse_rule(text)
+    assert parsed.steps[0].times == (0, 1) and parsed.steps[0].contiguity == "strict"
+    assert parsed.steps[1].contiguity == "relaxed" and parsed.skip == Skip("to_first", 2)
+    assert parse_rule(text.replace("?", "{0,1}").replace("followedBy", "from")) == parsed
+    built = (rule("Q").when("C").each("B", within=5, times=(0, 1), as_="bs",
+                                      contiguity="strict")
+             .last("A", within=3).skip("to_first", "A").build())
+    assert built == parse_rule(text.replace(" where n=Count(bs)", "").replace(
+        "define Q(n: double)", "define Q()"))
+    assert parse_rule(HEAD + "each B() within 5 from C").skip == NO_SKIP
+    assert parse_rule(HEAD + "each B() within 5 from C skip none").skip == NO_SKIP
+    assert [parse_rule(HEAD + f"each B() within 5 from C skip {s}").skip for s in (
+        "to next", "past last event", "to last B", "TO FIRST C")] == [
+        Skip("to_next"), Skip("past_last_event"), Skip("to_last", 1), Skip("to_first", 0)]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("each B() within 5 from C skip", "line 1, column 63: expected 'to next', 'past last "
+     "event', 'to first NAME', 'to last NAME' or 'none', found end of text"),
+    ("each B() within 5 from C skip to B", "line 1, column 67: expected 'next', 'first "
+     "NAME' or 'last NAME', found 'B'"),
+    ("each B() within 5 from C skip past last", "line 1, column 73: expected 'event', "
+     "found end of text"),
+    ("each B() within 5 from C skip to first X", "line 1, column 73: 'X' is not an "
+     "element of the sequence declared so far (C, B); declare the step before using it"),
+    ("each B() within 5 from C skip to next where n=1", "line 1, column 72: expected "
+     "'consuming', 'define' or end of text, found 'where'"),
+    ("each B() within 5 from C skip to next skip none", "line 1, column 72: expected "
+     "'consuming', 'define' or end of text, found 'skip'"),
+    ("each B() within 5 C", "line 1, column 52: expected 'from', 'followedBy' or 'next' "
+     "(the element it follows), found 'C'"),
+    ("each B() next X", "line 1, column 48: expected 'C' (a step follows the element just "
+     "before it: chains are linear), found 'X'"),
+    ("each B()+ as bs within 5 from C", "line 1, column 42: expected '{n,m}': a closure "
+     "needs bounds on its length, as in B(...){1,8} (unbounded closures are not "
+     "supported), found '+'"),
+    ("each B(){0,0} as bs within 5 from C",
+     R + "closure bs{0,0} needs 0 <= n <= m <= 16 and m >= 1"),
+    ("first B() within 5 next C", R + "B is 'next' to the element it follows, which only "
+     "'each' and 'last' steps can be (not 'first' steps, not conjunctions)"),
+    ("each (A() as a & B() as b) as g within 5 next C", R + "a is 'next' to the element it "
+     "follows, which only 'each' and 'last' steps can be (not 'first' steps, not "
+     "conjunctions)"),
+    ("each B()? as bs within 5 from C where n = bs[first].v", R + "bs may choose no event "
+     "(bs{0,m}), so bs[first] may not exist; read it with Count(bs) or Sum(bs.v)"),
+    ("each B(){0,2} as bs within 5 from C where n = Avg(bs.v)", R + "Avg(bs.v) is "
+     "undefined when bs chooses no event (bs{0,m}); use Count(bs) or Sum(bs.v)"),
+    ("each B()? as bs within 5 from C and $s=Sum(A().v within 3 from bs)", R + "an "
+     "aggregate window ends at bs, which may choose no event (bs{0,m}); anchor it at an "
+     "element that is always there"),
+    ("each B()? as bs within 5 from C and not D() between bs and C", R + "'between' "
+     "starts at bs, which may choose no event (bs{0,m}); anchor it at an element that is "
+     "always there"),
+    ("each B() within 5 from C skip to next consuming B", R + "'skip' and 'consuming' "
+     "are two ways of discarding matches; use one"),
+])
+def test_what_the_flink_constructs_refuse(text: str, message: str):
+    with pytest.raises(RuleError) as info:
+        parse_rule(HEAD + text)
+    assert str(info.value) == message
+
+
+def test_the_builder_refuses_an_unknown_strategy_and_element():
+    with pytest.raises(RuleError, match="unknown skip strategy 'past_last'; use one of "
+                       "none, to_next, past_last_event, to_first, to_last"):
+        rule("S").when("C").skip("past_last").build()  # type: ignore[arg-type]
+    with pytest.raises(RuleError, match="'X' is not an element of the sequence so far"):
+        rule("S").when("C").skip("to_last", "X")
+    with pytest.raises(RuleError, match="an element is named by 'to first' and 'to last' "
+                       "only, and they need one"):
+        rule("S").when("C").skip("to_last")
+
+
+# --------------------------------------------------------------------- semantics
+
+
+def test_optional_element_matches_with_and_without_it():
+    # FlinkCEP: a, b, c with begin(a).followedBy(b).optional().followedBy(c) gives
+    # {a b c} and {a c}
+    text = ("define O(a: int, c: double) from C() and each B()? as bs within 5 from C "
+            "and each A() within 5 from bs where a=A.n and c=Count(bs)")
+    assert _run(text, ("A", 1), ("B", 2), ("C", 3)) == [(3, 1, 0.0), (3, 1, 1.0)]
+    assert _run(text, ("A", 1), ("C", 3), engine=CDPEngine) == [(3, 1, 0.0)]
+
+
+def test_next_needs_nothing_the_rule_reads_in_between():
+    text = "define N(b: int) from C() and each B() within 9 next C where b=B.n"
+    assert _run(text, ("B", 1), ("B", 2), ("C", 3)) == [(3, 2)]
+    # the rule reads no A, so A does not break the contiguity...
+    assert _run(text, ("B", 1), ("A", 2), ("C", 3)) == [(3, 1)]
+    # ...unless the rule reads A (here through a negation that no A matches)
+    assert _run(text.replace("where", "and not A(v > 100) within 9 from C where"),
+                ("B", 1), ("A", 2), ("C", 3), engine=CDPEngine) == []
+    assert _run(text.replace("next", "followedBy"), ("B", 1), ("B", 2), ("C", 3)) == [
+        (3, 1), (3, 2)]
+
+
+# FlinkCEP's documentation, "After Match Skip Strategy": pattern b+ c on b1 b2 b3 c.
+# A 'last' closure gives the same three matches as FlinkCEP's b+ c without skip.
+_B_PLUS_C = ("define M(f: int, l: int) from C() and last B(){1,3} as bs within 9 from C "
+             "where f=bs[first].n and l=bs[last].n")
+_B123C = (("B", 1), ("B", 2), ("B", 3), ("C", 4))
+
+
+@pytest.mark.parametrize("engine", [AIPEngine, CDPEngine])
+@pytest.mark.parametrize("clause, expected", [
+    ("", [(4, 3, 3), (4, 2, 3), (4, 1, 3)]),  # no skip: in output order
+    ("skip none", [(4, 3, 3), (4, 2, 3), (4, 1, 3)]),
+    ("skip to next", [(4, 1, 3), (4, 2, 3), (4, 3, 3)]),  # b1 b2 b3 c, b2 b3 c, b3 c
+    ("skip past last event", [(4, 1, 3)]),  # b1 b2 b3 c
+    ("skip to first bs", [(4, 1, 3), (4, 2, 3), (4, 3, 3)]),  # nothing starts before b1
+    ("skip to last bs", [(4, 1, 3), (4, 3, 3)]),  # b2 b3 c starts before b3
+])
+def test_skip_strategies_give_flinks_documented_answers(engine: type, clause: str,
+                                                        expected: list[tuple]):
+    assert _run(f"{_B_PLUS_C} {clause}", *_B123C, engine=engine) == expected
+
+
+def test_skip_holds_a_match_until_no_earlier_start_can_end():
+    # a1 ... c(2) ... c(5): 'a c' under skip past last event. The match (a3, c5) must wait:
+    # (a1, c5) starts earlier and ends later, and keeps only itself.
+    text = ("define P(a: int, c: int) from C() and each A() within 5 from C "
+            "where a=A.n and c=C.n skip past last event")
+    registry = abc_registry()
+    events = [("A", 1), ("C", 2), ("A", 3), ("C", 5), ("A", 6), ("C", 10)]
+    rows = [{"type": t, "ts": ts, "seq": i, "n": ts} for i, (t, ts) in enumerate(events)]
+    batch = registry.from_records(rows, dtype=registry.dtype())
+    union = Union(parse_rule(text), AIPEngine, registry)
+    released = [[(int(a), int(c)) for a, c in zip(found.columns["a"], found.columns["c"],
+                                                  strict=True)]
+                for found in (union.process(batch[:4]), union.process(batch[4:]),
+                              union.flush())]
+    # (a1, c2) is kept; it discards starts up to c2, so (a1, c5) goes, and (a3, c5) is
+    # decided once the stream passes 3 + 5; then (a6, c10) at the end
+    assert released == [[], [(1, 2), (3, 5)], [(6, 10)]]
+    assert [r for part in released for r in part] == [
+        (e[2], e[3]) for e in reference(parse_rule(text), registry, batch)]
+
+
+# ------------------------------------------------------ behind a speculative unit
+
+FLINK_RULES = """
+define Opt(x: int, c: double)
+from C(x=$p) and last B(x=$p)? as bs within 6 from C and each A(x=$p) within 5 from bs
+where x=$p and c=Count(bs)
+
+define Next(v: float)
+from D() and last B() within 6 next D and each A() within 6 from B
+where v=A.v
+
+define Skip(x: int, v: float)
+from C(x=$p) and each B(x=$p) within 6 from C and each A(x=$p) within 6 from B
+where x=$p and v=A.v + B.v
+skip past last event
+"""
+
+
+@pytest.mark.parametrize("engine", ["aip", "cdp"])
+def test_flink_rules_behind_a_speculative_unit_give_the_reference_answer(engine: str):
+    """Out of order through a graph: the net output after all retractions is the
+    brute-force reference's on the ordered stream (without the events declared late)."""
+    reg = registry()
+    det = RuleDetector(FLINK_RULES, reg, engine=engine)  # type: ignore[arg-type]
+    raw = make_stream(reg, 4, 300, max_delay=15)
+    g = Graph(reg, sources=("A", "B", "C", "D"))
+    g.add("rules", det, alpha=0.0, retraction="on-demand")
+    result = InProcessRuntime(g, cost_model=CostModel(per_event=0.02)).run(raw, step_ticks=2)
+    late = {ident(r) for r in result.late("rules")}
+    ordered = raw[[ident(r) not in late for r in raw]]
+    net = canonical(result.net("rules"))
+    assert result.stats("rules").replayed > 0
+    for parsed in det.rules:
+        mine = net[net["type"] == reg.id(parsed.name)]
+        got = sorted((int(r["ts"]), int(r["key"]), *(r[a].item() for a, _ in parsed.attributes))
+                     for r in mine)
+        expected = sorted(reference(parsed, reg, ordered))
+        assert len(expected) >= 5 and got == expected, parsed.name
+    assert np.all(np.isin(net["type"], [reg.id(r.name) for r in det.rules]))
+
+
+# ----------------------------------------------- the README's FlinkCEP / Esper table
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def readme_patterns() -> list[tuple[str, str]]:
+    """The rows of the README's table of FlinkCEP and Esper patterns that have a rule:
+    (the FlinkCEP cell, the rule text with ``define`` added: every attribute assigned in
+    ``where`` as a double)."""
+    rows = []
+    for line in README.read_text().splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) != 3 or not cells[2].startswith("`from "):
+            continue
+        text = cells[2].strip("`").replace("\\|", "|")
+        where = text.split(" where ", 1)[1] if " where " in text else ""
+        names = re.findall(r"(?:^| and )(\w+)=(?!=)", where)
+        rows.append((cells[0], f"define P({', '.join(f'{n}: double' for n in names)}) "
+                               f"{text}"))
+    return rows
+
+
+PATTERNS = readme_patterns()
+
+
+def test_the_readme_table_has_its_rows():
+    assert len(PATTERNS) == 13
+    assert all(parse_rule(text) for _, text in PATTERNS)
+
+
+@pytest.mark.parametrize("engine", [AIPEngine, CDPEngine])
+@pytest.mark.parametrize("flink, text", PATTERNS, ids=[f for f, _ in PATTERNS])
+def test_readme_pattern_equals_the_reference(engine: type, flink: str, text: str):
+    """In order, in random batches, on three random streams."""
+    case = Case(flink, text, **_ABC)  # type: ignore[arg-type]
+    problems = [check_case(engine, case, seed=seed, n=120) for seed in range(3)]
+    assert not any(problems), "\n".join(problems)
+
+
+@pytest.mark.parametrize("engine", ["aip", "cdp"])
+def test_readme_patterns_behind_a_speculative_unit_equal_the_reference(engine: str):
+    """Out of order through a graph, every pattern of the table in one detector: the net
+    output is the reference's on the ordered stream without the events declared late."""
+    reg = abc_registry()
+    rules = [parse_rule(text.replace("define P(", f"define P{i}(", 1))
+             for i, (_, text) in enumerate(PATTERNS)]
+    det = RuleDetector(rules, reg, engine=engine)  # type: ignore[arg-type]
+    events = random_events(reg, ("A", "B", "C", "D"), 240, seed=5, **_ABC["stream"])
+    events["producer"], events["seq"] = 0, np.arange(len(events))  # raw input: producer 0
+    rng = np.random.default_rng(6)
+    events["ats"] = events["ts"] + rng.integers(0, 6, len(events))
+    raw = events[np.argsort(events["ats"], kind="stable")]
+    g = Graph(reg, sources=("A", "B", "C", "D"))
+    g.add("rules", det, alpha=0.0, retraction="on-demand")
+    result = InProcessRuntime(g, cost_model=CostModel(per_event=0.02)).run(raw, step_ticks=2)
+    late = {ident(r) for r in result.late("rules")}
+    ordered = raw[[ident(r) not in late for r in raw]]
+    net = canonical(result.net("rules"))
+    assert result.stats("rules").replayed > 0
+    for parsed in rules:
+        mine = net[net["type"] == reg.id(parsed.name)]
+        got = sorted((int(r["ts"]), int(r["key"]), *(r[a].item() for a, _ in parsed.attributes))
+                     for r in mine)
+        assert got == sorted(reference(parsed, reg, ordered)), parsed.name
