@@ -125,7 +125,9 @@ class Step:
     (``n = 0``: optional). Consecutive steps with the same ``group`` are the members of
     one unordered conjunction ``(A(...) as a & B(...) as b) as group``, in the order
     written. ``contiguity`` is ``relaxed`` (``from`` or ``followedBy``: other events may
-    come between the element and the one it follows) or ``strict`` (``next``: none)."""
+    come between the element and the one it follows) or ``strict`` (``next``: none).
+    ``until`` (closures only) is a pattern no event between the first and the last item
+    may match."""
 
     selection: Selection
     pattern: Pattern
@@ -133,6 +135,7 @@ class Step:
     times: tuple[int, int] | None = None
     group: str = ""
     contiguity: Contiguity = "relaxed"
+    until: Pattern | None = None
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,10 @@ order an ordering unit delivers. That order key is an event's *position*.
   between each item and the next). ``from`` and ``followedBy`` are the relaxed
   contiguity of the other steps. Only ``each`` and ``last`` steps take ``next`` (for
   them the candidate filter is the same as checking the chosen event afterwards).
+* **Until** (``each B(...){n,m} as bs until X(...) within W from C``, FlinkCEP's
+  ``until``): no event matching ``X(...)`` has a time stamp strictly between the
+  closure's first and last items (the loop ends at an ``X``; a step after the closure
+  may still follow one).
 * **After-match skip** (``skip ...`` after ``where``, FlinkCEP's
   ``AfterMatchSkipStrategy``). A match *starts* at its earliest event and *ends* at
   its latest (positions). Take the matches the rule has without the clause (``skip
@@ -237,7 +241,13 @@ class Rule:
         names = [t for p in self.chain for t in p.types]
         names += [a.pattern.type for a in self.aggregates]
         names += [n.pattern.type for n in self.negations]
+        names += [p.type for p in self.until_patterns]
         return tuple(dict.fromkeys(names))
+
+    @property
+    def until_patterns(self) -> tuple[Pattern, ...]:
+        """The patterns of the closures' ``until`` clauses."""
+        return tuple(s.until for s in self.steps if s.until is not None)
 
     @property
     def plain(self) -> bool:
@@ -324,6 +334,7 @@ class Rule:
         mentioned = {p.name for pat in self.chain for p in pat.params()}
         used = {p.name for a in self.aggregates for p in a.pattern.params()}
         used |= {p.name for g in self.negations for p in g.pattern.params()}
+        used |= {p.name for g in self.until_patterns for p in g.params()}
         for name in sorted(used - mentioned):
             raise RuleError(f"rule {self.name}: parameter ${name} is used by an aggregate or "
                             "negation but not bound by any element of the sequence")
@@ -351,11 +362,13 @@ class Rule:
                 raise RuleError(f"rule {self.name}: {alias!r} names more than one element "
                                 "of the sequence")
         for pattern in [a.pattern for a in self.aggregates] + [n.pattern for n in
-                                                               self.negations]:
+                                                               self.negations] + list(
+                self.until_patterns):
             if pattern.alias or pattern.predicates or pattern.alternatives:
                 raise RuleError(f"rule {self.name}: aliases, alternatives and predicates "
                                 "over other elements belong to elements of the sequence, "
-                                f"not to aggregates or negations ({pattern.type})")
+                                "not to aggregates, negations or 'until' "
+                                f"({pattern.type})")
         from specula.detectors.rules.expand import check_shapes  # expand imports this
 
         check_shapes(self)
@@ -368,6 +381,10 @@ class Rule:
         """Contiguity, skip strategy and optional elements: only where they mean one
         thing."""
         for i, step in enumerate(self.steps, start=1):
+            if step.until is not None and step.times is None:
+                raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
+                                f"'until {step.until.type}' ends a closure: "
+                                f"{self.chain[i].type}(...){{n,m}} until {step.until.type}(...)")
             if step.contiguity not in CONTIGUITIES:
                 raise RuleError(f"rule {self.name}: contiguity must be relaxed or strict, "
                                 f"got {step.contiguity!r}")

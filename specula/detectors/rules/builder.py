@@ -194,11 +194,12 @@ class RuleBuilder:
 
     def each(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int] | None = None, contiguity: Contiguity = "relaxed",
-             **constraints: Any) -> RuleBuilder:
+             until: str | None = None, **constraints: Any) -> RuleBuilder:
         """``and each type(constraints){n,m} as name within W from <previous element>``;
         without ``within=`` the step takes the pattern's window (:meth:`within`);
         ``times=(n, m)`` makes it a closure (``(0, 1)`` is ``?``, FlinkCEP's
-        ``optional()``), ``contiguity="strict"`` writes ``next`` for ``from``.
+        ``optional()``), ``contiguity="strict"`` writes ``next`` for ``from``, and
+        ``until="X"`` ends the closure at an ``X()`` (``until X()``).
 
         Examples
         --------
@@ -208,14 +209,14 @@ class RuleBuilder:
         >>> r == parse_rule("define Q() from C() and each B()? as bs within 5 next C")
         True
         """
-        return self._step("each", type, within, as_, constraints, times, contiguity)
+        return self._step("each", type, within, as_, constraints, times, contiguity, until)
 
     def last(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int] | None = None, contiguity: Contiguity = "relaxed",
-             **constraints: Any) -> RuleBuilder:
+             until: str | None = None, **constraints: Any) -> RuleBuilder:
         """``and last type(constraints){n,m} as name within W from <previous element>``
-        (``times=`` and ``contiguity=`` as for :meth:`each`)."""
-        return self._step("last", type, within, as_, constraints, times, contiguity)
+        (``times=``, ``contiguity=`` and ``until=`` as for :meth:`each`)."""
+        return self._step("last", type, within, as_, constraints, times, contiguity, until)
 
     def first(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
               **constraints: Any) -> RuleBuilder:
@@ -224,13 +225,14 @@ class RuleBuilder:
 
     def _step(self, selection: Selection, type: str, within: WindowLike | None, alias: str,
               constraints: Mapping[str, Any], times: tuple[int, int] | None = None,
-              contiguity: Contiguity = "relaxed") -> RuleBuilder:
+              contiguity: Contiguity = "relaxed", until: str | None = None) -> RuleBuilder:
         self._need_terminator(selection)
         window = None if within is None else _window(within)
         if times is not None:
             times = (int(times[0]), int(times[-1]))
         step = Step(selection, self._pattern(type, constraints, alias), window,  # type: ignore[arg-type]
-                    times, contiguity=contiguity)
+                    times, contiguity=contiguity,
+                    until=None if until is None else Pattern(until))
         return replace(self, chain=(*self.chain, step.pattern), steps=(*self.steps, step))
 
     def within(self, window: WindowLike, /) -> RuleBuilder:

@@ -77,9 +77,10 @@ Each expansion runs on its own engine (:class:`Union`), so every engine supports
 closures, disjunctions and conjunctions with the semantics of plain rules, exactly;
 the cost is one engine per expansion, bounded by :data:`MAX_EXPANSIONS` (a conjunction
 of ``k`` members is ``k!`` expansions: at most 4 members alone). Unbounded closures
-(``B()+``) are not supported. A strictly contiguous step (``next``) runs as negations
-in every expansion: ``not T() between copy and anchor`` for every type ``T`` the rule
-reads, for each copy of the step.
+(``B()+``) are not supported. ``until X(...)`` is a negation ``not X(...) between
+bs[first] and bs[last]`` in each expansion of two items or more. A strictly contiguous
+step (``next``) runs as negations in every expansion: ``not T() between copy and
+anchor`` for every type ``T`` the rule reads, for each copy of the step.
 """
 
 from __future__ import annotations
@@ -263,7 +264,9 @@ def _partitioned(rule: Rule) -> Rule:
                        alternatives=tuple(bind(a) for a in pattern.alternatives))
 
     return replace(rule, terminator=bind(rule.terminator), partition="",
-                   steps=tuple(replace(s, pattern=bind(s.pattern)) for s in rule.steps),
+                   steps=tuple(replace(s, pattern=bind(s.pattern),
+                                       until=None if s.until is None else bind(s.until))
+                               for s in rule.steps),
                    aggregates=tuple(replace(a, pattern=bind(a.pattern))
                                     for a in rule.aggregates),
                    negations=tuple(replace(n, pattern=bind(n.pattern))
@@ -354,7 +357,10 @@ def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
     aggregates = tuple(replace(a, anchor=new[a.anchor][-1]) for a in rule.aggregates)
     negations = tuple(replace(n, anchor=new[n.anchor][-1],
                               after=None if n.after is None else new[n.after][0])
-                      for n in rule.negations) + _contiguity(rule, new)
+                      for n in rule.negations) + _contiguity(rule, new) + tuple(
+        Negation(step.until, new[i][0], after=new[i][-1])
+        for i, step in enumerate(rule.steps, start=1)
+        if step.until is not None and len(new[i]) > 1)
     filters += comparisons(rule.filters)
     assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
     consuming = tuple(sorted(j for element in rule.consuming for j in new[element]))

@@ -17,7 +17,7 @@ complex event processing on parallel hardware"), plus negations and free filters
     pattern    := NAME '(' [pattern_item ('and' pattern_item)*] ')'
     pattern_item := constraint | expr comparator expr      (a predicate)
     constraint := NAME comparator (NUMBER | '-' NUMBER | STRING | 'true' | 'false' | PARAM)
-    from_item  := ('each' | 'last' | 'first') (element | conjunction)
+    from_item  := ('each' | 'last' | 'first') (element ['until' pattern] | conjunction)
                   ['within' window] ('from' | 'followedBy' | 'next') NAME
                 | 'not' pattern ('within' window 'from' NAME | 'between' NAME 'and' NAME)
                 | side [comparator side]
@@ -324,6 +324,13 @@ class _Parser(TermParser):
         else:
             pattern, times = self.element_pattern(len(state.chain), closure=True)
             members, group = [pattern], ""
+        until = None
+        if self.at_keyword("until"):
+            if times is None:
+                raise self.fail("'within', 'from', 'followedBy' or 'next' ('until X(...)' "
+                                "ends a closure: B(...){n,m} as bs until X(...))")
+            self.advance()
+            until = self.guarded_pattern()
         within = None
         if self.at_keyword("within"):
             self.advance()
@@ -348,7 +355,7 @@ class _Parser(TermParser):
         if not group:
             state.chain.append(members[0])
         state.steps += [Step(selection, member, within, times, group,  # type: ignore[arg-type]
-                             contiguity) for member in members]
+                             contiguity, until) for member in members]
 
     def conjunction(self) -> tuple[list[Pattern], str]:
         """``(A(...) as a & B(...) as b ...) as g``: the members, already appended to the

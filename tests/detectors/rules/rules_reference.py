@@ -256,6 +256,10 @@ def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: di
     """Every closure of ``step`` extending ``items`` (in time order) back in time; the
     window is measured from ``anchor``, the element the closure follows."""
     lo, hi = step.times
+    if step.until is not None and len(items) > 1 and any(  # the loop ended at an X
+            items[0]["ts"] < e["ts"] < items[-1]["ts"] and _match(e, step.until, params)
+            is not None for e in rows):
+        return
     if len(items) >= lo:
         yield items, params
     if len(items) == hi:
@@ -846,6 +850,14 @@ def _cases() -> dict[str, Case]:
               and last A() within 3 next bs
             within 6 ties nonstrict
             where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("until_each", f"""define UE({_KLEENE})
+            from C(p=$x) and each B(p=$x){{1,3}} as bs until D(p=$x and v > 0)
+              within 6 from C and last A(p=$x) within 3 from bs
+            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("until_last_partition", f"""define UL({_KLEENE})
+            from C() and last B(v != bs[i+1].v){{2,4}} as bs until D() within 8 from C
+            partition by p
+            where x=C.p and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
         Case("skip_past_last", f"""define SL(x: int, {_ID_ATTRS})
             from C(p=$x) and each B(p=$x) within 5 from C and each A(p=$x) within 4 from B
             where x=$x and {_IDS}

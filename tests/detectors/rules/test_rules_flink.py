@@ -1,13 +1,14 @@
 """FlinkCEP's constructs in the rule language: optional elements (``B()?``,
-``B(){0,m}``), strict contiguity (``next``) and relaxed contiguity (``from``,
-``followedBy``), and the after-match skip strategies (``skip to next``, ``skip past last
-event``, ``skip to first x``, ``skip to last x``).
+``B(){0,m}``), ``until X()`` after a closure, strict contiguity (``next``) and relaxed
+contiguity (``from``, ``followedBy``), and the after-match skip strategies (``skip to
+next``, ``skip past last event``, ``skip to first x``, ``skip to last x``).
 
 Their answers on random streams are checked against the brute-force reference by the
-catalogue cases ``optional*``, ``next_*`` and ``skip_*`` in ``test_rules_differential.py``
-(AIP, CDP and the GPU engine under the simulator); here: the syntax, the builder, the
-messages for what they refuse (word for word), FlinkCEP's documented examples, and the
-rules behind a speculative unit on out-of-order streams.
+catalogue cases ``optional*``, ``until_*``, ``next_*`` and ``skip_*`` in
+``test_rules_differential.py`` (AIP, CDP and the GPU engine under the simulator); here:
+the syntax, the builder, the messages for what they refuse (word for word), FlinkCEP's
+documented examples, the README's table of FlinkCEP and Esper patterns, and the rules
+behind a speculative unit on out-of-order streams.
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def test_optional_next_and_skip_parse_and_the_builder_writes_the_same_rule():
              .last("A", within=3).skip("to_first", "A").build())
     assert built == parse_rule(text.replace(" where n=Count(bs)", "").replace(
         "define Q(n: double)", "define Q()"))
+    until = parse_rule(HEAD + "last B(){1,3} as bs until D(v > 2) within 5 from C")
+    assert until.steps[0].until is not None and until.steps[0].until.type == "D"
+    assert until.input_types == ("C", "B", "D")
+    assert rule("K", n="double").when("C").last("B", within=5, times=(1, 3), as_="bs",
+                                                 until="D").build() == parse_rule(
+        HEAD + "last B(){1,3} as bs until D() within 5 from C")
     assert parse_rule(HEAD + "each B() within 5 from C").skip == NO_SKIP
     assert parse_rule(HEAD + "each B() within 5 from C skip none").skip == NO_SKIP
     assert [parse_rule(HEAD + f"each B() within 5 from C skip {s}").skip for s in (
@@ -91,6 +98,14 @@ def test_optional_next_and_skip_parse_and_the_builder_writes_the_same_rule():
     ("each B()+ as bs within 5 from C", "line 1, column 42: expected '{n,m}': a closure "
      "needs bounds on its length, as in B(...){1,8} (unbounded closures are not "
      "supported), found '+'"),
+    ("each B() until D() within 5 from C", "line 1, column 43: expected 'within', 'from', "
+     "'followedBy' or 'next' ('until X(...)' ends a closure: B(...){n,m} as bs until "
+     "X(...)), found 'until'"),
+    ("each B(){1,2} as bs until D() as d within 5 from C", "line 1, column 64: expected "
+     "'within', 'from', 'followedBy' or 'next', found 'as'"),
+    ("each B(){1,2} as bs until D(p=$y) within 5 from C", "line 1, column 64: $y is not "
+     "bound: mention it in an element of the sequence (e.g. A(attr=$y)) or bind an "
+     "aggregate to it ($y=Sum(...))"),
     ("each B(){0,0} as bs within 5 from C",
      R + "closure bs{0,0} needs 0 <= n <= m <= 16 and m >= 1"),
     ("first B() within 5 next C", R + "B is 'next' to the element it follows, which only "
@@ -138,6 +153,16 @@ def test_optional_element_matches_with_and_without_it():
             "and each A() within 5 from bs where a=A.n and c=Count(bs)")
     assert _run(text, ("A", 1), ("B", 2), ("C", 3)) == [(3, 1, 0.0), (3, 1, 1.0)]
     assert _run(text, ("A", 1), ("C", 3), engine=CDPEngine) == [(3, 1, 0.0)]
+
+
+def test_until_ends_the_closure_at_the_first_match():
+    # b1 b2 d b3 c: the closure stops at d, so no item set spans it
+    text = ("define U(f: int, l: int) from C() and each B(){1,3} as bs until D() "
+            "within 9 from C where f=bs[first].n and l=bs[last].n")
+    found = _run(text, ("B", 1), ("B", 2), ("D", 3), ("B", 4), ("C", 5))
+    assert sorted(found) == [(5, 1, 1), (5, 1, 2), (5, 2, 2), (5, 4, 4)]
+    assert len(_run(text.replace(" until D()", ""), ("B", 1), ("B", 2), ("D", 3),
+                    ("B", 4), ("C", 5), engine=CDPEngine)) == 7
 
 
 def test_next_needs_nothing_the_rule_reads_in_between():
@@ -261,7 +286,7 @@ PATTERNS = readme_patterns()
 
 
 def test_the_readme_table_has_its_rows():
-    assert len(PATTERNS) == 13
+    assert len(PATTERNS) == 14
     assert all(parse_rule(text) for _, text in PATTERNS)
 
 
