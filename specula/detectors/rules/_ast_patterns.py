@@ -122,17 +122,17 @@ class Window:
 class Step:
     """Chain element ``i >= 1``: ``<selection> <pattern> within <window> from <i-1>``;
     ``times = (n, m)`` makes it a closure ``<pattern>{n,m}`` of ``n`` to ``m`` events
-    (``n = 0``: optional). Consecutive steps with the same ``group`` are the members of
-    one unordered conjunction ``(A(...) as a & B(...) as b) as group``, in the order
-    written. ``contiguity`` is ``relaxed`` (``from`` or ``followedBy``: other events may
-    come between the element and the one it follows) or ``strict`` (``next``: none).
-    ``until`` (closures only) is a pattern no event between the first and the last item
-    may match."""
+    (``n = 0``: optional; ``m = None``: unbounded, ``{n,}``). Consecutive steps with
+    the same ``group`` are the members of one unordered conjunction ``(A(...) as a &
+    B(...) as b) as group``, in the order written. ``contiguity`` is ``relaxed``
+    (``from`` or ``followedBy``: other events may come between the element and the one
+    it follows) or ``strict`` (``next``: none). ``until`` (closures only) is a pattern
+    no event between the first and the last item may match."""
 
     selection: Selection
     pattern: Pattern
     within: Window
-    times: tuple[int, int] | None = None
+    times: tuple[int, int | None] | None = None
     group: str = ""
     contiguity: Contiguity = "relaxed"
     until: Pattern | None = None

@@ -85,7 +85,7 @@ class TermParser(TokenStream):
     # --------------------------------------------------------------------- patterns
 
     def element_pattern(self, element: int, closure: bool
-                        ) -> tuple[Pattern, tuple[int, int] | None]:
+                        ) -> tuple[Pattern, tuple[int, int | None] | None]:
         """An element of the sequence: ``Type(items)`` or ``(P1 | P2 ...)``, then, for a
         step (``closure``), an optional length ``{n,m}``, then ``as alias``; returns the
         pattern and the length (None when it is one event)."""
@@ -138,23 +138,20 @@ class TermParser(TokenStream):
             ahead += 1
         return False
 
-    def times(self) -> tuple[int, int]:
-        """A closure's length ``{n,m}`` or ``{n}``; ``?`` is ``{0,1}``."""
-        if self.at_op("?"):
-            self.advance()
-            return 0, 1
-        if not self.at_op("{"):
-            raise self.fail("'{n,m}': a closure needs bounds on its length, as in "
-                            "B(...){1,8} (unbounded closures are not supported)")
-        self.advance()
-        bounds = [self.count()]
+    def times(self) -> tuple[int, int | None]:
+        """A closure's length ``{n,m}``, ``{n}`` or ``{n,}``; ``?`` is ``{0,1}``, ``+``
+        ``{1,}`` and ``*`` ``{0,}`` (None: no upper bound)."""
+        shorthand = {"?": (0, 1), "+": (1, None), "*": (0, None)}
+        if self.at_op(*shorthand):
+            return shorthand[self.advance().text]
+        self.expect_op("{")
+        lower = self.count()
+        upper: int | None = lower
         if self.at_op(","):
             self.advance()
-            if self.at_op("}"):
-                raise self.fail("an upper bound (unbounded closures are not supported)")
-            bounds.append(self.count())
+            upper = None if self.at_op("}") else self.count()
         self.expect_op("}")
-        return bounds[0], bounds[-1]
+        return lower, upper
 
     def count(self) -> int:
         token = self.peek()

@@ -280,6 +280,11 @@ class Rule:
         """Whether chain ``element`` is a closure ``T(...){n,m}``."""
         return element > 0 and self.steps[element - 1].times is not None
 
+    def unbounded(self) -> int | None:
+        """The chain element of the rule's unbounded closure (``B()+``), if it has one."""
+        return next((i for i, s in enumerate(self.steps, start=1)
+                     if s.times is not None and s.times[1] is None), None)
+
     def optional(self, element: int) -> bool:
         """Whether chain ``element`` may choose no event (a closure ``T(...){0,m}``)."""
         times = self.steps[element - 1].times if element > 0 else None

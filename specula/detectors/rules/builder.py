@@ -193,7 +193,7 @@ class RuleBuilder:
         return replace(self, chain=(self._pattern(type, constraints, as_),))
 
     def each(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
-             times: tuple[int, int] | None = None, contiguity: Contiguity = "relaxed",
+             times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
              until: str | None = None, **constraints: Any) -> RuleBuilder:
         """``and each type(constraints){n,m} as name within W from <previous element>``;
         without ``within=`` the step takes the pattern's window (:meth:`within`);
@@ -212,7 +212,7 @@ class RuleBuilder:
         return self._step("each", type, within, as_, constraints, times, contiguity, until)
 
     def last(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
-             times: tuple[int, int] | None = None, contiguity: Contiguity = "relaxed",
+             times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
              until: str | None = None, **constraints: Any) -> RuleBuilder:
         """``and last type(constraints){n,m} as name within W from <previous element>``
         (``times=``, ``contiguity=`` and ``until=`` as for :meth:`each`)."""
@@ -224,12 +224,12 @@ class RuleBuilder:
         return self._step("first", type, within, as_, constraints)
 
     def _step(self, selection: Selection, type: str, within: WindowLike | None, alias: str,
-              constraints: Mapping[str, Any], times: tuple[int, int] | None = None,
+              constraints: Mapping[str, Any], times: tuple[int, int | None] | None = None,
               contiguity: Contiguity = "relaxed", until: str | None = None) -> RuleBuilder:
         self._need_terminator(selection)
         window = None if within is None else _window(within)
-        if times is not None:
-            times = (int(times[0]), int(times[-1]))
+        if times is not None:  # (n, None) is unbounded, B()+ for (1, None)
+            times = (int(times[0]), None if times[-1] is None else int(times[-1]))
         step = Step(selection, self._pattern(type, constraints, alias), window,  # type: ignore[arg-type]
                     times, contiguity=contiguity,
                     until=None if until is None else Pattern(until))

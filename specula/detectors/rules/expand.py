@@ -19,6 +19,10 @@ Semantics
   (skip-till-any-match: every subsequence of ``n`` to ``m`` candidates), ``last`` the
   latest one (for each length, the latest events, one after another back from ``a``).
   ``first`` is refused: it would choose the same earliest event for every item.
+* **Unbounded closures.** ``B(...)+`` is ``B(...){1,}``, ``B(...)*`` is
+  ``B(...){0,}`` (FlinkCEP's ``oneOrMore()`` and ``timesOrMore(n)``, SASE's ``B+``): a
+  closure with no upper bound on its length; its items lie in its window, so the window
+  bounds it. One per rule, of one pattern (no ``|``), not in a consuming rule.
 * **Optional elements.** ``B(...){0,m}`` may choose no event, ``B(...)?`` is
   ``B(...){0,1}`` (FlinkCEP's ``optional()``). With no item, the step after it follows
   the element before it (its window measured from that one), ``Count(bs)`` and
@@ -76,8 +80,10 @@ Semantics
 Each expansion runs on its own engine (:class:`Union`), so every engine supports
 closures, disjunctions and conjunctions with the semantics of plain rules, exactly;
 the cost is one engine per expansion, bounded by :data:`MAX_EXPANSIONS` (a conjunction
-of ``k`` members is ``k!`` expansions: at most 4 members alone). Unbounded closures
-(``B()+``) are not supported. ``until X(...)`` is a negation ``not X(...) between
+of ``k`` members is ``k!`` expansions: at most 4 members alone). An unbounded closure
+runs its lengths up to the most events of its type the rule's reach has held before any
+terminator so far (:mod:`~specula.detectors.rules.unbounded`), within the same bound.
+``until X(...)`` is a negation ``not X(...) between
 bs[first] and bs[last]`` in each expansion of two items or more. A strictly contiguous
 step (``next``) runs as negations in every expansion: ``not T() between copy and
 anchor`` for every type ``T`` the rule reads, for each copy of the step.
@@ -114,6 +120,7 @@ from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.engine import Matches, compose, order_key
 from specula.detectors.rules.skip import Skipper, marks
 from specula.detectors.rules.strings import check_strings, encode
+from specula.detectors.rules.unbounded import Growth
 from specula.events import TypeRegistry, fields_of
 
 __all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand",
@@ -132,7 +139,7 @@ def check_shapes(rule: Rule) -> None:
     types and bind one set of parameters, its conjunctions are as the semantics allows,
     and its closures are bounded, and all of them expand to at most
     :data:`MAX_EXPANSIONS` plain rules."""
-    count = 1
+    count, unbounded = 1, []
     for name, start, end in groups(rule):
         _check_conjunction(rule, name, start, end)
         count *= math.factorial(end - start)
@@ -147,7 +154,11 @@ def check_shapes(rule: Rule) -> None:
             count *= options
             continue
         lo, hi = step.times
-        if not (0 <= lo <= hi <= MAX_CLOSURE and hi >= 1):
+        if hi is None:  # counted at its shortest; the union grows it as windows fill
+            _check_unbounded(rule, pattern, lo)
+            unbounded.append(pattern.name)
+            hi = lo
+        elif not (0 <= lo <= hi <= MAX_CLOSURE and hi >= 1):
             raise RuleError(f"rule {rule.name}: closure {pattern.name}{{{lo},{hi}}} needs "
                             f"0 <= n <= m <= {MAX_CLOSURE} and m >= 1")
         if step.selection == "first":
@@ -155,10 +166,26 @@ def check_shapes(rule: Rule) -> None:
                             "from the element it follows: use 'each' (every subsequence) or "
                             "'last' (the latest events)")
         count *= sum(options ** k for k in range(lo, hi + 1))
+    if len(unbounded) > 1:
+        raise RuleError(f"rule {rule.name}: {' and '.join(unbounded)} are both unbounded; "
+                        "a rule may have one unbounded closure, bound the others ({n,m})")
     if count > MAX_EXPANSIONS:
         raise RuleError(f"rule {rule.name}: its closures, disjunctions and conjunctions "
                         f"expand to {count} plain sequences, more than {MAX_EXPANSIONS}; "
                         "bound the closures more tightly or use fewer members")
+
+
+def _check_unbounded(rule: Rule, pattern: Pattern, lo: int) -> None:
+    """An unbounded closure: one pattern, a rule that does not consume."""
+    if pattern.alternatives:
+        raise RuleError(f"rule {rule.name}: the unbounded closure {pattern.name} is one "
+                        "pattern; bound it ({n,m}) to repeat a disjunction")
+    if rule.consuming:
+        raise RuleError(f"rule {rule.name}: the unbounded closure {pattern.name} does not "
+                        "mix with 'consuming'; bound it ({n,m})")
+    if lo > MAX_CLOSURE:
+        raise RuleError(f"rule {rule.name}: closure {pattern.name}{{{lo},}} needs "
+                        f"n <= {MAX_CLOSURE}")
 
 
 def groups(rule: Rule) -> list[tuple[str, int, int]]:
@@ -235,10 +262,12 @@ def _check_alternatives(rule: Rule, pattern: Pattern) -> None:
 # ------------------------------------------------------------------------ expansion
 
 
-def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...]:
+def expand(rule: Rule, ticks_per_second: float | None = None, longest: int = 0
+           ) -> tuple[Rule, ...]:
     """The plain rules whose union ``rule`` means, in the order of the semantics, with
     string literals as their codes; ``(rule,)`` for a plain rule. ``ticks_per_second``
-    converts closure windows written with a unit.
+    converts closure windows written with a unit; an unbounded closure ``{n,}`` has
+    the lengths ``n`` to ``max(n, longest)``.
 
     >>> from specula.detectors.rules.parser import parse_rule
     >>> rule = parse_rule('''define P(n: double) from C() and each B(){1,2} as bs
@@ -251,7 +280,8 @@ def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...
     rule = encode(rule)  # engines compare the codes of strings
     if rule.plain:
         return (rule,)
-    return tuple(_expansion(rule, choice, ticks_per_second) for choice in _choices(rule))
+    return tuple(_expansion(rule, choice, ticks_per_second)
+                 for choice in _choices(rule, longest))
 
 
 def _partitioned(rule: Rule) -> Rule:
@@ -277,7 +307,7 @@ Layout = list[tuple[int, tuple[Pattern, ...]]]
 """An expansion's chain: (element of the rule, the patterns of its copies) in chain order."""
 
 
-def _choices(rule: Rule) -> Iterator[Layout]:
+def _choices(rule: Rule, longest: int) -> Iterator[Layout]:
     """Every expansion's layout, in order: one copy of a plain element, ``k`` of a closure
     of length ``k``, and the members of a conjunction in each of their orders."""
     slots: list[list[Layout]] = []
@@ -292,6 +322,7 @@ def _choices(rule: Rule) -> Iterator[Layout]:
             continue
         times = rule.steps[i - 1].times if i else None
         lo, hi = times if times is not None else (1, 1)
+        hi = max(lo, longest) if hi is None else hi
         slots.append([[(i, copies)] for k in range(lo, hi + 1)
                       for copies in itertools.product(rule.chain[i].options(), repeat=k)])
         i += 1
@@ -463,18 +494,26 @@ class Union:
         check_strings(rule, registry)
         self.rule = rule
         self.registry = registry
+        self.engine_class = engine_class
+        self.ticks_per_second = ticks_per_second
+        self.growth = Growth(rule, registry, ticks_per_second) if rule.unbounded() else None
+        element = rule.unbounded()  # the unbounded closure's longest expansion so far:
+        self.longest = 0 if element is None else rule.steps[element - 1].times[0]  # type: ignore[index]
         self.expansions = expand(rule, ticks_per_second)
         self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]
         self.consumer = (Consumer(rule, self.expansions, self.engines, registry,
                                   ticks_per_second) if rule.consuming else None)
-        self.skipper = (Skipper(rule, self.expansions, _TERMINATOR, ticks_per_second)
+        self.skipper = (Skipper(rule, _TERMINATOR, ticks_per_second)
                         if rule.skip.strategy != "none" else None)
         self._none = Composites(np.zeros(0, _TERMINATOR), np.zeros(0, np.int64), {
             a: np.zeros(0, ATTRIBUTE_TYPES[k]) for a, k in rule.attributes})
 
     def process(self, events: np.ndarray) -> Composites:
         """The composites whose terminators are complete after ``events``."""
+        if self.growth is not None:
+            self._grow(self.growth.needed(events))
+            self.growth.add(events)
         if self.skipper is not None:
             self._union([e.process(events) for e in self.engines])
             return self._released(events["ts"])
@@ -500,14 +539,24 @@ class Union:
 
     def snapshot(self) -> list[Any]:
         """One snapshot per engine, then the consumption's history (if it consumes) or
-        the skip strategy's held matches (if it skips)."""
+        the skip strategy's held matches (if it skips); with an unbounded closure, whose
+        engines come and go, all of that and the history in one item."""
         state = [e.snapshot() for e in self.engines]
         extra = self.consumer or self.skipper
-        return state if extra is None else [*state, extra.snapshot()]
+        state = state if extra is None else [*state, extra.snapshot()]
+        if self.growth is None:
+            return state
+        return [(self.longest, self.growth.snapshot(), tuple(state))]
 
     def restore(self, state: list[Any]) -> None:
         """Return every engine (and the consumption or skip) to its state in ``state``."""
         state = list(state)
+        if self.growth is not None:
+            longest, history, parts = state[0]
+            self.growth.restore(history)
+            self.longest = -1
+            self._grow(longest, replay=False)
+            state = list(parts)
         extra = self.consumer or self.skipper
         if extra is not None:
             extra.restore(state.pop())
@@ -517,7 +566,33 @@ class Union:
     @property
     def parts(self) -> int:
         """How many items :meth:`snapshot` returns."""
+        if self.growth is not None:
+            return 1
         return len(self.engines) + (self.consumer is not None or self.skipper is not None)
+
+    def _grow(self, needed: int, replay: bool = True) -> None:
+        """Run the unbounded closure's expansions up to length ``needed`` (at most
+        :data:`MAX_EXPANSIONS` engines), new engines started on the history."""
+        if needed <= self.longest:
+            return
+        expansions = expand(self.rule, self.ticks_per_second, needed)
+        if len(expansions) > MAX_EXPANSIONS:
+            raise RuleError(f"rule {self.rule.name}: its unbounded closure would need "
+                            f"{needed} items ({len(expansions)} plain sequences, more than "
+                            f"{MAX_EXPANSIONS}): a window holds too many of its events; "
+                            "shorten the window or bound the closure")
+        old = dict(zip(self.expansions, self.engines, strict=True)) if replay else {}
+        engines = []
+        for plain in expansions:
+            engine = old.get(plain)
+            if engine is None:
+                engine = self.engine_class(plain, self.registry,
+                                           ticks_per_second=self.ticks_per_second)
+                assert self.growth is not None
+                if replay and len(self.growth.history):
+                    engine.process(self.growth.history)  # its old matches are not new
+            engines.append(engine)
+        self.expansions, self.engines, self.longest = expansions, engines, needed
 
     def _released(self, batch_ts: np.ndarray | None) -> Composites:
         """The composites the skip strategy decided and kept."""

@@ -17,8 +17,6 @@ the held composites and that position.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from specula.detectors.rules.ast import ATTRIBUTE_TYPES, Rule
@@ -34,8 +32,9 @@ _MARKS = [("start_ts", np.int64), ("start_key", np.int64), ("end_ts", np.int64),
 
 
 def reach(rule: Rule, ticks_per_second: float | None) -> int:
-    """How far back, in ticks, a plain rule's match reaches from its terminator: the
-    steps' windows added up, capped by the pattern window."""
+    """How far back, in ticks, a rule's match reaches from its terminator: the steps'
+    windows added up (a closure's once: its items share its window), capped by the
+    pattern window."""
     total = sum(step.within.ticks(ticks_per_second) for step in rule.steps)
     if rule.within is not None:
         total = min(total, rule.within.ticks(ticks_per_second))
@@ -75,18 +74,16 @@ class Skipper:
     ----------
     rule : Rule
         The rule as written (its ``skip`` clause and attributes).
-    expansions : sequence of Rule
-        Its plain expansions (their reach bounds how long a match is held).
     terminator_dtype : numpy.dtype
         The dtype of the composites' terminators.
     ticks_per_second : float or None
         Converts windows written with a unit.
     """
 
-    def __init__(self, rule: Rule, expansions: Sequence[Rule], terminator_dtype: np.dtype,
+    def __init__(self, rule: Rule, terminator_dtype: np.dtype,
                  ticks_per_second: float | None) -> None:
         self.inclusive = rule.skip.strategy in ("to_next", "past_last_event")
-        self.reach = max(reach(r, ticks_per_second) for r in expansions)
+        self.reach = reach(rule, ticks_per_second)
         self.attributes = [a for a, _ in rule.attributes]
         fields = [*_MARKS, ("order", np.int64),
                   *((f"t_{name}", terminator_dtype[name]) for name in fields_of(terminator_dtype)),

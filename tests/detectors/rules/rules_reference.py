@@ -858,6 +858,24 @@ def _cases() -> dict[str, Case]:
             from C() and last B(v != bs[i+1].v){{2,4}} as bs until D() within 8 from C
             partition by p
             where x=C.p and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("plus_last", f"""define PL({_KLEENE})
+            from C(p=$x) and last B(p=$x)+ as bs within 4 from C
+              and each A(p=$x) within 3 from bs
+            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n
+              and s=Sum(bs.value)""", **_ABC),
+        Case("plus_lengths", f"""define PN({_KLEENE})
+            from C(v > 4) and last B(v > 1)+ as bs within 6 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and s=Avg(bs.value)""",
+             **_ABC),
+        Case("star_each", f"""define SE({_KLEENE})
+            from C() and each B(v > bs[i+1].v and v > 3)* as bs within 3 from C
+              and last A(v < 3) within 2 from bs
+            where c=Count(bs) and s=Sum(bs.v) and l=A.n""", **_ABC),
+        Case("plus_skip", f"""define PS({_KLEENE})
+            from C() and last B(){{2,}} as bs within 5 from C
+            within 5
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n
+            skip past last event""", **_ABC),
         Case("skip_past_last", f"""define SL(x: int, {_ID_ATTRS})
             from C(p=$x) and each B(p=$x) within 5 from C and each A(p=$x) within 4 from B
             where x=$x and {_IDS}

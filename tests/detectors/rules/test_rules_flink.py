@@ -71,6 +71,11 @@ def test_optional_next_and_skip_parse_and_the_builder_writes_the_same_rule():
     assert rule("K", n="double").when("C").last("B", within=5, times=(1, 3), as_="bs",
                                                  until="D").build() == parse_rule(
         HEAD + "last B(){1,3} as bs until D() within 5 from C")
+    assert [parse_rule(HEAD + f"each B(){t} as bs within 5 from C").steps[0].times
+            for t in ("+", "*", "{2,}", "{3}", "?")] == [(1, None), (0, None), (2, None),
+                                                           (3, 3), (0, 1)]
+    assert rule("K").when("C").each("B", within=5, times=(1, None), as_="bs").build() == \
+        parse_rule("define K() from C() and each B()+ as bs within 5 from C")
     assert parse_rule(HEAD + "each B() within 5 from C").skip == NO_SKIP
     assert parse_rule(HEAD + "each B() within 5 from C skip none").skip == NO_SKIP
     assert [parse_rule(HEAD + f"each B() within 5 from C skip {s}").skip for s in (
@@ -95,9 +100,14 @@ def test_optional_next_and_skip_parse_and_the_builder_writes_the_same_rule():
      "(the element it follows), found 'C'"),
     ("each B() next X", "line 1, column 48: expected 'C' (a step follows the element just "
      "before it: chains are linear), found 'X'"),
-    ("each B()+ as bs within 5 from C", "line 1, column 42: expected '{n,m}': a closure "
-     "needs bounds on its length, as in B(...){1,8} (unbounded closures are not "
-     "supported), found '+'"),
+    ("each B()+ as bs within 5 from C and each A()* as b2 within 3 from bs", R + "bs and "
+     "b2 are both unbounded; a rule may have one unbounded closure, bound the others "
+     "({n,m})"),
+    ("each (A() | B())+ as x within 5 from C", R + "the unbounded closure x is one "
+     "pattern; bound it ({n,m}) to repeat a disjunction"),
+    ("each B()+ as bs within 5 from C consuming bs", R + "the unbounded closure bs does "
+     "not mix with 'consuming'; bound it ({n,m})"),
+    ("each B(){17,} as bs within 5 from C", R + "closure bs{17,} needs n <= 16"),
     ("each B() until D() within 5 from C", "line 1, column 43: expected 'within', 'from', "
      "'followedBy' or 'next' ('until X(...)' ends a closure: B(...){n,m} as bs until "
      "X(...)), found 'until'"),
@@ -165,6 +175,29 @@ def test_until_ends_the_closure_at_the_first_match():
                     ("B", 4), ("C", 5), engine=CDPEngine)) == 7
 
 
+@pytest.mark.parametrize("engine", [AIPEngine, CDPEngine])
+def test_an_unbounded_closure_grows_with_the_window_and_says_when_it_cannot(engine: type):
+    text = ("define G(c: double) from C() and last B()+ as bs within 100 from C "
+            "where c=Count(bs)")
+    union = Union(parse_rule(text), engine, abc_registry())
+    assert len(union.engines) == 1
+    assert _run(text, *[("B", t) for t in range(1, 9)], ("C", 9), engine=engine) == [
+        (9, float(k)) for k in range(1, 9)]  # one match per length, up to all eight
+    registry = abc_registry()
+    rows = [{"type": "B", "ts": t, "seq": t} for t in range(70)] + [
+        {"type": "C", "ts": 70, "seq": 70}]
+    batch = registry.from_records(rows, dtype=registry.dtype())
+    union = Union(parse_rule(text), engine, registry)
+    union.process(batch[:40])
+    assert len(union.engines) == 40
+    with pytest.raises(RuleError) as info:
+        union.process(batch[40:])
+    assert str(info.value) == (
+        "rule G: its unbounded closure would need 70 items (70 plain sequences, more than "
+        "64): a window holds too many of its events; shorten the window or bound the "
+        "closure")
+
+
 def test_next_needs_nothing_the_rule_reads_in_between():
     text = "define N(b: int) from C() and each B() within 9 next C where b=B.n"
     assert _run(text, ("B", 1), ("B", 2), ("C", 3)) == [(3, 2)]
@@ -179,7 +212,7 @@ def test_next_needs_nothing_the_rule_reads_in_between():
 
 # FlinkCEP's documentation, "After Match Skip Strategy": pattern b+ c on b1 b2 b3 c.
 # A 'last' closure gives the same three matches as FlinkCEP's b+ c without skip.
-_B_PLUS_C = ("define M(f: int, l: int) from C() and last B(){1,3} as bs within 9 from C "
+_B_PLUS_C = ("define M(f: int, l: int) from C() and last B()+ as bs within 9 from C "
              "where f=bs[first].n and l=bs[last].n")
 _B123C = (("B", 1), ("B", 2), ("B", 3), ("C", 4))
 
@@ -286,7 +319,7 @@ PATTERNS = readme_patterns()
 
 
 def test_the_readme_table_has_its_rows():
-    assert len(PATTERNS) == 14
+    assert len(PATTERNS) == 16
     assert all(parse_rule(text) for _, text in PATTERNS)
 
 
