@@ -198,8 +198,9 @@ class RuleBuilder:
         """``and each type(constraints){n,m} as name within W from <previous element>``;
         without ``within=`` the step takes the pattern's window (:meth:`within`);
         ``times=(n, m)`` makes it a closure (``(0, 1)`` is ``?``, FlinkCEP's
-        ``optional()``), ``contiguity="strict"`` writes ``next`` for ``from``, and
-        ``until="X"`` ends the closure at an ``X()`` (``until X()``).
+        ``optional()``; ``(1, None)`` is ``+``, ``oneOrMore()``), ``contiguity="strict"``
+        writes ``next`` for ``from``, and ``until="X"`` ends the closure at an ``X()``
+        (``until X()``).
 
         Examples
         --------
