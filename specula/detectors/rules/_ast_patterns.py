@@ -24,11 +24,13 @@ from specula.detectors.rules._ast_exprs import (
 Selection = Literal["each", "last", "first"]
 Ties = Literal["strict", "nonstrict"]
 Contiguity = Literal["relaxed", "strict"]
+Greed = Literal["all", "greedy", "reluctant"]
 Strategy = Literal["none", "to_next", "past_last_event", "to_first", "to_last"]
 
 SELECTIONS: tuple[Selection, ...] = ("each", "last", "first")
 TIES: tuple[Ties, ...] = ("strict", "nonstrict")
 CONTIGUITIES: tuple[Contiguity, ...] = ("relaxed", "strict")
+GREEDS: tuple[Greed, ...] = ("all", "greedy", "reluctant")
 STRATEGIES: tuple[Strategy, ...] = ("none", "to_next", "past_last_event", "to_first",
                                     "to_last")
 UNIT_SECONDS: dict[str, float] = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
@@ -127,7 +129,9 @@ class Step:
     B(...) as b) as group``, in the order written. ``contiguity`` is ``relaxed``
     (``from`` or ``followedBy``: other events may come between the element and the one
     it follows) or ``strict`` (``next``: none). ``until`` (closures only) is a pattern
-    no event between the first and the last item may match."""
+    no event between the first and the last item may match; ``greed`` (closures only)
+    keeps every choice of items (``all``), the maximal ones (``greedy``) or the minimal
+    ones (``reluctant``)."""
 
     selection: Selection
     pattern: Pattern
@@ -136,6 +140,7 @@ class Step:
     group: str = ""
     contiguity: Contiguity = "relaxed"
     until: Pattern | None = None
+    greed: Greed = "all"
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from specula.detectors.rules.ast import (
     Expr,
     Fold,
     Function,
+    Greed,
     Negation,
     Param,
     ParamRef,
@@ -85,7 +86,7 @@ class TermParser(TokenStream):
     # --------------------------------------------------------------------- patterns
 
     def element_pattern(self, element: int, closure: bool
-                        ) -> tuple[Pattern, tuple[int, int | None] | None]:
+                        ) -> tuple[Pattern, tuple[int, int | None] | None, Greed]:
         """An element of the sequence: ``Type(items)`` or ``(P1 | P2 ...)``, then, for a
         step (``closure``), an optional length ``{n,m}``, then ``as alias``; returns the
         pattern and the length (None when it is one event)."""
@@ -102,6 +103,9 @@ class TermParser(TokenStream):
         else:
             pattern = self.pattern(element)
         times = self.times() if closure and self.at_op("{", "+", "*", "?") else None
+        greed: Greed = "all"
+        if times is not None and self.at_keyword("greedy", "reluctant"):
+            greed = "greedy" if self.advance().text.lower() == "greedy" else "reluctant"
         alias = self.alias()
         for token in self.self_refs:
             if times is None or token.text != (alias or pattern.type):
@@ -109,7 +113,7 @@ class TermParser(TokenStream):
                                       f"{token.text}[i] and {token.text}[i+1] name items of "
                                       "the closure being declared (B(...){n,m} as "
                                       f"{token.text}); {token.text} is not that closure")
-        return replace(pattern, alias=alias), times
+        return replace(pattern, alias=alias), times, greed
 
     def alias(self) -> str:
         """``as NAME`` if it comes next (the name must be new to the rule), else ``""``."""

@@ -139,6 +139,7 @@ order an ordering unit delivers. That order key is an event's *position*.
   window), or ends. The kept composites come in the order of that walk (FlinkCEP's
   order), not in terminator order. ``skip`` and ``consuming`` do not mix.
 * **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
+  optional ``B(...)?``, unbounded ``B(...)+``, ``greedy``/``reluctant`` closures,
   ``(A(...) | B(...)) as x``, ``each (A(...) as a & B(...) as b) as g``, ``partition by
   attr``): a rule with them means a union of plain rules; see
   :mod:`~specula.detectors.rules.expand`.
@@ -173,6 +174,7 @@ from specula.detectors.rules._ast_exprs import (
 )
 from specula.detectors.rules._ast_patterns import (
     CONTIGUITIES,
+    GREEDS,
     SELECTIONS,
     STRATEGIES,
     TIES,
@@ -180,6 +182,7 @@ from specula.detectors.rules._ast_patterns import (
     Aggregate,
     Constraint,
     Contiguity,
+    Greed,
     Negation,
     Pattern,
     Selection,
@@ -192,12 +195,11 @@ from specula.detectors.rules._ast_patterns import (
 )
 
 __all__ = [
-    "ATTRIBUTE_TYPES", "COMPARATORS", "CONTIGUITIES", "FUNCTIONS", "NO_SKIP", "SELECTIONS",
-    "STRATEGIES",
-    "TIES", "UNIT_SECONDS", "AggRef", "Aggregate", "Arith", "AttrRef", "BinOp", "Comparator",
-    "Comparison", "Const", "Constraint", "Contiguity", "Expr", "Fold", "Function", "Item",
-    "Negation", "Param", "ParamRef", "Pattern", "Rule", "RuleError", "Selection", "Skip",
-    "Step", "Strategy", "Ties", "Value", "Window", "quote",
+    "ATTRIBUTE_TYPES", "COMPARATORS", "CONTIGUITIES", "FUNCTIONS", "GREEDS", "NO_SKIP",
+    "SELECTIONS", "STRATEGIES", "TIES", "UNIT_SECONDS", "AggRef", "Aggregate", "Arith",
+    "AttrRef", "BinOp", "Comparator", "Comparison", "Const", "Constraint", "Contiguity", "Expr",
+    "Fold", "Function", "Greed", "Item", "Negation", "Param", "ParamRef", "Pattern", "Rule",
+    "RuleError", "Selection", "Skip", "Step", "Strategy", "Ties", "Value", "Window", "quote",
 ]
 
 NO_SKIP = Skip()
@@ -386,6 +388,13 @@ class Rule:
         """Contiguity, skip strategy and optional elements: only where they mean one
         thing."""
         for i, step in enumerate(self.steps, start=1):
+            if step.greed not in GREEDS:
+                raise RuleError(f"rule {self.name}: a closure is greedy, reluctant or "
+                                f"neither ('all'), not {step.greed!r}")
+            if step.greed != "all" and step.times is None:
+                raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
+                                f"'{step.greed}' qualifies a closure: "
+                                f"{self.chain[i].type}(...){{n,m}} {step.greed}")
             if step.until is not None and step.times is None:
                 raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
                                 f"'until {step.until.type}' ends a closure: "
@@ -400,6 +409,11 @@ class Rule:
         if self.skip.element is not None and not 0 <= self.skip.element < len(self.chain):
             raise RuleError(f"rule {self.name}: skip names element {self.skip.element}, "
                             "which does not exist")
+        qualified = [self.chain[i].name for i, s in enumerate(self.steps, start=1)
+                     if s.greed != "all"]
+        if len(qualified) > 1 or (qualified and self.consuming):
+            raise RuleError(f"rule {self.name}: greedy and reluctant closures "
+                            f"({', '.join(qualified)}): one per rule, not with 'consuming'")
         if self.skip.strategy != "none" and self.consuming:
             raise RuleError(f"rule {self.name}: 'skip' and 'consuming' are two ways of "
                             "discarding matches; use one")

@@ -115,6 +115,7 @@ from specula.detectors.rules.ast import (
     Constraint,
     Contiguity,
     Expr,
+    Greed,
     Negation,
     Param,
     ParamRef,
@@ -194,13 +195,15 @@ class RuleBuilder:
 
     def each(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
-             until: str | None = None, **constraints: Any) -> RuleBuilder:
+             until: str | None = None, greed: Greed = "all", **constraints: Any
+             ) -> RuleBuilder:
         """``and each type(constraints){n,m} as name within W from <previous element>``;
         without ``within=`` the step takes the pattern's window (:meth:`within`);
         ``times=(n, m)`` makes it a closure (``(0, 1)`` is ``?``, FlinkCEP's
         ``optional()``; ``(1, None)`` is ``+``, ``oneOrMore()``), ``contiguity="strict"``
-        writes ``next`` for ``from``, and ``until="X"`` ends the closure at an ``X()``
-        (``until X()``).
+        writes ``next`` for ``from``, ``until="X"`` ends the closure at an ``X()``
+        (``until X()``) and ``greed="greedy"`` (``"reluctant"``) keeps its maximal
+        (minimal) choices of items.
 
         Examples
         --------
@@ -210,14 +213,17 @@ class RuleBuilder:
         >>> r == parse_rule("define Q() from C() and each B()? as bs within 5 next C")
         True
         """
-        return self._step("each", type, within, as_, constraints, times, contiguity, until)
+        return self._step("each", type, within, as_, constraints, times, contiguity, until,
+                          greed)
 
     def last(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
-             until: str | None = None, **constraints: Any) -> RuleBuilder:
+             until: str | None = None, greed: Greed = "all", **constraints: Any
+             ) -> RuleBuilder:
         """``and last type(constraints){n,m} as name within W from <previous element>``
-        (``times=``, ``contiguity=`` and ``until=`` as for :meth:`each`)."""
-        return self._step("last", type, within, as_, constraints, times, contiguity, until)
+        (``times=``, ``contiguity=``, ``until=`` and ``greed=`` as for :meth:`each`)."""
+        return self._step("last", type, within, as_, constraints, times, contiguity, until,
+                          greed)
 
     def first(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
               **constraints: Any) -> RuleBuilder:
@@ -226,14 +232,15 @@ class RuleBuilder:
 
     def _step(self, selection: Selection, type: str, within: WindowLike | None, alias: str,
               constraints: Mapping[str, Any], times: tuple[int, int | None] | None = None,
-              contiguity: Contiguity = "relaxed", until: str | None = None) -> RuleBuilder:
+              contiguity: Contiguity = "relaxed", until: str | None = None,
+              greed: Greed = "all") -> RuleBuilder:
         self._need_terminator(selection)
         window = None if within is None else _window(within)
         if times is not None:  # (n, None) is unbounded, B()+ for (1, None)
             times = (int(times[0]), None if times[-1] is None else int(times[-1]))
         step = Step(selection, self._pattern(type, constraints, alias), window,  # type: ignore[arg-type]
                     times, contiguity=contiguity,
-                    until=None if until is None else Pattern(until))
+                    until=None if until is None else Pattern(until), greed=greed)
         return replace(self, chain=(*self.chain, step.pattern), steps=(*self.steps, step))
 
     def within(self, window: WindowLike, /) -> RuleBuilder:

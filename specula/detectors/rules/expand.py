@@ -23,6 +23,12 @@ Semantics
   ``B(...){0,}`` (FlinkCEP's ``oneOrMore()`` and ``timesOrMore(n)``, SASE's ``B+``): a
   closure with no upper bound on its length; its items lie in its window, so the window
   bounds it. One per rule, of one pattern (no ``|``), not in a consuming rule.
+* **Greedy and reluctant closures** (``B(...){n,m} greedy``, ``B(...)+ reluctant``;
+  FlinkCEP's ``greedy()``): of a terminator's matches (those that survive the pattern
+  window, negations, filters and aggregates) that choose the same events for every
+  element but the closure, a greedy closure keeps those whose items no other's items
+  strictly contain, a reluctant one those whose items contain no other's. One per rule,
+  not in a consuming rule; the union filters the engines' matches.
 * **Optional elements.** ``B(...){0,m}`` may choose no event, ``B(...)?`` is
   ``B(...){0,1}`` (FlinkCEP's ``optional()``). With no item, the step after it follows
   the element before it (its window measured from that one), ``Count(bs)`` and
@@ -124,7 +130,7 @@ from specula.detectors.rules.unbounded import Growth
 from specula.events import TypeRegistry, fields_of
 
 __all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand",
-           "groups"]
+           "groups", "placements"]
 
 MAX_CLOSURE = 16
 """The longest closure: every length is one more plain sequence to run."""
@@ -330,13 +336,23 @@ def _choices(rule: Rule, longest: int) -> Iterator[Layout]:
         yield [entry for slot in choice for entry in slot]
 
 
-def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
-    # new[i]: the new chain indices of element i's copies, bs[last] first
+def placements(rule: Rule, longest: int = 0) -> list[list[list[int]]]:
+    """For each expansion of ``expand(rule, ..., longest)``, in its order, the chain
+    indices of each element's copies in it (a closure's latest item first)."""
+    return [_placed(rule, layout) for layout in _choices(rule, longest)]
+
+
+def _placed(rule: Rule, layout: Layout) -> list[list[int]]:
     new: list[list[int]] = [[] for _ in rule.chain]
     position = 0
     for element, copies in layout:
         new[element] = list(range(position, position + len(copies)))
         position += len(copies)
+    return new
+
+
+def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
+    new = _placed(rule, layout)  # new[i]: the chain indices of element i's copies
 
     def ref(expr: Expr, own: int | None = None, copy: int = 0) -> Expr | None:
         """``expr`` in the expansion; None when it reads ``bs[i+1]`` of ``bs[last]``."""
@@ -502,6 +518,9 @@ class Union:
         self.expansions = expand(rule, ticks_per_second)
         self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]
+        self.greed = next(((i, s.greed) for i, s in enumerate(rule.steps, start=1)
+                           if s.greed != "all"), None)
+        self._placed = placements(rule, self.longest) if self.greed else []
         self.consumer = (Consumer(rule, self.expansions, self.engines, registry,
                                   ticks_per_second) if rule.consuming else None)
         self.skipper = (Skipper(rule, _TERMINATOR, ticks_per_second)
@@ -593,6 +612,7 @@ class Union:
                     engine.process(self.growth.history)  # its old matches are not new
             engines.append(engine)
         self.expansions, self.engines, self.longest = expansions, engines, needed
+        self._placed = placements(self.rule, needed) if self.greed else []
 
     def _released(self, batch_ts: np.ndarray | None) -> Composites:
         """The composites the skip strategy decided and kept."""
@@ -604,11 +624,15 @@ class Union:
         """The composites of the engines' matches, and per expansion the matches kept;
         under a skip strategy they go to the skipper (with their marks)."""
         parts, kept_all, found_marks = [], [], []
-        for rule, matches in zip(self.expansions, found, strict=True):
-            if not len(matches):
+        composed = [compose(rule, m) if len(m) else (np.zeros(0, np.int64), {})
+                    for rule, m in zip(self.expansions, found, strict=True)]
+        if self.greed is not None:
+            composed = self._greedy(found, composed)
+        for rule, matches, (kept, columns) in zip(self.expansions, found, composed,
+                                                  strict=True):
+            if not len(kept):
                 kept_all.append(np.zeros(0, np.int64))
                 continue
-            kept, columns = compose(rule, matches)
             kept_all.append(kept)
             rows = matches.elements[0][kept]
             terminators = np.zeros(len(kept), _TERMINATOR)
@@ -623,6 +647,39 @@ class Union:
             self.skipper.hold(composites.terminators, composites.columns,
                               np.concatenate(found_marks)[order])
         return composites, kept_all
+
+
+    def _greedy(self, found: list[Matches],
+                composed: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+                ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """Of the composed matches of each terminator that choose the same events for
+        every element but the greedy (reluctant) closure, those whose items no other's
+        items strictly contain (are strictly contained in)."""
+        assert self.greed is not None
+        element, mode = self.greed
+        groups: dict[tuple, list[tuple[int, int, frozenset]]] = {}
+        for x, (matches, (kept, _)) in enumerate(zip(found, composed, strict=True)):
+            if not len(kept):
+                continue
+            at = [list(zip(m["ts"][kept].tolist(), order_key(m[kept]).tolist(), strict=True))
+                  for m in matches.elements]
+            new = self._placed[x]
+            for j in range(len(kept)):
+                others = tuple(tuple(at[c][j] for c in copies)
+                               for e, copies in enumerate(new) if e != element)
+                items = frozenset(at[c][j] for c in new[element])
+                groups.setdefault(others, []).append((x, j, items))
+        drop: set[tuple[int, int]] = set()
+        for members in groups.values():
+            for x, j, items in members:
+                if any(items < other if mode == "greedy" else other < items
+                       for _, _, other in members):
+                    drop.add((x, j))
+        out = []
+        for x, (kept, columns) in enumerate(composed):
+            keep = np.array([(x, j) not in drop for j in range(len(kept))], bool)
+            out.append((kept[keep], {a: c[keep] for a, c in columns.items()}))
+        return out
 
 
 def _terminator_order(parts: list[Composites]) -> np.ndarray:

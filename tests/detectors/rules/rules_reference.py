@@ -103,10 +103,36 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
                                                     else (chosen,))}
                     pending_ts = terminator["ts"]
         found.sort(key=lambda item: item[0])
+        found = _greedy(rule, found)
         out += [(composite, marks) for _, composite, marks in found]
     if rule.skip.strategy == "none":
         return [composite for composite, _ in out]
     return _skipped(rule, out)
+
+
+def _greedy(rule: Rule, found: list[tuple]) -> list[tuple]:
+    """The composites of one terminator that a greedy (reluctant) closure keeps: of those
+    that choose the same events for every other element, the ones whose items no
+    other's strictly contain (are strictly contained in)."""
+    greed = next(((i, s.greed) for i, s in enumerate(rule.steps, start=1)
+                  if s.greed != "all"), None)
+    if greed is None:
+        return found
+    element, mode = greed
+
+    def positions(chosen: Any) -> tuple:
+        return tuple(e["_pos"] for e in (chosen if isinstance(chosen, tuple) else (chosen,)))
+
+    def key(item: tuple) -> tuple:
+        elements = item[2][2]
+        return tuple(positions(x) for i, x in enumerate(elements) if i != element)
+
+    def items(item: tuple) -> frozenset:
+        return frozenset(positions(item[2][2][element]))
+
+    return [a for a in found if not any(
+        key(a) == key(b) and (items(a) < items(b) if mode == "greedy" else items(b) < items(a))
+        for b in found)]
 
 
 def _skipped(rule: Rule, matches: list[tuple[tuple, tuple]]) -> list[tuple]:
@@ -876,6 +902,19 @@ def _cases() -> dict[str, Case]:
             within 5
             where c=Count(bs) and f=bs[first].n and l=bs[last].n
             skip past last event""", **_ABC),
+        Case("greedy_each", f"""define GE({_KLEENE})
+            from C(p=$x) and each B(p=$x){{1,3}} greedy as bs within 5 from C
+              and last A(p=$x) within 3 from bs
+            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("greedy_plus", f"""define GP({_KLEENE})
+            from C(v > 3) and last B()+ greedy as bs within 6 from C
+              and each A(v < 4) within 3 from bs
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and x=A.n""", **_ABC),
+        Case("reluctant_each", f"""define RE({_KLEENE})
+            from C() and each B(v >= bs[i+1].v){{2,}} reluctant as bs within 4 from C
+              and not D() between bs and C
+            within 6 ties nonstrict
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
         Case("skip_past_last", f"""define SL(x: int, {_ID_ATTRS})
             from C(p=$x) and each B(p=$x) within 5 from C and each A(p=$x) within 4 from B
             where x=$x and {_IDS}

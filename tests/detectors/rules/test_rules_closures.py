@@ -118,7 +118,7 @@ def test_placement_costs_a_closure_as_its_expansions():
 
 @pytest.mark.parametrize("engine", ["aip", "cdp"])
 @pytest.mark.parametrize("name", ["closure_last", "disjunction", "hot_path", "optional_closure",
-                                  "skip_to_first", "plus_lengths", "plus_skip"])
+                                  "skip_to_first", "plus_lengths", "plus_skip", "greedy_plus"])
 def test_detector_runs_a_union_and_restores_it(engine: str, name: str):
     case = CASES[name]
     registry, rule = case.registry(), case.rule()

@@ -76,6 +76,11 @@ def test_optional_next_and_skip_parse_and_the_builder_writes_the_same_rule():
                                                            (3, 3), (0, 1)]
     assert rule("K").when("C").each("B", within=5, times=(1, None), as_="bs").build() == \
         parse_rule("define K() from C() and each B()+ as bs within 5 from C")
+    greedy = parse_rule(HEAD + "each B()+ greedy as bs within 5 from C")
+    assert greedy.steps[0].greed == "greedy" and greedy == rule("K", n="double").when(
+        "C").each("B", within=5, times=(1, None), as_="bs", greed="greedy").build()
+    assert parse_rule(HEAD + "last B(){2,} RELUCTANT as bs within 5 from C").steps[0].greed \
+        == "reluctant"
     assert parse_rule(HEAD + "each B() within 5 from C").skip == NO_SKIP
     assert parse_rule(HEAD + "each B() within 5 from C skip none").skip == NO_SKIP
     assert [parse_rule(HEAD + f"each B() within 5 from C skip {s}").skip for s in (
@@ -116,6 +121,13 @@ def test_optional_next_and_skip_parse_and_the_builder_writes_the_same_rule():
     ("each B(){1,2} as bs until D(p=$y) within 5 from C", "line 1, column 64: $y is not "
      "bound: mention it in an element of the sequence (e.g. A(attr=$y)) or bind an "
      "aggregate to it ($y=Sum(...))"),
+    ("each B() greedy within 5 from C", "line 1, column 43: expected 'within', 'from', "
+     "'followedBy' or 'next', found 'greedy'"),
+    ("each B(){1,2} greedy as bs within 5 from C and last A()+ reluctant as as2 within 3 "
+     "from bs", R + "greedy and reluctant closures (bs, as2): one per rule, not with "
+     "'consuming'"),
+    ("each B(){0,3} greedy as bs within 5 from C consuming C", R + "greedy and reluctant "
+     "closures (bs): one per rule, not with 'consuming'"),
     ("each B(){0,0} as bs within 5 from C",
      R + "closure bs{0,0} needs 0 <= n <= m <= 16 and m >= 1"),
     ("first B() within 5 next C", R + "B is 'next' to the element it follows, which only "
@@ -163,6 +175,21 @@ def test_optional_element_matches_with_and_without_it():
             "and each A() within 5 from bs where a=A.n and c=Count(bs)")
     assert _run(text, ("A", 1), ("B", 2), ("C", 3)) == [(3, 1, 0.0), (3, 1, 1.0)]
     assert _run(text, ("A", 1), ("C", 3), engine=CDPEngine) == [(3, 1, 0.0)]
+
+
+def test_a_greedy_closure_keeps_the_longest_and_a_reluctant_one_the_shortest():
+    # FlinkCEP's a b+ c on a1 b1 b2 c: every run of b's, or with greedy() only b1 b2
+    text = ("define G(a: int, f: int, l: int) from C() and each B()+ {} as bs within 5 "
+            "from C and last A() within 5 from bs where a=A.n and f=bs[first].n and "
+            "l=bs[last].n")
+    stream = (("A", 1), ("B", 2), ("B", 3), ("C", 4))
+    assert sorted(_run(text.format(""), *stream)) == [(4, 1, 2, 2), (4, 1, 2, 3),
+                                                      (4, 1, 3, 3)]
+    assert _run(text.format("greedy"), *stream, engine=CDPEngine) == [(4, 1, 2, 3)]
+    assert sorted(_run(text.format("reluctant"), *stream)) == [(4, 1, 2, 2), (4, 1, 3, 3)]
+    # a2 between b1 and b2: the run b2 follows a2, b1 b2 follows a1, both maximal
+    assert sorted(_run(text.format("greedy"), ("A", 1), ("B", 2), ("A", 3), ("B", 4),
+                       ("C", 5))) == [(5, 1, 2, 4), (5, 3, 4, 4)]
 
 
 def test_until_ends_the_closure_at_the_first_match():
@@ -319,7 +346,7 @@ PATTERNS = readme_patterns()
 
 
 def test_the_readme_table_has_its_rows():
-    assert len(PATTERNS) == 16
+    assert len(PATTERNS) == 17
     assert all(parse_rule(text) for _, text in PATTERNS)
 
 
