@@ -864,9 +864,6 @@ def _cases() -> dict[str, Case]:
               and each A(v < C.v) within 3 from bs and not D() between A and C
             within 6 ties nonstrict
             where c=Count(bs) and s=Sum(bs.v) and f=A.n""", **_ABC),
-        Case("next_each", f"""define NE({_ID_ATTRS})
-            from C(v > 1) and each B() within 4 next C and each A(v < 6) within 4 next B
-            where {_IDS}""", **_ABC),
         Case("next_last_partition", f"""define NL(x: int, {_ID_ATTRS})
             from C() and last B(v > 2) within 5 next C and each A() within 4 from B
             partition by p
@@ -876,19 +873,10 @@ def _cases() -> dict[str, Case]:
               and last A() within 3 next bs
             within 6 ties nonstrict
             where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
-        Case("until_each", f"""define UE({_KLEENE})
-            from C(p=$x) and each B(p=$x){{1,3}} as bs until D(p=$x and v > 0)
-              within 6 from C and last A(p=$x) within 3 from bs
-            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
         Case("until_last_partition", f"""define UL({_KLEENE})
             from C() and last B(v != bs[i+1].v){{2,4}} as bs until D() within 8 from C
             partition by p
             where x=C.p and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
-        Case("plus_last", f"""define PL({_KLEENE})
-            from C(p=$x) and last B(p=$x)+ as bs within 4 from C
-              and each A(p=$x) within 3 from bs
-            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n
-              and s=Sum(bs.value)""", **_ABC),
         Case("plus_lengths", f"""define PN({_KLEENE})
             from C(v > 4) and last B(v > 1)+ as bs within 6 from C
             where c=Count(bs) and f=bs[first].n and l=bs[last].n and s=Avg(bs.value)""",
@@ -902,10 +890,6 @@ def _cases() -> dict[str, Case]:
             within 5
             where c=Count(bs) and f=bs[first].n and l=bs[last].n
             skip past last event""", **_ABC),
-        Case("greedy_each", f"""define GE({_KLEENE})
-            from C(p=$x) and each B(p=$x){{1,3}} greedy as bs within 5 from C
-              and last A(p=$x) within 3 from bs
-            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
         Case("greedy_plus", f"""define GP({_KLEENE})
             from C(v > 3) and last B()+ greedy as bs within 6 from C
               and each A(v < 4) within 3 from bs
@@ -929,11 +913,6 @@ def _cases() -> dict[str, Case]:
             ties nonstrict
             where x=$x and a=A.n and b=b.n and c=Count(bs)
             skip to first bs""", **_ABC),
-        Case("skip_to_last", f"""define ST(x: int, {_ID_ATTRS})
-            from C() and each B(v > 1) within 5 from C and each A(p=$x) within 4 from B
-            within 7
-            where x=$x and {_IDS}
-            skip to last C""", **_ABC),
         # the hybrid-shedding paper's Q2: SEQ(A a, A+ b[], B c, C d), b[i].V = a.V, same
         # ID, a.V + c.V = d.V
         Case("hybrid_q2", """define Q2(x: int, c: double, a: int)

@@ -4,7 +4,8 @@ contiguity (``from``, ``followedBy``), and the after-match skip strategies (``sk
 next``, ``skip past last event``, ``skip to first x``, ``skip to last x``).
 
 Their answers on random streams are checked against the brute-force reference by the
-catalogue cases ``optional*``, ``until_*``, ``next_*`` and ``skip_*`` in
+catalogue cases ``optional*``, ``until_*``, ``next_*``, ``plus_*``, ``star_each``,
+``greedy_plus``, ``reluctant_each`` and ``skip_*`` in
 ``test_rules_differential.py`` (AIP, CDP and the GPU engine under the simulator); here:
 the syntax, the builder, the messages for what they refuse (word for word), FlinkCEP's
 documented examples, the README's table of FlinkCEP and Esper patterns, and the rules
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 from naive import canonical
 from rules_reference import _ABC, Case, abc_registry, check_case, random_events, reference
-from test_rules_detector import ident, make_stream, registry
+from test_rules_detector import ident
 
 from specula import CostModel, Graph, InProcessRuntime
 from specula.detectors.rules import RuleDetector, RuleError, parse_rule
@@ -279,47 +280,6 @@ def test_skip_holds_a_match_until_no_earlier_start_can_end():
         (e[2], e[3]) for e in reference(parse_rule(text), registry, batch)]
 
 
-# ------------------------------------------------------ behind a speculative unit
-
-FLINK_RULES = """
-define Opt(x: int, c: double)
-from C(x=$p) and last B(x=$p)? as bs within 6 from C and each A(x=$p) within 5 from bs
-where x=$p and c=Count(bs)
-
-define Next(v: float)
-from D() and last B() within 6 next D and each A() within 6 from B
-where v=A.v
-
-define Skip(x: int, v: float)
-from C(x=$p) and each B(x=$p) within 6 from C and each A(x=$p) within 6 from B
-where x=$p and v=A.v + B.v
-skip past last event
-"""
-
-
-@pytest.mark.parametrize("engine", ["aip", "cdp"])
-def test_flink_rules_behind_a_speculative_unit_give_the_reference_answer(engine: str):
-    """Out of order through a graph: the net output after all retractions is the
-    brute-force reference's on the ordered stream (without the events declared late)."""
-    reg = registry()
-    det = RuleDetector(FLINK_RULES, reg, engine=engine)  # type: ignore[arg-type]
-    raw = make_stream(reg, 4, 300, max_delay=15)
-    g = Graph(reg, sources=("A", "B", "C", "D"))
-    g.add("rules", det, alpha=0.0, retraction="on-demand")
-    result = InProcessRuntime(g, cost_model=CostModel(per_event=0.02)).run(raw, step_ticks=2)
-    late = {ident(r) for r in result.late("rules")}
-    ordered = raw[[ident(r) not in late for r in raw]]
-    net = canonical(result.net("rules"))
-    assert result.stats("rules").replayed > 0
-    for parsed in det.rules:
-        mine = net[net["type"] == reg.id(parsed.name)]
-        got = sorted((int(r["ts"]), int(r["key"]), *(r[a].item() for a, _ in parsed.attributes))
-                     for r in mine)
-        expected = sorted(reference(parsed, reg, ordered))
-        assert len(expected) >= 5 and got == expected, parsed.name
-    assert np.all(np.isin(net["type"], [reg.id(r.name) for r in det.rules]))
-
-
 # ----------------------------------------------- the README's FlinkCEP / Esper table
 
 README = Path(__file__).resolve().parents[3] / "README.md"
@@ -353,9 +313,9 @@ def test_the_readme_table_has_its_rows():
 @pytest.mark.parametrize("engine", [AIPEngine, CDPEngine])
 @pytest.mark.parametrize("flink, text", PATTERNS, ids=[f for f, _ in PATTERNS])
 def test_readme_pattern_equals_the_reference(engine: type, flink: str, text: str):
-    """In order, in random batches, on three random streams."""
+    """In order, in random batches, on two random streams."""
     case = Case(flink, text, **_ABC)  # type: ignore[arg-type]
-    problems = [check_case(engine, case, seed=seed, n=120) for seed in range(3)]
+    problems = [check_case(engine, case, seed=seed, n=120) for seed in range(2)]
     assert not any(problems), "\n".join(problems)
 
 
