@@ -23,9 +23,16 @@ from specula.detectors.rules._ast_exprs import (
 
 Selection = Literal["each", "last", "first"]
 Ties = Literal["strict", "nonstrict"]
+Contiguity = Literal["relaxed", "strict"]
+Greed = Literal["all", "greedy", "reluctant"]
+Strategy = Literal["none", "to_next", "past_last_event", "to_first", "to_last"]
 
 SELECTIONS: tuple[Selection, ...] = ("each", "last", "first")
 TIES: tuple[Ties, ...] = ("strict", "nonstrict")
+CONTIGUITIES: tuple[Contiguity, ...] = ("relaxed", "strict")
+GREEDS: tuple[Greed, ...] = ("all", "greedy", "reluctant")
+STRATEGIES: tuple[Strategy, ...] = ("none", "to_next", "past_last_event", "to_first",
+                                    "to_last")
 UNIT_SECONDS: dict[str, float] = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
 MAX_WINDOW_TICKS = 2**62
 """Windows span fewer ticks than this, so that a time stamp plus or minus a window stays
@@ -128,15 +135,42 @@ class Window:
 @dataclass(frozen=True)
 class Step:
     """Chain element ``i >= 1``: ``<selection> <pattern> within <window> from <i-1>``;
-    ``times = (n, m)`` makes it a closure ``<pattern>{n,m}`` of ``n`` to ``m`` events.
-    Consecutive steps with the same ``group`` are the members of one unordered
-    conjunction ``(A(...) as a & B(...) as b) as group``, in the order written."""
+    ``times = (n, m)`` makes it a closure ``<pattern>{n,m}`` of ``n`` to ``m`` events
+    (``n = 0``: optional; ``m = None``: unbounded, ``{n,}``). Consecutive steps with
+    the same ``group`` are the members of one unordered conjunction ``(A(...) as a &
+    B(...) as b) as group``, in the order written. ``contiguity`` is ``relaxed``
+    (``from`` or ``followedBy``: other events may come between the element and the one
+    it follows) or ``strict`` (``next``: none). ``until`` (closures only) is a pattern
+    no event between the first and the last item may match; ``greed`` (closures only)
+    keeps every choice of items (``all``), the maximal ones (``greedy``) or the minimal
+    ones (``reluctant``)."""
 
     selection: Selection
     pattern: Pattern
     within: Window
-    times: tuple[int, int] | None = None
+    times: tuple[int, int | None] | None = None
     group: str = ""
+    contiguity: Contiguity = "relaxed"
+    until: Pattern | None = None
+    greed: Greed = "all"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """The after-match skip strategy (``skip ...`` after ``where``), as FlinkCEP's
+    ``AfterMatchSkipStrategy``; ``element`` is the chain element of ``to_first`` and
+    ``to_last``, else None."""
+
+    strategy: Strategy = "none"
+    element: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise RuleError(f"unknown skip strategy {self.strategy!r}; use one of "
+                            f"{', '.join(STRATEGIES)}")
+        if (self.element is None) != (self.strategy not in ("to_first", "to_last")):
+            raise RuleError(f"skip {self.strategy}: an element is named by 'to first' and "
+                            "'to last' only, and they need one")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from specula.detectors.rules.ast import (
     Expr,
     Fold,
     Function,
+    Greed,
     Negation,
     Param,
     ParamRef,
@@ -85,7 +86,7 @@ class TermParser(TokenStream):
     # --------------------------------------------------------------------- patterns
 
     def element_pattern(self, element: int, closure: bool
-                        ) -> tuple[Pattern, tuple[int, int] | None]:
+                        ) -> tuple[Pattern, tuple[int, int | None] | None, Greed]:
         """An element of the sequence: ``Type(items)`` or ``(P1 | P2 ...)``, then, for a
         step (``closure``), an optional length ``{n,m}``, then ``as alias``; returns the
         pattern and the length (None when it is one event)."""
@@ -101,7 +102,10 @@ class TermParser(TokenStream):
                               alternatives=tuple(options[1:]))
         else:
             pattern = self.pattern(element)
-        times = self.times() if closure and self.at_op("{", "+", "*") else None
+        times = self.times() if closure and self.at_op("{", "+", "*", "?") else None
+        greed: Greed = "all"
+        if times is not None and self.at_keyword("greedy", "reluctant"):
+            greed = "greedy" if self.advance().text.lower() == "greedy" else "reluctant"
         alias = self.alias()
         for token in self.self_refs:
             if times is None or token.text != (alias or pattern.type):
@@ -109,7 +113,7 @@ class TermParser(TokenStream):
                                       f"{token.text}[i] and {token.text}[i+1] name items of "
                                       "the closure being declared (B(...){n,m} as "
                                       f"{token.text}); {token.text} is not that closure")
-        return replace(pattern, alias=alias), times
+        return replace(pattern, alias=alias), times, greed
 
     def alias(self) -> str:
         """``as NAME`` if it comes next (the name must be new to the rule), else ``""``."""
@@ -138,20 +142,20 @@ class TermParser(TokenStream):
             ahead += 1
         return False
 
-    def times(self) -> tuple[int, int]:
-        """A closure's length ``{n,m}`` or ``{n}``."""
-        if not self.at_op("{"):
-            raise self.fail("'{n,m}': a closure needs bounds on its length, as in "
-                            "B(...){1,8} (unbounded closures are not supported)")
-        self.advance()
-        bounds = [self.count()]
+    def times(self) -> tuple[int, int | None]:
+        """A closure's length ``{n,m}``, ``{n}`` or ``{n,}``; ``?`` is ``{0,1}``, ``+``
+        ``{1,}`` and ``*`` ``{0,}`` (None: no upper bound)."""
+        shorthand = {"?": (0, 1), "+": (1, None), "*": (0, None)}
+        if self.at_op(*shorthand):
+            return shorthand[self.advance().text]
+        self.expect_op("{")
+        lower = self.count()
+        upper: int | None = lower
         if self.at_op(","):
             self.advance()
-            if self.at_op("}"):
-                raise self.fail("an upper bound (unbounded closures are not supported)")
-            bounds.append(self.count())
+            upper = None if self.at_op("}") else self.count()
         self.expect_op("}")
-        return bounds[0], bounds[-1]
+        return lower, upper
 
     def count(self) -> int:
         token = self.peek()

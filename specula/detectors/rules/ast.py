@@ -130,7 +130,33 @@ order an ordering unit delivers. That order key is an event's *position*.
   on: two terminators of one time stamp may share an event (which order of equal time
   stamps would otherwise decide, and the arrival order must not). Matches dropped by a
   negation, a filter or an undefined aggregate consume nothing.
+* **Contiguity.** A step whose anchor is named with ``next`` instead of ``from``
+  (``each B() within 5 next C``, FlinkCEP's ``B.next(C)``) is *strictly contiguous*:
+  its candidates are the events that, in addition, have no event of a type the rule
+  reads with a time stamp strictly between theirs and the anchor's (for a closure: also
+  between each item and the next). ``from`` and ``followedBy`` are the relaxed
+  contiguity of the other steps. Only ``each`` and ``last`` steps take ``next`` (for
+  them the candidate filter is the same as checking the chosen event afterwards).
+* **Until** (``each B(...){n,m} as bs until X(...) within W from C``, FlinkCEP's
+  ``until``): no event matching ``X(...)`` has a time stamp strictly between the
+  closure's first and last items (the loop ends at an ``X``; a step after the closure
+  may still follow one).
+* **After-match skip** (``skip ...`` after ``where``, FlinkCEP's
+  ``AfterMatchSkipStrategy``). A match *starts* at its earliest event and *ends* at
+  its latest (positions). Take the matches the rule has without the clause (``skip
+  none``, the default) in ascending order of start, then end, then output order; a
+  match is kept unless a kept match before it discards its start: ``skip to next``
+  discards the starts up to the kept match's start, ``skip past last event`` the starts
+  up to its end, ``skip to first x`` / ``skip to last x`` the starts before the earliest
+  / latest event of ``x`` in the kept match (none if ``x`` chose no event: an optional
+  closure). This is the order in which FlinkCEP releases completed matches under a skip
+  strategy, so the kept matches are FlinkCEP's. A match can be decided only when no
+  match that starts before it can still end: engines hold it until the stream passes
+  its start by the rule's reach (the steps' windows added up, capped by the pattern
+  window), or ends. The kept composites come in the order of that walk (FlinkCEP's
+  order), not in terminator order. ``skip`` and ``consuming`` do not mix.
 * **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
+  optional ``B(...)?``, unbounded ``B(...)+``, ``greedy``/``reluctant`` closures,
   ``(A(...) | B(...)) as x``, ``each (A(...) as a & B(...) as b) as g``, ``partition by
   attr``): a rule with them means a union of plain rules; see
   :mod:`~specula.detectors.rules.expand`.
@@ -164,26 +190,37 @@ from specula.detectors.rules._ast_exprs import (
     quote,
 )
 from specula.detectors.rules._ast_patterns import (
+    CONTIGUITIES,
+    GREEDS,
     SELECTIONS,
+    STRATEGIES,
     TIES,
     UNIT_SECONDS,
     Aggregate,
     Constraint,
+    Contiguity,
+    Greed,
     Negation,
     Pattern,
     Selection,
+    Skip,
     Step,
+    Strategy,
     Ties,
     Value,
     Window,
 )
 
 __all__ = [
-    "ATTRIBUTE_TYPES", "COMPARATORS", "FUNCTIONS", "SELECTIONS", "TIES", "UNIT_SECONDS",
-    "AggRef", "Aggregate", "Arith", "AttrRef", "BinOp", "Comparator", "Comparison", "Const",
-    "Constraint", "Expr", "Fold", "Function", "Item", "Negation", "Param", "ParamRef",
-    "Pattern", "Rule", "RuleError", "Selection", "Step", "Ties", "Value", "Window", "quote",
+    "ATTRIBUTE_TYPES", "COMPARATORS", "CONTIGUITIES", "FUNCTIONS", "GREEDS", "NO_SKIP",
+    "SELECTIONS", "STRATEGIES", "TIES", "UNIT_SECONDS", "AggRef", "Aggregate", "Arith",
+    "AttrRef", "BinOp", "Comparator", "Comparison", "Const", "Constraint", "Contiguity", "Expr",
+    "Fold", "Function", "Greed", "Item", "Negation", "Param", "ParamRef", "Pattern", "Rule",
+    "RuleError", "Selection", "Skip", "Step", "Strategy", "Ties", "Value", "Window", "quote",
 ]
+
+NO_SKIP = Skip()
+"""The default after-match strategy: every match."""
 
 ATTRIBUTE_TYPES: dict[str, str] = {
     "int": "i8", "float": "f8", "double": "f8", "bool": "?", "string": "i8",
@@ -206,6 +243,7 @@ class Rule:
     ties: Ties = "strict"
     partition: str = ""
     consuming: tuple[int, ...] = ()
+    skip: Skip = NO_SKIP
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -222,15 +260,23 @@ class Rule:
         names = [t for p in self.chain for t in p.types]
         names += [a.pattern.type for a in self.aggregates]
         names += [n.pattern.type for n in self.negations]
+        names += [p.type for p in self.until_patterns]
         return tuple(dict.fromkeys(names))
+
+    @property
+    def until_patterns(self) -> tuple[Pattern, ...]:
+        """The patterns of the closures' ``until`` clauses."""
+        return tuple(s.until for s in self.steps if s.until is not None)
 
     @property
     def plain(self) -> bool:
         """Whether every element is one event of one pattern (no closure, no
-        disjunction, no conjunction), there is no ``partition by`` and no string literal.
+        disjunction, no conjunction, no ``next``), there is no ``partition by`` and no
+        string literal (the skip strategy runs after the engines).
         Engines run plain rules; others run as the union of their expansions
         (:func:`~specula.detectors.rules.expand.expand`)."""
-        return (all(s.times is None and not s.group for s in self.steps)
+        return (all(s.times is None and not s.group and s.contiguity == "relaxed"
+                    for s in self.steps)
                 and not self.partition and not any(p.alternatives for p in self.chain)
                 and not self.texts())
 
@@ -252,6 +298,16 @@ class Rule:
     def closure(self, element: int) -> bool:
         """Whether chain ``element`` is a closure ``T(...){n,m}``."""
         return element > 0 and self.steps[element - 1].times is not None
+
+    def unbounded(self) -> int | None:
+        """The chain element of the rule's unbounded closure (``B()+``), if it has one."""
+        return next((i for i, s in enumerate(self.steps, start=1)
+                     if s.times is not None and s.times[1] is None), None)
+
+    def optional(self, element: int) -> bool:
+        """Whether chain ``element`` may choose no event (a closure ``T(...){0,m}``)."""
+        times = self.steps[element - 1].times if element > 0 else None
+        return times is not None and times[0] == 0
 
     def binder(self, name: str) -> int:
         """Index of the chain element that binds parameter ``name``."""
@@ -299,9 +355,11 @@ class Rule:
             raise RuleError(f"rule {self.name}: ties must be strict or nonstrict, got "
                             f"{self.ties!r}")
         self._check_patterns()
+        self._check_modes()
         mentioned = {p.name for pat in self.chain for p in pat.params()}
         used = {p.name for a in self.aggregates for p in a.pattern.params()}
         used |= {p.name for g in self.negations for p in g.pattern.params()}
+        used |= {p.name for g in self.until_patterns for p in g.params()}
         for name in sorted(used - mentioned):
             raise RuleError(f"rule {self.name}: parameter ${name} is used by an aggregate or "
                             "negation but not bound by any element of the sequence")
@@ -355,11 +413,13 @@ class Rule:
                 raise RuleError(f"rule {self.name}: {alias!r} names more than one element "
                                 "of the sequence")
         for pattern in [a.pattern for a in self.aggregates] + [n.pattern for n in
-                                                               self.negations]:
+                                                               self.negations] + list(
+                self.until_patterns):
             if pattern.alias or pattern.predicates or pattern.alternatives:
                 raise RuleError(f"rule {self.name}: aliases, alternatives and predicates "
                                 "over other elements belong to elements of the sequence, "
-                                f"not to aggregates or negations ({pattern.type})")
+                                "not to aggregates, negations or 'until' "
+                                f"({pattern.type})")
         from specula.detectors.rules.expand import check_shapes  # expand imports this
 
         check_shapes(self)
@@ -367,6 +427,52 @@ class Rule:
             for comparison in pattern.predicates:
                 for expr in (comparison.left, comparison.right):
                     self._check_predicate(i, expr)
+
+    def _check_modes(self) -> None:
+        """Contiguity, skip strategy and optional elements: only where they mean one
+        thing."""
+        for i, step in enumerate(self.steps, start=1):
+            if step.greed not in GREEDS:
+                raise RuleError(f"rule {self.name}: a closure is greedy, reluctant or "
+                                f"neither ('all'), not {step.greed!r}")
+            if step.greed != "all" and step.times is None:
+                raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
+                                f"'{step.greed}' qualifies a closure: "
+                                f"{self.chain[i].type}(...){{n,m}} {step.greed}")
+            if step.until is not None and step.times is None:
+                raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
+                                f"'until {step.until.type}' ends a closure: "
+                                f"{self.chain[i].type}(...){{n,m}} until {step.until.type}(...)")
+            if step.contiguity not in CONTIGUITIES:
+                raise RuleError(f"rule {self.name}: contiguity must be relaxed or strict, "
+                                f"got {step.contiguity!r}")
+            if step.contiguity == "strict" and (step.selection == "first" or step.group):
+                raise RuleError(f"rule {self.name}: {self.chain[i].name} is 'next' to the "
+                                "element it follows, which only 'each' and 'last' steps "
+                                "can be (not 'first' steps, not conjunctions)")
+        if self.skip.element is not None and not 0 <= self.skip.element < len(self.chain):
+            raise RuleError(f"rule {self.name}: skip names element {self.skip.element}, "
+                            "which does not exist")
+        qualified = [self.chain[i].name for i, s in enumerate(self.steps, start=1)
+                     if s.greed != "all"]
+        if len(qualified) > 1 or (qualified and self.consuming):
+            raise RuleError(f"rule {self.name}: greedy and reluctant closures "
+                            f"({', '.join(qualified)}): one per rule, not with 'consuming'")
+        if self.skip.strategy != "none" and self.consuming:
+            raise RuleError(f"rule {self.name}: 'skip' and 'consuming' are two ways of "
+                            "discarding matches; use one")
+        for element in (a.anchor for a in self.aggregates):
+            self._check_present(element, "an aggregate window ends at")
+        for neg in self.negations:
+            self._check_present(neg.anchor, "a negation window ends at")
+            if neg.after is not None:
+                self._check_present(neg.after, "'between' starts at")
+
+    def _check_present(self, element: int, role: str) -> None:
+        if self.optional(element):
+            name = self.chain[element].name
+            raise RuleError(f"rule {self.name}: {role} {name}, which may choose no event "
+                            f"({name}{{0,m}}); anchor it at an element that is always there")
 
     def _check_predicate(self, i: int, expr: Expr) -> None:
         where = f"rule {self.name}: a predicate of {self.chain[i].name}"
@@ -447,6 +553,12 @@ def _check_expr(rule: Rule, expr: Expr, known: set[str]) -> None:
     elif isinstance(expr, Fold) and (expr.attr is None) != (expr.function == "count"):
         raise RuleError(f"rule {rule.name}: Count takes no attribute, the other functions "
                         "need one")
+    elif (isinstance(expr, Fold) and expr.function not in ("count", "sum")
+          and rule.optional(expr.element)):
+        name = rule.chain[expr.element].name
+        raise RuleError(f"rule {rule.name}: {expr.function.capitalize()}({name}.{expr.attr}) "
+                        f"is undefined when {name} chooses no event ({name}{{0,m}}); use "
+                        f"Count({name}) or Sum({name}.{expr.attr})")
     elif isinstance(expr, AggRef) and not 0 <= expr.index < len(rule.aggregates):
         raise RuleError(f"rule {rule.name}: aggregate #{expr.index} does not exist")
 
@@ -487,3 +599,7 @@ def _check_item(rule: Rule, ref: AttrRef) -> None:
     if ref.item and not rule.closure(ref.element):
         raise RuleError(f"rule {rule.name}: {name} is one event, not a closure; write "
                         f"{name}.{ref.attr}")
+    if ref.item in ("first", "last") and rule.optional(ref.element):
+        raise RuleError(f"rule {rule.name}: {name} may choose no event ({name}{{0,m}}), so "
+                        f"{name}[{ref.item}] may not exist; read it with Count({name}) or "
+                        f"Sum({name}.{ref.attr})")

@@ -3,11 +3,12 @@
 Reading a builder chain aloud gives the rule text: :func:`rule` opens ``define``,
 :meth:`RuleBuilder.when` names the terminator, :meth:`~RuleBuilder.each`,
 :meth:`~RuleBuilder.last` and :meth:`~RuleBuilder.first` add steps (each anchored at the
-element before it; ``as_=`` names an element), :meth:`~RuleBuilder.within`,
-:meth:`~RuleBuilder.ties`, :meth:`~RuleBuilder.partition_by` and
-:meth:`~RuleBuilder.consuming` are the clauses after the sequence, and
-:meth:`~RuleBuilder.build` checks and returns the rule. Closures, disjunctions and
-conjunctions are written in the text syntax.
+element before it; ``as_=`` names an element, ``times=`` makes a closure or an optional
+element, ``contiguity="strict"`` a ``next`` step), :meth:`~RuleBuilder.within`,
+:meth:`~RuleBuilder.ties`, :meth:`~RuleBuilder.partition_by`, :meth:`~RuleBuilder.skip`
+and :meth:`~RuleBuilder.consuming` are the clauses after the sequence, and
+:meth:`~RuleBuilder.build` checks and returns the rule. Disjunctions, conjunctions and
+reading a closure's items are written in the text syntax.
 Every method returns a new builder; a builder is never changed, so a common prefix can
 be shared.
 
@@ -102,6 +103,7 @@ from specula.detectors.rules._builder_terms import (
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     COMPARATORS,
+    NO_SKIP,
     TIES,
     AggRef,
     Aggregate,
@@ -111,7 +113,9 @@ from specula.detectors.rules.ast import (
     Comparison,
     Const,
     Constraint,
+    Contiguity,
     Expr,
+    Greed,
     Negation,
     Param,
     ParamRef,
@@ -119,7 +123,9 @@ from specula.detectors.rules.ast import (
     Rule,
     RuleError,
     Selection,
+    Skip,
     Step,
+    Strategy,
     Ties,
     Window,
 )
@@ -175,6 +181,7 @@ class RuleBuilder:
     tie_policy: Ties = "strict"
     partition: str = ""
     consumed: tuple[int, ...] = ()
+    skip_strategy: Skip = NO_SKIP
 
     # -------------------------------------------------------------------- sequence
 
@@ -187,15 +194,36 @@ class RuleBuilder:
         return replace(self, chain=(self._pattern(type, constraints, as_),))
 
     def each(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
-             **constraints: Any) -> RuleBuilder:
-        """``and each type(constraints) as name within W from <previous element>``;
-        without ``within=`` the step takes the pattern's window (:meth:`within`)."""
-        return self._step("each", type, within, as_, constraints)
+             times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
+             until: str | None = None, greed: Greed = "all", **constraints: Any
+             ) -> RuleBuilder:
+        """``and each type(constraints){n,m} as name within W from <previous element>``;
+        without ``within=`` the step takes the pattern's window (:meth:`within`);
+        ``times=(n, m)`` makes it a closure (``(0, 1)`` is ``?``, FlinkCEP's
+        ``optional()``; ``(1, None)`` is ``+``, ``oneOrMore()``), ``contiguity="strict"``
+        writes ``next`` for ``from``, ``until="X"`` ends the closure at an ``X()``
+        (``until X()``) and ``greed="greedy"`` (``"reluctant"``) keeps its maximal
+        (minimal) choices of items.
+
+        Examples
+        --------
+        >>> from specula.detectors.rules.parser import parse_rule
+        >>> r = (rule("Q").when("C").each("B", within=5, times=(0, 1), as_="bs",
+        ...                               contiguity="strict").build())
+        >>> r == parse_rule("define Q() from C() and each B()? as bs within 5 next C")
+        True
+        """
+        return self._step("each", type, within, as_, constraints, times, contiguity, until,
+                          greed)
 
     def last(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
-             **constraints: Any) -> RuleBuilder:
-        """``and last type(constraints) as name within W from <previous element>``."""
-        return self._step("last", type, within, as_, constraints)
+             times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
+             until: str | None = None, greed: Greed = "all", **constraints: Any
+             ) -> RuleBuilder:
+        """``and last type(constraints){n,m} as name within W from <previous element>``
+        (``times=``, ``contiguity=``, ``until=`` and ``greed=`` as for :meth:`each`)."""
+        return self._step("last", type, within, as_, constraints, times, contiguity, until,
+                          greed)
 
     def first(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
               **constraints: Any) -> RuleBuilder:
@@ -203,10 +231,16 @@ class RuleBuilder:
         return self._step("first", type, within, as_, constraints)
 
     def _step(self, selection: Selection, type: str, within: WindowLike | None, alias: str,
-              constraints: Mapping[str, Any]) -> RuleBuilder:
+              constraints: Mapping[str, Any], times: tuple[int, int | None] | None = None,
+              contiguity: Contiguity = "relaxed", until: str | None = None,
+              greed: Greed = "all") -> RuleBuilder:
         self._need_terminator(selection)
         window = None if within is None else _window(within)
-        step = Step(selection, self._pattern(type, constraints, alias), window)  # type: ignore[arg-type]
+        if times is not None:  # (n, None) is unbounded, B()+ for (1, None)
+            times = (int(times[0]), None if times[-1] is None else int(times[-1]))
+        step = Step(selection, self._pattern(type, constraints, alias), window,  # type: ignore[arg-type]
+                    times, contiguity=contiguity,
+                    until=None if until is None else Pattern(until), greed=greed)
         return replace(self, chain=(*self.chain, step.pattern), steps=(*self.steps, step))
 
     def within(self, window: WindowLike, /) -> RuleBuilder:
@@ -225,6 +259,23 @@ class RuleBuilder:
     def partition_by(self, attr: str, /) -> RuleBuilder:
         """``partition by attr``: one independent instance of the rule per value."""
         return replace(self, partition=attr)
+
+    def skip(self, strategy: Strategy, element: str | None = None, /) -> RuleBuilder:
+        """The after-match skip strategy: ``"to_next"``, ``"past_last_event"``,
+        ``"to_first"`` or ``"to_last"`` with the element's type or alias, or ``"none"``
+        (``skip to next``, ``skip past last event``, ``skip to first x`` in the text).
+
+        Examples
+        --------
+        >>> from specula.detectors.rules.parser import parse_rule
+        >>> r = rule("S").when("C").each("B", within=5).skip("to_first", "B").build()
+        >>> r == parse_rule("define S() from C() and each B() within 5 from C "
+        ...                 "skip to first B")
+        True
+        """
+        self._need_terminator("skip")
+        index = None if element is None else self._element(element)
+        return replace(self, skip_strategy=Skip(strategy, index))
 
     def consuming(self, *names: str) -> RuleBuilder:
         """``consuming a, b``: a composite event consumes the events it chose for these
@@ -340,7 +391,8 @@ class RuleBuilder:
                                                                       within=self.window))
         return Rule(self.name, self.attributes, self.chain[0], tuple(steps), self.aggregates,
                     self.negations, self.filters, self.assignments, within=self.window,
-                    ties=self.tie_policy, partition=self.partition, consuming=self.consumed)
+                    ties=self.tie_policy, partition=self.partition, consuming=self.consumed,
+                    skip=self.skip_strategy)
 
     # ------------------------------------------------------------------ internals
 

@@ -179,7 +179,7 @@ class CDPEngine:
         types = events["type"]
         ridx = self._relevant.take(types, mode="clip").nonzero()[0]
         if len(ridx) == 0:
-            return self._empty()
+            return self._release(events["ts"])
         self._check_order(events, ridx)
         # the relevant rows in the columns' dtype, converted once for every column
         relevant = _Relevant(events, ridx, self._plan.row_dtype)
@@ -205,6 +205,15 @@ class CDPEngine:
         if self._unpruned >= _PRUNE_EVERY:
             self._settle()
         return found
+
+    def _release(self, batch_ts: np.ndarray) -> Matches:
+        """A batch without relevant rows still completes the time stamps before its own
+        (the union of an optional element's expansions, which read different types,
+        needs every expansion to release a terminator with the same batch)."""
+        if self._hold is None or not len(self._hold.held) or not len(batch_ts):
+            return self._empty()
+        trows, tidx = self._hold.take(self._hold.held[:0], np.zeros(0, np.int64), batch_ts)
+        return self._detect(tidx, trows) if len(trows) else self._empty()
 
     def flush(self) -> Matches:
         """End of stream: the matches of the terminators held for their time stamp to

@@ -78,7 +78,7 @@ def check_rule(rule: Rule, registry: TypeRegistry,
     rule R: event type 'A' has no attribute 'y'; its attributes are x
     """
     patterns = [*rule.chain, *(a.pattern for a in rule.aggregates),
-                *(n.pattern for n in rule.negations)]
+                *(n.pattern for n in rule.negations), *rule.until_patterns]
     for pattern in patterns:
         fields = _fields(rule, pattern.type, registry)
         for c in pattern.constraints:

@@ -19,6 +19,21 @@ Semantics
   (skip-till-any-match: every subsequence of ``n`` to ``m`` candidates), ``last`` the
   latest one (for each length, the latest events, one after another back from ``a``).
   ``first`` is refused: it would choose the same earliest event for every item.
+* **Unbounded closures.** ``B(...)+`` is ``B(...){1,}``, ``B(...)*`` is
+  ``B(...){0,}`` (FlinkCEP's ``oneOrMore()`` and ``timesOrMore(n)``, SASE's ``B+``): a
+  closure with no upper bound on its length; its items lie in its window, so the window
+  bounds it. One per rule, of one pattern (no ``|``), not in a consuming rule.
+* **Greedy and reluctant closures** (``B(...){n,m} greedy``, ``B(...)+ reluctant``;
+  FlinkCEP's ``greedy()``): of a terminator's matches (those that survive the pattern
+  window, negations, filters and aggregates) that choose the same events for every
+  element but the closure, a greedy closure keeps those whose items no other's items
+  strictly contain, a reluctant one those whose items contain no other's. One per rule,
+  not in a consuming rule; the union filters the engines' matches.
+* **Optional elements.** ``B(...){0,m}`` may choose no event, ``B(...)?`` is
+  ``B(...){0,1}`` (FlinkCEP's ``optional()``). With no item, the step after it follows
+  the element before it (its window measured from that one), ``Count(bs)`` and
+  ``Sum(bs.x)`` are 0; what would read an item (``bs[first].x``, ``Avg``, ``Min``,
+  ``Max``, a window ``from bs``, ``between bs``) is refused for an optional closure.
 * **Predicates of a closure** hold for every item. Bare attributes (and ``bs[i].x``)
   are the item's own; ``bs[i+1].x`` is the next item in time, and a comparison that
   reads it holds vacuously for ``bs[last]``, which has none (SASE's ``a[i+1].x``). A
@@ -71,8 +86,13 @@ Semantics
 Each expansion runs on its own engine (:class:`Union`), so every engine supports
 closures, disjunctions and conjunctions with the semantics of plain rules, exactly;
 the cost is one engine per expansion, bounded by :data:`MAX_EXPANSIONS` (a conjunction
-of ``k`` members is ``k!`` expansions: at most 4 members alone). Unbounded closures
-(``B()+``) are not supported.
+of ``k`` members is ``k!`` expansions: at most 4 members alone). An unbounded closure
+runs its lengths up to the most events of its type the rule's reach has held before any
+terminator so far (:mod:`~specula.detectors.rules.unbounded`), within the same bound.
+``until X(...)`` is a negation ``not X(...) between
+bs[first] and bs[last]`` in each expansion of two items or more. A strictly contiguous
+step (``next``) runs as negations in every expansion: ``not T() between copy and
+anchor`` for every type ``T`` the rule reads, for each copy of the step.
 """
 
 from __future__ import annotations
@@ -95,19 +115,23 @@ from specula.detectors.rules.ast import (
     Constraint,
     Expr,
     Fold,
+    Negation,
     Param,
     Pattern,
     Rule,
     RuleError,
+    Skip,
     Step,
 )
 from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.engine import Matches, compose, order_key
+from specula.detectors.rules.skip import Skipper, marks
 from specula.detectors.rules.strings import check_strings, encode
+from specula.detectors.rules.unbounded import Growth
 from specula.events import TypeRegistry
 
 __all__ = ["MAX_CLOSURE", "MAX_EXPANSIONS", "Composites", "Union", "check_shapes", "expand",
-           "groups"]
+           "groups", "placements"]
 
 MAX_CLOSURE = 16
 """The longest closure: every length is one more plain sequence to run."""
@@ -122,7 +146,7 @@ def check_shapes(rule: Rule) -> None:
     types and bind one set of parameters, its conjunctions are as the semantics allows,
     and its closures are bounded, and all of them expand to at most
     :data:`MAX_EXPANSIONS` plain rules."""
-    count = 1
+    count, unbounded = 1, []
     for name, start, end in groups(rule):
         _check_conjunction(rule, name, start, end)
         count *= math.factorial(end - start)
@@ -137,18 +161,39 @@ def check_shapes(rule: Rule) -> None:
             count *= options
             continue
         lo, hi = step.times
-        if not 1 <= lo <= hi <= MAX_CLOSURE:
+        if hi is None:  # counted at its shortest; the union grows it as windows fill
+            _check_unbounded(rule, pattern, lo)
+            unbounded.append(pattern.name)
+            hi = lo
+        elif not (0 <= lo <= hi <= MAX_CLOSURE and hi >= 1):
             raise RuleError(f"rule {rule.name}: closure {pattern.name}{{{lo},{hi}}} needs "
-                            f"1 <= n <= m <= {MAX_CLOSURE}", near=(pattern.type, "{"))
+                            f"0 <= n <= m <= {MAX_CLOSURE} and m >= 1",
+                            near=(pattern.type, "{"))
         if step.selection == "first":
             raise RuleError(f"rule {rule.name}: closure {pattern.name} collects events back "
                             "from the element it follows: use 'each' (every subsequence) or "
                             "'last' (the latest events)")
         count *= sum(options ** k for k in range(lo, hi + 1))
+    if len(unbounded) > 1:
+        raise RuleError(f"rule {rule.name}: {' and '.join(unbounded)} are both unbounded; "
+                        "a rule may have one unbounded closure, bound the others ({n,m})")
     if count > MAX_EXPANSIONS:
         raise RuleError(f"rule {rule.name}: its closures, disjunctions and conjunctions "
                         f"expand to {count} plain sequences, more than {MAX_EXPANSIONS}; "
                         "bound the closures more tightly or use fewer members")
+
+
+def _check_unbounded(rule: Rule, pattern: Pattern, lo: int) -> None:
+    """An unbounded closure: one pattern, a rule that does not consume."""
+    if pattern.alternatives:
+        raise RuleError(f"rule {rule.name}: the unbounded closure {pattern.name} is one "
+                        "pattern; bound it ({n,m}) to repeat a disjunction")
+    if rule.consuming:
+        raise RuleError(f"rule {rule.name}: the unbounded closure {pattern.name} does not "
+                        "mix with 'consuming'; bound it ({n,m})")
+    if lo > MAX_CLOSURE:
+        raise RuleError(f"rule {rule.name}: closure {pattern.name}{{{lo},}} needs "
+                        f"n <= {MAX_CLOSURE}")
 
 
 def groups(rule: Rule) -> list[tuple[str, int, int]]:
@@ -225,10 +270,12 @@ def _check_alternatives(rule: Rule, pattern: Pattern) -> None:
 # ------------------------------------------------------------------------ expansion
 
 
-def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...]:
+def expand(rule: Rule, ticks_per_second: float | None = None, longest: int = 0
+           ) -> tuple[Rule, ...]:
     """The plain rules whose union ``rule`` means, in the order of the semantics, with
     string literals as their codes; ``(rule,)`` for a plain rule. ``ticks_per_second``
-    converts closure windows written with a unit.
+    converts closure windows written with a unit; an unbounded closure ``{n,}`` has
+    the lengths ``n`` to ``max(n, longest)``.
 
     >>> from specula.detectors.rules.parser import parse_rule
     >>> rule = parse_rule('''define P(n: double) from C() and each B(){1,2} as bs
@@ -241,7 +288,8 @@ def expand(rule: Rule, ticks_per_second: float | None = None) -> tuple[Rule, ...
     rule = encode(rule)  # engines compare the codes of strings
     if rule.plain:
         return (rule,)
-    return tuple(_expansion(rule, choice, ticks_per_second) for choice in _choices(rule))
+    return tuple(_expansion(rule, choice, ticks_per_second)
+                 for choice in _choices(rule, longest))
 
 
 def _partitioned(rule: Rule) -> Rule:
@@ -254,7 +302,9 @@ def _partitioned(rule: Rule) -> Rule:
                        alternatives=tuple(bind(a) for a in pattern.alternatives))
 
     return replace(rule, terminator=bind(rule.terminator), partition="",
-                   steps=tuple(replace(s, pattern=bind(s.pattern)) for s in rule.steps),
+                   steps=tuple(replace(s, pattern=bind(s.pattern),
+                                       until=None if s.until is None else bind(s.until))
+                               for s in rule.steps),
                    aggregates=tuple(replace(a, pattern=bind(a.pattern))
                                     for a in rule.aggregates),
                    negations=tuple(replace(n, pattern=bind(n.pattern))
@@ -265,7 +315,7 @@ Layout = list[tuple[int, tuple[Pattern, ...]]]
 """An expansion's chain: (element of the rule, the patterns of its copies) in chain order."""
 
 
-def _choices(rule: Rule) -> Iterator[Layout]:
+def _choices(rule: Rule, longest: int) -> Iterator[Layout]:
     """Every expansion's layout, in order: one copy of a plain element, ``k`` of a closure
     of length ``k``, and the members of a conjunction in each of their orders."""
     slots: list[list[Layout]] = []
@@ -280,6 +330,7 @@ def _choices(rule: Rule) -> Iterator[Layout]:
             continue
         times = rule.steps[i - 1].times if i else None
         lo, hi = times if times is not None else (1, 1)
+        hi = max(lo, longest) if hi is None else hi
         slots.append([[(i, copies)] for k in range(lo, hi + 1)
                       for copies in itertools.product(rule.chain[i].options(), repeat=k)])
         i += 1
@@ -287,13 +338,23 @@ def _choices(rule: Rule) -> Iterator[Layout]:
         yield [entry for slot in choice for entry in slot]
 
 
-def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
-    # new[i]: the new chain indices of element i's copies, bs[last] first
+def placements(rule: Rule, longest: int = 0) -> list[list[list[int]]]:
+    """For each expansion of ``expand(rule, ..., longest)``, in its order, the chain
+    indices of each element's copies in it (a closure's latest item first)."""
+    return [_placed(rule, layout) for layout in _choices(rule, longest)]
+
+
+def _placed(rule: Rule, layout: Layout) -> list[list[int]]:
     new: list[list[int]] = [[] for _ in rule.chain]
     position = 0
     for element, copies in layout:
         new[element] = list(range(position, position + len(copies)))
         position += len(copies)
+    return new
+
+
+def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
+    new = _placed(rule, layout)  # new[i]: the chain indices of element i's copies
 
     def ref(expr: Expr, own: int | None = None, copy: int = 0) -> Expr | None:
         """``expr`` in the expansion; None when it reads ``bs[i+1]`` of ``bs[last]``."""
@@ -345,13 +406,28 @@ def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
     aggregates = tuple(replace(a, anchor=new[a.anchor][-1]) for a in rule.aggregates)
     negations = tuple(replace(n, anchor=new[n.anchor][-1],
                               after=None if n.after is None else new[n.after][0])
-                      for n in rule.negations)
+                      for n in rule.negations) + _contiguity(rule, new) + tuple(
+        Negation(step.until, new[i][0], after=new[i][-1])
+        for i, step in enumerate(rule.steps, start=1)
+        if step.until is not None and len(new[i]) > 1)
     filters += comparisons(rule.filters)
     assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
     consuming = tuple(sorted(j for element in rule.consuming for j in new[element]))
     return Rule(rule.name, rule.attributes, chain[0], tuple(steps), aggregates, negations,
                 tuple(filters), assignments, within=rule.within,  # type: ignore[arg-type]
-                ties=rule.ties, consuming=consuming, source=rule.source)
+                ties=rule.ties, consuming=consuming, skip=_skip(rule.skip, new),
+                source=rule.source)
+
+
+def _skip(skip: Skip, new: list[list[int]]) -> Skip:
+    """The skip strategy in an expansion: ``to_first``/``to_last`` name the copy of the
+    element's earliest/latest event, and skip nothing where it chose none."""
+    if skip.element is None:
+        return skip
+    copies = new[skip.element]
+    if not copies:
+        return Skip()
+    return replace(skip, element=copies[-1] if skip.strategy == "to_first" else copies[0])
 
 
 def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[list[int]],
@@ -373,10 +449,25 @@ def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[l
     return replace(pattern, predicates=(*pattern.predicates, *extra))
 
 
+def _contiguity(rule: Rule, new: list[list[int]]) -> tuple[Negation, ...]:
+    """``next`` as negations in an expansion: for each copy of a strictly contiguous
+    step, no event of a type the rule reads strictly between it and the element it
+    follows (the partition's key bound as in every other pattern)."""
+    key = tuple(c for c in rule.terminator.constraints
+                if isinstance(c.value, Param) and c.value.name.startswith("partition#"))
+    found = []
+    for i, step in enumerate(rule.steps, start=1):
+        if step.contiguity == "strict":
+            found += [Negation(Pattern(t, key), copy - 1, after=copy)
+                      for copy in new[i] for t in rule.input_types]
+    return tuple(found)
+
+
 def _fold(fold: Fold, copies: list[int]) -> Expr:
-    """A fold over a closure's items as arithmetic over its copies, in time order."""
+    """A fold over a closure's items as arithmetic over its copies, in time order
+    (the Count and Sum of an optional closure that chose nothing are 0)."""
     k = float(len(copies))
-    if fold.function == "count":
+    if fold.function == "count" or not copies:
         return Const(k)
     assert fold.attr is not None
     op = {"sum": "+", "avg": "+", "min": "min", "max": "max"}[fold.function]
@@ -421,16 +512,32 @@ class Union:
         check_strings(rule, registry)
         self.rule = rule
         self.registry = registry
+        self.engine_class = engine_class
+        self.ticks_per_second = ticks_per_second
+        self.growth = Growth(rule, registry, ticks_per_second) if rule.unbounded() else None
+        element = rule.unbounded()  # the unbounded closure's longest expansion so far:
+        self.longest = 0 if element is None else rule.steps[element - 1].times[0]  # type: ignore[index]
         self.expansions = expand(rule, ticks_per_second)
         self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]
+        self.greed = next(((i, s.greed) for i, s in enumerate(rule.steps, start=1)
+                           if s.greed != "all"), None)
+        self._placed = placements(rule, self.longest) if self.greed else []
         self.consumer = (Consumer(rule, self.expansions, self.engines, registry,
                                   ticks_per_second) if rule.consuming else None)
+        self.skipper = (Skipper(rule, _TERMINATOR, ticks_per_second)
+                        if rule.skip.strategy != "none" else None)
         self._none = Composites(np.zeros(0, _TERMINATOR), np.zeros(0, np.int64), {
             a: np.zeros(0, ATTRIBUTE_TYPES[k]) for a, k in rule.attributes})
 
     def process(self, events: np.ndarray) -> Composites:
         """The composites whose terminators are complete after ``events``."""
+        if self.growth is not None:
+            self._grow(self.growth.needed(events))
+            self.growth.add(events)
+        if self.skipper is not None:
+            self._union([e.process(events) for e in self.engines])
+            return self._released(events["ts"])
         if self.consumer is None:
             return self._union([e.process(events) for e in self.engines])[0]
         rows = self.consumer.relevant(events)
@@ -448,38 +555,136 @@ class Union:
 
     def flush(self) -> Composites:
         """End of stream: the composites of terminators the engines still hold."""
-        return self._union([e.flush() for e in self.engines])[0]
+        composites = self._union([e.flush() for e in self.engines])[0]
+        return composites if self.skipper is None else self._released(None)
 
     def snapshot(self) -> list[Any]:
-        """One snapshot per engine, then the consumption's history (if it consumes)."""
+        """One snapshot per engine, then the consumption's history (if it consumes) or
+        the skip strategy's held matches (if it skips); with an unbounded closure, whose
+        engines come and go, all of that and the history in one item."""
         state = [e.snapshot() for e in self.engines]
-        return state if self.consumer is None else [*state, self.consumer.snapshot()]
+        extra = self.consumer or self.skipper
+        state = state if extra is None else [*state, extra.snapshot()]
+        if self.growth is None:
+            return state
+        return [(self.longest, self.growth.snapshot(), tuple(state))]
 
     def restore(self, state: list[Any]) -> None:
-        """Return every engine (and the consumption) to its state in ``state``."""
+        """Return every engine (and the consumption or skip) to its state in ``state``."""
         state = list(state)
-        if self.consumer is not None:
-            self.consumer.restore(state.pop())
+        if self.growth is not None:
+            longest, history, parts = state[0]
+            self.growth.restore(history)
+            self.longest = -1
+            self._grow(longest, replay=False)
+            state = list(parts)
+        extra = self.consumer or self.skipper
+        if extra is not None:
+            extra.restore(state.pop())
         for engine, s in zip(self.engines, state, strict=True):
             engine.restore(s)
 
     @property
     def parts(self) -> int:
         """How many items :meth:`snapshot` returns."""
-        return len(self.engines) + (self.consumer is not None)
+        if self.growth is not None:
+            return 1
+        return len(self.engines) + (self.consumer is not None or self.skipper is not None)
+
+    def _grow(self, needed: int, replay: bool = True) -> None:
+        """Run the unbounded closure's expansions up to length ``needed`` (at most
+        :data:`MAX_EXPANSIONS` engines), new engines started on the history."""
+        if needed <= self.longest:
+            return
+        expansions = expand(self.rule, self.ticks_per_second, needed)
+        if len(expansions) > MAX_EXPANSIONS:
+            raise RuleError(f"rule {self.rule.name}: its unbounded closure would need "
+                            f"{needed} items ({len(expansions)} plain sequences, more than "
+                            f"{MAX_EXPANSIONS}): a window holds too many of its events; "
+                            "shorten the window or bound the closure")
+        old = dict(zip(self.expansions, self.engines, strict=True)) if replay else {}
+        engines = []
+        for plain in expansions:
+            engine = old.get(plain)
+            if engine is None:
+                engine = self.engine_class(plain, self.registry,
+                                           ticks_per_second=self.ticks_per_second)
+                assert self.growth is not None
+                if replay and len(self.growth.history):
+                    engine.process(self.growth.history)  # its old matches are not new
+            engines.append(engine)
+        self.expansions, self.engines, self.longest = expansions, engines, needed
+        self._placed = placements(self.rule, needed) if self.greed else []
+
+    def _released(self, batch_ts: np.ndarray | None) -> Composites:
+        """The composites the skip strategy decided and kept."""
+        assert self.skipper is not None
+        terminators, columns, causes = self.skipper.release(batch_ts)
+        return Composites(terminators, causes, columns)
 
     def _union(self, found: list[Matches]) -> tuple[Composites, list[np.ndarray]]:
-        """The composites of the engines' matches, and per expansion the matches kept."""
-        parts, kept_all = [], []
-        for rule, matches in zip(self.expansions, found, strict=True):
-            if not len(matches):
+        """The composites of the engines' matches, and per expansion the matches kept;
+        under a skip strategy they go to the skipper (with their marks)."""
+        parts, kept_all, found_marks = [], [], []
+        composed = [compose(rule, m) if len(m) else (np.zeros(0, np.int64), {})
+                    for rule, m in zip(self.expansions, found, strict=True)]
+        if self.greed is not None:
+            composed = self._greedy(found, composed)
+        for rule, matches, (kept, columns) in zip(self.expansions, found, composed,
+                                                  strict=True):
+            if not len(kept):
                 kept_all.append(np.zeros(0, np.int64))
                 continue
-            kept, columns = compose(rule, matches)
             kept_all.append(kept)
             terminators = take(matches.elements[0], kept, _TERMINATOR)
             parts.append(Composites(terminators, matches.terminator[kept], columns))
-        return _concatenated(parts, self._none, ordered=True), kept_all
+            if self.skipper is not None:
+                found_marks.append(marks(rule, matches, kept))
+        composites = _concatenated(parts, self._none, ordered=True)
+        if self.skipper is not None and parts:
+            order = _terminator_order(parts)
+            self.skipper.hold(composites.terminators, composites.columns,
+                              np.concatenate(found_marks)[order])
+        return composites, kept_all
+
+
+    def _greedy(self, found: list[Matches],
+                composed: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+                ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """Of the composed matches of each terminator that choose the same events for
+        every element but the greedy (reluctant) closure, those whose items no other's
+        items strictly contain (are strictly contained in)."""
+        assert self.greed is not None
+        element, mode = self.greed
+        groups: dict[tuple, list[tuple[int, int, frozenset]]] = {}
+        for x, (matches, (kept, _)) in enumerate(zip(found, composed, strict=True)):
+            if not len(kept):
+                continue
+            at = [list(zip(m["ts"][kept].tolist(), order_key(m[kept]).tolist(), strict=True))
+                  for m in matches.elements]
+            new = self._placed[x]
+            for j in range(len(kept)):
+                others = tuple(tuple(at[c][j] for c in copies)
+                               for e, copies in enumerate(new) if e != element)
+                items = frozenset(at[c][j] for c in new[element])
+                groups.setdefault(others, []).append((x, j, items))
+        drop: set[tuple[int, int]] = set()
+        for members in groups.values():
+            for x, j, items in members:
+                if any(items < other if mode == "greedy" else other < items
+                       for _, _, other in members):
+                    drop.add((x, j))
+        out = []
+        for x, (kept, columns) in enumerate(composed):
+            keep = np.array([(x, j) not in drop for j in range(len(kept))], bool)
+            out.append((kept[keep], {a: c[keep] for a, c in columns.items()}))
+        return out
+
+
+def _terminator_order(parts: list[Composites]) -> np.ndarray:
+    """The order that sorts the concatenated ``parts`` by terminator (stable)."""
+    terminators = np.concatenate([p.terminators for p in parts])
+    return np.lexsort((order_key(terminators), terminators["ts"]))
 
 
 def _concatenated(parts: list[Composites], none: Composites, ordered: bool = False
@@ -489,8 +694,7 @@ def _concatenated(parts: list[Composites], none: Composites, ordered: bool = Fal
     if len(parts) < 2:
         return parts[0] if parts else none
     terminators = np.concatenate([p.terminators for p in parts])
-    order = (np.lexsort((order_key(terminators), terminators["ts"])) if ordered
-             else np.arange(len(terminators)))
+    order = _terminator_order(parts) if ordered else np.arange(len(terminators))
     return Composites(terminators[order], np.concatenate([p.causes for p in parts])[order],
                       {a: np.concatenate([p.columns[a] for p in parts])[order]
                        for a in none.columns})

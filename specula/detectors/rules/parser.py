@@ -8,15 +8,18 @@ complex event processing on parallel hardware"), plus negations and free filters
                   'from' element ('and' from_item)* ['within' window]
                   ['partition' 'by' NAME] ['ties' ('strict' | 'nonstrict')]
                   ['where' where_item ('and' where_item)*]
+                  ['skip' ('to' ('next' | 'first' NAME | 'last' NAME)
+                           | 'past' 'last' 'event' | 'none')]
                   ['consuming' NAME (',' NAME)*]
     element    := (pattern | '(' pattern ('|' pattern)+ ')') [times] ['as' NAME]
-    times      := '{' INT [',' INT] '}'        (a closure; steps only)
+    times      := ('{' INT [',' [INT]] '}' | '?' | '+' | '*') ['greedy' | 'reluctant']
+                  (a closure, steps only: '?' is {0,1}, '+' {1,}, '*' {0,})
     conjunction := '(' pattern ['as' NAME] ('&' pattern ['as' NAME])+ ')' 'as' NAME
     pattern    := NAME '(' [pattern_item ('and' pattern_item)*] ')'
     pattern_item := constraint | expr comparator expr      (a predicate)
     constraint := NAME comparator (NUMBER | '-' NUMBER | STRING | 'true' | 'false' | PARAM)
-    from_item  := ('each' | 'last' | 'first') (element | conjunction)
-                  ['within' window] 'from' NAME
+    from_item  := ('each' | 'last' | 'first') (element ['until' pattern] | conjunction)
+                  ['within' window] ('from' | 'followedBy' | 'next') NAME
                 | 'not' pattern ('within' window ('from' | 'after') NAME
                                  | 'between' NAME 'and' NAME)
                 | side [comparator side]
@@ -40,7 +43,9 @@ Decisions the paper leaves open:
 * Keywords, units, aggregate functions and attribute types are case-insensitive; type,
   attribute and parameter names are not. ``#`` starts a comment that runs to the end of
   the line.
-* A step's ``from`` must name the element just before it (chains are linear). The
+* A step's ``from`` must name the element just before it (chains are linear).
+  ``followedBy`` means the same as ``from``; ``next`` makes the step strictly contiguous
+  (``each B() within 5 next C`` is FlinkCEP's ``B.next(C)``). The
   ``from`` of an aggregate or a negation, ``between`` and ``Type.attr`` may name any
   element declared *earlier in the text*, and the name must be unique in the chain.
 * ``not T(...) between D and E`` needs ``D`` to come after ``E`` in the chain (``D``
@@ -96,12 +101,15 @@ from specula.detectors.rules.ast import (
     SELECTIONS,
     TIES,
     Comparison,
+    Contiguity,
     Expr,
+    Greed,
     Negation,
     ParamRef,
     Pattern,
     Rule,
     RuleError,
+    Skip,
     Step,
     Window,
 )
@@ -176,8 +184,9 @@ def parse_window(text: str) -> Window:
 # --------------------------------------------------------------------------- parser
 
 _SELECTIONS = frozenset(SELECTIONS)
-_CLAUSES = ("within", "partition by", "ties", "where", "consuming")
+_CLAUSES = ("within", "partition by", "ties", "where", "skip", "consuming")
 """The clauses after the sequence, in the order they are written."""
+_ANCHORS = ("from", "followedby", "next")
 
 
 class _Parser(TermParser):
@@ -223,6 +232,9 @@ class _Parser(TermParser):
                 self.advance()
                 self.where_item()
             reached = 4
+        skip = Skip()
+        if self.at_keyword("skip"):
+            skip, reached = self.skip(), 5
         consuming = self.consuming() if self.at_keyword("consuming") else ()
         if not (self.at_end() or self.at_keyword("define")):
             if consuming:
@@ -237,9 +249,33 @@ class _Parser(TermParser):
                         tuple(state.aggregates), tuple(state.negations),
                         tuple(state.filters), tuple(state.assignments), within=within,
                         ties=ties, partition=partition, consuming=consuming,  # type: ignore[arg-type]
-                        source=source)
+                        skip=skip, source=source)
         except RuleError as exc:
             raise located(exc, self.text, define.start, self.tokens[self.pos - 1].end) from None
+
+    def skip(self) -> Skip:
+        """``skip to next | past last event | to first NAME | to last NAME | none``: the
+        after-match skip strategy."""
+        self.advance()
+        if self.at_keyword("none"):
+            self.advance()
+            return Skip()
+        if self.at_keyword("past"):
+            self.advance()
+            self.expect_keyword("last")
+            self.expect_keyword("event")
+            return Skip("past_last_event")
+        if not self.at_keyword("to"):
+            raise self.fail("'to next', 'past last event', 'to first NAME', 'to last NAME' "
+                            "or 'none'")
+        self.advance()
+        if self.at_keyword("next"):
+            self.advance()
+            return Skip("to_next")
+        if not self.at_keyword("first", "last"):
+            raise self.fail("'next', 'first NAME' or 'last NAME'")
+        strategy = "to_first" if self.advance().text.lower() == "first" else "to_last"
+        return Skip(strategy, self.element())  # type: ignore[arg-type]
 
     def consuming(self) -> tuple[int, ...]:
         """``consuming a, b``: the chain elements whose events a match consumes."""
@@ -291,22 +327,33 @@ class _Parser(TermParser):
     def step(self) -> None:
         state = self.current()
         selection = self.advance().text.lower()
+        greed: Greed = "all"
         if self.at_conjunction():
             members, group = self.conjunction()
             times = None
         else:
-            pattern, times = self.element_pattern(len(state.chain), closure=True)
+            pattern, times, greed = self.element_pattern(len(state.chain), closure=True)
             members, group = [pattern], ""
+        until = None
+        if self.at_keyword("until"):
+            if times is None:
+                raise self.fail("'within', 'from', 'followedBy' or 'next' ('until X(...)' "
+                                "ends a closure: B(...){n,m} as bs until X(...))")
+            self.advance()
+            until = self.guarded_pattern()
         within = None
         if self.at_keyword("within"):
             self.advance()
             within = self.window()
-        elif self.at_keyword("from"):
+        elif self.at_keyword(*_ANCHORS):
             state.unwindowed += [(len(state.steps) + k, self.peek())
                                  for k in range(len(members))]
         else:
-            raise self.fail("'within' or 'from'")
-        self.expect_keyword("from")
+            raise self.fail("'within', 'from', 'followedBy' or 'next'")
+        if not self.at_keyword(*_ANCHORS):
+            raise self.fail("'from', 'followedBy' or 'next' (the element it follows)")
+        contiguity: Contiguity = ("strict" if self.advance().text.lower() == "next"
+                                  else "relaxed")
         before = len(state.chain) - 1 - (len(members) if group else 0)
         previous = (state.steps[-1].group if state.steps and state.steps[-1].group
                     else state.chain[before].name)
@@ -317,8 +364,8 @@ class _Parser(TermParser):
         self.advance()
         if not group:
             state.chain.append(members[0])
-        state.steps += [Step(selection, member, within, times, group)  # type: ignore[arg-type]
-                        for member in members]
+        state.steps += [Step(selection, member, within, times, group,  # type: ignore[arg-type]
+                             contiguity, until, greed) for member in members]
 
     def conjunction(self) -> tuple[list[Pattern], str]:
         """``(A(...) as a & B(...) as b ...) as g``: the members, already appended to the
@@ -344,7 +391,7 @@ class _Parser(TermParser):
                                 "'|' and closures do not mix with it)")
             self.advance()
         self.advance()
-        if self.at_op("{", "+", "*"):
+        if self.at_op("{", "+", "*", "?"):
             raise self.fail("'as' (a conjunction is one event per member; it takes no "
                             "{n,m})")
         group = self.alias()

@@ -90,6 +90,7 @@ class _Kinds:
         self.params: dict[str, tuple[str, str]] = {}  # name -> (kind, attribute)
         patterns = [o for p in rule.chain for o in p.options()]
         patterns += [a.pattern for a in rule.aggregates] + [n.pattern for n in rule.negations]
+        patterns += rule.until_patterns
         for pattern in patterns:
             for c in pattern.constraints:
                 self.constraint(pattern, c)

@@ -93,15 +93,73 @@ def reference(rule: Rule, registry: TypeRegistry, events: np.ndarray,
         for elements, params in _sequences(rule, rows, [terminator], bound, ticks_per_second):
             composite = _composite(rule, rows, elements, params, ticks_per_second)
             if composite is not None:
-                found.append((_order(rule, elements), composite))
+                positions = [e["_pos"] for x in elements
+                             for e in (x if isinstance(x, tuple) else (x,))]
+                found.append((_order(rule, elements), composite,
+                              (min(positions), max(positions), elements)))
                 for i in rule.consuming:
                     chosen = elements[i]
                     pending |= {e["_pos"] for e in (chosen if isinstance(chosen, tuple)
                                                     else (chosen,))}
                     pending_ts = terminator["ts"]
         found.sort(key=lambda item: item[0])
-        out += [composite for _, composite in found]
-    return out
+        found = _greedy(rule, found)
+        out += [(composite, marks) for _, composite, marks in found]
+    if rule.skip.strategy == "none":
+        return [composite for composite, _ in out]
+    return _skipped(rule, out)
+
+
+def _greedy(rule: Rule, found: list[tuple]) -> list[tuple]:
+    """The composites of one terminator that a greedy (reluctant) closure keeps: of those
+    that choose the same events for every other element, the ones whose items no
+    other's strictly contain (are strictly contained in)."""
+    greed = next(((i, s.greed) for i, s in enumerate(rule.steps, start=1)
+                  if s.greed != "all"), None)
+    if greed is None:
+        return found
+    element, mode = greed
+
+    def positions(chosen: Any) -> tuple:
+        return tuple(e["_pos"] for e in (chosen if isinstance(chosen, tuple) else (chosen,)))
+
+    def key(item: tuple) -> tuple:
+        elements = item[2][2]
+        return tuple(positions(x) for i, x in enumerate(elements) if i != element)
+
+    def items(item: tuple) -> frozenset:
+        return frozenset(positions(item[2][2][element]))
+
+    return [a for a in found if not any(
+        key(a) == key(b) and (items(a) < items(b) if mode == "greedy" else items(b) < items(a))
+        for b in found)]
+
+
+def _skipped(rule: Rule, matches: list[tuple[tuple, tuple]]) -> list[tuple]:
+    """The matches (in output order, with their events) that the after-match skip
+    strategy keeps, in the order FlinkCEP releases them: by start, end, output order; a
+    kept match discards the later starts up to its start (to next), its end (past last
+    event), or before the earliest or latest event of the named element."""
+    walk = sorted(range(len(matches)), key=lambda i: (matches[i][1][0], matches[i][1][1], i))
+    kept, bound = [], None
+    for i in walk:
+        composite, (start, end, events) = matches[i]
+        if bound is not None and (start < bound or (start == bound and rule.skip.strategy in (
+                "to_next", "past_last_event"))):
+            continue
+        kept.append(composite)
+        if rule.skip.strategy == "to_next":
+            point = start
+        elif rule.skip.strategy == "past_last_event":
+            point = end
+        else:
+            chosen = events[rule.skip.element]
+            chosen = chosen if isinstance(chosen, tuple) else (chosen,)
+            if not chosen:
+                continue
+            point = (chosen[0] if rule.skip.strategy == "to_first" else chosen[-1])["_pos"]
+        bound = point if bound is None else max(bound, point)
+    return kept
 
 
 def _order(rule: Rule, elements: list) -> tuple:
@@ -224,6 +282,10 @@ def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: di
     """Every closure of ``step`` extending ``items`` (in time order) back in time; the
     window is measured from ``anchor``, the element the closure follows."""
     lo, hi = step.times
+    if step.until is not None and len(items) > 1 and any(  # the loop ended at an X
+            items[0]["ts"] < e["ts"] < items[-1]["ts"] and _match(e, step.until, params)
+            is not None for e in rows):
+        return
     if len(items) >= lo:
         yield items, params
     if len(items) == hi:
@@ -255,6 +317,9 @@ def _candidates(rule: Rule, rows: list[dict[str, Any]], elements: list,
             if extended is not None and _predicates_hold(
                     step.pattern, [*elements, event], extended, items[0] if items else None):
                 candidates.append((event, extended))
+    if step.contiguity == "strict":  # nothing the rule reads strictly between
+        candidates = [(e, p) for e, p in candidates if not any(
+            x["_type"] in rule.input_types and e["ts"] < x["ts"] < after["ts"] for x in rows)]
     if step.selection == "last":
         return candidates[-1:]
     if step.selection == "first":
@@ -789,6 +854,65 @@ def _cases() -> dict[str, Case]:
             partition by sym
             where sym = t.sym and q = q.n and t = t.n
             consuming q""", **_QUOTES),
+        # optional elements ({0,m} and ?), strict contiguity (next), after-match skip
+        Case("optional", f"""define OP({_KLEENE})
+            from C(p=$x) and each B(p=$x and v > 2)? as bs within 4 from C
+              and last A(p=$x) within 3 followedBy bs
+            where x=$x and c=Count(bs) and s=Sum(bs.value) and l=A.n""", **_ABC),
+        Case("optional_closure", f"""define OC({_KLEENE})
+            from C() and last B(v != bs[i+1].v){{0,2}} as bs within 5 from C
+              and each A(v < C.v) within 3 from bs and not D() between A and C
+            within 6 ties nonstrict
+            where c=Count(bs) and s=Sum(bs.v) and f=A.n""", **_ABC),
+        Case("next_last_partition", f"""define NL(x: int, {_ID_ATTRS})
+            from C() and last B(v > 2) within 5 next C and each A() within 4 from B
+            partition by p
+            where x=C.p and {_IDS}""", **_ABC),
+        Case("next_closure", f"""define NK({_KLEENE})
+            from C(p=$x) and each B(p=$x and v >= bs[i+1].v){{1,3}} as bs within 5 next C
+              and last A() within 3 next bs
+            within 6 ties nonstrict
+            where x=$x and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("until_last_partition", f"""define UL({_KLEENE})
+            from C() and last B(v != bs[i+1].v){{2,4}} as bs until D() within 8 from C
+            partition by p
+            where x=C.p and c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("plus_lengths", f"""define PN({_KLEENE})
+            from C(v > 4) and last B(v > 1)+ as bs within 6 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and s=Avg(bs.value)""",
+             **_ABC),
+        Case("star_each", f"""define SE({_KLEENE})
+            from C() and each B(v > bs[i+1].v and v > 3)* as bs within 3 from C
+              and last A(v < 3) within 2 from bs
+            where c=Count(bs) and s=Sum(bs.v) and l=A.n""", **_ABC),
+        Case("plus_skip", f"""define PS({_KLEENE})
+            from C() and last B(){{2,}} as bs within 5 from C
+            within 5
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n
+            skip past last event""", **_ABC),
+        Case("greedy_plus", f"""define GP({_KLEENE})
+            from C(v > 3) and last B()+ greedy as bs within 6 from C
+              and each A(v < 4) within 3 from bs
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and x=A.n""", **_ABC),
+        Case("reluctant_each", f"""define RE({_KLEENE})
+            from C() and each B(v >= bs[i+1].v){{2,}} reluctant as bs within 4 from C
+              and not D() between bs and C
+            within 6 ties nonstrict
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("skip_past_last", f"""define SL(x: int, {_ID_ATTRS})
+            from C(p=$x) and each B(p=$x) within 5 from C and each A(p=$x) within 4 from B
+            where x=$x and {_IDS}
+            skip past last event""", **_ABC),
+        Case("skip_to_next", """define SN(c: double, f: int, l: int, t: int)
+            from C() and each B(v > bs[i+1].v){1,3} as bs within 5 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and t=C.n
+            skip to next""", **_ABC),
+        Case("skip_to_first", f"""define SF(x: int, {_ID_ATTRS}, c: double)
+            from C(p=$x) and each B(p=$x)? as bs within 4 from C
+              and each A(p=$x) within 4 from bs and last B() as b within 3 from A
+            ties nonstrict
+            where x=$x and a=A.n and b=b.n and c=Count(bs)
+            skip to first bs""", **_ABC),
         # the hybrid-shedding paper's Q2: SEQ(A a, A+ b[], B c, C d), b[i].V = a.V, same
         # ID, a.V + c.V = d.V
         Case("hybrid_q2", """define Q2(x: int, c: double, a: int)

@@ -20,15 +20,17 @@ def registry(ticks_per_second: float = 1.0) -> TypeRegistry:
 
 @pytest.mark.parametrize("text, message", [
     ("define R() from A() ties strict ties strict",
-     "line 1, column 33: expected 'where', 'consuming', 'define' or end of text, found 'ties'"),
+     "line 1, column 33: expected 'where', 'skip', 'consuming', 'define' or end of text, "
+     "found 'ties'"),
     ("define R() from A() within 3 within 3",
-     "line 1, column 30: expected 'partition by', 'ties', 'where', 'consuming', 'define' or "
-     "end of text, found 'within'"),
+     "line 1, column 30: expected 'partition by', 'ties', 'where', 'skip', 'consuming', "
+     "'define' or end of text, found 'within'"),
     ("define R() from A() partition by n partition by n",
-     "line 1, column 36: expected 'ties', 'where', 'consuming', 'define' or end of text, "
-     "found 'partition'"),
+     "line 1, column 36: expected 'ties', 'where', 'skip', 'consuming', 'define' or end of "
+     "text, found 'partition'"),
     ("define R() from A() where 1 = 1 where 1 = 1",
-     "line 1, column 33: expected 'and', 'consuming', 'define' or end of text, found 'where'"),
+     "line 1, column 33: expected 'and', 'skip', 'consuming', 'define' or end of text, "
+     "found 'where'"),
 ])
 def test_a_clause_written_twice_is_not_among_what_is_expected(text, message):
     with pytest.raises(RuleError) as info:
@@ -129,4 +131,4 @@ def test_closure_bounds_out_of_range_point_at_the_bounds():
     with pytest.raises(RuleError) as info:
         parse_rule("define R() from A()\n and each B(n=1){3,2} as bs within 3 from A")
     assert str(info.value) == ("line 2, column 17: rule R: closure bs{3,2} needs "
-                               "1 <= n <= m <= 16")
+                               "0 <= n <= m <= 16 and m >= 1")

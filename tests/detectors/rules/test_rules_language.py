@@ -223,7 +223,8 @@ def test_a_type_may_repeat_in_the_chain():
     ("define F() from A(p=-$x)", "line 1, column 22: $x is not bound: mention it in an "
      "element of the sequence (e.g. A(attr=$x)) or bind an aggregate to it ($x=Sum(...))"),
     ("define F() from A() and each B() within 5 hours from A",
-     "line 1, column 43: expected 'from', found 'hours'"),
+     "line 1, column 43: expected 'from', 'followedBy' or 'next' (the element it follows), "
+     "found 'hours'"),
     ("define F() from A() and each B() within soon from A",
      "line 1, column 41: expected a window length (a number of ticks or a number and a "
      "unit), found 'soon'"),
@@ -277,12 +278,12 @@ def test_a_type_may_repeat_in_the_chain():
      ">, >=), found end of text"),
     ("define F() from C() or D()",
      "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
-     "'consuming', 'define' or end of text, found 'or'"),
+     "'skip', 'consuming', 'define' or end of text, found 'or'"),
     ("define F() from C() & D()",
      "line 1, column 21: expected 'and', 'within', 'partition by', 'ties', 'where', "
-     "'consuming', 'define' or end of text, found '&'"),
+     "'skip', 'consuming', 'define' or end of text, found '&'"),
     ("define F(y: int) from C() where y=1 or 2",
-     "line 1, column 37: expected 'and', 'consuming', 'define' or end of text, found 'or'"),
+     "line 1, column 37: expected 'and', 'skip', 'consuming', 'define' or end of text, found 'or'"),
     ("define F() from C() and each B() within 5 from C consuming B, B",
      "line 1, column 63: 'B' is consumed twice"),
     ("define F() from C() and each B() within 5 from C consuming D",
