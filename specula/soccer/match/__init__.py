@@ -24,12 +24,15 @@ How a match is made
 1. A script runs on a 100 ms grid of *knots*. Every person on the pitch has a position,
    velocity, heading and turn rate at each knot; between knots the body follows the
    cubic Hermite curve through them (C1, bounded acceleration). Players hold a formation
-   that shifts with the ball, press the ball carrier, keep clear of the ball unless they
-   play it, and are steered by exact cubic plans when they must meet the ball (receive
-   a pass, intercept, block) or take a restart. Players steer at up to 5 m/s, the one
-   pressing the carrier at up to 6 m/s; the plans are checked against 7.5 m/s (to meet
-   the ball) and 7 m/s (to a restart), so a few runs are faster than 6 m/s: the fastest
-   player in 60 s matches of both profiles, seeds 0-9, ran 7.0 m/s.
+   that follows the play (the ball smoothed over 2 s), press the ball carrier, keep
+   clear of the ball unless they play it, and are steered by exact cubic plans when
+   they must meet the ball (receive a pass, intercept, block) or take a restart. Near
+   their spot they let it come to them (1.5 m of slack, so they walk, jog and stand),
+   further away they run at up to 5 m/s, the one pressing the carrier at up to 6 m/s;
+   now and then (0.7 times a minute each) an outfield player sprints 15-25 m, forward
+   when his team has the ball and back when it has not, at up to 7.6 m/s. The plans are
+   checked against 7.5 m/s (to meet the ball) and 7 m/s (to a restart). What that gives
+   against published match physiology: ``docs/soccer.md``.
 2. The ball lives on a 1 ms grid. Carried, it stays 0.25-0.5 m in front of the
    carrier's body, pushed on by small touches; kicked, it gets a short acceleration
    pulse (a Hann window of 6-20 ms whose integral is the kick's velocity change, so its
@@ -90,19 +93,21 @@ All times are sensor-clock picoseconds (``start_ps`` plus the simulated time).
     a goal; -1 if after the simulated time). Between ``ts`` and ``ts_restart`` the ball
     rolls on and is carried back to the restart spot; it may lie outside the box.
 ``bounces`` (:data:`BOUNCE_DTYPE`)
-    Ground impacts of the ball in play (bounces, and the landing after which it rolls):
-    they produce acceleration peaks as well but are no kicks; ``ts`` and position (mm)
-    of the 1 ms step of the impact. Apart from kicks and impacts, the ball in play
-    accelerates by less than 55 m/s^2 (by design; at most ~35 m/s^2 in our checks).
+    Impacts of the ball: its ground impacts in play (bounces, and the landing after
+    which it rolls) and, after it left the pitch, those until it is picked up (on the
+    ground and off the boards): they produce acceleration peaks as well but are no
+    kicks; ``ts`` and position (mm) of the 1 ms step of the impact. Apart from kicks and
+    impacts the ball accelerates by less than 55 m/s^2 (by design; at most ~35 m/s^2 in
+    our checks), and a ball lying still reads sensor noise like the real sample's
+    resting balls (|a| median ~7 m/s^2, at most 27).
 
 Records are kept when their own ``ts`` (``ts_kick`` for passes) lies in the simulated
 interval; outcomes (receptions, restarts) can lie up to a few seconds after its end.
 
-Typical content, per minute of a ``debs2013`` match (30 matches of 65 s): 42 kicks
-(28 dribble touches), 11 passes of which 15 % are intercepted, 1.4 shots (half on
-target, a fifth blocked or saved, a third scored), 1.6 times out of play (mostly over
-the goal lines). This is a busier game than a real one, on purpose: detectors need
-events to be scored against.
+Typical content, per minute of a ``debs2013`` match (10 matches of 65 s): 35 kicks
+(19 dribble touches), 14 passes of which 17 % are intercepted (about 8 per team and
+minute of play, as in the professional game), 0.8 shots, 1.5 times out of play. More
+shots than a real game has, on purpose: detectors need events to be scored against.
 
 Examples
 --------

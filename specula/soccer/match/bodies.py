@@ -63,9 +63,17 @@ REFEREE_ALONG = -4.0  # and this far along y from it, m
 WANDER_SD = 1.5  # standard deviation of the wandering around the targets, m
 WANDER_TIME = 4.0  # its correlation time, s
 KEEPER_WANDER = 0.2  # share of the wandering that a goalkeeper does
+FOLLOW_TIME = 2.0  # the formation follows the ball smoothed over this time constant, s
 RUN_SPEED = 5.0  # top speed of a player steering to his target, m/s
 RUN_ACC = 3.5  # his top acceleration, m/s^2
-APPROACH_TIME = 0.8  # a body's desired velocity is its distance to the target over this, s
+APPROACH_TIME = 1.1  # a body's desired speed is its distance beyond SLACK over this, s
+EAGER_TIME = 0.8  # ... or over this for a runner, the presser and the carrier, s
+SLACK = 1.5  # within this distance of his target a player lets it come to him, m
+SPRINT_RATE = 0.7  # an outfield player starts a run this often per minute of play
+SPRINT_LENGTH = (15.0, 25.0)  # a run covers this far, m
+SPRINT_SPEED = 7.6  # top speed of a run, m/s
+SPRINT_ACC = 3.0  # its top acceleration, m/s^2
+SPRINT_MAX_S = 4.5  # a run ends after this long at the latest, s
 KEEP_AWAY = 2.5  # everybody but the one playing the ball keeps this far from it, m
 PRESS_DISTANCE = 2.5  # the presser stands this far from the ball, goal side, m
 PRESS_SPEED = 6.0  # top speed of the player pressing the carrier, m/s
@@ -133,6 +141,8 @@ class Bodies:
         self.entering: set[int] = set()  # substitutes on their way onto the pitch
         self.wander = np.zeros((n_people, 2))
         self.home = np.zeros((n_people, 2))
+        self.play_centre = np.zeros(2)  # the ball smoothed: where the formation follows
+        self.runs: dict[int, tuple[np.ndarray, int]] = {}  # runner -> (run's end, last knot)
 
     def line_up(self, rng: np.random.Generator, centre: np.ndarray) -> None:
         """Knot 0: everyone in his kick-off formation, the substitutes beside the pitch."""
@@ -147,6 +157,7 @@ class Bodies:
         self.home = np.stack([self.x[0], self.y[0]], axis=1)
         self.heading[0] = np.where(cast.team == 1, -np.pi / 2, np.pi / 2)
         self.wander = rng.normal(0.0, WANDER_SD, (self.n_people, 2))
+        self.play_centre = np.asarray(centre, np.float64)[:2].copy()
 
     def substitute(self, off: int, on: int) -> None:
         """Player ``on`` comes on for ``off``: ``off`` leaves play at once and walks to
@@ -260,7 +271,9 @@ class Bodies:
         """Compute knot ``k + 1`` of every person from knot ``k``, with the ball at
         ``ball`` (m) and carried by ``carrier`` in ``spell`` (-1 and None if nobody)."""
         cast = self.cast
-        target = self.formation(ball, team_on_ball)
+        # The team shape follows the play, not every touch: the ball smoothed.
+        self.play_centre += (ball - self.play_centre) * (KNOT_S / FOLLOW_TIME)
+        target = self.formation(self.play_centre, team_on_ball)
         # Ornstein-Uhlenbeck wandering around the formation slots.
         self.wander += -self.wander * (KNOT_S / WANDER_TIME) + rng.normal(
             0.0, WANDER_SD * math.sqrt(2 * KNOT_S / WANDER_TIME), (self.n_people, 2))
@@ -284,6 +297,9 @@ class Bodies:
             target[carrier] = p[carrier] + direction * DRIBBLE_LOOKAHEAD
             cap[carrier] = spell.speed if (k + 1) * KNOT_MS >= spell.t_cycle else RECEIVING_SPEED
             acc[carrier] = CARRIER_ACC
+        self._start_runs(k, rng, p, team_on_ball, carrier)
+        for i, (end, _) in self.runs.items():
+            target[i], cap[i], acc[i] = end, SPRINT_SPEED, SPRINT_ACC
         for i, (q, _) in self.standing.items():
             target[i] = q
         bench = self.bench()
@@ -295,7 +311,16 @@ class Bodies:
         target[cast.active] = np.clip(target[cast.active], lo, hi)
         if carrier >= 0:  # his ball is ahead of him: he keeps further in
             target[carrier] = np.clip(target[carrier], lo + CARRIER_INSET, hi - CARRIER_INSET)
-        v_desired = clip_norm((target - p) / APPROACH_TIME, cap)
+        to_target = target - p
+        dist = np.linalg.norm(to_target, axis=1)
+        # Beyond SLACK a player goes at a speed that grows with the distance; runners,
+        # the presser and the carrier go at theirs without slack, and sooner.
+        eager = np.zeros(self.n_people, bool)
+        eager[list(self.runs)] = True
+        if carrier >= 0:
+            eager[carrier] = eager[presser] = True
+        speed = np.where(eager, dist / EAGER_TIME, np.maximum(dist - SLACK, 0.0) / APPROACH_TIME)
+        v_desired = clip_norm(unit(to_target) * speed[:, None], cap)
         v_new = v + clip_norm(v_desired - v, acc * KNOT_S)
         v_new = clip_norm(v_new, V_MAX)
         p_new = p + 0.5 * (v + v_new) * KNOT_S
@@ -313,6 +338,31 @@ class Bodies:
         self.vx[k + 1], self.vy[k + 1] = v_new[:, 0], v_new[:, 1]
         self._turn(k, ball, p_new, v_new, carrier)
         self._come_on(p_new)
+
+    def _start_runs(self, k: int, rng: np.random.Generator, p: np.ndarray, team_on_ball: int,
+                    carrier: int) -> None:
+        """End the runs that are over and start new ones: now and then an outfield player
+        sprints 15-25 m, forward into space when his team has the ball, back towards his
+        own goal when it has not (a Poisson process of ``SPRINT_RATE`` per minute)."""
+        cast = self.cast
+        for i, (end, last) in list(self.runs.items()):
+            if k >= last or float(np.linalg.norm(end - p[i])) < SLACK or i == carrier \
+                    or not cast.playing[i]:
+                del self.runs[i]
+        free = cast.playing & ~cast.goalkeeper
+        free[list(self.runs) + list(self.standing)] = False
+        if carrier >= 0:
+            free[carrier] = False
+        start = free & (rng.random(self.n_people) < SPRINT_RATE * KNOT_S / 60.0)
+        for i in np.flatnonzero(start).tolist():
+            team = int(cast.team[i])
+            sign = ATTACK[team] if team == team_on_ball else -ATTACK[team]
+            angle = rng.uniform(-0.6, 0.6)
+            direction = np.array([math.sin(angle), sign * math.cos(angle)])
+            end = p[i] + rng.uniform(*SPRINT_LENGTH) * direction
+            end = np.clip(end, (INSET + TARGET_INSET, Y_MIN + INSET + TARGET_INSET),
+                          (WIDTH - INSET - TARGET_INSET, Y_MAX - INSET - TARGET_INSET))
+            self.runs[i] = (end, k + round(SPRINT_MAX_S / KNOT_S))
 
     def _turn(self, k: int, ball: np.ndarray, p_new: np.ndarray, v_new: np.ndarray,
               carrier: int) -> None:

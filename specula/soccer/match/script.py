@@ -22,7 +22,7 @@ from specula.soccer.match.carry import Spell, carried_ball, receive
 from specula.soccer.match.meeting import Outcome, send_to_meet
 from specula.soccer.match.physics import BALL_RADIUS, CENTRE, HORIZON_MS, Flight
 from specula.soccer.match.profiles import Cast
-from specula.soccer.match.restarts import TAKER_BEHIND, DeadBall, ball_out
+from specula.soccer.match.restarts import TAKER_BEHIND, DeadBall, ball_out, carry_from
 from specula.soccer.match.truth import DRIBBLE, PASS, SHOT, GroundTruth, TruthLog
 
 KICKOFF_MS = 1000  # the first kick-off is at least this far into the match, ms
@@ -237,7 +237,8 @@ class Script:
     def _out(self, k: int) -> None:
         """The ball's centre left the pitch: record it and schedule the restart."""
         flight = self._flight()
-        self.log.flight_bounces(flight, flight.end)
+        # impacts up to where the dead ball is picked up: on the ground, and off the boards
+        self.log.flight_bounces(flight, flight.i0 + carry_from(flight))
         record, dead = ball_out(self.bodies, self.rng, flight, k, self.log.last_kicker,
                                 self.ball)
         goal = record[5]

@@ -57,7 +57,8 @@ SUBSTITUTION_DTYPE = np.dtype([("ts", "i8"), ("team", "i1"), ("off", "i4"), ("on
 WHISTLE_PS = 500 * 10**9
 
 BOUNCE_DTYPE = np.dtype([("ts", "i8"), ("x", "i8"), ("y", "i8")])
-"""Ground bounces of the ball in play: time (ps) and position (mm)."""
+"""Impacts of the ball: its bounces on the ground in play and, out of play, until it is
+picked up (off the ground and the boards): time (ps) and position (mm)."""
 
 
 @dataclass(frozen=True, eq=False)
