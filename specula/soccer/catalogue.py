@@ -149,11 +149,12 @@ FIELDS: dict[str, str] = {
 #: The truth's records (:class:`~specula.soccer.match.GroundTruth` attributes): their
 #: dtype, what a row is, and what each field means. Times are sensor picoseconds.
 TRUTH: dict[str, tuple[np.dtype, str, dict[str, str]]] = {
-    "kicks": (KICK_DTYPE, "a contact that gives the ball a velocity pulse (a reception is "
-              "none)", {
+    "kicks": (KICK_DTYPE, "a contact that gives the ball a velocity pulse, or a reception "
+              "that peaks above 55 m/s² (most are softer, and none)", {
                   "ts": "the pulse's centre, where the ball's acceleration peaks",
                   "player": "the kicker", "team": "his team",
-                  "kind": "0 pass, 1 shot, 2 dribble touch, 3 clearance or out"}),
+                  "kind": "0 pass, 1 shot, 2 dribble touch, 3 clearance or out, 4 a hard "
+                          "reception"}),
     "passes": (PASS_DTYPE, "a kick of kind 0 (passes never leave the pitch)", {
         "ts_kick": "the kick's `ts`", "ts_receive": "when the player who gets it meets it",
         "from_player": "the passer", "to_player": "the teammate it reached, or was aimed at",

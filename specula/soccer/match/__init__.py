@@ -40,7 +40,8 @@ How a match is made
    for a pass, 3-5 km/s^2 for a shot), then flies with gravity, quadratic air drag,
    bounces and rolling friction (integrated at 0.25 ms). Passes are received softly:
    the ball is brought to the receiver's foot with a planned acceleration relative to
-   him of at most 28 m/s^2, so receptions are not kicks. After the ball leaves the
+   him of at most 28 m/s^2, so receptions are mostly no kicks (one that still peaks
+   above 55 m/s^2, as the receiver turns, is one in the truth). After the ball leaves the
    pitch it is carried back on a smooth path (at most 20 m/s^2) to the restart spot.
 3. Every transmitter is sampled at its own rate with its own phase and jitter; the ball
    by linear interpolation of the 1 ms grid (position, and velocity and acceleration by
@@ -58,8 +59,9 @@ All times are sensor-clock picoseconds (``start_ps`` plus the simulated time).
     aimed at a teammate, including kick-offs, kick-ins, corners and goal kicks), 1 shot
     at the attacked goal, 2 dribble touch, 3 clearance or out (an untargeted long kick,
     the deflection of a blocked or saved shot, or a pass that goes straight out of play:
-    a misplaced one, or a restart kick with no teammate in reach). A reception is not a
-    kick.
+    a misplaced one, or a restart kick with no teammate in reach), 4 a reception whose
+    ball peaks above 55 m/s^2 anyway (``ts`` its strongest ms; most receptions stay
+    below and are no kick).
 ``passes`` (:data:`PASS_DTYPE`)
     One row per kick of kind 0. ``ts_kick`` is that kick's ``ts``; ``ts_receive`` the
     knot (100 ms grid) at which the player who gets it meets the ball (its centre 0.35 m
@@ -137,6 +139,7 @@ from specula.soccer.match.truth import (
     OUT_DTYPE,
     PASS,
     PASS_DTYPE,
+    RECEPTION,
     SHOT,
     SHOT_DTYPE,
     GroundTruth,
@@ -153,6 +156,7 @@ __all__ = [
     "PASS",
     "PASS_DTYPE",
     "PROFILES",
+    "RECEPTION",
     "SHOT",
     "SHOT_DTYPE",
     "GroundTruth",

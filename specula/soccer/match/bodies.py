@@ -75,6 +75,7 @@ SPRINT_SPEED = 7.6  # top speed of a run, m/s
 SPRINT_ACC = 3.0  # its top acceleration, m/s^2
 SPRINT_MAX_S = 4.5  # a run ends after this long at the latest, s
 KEEP_AWAY = 2.5  # everybody but the one playing the ball keeps this far from it, m
+RESTART_DISTANCE = 9.15  # opponents keep this far from a restart's ball, m
 PRESS_DISTANCE = 2.5  # the presser stands this far from the ball, goal side, m
 PRESS_SPEED = 6.0  # top speed of the player pressing the carrier, m/s
 DRIBBLE_LOOKAHEAD = 3.0  # the carrier's target is this far along his dribble direction, m
@@ -271,9 +272,13 @@ class Bodies:
         """Compute knot ``k + 1`` of every person from knot ``k``, with the ball at
         ``ball`` (m) and carried by ``carrier`` in ``spell`` (-1 and None if nobody)."""
         cast = self.cast
-        # The team shape follows the play, not every touch: the ball smoothed.
+        # The team shape follows the play, not every touch: the ball smoothed; the
+        # goalkeepers and the referee follow the ball itself.
         self.play_centre += (ball - self.play_centre) * (KNOT_S / FOLLOW_TIME)
         target = self.formation(self.play_centre, team_on_ball)
+        watch = cast.goalkeeper.copy()
+        watch[cast.referee] = True
+        target[watch] = self.formation(ball, team_on_ball)[watch]
         # Ornstein-Uhlenbeck wandering around the formation slots.
         self.wander += -self.wander * (KNOT_S / WANDER_TIME) + rng.normal(
             0.0, WANDER_SD * math.sqrt(2 * KNOT_S / WANDER_TIME), (self.n_people, 2))
@@ -287,6 +292,7 @@ class Bodies:
         dist = np.linalg.norm(away, axis=1)
         close = dist < KEEP_AWAY
         target[close] = ball + unit(away[close] + 1e-3) * KEEP_AWAY
+        retreat = self._restart_distance(p, target)
         if carrier >= 0:
             assert spell is not None, "a carrier has a spell"
             presser = self.nearest(ball, 1 - cast.team[carrier], k)
@@ -314,13 +320,23 @@ class Bodies:
         to_target = target - p
         dist = np.linalg.norm(to_target, axis=1)
         # Beyond SLACK a player goes at a speed that grows with the distance; runners,
-        # the presser and the carrier go at theirs without slack, and sooner.
-        eager = np.zeros(self.n_people, bool)
+        # the presser, the carrier and who must clear the ball or a restart's spot go
+        # without slack.
+        eager = retreat | (np.linalg.norm(p - ball, axis=1) < KEEP_AWAY)
         eager[list(self.runs)] = True
         if carrier >= 0:
             eager[carrier] = eager[presser] = True
         speed = np.where(eager, dist / EAGER_TIME, np.maximum(dist - SLACK, 0.0) / APPROACH_TIME)
         v_desired = clip_norm(unit(to_target) * speed[:, None], cap)
+        # Nobody but the carrier runs through the ball: near it, a player's way towards
+        # it is turned aside (a restart's taker walks up to it on his own plan).
+        out = unit(p - ball)
+        inward = np.minimum((v_desired * out).sum(axis=1), 0.0)
+        turn = np.linalg.norm(p - ball, axis=1) < KEEP_AWAY
+        if carrier >= 0:
+            turn[carrier] = False
+        turn[list(self.standing)] = False
+        v_desired[turn] -= inward[turn, None] * out[turn]
         v_new = v + clip_norm(v_desired - v, acc * KNOT_S)
         v_new = clip_norm(v_new, V_MAX)
         p_new = p + 0.5 * (v + v_new) * KNOT_S
@@ -338,6 +354,20 @@ class Bodies:
         self.vx[k + 1], self.vy[k + 1] = v_new[:, 0], v_new[:, 1]
         self._turn(k, ball, p_new, v_new, carrier)
         self._come_on(p_new)
+
+    def _restart_distance(self, p: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """While a restart's taker waits at the ball, his opponents keep ``RESTART_DISTANCE``
+        from his spot, as the laws require: a target nearer is moved out to that distance
+        on the player's own side of the spot (in ``target``, in place), so that nobody
+        runs through the ball to reach it. Returns who is still nearer, to hurry away."""
+        cast = self.cast
+        retreat = np.zeros(self.n_people, bool)
+        for taker, (q, _) in self.standing.items():
+            opp = cast.playing & (cast.team == 1 - cast.team[taker])
+            near = opp & (np.linalg.norm(target - q, axis=1) < RESTART_DISTANCE)
+            target[near] = q + unit(p[near] - q + 1e-3) * RESTART_DISTANCE
+            retreat |= opp & (np.linalg.norm(p - q, axis=1) < RESTART_DISTANCE)
+        return retreat
 
     def _start_runs(self, k: int, rng: np.random.Generator, p: np.ndarray, team_on_ball: int,
                     carrier: int) -> None:
