@@ -3,11 +3,14 @@
 Every person has a position, velocity, heading and turn rate at each knot of a 100 ms
 grid; between knots the body follows the cubic Hermite curve through them, so that
 motion is smooth (C1) with bounded acceleration. At each knot a player steers towards a
-target: his formation slot, shifted with the ball and wandering a little (an
-Ornstein-Uhlenbeck process), kept clear of the ball unless he plays it; the nearest
-opponent presses the ball carrier; the carrier runs his dribble. Whoever must be at a
-given place at a given knot (to meet the ball, or to take a restart) follows an exact
-cubic :class:`Plan` instead.
+target: his formation slot, shifted with the play (the ball smoothed; goalkeepers and
+the referee follow the ball itself) and wandering a little (an Ornstein-Uhlenbeck
+process), kept clear of the ball unless he plays it and, for the opponents of a
+restart's taker, 9.15 m from its spot. Near his target he lets it come to him (so he
+walks, jogs and stands, as real players mostly do); now and then he sprints 15-25 m.
+The nearest opponent presses the ball carrier; the carrier runs his dribble. Whoever
+must be at a given place at a given knot (to meet the ball, or to take a restart)
+follows an exact cubic :class:`Plan` instead.
 """
 
 from __future__ import annotations
