@@ -124,3 +124,26 @@ def test_resting_balls_read_sensor_noise_like_the_real_ones(match):
         assert lo <= np.median(rows["a"]) <= hi, (sid, np.median(rows["a"]), lo, hi)
         assert rows["a"].max() < KICK_ACCELERATION
         assert np.ptp(rows["x"]) < 30 and np.ptp(rows["y"]) < 30  # mm
+
+
+def test_a_reception_that_peaks_like_a_kick_is_a_kick_in_the_truth():
+    """Receptions are planned below a kick's 55 m/s^2 (relative to the receiver as he
+    was); one whose ball still peaks above it is a kick of kind RECEPTION by the
+    receiver, at its strongest ms, and the soft ones are none."""
+    from specula.soccer.match import RECEPTION
+    from specula.soccer.match.profiles import build_cast
+    from specula.soccer.match.script import Script
+
+    script = Script(build_cast("debs2013"), 20.0, np.random.default_rng(3))
+    script.run()
+    spells = [s for s in script.spells if s.t_cycle - s.t_receive >= 50]
+    assert spells and not any(k[3] == RECEPTION for k in script.log.kicks)
+    spell = spells[0]
+    at = spell.t_receive + 20
+    script.ball[at, 0] += 0.001  # a 1 mm kink: |a| ~ 2,000 m/s^2 on the 1 ms grid
+    before = len(script.log.kicks)
+    script.hard_reception(spell)
+    assert script.log.kicks[before:] == [(2 * at, spell.carrier,
+                                          int(script.cast.team[spell.carrier]), RECEPTION)]
+    truth = script.truth(0, 20 * PS)
+    assert np.all(np.diff(truth.kicks["ts"]) >= 0)  # in time order, receptions included

@@ -308,9 +308,9 @@ class Script:
             if spell.end < 0:
                 self.ball[end:] = pos[-1]
         for spell in self.spells:
-            self._hard_reception(spell)
+            self.hard_reception(spell)
 
-    def _hard_reception(self, spell: Spell) -> None:
+    def hard_reception(self, spell: Spell) -> None:
         """A reception whose ball (on the 1 ms grid) accelerates beyond a kick's 55 m/s^2
         somewhere (the planned bound holds relative to the receiver as planned, not as he
         then turns) is a kick of kind ``RECEPTION`` at its strongest ms."""
