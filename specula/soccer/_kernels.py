@@ -49,8 +49,10 @@ def ball_in_play(slot, inside, a, threshold, seen, was_inside, state):
     ``slot`` is each reading's ball, ``inside`` whether it lies inside the pitch. The
     ball in play (``state[0]``, a slot or -1 for none) leaves play with its first reading
     outside the pitch. Another ball takes play with a reading inside the pitch whose
-    acceleration exceeds ``threshold`` (it was kicked there), or, while no ball is in
-    play, with one that follows a reading of it outside (it was thrown or brought in).
+    acceleration exceeds ``threshold`` (it was kicked there: a restart kick), or, while
+    no ball is in play and the referee has restarted play (``state[1]`` = 1), with one
+    that follows a reading of it outside (a throw-in). A dead ball carried back onto the
+    pitch takes no play by itself.
     ``seen`` and ``was_inside`` per slot carry each ball's last reading across batches.
     Returns the batch index and 1 (``ball_in``) or 0 (``ball_out``) of every change.
     """
@@ -65,12 +67,13 @@ def ball_in_play(slot, inside, a, threshold, seen, was_inside, state):
                 out_k[n] = 0
                 n += 1
                 state[0] = -1
-        elif inside[i] and (a[i] > threshold
-                            or (state[0] < 0 and seen[s] and not was_inside[s])):
+        elif inside[i] and (a[i] > threshold or (state[0] < 0 and state[1] == 1
+                                                 and seen[s] and not was_inside[s])):
             out_i[n] = i
             out_k[n] = 1
             n += 1
             state[0] = s
+            state[1] = 0
         seen[s] = True
         was_inside[s] = inside[i]
     return out_i[:n], out_k[:n]

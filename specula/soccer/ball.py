@@ -13,25 +13,28 @@ from specula.soccer.types import REFEREE_TYPES
 
 
 class BallInPlay(Detector):
-    """Which ball is in play: ``ball_in`` when a ball becomes the ball in play,
-    ``ball_out`` when the ball in play crosses a touch or goal line. At most one ball is
-    in play at a time, so a ``ball_in`` also ends the play of the ball before it.
+    """Which ball is in play: ``ball_in`` when play restarts with a ball, ``ball_out``
+    when the ball in play crosses a touch or goal line, as the laws of the game put it.
+    At most one ball is in play at a time, so a ``ball_in`` also ends the play of the
+    ball before it; between a ``ball_out`` and the next ``ball_in`` the ball is out of
+    play (a stoppage).
 
     A game has several balls (the DEBS 2013 game uses three in the first half and four
     in the second): one in the game, the others held or lying beside the pitch, and a
-    spare may also lie inside the lines. Following the DEBS 2013 rule that the ball in
-    play is the one inside the field, a ball inside the pitch takes play when it is
-    kicked (its acceleration exceeds ``threshold``, 55 m/s^2 as for a kick) or, while no
-    ball is in play, when it comes in from outside (a throw-in, a ball brought back);
-    it keeps play until it leaves the pitch or another ball is kicked inside it. A
-    ball lying still, inside the pitch or beside it, never takes play, and one carried
-    onto the pitch while another is in play does not take it either: a spare does not
-    steal play. A ball first seen inside the pitch (the kick-off ball at the start of a
+    spare may also lie inside the lines. A ball inside the pitch takes play when it is
+    kicked there (its acceleration exceeds ``threshold``, 55 m/s^2 as for a kick): the
+    kick-off, a kick-in, a goal kick, a corner, a free kick. A dead ball carried or
+    thrown back onto the pitch while play is stopped does not take play, nor does a ball
+    lying still, inside the pitch or beside it, nor a spare carried on while another is
+    in play. A ball first seen inside the pitch (the kick-off ball at the start of a
     log) is in play from its first kick.
 
-    A referee's interruption (``interruption_begin`` to ``interruption_end``) takes the
-    ball out of play: a ``ball_out`` of the ball in play at its begin, and no ball takes
-    play until it ends (the restart's kick, or the throw-in, then puts one into play).
+    The referee's annotations say when play stops and restarts. An
+    ``interruption_begin`` takes the ball in play out of play (a ``ball_out`` where it
+    was last read), and no ball takes play while it lasts. After its
+    ``interruption_end`` play restarts, as the laws have it, when the ball is kicked
+    inside the pitch (a free kick, a kick-in, the kick-off) or, a throw-in, when a ball
+    comes onto the pitch from outside; without annotations only a kick restarts play.
     So play that the referee stopped (a foul, the wait for a kick-off, half time) gives
     no hit, possession, pass or shot above.
 
@@ -70,7 +73,9 @@ class BallInPlay(Detector):
         self.slots: dict[int, int] = {}
         self.seen = np.zeros(0, bool)
         self.was_inside = np.zeros(0, bool)
-        self.state = np.full(1, -1, np.int64)  # slot of the ball in play, -1: none
+        # slot of the ball in play (-1: none), and 1 if the referee restarted play and no
+        # ball has taken it yet (a throw-in may)
+        self.state = np.array([-1, 0], np.int64)
         self.interrupted = False  # the referee stopped play
         self.last_xy = np.zeros((0, 2), np.int64)  # each ball's last position
 
@@ -117,8 +122,9 @@ class BallInPlay(Detector):
 
     def _referee(self, events: np.ndarray, i: int, begin: bool, emit: Emitter) -> None:
         """An interruption begins (the ball in play leaves play, where it was last read)
-        or ends."""
+        or ends (a throw-in may now put a ball into play, as a kick may)."""
         self.interrupted = begin
+        self.state[1] = 0 if begin else 1
         if begin and self.state[0] >= 0:
             slot = int(self.state[0])
             sid = next(s for s, k in self.slots.items() if k == slot)

@@ -56,8 +56,9 @@ TYPES: dict[str, tuple[str, str]] = {
                 "-1)"),
     "interruption_begin": ("0", "the referee stops play (no payload)"),
     "interruption_end": ("0", "play goes on after an interruption (no payload)"),
-    "ball_in": ("the ball", "this ball is now the ball in play: kicked inside the pitch, or, "
-                "while none is in play, brought onto it; where it was read"),
+    "ball_in": ("the ball", "play restarts with this ball: it was kicked inside the pitch (a "
+                "dead ball carried back is not in play), or, after the referee's "
+                "`interruption_end`, thrown in; where it was read"),
     "ball_out": ("the ball", "the ball in play crossed a touch or goal line, or the referee "
                  "stopped play (`interruption_begin`); where it was last read"),
     "peak": ("the ball", "a ball's acceleration rose above 55 m/s² (a kick or a bounce): the "
@@ -148,11 +149,12 @@ FIELDS: dict[str, str] = {
 #: The truth's records (:class:`~specula.soccer.match.GroundTruth` attributes): their
 #: dtype, what a row is, and what each field means. Times are sensor picoseconds.
 TRUTH: dict[str, tuple[np.dtype, str, dict[str, str]]] = {
-    "kicks": (KICK_DTYPE, "a contact that gives the ball a velocity pulse (a reception is "
-              "none)", {
+    "kicks": (KICK_DTYPE, "a contact that gives the ball a velocity pulse, or a reception "
+              "that peaks above 55 m/s² (most are softer, and none)", {
                   "ts": "the pulse's centre, where the ball's acceleration peaks",
                   "player": "the kicker", "team": "his team",
-                  "kind": "0 pass, 1 shot, 2 dribble touch, 3 clearance or out"}),
+                  "kind": "0 pass, 1 shot, 2 dribble touch, 3 clearance or out, 4 a hard "
+                          "reception"}),
     "passes": (PASS_DTYPE, "a kick of kind 0 (passes never leave the pitch)", {
         "ts_kick": "the kick's `ts`", "ts_receive": "when the player who gets it meets it",
         "from_player": "the passer", "to_player": "the teammate it reached, or was aimed at",
@@ -172,7 +174,8 @@ TRUTH: dict[str, tuple[np.dtype, str, dict[str, str]]] = {
                      "line": "0 touch line, 1 goal line",
                      "goal": "the goal it went into, or -1",
                      "ts_restart": "the restart kick, or -1 if after the simulated time"}),
-    "bounces": (BOUNCE_DTYPE, "a ground impact of the ball in play (a peak, but no kick)", {
+    "bounces": (BOUNCE_DTYPE, "an impact of the ball: on the ground in play, on the ground "
+                "or the boards out of play until picked up (a peak, but no kick)", {
         "ts": "the impact's 1 ms step", "x": "where, mm", "y": "where, mm"}),
     "substitutions": (SUBSTITUTION_DTYPE, "a player going off and a substitute coming on "
                       "(`paper` profile)", {

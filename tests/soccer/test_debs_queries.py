@@ -171,7 +171,7 @@ def test_possession_is_the_time_between_a_players_hits_until_play_stops():
 
 @pytest.fixture(scope="module")
 def match():
-    return generate_match(25.0, profile="debs2013", seed=3)
+    return generate_match(25.0, profile="debs2013", seed=6)
 
 
 def _players(match) -> np.ndarray:

@@ -32,14 +32,14 @@ BALL, PLAYER, REFEREE = (REGISTRY.id(name) for name in ("ball", "player", "refer
 
 @pytest.fixture(scope="module")
 def debs() -> Match:
-    # Seed 30 has a goal, a blocked shot, interceptions and both kinds of out of play.
-    return generate_match(65.0, profile="debs2013", seed=30)
+    # Seed 7 has a goal, interceptions and both kinds of out of play.
+    return generate_match(65.0, profile="debs2013", seed=7)
 
 
 @pytest.fixture(scope="module")
 def paper() -> Match:
-    # Seed 18 has a shot off target, an interception, a kick-in and a clearance.
-    return generate_match(30.0, profile="paper", seed=18)
+    # Seed 24 has a shot off target, a blocked one and a substitution at 10 s.
+    return generate_match(40.0, profile="paper", seed=24)
 
 
 @pytest.fixture(scope="module", params=["debs", "paper"])
@@ -233,7 +233,8 @@ def test_positions_stay_on_the_pitch_except_out_of_play(match):
     ball = ball_of(match)
     assert inside(ball[~out_intervals(match, ball)]).all()
     spares = ev[np.isin(ev["key"], match.profile.spare_balls)]
-    assert not inside(spares).any() and not spares["v"].any()
+    # they lie still beside the pitch, reading only a resting sensor's noise
+    assert not inside(spares).any() and spares["v"].max() < 1_000_000
     subs = ev[(ev["type"] == PLAYER) & before &
               np.isin(ev["player"], match.profile.substitutes)]
     assert not inside(subs).any()

@@ -144,21 +144,22 @@ def test_kickoff_with_spare_balls_beside_and_inside_the_pitch():
     inside = run(scene(spare="inside"))
     for node in beside.detectors:
         assert np.array_equal(beside.net(node), inside.net(node)), node
-    # brought onto the pitch while no ball is in play, it is in play until the kick-off
+    # brought onto the pitch while no ball is in play, it does not take play: only a kick
+    # does (it used to, as a ball "coming in", until the kick-off)
     carried = run(scene(spare="carried_in"))
-    assert named(carried, "ball_in_play") == [("ball_in", -300.0, 10), in_play[0]]
+    assert named(carried, "ball_in_play") == [in_play[0]]
     for node in ("near_foot", "hits"):
         assert np.array_equal(beside.net(node), carried.net(node)), node
 
 
 def test_a_spare_ball_inside_the_pitch_leaves_a_generated_match_unchanged():
-    match = generate_match(10, profile="debs2013", seed=1)
+    match = generate_match(10, profile="debs2013", seed=10)  # 9 kicks
     moved = match.events.copy()
     spare = match.profile.spare_balls[0]  # the other one rests beside the pitch
     moved["x"][moved["key"] == spare] = 2_000  # 2 m inside the touch line, at rest
     reports = [InProcessRuntime(soccer_graph(alpha=1.0)).run(e, step_ticks=100 * MS)
                for e in (match.events, moved)]
-    assert len(reports[0].net("near_foot")) >= 10 and len(reports[0].net("hits")) >= 5
+    assert len(reports[0].net("near_foot")) >= 5 and len(reports[0].net("hits")) >= 5
     for node in reports[0].detectors:  # was 17 -> 26,444 near-foot events, 7 -> 0 hits
         assert np.array_equal(reports[0].net(node), reports[1].net(node)), node
 

@@ -52,8 +52,8 @@ def ball(ts, x, y, z=110, a=0, sid=4, v=0, vx=0, vy=0, vz=0):
 @pytest.mark.parametrize("cut", [None, 2])
 def test_a_referee_interruption_takes_the_ball_out_of_play_until_it_ends(cut):
     """The ball in play leaves play at the interruption's begin, where it was last read;
-    neither a kick nor a ball coming in puts one into play until the interruption ends;
-    then the restart kick does."""
+    neither a kick nor a ball coming in puts one into play while it lasts; after its
+    end the restart kick does."""
     rows = [ball(1, 100, 0, a=60_000_000), ball(2, 200, 0),
             {"type": "interruption_begin", "ts": 3, "key": 0},
             ball(4, 300, 0, a=60_000_000),                 # kicked while play is stopped
@@ -65,30 +65,48 @@ def test_a_referee_interruption_takes_the_ball_out_of_play_until_it_ends(cut):
         ("ball_in", 1, 4, 100), ("ball_out", 3, 4, 200), ("ball_in", 9, 4, 300)]
 
 
+@pytest.mark.parametrize("cut", [None, 2])
+def test_after_the_referee_restarts_play_a_ball_thrown_in_takes_it(cut):
+    """After the interruption's end the first ball to come onto the pitch (a throw-in)
+    takes play; a spare lying inside does not."""
+    rows = [ball(1, 100, 0, a=60_000_000), ball(2, -300, 0),  # out over the touch line
+            {"type": "interruption_begin", "ts": 3, "key": 0},
+            ball(4, 9_000, 0, sid=8),                       # a spare lying inside
+            {"type": "interruption_end", "ts": 5, "key": 0},
+            ball(6, -300, 0), ball(7, 9_000, 0, sid=8), ball(8, 200, 0)]  # thrown in
+    got = feed(BallInPlay(), rows, cut)
+    assert [(n, ts, k) for n, ts, k, _ in got] == [
+        ("ball_in", 1, 4), ("ball_out", 2, 4), ("ball_in", 8, 4)]
+
+
 def foot(ts, x, y, sid=13, player=0, team=0, limb=0, v=0):
     return {"type": "player", "ts": ts, "key": sid, "x": x, "y": y, "z": 100,
             "player": player, "team": team, "limb": limb, "v": v}
 
 
-def test_ball_in_play_flags_entering_and_leaving_the_pitch():
-    rows = [ball(1, -500, 0), ball(2, 100, 0), ball(3, 200, 0), ball(4, 200, 34_000),
-            ball(5, 900, -40_000, sid=8)]
+def test_ball_in_play_flags_kicked_into_play_and_leaving_the_pitch():
+    rows = [ball(1, -500, 0), ball(2, 100, 0), ball(3, 200, 0, a=60_000_000),
+            ball(4, 200, 34_000), ball(5, 900, -40_000, sid=8)]
     got = feed(BallInPlay(), rows)
-    assert [(n, ts, k) for n, ts, k, _ in got] == [("ball_in", 2, 4), ("ball_out", 4, 4)]
+    assert [(n, ts, k) for n, ts, k, _ in got] == [("ball_in", 3, 4), ("ball_out", 4, 4)]
 
 
 @pytest.mark.parametrize("cut", [None, 1, 3])
-def test_one_ball_is_in_play_taken_by_a_kick_or_by_coming_in_while_none_is(cut):
+def test_one_ball_is_in_play_taken_by_a_kick_inside_the_pitch(cut):
+    """Without the referee's annotations only a kick inside the pitch puts a ball into
+    play: a ball carried in from outside does not (a dead ball carried back to its
+    restart spot is still out of play), nor does a spare carried on."""
     kick = 60 * 10**6
     rows = [ball(1, 9_000, 0),  # first seen inside, at rest: not in play
-            ball(2, -500, 0, sid=8), ball(3, 500, 0, sid=8),  # comes in: play was free
-            ball(4, 9_000, 0, a=kick),  # kicked inside: takes play from ball 8
+            ball(2, -500, 0, sid=8), ball(3, 500, 0, sid=8),  # carried in: not in play
+            ball(4, 9_000, 0, a=kick),  # kicked inside: takes play
             ball(5, -500, 9, sid=10), ball(6, 500, 9, sid=10),  # comes in: 4 is in play
             ball(7, 9_000, 40_000),  # 4 leaves the pitch
-            ball(8, 500, 9, sid=10), ball(9, 500, 9, sid=10, a=kick)]  # 10 is kicked
+            ball(8, -500, 9), ball(9, 500, 9),  # 4 carried back: still out of play
+            ball(10, 500, 9, sid=10), ball(11, 500, 9, sid=10, a=kick)]  # 10 is kicked
     got = feed(BallInPlay(), rows, cut)
     assert [(n, ts, k) for n, ts, k, _ in got] == [
-        ("ball_in", 3, 8), ("ball_in", 4, 4), ("ball_out", 7, 4), ("ball_in", 9, 10)]
+        ("ball_in", 4, 4), ("ball_out", 7, 4), ("ball_in", 11, 10)]
 
 
 @pytest.mark.parametrize("cut", [None, 1, 2])

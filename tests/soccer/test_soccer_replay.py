@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # a generated match through the whole hierarchy
 
 @pytest.fixture(scope="module")
 def replays():
-    match = generate_match(12, profile="debs2013", seed=1)
+    match = generate_match(12, profile="debs2013", seed=4)
     raw = DelayModel(seed=1).arrival(match.events)
     # steps of 20 ms of arrival time: the answers of 5 ms steps (nothing is late), a few
     # ms more latency for both, in a third of the time
@@ -56,11 +56,11 @@ def test_shots_on_goal_of_a_minute_of_play_match_the_physics():
     """Query 4 through the whole hierarchy on a minute of generated play with shots: each
     shot whose simulated free path goes in within 1.5 s is detected, and nothing else
     (the sides come from the goalkeepers of the match's metadata)."""
-    match = generate_match(60, profile="debs2013", seed=0)  # two shots on goal
+    match = generate_match(60, profile="debs2013", seed=9)  # a shot on goal, one wide
     report = InProcessRuntime(soccer_graph(1.0, metadata=match.metadata)).run(
         match.events, step_ticks=100 * 10**9)
     shots = score_match(report, match)["shots"]
-    assert shots.truth == 2 and shots.precision == shots.recall == 1.0, shots.as_dict()
+    assert shots.truth == 1 and shots.precision == shots.recall == 1.0, shots.as_dict()
     assert len(report.net("sides")) == 2
 
 
@@ -68,8 +68,8 @@ def test_no_hit_while_the_referee_stops_play_and_the_same_hits_in_play():
     """A generated match with the referee's interruptions (from each ball out to the
     whistle before the restart): no hit falls inside one, and play gives the hits and
     passes it gives without them."""
-    match = generate_match(20, profile="debs2013", seed=1)
-    stops = match.truth.interruptions  # a kick-in, 11.6 s to 17.8 s into the match
+    match = generate_match(20, profile="debs2013", seed=2)
+    stops = match.truth.interruptions  # 10.1 s to 15.4 s into the match
     assert len(stops) == 1 and (stops["end_ts"] > stops["begin_ts"]).all()
     runs = [InProcessRuntime(soccer_graph(1.0)).run(raw, step_ticks=100 * 10**9)
             for raw in (match.events, match.stream())]

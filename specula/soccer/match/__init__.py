@@ -24,12 +24,15 @@ How a match is made
 1. A script runs on a 100 ms grid of *knots*. Every person on the pitch has a position,
    velocity, heading and turn rate at each knot; between knots the body follows the
    cubic Hermite curve through them (C1, bounded acceleration). Players hold a formation
-   that shifts with the ball, press the ball carrier, keep clear of the ball unless they
-   play it, and are steered by exact cubic plans when they must meet the ball (receive
-   a pass, intercept, block) or take a restart. Players steer at up to 5 m/s, the one
-   pressing the carrier at up to 6 m/s; the plans are checked against 7.5 m/s (to meet
-   the ball) and 7 m/s (to a restart), so a few runs are faster than 6 m/s: the fastest
-   player in 60 s matches of both profiles, seeds 0-9, ran 7.0 m/s.
+   that follows the play (the ball smoothed over 2 s), press the ball carrier, keep
+   clear of the ball unless they play it, and are steered by exact cubic plans when
+   they must meet the ball (receive a pass, intercept, block) or take a restart. Near
+   their spot they let it come to them (1.5 m of slack, so they walk, jog and stand),
+   further away they run at up to 5 m/s, the one pressing the carrier at up to 6 m/s;
+   now and then (0.7 times a minute each) an outfield player sprints 15-25 m, forward
+   when his team has the ball and back when it has not, at up to 7.6 m/s. The plans are
+   checked against 7.5 m/s (to meet the ball) and 7 m/s (to a restart). What that gives
+   against published match physiology: ``docs/soccer.md``.
 2. The ball lives on a 1 ms grid. Carried, it stays 0.25-0.5 m in front of the
    carrier's body, pushed on by small touches; kicked, it gets a short acceleration
    pulse (a Hann window of 6-20 ms whose integral is the kick's velocity change, so its
@@ -37,7 +40,8 @@ How a match is made
    for a pass, 3-5 km/s^2 for a shot), then flies with gravity, quadratic air drag,
    bounces and rolling friction (integrated at 0.25 ms). Passes are received softly:
    the ball is brought to the receiver's foot with a planned acceleration relative to
-   him of at most 28 m/s^2, so receptions are not kicks. After the ball leaves the
+   him of at most 28 m/s^2, so receptions are mostly no kicks (one that still peaks
+   above 55 m/s^2, as the receiver turns, is one in the truth). After the ball leaves the
    pitch it is carried back on a smooth path (at most 20 m/s^2) to the restart spot.
 3. Every transmitter is sampled at its own rate with its own phase and jitter; the ball
    by linear interpolation of the 1 ms grid (position, and velocity and acceleration by
@@ -55,8 +59,9 @@ All times are sensor-clock picoseconds (``start_ps`` plus the simulated time).
     aimed at a teammate, including kick-offs, kick-ins, corners and goal kicks), 1 shot
     at the attacked goal, 2 dribble touch, 3 clearance or out (an untargeted long kick,
     the deflection of a blocked or saved shot, or a pass that goes straight out of play:
-    a misplaced one, or a restart kick with no teammate in reach). A reception is not a
-    kick.
+    a misplaced one, or a restart kick with no teammate in reach), 4 a reception whose
+    ball peaks above 55 m/s^2 anyway (``ts`` its strongest ms; most receptions stay
+    below and are no kick).
 ``passes`` (:data:`PASS_DTYPE`)
     One row per kick of kind 0. ``ts_kick`` is that kick's ``ts``; ``ts_receive`` the
     knot (100 ms grid) at which the player who gets it meets the ball (its centre 0.35 m
@@ -90,19 +95,21 @@ All times are sensor-clock picoseconds (``start_ps`` plus the simulated time).
     a goal; -1 if after the simulated time). Between ``ts`` and ``ts_restart`` the ball
     rolls on and is carried back to the restart spot; it may lie outside the box.
 ``bounces`` (:data:`BOUNCE_DTYPE`)
-    Ground impacts of the ball in play (bounces, and the landing after which it rolls):
-    they produce acceleration peaks as well but are no kicks; ``ts`` and position (mm)
-    of the 1 ms step of the impact. Apart from kicks and impacts, the ball in play
-    accelerates by less than 55 m/s^2 (by design; at most ~35 m/s^2 in our checks).
+    Impacts of the ball: its ground impacts in play (bounces, and the landing after
+    which it rolls) and, after it left the pitch, those until it is picked up (on the
+    ground and off the boards): they produce acceleration peaks as well but are no
+    kicks; ``ts`` and position (mm) of the 1 ms step of the impact. Apart from kicks and
+    impacts the ball accelerates by less than 55 m/s^2 (by design; at most ~35 m/s^2 in
+    our checks), and a ball lying still reads sensor noise like the real sample's
+    resting balls (|a| median ~7 m/s^2, at most 27).
 
 Records are kept when their own ``ts`` (``ts_kick`` for passes) lies in the simulated
 interval; outcomes (receptions, restarts) can lie up to a few seconds after its end.
 
-Typical content, per minute of a ``debs2013`` match (30 matches of 65 s): 42 kicks
-(28 dribble touches), 11 passes of which 15 % are intercepted, 1.4 shots (half on
-target, a fifth blocked or saved, a third scored), 1.6 times out of play (mostly over
-the goal lines). This is a busier game than a real one, on purpose: detectors need
-events to be scored against.
+Typical content, per minute of a ``debs2013`` match (10 matches of 65 s): 35 kicks
+(19 dribble touches), 14 passes of which 17 % are intercepted (about 8 per team and
+minute of play, as in the professional game), 0.8 shots, 1.5 times out of play. More
+shots than a real game has, on purpose: detectors need events to be scored against.
 
 Examples
 --------
@@ -132,6 +139,7 @@ from specula.soccer.match.truth import (
     OUT_DTYPE,
     PASS,
     PASS_DTYPE,
+    RECEPTION,
     SHOT,
     SHOT_DTYPE,
     GroundTruth,
@@ -148,6 +156,7 @@ __all__ = [
     "PASS",
     "PASS_DTYPE",
     "PROFILES",
+    "RECEPTION",
     "SHOT",
     "SHOT_DTYPE",
     "GroundTruth",

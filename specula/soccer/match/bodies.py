@@ -3,11 +3,14 @@
 Every person has a position, velocity, heading and turn rate at each knot of a 100 ms
 grid; between knots the body follows the cubic Hermite curve through them, so that
 motion is smooth (C1) with bounded acceleration. At each knot a player steers towards a
-target: his formation slot, shifted with the ball and wandering a little (an
-Ornstein-Uhlenbeck process), kept clear of the ball unless he plays it; the nearest
-opponent presses the ball carrier; the carrier runs his dribble. Whoever must be at a
-given place at a given knot (to meet the ball, or to take a restart) follows an exact
-cubic :class:`Plan` instead.
+target: his formation slot, shifted with the play (the ball smoothed; goalkeepers and
+the referee follow the ball itself) and wandering a little (an Ornstein-Uhlenbeck
+process), kept clear of the ball unless he plays it and, for the opponents of a
+restart's taker, 9.15 m from its spot. Near his target he lets it come to him (so he
+walks, jogs and stands, as real players mostly do); now and then he sprints 15-25 m.
+The nearest opponent presses the ball carrier; the carrier runs his dribble. Whoever
+must be at a given place at a given knot (to meet the ball, or to take a restart)
+follows an exact cubic :class:`Plan` instead.
 """
 
 from __future__ import annotations
@@ -63,10 +66,19 @@ REFEREE_ALONG = -4.0  # and this far along y from it, m
 WANDER_SD = 1.5  # standard deviation of the wandering around the targets, m
 WANDER_TIME = 4.0  # its correlation time, s
 KEEPER_WANDER = 0.2  # share of the wandering that a goalkeeper does
+FOLLOW_TIME = 2.0  # the formation follows the ball smoothed over this time constant, s
 RUN_SPEED = 5.0  # top speed of a player steering to his target, m/s
 RUN_ACC = 3.5  # his top acceleration, m/s^2
-APPROACH_TIME = 0.8  # a body's desired velocity is its distance to the target over this, s
+APPROACH_TIME = 1.1  # a body's desired speed is its distance beyond SLACK over this, s
+EAGER_TIME = 0.8  # ... or over this for a runner, the presser and the carrier, s
+SLACK = 1.5  # within this distance of his target a player lets it come to him, m
+SPRINT_RATE = 0.7  # an outfield player starts a run this often per minute of play
+SPRINT_LENGTH = (15.0, 25.0)  # a run covers this far, m
+SPRINT_SPEED = 7.6  # top speed of a run, m/s
+SPRINT_ACC = 3.0  # its top acceleration, m/s^2
+SPRINT_MAX_S = 4.5  # a run ends after this long at the latest, s
 KEEP_AWAY = 2.5  # everybody but the one playing the ball keeps this far from it, m
+RESTART_DISTANCE = 9.15  # opponents keep this far from a restart's ball, m
 PRESS_DISTANCE = 2.5  # the presser stands this far from the ball, goal side, m
 PRESS_SPEED = 6.0  # top speed of the player pressing the carrier, m/s
 DRIBBLE_LOOKAHEAD = 3.0  # the carrier's target is this far along his dribble direction, m
@@ -133,6 +145,8 @@ class Bodies:
         self.entering: set[int] = set()  # substitutes on their way onto the pitch
         self.wander = np.zeros((n_people, 2))
         self.home = np.zeros((n_people, 2))
+        self.play_centre = np.zeros(2)  # the ball smoothed: where the formation follows
+        self.runs: dict[int, tuple[np.ndarray, int]] = {}  # runner -> (run's end, last knot)
 
     def line_up(self, rng: np.random.Generator, centre: np.ndarray) -> None:
         """Knot 0: everyone in his kick-off formation, the substitutes beside the pitch."""
@@ -147,6 +161,7 @@ class Bodies:
         self.home = np.stack([self.x[0], self.y[0]], axis=1)
         self.heading[0] = np.where(cast.team == 1, -np.pi / 2, np.pi / 2)
         self.wander = rng.normal(0.0, WANDER_SD, (self.n_people, 2))
+        self.play_centre = np.asarray(centre, np.float64)[:2].copy()
 
     def substitute(self, off: int, on: int) -> None:
         """Player ``on`` comes on for ``off``: ``off`` leaves play at once and walks to
@@ -260,7 +275,13 @@ class Bodies:
         """Compute knot ``k + 1`` of every person from knot ``k``, with the ball at
         ``ball`` (m) and carried by ``carrier`` in ``spell`` (-1 and None if nobody)."""
         cast = self.cast
-        target = self.formation(ball, team_on_ball)
+        # The team shape follows the play, not every touch: the ball smoothed; the
+        # goalkeepers and the referee follow the ball itself.
+        self.play_centre += (ball - self.play_centre) * (KNOT_S / FOLLOW_TIME)
+        target = self.formation(self.play_centre, team_on_ball)
+        watch = cast.goalkeeper.copy()
+        watch[cast.referee] = True
+        target[watch] = self.formation(ball, team_on_ball)[watch]
         # Ornstein-Uhlenbeck wandering around the formation slots.
         self.wander += -self.wander * (KNOT_S / WANDER_TIME) + rng.normal(
             0.0, WANDER_SD * math.sqrt(2 * KNOT_S / WANDER_TIME), (self.n_people, 2))
@@ -274,6 +295,7 @@ class Bodies:
         dist = np.linalg.norm(away, axis=1)
         close = dist < KEEP_AWAY
         target[close] = ball + unit(away[close] + 1e-3) * KEEP_AWAY
+        retreat = self._restart_distance(p, target)
         if carrier >= 0:
             assert spell is not None, "a carrier has a spell"
             presser = self.nearest(ball, 1 - cast.team[carrier], k)
@@ -284,6 +306,9 @@ class Bodies:
             target[carrier] = p[carrier] + direction * DRIBBLE_LOOKAHEAD
             cap[carrier] = spell.speed if (k + 1) * KNOT_MS >= spell.t_cycle else RECEIVING_SPEED
             acc[carrier] = CARRIER_ACC
+        self._start_runs(k, rng, p, team_on_ball, carrier)
+        for i, (end, _) in self.runs.items():
+            target[i], cap[i], acc[i] = end, SPRINT_SPEED, SPRINT_ACC
         for i, (q, _) in self.standing.items():
             target[i] = q
         bench = self.bench()
@@ -295,7 +320,26 @@ class Bodies:
         target[cast.active] = np.clip(target[cast.active], lo, hi)
         if carrier >= 0:  # his ball is ahead of him: he keeps further in
             target[carrier] = np.clip(target[carrier], lo + CARRIER_INSET, hi - CARRIER_INSET)
-        v_desired = clip_norm((target - p) / APPROACH_TIME, cap)
+        to_target = target - p
+        dist = np.linalg.norm(to_target, axis=1)
+        # Beyond SLACK a player goes at a speed that grows with the distance; runners,
+        # the presser, the carrier and who must clear the ball or a restart's spot go
+        # without slack.
+        eager = retreat | (np.linalg.norm(p - ball, axis=1) < KEEP_AWAY)
+        eager[list(self.runs)] = True
+        if carrier >= 0:
+            eager[carrier] = eager[presser] = True
+        speed = np.where(eager, dist / EAGER_TIME, np.maximum(dist - SLACK, 0.0) / APPROACH_TIME)
+        v_desired = clip_norm(unit(to_target) * speed[:, None], cap)
+        # Nobody but the carrier runs through the ball: near it, a player's way towards
+        # it is turned aside (a restart's taker walks up to it on his own plan).
+        out = unit(p - ball)
+        inward = np.minimum((v_desired * out).sum(axis=1), 0.0)
+        turn = np.linalg.norm(p - ball, axis=1) < KEEP_AWAY
+        if carrier >= 0:
+            turn[carrier] = False
+        turn[list(self.standing)] = False
+        v_desired[turn] -= inward[turn, None] * out[turn]
         v_new = v + clip_norm(v_desired - v, acc * KNOT_S)
         v_new = clip_norm(v_new, V_MAX)
         p_new = p + 0.5 * (v + v_new) * KNOT_S
@@ -313,6 +357,45 @@ class Bodies:
         self.vx[k + 1], self.vy[k + 1] = v_new[:, 0], v_new[:, 1]
         self._turn(k, ball, p_new, v_new, carrier)
         self._come_on(p_new)
+
+    def _restart_distance(self, p: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """While a restart's taker waits at the ball, his opponents keep ``RESTART_DISTANCE``
+        from his spot, as the laws require: a target nearer is moved out to that distance
+        on the player's own side of the spot (in ``target``, in place), so that nobody
+        runs through the ball to reach it. Returns who is still nearer, to hurry away."""
+        cast = self.cast
+        retreat = np.zeros(self.n_people, bool)
+        for taker, (q, _) in self.standing.items():
+            opp = cast.playing & (cast.team == 1 - cast.team[taker])
+            near = opp & (np.linalg.norm(target - q, axis=1) < RESTART_DISTANCE)
+            target[near] = q + unit(p[near] - q + 1e-3) * RESTART_DISTANCE
+            retreat |= opp & (np.linalg.norm(p - q, axis=1) < RESTART_DISTANCE)
+        return retreat
+
+    def _start_runs(self, k: int, rng: np.random.Generator, p: np.ndarray, team_on_ball: int,
+                    carrier: int) -> None:
+        """End the runs that are over and start new ones: now and then an outfield player
+        sprints 15-25 m, forward into space when his team has the ball, back towards his
+        own goal when it has not (a Poisson process of ``SPRINT_RATE`` per minute)."""
+        cast = self.cast
+        for i, (end, last) in list(self.runs.items()):
+            if k >= last or float(np.linalg.norm(end - p[i])) < SLACK or i == carrier \
+                    or not cast.playing[i]:
+                del self.runs[i]
+        free = cast.playing & ~cast.goalkeeper
+        free[list(self.runs) + list(self.standing)] = False
+        if carrier >= 0:
+            free[carrier] = False
+        start = free & (rng.random(self.n_people) < SPRINT_RATE * KNOT_S / 60.0)
+        for i in np.flatnonzero(start).tolist():
+            team = int(cast.team[i])
+            sign = ATTACK[team] if team == team_on_ball else -ATTACK[team]
+            angle = rng.uniform(-0.6, 0.6)
+            direction = np.array([math.sin(angle), sign * math.cos(angle)])
+            end = p[i] + rng.uniform(*SPRINT_LENGTH) * direction
+            end = np.clip(end, (INSET + TARGET_INSET, Y_MIN + INSET + TARGET_INSET),
+                          (WIDTH - INSET - TARGET_INSET, Y_MAX - INSET - TARGET_INSET))
+            self.runs[i] = (end, k + round(SPRINT_MAX_S / KNOT_S))
 
     def _turn(self, k: int, ball: np.ndarray, p_new: np.ndarray, v_new: np.ndarray,
               carrier: int) -> None:

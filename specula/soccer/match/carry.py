@@ -29,8 +29,8 @@ D_MIN = (0.25, 0.3)  # range of the ball's nearest distance in front of the body
 PULL_BACK = (3.0, 4.0)  # range of the ball's constant deceleration relative to him, m/s^2
 DRIBBLE_SPEED = (2.5, 5.0)  # range of the carrier's top speed, m/s
 DRIBBLE_BIAS = 50.0  # the carrier's direction is off the goal by up to this, degrees
-MIN_DRIBBLE_MS = 1000  # an outfield carrier dribbles at least up to this long, ms
-MAX_DRIBBLE_MS = (1000, 3500)  # range of the time after which he must play the ball, ms
+MIN_DRIBBLE_MS = 400  # an outfield carrier dribbles at least up to this long, ms
+MAX_DRIBBLE_MS = (500, 2000)  # range of the time after which he must play the ball, ms
 
 
 @dataclass
@@ -125,6 +125,13 @@ def carried_ball(bodies: Bodies, spell: Spell, t_ms: np.ndarray):
     return pos, vel
 
 
+def soft_landing(z, vz, tau):
+    """Whether a ball at height ``z`` (m, its centre) falling at ``vz`` (m/s) can be
+    brought to the ground on a cubic of ``tau`` s that ends there at rest without going
+    below it: the cubic stays above the ground exactly when ``3 (z - r) + vz tau >= 0``."""
+    return 3 * (np.asarray(z) - BALL_RADIUS) + np.minimum(vz, 0.0) * tau >= -1e-9
+
+
 def receive(bodies: Bodies, rng: np.random.Generator, person: int, t: int,
             ball_pos: np.ndarray, ball_vel: np.ndarray) -> Spell:
     """The spell of ``person``, who meets the ball (at ``ball_pos``, moving at
@@ -151,6 +158,11 @@ def receive(bodies: Bodies, rng: np.random.Generator, person: int, t: int,
     tau = RECEIVE_MAX_S
     # Reception lengths from RECEIVE_MIN_MS up to RECEIVE_MAX_S, both included.
     tries = np.arange(RECEIVE_MIN_MS / 1000.0, RECEIVE_MAX_S + RECEIVE_STEP_S / 2, RECEIVE_STEP_S)
+    # Receptions that would take the ball below the ground are not tried; the longest
+    # one that does not is the fallback.
+    tries = tries[soft_landing(ball_pos[2], ball_vel[2], tries)]
+    if len(tries):
+        tau = float(tries[-1])
     for cand in tries:
         if cubic_peak_acc(cubic(offset, offset_rate, offset1, rate1, cand), cand) <= RECEIVE_ACC:
             tau = float(cand)

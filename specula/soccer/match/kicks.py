@@ -45,13 +45,13 @@ PRESSURE_DISTANCE = 5.0  # ... with an opponent this near (m) ...
 CLEAR_CHANCE = 0.5  # ... clears with this chance
 EDGE_ZONE = 4.0  # a player this near a line (m) ...
 PASS_CHANCE_EDGE = 0.7  # ... passes with this chance
-PASS_CHANCE = 0.45  # elsewhere with this chance
+PASS_CHANCE = 0.75  # elsewhere with this chance
 
 # Passes.
-LEAD_TIME = 0.5  # a pass is aimed where the teammate will be after this, s
+LEAD_TIME = 1.0  # a pass is aimed where the teammate will be after this, s
 OPEN_DISTANCE = 10.0  # a teammate is fully open with no opponent within this, m
 FORWARD_WEIGHT = 1.5  # weight of a teammate's gain along the pitch (in lengths)
-PREFERRED_DISTANCE = 15.0  # preferred length of a pass, m
+PREFERRED_DISTANCE = 12.0  # preferred length of a pass, m
 DISTANCE_WEIGHT = 0.02  # penalty per m off that length
 KEEPER_PENALTY = 1.0  # penalty for passing to the goalkeeper
 PASS_RANGE = (5.0, 38.0)  # shortest and longest pass, m
@@ -64,7 +64,7 @@ LOFT_DISTANCE = 25.0  # passes longer than this (m) ...
 LOFT_CHANCE = 0.5  # ... are lofted with this chance ...
 LOFT_ELEVATION = (20.0, 35.0)  # ... at this elevation, degrees
 LOFT_CARRY = 0.8  # share of a lofted pass's length covered in the air (drag-free)
-ARRIVAL_SPEED = (6.0, 9.0)  # speed at which a ground pass is meant to arrive, m/s
+ARRIVAL_SPEED = (7.5, 9.0)  # speed at which a ground pass is meant to arrive, m/s
 GROUND_DECEL = 1.6  # deceleration of a ground pass assumed for its speed, m/s^2
 PASS_PULSE_MS = (10, 20)  # range of a pass's kick pulse, ms
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specula.soccer.match.bodies import INSET, KNOT_MS, KNOT_S, Bodies, Plan
+from specula.soccer.match.carry import RECEIVE_MIN_MS, soft_landing
 from specula.soccer.match.physics import WIDTH, Y_MAX, Y_MIN, Flight, inside
 from specula.soccer.match.splines import clip_norm, cubic, cubic_velocity, unit
 
@@ -69,6 +70,8 @@ def first_to_meet(bodies: Bodies, flight: Flight, k_s: int, people: np.ndarray,
     ball_pos, ball_vel = flight.pos[rel], flight.vel[rel]
     playable = (ball_pos[:, 2] <= z_max) & (np.linalg.norm(ball_vel, axis=1) <= v_max) & \
         inside(ball_pos[:, 0], ball_pos[:, 1], margin)
+    if reach == 0:  # a reception: the ball must not be falling too fast to be brought down
+        playable &= soft_landing(ball_pos[:, 2], ball_vel[:, 2], RECEIVE_MIN_MS / 1000.0)
     if not playable.any():
         return None
     knots, ball_pos, ball_vel = knots[playable], ball_pos[playable], ball_vel[playable]

@@ -52,6 +52,7 @@ CORNER_PAUSE = (5.0, 7.0)
 
 # Carrying the ball back.
 ROLL_ON_MS = 800  # the ball rolls on for this long after leaving the pitch, ms
+PICK_UP_SPEED = 1.0  # ... and until it rolls away from the pitch no faster than this, m/s
 DEAD_ACC = 20.0  # bound on the acceleration of the ball carried back, m/s^2
 CARRY_MIN_S = 2.0  # shortest carry back, s
 CARRY_STEP_S = 0.25  # step of the carry lengths tried, s
@@ -111,12 +112,18 @@ def _restart_rule(rng: np.random.Generator, x: float, y: float, z: float, line: 
     return team, spot, kind, pause, goal
 
 
-def _carry_from(flight: Flight) -> int:
+def carry_from(flight: Flight) -> int:
     """The step of ``flight`` the carry back starts from: ``ROLL_ON_MS`` after the ball
-    left the pitch, or later, when it next touches the ground. A carry that started in
-    the air with the ball falling would follow the fall on, below the ground."""
+    left the pitch, or later, when it is on the ground and no longer rolling away from
+    the pitch fast (it rebounded off the boards, or slowed to ``PICK_UP_SPEED``). A
+    carry that started in the air with the ball falling would follow the fall on, below
+    the ground; one that started with the ball rolling away, through the boards."""
     rel = min(flight.out + ROLL_ON_MS, len(flight.pos) - 1)
-    down = np.flatnonzero(flight.pos[rel:, 2] <= BALL_RADIUS)
+    pos, vel = flight.pos[rel:], flight.vel[rel:]
+    away = np.sum(vel[:, :2] * (pos[:, :2] - CENTRE), axis=1) > 0
+    speed = np.linalg.norm(vel[:, :2], axis=1)
+    ok = (pos[:, 2] <= BALL_RADIUS) & (~away | (speed <= PICK_UP_SPEED))
+    down = np.flatnonzero(ok)
     return rel + int(down[0]) if len(down) else len(flight.pos) - 1
 
 
@@ -125,7 +132,7 @@ def _carry_back(flight: Flight, spot: np.ndarray, ball: np.ndarray) -> int:
     bounce and carry it along the ground to ``spot`` on a quintic that ends at rest;
     write that into ``ball`` (the 1 ms grid) and return the ms at which it lies at the
     spot."""
-    rel = _carry_from(flight)
+    rel = carry_from(flight)
     t_dead = flight.i0 + rel
     p0, v0 = flight.pos[rel], flight.vel[rel] * [1.0, 1.0, 0.0]
     target = np.array([spot[0], spot[1], BALL_RADIUS])

@@ -4,7 +4,8 @@ Every transmitter reads at its own exact, constant period, from a random phase, 
 real sensors do (:func:`sensor_period_ps`); worn sensors drop out now and then
 (:func:`dropouts`). The ball in play is read off its 1 ms grid by linear
 interpolation (position, and velocity and acceleration by central differences on that
-grid); the spare balls lie still; a wearer's sensor sits on his limb beside the Hermite
+grid); the spare balls lie still, reading the noise of a resting ball
+(:func:`resting_noise`); a wearer's sensor sits on his limb beside the Hermite
 curve of his body, with ``|v|`` and ``|a|`` by finite differences over its own readings.
 The readings are converted to DEBS units and written straight to their rows of the
 stream sorted by time.
@@ -77,6 +78,31 @@ def dropouts(rng: np.random.Generator, t: np.ndarray, duration_ps: int) -> np.nd
     return t[~gone]
 
 
+#: A ball lying still still reads noise, as the real sample's resting balls do (balls 8
+#: and 10 of ``tests/data/debs2013``: |a| median 6.8 and 7.2 m/s^2, 5th-95th
+#: percentiles about 2-20, at most 27; |v| median 0.13-0.15 m/s, at most 0.42;
+#: positions within a couple of mm): |a| and |v| log-normal around these medians,
+#: capped at the sample's largest, and the position jittered by a normal of these
+#: deviations (mm).
+REST_A_MEDIAN, REST_A_SIGMA, REST_A_MAX = 7.0, 0.55, 27.0  # m/s^2, log-scale sd, m/s^2
+REST_V_MEDIAN, REST_V_SIGMA, REST_V_MAX = 0.14, 0.5, 0.42  # m/s, log-scale sd, m/s
+REST_JITTER_MM = (1.5, 1.5, 3.5)  # x, y, z
+
+
+def resting_noise(rng: np.random.Generator, n: int):
+    """Position jitter (m), velocity and acceleration (m/s, m/s^2) of ``n`` readings of a
+    ball lying still: sensor noise like the real sample's resting balls."""
+    jitter = rng.normal(0.0, 1.0, (n, 3)) * np.array(REST_JITTER_MM) / 1000.0
+    v = np.minimum(REST_V_MEDIAN * np.exp(rng.normal(0.0, REST_V_SIGMA, n)), REST_V_MAX)
+    a = np.minimum(REST_A_MEDIAN * np.exp(rng.normal(0.0, REST_A_SIGMA, n)), REST_A_MAX)
+
+    def along_random(length: np.ndarray) -> np.ndarray:
+        d = rng.normal(size=(n, 3))
+        return d / np.linalg.norm(d, axis=1, keepdims=True) * length[:, None]
+
+    return jitter, along_random(v), along_random(a)
+
+
 def finite_differences(t_s: np.ndarray, pos: np.ndarray):
     """Velocity and acceleration of one transmitter's readings by central differences
     on its own (non-uniform) time stamps; one-sided at the ends."""
@@ -147,11 +173,12 @@ def _put(events: np.ndarray, rows: np.ndarray, ts: np.ndarray, sid: int, type_id
            vdir, adir, player, team, limb, start_ps)
 
 
-def _ball_readings(ball: np.ndarray, t: np.ndarray, duration_ps: int
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ball_readings(ball: np.ndarray, t: np.ndarray, duration_ps: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Position, velocity and acceleration of the ball in play at the times ``t`` (ps
     since the start): linear interpolation on its 1 ms grid ``ball``, with velocity and
-    acceleration by central differences of the grid's positions."""
+    acceleration by central differences of the grid's positions; where it lies still
+    (waiting for a restart), the noise of a resting ball."""
     n_grid = int(duration_ps // 10**9) + 3
     grid = ball[:n_grid + 1]
     grid_vel = np.zeros_like(grid)
@@ -166,7 +193,12 @@ def _ball_readings(ball: np.ndarray, t: np.ndarray, duration_ps: int
     def lerp(a):
         return a[step] * (1 - weight) + a[step + 1] * weight
 
-    return lerp(grid), lerp(grid_vel), lerp(grid_acc)
+    pos, vel, acc = lerp(grid), lerp(grid_vel), lerp(grid_acc)
+    still = ~(np.abs(vel).any(axis=1) | np.abs(acc).any(axis=1))
+    if still.any():
+        jitter, vel[still], acc[still] = resting_noise(rng, int(still.sum()))
+        pos[still] += jitter
+    return pos, vel, acc
 
 
 def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generator,
@@ -202,12 +234,12 @@ def sample(cast: Cast, bodies: Bodies, ball: np.ndarray, rng: np.random.Generato
         return row_of[bounds[n]:bounds[n + 1]]
 
     _put(events, rows(0), times[0], profile.ball_in_play, ball_id,
-         *_ball_readings(ball, times[0], duration_ps), 0, 0, 0, start_ps, rng)
+         *_ball_readings(ball, times[0], duration_ps, rng), 0, 0, 0, start_ps, rng)
     for j, sid in enumerate(profile.spare_balls):
         t = times[1 + j]
         spot = np.array([*SPARE_SPOTS[j % len(SPARE_SPOTS)], BALL_RADIUS])
-        zero = np.zeros((len(t), 3))
-        _put(events, rows(1 + j), t, sid, ball_id, zero + spot, zero, zero, 0, 0, 0, start_ps,
+        jitter, vel, acc = resting_noise(rng, len(t))
+        _put(events, rows(1 + j), t, sid, ball_id, spot + jitter, vel, acc, 0, 0, 0, start_ps,
              rng)
     # Wearers: their limbs around the Hermite curve of the body, at their own times.
     first = 1 + len(profile.spare_balls)

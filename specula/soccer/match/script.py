@@ -16,14 +16,15 @@ import math
 
 import numpy as np
 
+from specula.soccer.geometry import KICK_ACCELERATION
 from specula.soccer.match import kicks
 from specula.soccer.match.bodies import KNOT_MS, Bodies
 from specula.soccer.match.carry import Spell, carried_ball, receive
 from specula.soccer.match.meeting import Outcome, send_to_meet
 from specula.soccer.match.physics import BALL_RADIUS, CENTRE, HORIZON_MS, Flight
 from specula.soccer.match.profiles import Cast
-from specula.soccer.match.restarts import TAKER_BEHIND, DeadBall, ball_out
-from specula.soccer.match.truth import DRIBBLE, PASS, SHOT, GroundTruth, TruthLog
+from specula.soccer.match.restarts import TAKER_BEHIND, DeadBall, ball_out, carry_from
+from specula.soccer.match.truth import DRIBBLE, PASS, RECEPTION, SHOT, GroundTruth, TruthLog
 
 KICKOFF_MS = 1000  # the first kick-off is at least this far into the match, ms
 KICKOFF_JITTER_MS = 500  # ... plus up to this much, drawn at random, ms
@@ -237,7 +238,8 @@ class Script:
     def _out(self, k: int) -> None:
         """The ball's centre left the pitch: record it and schedule the restart."""
         flight = self._flight()
-        self.log.flight_bounces(flight, flight.end)
+        # impacts up to where the dead ball is picked up: on the ground, and off the boards
+        self.log.flight_bounces(flight, flight.i0 + carry_from(flight))
         record, dead = ball_out(self.bodies, self.rng, flight, k, self.log.last_kicker,
                                 self.ball)
         goal = record[5]
@@ -305,6 +307,22 @@ class Script:
             self.ball[spell.t_receive:end] = pos
             if spell.end < 0:
                 self.ball[end:] = pos[-1]
+        for spell in self.spells:
+            self.hard_reception(spell)
+
+    def hard_reception(self, spell: Spell) -> None:
+        """A reception whose ball (on the 1 ms grid) accelerates beyond a kick's 55 m/s^2
+        somewhere (the planned bound holds relative to the receiver as planned, not as he
+        then turns) is a kick of kind ``RECEPTION`` at its strongest ms."""
+        lo, hi = max(spell.t_receive, 1), min(spell.t_cycle, self.end_ms)
+        if hi - lo < 1:
+            return
+        seg = self.ball[lo - 1:hi + 2]
+        acc = np.linalg.norm(seg[2:] - 2 * seg[1:-1] + seg[:-2], axis=1) / 1e-6
+        j = int(np.argmax(acc))
+        if acc[j] > KICK_ACCELERATION / 1e6:
+            self.log.kicks.append((2 * (lo + j), spell.carrier,
+                                   int(self.cast.team[spell.carrier]), RECEPTION))
 
     def truth(self, start_ps: int, duration_ps: int) -> GroundTruth:
         """The ground truth in sensor ps, for a stream of ``duration_ps`` from

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
     from specula.soccer.match.bodies import Bodies
 
 #: Kick kinds of :data:`KICK_DTYPE`.
-PASS, SHOT, DRIBBLE, CLEARANCE = 0, 1, 2, 3
+PASS, SHOT, DRIBBLE, CLEARANCE, RECEPTION = 0, 1, 2, 3, 4
 
 KICK_DTYPE = np.dtype([("ts", "i8"), ("player", "i4"), ("team", "i1"), ("kind", "i1")])
-"""Kicks: pulse centre (ps), kicker, his team, kind (0 pass, 1 shot, 2 dribble, 3 clear/out)."""
+"""Kicks: pulse centre (ps), kicker, his team, kind (0 pass, 1 shot, 2 dribble, 3 clear/out,
+4 a reception hard enough to peak like a kick)."""
 
 PASS_DTYPE = np.dtype([
     ("ts_kick", "i8"), ("ts_receive", "i8"), ("from_player", "i4"), ("to_player", "i4"),
@@ -57,7 +58,8 @@ SUBSTITUTION_DTYPE = np.dtype([("ts", "i8"), ("team", "i1"), ("off", "i4"), ("on
 WHISTLE_PS = 500 * 10**9
 
 BOUNCE_DTYPE = np.dtype([("ts", "i8"), ("x", "i8"), ("y", "i8")])
-"""Ground bounces of the ball in play: time (ps) and position (mm)."""
+"""Impacts of the ball: its bounces on the ground in play and, out of play, until it is
+picked up (off the ground and the boards): time (ps) and position (mm)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -270,6 +272,7 @@ class TruthLog:
 
         end = start_ps + duration_ps
         kicks = np.array(self.kicks, np.int64).reshape(-1, 4)
+        kicks = kicks[np.argsort(kicks[:, 0], kind="stable")]  # receptions come in last
         k = np.zeros(len(kicks), KICK_DTYPE)
         k["ts"] = ps(kicks[:, 0])
         k["player"], k["team"], k["kind"] = kicks[:, 1], kicks[:, 2], kicks[:, 3]
