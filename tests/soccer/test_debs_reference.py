@@ -51,7 +51,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def match_run():
-    match = generate_match(SECONDS, profile="debs2013", seed=1)
+    match = generate_match(SECONDS, profile="debs2013", seed=7)
     assert len(match.truth.interruptions)  # play stops and goes on again
     return Run(match.stream(), match.metadata)
 
