@@ -54,13 +54,15 @@ _BOUNDED_HISTORY = {
 
 @contextmanager
 def spark_session(master: str | None = None, *, app_name: str = "specula",
-                  small_input: bool = False) -> Iterator[SparkSession]:
+                  small_input: bool = False, driver_memory: str | None = None
+                  ) -> Iterator[SparkSession]:
     """A Spark session on ``master`` (default :data:`EMBEDDED_MASTER`), stopped on exit.
 
     Finds Java first (:func:`~specula.cluster.java.ensure_java`), makes the executors
     run this interpreter, turns the web UI off (no port to collide on) and Arrow on.
     ``small_input``: the job reads less than :data:`SMALL_INPUT_BYTES` of text, so its
-    JVMs skip C2 compilation.
+    JVMs skip C2 compilation. ``driver_memory`` (e.g. ``"1g"``) bounds the driver JVM's
+    heap, where ``local`` masters also run the tasks (default: a quarter of the RAM).
     """
     ensure_java()
     _prepare_environment()
@@ -93,6 +95,8 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
                .config("spark.sql.session.timeZone", "UTC"))
     for name, value in _BOUNDED_HISTORY.items():
         builder = builder.config(name, value)
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     for name, value in _executor_environment().items():
         builder = builder.config(f"spark.executorEnv.{name}", value)
     try:

@@ -47,6 +47,10 @@ from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.spark_stream import LogWatcher, TakenBatch
 from specula.pipelines.watch_checkpoint import PendingOutput, WatchCheckpoint
 
+#: The driver JVM's heap in a watch: its work is a micro-batch of files at a time, and an
+#: unbounded heap (a quarter of the RAM) grows for minutes before the JVM collects.
+_WATCH_HEAP = "1g"
+
 #: The options of the kind's default graph where the config leaves them unset.
 DEFAULT_OPTIONS: dict[str, Any] = {"alpha": "adaptive", "retraction": "on-demand",
                                    "k0_ms": 400.0}
@@ -139,7 +143,9 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         small = not config.watch and is_small_log(log)
         with progress.phase("starting Spark"):
             spark = spark_open.enter_context(spark_session(config.spark_master,
-                                                           small_input=small))
+                                                           small_input=small,
+                                                           driver_memory=_WATCH_HEAP
+                                                           if config.watch else None))
         report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
                                            start, progress)
         with progress.phase("stopping Spark"):
