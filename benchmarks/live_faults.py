@@ -28,7 +28,8 @@ watch's driver, its Spark JVMs and the Ray workers (the detector actors) is samp
 It prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``actors_mb_per_min`` (least-squares
 slopes of their RSS after warm-up), ``complex_files`` (files in ``OUT/complex`` at the
 end), ``complex_files_per_5_min`` (the files it held after 5 minutes of watch, or at
-the end of a shorter one) and ``events``. ``--quick``: 3 minutes, 1 of warm-up.
+the end of a shorter one), ``events`` and the Ray worker processes after warm-up and
+at the end. ``--quick``: 3 minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -129,9 +130,10 @@ def memory(driver: int) -> dict[str, float]:
     while grew:
         more = {p for p, (parent, _) in table.items() if parent in tree} - tree
         grew, tree = bool(more), tree | more
+    workers = [p for p, (_, c) in table.items() if c.startswith("ray::")]
     return {"driver": rss_mb(driver),
             "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
-            "actors": sum(rss_mb(p) for p, (_, c) in table.items() if c.startswith("ray::"))}
+            "actors": sum(rss_mb(p) for p in workers), "workers": len(workers)}
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
@@ -196,6 +198,8 @@ def soak(args: argparse.Namespace) -> None:
                       "files_landed": len(parts), "events": len(match.events),
                       **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
+                      "ray_workers_after_warm_up": after[0][1]["workers"] if after else None,
+                      "ray_workers_end": after[-1][1]["workers"] if after else None,
                       "complex_files": files,
                       "complex_files_per_5_min": at_5_min,
                       "exit_status": proc.returncode}))

@@ -291,7 +291,13 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
                 commits.append(_checkpoint(out, start.run, watcher, annotations, pending,
                                            graph.registry))
             else:
+                from specula.actors.ray_runtime import user_modules
+                from specula.cluster import ray_session
+
+                # one connection for every segment: a driver that joins the cluster
+                # once per segment would leave a job behind each time
                 with _ray(spark, config, out, progress) as address, \
+                        ray_session(address, modules=user_modules(graph)), \
                         progress.phase("detecting (Ray)") as advance:
                     while not watcher.ended:
                         segment = annotations.into(watcher.batches(config.checkpoint_interval))
