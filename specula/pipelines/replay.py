@@ -122,6 +122,9 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         from specula.cluster import check_joinable
 
         check_joinable(config.ray_address)  # before Spark spends a minute
+    if config.watch and config.in_process:
+        raise ValueError("a watch runs on Ray: its checkpoints suspend the graph there "
+                         "(leave in_process off)")
     graph = replay_graph(config, kind)
     graph.validate()  # refuse what cannot run before Spark starts: the graph,
     raw_type_table(graph, kind.registry)  # and events it cannot read
@@ -263,11 +266,12 @@ def _ray(spark: Any, config: ReplayConfig, out: Path, progress: JobProgress
 def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
            out: Path, start: _WatchStart, annotations: Annotations, progress: JobProgress
            ) -> tuple[RunReport, Any, dict[str, Any]]:
-    """A watch of ``log`` from ``start``: on Ray, segments of the graph's run, each
+    """A watch of ``log`` from ``start``: segments of the graph's run on Ray, each
     ended by a suspension and a checkpoint at the checkpoint interval, until the watch
-    is stopped (a last suspension) or idle (a flush); in-process, one run and one
-    checkpoint at the end. Returns the last run's report, the counts of the whole
-    watch and the summary's watch entries."""
+    is stopped (a last suspension) or idle (a flush). Returns the last segment's
+    report, the counts of the whole watch and the summary's watch entries."""
+    from specula.actors.ray_runtime import user_modules
+    from specula.cluster import ray_session
     from specula.pipelines.spark_stream import WatchCounts, counts_as_ingested, stop_on_signals
 
     last = start.checkpoint
@@ -281,48 +285,27 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
     pending = PendingOutput(graph)
     commits, resume, suspension = [], start.resume, None
     try:
-        with stop_on_signals(watcher, progress.say):
-            if config.in_process:
-                with progress.phase("detecting (in-process)") as advance:
-                    report = _run_in_process(graph, progress.events(
-                        annotations.into(watcher.batches()), advance), kind.registry,
-                        config.speed)
-                pending(_final_output(report))
+        # one connection for every segment: a driver that joins the cluster once per
+        # segment would leave a job behind each time
+        with stop_on_signals(watcher, progress.say), \
+                _ray(spark, config, out, progress) as address, \
+                ray_session(address, modules=user_modules(graph)), \
+                progress.phase("detecting (Ray)") as advance:
+            while not watcher.ended:
+                segment = annotations.into(watcher.batches(config.checkpoint_interval))
+                report, suspension = _run_on_ray(
+                    graph, address, segment, kind.registry, config, resume,
+                    lambda: watcher.stopping or not watcher.ended, pending, advance)
+                save_suspension(out, suspension)
                 commits.append(_checkpoint(out, start.run, watcher, annotations, pending,
                                            graph.registry))
-            else:
-                from specula.actors.ray_runtime import user_modules
-                from specula.cluster import ray_session
-
-                # one connection for every segment: a driver that joins the cluster
-                # once per segment would leave a job behind each time
-                with _ray(spark, config, out, progress) as address, \
-                        ray_session(address, modules=user_modules(graph)), \
-                        progress.phase("detecting (Ray)") as advance:
-                    while not watcher.ended:
-                        segment = annotations.into(watcher.batches(config.checkpoint_interval))
-                        report, suspension = _run_on_ray(
-                            graph, address, segment, kind.registry, config, resume,
-                            lambda: watcher.stopping or not watcher.ended, pending, advance)
-                        save_suspension(out, suspension)
-                        commits.append(_checkpoint(out, start.run, watcher, annotations,
-                                                   pending, graph.registry))
-                        resume = suspension
+                resume = suspension
     finally:
         watcher.close()
     return report, counts_as_ingested(watcher.counts), {
         "resumed": start.resume is not None, "suspended": suspension is not None,
         "resumed_from": last.id if last is not None else None,
         "checkpoints": [c.id for c in commits], "written_live": pending.committed}
-
-
-def _final_output(report: RunReport) -> Any:
-    """An in-process run's whole output, as what became final."""
-    from specula.actors.settled import Settled
-
-    return Settled({n: d.net.net() for n, d in report.detectors.items()},
-                   {n: d.net.emissions() for n, d in report.detectors.items()},
-                   {n: d.late for n, d in report.detectors.items()})
 
 
 def _checkpoint(out: Path, run: int, watcher: LogWatcher, annotations: Annotations,
