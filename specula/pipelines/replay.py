@@ -270,8 +270,6 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
     ended by a suspension and a checkpoint at the checkpoint interval, until the watch
     is stopped (a last suspension) or idle (a flush). Returns the last segment's
     report, the counts of the whole watch and the summary's watch entries."""
-    from specula.actors.ray_runtime import user_modules
-    from specula.cluster import ray_session
     from specula.pipelines.spark_stream import WatchCounts, counts_as_ingested, stop_on_signals
 
     last = start.checkpoint
@@ -285,11 +283,8 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
     pending = PendingOutput(graph)
     commits, resume, suspension = [], start.resume, None
     try:
-        # one connection for every segment: a driver that joins the cluster once per
-        # segment would leave a job behind each time
         with stop_on_signals(watcher, progress.say), \
                 _ray(spark, config, out, progress) as address, \
-                ray_session(address, modules=user_modules(graph)), \
                 progress.phase("detecting (Ray)") as advance:
             while not watcher.ended:
                 segment = annotations.into(watcher.batches(config.checkpoint_interval))
