@@ -20,6 +20,19 @@ The last line printed is one JSON object: ``seconds``, ``files``, ``driver_kills
 ``actor_kills`` (0: the watch's actors are restarted by Ray after crashes, which
 ``benchmarks/soak.py`` measures), ``bad_files``, ``quarantined``, ``detections``,
 ``missing``, ``duplicated``, ``wall_seconds``.
+
+With ``--soak MINUTES`` it measures a long watch instead: a file of ``--file-seconds``
+of play lands every ``--every`` seconds for MINUTES (warm-up included: the first
+``--warm-up`` minutes are left out of the slopes), while the resident memory of the
+watch's driver, its Spark JVMs and the Ray workers (the detector actors) is sampled.
+It prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``actors_mb_per_min`` (least-squares
+slopes of their RSS after warm-up), ``complex_files`` (files in ``OUT/complex`` at the
+end), ``complex_files_per_5_min`` (the files it held after 5 minutes of watch, or at
+the end of a shorter one), ``events`` and the Ray worker processes after warm-up and
+at the end. ``--quick``: 3 minutes, 1 of warm-up.
+
+    python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
+    python benchmarks/live_faults.py --soak 3 --quick
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,6 +96,115 @@ def wait_for(out: Path, commits: int, proc: subprocess.Popen, limit: float = 600
         time.sleep(0.5)
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def processes() -> dict[int, tuple[int, str]]:
+    """Every process of this machine: its parent and command line."""
+    found = {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        found[int(name)] = (parent, command)
+    return found
+
+
+def memory(driver: int) -> dict[str, float]:
+    """RSS in MB of the watch's driver, its JVMs (Spark's) and the Ray workers."""
+    table = processes()
+    tree, grew = {driver}, True
+    while grew:
+        more = {p for p, (parent, _) in table.items() if parent in tree} - tree
+        grew, tree = bool(more), tree | more
+    workers = [p for p, (_, c) in table.items() if c.startswith("ray::")]
+    return {"driver": rss_mb(driver),
+            "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
+            "actors": sum(rss_mb(p) for p in workers), "workers": len(workers)}
+
+
+def slope_per_min(times: list[float], values: list[float]) -> float | None:
+    """Least-squares slope of ``values`` over ``times`` (seconds), per minute."""
+    if len(times) < 3:
+        return None
+    return float(np.polyfit(np.asarray(times) / 60, np.asarray(values), 1)[0])
+
+
+def soak(args: argparse.Namespace) -> None:
+    """A long watch, a file landing every ``--every`` seconds: memory slopes and files."""
+    import ray
+
+    if args.quick:
+        args.soak, args.warm_up = 3.0, 1.0
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    n_files = int(args.soak * 60 / args.every) + 1
+    match = generate_match(n_files * args.file_seconds, seed=args.seed)
+    parts = np.array_split(match.events, n_files)
+    work = Path(tempfile.mkdtemp(prefix="specula-watch-soak-"))
+    staging, watched, out = work / "staging", work / "watched", work / "run"
+    staging.mkdir()
+    watched.mkdir()
+    context = ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
+                       log_to_driver=False)
+    cmd = [sys.executable, "-m", "specula.cli", "replay", str(watched), "--watch", "--out",
+           str(out), "--no-progress", "--no-plots", "--ray-address",
+           context.address_info["gcs_address"], "--checkpoint-interval",
+           str(args.checkpoint_interval)]
+    log = open(work / "watch.log", "w")  # noqa: SIM115 (closed with the watch)
+    proc = subprocess.Popen([*cmd, "--idle-timeout", "0"], stdout=log,  # until stopped
+                            stderr=subprocess.STDOUT, text=True)
+    samples: list[tuple[float, dict[str, float]]] = []
+    at_5_min = 0
+    began = time.time()
+    try:
+        for i, part in enumerate(parts):
+            write_positions(staging / f"part{i:04}.csv", part, newline="\n")
+            (staging / f"part{i:04}.csv").rename(watched / f"part{i:04}.csv")
+            due = began + (i + 1) * args.every
+            while time.time() < due:
+                if proc.poll() is not None:
+                    raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
+                samples.append((time.time() - began, memory(proc.pid)))
+                if time.time() - began <= 300:
+                    at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
+                time.sleep(min(5.0, max(0.0, due - time.time())))
+        files = len(list(Path(out, "complex").rglob("*.parquet")))
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+        ray.shutdown()
+    watched_min = (time.time() - began) / 60
+    after = [(t, m) for t, m in samples if t >= args.warm_up * 60]
+    times = [t for t, _ in after]
+    slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
+              for k in ("jvm", "driver", "actors")}
+    print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
+                      "files_landed": len(parts), "events": len(match.events),
+                      **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
+                      "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
+                      "ray_workers_after_warm_up": after[0][1]["workers"] if after else None,
+                      "ray_workers_end": after[-1][1]["workers"] if after else None,
+                      "complex_files": files,
+                      "complex_files_per_5_min": at_5_min,
+                      "exit_status": proc.returncode}))
+
+
 def rows(table: object, names: list[str]) -> Counter:
     cols = [np.asarray(table[n].tolist()).tolist() for n in names]  # type: ignore[index]
     return Counter(zip(*cols, strict=True))
@@ -97,7 +220,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--idle", type=float, default=15.0,
                         help="seconds without a new file after which a watch ends")
+    parser.add_argument("--soak", type=float, default=0.0,
+                        help="minutes of a long watch whose memory is measured (0: faults)")
+    parser.add_argument("--quick", action="store_true", help="--soak 3 --warm-up 1")
+    parser.add_argument("--every", type=float, default=9.0, help="seconds between files")
+    parser.add_argument("--file-seconds", type=float, default=2.0,
+                        help="seconds of play per file")
+    parser.add_argument("--warm-up", type=float, default=2.0, help="minutes")
+    parser.add_argument("--checkpoint-interval", type=float, default=60.0)
     args = parser.parse_args()
+    if args.soak or args.quick:
+        soak(args)
+        return
     import ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"

@@ -184,6 +184,8 @@ def _check_replay(args: argparse.Namespace) -> Any:
         latency_plots=("passes", "hits") if graph is None else None,
         idle_timeout=_IDLE_TIMEOUT if args.idle_timeout is None
         else args.idle_timeout if args.idle_timeout > 0 else None,
+        checkpoint_interval=_CHECKPOINT_INTERVAL if args.checkpoint_interval is None
+        else args.checkpoint_interval,
         **({"out": Path(args.out)} if args.out else {}))
     replay_graph(config, PositionLog()).validate()
     return config
@@ -225,6 +227,8 @@ class UsageError(Exception):
 
 #: Seconds a watch waits for a new file before it stops, unless --idle-timeout says.
 _IDLE_TIMEOUT = 30.0
+#: Seconds between a watch's checkpoints, unless --checkpoint-interval says.
+_CHECKPOINT_INTERVAL = 60.0
 
 
 def _check_replay_combinations(args: argparse.Namespace) -> None:
@@ -249,6 +253,8 @@ def _check_replay_combinations(args: argparse.Namespace) -> None:
                          "replayed as it is")
     if args.idle_timeout is not None and not args.watch:
         raise UsageError("--idle-timeout applies to --watch only")
+    if args.checkpoint_interval is not None and not args.watch:
+        raise UsageError("--checkpoint-interval applies to --watch only")
     if args.sources > 1 and (args.in_process or args.watch):
         raise UsageError("--sources feeds a replay on Ray from source actors; --in-process "
                          "and --watch read the stream in this process")
@@ -640,6 +646,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--idle-timeout", type=_NOT_NEGATIVE, default=None,
                    help="with --watch: stop after this many seconds without a new file "
                         "(default 30; 0: run until Ctrl-C)")
+    s.add_argument("--checkpoint-interval", type=_POSITIVE, default=None,
+                   help="with --watch: seconds between checkpoints, each committing the "
+                        "detections that became final; a restart goes on from the last "
+                        "(default 60)")
     s.set_defaults(func=replay, check=_check_replay)
     c = sub.add_parser("score", help="score a replay of the real game against the referee's "
                                      "annotations", description=score.__doc__)

@@ -41,7 +41,8 @@ OPTIONS = ["--events", "--seed", "--max-delay", "--k0", "--retraction", "--step-
            "--ticks-per-second", "--cost-us", "--source", "--address", "--in-process",
            "--batch-size", "--report", "--graph", "--out", "--spark-master", "--ray-address",
            "--seconds", "--profile", "--no-delays", "--alpha", "--k0-ms", "--speed",
-           "--no-plots", "--no-progress", "--watch", "--idle-timeout", "--help", "-h",
+           "--no-plots", "--no-progress", "--watch", "--idle-timeout", "--checkpoint-interval",
+           "--help", "-h",
            "--bogus", "--"]
 VALUES = ["0", "1", "-1", "2", "0.5", "1.5", "nan", "inf", "-inf", "1e400", "9" * 30,
           str(2**63), str(2**62), "adaptive", "full", "on-demand", "partial", "debs2013",
@@ -96,7 +97,8 @@ def test_fuzz_command_line(project, capsys, argv):
 @given(st.sampled_from(["demo", "replay"]),
        st.sampled_from(["--events", "--seed", "--max-delay", "--k0", "--step-ticks",
                         "--ticks-per-second", "--cost-us", "--seconds", "--alpha", "--k0-ms",
-                        "--speed", "--batch-size", "--idle-timeout"]),
+                        "--speed", "--batch-size", "--idle-timeout",
+                        "--checkpoint-interval"]),
        st.one_of(st.sampled_from(VALUES), st.integers().map(str),
                  st.floats(allow_nan=True).map(repr), st.text(max_size=6)))
 def test_fuzz_numbers(project, capsys, command, option, value):

@@ -39,15 +39,30 @@ SMALL_INPUT_BYTES = 24 << 20
 log = logging.getLogger(__name__)
 
 
+#: What Spark remembers of finished work, kept small: a watch runs several jobs per
+#: micro-batch, and the defaults (a thousand jobs, stages and SQL executions, a hundred
+#: progress reports per query) hold hundreds of MB of history in the driver's JVM.
+_BOUNDED_HISTORY = {
+    "spark.ui.retainedJobs": "50", "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "5000", "spark.sql.ui.retainedExecutions": "20",
+    "spark.sql.streaming.ui.retainedQueries": "5",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "20",
+    "spark.sql.streaming.numRecentProgressUpdates": "20",
+    "spark.cleaner.periodicGC.interval": "5min",
+}
+
+
 @contextmanager
 def spark_session(master: str | None = None, *, app_name: str = "specula",
-                  small_input: bool = False) -> Iterator[SparkSession]:
+                  small_input: bool = False, driver_memory: str | None = None
+                  ) -> Iterator[SparkSession]:
     """A Spark session on ``master`` (default :data:`EMBEDDED_MASTER`), stopped on exit.
 
     Finds Java first (:func:`~specula.cluster.java.ensure_java`), makes the executors
     run this interpreter, turns the web UI off (no port to collide on) and Arrow on.
     ``small_input``: the job reads less than :data:`SMALL_INPUT_BYTES` of text, so its
-    JVMs skip C2 compilation.
+    JVMs skip C2 compilation. ``driver_memory`` (e.g. ``"1g"``) bounds the driver JVM's
+    heap, where ``local`` masters also run the tasks (default: a quarter of the RAM).
     """
     ensure_java()
     _prepare_environment()
@@ -64,8 +79,12 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
     # the 1 MB default in the analyzer of a streaming query's thread. HotSpot leaves
     # methods over 8,000 bytes of bytecode interpreted; the validation's generated code
     # is larger, so without -XX:-DontCompileHugeMethods it runs several times slower.
+    # A long watch: G1 gives memory back to the system after a collection (free ratios)
+    # and when the JVM idles between files (a periodic collection), instead of keeping
+    # the high-water mark of its heap.
     options = (f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
                " -Xss8m -XX:-DontCompileHugeMethods"
+               " -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:G1PeriodicGCInterval=30000"
                + (" -XX:TieredStopAtLevel=1" if small_input else ""))
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.driver.extraJavaOptions", options)
@@ -74,6 +93,10 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.session.timeZone", "UTC"))
+    for name, value in _BOUNDED_HISTORY.items():
+        builder = builder.config(name, value)
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     for name, value in _executor_environment().items():
         builder = builder.config(f"spark.executorEnv.{name}", value)
     try:

@@ -13,12 +13,8 @@ watch that is running (its process is alive, started when it claimed: refused, t
 watches would write one folder) or one that died without saving: killed (SIGKILL, an
 OOM kill, a lost VM), aborted by a second Ctrl-C, or ended by an error. Its processes
 on this machine that outlived it (found by the tag, so a reused process id is never
-hit) are ended first. If it had handed no file on, or had saved, nothing was lost.
-Otherwise its graph's state is lost: one that started afresh is taken over by the new
-watch, which drops the dead one's output, takes its files again and writes what it
-would have written, each row once; one that had resumed a
-suspended graph is refused, saying what to do, since the resumed state is overwritten
-by the dead watch's own checkpoints (versioned checkpoints would lift that).
+hit) are ended, and the next watch goes on from the last checkpoint the dead one
+committed (:mod:`~specula.pipelines.watch_checkpoint`).
 """
 
 from __future__ import annotations
@@ -43,25 +39,19 @@ _SUFFIX = ".running"
 @dataclass(frozen=True)
 class Lease:
     """A watch's claim on a run folder: run number, driver process (its id and start
-    time, so that a reused id is not taken for it), tag, and the last micro-batch
-    handed on when it started (-1: none)."""
+    time, so that a reused id is not taken for it) and tag."""
 
     run: int
     pid: int
     started: int
     tag: str
-    handed_before: int
-    #: Whether the watch started afresh (not resuming a suspended graph).
-    fresh: bool
 
-    def to_json(self) -> dict[str, int | str | bool]:
-        return {"run": self.run, "pid": self.pid, "started": self.started, "tag": self.tag,
-                "handed_before": self.handed_before, "fresh": self.fresh}
+    def to_json(self) -> dict[str, int | str]:
+        return {"run": self.run, "pid": self.pid, "started": self.started, "tag": self.tag}
 
     @classmethod
-    def from_json(cls, data: dict[str, int | str | bool]) -> Lease:
-        return cls(int(data["run"]), int(data["pid"]), int(data["started"]),
-                   str(data["tag"]), int(data["handed_before"]), bool(data["fresh"]))
+    def from_json(cls, data: dict[str, int | str]) -> Lease:
+        return cls(int(data["run"]), int(data["pid"]), int(data["started"]), str(data["tag"]))
 
 
 def lease_path(out: Path, run: int) -> Path:
@@ -69,13 +59,12 @@ def lease_path(out: Path, run: int) -> Path:
     return Path(out) / "runs" / f"{run}{_SUFFIX}"
 
 
-def claim(out: Path, run: int, handed: int, fresh: bool) -> Lease:
-    """Claim ``out`` for watch ``run`` (``handed``: the last micro-batch handed on so
-    far; ``fresh``: it does not resume a suspended graph): write the lease, written
-    whole (a rename), and tag this process's environment, so that every process
-    started from now on carries the tag."""
+def claim(out: Path, run: int) -> Lease:
+    """Claim ``out`` for watch ``run``: write the lease, written whole (a rename), and
+    tag this process's environment, so that every process started from now on carries
+    the tag."""
     pid = os.getpid()
-    lease = Lease(run, pid, _start_time(pid), uuid.uuid4().hex, handed, fresh)
+    lease = Lease(run, pid, _start_time(pid), uuid.uuid4().hex)
     path = lease_path(out, run)
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(f".{path.name}")
@@ -92,18 +81,12 @@ def release(out: Path, lease: Lease) -> None:
         del os.environ[TAG]
 
 
-def check(out: Path, handed: int, say: Callable[[str], None] | None = print
-          ) -> Lease | None:
-    """Before a watch on ``out`` starts (``handed``: the last micro-batch handed on, as
-    the folder records it), look at the leases there: refuse the watch
+def check(out: Path, say: Callable[[str], None] | None = print) -> list[Lease]:
+    """Before a watch on ``out`` starts, look at the leases there: refuse the watch
     (:class:`GraphError`) while another holds the folder; end the processes a dead
-    watch left (``say`` tells of them); drop the lease of one that died having handed
-    nothing, or after saving. Returns the lease of a watch that died after handing
-    files on, having started afresh: the next watch takes that watch's place (its run
-    number, its files again; :func:`~specula.pipelines.resume.drop_run_output`). One
-    that had resumed a suspended graph is refused: its resumed state is overwritten,
-    so nothing can go back to it."""
-    dead = None
+    watch left (``say`` tells of them) and drop its lease. Returns the dead watches'
+    leases."""
+    dead = []
     for path in sorted(Path(out, "runs").glob(f"*{_SUFFIX}")):
         lease = _read(path)
         if _alive(lease):
@@ -114,38 +97,9 @@ def check(out: Path, handed: int, say: Callable[[str], None] | None = print
         if gone and say is not None:
             say(f"ended {len(gone)} process(es) left by watch {lease.run}, which died "
                 "without saving")
-        if handed > lease.handed_before and not _saved(out, lease.run):
-            if not lease.fresh:
-                raise GraphError(
-                    f"{out}: watch {lease.run} died without saving (killed, aborted by a "
-                    "second Ctrl-C, or failed) after handing files to the graph it had "
-                    "resumed, whose state was lost with it: going on would miss the "
-                    "detections of those files. Watch again with a new --out (the files "
-                    f"stay in the watched folder), or remove {path} to go on knowing that")
-            dead = lease
-            continue
         path.unlink()
+        dead.append(lease)
     return dead
-
-
-def _saved(out: Path, run: int) -> bool:
-    """Did watch ``run`` save everything: its summary, and the suspension it says it
-    ended in (a run dies between the two as well)?"""
-    from specula.pipelines.resume import read_suspension
-
-    summary = Path(out, "runs", f"{run}.json")
-    if not summary.exists():
-        return False
-    try:
-        suspended = bool(json.loads(summary.read_text()).get("suspended"))
-    except (ValueError, AttributeError):
-        return False
-    return not suspended or read_suspension(out) is not None
-
-
-def forget(out: Path, lease: Lease) -> None:
-    """Drop the lease of a dead watch whose place a new one has taken."""
-    lease_path(out, lease.run).unlink(missing_ok=True)
 
 
 def end_tagged(tag: str, grace_s: float = 5.0) -> list[int]:

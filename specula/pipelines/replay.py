@@ -9,8 +9,10 @@
    quarantine, delays, the arrival-ordered stream as Parquet;
    With ``watch``, step 2 is instead a Structured Streaming query over a directory
    (:class:`~specula.pipelines.spark_stream.LogWatcher`) that feeds files as they land;
-   a watch stopped by a signal suspends its graph on Ray and the next watch on the same
-   folder resumes it (:mod:`~specula.pipelines.resume`);
+   on Ray, at every checkpoint interval it suspends its graph and commits a checkpoint
+   with the output that became final (:mod:`~specula.pipelines.watch_checkpoint`); a
+   watch stopped by a signal ends with one, and the next watch on the same folder,
+   after a stop or a crash alike, goes on from the last;
 3. Ray started on the Spark cluster (or a Ray cluster joined at ``ray_address``, or no
    Ray at all with ``in_process``), fed the stream in arrival order, paced and with
    backpressure, through the detector graph;
@@ -38,17 +40,16 @@ from specula.actors.sources import ArrayPart, Sources
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
-from specula.pipelines.lease import Lease, check, claim, forget, release
+from specula.pipelines.lease import Lease, check, claim, release
 from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
-from specula.pipelines.resume import (
-    LiveOutput,
-    drop_run_output,
-    save_suspension,
-    state_dir,
-    suspended_watch,
-)
-from specula.pipelines.spark_stream import TakenBatch
+from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
+from specula.pipelines.spark_stream import LogWatcher, TakenBatch
+from specula.pipelines.watch_checkpoint import PendingOutput, WatchCheckpoint
+
+#: The driver JVM's heap in a watch: its work is a micro-batch of files at a time, and an
+#: unbounded heap (a quarter of the RAM) grows for minutes before the JVM collects.
+_WATCH_HEAP = "1g"
 
 #: The options of the kind's default graph where the config leaves them unset.
 DEFAULT_OPTIONS: dict[str, Any] = {"alpha": "adaptive", "retraction": "on-demand",
@@ -95,6 +96,8 @@ class ReplayConfig:
     progress: bool = False
     watch: bool = False
     idle_timeout: float | None = 30.0
+    #: Seconds between a watch's checkpoints (:mod:`.watch_checkpoint`).
+    checkpoint_interval: float = 60.0
 
 
 @dataclass
@@ -119,17 +122,19 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         from specula.cluster import check_joinable
 
         check_joinable(config.ray_address)  # before Spark spends a minute
+    if config.watch and config.in_process:
+        raise ValueError("a watch runs on Ray: its checkpoints suspend the graph there "
+                         "(leave in_process off)")
     graph = replay_graph(config, kind)
     graph.validate()  # refuse what cannot run before Spark starts: the graph,
     raw_type_table(graph, kind.registry)  # and events it cannot read
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     run = next_run(out) if config.watch else None
-    fresh = config.watch and suspended_watch(out, graph, config.in_process) is None
     with JobProgress(config.progress) as progress, contextlib.ExitStack() as spark_open:
         # before Spark and Ray start, so that every process they start carries its tag
-        claimed, retake = _claim(out, run, fresh, progress.say) if run is not None \
-            else (None, [])
+        start = _start_watch(out, run, graph, config.in_process, progress.say) \
+            if run is not None else None
         log, truth = config.log, None
         if log is None:
             with progress.phase(f"generating {config.seconds:g} s of {config.profile}"):
@@ -141,51 +146,60 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         small = not config.watch and is_small_log(log)
         with progress.phase("starting Spark"):
             spark = spark_open.enter_context(spark_session(config.spark_master,
-                                                           small_input=small))
+                                                           small_input=small,
+                                                           driver_memory=_WATCH_HEAP
+                                                           if config.watch else None))
         report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
-                                           run, retake, progress)
+                                           start, progress)
         with progress.phase("stopping Spark"):
             spark_open.close()
-        if claimed is not None:  # the output and summary are saved
-            from specula.pipelines.spark_stream import forget_taken, handed_batch
-
-            forget_taken(out, handed_batch(out))
-            release(out, claimed)
+        if start is not None:  # the output and summary are saved
+            release(out, start.lease)
         if config.plots:
             with progress.phase("plots"):
                 paths.update(_plots(report, graph, out / "plots", config))
     return ReplayResult(report, summary, paths, graph, truth)
 
 
-def _claim(out: Path, run: int, fresh: bool, say: Callable[[str], None]
-           ) -> tuple[Lease, list[TakenBatch]]:
-    """Claim ``out`` for watch ``run`` once what an earlier watch left is checked
-    (:mod:`~specula.pipelines.lease`: refused while one runs; the processes a dead one
-    left are ended). A watch that died after handing files on, having started afresh,
-    is taken over: its output is dropped, and the micro-batches it took that Spark
-    will not run again are returned, to be taken again first."""
-    from specula.pipelines.spark_stream import committed_batch, handed_batch, taken_batches
+@dataclass(frozen=True)
+class _WatchStart:
+    """Where a watch starts: its lease, the checkpoint it goes on from (None: the
+    start), the micro-batches it takes again first and the suspended graph it resumes."""
 
-    handed = handed_batch(out)
-    dead = check(out, handed, say)
-    if dead is None:
-        return claim(out, run, handed, fresh), []
-    taken = taken_batches(out, dead.handed_before)
-    drop_run_output(out, dead.run, [p for t in taken for p in t.paths])
-    forget(out, dead)
+    run: int
+    lease: Lease
+    checkpoint: WatchCheckpoint | None
+    retake: list[TakenBatch]
+    resume: Suspension | None
+
+
+def _start_watch(out: Path, run: int, graph: Graph, in_process: bool,
+                 say: Callable[[str], None]) -> _WatchStart:
+    """Before Spark and Ray start: refuse while another watch runs on ``out``, end what
+    a dead one left (:mod:`~specula.pipelines.lease`), put ``out`` back to its last
+    checkpoint (:func:`~specula.pipelines.watch_checkpoint.recover`), check the state
+    of the graph suspended there, and claim ``out`` for watch ``run``."""
+    from specula.pipelines.spark_stream import committed_batch, taken_batches
+    from specula.pipelines.watch_checkpoint import last_checkpoint, recover
+
+    dead = check(out, say)
+    last = last_checkpoint(out)
+    taken = taken_batches(out, last.handed if last is not None else -1)
+    checkpoint = recover(out, [p for t in taken for p in t.paths])
     again = [t for t in taken if t.batch_id <= committed_batch(out)]
-    say(f"watch {dead.run} died without saving after taking {len(taken)} micro-batch(es): "
-        f"its output is dropped and watch {run} takes them again")
-    return claim(out, run, dead.handed_before, fresh=True), again
+    if dead:
+        since = f"checkpoint {checkpoint.id}" if checkpoint is not None else "the start"
+        say(f"watch {dead[-1].run} died without saving: watch {run} goes on from {since} "
+            f"and takes the {len(taken)} micro-batch(es) it took after that again")
+    resume = suspended_watch(out, graph, in_process)
+    return _WatchStart(run, claim(out, run), checkpoint, again, resume)
 
 
 def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
-              delays: Any, out: Path, run: int | None, retake: list[TakenBatch],
+              delays: Any, out: Path, start: _WatchStart | None,
               progress: JobProgress) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
-    """Ingestion, detection and persistence on a running Spark session (``run``: the
-    number of a watch, None for a replay; ``retake``: the micro-batches it takes again
-    first)."""
-    from specula.cluster.spark import ray_on_spark
+    """Ingestion, detection and persistence on a running Spark session (``start``: where
+    a watch starts, None for a replay)."""
     from specula.pipelines.arrival import (
         arrival_batches,
         arrival_sources,
@@ -194,22 +208,11 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
     from specula.pipelines.spark_ingest import ingest
     from specula.pipelines.spark_store import persist
 
-    total, resume, suspension, live = None, None, None, None
-    stopping: Any = contextlib.nullcontext()
     annotations = Annotations(kind.annotations())
-    raw: Iterable[np.ndarray] | Sources
-    if config.watch:
-        resume = suspended_watch(out, graph, config.in_process)
-        from specula.pipelines.spark_stream import (
-            LogWatcher,
-            counts_as_ingested,
-            stop_on_signals,
-        )
-
-        watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
-                             batch_size=config.batch_size, retake=retake)
-        raw = annotations.into(watcher.batches())
-        stopping = stop_on_signals(watcher, progress.say)
+    extra: dict[str, Any] = {}
+    if start is not None:
+        report, ingested, extra = _watch(spark, config, kind, graph, log, out, start,
+                                         annotations, progress)
     else:
         with progress.phase("ingesting (checks, delays)"):
             ingested = ingest(spark, kind, log, out, delays=delays,
@@ -220,43 +223,103 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
             arrival_batches(path, dtype, config.batch_size))) \
             if config.sources > 1 and not config.in_process else \
             annotations.into(arrival_batches(path, dtype, config.batch_size))
-    if config.in_process:
-        assert not isinstance(raw, Sources)  # parts are for source actors (Ray) only
-        with progress.phase("detecting (in-process)", total) as advance:
-            report = _run_in_process(graph, progress.events(raw, advance), kind.registry,
-                                     config.speed)
-    else:
-        with contextlib.ExitStack() as ray_open:
-            with progress.phase("starting Ray on Spark"):
-                address = ray_open.enter_context(
-                    contextlib.nullcontext(config.ray_address) if config.ray_address
-                    else ray_on_spark(spark, worker_nodes=config.ray_workers,
-                                      log=out / "logs" / "ray-on-spark.log"))
-            live = LiveOutput(spark, graph, out, run) if run is not None else None  # a watch
-            with progress.phase("detecting (Ray)", total) as detecting, stopping:
-                report, suspension = _run_on_ray(
-                    graph, address, raw, kind.registry, config, resume,
-                    (lambda: watcher.stopping) if config.watch else None, live, detecting)
+        if config.in_process:
+            assert not isinstance(raw, Sources)  # parts are for source actors (Ray) only
+            with progress.phase("detecting (in-process)", total) as advance:
+                report = _run_in_process(graph, progress.events(raw, advance),
+                                         kind.registry, config.speed)
+        else:
+            with _ray(spark, config, out, progress) as address, \
+                    progress.phase("detecting (Ray)", total) as advance:
+                report, _ = _run_on_ray(graph, address, raw, kind.registry, config, None,
+                                        None, None, advance)
                 if report.startup_s is not None and report.stream_s is not None:
-                    detecting.note(f"start-up {report.startup_s:.1f} s, "
-                                   f"stream {report.stream_s:.1f} s")
-    if config.watch:
-        ingested = counts_as_ingested(watcher.counts)
-    summary = summarize(report, graph, ingested, config)
-    if live is not None:
-        summary["resumed"], summary["suspended"] = resume is not None, suspension is not None
-        summary["written_live"] = live.written
+                    advance.note(f"start-up {report.startup_s:.1f} s, "
+                                 f"stream {report.stream_s:.1f} s")
+    summary = {**summarize(report, graph, ingested, config), **extra}
     summary["annotations_in"] = annotations.merged
     summary["annotations_after_log"] = len(annotations.events) - annotations.merged
+    run = start.run if start is not None else None
     with progress.phase("persisting"):
         paths = {"quarantine": str(out / "quarantine"),
                  **({"arrival": ingested.events_path} if ingested.events_path else {}),
                  **annotations.save(out / "annotations", kind.event_columns, run),
                  **persist(spark, report, graph.registry, out, summary, run=run,
-                           event_tables=live is None)}
-    if live is not None:
-        save_suspension(out, suspension)
+                           event_tables=start is None)}
     return report, summary, paths
+
+
+@contextlib.contextmanager
+def _ray(spark: Any, config: ReplayConfig, out: Path, progress: JobProgress
+         ) -> Iterator[str]:
+    """The address of the Ray cluster the run uses: the one joined (``ray_address``) or
+    Ray started on Spark for the block."""
+    from specula.cluster.spark import ray_on_spark
+
+    if config.ray_address:
+        yield config.ray_address
+        return
+    with contextlib.ExitStack() as ray_open:
+        with progress.phase("starting Ray on Spark"):
+            address = ray_open.enter_context(ray_on_spark(
+                spark, worker_nodes=config.ray_workers, log=out / "logs" / "ray-on-spark.log"))
+        yield address
+
+
+def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
+           out: Path, start: _WatchStart, annotations: Annotations, progress: JobProgress
+           ) -> tuple[RunReport, Any, dict[str, Any]]:
+    """A watch of ``log`` from ``start``: segments of the graph's run on Ray, each
+    ended by a suspension and a checkpoint at the checkpoint interval, until the watch
+    is stopped (a last suspension) or idle (a flush). Returns the last segment's
+    report, the counts of the whole watch and the summary's watch entries."""
+    from specula.pipelines.spark_stream import WatchCounts, counts_as_ingested, stop_on_signals
+
+    last = start.checkpoint
+    if last is not None:
+        annotations.restore(last.annotations)
+    watcher = LogWatcher(spark, kind, log, out, idle_timeout=config.idle_timeout,
+                         batch_size=config.batch_size,
+                         handed=last.handed if last is not None else -1,
+                         counts=WatchCounts.from_state(last.counts) if last else None,
+                         retake=start.retake)
+    pending = PendingOutput(graph)
+    commits, resume, suspension = [], start.resume, None
+    try:
+        with stop_on_signals(watcher, progress.say), \
+                _ray(spark, config, out, progress) as address, \
+                progress.phase("detecting (Ray)") as advance:
+            while not watcher.ended:
+                segment = annotations.into(watcher.batches(config.checkpoint_interval))
+                report, suspension = _run_on_ray(
+                    graph, address, segment, kind.registry, config, resume,
+                    lambda: watcher.stopping or not watcher.ended, pending, advance)
+                save_suspension(out, suspension)
+                commits.append(_checkpoint(out, start.run, watcher, annotations, pending,
+                                           graph.registry))
+                resume = suspension
+    finally:
+        watcher.close()
+    return report, counts_as_ingested(watcher.counts), {
+        "resumed": start.resume is not None, "suspended": suspension is not None,
+        "resumed_from": last.id if last is not None else None,
+        "checkpoints": [c.id for c in commits], "written_live": pending.committed}
+
+
+def _checkpoint(out: Path, run: int, watcher: LogWatcher, annotations: Annotations,
+                pending: PendingOutput, registry: TypeRegistry) -> WatchCheckpoint:
+    """Commit the next checkpoint of watch ``run``: what ``pending`` holds, where
+    ``watcher`` and ``annotations`` stand; the files of the micro-batches it covers are
+    never taken again."""
+    from specula.pipelines.spark_stream import forget_taken
+    from specula.pipelines.watch_checkpoint import commit
+
+    rows = pending.take()
+    pending.committed += sum(len(r) for r in rows.get("complex", {}).values())
+    record = commit(out, run, watcher.handed, watcher.counts.state(), annotations.state(),
+                    rows, registry)
+    forget_taken(out, watcher.handed)
+    return record
 
 
 def next_run(out: Path) -> int:
@@ -335,6 +398,19 @@ class Annotations:
         if not self._delivered:
             return self.events[:0]
         return np.concatenate(self._delivered)
+
+    def state(self) -> dict[str, Any]:
+        """Where the merge stands, as JSON holds it (what a watch's checkpoint records):
+        the annotations delivered, as stamped, and the log's newest time stamp."""
+        arrived = self.delivered
+        return {"delivered": [list(row) for row in arrived.tolist()],
+                "clock": self._clock}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Go on from ``state`` (:meth:`state`)."""
+        rows = [tuple(row) for row in state["delivered"]]
+        self._delivered = [np.array(rows, self.events.dtype)] if rows else []
+        self.merged, self._clock = len(rows), state["clock"]
 
     def into(self, batches: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         """``batches`` with the annotations merged in, as described above."""
@@ -493,12 +569,13 @@ def _run_in_process(graph: Graph, batches: Iterable[np.ndarray], registry: TypeR
 
 def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,
                 registry: TypeRegistry, config: ReplayConfig, resume: Suspension | None,
-                stopped: Callable[[], bool] | None, live: LiveOutput | None,
+                stopped: Callable[[], bool] | None, live: PendingOutput | None,
                 on_fed: Callable[[int], None]) -> tuple[RunReport, Suspension | None]:
     """The run on Ray (fed by the driver, or by a source actor per part of the arrival
-    table with ``config.sources``); a watch (``stopped``: whether it was stopped) checkpoints into
-    the run folder, persists its output as it becomes final (``live``), suspends when
-    stopped and resumes from ``resume``. Also returns where it suspended, if it did."""
+    table with ``config.sources``); a watch's segment (``stopped``: whether it suspends
+    at its end) checkpoints into the run folder, hands its output on as it becomes
+    final (``live``) and resumes from ``resume``. Also returns where it suspended, if
+    it did."""
     from specula.actors.ray_runtime import RayRuntime
 
     runtime = RayRuntime(graph, address=address, chaining=config.chaining,

@@ -44,7 +44,7 @@ def persist(spark: SparkSession, report: RunReport, registry: TypeRegistry,
     tables and metrics are appended with a ``run`` column, so earlier runs' rows stay,
     and the summary is also kept as ``runs/<run>.json``; without, they replace what
     ``out`` held. Without ``event_tables`` the event tables are not written: a watch on
-    Ray appended them while it ran (:class:`~specula.pipelines.resume.LiveOutput`).
+    Ray committed them with its checkpoints (:mod:`~specula.pipelines.watch_checkpoint`).
     """
     out = Path(out)
     mode = "overwrite" if run is None else "append"
@@ -67,17 +67,6 @@ def persist(spark: SparkSession, report: RunReport, registry: TypeRegistry,
         (out / "runs").mkdir(exist_ok=True)
         (out / "runs" / f"{run}.json").write_text(text)
     return paths
-
-
-def append_events(spark: SparkSession, table: str, per_detector: dict[str, np.ndarray],
-                  registry: TypeRegistry, out: str | os.PathLike[str], run: int) -> int:
-    """Append a watch's (``run``) rows that became final while it runs to the event
-    table ``out/<table>``, as :func:`persist` writes them; returns how many."""
-    n = sum(len(rows) for rows in per_detector.values())
-    if n:
-        frame = _numbered(_events_frame(spark, per_detector, registry), run)
-        frame.write.mode("append").partitionBy("event_type").parquet(str(Path(out) / table))
-    return n
 
 
 def _numbered(frame: DataFrame, run: int | None) -> DataFrame:
@@ -150,6 +139,19 @@ def events_table(per_detector: dict[str, np.ndarray], registry: TypeRegistry
     return pd.DataFrame(columns), ", ".join(schema)
 
 
+def events_arrow(per_detector: dict[str, np.ndarray], registry: TypeRegistry) -> Any:
+    """The detectors' events as an Arrow table of the types Spark writes for them
+    (:func:`events_table`): a watch's checkpoints write them without Spark."""
+    import pyarrow as pa
+
+    frame, schema = events_table(per_detector, registry)
+    fields = []
+    for column in schema.split(", "):
+        name, kind = column.split(" ")
+        fields.append(pa.field(name, getattr(pa, _ARROW_TYPES[kind])()))
+    return pa.Table.from_pandas(frame, schema=pa.schema(fields), preserve_index=False)
+
+
 def _event_types(batch: np.ndarray, type_names: np.ndarray) -> np.ndarray:
     """Each row's type name. A retraction names no type (it withdraws a range of its
     producer's counters): it is named ``retraction``, so that no partition of a table is
@@ -166,6 +168,11 @@ def _event_types(batch: np.ndarray, type_names: np.ndarray) -> np.ndarray:
 
 _SPARK_TYPES = {"i8": "long", "i4": "int", "i2": "short", "i1": "byte", "u1": "short",
                 "u2": "int", "u4": "long", "f8": "double", "f4": "float", "b1": "boolean"}
+
+
+#: Spark's type names (:func:`events_table`) as pyarrow's type factories.
+_ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "short": "int16",
+                "byte": "int8", "double": "float64", "float": "float32", "boolean": "bool_"}
 
 
 def _metrics_frame(spark: SparkSession, report: RunReport) -> DataFrame:

@@ -23,14 +23,22 @@ or SIGTERM) ends the watch gracefully: no new file is taken, the files already t
 are handed on to the end, and the batches end as at an idle timeout, so the caller
 flushes the graph and saves everything; an idle timeout ends the watch the same way.
 
-Restarting. A watch restarted on the same run folder reads only the files not handed
-on before: the streaming checkpoint records a micro-batch as done once it returned, and
-Spark runs a micro-batch that was planned but not recorded again, with the same files
-and the same batch id. A stop can fall between the two (the events handed on, the
-micro-batch not yet recorded), so the watch also records the id of the last micro-batch
-whose events the caller took (``checkpoint/specula-handed``, Spark's advice for
-``foreachBatch``: deduplicate by batch id) and skips a micro-batch run again with an id
-at or below it.
+Checkpoints. :meth:`LogWatcher.batches` given ``seconds`` returns at the end of the
+first micro-batch handed on once that time has passed, with the query still running:
+the caller takes a checkpoint there (:mod:`~specula.pipelines.watch_checkpoint`) and
+calls it again; :attr:`LogWatcher.ended` says when the watch is over instead (stopped,
+or idle). :attr:`LogWatcher.handed` (the last micro-batch handed on) and
+:attr:`LogWatcher.counts` (of the micro-batches handed on) are what a checkpoint
+records.
+
+Restarting. A watch restarted on the same run folder goes on from its last checkpoint
+(``handed``, ``counts``): it takes again first the micro-batches taken after it that
+Spark committed (``retake``: ``checkpoint/specula-taken`` records which files each
+micro-batch holds, before it is read), and Spark runs again, with the same files and
+the same batch id, those it had planned but not committed; a micro-batch run again
+with an id at or below ``handed`` is skipped (Spark's advice for ``foreachBatch``:
+deduplicate by batch id). Events are numbered across files from the checkpoint's row
+count on, so a micro-batch taken again is numbered as it was the first time.
 """
 
 from __future__ import annotations
@@ -44,9 +52,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -76,6 +84,14 @@ class WatchCounts:
     last_ts: int = 0
     sensors: set[int] = field(default_factory=set)
 
+    def state(self) -> dict[str, Any]:
+        """The counts as JSON holds them (what a checkpoint records)."""
+        return {**asdict(self), "sensors": sorted(self.sensors)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> WatchCounts:
+        return cls(**{**state, "sensors": set(state["sensors"])})
+
 
 class LogWatcher:
     """Stream the logs of one kind that appear in ``directory`` as event batches.
@@ -98,12 +114,17 @@ class LogWatcher:
     batch_size
         Events per batch handed on: a file is cut into batches of this size, as the
         ordering units of fan-ins need (their K must cover the batches in flight).
+    handed, counts, retake
+        Where a restarted watch goes on from (see the module): the last micro-batch
+        handed on, the counts then, and the micro-batches to take again first.
     """
 
     def __init__(self, spark: SparkSession, kind: LogKind, directory: str | Path,
                  out: str | Path, *, idle_timeout: float | None = 30.0,
                  files_per_batch: int = 1, queue_size: int = 4,
-                 batch_size: int = 1_000, retake: Sequence[TakenBatch] = ()) -> None:
+                 batch_size: int = 1_000, handed: int = -1,
+                 counts: WatchCounts | None = None,
+                 retake: Sequence[TakenBatch] = ()) -> None:
         self.spark = spark
         self.kind = kind
         self.directory = str(directory)
@@ -111,13 +132,18 @@ class LogWatcher:
         self.idle_timeout = idle_timeout
         self.files_per_batch = files_per_batch
         self.batch_size = batch_size
-        self.counts = WatchCounts()
-        # (micro-batch id, its events): empty ones too, so the handed-on id advances
-        self._queue: queue.Queue[tuple[int, np.ndarray]] = queue.Queue(maxsize=queue_size)
+        self.counts = counts if counts is not None else WatchCounts()
+        #: the last micro-batch whose events the caller took
+        self.handed = handed
+        #: whether the watch is over (stopped, or idle): no more batches
+        self.ended = False
+        self._numbered = self.counts.rows  # rows of the micro-batches taken
+        # micro-batches taken, empty ones too, so the handed-on id advances
+        self._queue: queue.Queue[_Taken] = queue.Queue(maxsize=queue_size)
         self._stop = threading.Event()
-        self._handed_path = _handed_path(self.out)
-        self._handed = handed_batch(self.out)
         self._retake = list(retake)
+        self._query: StreamingQuery | None = None
+        self._last = time.monotonic()
 
     def request_stop(self) -> None:
         """End the watch: take no new file, hand on the ones taken (thread-safe)."""
@@ -128,25 +154,29 @@ class LogWatcher:
         """Whether a stop was requested."""
         return self._stop.is_set()
 
-    def batches(self) -> Iterator[np.ndarray]:
-        """Event batches in the order the files arrived, until idle or stopped: first
-        those of the micro-batches to take again (``retake``), then the new ones."""
-        for taken in self._retake:
-            events, n_rows = self._take(list(taken.paths))
-            self._count(events, n_rows, len(taken.paths))
-            yield from self._hand_on((taken.batch_id, events))
-        query = (self.spark.readStream.format("binaryFile").schema(_BINARY_FILE)
-                 .option("maxFilesPerTrigger", self.files_per_batch)
-                 .load(self.directory)
-                 .writeStream.foreachBatch(self._micro_batch)
-                 .option("checkpointLocation", str(self.out / "checkpoint"))
-                 .trigger(processingTime="1 second")
-                 .start())
-        last = time.monotonic()
+    def batches(self, seconds: float | None = None) -> Iterator[np.ndarray]:
+        """Event batches in the order the files arrived: first those of the
+        micro-batches to take again, then the new ones; until the watch is stopped or
+        idle (:attr:`ended`), or, with ``seconds``, the end of the first micro-batch
+        handed on once ``seconds`` have passed (call again to go on)."""
+        began, handed = time.monotonic(), False
+        if self._query is None:
+            for taken in self._retake:
+                events, n_rows = self._take(list(taken.paths))
+                self._numbered += n_rows
+                yield from self._hand_on(_Taken(taken.batch_id, events, n_rows,
+                                                len(taken.paths)))
+                handed = True
+            self._retake = []
+            self._query = self._start()
+            self._last = time.monotonic()
+        query = self._query
         try:
-            while True:
+            while not self.ended:
                 if self.stopping:
                     yield from self._drain(query)
+                    return
+                if handed and seconds is not None and time.monotonic() - began >= seconds:
                     return
                 try:
                     item = self._queue.get(timeout=0.5)
@@ -155,16 +185,32 @@ class LogWatcher:
                         raise RuntimeError(f"watching {self.directory} failed: "
                                            f"{query.exception()}") from None
                     if query.status.get("isTriggerActive"):  # a file is being read
-                        last = time.monotonic()
+                        self._last = time.monotonic()
                     elif self.idle_timeout is not None and \
-                            time.monotonic() - last > self.idle_timeout:
+                            time.monotonic() - self._last > self.idle_timeout:
                         yield from self._drain(query)
                         return
                     continue
-                last = time.monotonic()
+                self._last = time.monotonic()
                 yield from self._hand_on(item)
-        finally:
-            query.stop()
+                handed = True
+        except BaseException:  # the caller gave up: so does the query
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop the streaming query, if it runs."""
+        if self._query is not None:
+            self._query.stop()
+
+    def _start(self) -> StreamingQuery:
+        return (self.spark.readStream.format("binaryFile").schema(_BINARY_FILE)
+                .option("maxFilesPerTrigger", self.files_per_batch)
+                .load(self.directory)
+                .writeStream.foreachBatch(self._micro_batch)
+                .option("checkpointLocation", str(self.out / "checkpoint"))
+                .trigger(processingTime="1 second")
+                .start())
 
     def _drain(self, query: StreamingQuery) -> Iterator[np.ndarray]:
         """Stop the query and hand on what its micro-batches queued until it stopped (a
@@ -186,24 +232,22 @@ class LogWatcher:
             except queue.Empty:
                 continue
             yield from self._hand_on(item)
+        self.ended = True
 
-    def _hand_on(self, item: tuple[int, np.ndarray]) -> Iterator[np.ndarray]:
+    def _hand_on(self, taken: _Taken) -> Iterator[np.ndarray]:
         """Yield a micro-batch's events in batches of ``batch_size``; once the caller
-        took the last, record its id as handed on (written whole: a rename)."""
-        batch_id, events = item
+        took the last, count it and record its id as handed on."""
+        events = taken.events
         for start in range(0, len(events), self.batch_size):
             yield events[start:start + self.batch_size]
-        self._handed = batch_id
-        self._handed_path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = self._handed_path.with_name(self._handed_path.name + ".tmp")
-        scratch.write_text(str(batch_id))
-        os.replace(scratch, self._handed_path)
+        self._count(events, taken.rows, taken.files)
+        self.handed = taken.batch_id
 
     def _micro_batch(self, files: DataFrame, batch_id: int) -> None:
         """Validate the files of one micro-batch; quarantine the bad rows and the files
         that cannot be read, queue the events. A micro-batch handed on before, run
         again after a restart, is skipped."""
-        if batch_id <= self._handed:
+        if batch_id <= self.handed:
             return
         paths = sorted(r.path for r in files.select("path").collect())
         record_taken(self.out, TakenBatch(batch_id, tuple(paths)))  # before anything is written
@@ -212,8 +256,8 @@ class LogWatcher:
         except Exception:  # Spark failed on a file that looked whole: find which
             readable, failed = self._one_by_one(paths)
             events, n_rows = self._take(readable, failed)
-        self._count(events, n_rows, len(paths))
-        self._queue.put((batch_id, events))
+        self._numbered += n_rows
+        self._queue.put(_Taken(batch_id, events, n_rows, len(paths)))
 
     def _take(self, paths: list[str], failed: tuple[Damage, ...] = (), *,
               write: bool = True) -> tuple[np.ndarray, int]:
@@ -241,7 +285,7 @@ class LogWatcher:
         events = np.zeros(table.num_rows, self.kind.event_dtype())
         for name in table.column_names:
             events[name] = table.column(name).to_numpy()
-        events["seq"] += self.counts.rows  # numbered across files
+        events["seq"] += self._numbered  # numbered across files
         events["origin"] = events["ats"]
         return events, n_rows
 
@@ -275,6 +319,16 @@ class LogWatcher:
                                                                          int(events["ts"][0]))
             c.last_ts = max(c.last_ts, int(events["ts"][-1]))
             c.sensors.update(np.unique(events["key"]).tolist())
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """A micro-batch taken: its id, events, rows (quarantined ones too) and files."""
+
+    batch_id: int
+    events: np.ndarray
+    rows: int
+    files: int
 
 
 @dataclass(frozen=True)
@@ -323,16 +377,6 @@ def forget_taken(out: Path, upto: int) -> None:
     for taken in taken_batches(out, -1):
         if taken.batch_id <= upto:
             (_taken_dir(out) / f"{taken.batch_id}.json").unlink(missing_ok=True)
-
-
-def _handed_path(out: Path) -> Path:
-    return Path(out) / "checkpoint" / "specula-handed"
-
-
-def handed_batch(out: Path) -> int:
-    """The id of the last micro-batch a watch on ``out`` handed on (-1: none)."""
-    path = _handed_path(out)
-    return int(path.read_text()) if path.exists() else -1
 
 
 def file_rows(spark: SparkSession, kind: LogKind, paths: list[str]
@@ -408,7 +452,8 @@ def stop_on_signals(watcher: LogWatcher, say: Callable[[str], None]) -> Iterator
             raise KeyboardInterrupt
         watcher.request_stop()
         say(f"{signal.Signals(signum).name}: stopping the watch; the files taken are "
-            "processed and saved (interrupt again to abort without saving)")
+            "processed and saved (interrupt again to abort: the next watch goes on "
+            "from the last checkpoint)")
 
     for s in signals:
         signal.signal(s, handler)

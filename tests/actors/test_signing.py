@@ -31,6 +31,8 @@ from specula.actors.worker import DetectorWorker
 from specula.cli import main
 from specula.detectors.examples import Threshold, example_registry
 from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
+from specula.pipelines.spark_stream import WatchCounts
+from specula.pipelines.watch_checkpoint import commit
 from specula.soccer.graph import soccer_graph
 
 RUN = "0123456789ab"
@@ -121,9 +123,9 @@ def test_a_checkpoint_whose_detector_state_became_code_is_refused_and_never_load
 
 def test_the_cli_refuses_a_forged_checkpoint_in_one_line_before_anything_starts(
         tmp_path, capsys):
-    """`specula replay --watch` on a run folder whose suspended state holds a forged
-    checkpoint: one line naming the file, status 2, and no Spark (this test is not
-    marked `cluster`) nor the forged call."""
+    """`specula replay --watch` on a run folder whose last checkpoint's suspended state
+    holds a forged actor checkpoint: one line naming the file, status 2, and no Spark
+    (this test is not marked `cluster`) nor the forged call."""
     graph = soccer_graph("adaptive", "on-demand", k0_ms=400.0, queries=True)
     out, watched, marker = tmp_path / "run", tmp_path / "watched", tmp_path / "marker"
     watched.mkdir()
@@ -132,6 +134,8 @@ def test_the_cli_refuses_a_forged_checkpoint_in_one_line_before_anything_starts(
     store.write("checkpoint", msgpack.packb({"v": 4, "unit": {
         "detector": pickle.dumps(CreatesFile(marker))}}, use_bin_type=True))
     save_suspension(out, Suspension(RUN, {}, {}, graph_shape(graph)))
+    commit(out, 1, 0, WatchCounts().state(), {"delivered": [], "clock": None}, {},
+           graph.registry)
     code = main(["replay", str(watched), "--watch", "--out", str(out), "--no-progress",
                  "--no-plots"])
     err = capsys.readouterr().err

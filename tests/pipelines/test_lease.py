@@ -1,7 +1,6 @@
 """A watch's lease on its run folder: a running watch keeps others out, a dead one's
-processes are ended on the next start, and a dead one that had handed files on is taken
-over (started afresh) or refused (it had resumed a suspended graph), never silently
-continued."""
+processes are ended on the next start, and the quarantine of the micro-batches a dead
+one took after its last checkpoint is dropped (they are taken again)."""
 
 from __future__ import annotations
 
@@ -32,12 +31,11 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
-def _dead_lease(out, run: int, tag: str, handed_before: int, fresh: bool = True) -> None:
+def _dead_lease(out, run: int, tag: str) -> None:
     """The lease a watch left when it was killed."""
     path = lease_path(out, run)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"run": run, "pid": _dead_pid(), "started": 1, "tag": tag,
-                                "handed_before": handed_before, "fresh": fresh}))
+    path.write_text(json.dumps({"run": run, "pid": _dead_pid(), "started": 1, "tag": tag}))
 
 
 @pytest.fixture
@@ -51,61 +49,32 @@ def restore_environment():
 
 def test_a_claim_tags_what_the_watch_starts_and_a_release_gives_the_folder_back(
         tmp_path, restore_environment):
-    held = claim(tmp_path, 3, handed=7, fresh=True)
+    held = claim(tmp_path, 3)
     assert json.loads(lease_path(tmp_path, 3).read_text()) == held.to_json()
-    assert (held.run, held.pid, held.handed_before) == (3, os.getpid(), 7)
+    assert (held.run, held.pid) == (3, os.getpid())
     child = subprocess.run([sys.executable, "-c", f"import os; print(os.environ['{TAG}'])"],
                            capture_output=True, text=True, check=True)
     assert child.stdout.strip() == held.tag  # what the watch starts carries the tag
     with pytest.raises(GraphError, match=r"watch 3 \(process \d+\) is running on this"):
-        check(tmp_path, handed=9)  # this process is a live watch holding the folder
+        check(tmp_path)  # this process is a live watch holding the folder
     release(tmp_path, held)
     assert not lease_path(tmp_path, 3).exists() and TAG not in os.environ
-    assert check(tmp_path, handed=9) is None
+    assert check(tmp_path) == []
 
 
-def test_a_dead_watch_that_handed_nothing_leaves_no_process_and_no_lease(tmp_path):
-    left = _tagged("t-dead-idle", 3)
+def test_a_dead_watch_leaves_no_process_and_no_lease(tmp_path):
+    left = _tagged("t-dead", 3)
     other = _tagged("t-someone-else", 1)[0]  # another watch's: not touched
     try:
-        _dead_lease(tmp_path, 2, "t-dead-idle", handed_before=4)
+        _dead_lease(tmp_path, 2, "t-dead")
         said: list[str] = []
-        assert check(tmp_path, handed=4, say=said.append) is None
+        assert [lease.run for lease in check(tmp_path, say=said.append)] == [2]
         assert all(p.wait(timeout=10) is not None for p in left)
         assert other.poll() is None
         assert said == ["ended 3 process(es) left by watch 2, which died without saving"]
         assert not lease_path(tmp_path, 2).exists()
     finally:
         for p in [*left, other]:
-            p.kill()
-            p.wait()
-
-
-@pytest.mark.parametrize("fresh", [True, False])
-def test_a_dead_watch_that_handed_files_on_is_taken_over_or_refused(tmp_path, fresh):
-    """Its processes are ended either way. Started afresh, it is handed back for the
-    new watch to take over; having resumed a suspended graph, whose state it
-    overwrote, it is refused, saying what to do."""
-    left = _tagged("t-dead-busy", 2)
-    try:
-        _dead_lease(tmp_path, 5, "t-dead-busy", handed_before=1, fresh=fresh)
-        (tmp_path / "runs" / "4.json").write_text('{"suspended": false}')  # it saved
-        _dead_lease(tmp_path, 4, "t-saved", handed_before=0)  # then died: nothing lost
-        if fresh:
-            dead = check(tmp_path, handed=3, say=None)
-            assert dead is not None and (dead.run, dead.handed_before) == (5, 1)
-        else:
-            with pytest.raises(GraphError) as refused:
-                check(tmp_path, handed=3, say=None)
-            message = str(refused.value)
-            assert "watch 5 died without saving" in message
-            assert "Watch again with a new --out" in message
-            assert f"remove {lease_path(tmp_path, 5)} to go on" in message
-        assert all(p.wait(timeout=10) is not None for p in left)  # ended anyway
-        assert not lease_path(tmp_path, 4).exists()
-        assert lease_path(tmp_path, 5).exists()  # until acted on
-    finally:
-        for p in left:
             p.kill()
             p.wait()
 
@@ -138,16 +107,16 @@ def test_a_lease_that_does_not_read_is_refused_with_what_to_do(tmp_path):
     path.parent.mkdir()
     path.write_text("{")
     with pytest.raises(GraphError, match=r"not a watch's lease .*remove it if no watch runs"):
-        check(tmp_path, handed=0)
+        check(tmp_path)
 
 
-def test_a_dead_watchs_output_is_dropped_and_its_micro_batches_are_found(tmp_path):
-    """What a watch that died wrote: parts of the live tables with its run's rows,
-    quarantine parts of its files, its checkpoints; the micro-batches it took."""
+def test_the_quarantine_of_what_is_taken_again_is_dropped_and_micro_batches_found(tmp_path):
+    """A watch put back to its last checkpoint: the quarantine parts that hold only
+    records of the files taken after it go (they are taken again), as does what an
+    append left unfinished; the micro-batches taken after it are found."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from specula.pipelines.resume import drop_run_output, state_dir
     from specula.pipelines.spark_stream import (
         TakenBatch,
         committed_batch,
@@ -155,37 +124,25 @@ def test_a_dead_watchs_output_is_dropped_and_its_micro_batches_are_found(tmp_pat
         record_taken,
         taken_batches,
     )
+    from specula.pipelines.watch_checkpoint import recover
 
     out = tmp_path
-    for table in ("complex", "emissions", "late"):
-        folder = out / table / "event_type=hit"
-        folder.mkdir(parents=True)
-        for run in (1, 2):
-            pq.write_table(pa.table({"ts": [1, 2], "run": [run, run]}),
-                           folder / f"part-{run}.parquet")
-    unfinished = out / "complex" / "_temporary" / "0" / "event_type=hit"
-    unfinished.mkdir(parents=True)
-    (unfinished / "part-0.parquet").write_bytes(b"")  # an append aborted mid-way
-    (out / "quarantine").mkdir()
+    (out / "quarantine" / "_temporary").mkdir(parents=True)  # an append aborted mid-way
     watched = tmp_path / "watched"
     for name, files in (("mine", ["b.csv", "c.csv"]), ("earlier", ["a.csv"]),
                         ("mixed", ["a.csv", "b.csv"])):
         pq.write_table(pa.table({"file": [(watched / f).as_uri() for f in files]}),
                        out / "quarantine" / f"part-{name}.parquet")
-    (state_dir(out) / "run-x").mkdir(parents=True)
+    (out / "state" / "run-x").mkdir(parents=True)  # a dead watch's graph, uncommitted
     for batch_id, name in enumerate(["a.csv", "b.csv", "c.csv"]):
         record_taken(out, TakenBatch(batch_id, (f"file:{watched / name}",)))
     taken = taken_batches(out, after=0)
     assert taken == [TakenBatch(1, (f"file:{watched / 'b.csv'}",)),
                      TakenBatch(2, (f"file:{watched / 'c.csv'}",))]
-    assert drop_run_output(out, 2, [p for t in taken for p in t.paths]) == 4
-    for table in ("complex", "emissions", "late"):
-        assert [p.name for p in (out / table / "event_type=hit").iterdir()] == [
-            "part-1.parquet"]
-    assert not (out / "complex" / "_temporary").exists()
+    assert recover(out, [p for t in taken for p in t.paths]) is None
     assert sorted(p.name for p in (out / "quarantine").iterdir()) == [
         "part-earlier.parquet", "part-mixed.parquet"]
-    assert not state_dir(out).exists()
+    assert not (out / "state").exists()
     forget_taken(out, 1)
     assert [t.batch_id for t in taken_batches(out, after=-1)] == [2]
     assert committed_batch(out) == -1
@@ -193,12 +150,3 @@ def test_a_dead_watchs_output_is_dropped_and_its_micro_batches_are_found(tmp_pat
     for name in ("0", "1", ".1.crc"):
         (out / "checkpoint" / "commits" / name).write_text("")
     assert committed_batch(out) == 1
-
-
-def test_a_watch_that_died_between_its_summary_and_its_suspension_is_taken_over(tmp_path):
-    """Its summary says it suspended, but the suspension was never recorded: the graph's
-    state is not there to resume, so its files must be taken again."""
-    _dead_lease(tmp_path, 2, "t-half-saved", handed_before=0)
-    (tmp_path / "runs" / "2.json").write_text('{"suspended": true}')
-    dead = check(tmp_path, handed=1, say=None)
-    assert dead is not None and dead.run == 2

@@ -261,6 +261,17 @@ def test_annotations_enter_where_the_log_reaches_them_however_the_batches_are_cu
     delivered = np.flatnonzero(out["seq"] >= 1_000)
     assert (out["ts"][delivered] >= newest_before[delivered]).all()
     assert (out["ts"][delivered] >= out["ts"][delivered + 1] - 1).all()
+    # a watch's checkpoint between any two batches: the merge restored from its state
+    # (through JSON, as the checkpoint's record holds it) goes on as if never stopped
+    cut = int(rng.integers(0, len(batches) + 1))
+    before = Annotations(notes)
+    head = list(before.into(batches[:cut]))
+    after = Annotations(notes)
+    after.restore(json.loads(json.dumps(before.state())))
+    tail = list(after.into(batches[cut:]))
+    assert np.concatenate(head + tail or [log[:0]]).tolist() == expected.tolist()
+    assert after.merged == annotations.merged
+    assert after.delivered.tolist() == annotations.delivered.tolist()
 
 
 def test_the_annotations_that_arrived_are_saved_beside_the_arrival_table(tmp_path):

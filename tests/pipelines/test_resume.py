@@ -55,3 +55,13 @@ def test_a_suspension_record_that_names_a_path_is_refused(tmp_path):
     record.write_text("[1, 2]")
     with pytest.raises(GraphError, match="not a suspension record"):
         read_suspension(tmp_path)
+
+
+def test_a_watch_in_process_is_refused_before_anything_starts(tmp_path):
+    from specula.pipelines.replay import ReplayConfig, replay
+    from specula.soccer.spark_log import PositionLog
+
+    with pytest.raises(ValueError, match="a watch runs on Ray"):
+        replay(ReplayConfig(log=str(tmp_path), watch=True, in_process=True,
+                            out=tmp_path / "run"), PositionLog())
+    assert not (tmp_path / "run").exists()

@@ -15,7 +15,7 @@ import pytest
 
 from specula.actors.inprocess import InProcessRuntime
 from specula.pipelines.spark_store import persist
-from specula.pipelines.spark_stream import LogWatcher, stop_on_signals
+from specula.pipelines.spark_stream import LogWatcher, WatchCounts, stop_on_signals
 from specula.soccer.debs2013 import write_positions
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
@@ -37,7 +37,8 @@ def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp
                                                                               spark):
     """A bad line is quarantined and rows are numbered across the files a watch takes;
     a stop requested as another file lands hands on every file taken; a watch started
-    again on the run folder reads exactly the files not taken."""
+    again on the run folder from where the first stood (a checkpoint's ``handed`` and
+    ``counts``) reads exactly the files not taken."""
     match = generate_match(1.5, seed=5)
     parts = np.array_split(match.events, 4)
     staging, watched, run = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
@@ -50,8 +51,8 @@ def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp
     got: list[np.ndarray] = []
     for batch in first.batches():
         got.append(batch)
-        through = sum(map(len, got)) == first.counts.events
-        if through and first.counts.files == 2 and not first.stopping:
+        # the first two files handed on (a file is counted once the caller took it all)
+        if sum(map(len, got)) == len(parts[0]) + len(parts[1]) and not first.stopping:
             _land(staging, watched, "part2.csv", parts[2])  # lands, and the stop at once
             first.request_stop()
     taken = first.counts.files
@@ -65,9 +66,10 @@ def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp
         (2, "ts", "not an integer ('oops')")]
     assert (first.counts.rows, first.counts.quarantined) == (len(head) + 1, 1)
     _land(staging, watched, "part3.csv", parts[3])  # lands while nothing watches
-    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0)
+    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0,
+                        handed=first.handed, counts=WatchCounts.from_state(first.counts.state()))
     rest = list(second.batches())
-    assert second.counts.files == 4 - taken  # the restart reads only what was not taken
+    assert second.counts.files == 4  # the restart reads only what was not taken
     both = np.concatenate(got + rest)
     assert len(both) == len(match.events)  # nothing lost, nothing twice
     for name in ("ts", "key", "x", "y", "z", "v", "a", "az", "player", "team"):
@@ -77,7 +79,9 @@ def test_a_watch_reads_files_as_they_land_stops_and_a_restart_reads_the_rest(tmp
 def test_a_micro_batch_handed_on_but_not_recorded_is_not_handed_on_again(tmp_path, spark):
     """A stop between the hand-on of a micro-batch and Spark's record of it (emulated:
     the record of the last one removed) makes Spark run it again on restart, with the
-    same files and batch id; the restarted watch skips it and reads only the new file."""
+    same files and batch id; the restarted watch skips it and reads only the new file.
+    With ``seconds``, the batches end at the end of each micro-batch (a checkpoint's
+    cut) and go on at the next call."""
     match = generate_match(1.0, seed=7)
     parts = np.array_split(match.events, 3)
     staging, watched, run = tmp_path / "staging", tmp_path / "watched", tmp_path / "run"
@@ -86,14 +90,19 @@ def test_a_micro_batch_handed_on_but_not_recorded_is_not_handed_on_again(tmp_pat
     _land(staging, watched, "part0.csv", parts[0])
     _land(staging, watched, "part1.csv", parts[1])
     first = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0)
-    got = list(first.batches())
+    segments = []
+    while not first.ended:
+        segments.append(list(first.batches(0.0)))
+    got = [b for s in segments for b in s]
+    assert sorted(sum(map(len, s)) for s in segments if s) == sorted(map(len, parts[:2]))
     assert first.counts.files == 2 and sum(map(len, got)) == len(parts[0]) + len(parts[1])
     commits = run / "checkpoint" / "commits"
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     for path in (commits / str(last), commits / f".{last}.crc"):
         path.unlink(missing_ok=True)
     _land(staging, watched, "part2.csv", parts[2])
-    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0)
+    second = LogWatcher(spark, PositionLog(), watched, run, idle_timeout=2.0,
+                        handed=first.handed)
     rest = list(second.batches())
     assert second.counts.files == 1
     both = np.concatenate(got + rest)
