@@ -199,7 +199,8 @@ def main() -> None:
                 mean = np.mean(ray_lat[label]) if len(ray_lat[label]) else float("nan")
                 print(f"Ray {label:<9} {report.wall_seconds:6.1f} s wall, real-time "
                       f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s; "
-                      f"start-up {report.startup_s:.2f} s, stream {report.stream_s:.2f} s")
+                      f"start-up {report.startup_s:.2f} s, "
+                      f"stream {report.stream_wall_s:.2f} s")
                 ray_cpu[label] = CpuTimes.total([d.cpu_s for d in report.detectors.values()])
                 print(f"Ray {label:<9} actors' CPU s: " + ", ".join(
                     f"{k} {v:.2f}" for k, v in ray_cpu[label].items()))

@@ -471,7 +471,7 @@ class RayRuntime:
             startup, stream = (first - span_ns[0]) / 1e9, (span_ns[1] - first) / 1e9
         return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes,
                          played_seconds=played, sources=sources, startup_s=startup,
-                         stream_s=stream)
+                         stream_wall_s=stream)
 
 
 def routes_to(graph: Graph, router: Router, address: dict[int, Member], source: str | None

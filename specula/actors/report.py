@@ -248,7 +248,7 @@ class RunReport:
     startup_s: float | None = None
     #: Seconds from that first event to the end of the stream's flush (Ray; None where
     #: ``startup_s`` is).
-    stream_s: float | None = None
+    stream_wall_s: float | None = None
 
     def net(self, name: str) -> np.ndarray:
         """Net output of a detector: emitted minus retracted, updates resolved."""
@@ -276,7 +276,7 @@ class RunReport:
             "raw_events": self.raw_events,
             "wall_seconds": self.wall_seconds,
             "startup_s": self.startup_s,
-            "stream_s": self.stream_s,
+            "stream_wall_s": self.stream_wall_s,
             "raw_events_per_s": self.raw_events / self.wall_seconds if self.wall_seconds else None,
             "played_seconds": self.played_seconds,
             "sources": self.sources,

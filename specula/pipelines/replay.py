@@ -233,9 +233,9 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                     progress.phase("detecting (Ray)", total) as advance:
                 report, _ = _run_on_ray(graph, address, raw, kind.registry, config, None,
                                         None, None, advance)
-                if report.startup_s is not None and report.stream_s is not None:
+                if report.startup_s is not None and report.stream_wall_s is not None:
                     advance.note(f"start-up {report.startup_s:.1f} s, "
-                                 f"stream {report.stream_s:.1f} s")
+                                 f"stream {report.stream_wall_s:.1f} s")
     summary = {**summarize(report, graph, ingested, config), **extra}
     summary["annotations_in"] = annotations.merged
     summary["annotations_after_log"] = len(annotations.events) - annotations.merged
@@ -513,7 +513,7 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
         # Ray: from the runtime's start to the first event a detector processed, and from
         # there to the end of the stream (RunReport.startup_s); None in-process
         "startup_s": report.startup_s,
-        "stream_s": report.stream_s,
+        "stream_wall_s": report.stream_wall_s,
         # a watch waits for files: its wall time says nothing of speed
         "realtime_factor": played_s / report.wall_seconds
         if report.wall_seconds and not config.watch else None,
