@@ -4,7 +4,7 @@ the net output of the soccer hierarchy with the DEBS 2013 queries.
 The tables take each query's last report over the whole game (``window`` 0): possession
 time and share (Q2), distance per intensity class (Q1), and the counts of hits, passes
 and shots on goal the hierarchy detected. The heat maps are Q3's whole-game maps on the
-16 x 25 grid, one panel per player, one figure per team.
+16 x 25 grid, one panel per player on the pitch drawn to scale, one figure per team.
 
 >>> from specula.soccer.debs2013 import Metadata
 >>> teams, players = tables({}, Metadata.default())  # a run without the queries
