@@ -15,6 +15,8 @@ from specula.actors.report import RunReport
 #: The start-up backlog lasts until a detection's latency first comes down to this many
 #: times the steady latency (the 95th percentile over the run's second half).
 STARTUP_FACTOR = 2.0
+#: Fewer detections than this in the run's second half tell no steady latency.
+STARTUP_MIN_REFERENCE = 10
 
 
 def plot_latency(runs: dict[str, RunReport], detector: str, path: str | Path) -> Path:
@@ -25,32 +27,35 @@ def plot_latency(runs: dict[str, RunReport], detector: str, path: str | Path) ->
 
 
 def latency_figure(runs: dict[str, RunReport], detector: str):
-    """The figure of :func:`plot_latency`: the whole run above, its start-up backlog
-    (:func:`startup_end`) shaded, and below the steady state alone, its y-range its own,
-    with each run's median and p99 after the start-up in the legend. One panel saying
-    why when no run detected anything."""
+    """The figure of :func:`plot_latency`: the whole run, its start-up backlog
+    (:func:`startup_end`) shaded, and below it the steady state alone on its own
+    y-range; each run's median and p99 after the start-up in the legend. One panel when
+    no run had a backlog, or to say why when none detected anything."""
     series = {label: _latency_series(report, detector) for label, report in runs.items()}
     series = {label: s for label, s in series.items() if len(s[0])}
+    startup = max((startup_end(t, lat) for t, lat in series.values()), default=0.0)
+    fig, axes = plt.subplots(2 if startup > 0 else 1, 1, squeeze=False,
+                             figsize=(8, 6.5 if startup > 0 else 4))
+    whole, steady = axes[0, 0], axes[-1, 0]
+    whole.set_title(f"{detector}: detection latency")
     if not series:
-        fig, ax = plt.subplots(figsize=(8, 4))
-        _note(ax, f"no detections of {detector} in this run")
-        ax.set_title(f"{detector}: detection latency")
+        _note(whole, f"no detections of {detector} in this run")
         return fig
-    fig, (whole, steady) = plt.subplots(2, 1, figsize=(8, 6.5))
-    startup = max(startup_end(t, lat) for t, lat in series.values())
     for label, (t, lat) in series.items():
-        whole.plot(t, lat, marker=".", markersize=3, linewidth=0.8, label=label)
         after = t >= startup
         median, p99 = np.percentile(lat[after], [50, 99])
-        steady.plot(t[after], lat[after], marker=".", markersize=3, linewidth=0.8,
-                    label=f"{label}: median {median:.3g} s, p99 {p99:.3g} s")
+        stats = f"{label}: median {median:.3g} s, p99 {p99:.3g} s"
+        whole.plot(t, lat, marker=".", markersize=3, linewidth=0.8,
+                   label=label if startup > 0 else stats)
+        if startup > 0:
+            steady.plot(t[after], lat[after], marker=".", markersize=3, linewidth=0.8,
+                        label=stats)
     if startup > 0:
         whole.axvspan(0, startup, color="grey", alpha=0.25,
                       label=f"start-up backlog ({startup:.1f} s)")
-    whole.set_title(f"{detector}: detection latency, whole run")
-    steady.set_title(f"steady state (from {startup:.1f} s)" if startup > 0
-                     else "steady state (no start-up backlog found)")
-    for ax in (whole, steady):
+        whole.set_title(f"{detector}: detection latency, whole run")
+        steady.set_title(f"steady state (from {startup:.1f} s)")
+    for ax in {whole, steady}:
         ax.set_xlabel("time since the first detection [s]")
         ax.set_ylabel("detection latency [s]")
         ax.legend(fontsize=8)
@@ -61,12 +66,13 @@ def latency_figure(runs: dict[str, RunReport], detector: str):
 def startup_end(t: np.ndarray, lat: np.ndarray) -> float:
     """When the start-up backlog has drained: the time of the first detection whose
     latency is at most :data:`STARTUP_FACTOR` times the steady latency (95th percentile
-    over the second half of the run); 0 when the first detection already is. A later
-    spike is the steady state's own and stays in it; the start-up is at most the first
-    half of the run."""
-    if not len(t):
+    over the second half of the run); 0 when the first detection already is, or when
+    the second half holds fewer than :data:`STARTUP_MIN_REFERENCE` detections (too few
+    to tell a backlog from noise). A later spike is the steady state's own and stays in
+    it; the start-up is at most the first half of the run."""
+    half = t[-1] / 2 if len(t) else 0.0
+    if np.count_nonzero(t >= half) < STARTUP_MIN_REFERENCE:
         return 0.0
-    half = t[-1] / 2
     bound = STARTUP_FACTOR * float(np.percentile(lat[t >= half], 95))
     drained = np.flatnonzero(lat <= bound)
     end = float(t[drained[0]]) if len(drained) else float(half)

@@ -46,6 +46,12 @@ def test_a_run_without_backlog_has_no_startup_and_late_spikes_stay_steady():
     t, lat = _backlog(0.0)
     assert startup_end(t, lat) == 0.0
     assert startup_end(np.zeros(0), np.zeros(0)) == 0.0
+    sparse = np.array([0.0, 0.4, 0.8, 3.0]), np.array([3.0, 0.1, 0.1, 0.1])
+    assert startup_end(*sparse) == 0.0  # four detections tell no steady latency
+    fig = latency_figure({"run": _report(t, lat)}, "passes")
+    (ax,) = fig.axes  # no backlog: one panel, the whole run, its figures in the legend
+    assert not ax.patches and "median" in ax.get_legend().get_texts()[0].get_text()
+    plt.close(fig)
 
 
 def test_the_figure_shades_the_startup_and_scales_the_steady_panel_to_itself(tmp_path):
