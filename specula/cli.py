@@ -181,7 +181,7 @@ def _check_replay(args: argparse.Namespace) -> Any:
         ray_workers=args.ray_workers, ray_address=args.ray_address, sources=args.sources,
         in_process=args.in_process, chaining=args.chaining, plots=not args.no_plots,
         progress=not args.no_progress, watch=args.watch,
-        latency_plots=("passes", "hits") if graph is None else None,
+        latency_plots=("hits", "passes", "shots") if graph is None else None,
         idle_timeout=_IDLE_TIMEOUT if args.idle_timeout is None
         else args.idle_timeout if args.idle_timeout > 0 else None,
         checkpoint_interval=_CHECKPOINT_INTERVAL if args.checkpoint_interval is None

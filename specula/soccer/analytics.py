@@ -4,7 +4,7 @@ the net output of the soccer hierarchy with the DEBS 2013 queries.
 The tables take each query's last report over the whole game (``window`` 0): possession
 time and share (Q2), distance per intensity class (Q1), and the counts of hits, passes
 and shots on goal the hierarchy detected. The heat maps are Q3's whole-game maps on the
-16 x 25 grid, one panel per player, one figure per team.
+16 x 25 grid, one panel per player on the pitch drawn to scale, one figure per team.
 
 >>> from specula.soccer.debs2013 import Metadata
 >>> teams, players = tables({}, Metadata.default())  # a run without the queries
@@ -26,7 +26,7 @@ from specula.soccer.geometry import HEAT_GRIDS, INTENSITY_NAMES, PITCH_X, PITCH_
 
 #: The types the tables and maps read, as in the soccer registry.
 TYPES = ("running_stats", "possession_stats", "team_possession", "heat", "hit", "pass",
-         "shot", "shot_ball")
+         "shot", "shot_ball", "side")
 #: The heat-map grid drawn (index in :data:`HEAT_GRIDS`): 16 x 25 cells of ~3 m.
 HEAT_GRID = 1
 TEAMS = ("A", "B")
@@ -136,44 +136,115 @@ def write_tables(teams: list[dict], players: list[dict], folder: Path) -> dict[s
     return paths
 
 
-def write_heat_maps(heat: np.ndarray | None, metadata: Metadata, folder: Path
-                    ) -> dict[str, str]:
-    """One PNG per team: each player's whole-game heat map (seconds per cell) on the
-    :data:`HEAT_GRID` grid, the pitch drawn to scale. Nothing without ``heat`` events."""
+def write_heat_maps(heat: np.ndarray | None, metadata: Metadata, folder: Path,
+                    sides: np.ndarray | None = None) -> dict[str, str]:
+    """One PNG per team (:func:`heat_map_figure`) under ``folder``. Nothing without
+    ``heat`` events."""
     if heat is None or not len(heat):
         return {}
+    import matplotlib.pyplot as plt
+
+    paths = {}
+    for i, team in enumerate(TEAMS):
+        fig = heat_map_figure(heat, metadata, i, sides)
+        if fig is None:
+            continue
+        path = folder / f"heat_team_{team}.png"
+        folder.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths[f"heat_team_{team}"] = str(path)
+    return paths
+
+
+def heat_map_figure(heat: np.ndarray, metadata: Metadata, team: int,
+                    sides: np.ndarray | None = None):
+    """Each player's whole-game heat map (seconds per cell of the :data:`HEAT_GRID`
+    grid) of team ``team``, one panel per player on the pitch drawn to scale, one colour
+    scale for the team (so panels compare), an arrow towards the goal the team attacks
+    from its ``side`` events (one per spell: the teams change ends). None if no player
+    of the team has a map."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
     from specula.soccer.queries import heat_table
 
-    paths = {}
-    extent = (*PITCH_X, *PITCH_Y)
-    for i, team in enumerate(TEAMS):
-        ids = sorted({int(p) for p in heat["player"][heat["team"] == i]})
-        if not ids:
-            continue
-        names = {p.id: p.name for p in metadata.players}
-        cols = min(len(ids), 6)
-        rows = -(-len(ids) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(2.2 * cols, 3.0 * rows), squeeze=False)
-        for ax in axes.flat:
-            ax.set_axis_off()
-        for ax, pid in zip(axes.flat, ids, strict=False):
-            table = heat_table(heat, pid, 0, HEAT_GRID) / 1e6
-            ax.imshow(table, origin="lower", extent=extent, cmap="hot", aspect="equal")
-            ax.set_title(names.get(pid, f"player {pid}")[:18], fontsize=8)
-        fig.suptitle(f"team {team}: time per {HEAT_GRIDS[HEAT_GRID][0]} x "
-                     f"{HEAT_GRIDS[HEAT_GRID][1]} cell, whole game")
-        fig.tight_layout()
-        path = folder / f"heat_team_{team}.png"
-        folder.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths[f"heat_team_{team}"] = str(path)
-    return paths
+    ids = sorted({int(p) for p in heat["player"][heat["team"] == team]})
+    if not ids:
+        return None
+    maps = {pid: heat_table(heat, pid, 0, HEAT_GRID) / 1e6 for pid in ids}
+    top = max(float(m.max()) for m in maps.values()) or 1.0
+    players = {p.id: p for p in metadata.players}
+    attacked = attacked_goals(sides, team)
+    cols = min(len(ids), 4)
+    rows = -(-len(ids) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.3 * cols + 1.0, 2.9 * rows + 0.4),
+                             squeeze=False, layout="constrained")
+    for ax in axes.flat:
+        ax.set_axis_off()
+    images = [_heat_panel(ax, maps[pid], top, attacked,
+                          _player_title(players.get(pid), pid))
+              for ax, pid in zip(axes.flat, ids, strict=False)]
+    fig.colorbar(images[0], ax=axes, shrink=0.6, label="seconds in the cell (square-root scale)")
+    cells = f"{HEAT_GRIDS[HEAT_GRID][0]} x {HEAT_GRIDS[HEAT_GRID][1]}"
+    fig.suptitle(f"team {TEAMS[team]}: time per cell ({cells} grid), whole game; "
+                 + _direction_caption(attacked), fontsize=10)
+    return fig
+
+
+def _heat_panel(ax, seconds: np.ndarray, top: float, attacked: list[int], title: str):
+    """One player's map on the pitch: cells he never was in left out (the grass shows),
+    the colour scale the team's (square root, so short stays show beside the keeper's
+    long ones), the direction of play beside it. Returns the image."""
+    from matplotlib.colors import PowerNorm
+
+    from specula.soccer.pitch_plot import draw_direction, draw_pitch
+
+    ax.set_axis_on()
+    draw_pitch(ax)
+    image = ax.imshow(np.ma.masked_equal(seconds, 0.0), origin="lower",
+                      extent=(*PITCH_X, *PITCH_Y), cmap="YlOrRd",
+                      norm=PowerNorm(0.5, vmin=0.0, vmax=top), zorder=2,
+                      interpolation="nearest")
+    draw_direction(ax, attacked)
+    ax.set_title(title, fontsize=8)
+    return image
+
+
+def attacked_goals(sides: np.ndarray | None, team: int) -> list[int]:
+    """The goals (index in :data:`~specula.soccer.geometry.GOALS`) ``team`` attacked,
+    one per spell in time order, from the ``side`` events (the goal each team
+    defends); empty without them."""
+    if sides is None or not len(sides):
+        return []
+    own = sides[sides["team"] == team]
+    own = own[np.lexsort((own["seq"], own["ts"]))]
+    spells: list[int] = []
+    for defended in own["goal"]:
+        if not spells or spells[-1] != 1 - int(defended):
+            spells.append(1 - int(defended))
+    return spells
+
+
+def _direction_caption(attacked: list[int]) -> str:
+    """Words for the arrows: where the team attacked, spell by spell."""
+    if not attacked:
+        return "direction of play unknown"
+    ways = ["up" if g == 0 else "down" for g in attacked]
+    return "attacks " + ", then ".join(ways)
+
+
+def _player_title(player, pid: int) -> str:
+    """A panel's title: the player's name on at most two lines, (GK) for a keeper."""
+    if player is None:
+        return f"player {pid}"
+    name = player.name + (" (GK)" if player.goalkeeper else "")
+    if len(name) > 20 and " " in name:
+        first, rest = name.split(" ", 1)
+        name = f"{first}\n{rest}"
+    return name
 
 
 def coach_tables(result: Any, out: Path, plots: bool) -> None:
@@ -189,4 +260,4 @@ def coach_tables(result: Any, out: Path, plots: bool) -> None:
     print(format_tables(teams, players))
     write_tables(teams, players, out / "tables")
     if plots:
-        write_heat_maps(events.get("heat"), metadata, out / "plots")
+        write_heat_maps(events.get("heat"), metadata, out / "plots", events.get("side"))

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 
 from specula import InProcessRuntime
 from specula.soccer import analytics
@@ -57,10 +61,24 @@ def test_heat_maps_are_written_per_team_and_hold_each_players_time(run, tmp_path
     assert sorted(paths) == ["heat_team_A", "heat_team_B"]
     for path in paths.values():
         assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        pixels = plt.imread(path)[..., :3].reshape(-1, 3)
+        assert len(np.unique(pixels, axis=0)) > 20  # grass, lines, heat: not blank
     # each player's whole-game map holds the time he was on the pitch: the match
     for pid in sorted({int(p) for p in events["heat"]["player"]})[:4]:
         seconds = heat_table(events["heat"], pid, 0, analytics.HEAT_GRID).sum() / 1e6
         assert SECONDS - 0.5 < seconds <= SECONDS + 1e-3, (pid, seconds)
+    # the teams attack opposite goals, and no title runs into another title or panel
+    attacked = [analytics.attacked_goals(events["side"], team) for team in (0, 1)]
+    assert len(attacked[0]) == 1 and attacked[0] != attacked[1]
+    fig = analytics.heat_map_figure(events["heat"], match.metadata, 0, events["side"])
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    boxes = [ax.title.get_window_extent(renderer) for ax in panels]
+    for i, box in enumerate(boxes):
+        assert not any(box.overlaps(other) for other in boxes[i + 1:])
+        assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
+    plt.close(fig)
     csvs = analytics.write_tables(*analytics.tables(events, match.metadata), tmp_path)
     header = Path(csvs["table_players"]).read_text().splitlines()[0].split(",")
     assert header[:3] == ["player", "team", "possession_s"]
