@@ -9,8 +9,9 @@ Challenge", DEBS 2013; debs.org/grand-challenges/2013):
 - Q1 running analysis: a player's intensity by his speed, standing below 1 km/h, trot
   below 11, low below 14, medium below 17, high below 24, sprint above; an intensity that
   lasts less than a second is counted on top of the next one that lasts at least a
-  second. Time and distance per intensity, per player, over the last 1, 5, 20 minutes
-  and the whole game.
+  second. Two streams: the current running statistics (per player, each run: its start,
+  stop, intensity, distance and speed), and the aggregates, time and distance per
+  intensity, per player, over the last 1, 5, 20 minutes and the whole game.
 - Q2 ball possession: a hit is the ball's acceleration above 55 m/s^2 with a player's
   foot within 1 m; a player has the ball from his first hit until another player hits
   it or the ball leaves the field, and his possession time is the time from his first
@@ -38,6 +39,12 @@ Readings we had to choose (the challenge's text leaves them open):
   first (distance = speed x time); a heat-map segment shares its time among the cells
   the line crosses, in proportion to its length in each (outside the pitch: the nearest
   cell).
+- Q1's current running statistics (the challenge: per player, at the sensors' rate, the
+  current run's start, stop, intensity, distance and speed): one row per run, a run
+  being the player's time in play decided for one intensity by the one-second rule (a
+  short run belongs to the next long one), without a gap (play stopped, his legs
+  silent); its speed the mean, distance over duration. A row per sensor reading would
+  repeat one run growing, and the run's intensity is known only once decided.
 - Intensity comes from the velocity smoothed exponentially (time constant 250 ms, over
   all his motion, play or not): real leg sensors flicker across a bound for a few
   milliseconds at every stride, and the one-second rule is about runs, not sensor
@@ -234,6 +241,30 @@ def running(moves: tuple[list, int], windows: tuple[int, ...] = (60, 300, 1200, 
         sums = _window(by_second, end_s, w)
         out[w] = {(p, c): (sums.get((p, c, "s"), 0.0), sums.get((p, c, "m"), 0.0))
                   for p in pieces for c in CLASSES}
+    return out
+
+
+def current_running(moves: tuple[list, int]) -> list[tuple[int, int, int, str, float]]:
+    """Q1 current running statistics from :func:`motion`: (player, ts_start, ts_stop,
+    class, metres) per run, a run being consecutive time of one player decided for one
+    class, each piece starting where the one before ended."""
+    segments, _ = moves
+    pieces: dict[int, list] = defaultdict(list)
+    for p, t0, t1, _, _, _, _, speed, smooth in segments:
+        pieces[p].append((t0, t1, speed * (t1 - t0) / PS, smooth))
+    out = []
+    for p, segs in sorted(pieces.items()):
+        run: list | None = None  # [t0, t1, class, mm]
+        for t0, t1, mm, cls, _ in _one_second_rule(segs):
+            if run is not None and run[2] == cls and run[1] == t0:
+                run[1] = t1
+                run[3] += mm
+                continue
+            if run is not None:
+                out.append((p, run[0], run[1], CLASSES[run[2]], run[3] / 1000.0))
+            run = [t0, t1, cls, mm]
+        if run is not None:
+            out.append((p, run[0], run[1], CLASSES[run[2]], run[3] / 1000.0))
     return out
 
 

@@ -128,9 +128,14 @@ def segments(player, limb, ts, x, y, v, vx, vy, vz, leg_ts, leg_pos, leg_vel, la
     return out[:n]
 
 
+#: Columns of a player's pending row and of his open run (see :func:`intensity`).
+PEND_SECOND, PEND_US, PEND_MM, PEND_T0, PEND_T1 = range(5)
+RUN_T0, RUN_T1, RUN_CLASS, RUN_MM = range(4)
+
+
 @njit(cache=True, nogil=True)
 def intensity(seg, second, bounds, min_run, run_cls, run_len, committed, pend, pend_n,
-              cur):
+              cur, runs):
     """Time and distance per intensity class, with the DEBS 2013 one-second rule: a run
     of one class shorter than ``min_run`` (ps) counts for the next class that lasts at
     least that long. The class is that of the smoothed speed, the distance that of the
@@ -140,19 +145,31 @@ def intensity(seg, second, bounds, min_run, run_cls, run_len, committed, pend, p
     bounds (mm/s, ascending; a speed equal to a bound is in the class above). Per
     player: ``run_cls``/``run_len`` the current run (class -1: none), ``committed``
     whether it has lasted ``min_run`` (its time then goes straight to its class), and
-    ``pend[p, :pend_n[p]]`` the undecided time, rows ``(second, us, mm)``.
-    Decided time of the segments' second goes to ``cur[p, class] += (us, mm)``; decided
-    time of an earlier second is returned as rows ``(second, player, class, us, mm)``.
-    When more seconds are pending than ``pend`` holds, they are decided for the current
-    run's class.
+    ``pend[p, :pend_n[p]]`` the undecided time, rows ``(second, us, mm, t0, t1)`` of
+    one second each and without a gap (a new row where a segment does not start where
+    the last one ended). Decided time of the segments' second goes to
+    ``cur[p, class] += (us, mm)``; decided time of an earlier second is returned as
+    rows ``(second, player, class, us, mm)``. When more rows are pending than ``pend``
+    holds, they are decided for the current run's class.
+
+    Decided time also extends the player's open *decided run* ``runs[p]`` = ``(t0, t1,
+    class, mm)`` (class -1: none), the stretch of his time decided for one class
+    without a gap: Q1's current running statistic. Time decided for another class, or
+    that does not start where the open run ends (play stopped, his sensors went
+    silent), closes it: the second array returned holds the runs closed, rows
+    ``(player, t0, t1, class, mm)``.
     """
     slots = pend.shape[1]
     # only pending time of earlier seconds leaves as rows: at most what was pending
     out = np.empty((run_cls.shape[0] * slots + 1, 5))
+    closed = np.empty((seg.shape[0] + run_cls.shape[0] * slots + 1, 5))
     n = 0
+    m = 0
     for i in range(seg.shape[0]):
         p = int(seg[i, SEG_PLAYER])
-        dt = seg[i, SEG_T1] - seg[i, SEG_T0]
+        t0 = seg[i, SEG_T0]
+        t1 = seg[i, SEG_T1]
+        dt = t1 - t0
         speed = seg[i, SEG_SPEED]
         c = 0
         while c < bounds.shape[0] and seg[i, SEG_SMOOTH] >= bounds[c]:
@@ -167,41 +184,67 @@ def intensity(seg, second, bounds, min_run, run_cls, run_len, committed, pend, p
         if committed[p]:
             cur[p, c, 0] += us
             cur[p, c, 1] += mm
+            m = _extend(p, t0, t1, c, mm, runs, closed, m)
             continue
         k = pend_n[p]
-        if k > 0 and pend[p, k - 1, 0] == second:
-            pend[p, k - 1, 1] += us
-            pend[p, k - 1, 2] += mm
+        if k > 0 and pend[p, k - 1, PEND_SECOND] == second and pend[p, k - 1, PEND_T1] == t0:
+            pend[p, k - 1, PEND_US] += us
+            pend[p, k - 1, PEND_MM] += mm
+            pend[p, k - 1, PEND_T1] = t1
         else:
             if k == slots:
-                n = _decide(p, c, second, pend, pend_n, cur, out, n)
+                n, m = _decide(p, c, second, pend, pend_n, cur, out, n, runs, closed, m)
                 k = 0
-            pend[p, k, 0] = second
-            pend[p, k, 1] = us
-            pend[p, k, 2] = mm
+            pend[p, k, PEND_SECOND] = second
+            pend[p, k, PEND_US] = us
+            pend[p, k, PEND_MM] = mm
+            pend[p, k, PEND_T0] = t0
+            pend[p, k, PEND_T1] = t1
             pend_n[p] = k + 1
         if run_len[p] >= min_run:
-            n = _decide(p, c, second, pend, pend_n, cur, out, n)
+            n, m = _decide(p, c, second, pend, pend_n, cur, out, n, runs, closed, m)
             committed[p] = True
-    return out[:n]
+    return out[:n], closed[:m]
 
 
 @njit(cache=True, nogil=True)
-def _decide(p, c, second, pend, pend_n, cur, out, n):
+def _extend(p, t0, t1, c, mm, runs, closed, m):
+    """Player ``p``'s time [t0, t1) decided for class ``c``: onto his open run, or,
+    another class or after a gap, closing it (into ``closed``, row ``m``) for a new one."""
+    if runs[p, RUN_CLASS] == c and runs[p, RUN_T1] == t0:
+        runs[p, RUN_T1] = t1
+        runs[p, RUN_MM] += mm
+        return m
+    if runs[p, RUN_CLASS] >= 0:
+        closed[m, 0] = p
+        for j in range(4):
+            closed[m, 1 + j] = runs[p, j]
+        m += 1
+    runs[p, RUN_T0] = t0
+    runs[p, RUN_T1] = t1
+    runs[p, RUN_CLASS] = c
+    runs[p, RUN_MM] = mm
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _decide(p, c, second, pend, pend_n, cur, out, n, runs, closed, m):
     """Give player ``p``'s pending time to class ``c``."""
     for k in range(pend_n[p]):
-        if pend[p, k, 0] == second:
-            cur[p, c, 0] += pend[p, k, 1]
-            cur[p, c, 1] += pend[p, k, 2]
+        if pend[p, k, PEND_SECOND] == second:
+            cur[p, c, 0] += pend[p, k, PEND_US]
+            cur[p, c, 1] += pend[p, k, PEND_MM]
         else:
-            out[n, 0] = pend[p, k, 0]
+            out[n, 0] = pend[p, k, PEND_SECOND]
             out[n, 1] = p
             out[n, 2] = c
-            out[n, 3] = pend[p, k, 1]
-            out[n, 4] = pend[p, k, 2]
+            out[n, 3] = pend[p, k, PEND_US]
+            out[n, 4] = pend[p, k, PEND_MM]
             n += 1
+        m = _extend(p, pend[p, k, PEND_T0], pend[p, k, PEND_T1], c, pend[p, k, PEND_MM],
+                    runs, closed, m)
     pend_n[p] = 0
-    return n
+    return n, m
 
 
 @njit(cache=True)
@@ -270,12 +313,15 @@ def heat_cells(seg, cols, rows, offsets, stride, x_range, y_range):
 
 
 @njit(cache=True, nogil=True)
-def decide_all(second, run_cls, pend, pend_n, cur):
+def decide_all(second, run_cls, pend, pend_n, cur, runs):
     """End of stream: every player's pending time goes to his current run's class (no
-    later run can take it); rows of earlier seconds as :func:`intensity` returns them."""
+    later run can take it); rows of earlier seconds and closed runs as :func:`intensity`
+    returns them (the runs still open stay open in ``runs``)."""
     out = np.empty((run_cls.shape[0] * pend.shape[1] + 1, 5))
+    closed = np.empty((run_cls.shape[0] * pend.shape[1] + 1, 5))
     n = 0
+    m = 0
     for p in range(run_cls.shape[0]):
         if pend_n[p] > 0 and run_cls[p] >= 0:
-            n = _decide(p, run_cls[p], second, pend, pend_n, cur, out, n)
-    return out[:n]
+            n, m = _decide(p, run_cls[p], second, pend, pend_n, cur, out, n, runs, closed, m)
+    return out[:n], closed[:m]

@@ -24,9 +24,10 @@ import numpy as np
 from specula.soccer.debs2013 import Metadata
 from specula.soccer.geometry import HEAT_GRIDS, INTENSITY_NAMES, PITCH_X, PITCH_Y
 
-#: The types the tables and maps read, as in the soccer registry.
-TYPES = ("running_stats", "possession_stats", "team_possession", "heat", "hit", "pass",
-         "shot", "shot_ball", "side")
+#: The types the tables, the maps and the challenge's streams read, as in the soccer
+#: registry.
+TYPES = ("current_running", "running_stats", "possession_stats", "team_possession", "heat",
+         "hit", "pass", "shot", "shot_ball", "side")
 #: The heat-map grid drawn (index in :data:`HEAT_GRIDS`): 16 x 25 cells of ~3 m.
 HEAT_GRID = 1
 TEAMS = ("A", "B")

@@ -99,6 +99,10 @@ TYPES: dict[str, tuple[str, str]] = {
                          "`received` the shot's time"),
     "running_stats": ("the player", "DEBS 2013 query 1, every second and at the end: per "
                       "player and window, time and distance in each intensity class"),
+    "current_running": ("the player", "DEBS 2013 query 1's current running statistics: a "
+                        "run of one intensity class (the one-second rule decided) from "
+                        "`since` to `until` without a gap, the distance run in it; at the "
+                        "first report after it ends"),
     "possession_stats": ("the player", "DEBS 2013 query 2, every second and at the end: per "
                          "player and window, possession time, hits and share"),
     "team_possession": ("the team", "DEBS 2013 query 2, every second and at the end: per team "
@@ -138,6 +142,8 @@ FIELDS: dict[str, str] = {
     "window": "the window's length in s; 0 the whole game (all play so far)",
     "us": "time, µs",
     "hits": "number of hits",
+    "until": "time stamp (ps) up to which it holds",
+    "mm": "distance, mm",
     "share": "share of the window's possession time, 0 to 1",
     "grid": "heat-map grid: 0 8 x 13, 1 16 x 25, 2 32 x 50, 3 64 x 100 cells",
     "col": "cell column, across x",

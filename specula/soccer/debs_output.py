@@ -8,6 +8,7 @@ result streams, one table per stream, with the columns the challenge lists:
 =========================  ==============================================================
 stream                     columns
 =========================  ==============================================================
+``q1_current_running``     ``ts_start, ts_stop, player_id, intensity, distance, speed``
 ``q1_running_<w>``         ``ts, player_id, standing_time, standing_distance, trot_time,
                            trot_distance, low_time, low_distance, medium_time,
                            medium_distance, high_time, high_distance, sprint_time,
@@ -24,13 +25,17 @@ game: all play so far). Units, the challenge's where it gives them: ``ts`` in ps
 sensor clock), positions and cell corners in mm, ``|v|`` in µm/s, ``|a|`` in µm/s²,
 directions scaled to length 10,000 (Q4 repeats the ball's readings as they came). Where
 it names a quantity without a unit we chose: times in s, distances in m, percent 0-100.
-Q1-Q3 report once a second of the sensor clock and at the end of the stream (the
-hierarchy's reports); Q3 lists every cell a player has spent time in, with its share of
-his time in the window; Q4 lists each reading of a shot's ball while the shot lasts, from
-the first whose straight line reaches the goal within 1.5 s of the hit (:func:`shot_stream`).
-
-Not here: Q1's stream of current running statistics at the sensors' rate (the hierarchy
-reports a player's intensity when it changes, ``intensity``, not per reading).
+Q1's current running statistics: one row per decided run (the one-second rule
+applied: a stretch of a player's play in one intensity class, see
+:class:`~specula.soccer.queries.RunningAnalysis`), ``intensity`` the class's name
+(``standing`` ... ``sprint``, as in the aggregate stream's columns), ``distance`` in m,
+``speed`` the run's mean speed (its distance over its duration, the player's speed being
+that of his two legs averaged) in km/h, the unit of the challenge's class bounds.
+The aggregate Q1 stream, Q2 and Q3 report once a second of the sensor clock and at the
+end of the stream (the hierarchy's reports); Q3 lists every cell a player has spent time
+in, with its share of his time in the window; Q4 lists each reading of a shot's ball
+while the shot lasts, from the first whose straight line reaches the goal within 1.5 s
+of the hit (:func:`shot_stream`).
 
 >>> from specula.soccer.types import soccer_registry
 >>> reg = soccer_registry()
@@ -67,6 +72,7 @@ from specula.soccer.geometry import (
 from specula.soccer.types import soccer_registry
 
 #: The columns of each kind of stream, as the challenge lists them.
+Q1_CURRENT_COLUMNS = ("ts_start", "ts_stop", "player_id", "intensity", "distance", "speed")
 Q1_COLUMNS = ("ts", "player_id",
               *(f"{c}_{q}" for c in INTENSITY_NAMES for q in ("time", "distance")))
 Q2_PLAYER_COLUMNS = ("ts", "player_id", "time", "percent")
@@ -109,6 +115,20 @@ def running_streams(running_stats: np.ndarray,
             data += [r[f"{c}_us"] / 1e6, r[f"{c}_mm"] / 1e3]
         out[f"q1_running_{window_name(w)}"] = _table(Q1_COLUMNS, "i8,i4" + ",f8" * 12, data)
     return out
+
+
+def current_running_stream(current_running: np.ndarray) -> dict[str, np.ndarray]:
+    """Q1's current running statistics from ``current_running``: one row per run, by its
+    end, then player."""
+    r = current_running[np.lexsort((current_running["player"], current_running["until"]))]
+    seconds = (r["until"] - r["since"]) / PS
+    metres = r["mm"] / 1e3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kmh = np.where(seconds > 0, metres / seconds * 3.6, 0.0)
+    names = np.array(INTENSITY_NAMES)[r["level"].astype(np.int64)]
+    return {"q1_current_running": _table(Q1_CURRENT_COLUMNS, "i8,i8,i4,U8,f8,f8",
+                                         [r["since"], r["until"], r["player"], names,
+                                          metres, kmh])}
 
 
 def possession_streams(possession_stats: np.ndarray, team_possession: np.ndarray,
@@ -221,7 +241,8 @@ def challenge_streams(events: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     def rows(name: str) -> np.ndarray:
         return events[name] if name in events else np.zeros(0, reg.dtype([name]))
 
-    return {**running_streams(rows("running_stats")),
+    return {**current_running_stream(rows("current_running")),
+            **running_streams(rows("running_stats")),
             **possession_streams(rows("possession_stats"), rows("team_possession")),
             **heat_streams(rows("heat")), **shot_stream(rows("shot"), rows("shot_ball"))}
 

@@ -199,7 +199,8 @@ class RunningAnalysis(_PlayerMotion):
     """DEBS 2013 query 1: per player, time (us) and distance (mm) in each intensity class
     (standing, trot, low, medium, high, sprint) over the last 1, 5 and 20 minutes and
     the whole game: one ``running_stats`` per player and window, every second and at the
-    end of the stream.
+    end of the stream; and the challenge's current running statistics, one
+    ``current_running`` per decided run (below).
 
     Speed is that of the average of the player's two leg sensors' velocity vectors; the
     distance is its integral. The class comes from that velocity smoothed, in two
@@ -210,6 +211,15 @@ class RunningAnalysis(_PlayerMotion):
     lasts at least that long. The time of a short run is decided when the next class
     has lasted a second: it enters the sums (of the seconds it happened in) then. At
     the end of the stream, undecided time goes to the class of the last run.
+
+    Our reading of the current running statistics (the challenge: per player, at the
+    sensors' rate, the current run's start and stop, intensity, distance and speed):
+    a run is a stretch of the player's time in play decided for one class (by the
+    one-second rule, so a short run is part of the next long one) without a gap (play
+    stopped, his sensors silent). A run is reported once, complete, at the first report
+    after its end is known: when the time after it is decided for another class, or
+    follows a gap, or the stream ends. Rows at the sensors' rate would repeat the same
+    run growing, and its class is known only a second after it starts.
 
     Examples
     --------
@@ -227,15 +237,23 @@ class RunningAnalysis(_PlayerMotion):
     ...           for r in legs(t, 10_000 + 2 * max(t - 1000, 0), 2_000_000 if t >= 1000 else 0)]
     >>> out = feed(RunningAnalysis(), stream, registry=soccer_registry()).net
     >>> for e in out:
-    ...     if e["window"] == 0:
+    ...     if e["type"] == "running_stats" and e["window"] == 0:
     ...         print(e["ts"] // MS, e["standing_us"], e["trot_us"], e["trot_mm"])
     1000 1000000 0 0
     2000 1000000 1000000 2000
     3000 1000000 2000000 4000
     3000 1000000 2000000 4000
+
+    His decided runs (``current_running``), each at the first report after it ended:
+    standing from 0 to 1 s, known once the trot has lasted a second, and the trot, which
+    the end of the stream closes:
+
+    >>> [(e["ts"] // MS, e["level"], e["since"] // MS, e["until"] // MS, e["mm"])
+    ...  for e in out if e["type"] == "current_running"]
+    [(2000, 0, 0, 1000, 0), (3000, 1, 1000, 3000, 4000)]
     """
 
-    outputs = ("running_stats",)
+    outputs = ("running_stats", "current_running")
     values = 2
 
     def __init__(self, windows_s: tuple[int, ...] = RUNNING_WINDOWS_S,
@@ -248,9 +266,11 @@ class RunningAnalysis(_PlayerMotion):
         self.run_cls = np.zeros(0, np.int64)
         self.run_len = np.zeros(0)
         self.committed = np.zeros(0, bool)
-        self.pend = np.zeros((0, PENDING_SECONDS, 3))
+        self.pend = np.zeros((0, PENDING_SECONDS, 5))
         self.pend_n = np.zeros(0, np.int64)
         self.cur = np.zeros((0, 6, 2))  # decided (us, mm) of the second in progress
+        self.runs = np.zeros((0, 4))  # per player, his open decided run (see _motion)
+        self.closed = np.zeros((0, 5))  # decided runs closed since the last report
 
     def _grow(self, n: int) -> None:
         k = n - len(self.team)
@@ -258,14 +278,24 @@ class RunningAnalysis(_PlayerMotion):
         self.run_cls = np.concatenate([self.run_cls, np.full(k, -1, np.int64)])
         self.run_len = np.concatenate([self.run_len, np.zeros(k)])
         self.committed = np.concatenate([self.committed, np.zeros(k, bool)])
-        self.pend = np.concatenate([self.pend, np.zeros((k, PENDING_SECONDS, 3))])
+        self.pend = np.concatenate([self.pend, np.zeros((k, PENDING_SECONDS, 5))])
         self.pend_n = np.concatenate([self.pend_n, np.zeros(k, np.int64)])
         self.cur = np.concatenate([self.cur, np.zeros((k, 6, 2))])
+        no_run = np.zeros((k, 4))
+        no_run[:, _motion.RUN_CLASS] = -1
+        self.runs = np.concatenate([self.runs, no_run])
 
     def _take(self, seg: np.ndarray) -> None:
-        self._older(_motion.intensity(seg, float(self.second), self.bounds,
-                                      float(self.min_run_ps), self.run_cls, self.run_len,
-                                      self.committed, self.pend, self.pend_n, self.cur))
+        self._decided(*_motion.intensity(seg, float(self.second), self.bounds,
+                                         float(self.min_run_ps), self.run_cls, self.run_len,
+                                         self.committed, self.pend, self.pend_n, self.cur,
+                                         self.runs))
+
+    def _decided(self, rows: np.ndarray, closed: np.ndarray) -> None:
+        """What the kernel decided: time of earlier seconds, and runs closed."""
+        self._older(rows)
+        if len(closed):
+            self.closed = np.concatenate([self.closed, closed])
 
     def _older(self, rows: np.ndarray) -> None:
         """Decided time of earlier seconds: rows (second, player, class, us, mm)."""
@@ -274,8 +304,13 @@ class RunningAnalysis(_PlayerMotion):
                                            rows[:, 3:5]]))
 
     def _finish(self) -> None:
-        self._older(_motion.decide_all(float(self.second), self.run_cls, self.pend,
-                                       self.pend_n, self.cur))
+        """Every player's undecided time to his last run's class, and his open decided
+        run closed: no later time can extend it."""
+        self._decided(*_motion.decide_all(float(self.second), self.run_cls, self.pend,
+                                          self.pend_n, self.cur, self.runs))
+        open_ = np.flatnonzero(self.runs[:, _motion.RUN_CLASS] >= 0)
+        self._decided(np.zeros((0, 5)), np.column_stack([open_, self.runs[open_]]))
+        self.runs[:, _motion.RUN_CLASS] = -1
 
     def _close(self, end_s: int) -> None:
         flat = self.cur.reshape(-1, 2)
@@ -287,6 +322,7 @@ class RunningAnalysis(_PlayerMotion):
         self.sums.close(end_s)
 
     def _report(self, end_s: int, ts: int, cause: int, emit: Emitter) -> None:
+        self._report_runs(ts, cause, emit)
         seen = np.flatnonzero(self.team >= 0)
         n = len(self.team) * 6
         for w, s in zip(self.windows_s, self.sums.sums(n, end_s, self.windows_s),
@@ -297,6 +333,21 @@ class RunningAnalysis(_PlayerMotion):
             emit.many("running_stats", ts=np.full(len(seen), ts), key=seen,
                       cause=np.full(len(seen), cause), player=seen, team=self.team[seen],
                       window=w, **cols)
+
+    def _report_runs(self, ts: int, cause: int, emit: Emitter) -> None:
+        """The decided runs closed since the last report, one ``current_running`` each
+        (in the order they closed: per player, in time order)."""
+        c = self.closed
+        if not len(c):
+            return
+        player = c[:, 0].astype(np.int64)
+        emit.many("current_running", ts=np.full(len(c), ts), key=player,
+                  cause=np.full(len(c), cause), player=player, team=self.team[player],
+                  level=c[:, 1 + _motion.RUN_CLASS].astype(np.int8),
+                  since=np.rint(c[:, 1 + _motion.RUN_T0]).astype(np.int64),
+                  until=np.rint(c[:, 1 + _motion.RUN_T1]).astype(np.int64),
+                  mm=np.rint(c[:, 1 + _motion.RUN_MM]).astype(np.int64))
+        self.closed = np.zeros((0, 5))
 
 
 class HeatMap(_PlayerMotion):

@@ -65,6 +65,11 @@ DERIVED_TYPES = {
     # (all play so far: time while the referee stops play is not counted)
     "running_stats": {"player": "i4", "team": "i1", "window": "i4",
                       **{f"{c}_{u}": "i8" for c in INTENSITY_NAMES for u in ("us", "mm")}},
+    # DEBS 2013 query 1's current running statistics: a run of one intensity class (the
+    # one-second rule decided) from ``since`` to ``until`` (ps), ``mm`` run in it; reported
+    # at the first report after it ends
+    "current_running": {"player": "i4", "team": "i1", "level": "i1", "since": "i8",
+                        "until": "i8", "mm": "i8"},
     "possession_stats": {"player": "i4", "team": "i1", "window": "i4", "us": "i8",
                          "hits": "i4", "share": "f8"},
     "team_possession": {"team": "i1", "window": "i4", "us": "i8", "share": "f8"},

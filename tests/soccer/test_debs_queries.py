@@ -77,6 +77,13 @@ def test_running_analysis_times_distances_and_the_one_second_rule():
     batch = REG.from_records(sorted(rows, key=lambda r: r["ts"]), dtype=REG.dtype(["player"]))
     out = run(RunningAnalysis(windows_s=WINDOWS, smoothing_ps=1), batch)
     assert set(np.unique(out["ts"] // PS).tolist()) <= set(range(1000, 1007))
+    # the current runs: the trot, then the high speed run with the 0.5 s before it, to
+    # the last (right leg's) reading
+    runs = out[out["type"] == REG.id("current_running")]
+    assert [(int(r["level"]), (r["since"] - T0) / PS, (r["until"] - T0) / PS)
+            for r in runs] == [(1, 0.0, 2.0), (4, 2.0, 5.4975)]
+    assert runs["mm"][1] == pytest.approx(0.5 * 4_000 + 2.9975 * 5_000, rel=0.01)
+    out = out[out["type"] == REG.id("running_stats")]
     final = out[(out["ts"] == out["ts"].max()) & (out["window"] == 0)][0]
     us = {c: final[f"{c}_us"] / 1e6 for c in INTENSITY_NAMES}
     assert us["trot"] == pytest.approx(2.0, abs=0.01)
@@ -102,6 +109,7 @@ def test_running_analysis_smooths_a_standing_players_noise():
                          "player": 0, "team": 0, "limb": limb})
     batch = REG.from_records(rows, dtype=REG.dtype(["player"]))
     final = run(RunningAnalysis(windows_s=WINDOWS), batch)
+    final = final[final["type"] == REG.id("running_stats")]
     final = final[(final["ts"] == final["ts"].max()) & (final["window"] == 0)][0]
     assert final["standing_us"] / 1e6 == pytest.approx(4.0, abs=0.01)
 

@@ -2,7 +2,8 @@
 (:mod:`specula.soccer.debs_output`), equal an independent reference that follows the
 challenge's text (``tests/debs_reference.py``): on a generated match with the referee's
 interruptions and on the real sample. Sums of times and distances within 1 %, the cells
-a player was in, the hits and the shots exactly.
+a player was in, the hits and the shots exactly; Q1's current runs per player within one
+(and exactly on random motion, where the runs themselves are compared).
 
 The generated match is 20 s in CI (the reference is slow Python) and 60 s with
 ``SPECULA_SOAK=1``."""
@@ -23,9 +24,11 @@ from specula.soccer.debs2013 import read_positions
 from specula.soccer.geometry import HEAT_GRIDS, PITCH_X, PITCH_Y, PS
 from specula.soccer.graph import soccer_graph
 from specula.soccer.match import generate_match
+from specula.soccer.queries import RunningAnalysis
 from specula.soccer.sides import goalkeepers_of
 from specula.soccer.spark_log import PositionLog
 from specula.soccer.types import soccer_registry
+from specula.testing import feed
 
 pytestmark = pytest.mark.slow  # a generated match through the whole hierarchy
 
@@ -93,6 +96,51 @@ def _check_running(run: Run, at: int | None = None) -> None:
             assert error < 0.01, (w, unit, error)
 
 
+def _run_sums(rows) -> tuple[dict, dict, dict]:
+    """Per (player, intensity): seconds and metres of current runs ``rows`` ((player,
+    ts_start, ts_stop, intensity, metres)); and the rows per player."""
+    time: dict = {}
+    metres: dict = {}
+    count: dict = {}
+    for p, t0, t1, c, m in rows:
+        time[(p, c)] = time.get((p, c), 0.0) + (t1 - t0) / PS
+        metres[(p, c)] = metres.get((p, c), 0.0) + m
+        count[p] = count.get(p, 0) + 1
+    return time, metres, count
+
+
+def _check_current(run: Run) -> None:
+    """Q1's current running statistics: per player and intensity, the time and distance
+    of his runs within 1 % (L1) of the reference's, less the rounding to whole mm; per
+    player as many runs, give or take one: where a run starts or ends is a float64 time
+    stamp in the hierarchy (ps since 1970 are 54 bits) and an exact integer in the
+    reference, which could split or join one run where a piece ends within a few ps of
+    the next one's start. The runs cover the player's play: their times add up to the
+    whole game's aggregate, and each row's speed is its distance over its duration in
+    km/h."""
+    table = run.streams["q1_current_running"]
+    got = _run_sums((int(r["player_id"]), int(r["ts_start"]), int(r["ts_stop"]),
+                     str(r["intensity"]), float(r["distance"])) for r in table)
+    want = _run_sums(ref.current_running(run.moves))
+    assert _relative_l1(got[0], want[0], 1e-6) < 0.01
+    assert _relative_l1(got[1], want[1], 1e-3) < 0.01
+    assert set(got[2]) == set(want[2])
+    assert all(abs(got[2][p] - want[2][p]) <= 1 for p in want[2]), (got[2], want[2])
+    game = _last(run.streams["q1_running_game"])
+    for r in game:
+        for c in ref.CLASSES:
+            assert got[0].get((int(r["player_id"]), c), 0.0) == pytest.approx(
+                float(r[f"{c}_time"]), abs=1e-3)
+    seconds = (table["ts_stop"] - table["ts_start"]) / PS
+    assert (seconds > 0).all()
+    assert np.allclose(table["speed"], 3.6 * table["distance"] / seconds)
+
+
+def test_q1_current_running_statistics_equal_the_reference(match_run):
+    assert len(match_run.streams["q1_current_running"])
+    _check_current(match_run)
+
+
 def test_q1_aggregate_running_statistics_equal_the_reference(match_run):
     _check_running(match_run)
     _check_running(match_run, at=int(match_run.streams["q1_running_game"]["ts"][0]) + 5 * PS)
@@ -157,16 +205,17 @@ def test_q4_shots_equal_the_reference(match_run):
 
 def test_the_challenge_streams_have_its_columns_and_units(match_run):
     streams = match_run.streams
-    kinds = {"q1_running": debs_output.Q1_COLUMNS, "q2_player": debs_output.Q2_PLAYER_COLUMNS,
+    kinds = {"q1_current_running": debs_output.Q1_CURRENT_COLUMNS,
+             "q1_running": debs_output.Q1_COLUMNS, "q2_player": debs_output.Q2_PLAYER_COLUMNS,
              "q2_team": debs_output.Q2_TEAM_COLUMNS, "q3_heat": debs_output.Q3_COLUMNS,
              "q4_shots": debs_output.Q4_COLUMNS}
     for name, table in streams.items():
         kind = next(k for k in kinds if name.startswith(k))
         assert table.dtype.names == kinds[kind], name
-    assert {n for n in streams if n.startswith("q1")} == {
+    assert {n for n in streams if n.startswith("q1")} == {"q1_current_running",
         "q1_running_1min", "q1_running_5min", "q1_running_20min", "q1_running_game"}
     assert len([n for n in streams if n.startswith("q3")]) == 16
-    assert len(streams) == 4 + 2 * 4 + 16 + 1  # every stream, found something or not
+    assert len(streams) == 1 + 4 + 2 * 4 + 16 + 1  # every stream, found something or not
     # Q1: times in s, distances in m: a player's classes add up to the play he was in
     game = _last(streams["q1_running_game"])
     time = sum(game[f"{c}_time"] for c in ref.CLASSES)
@@ -201,6 +250,10 @@ def test_the_csv_files_carry_the_challenge_s_header(match_run, tmp_path):
     assert len(paths) == len(match_run.streams)
     header = Path(paths["debs_q4_shots"]).read_text().splitlines()[0]
     assert header == "ts,player_id,x,y,z,|v|,vx,vy,vz,|a|,ax,ay,az"
+    runs = Path(paths["debs_q1_current_running"]).read_text().splitlines()
+    assert runs[0] == "ts_start,ts_stop,player_id,intensity,distance,speed"
+    assert len(runs) == 1 + len(match_run.streams["q1_current_running"])
+    assert {r.split(",")[3] for r in runs[1:]} <= set(ref.CLASSES)
     rows = Path(paths["debs_q2_team_game"]).read_text().splitlines()
     assert rows[0] == "ts,team_id,time,percent" and len(rows) == 1 + len(
         match_run.streams["q2_team_game"])
@@ -212,6 +265,7 @@ def test_the_real_sample_equals_the_reference(sample):
     run = Run(sample)
     assert len(run.streams["q1_running_game"]) and len(run.streams["q3_heat_game_8x13"])
     _check_running(run)
+    _check_current(run)
     _check_heat(run)
     assert run.hits == [] and "hit" not in run.events
     assert not len(run.streams["q4_shots"])
@@ -307,3 +361,57 @@ def test_q4_stream_starts_where_the_straight_line_reaches_the_goal():
     assert 2 < first < len(ball) // 2 and (line[len(ball) // 2:] > ref.GOALS[0]["z"]).all()
     assert got["ts"].tolist() == ball["ts"][first:len(ball) // 2].tolist()
     assert set(got["player_id"].tolist()) == {7}
+
+
+def _random_motion(seed: int) -> np.ndarray:
+    """Two players' leg readings over 8 s, at random rates, running in random classes
+    (each for 0.1-2.5 s, a speed anywhere in the class, any direction: short runs and
+    long ones), each now and then silent for longer than a reading counts, and the
+    referee stopping play at random."""
+    rng = np.random.default_rng(seed)
+    t_start, t_end = 10_629 * PS, 10_637 * PS
+    kmh = np.array((0.0, *ref.KMH, 30.0))
+    rows: list[dict] = []
+    for player, team in ((0, 0), (5, 1)):
+        changes = t_start + np.cumsum(rng.uniform(0.1, 2.5, 8) * PS).astype(np.int64)
+        cls = rng.integers(0, 6, len(changes) + 1)
+        speed = rng.uniform(kmh[cls], kmh[cls + 1]) / 3.6 * 1e6  # um/s
+        angle = rng.uniform(0, 2 * np.pi, len(cls))
+        for limb in (0, 1):
+            t, x, y = t_start + int(rng.integers(0, 10**10)), 20_000.0, 0.0
+            while t < t_end:
+                i = int(np.searchsorted(changes, t, side="right"))
+                rows.append({"type": "player", "ts": t, "key": 10 * player + limb,
+                             "player": player, "team": team, "limb": limb, "x": int(x),
+                             "y": int(y), "v": int(speed[i]),
+                             "vx": int(10_000 * np.cos(angle[i])),
+                             "vy": int(10_000 * np.sin(angle[i]))})
+                dt = int(rng.integers(5, 60)) * 10**9
+                if rng.random() < 0.01:  # silent for longer than a reading counts
+                    dt += int(rng.integers(300, 900)) * 10**9
+                x += speed[i] / 1e3 * np.cos(angle[i]) * dt / PS
+                y += speed[i] / 1e3 * np.sin(angle[i]) * dt / PS
+                t += dt
+    stops = np.sort(rng.integers(t_start, t_end, 2 * int(rng.integers(0, 3))))
+    rows += [{"type": ref.REFEREE[i % 2], "ts": int(ts), "key": 0}
+             for i, ts in enumerate(stops.tolist())]
+    rows.sort(key=lambda r: r["ts"])
+    return REG.from_records(rows, dtype=REG.dtype(["player", *ref.REFEREE]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_q1_current_runs_equal_the_reference_s_on_random_motion(seed):
+    """``RunningAnalysis``'s runs are the reference's, one by one: the same player,
+    intensity, start and stop (within the float64 rounding of a ps time stamp), and
+    distance (within the rounding to whole mm)."""
+    events = _random_motion(seed)
+    out = feed(RunningAnalysis(), events, registry=REG).net
+    got = sorted((int(e["player"]), int(e["since"]), int(e["until"]),
+                  ref.CLASSES[int(e["level"])], e["mm"] / 1e3)
+                 for e in out if e["type"] == "current_running")
+    want = sorted(ref.current_running(ref.motion(ref.stream(events, NAMES))))
+    assert len(want) > 2
+    assert [(r[0], r[3]) for r in got] == [(r[0], r[3]) for r in want]
+    for g, w in zip(got, want, strict=True):
+        assert abs(g[1] - w[1]) <= 4 and abs(g[2] - w[2]) <= 4, (g, w)
+        assert g[4] == pytest.approx(w[4], abs=1e-3), (g, w)
