@@ -256,3 +256,20 @@ def test_a_chain_that_is_not_closed_is_refused_and_auto_closes_its_chains():
                     outside = [c for c in graph.instances() if where[c.producer] != k
                                and set(m.node.outputs) & set(c.node.inputs)]
                     assert not (fed_inside and outside), (chains, m.label)
+
+
+def test_auto_gives_raw_fed_leaves_a_chain_of_their_own():
+    """The placement puts ``mid`` with ``left`` and ``top`` with ``right``; closing then
+    merges the two (``mid``, fed by a chain-mate, hands on to ``top``), leaves and all,
+    as the soccer hierarchy's ``hits`` merged everything into one chain. The leaves no
+    detector consumes, fed by sources only, are closed groups of their own and get the
+    second CPU rather than the hierarchy's."""
+    g = Graph(shape_registry(), sources=("A", "B"))
+    g.add("left", Echo(("A",), ("T0",))).add("right", Echo(("B",), ("T1",)))
+    g.add("leaf", Echo(("A",), ("T2",))).add("other_leaf", Echo(("B",), ("T3",)))
+    g.add("mid", Echo(("T0",), ("T4",))).add("top", Echo(("T4", "T1"), ("T5",)))
+    labels = [[i.label for i in c] for c in plan_chains(g, "auto", 2)]
+    assert labels == [["left", "right", "mid", "top"], ["leaf", "other_leaf"]]
+    assert sorted([i.label for i in c] for c in plan_chains(g, "auto", 3)) == [
+        ["leaf"], ["left", "right", "mid", "top"], ["other_leaf"]]
+    assert len(plan_chains(g, "auto", 1)) == 1
