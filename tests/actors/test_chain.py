@@ -6,7 +6,7 @@ The runs here are the Ray runtime's driver over chain workers in this process, w
 Ray: a chain actor is a :class:`ChainWorker` whose Ray calls run on a thread pool (as a
 threaded Ray actor runs them, in any order), while its members hand batches to each
 other in memory, as on Ray. The graphs come from ``tests/graph_shapes.py`` and the
-chain plans are random: any grouping, partitions of one node together included.
+chain plans are random (any grouping, partitions of one node together included) and "auto"'s.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def test_any_chain_plan_gives_the_in_process_answer(case, seed, monkeypatch):
     raw = case.raw(graph.registry)
     here = InProcessRuntime(graph).run(raw, step_ticks=case.step_ticks)
     rng = random.Random(seed)
-    for plan in (random_plan(graph, rng), random_plan(graph, rng)):
+    auto = [[i.label for i in c] for c in plan_chains(graph, "auto", rng.randint(2, 4))]
+    for plan in (random_plan(graph, rng), random_plan(graph, rng), auto):
         chained = chained_run(graph, raw, plan, monkeypatch)
         for name in graph.nodes:
             assert len(chained.late(name)) == len(here.late(name)) == 0, name
