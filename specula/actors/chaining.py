@@ -4,9 +4,14 @@
 * ``"auto"``: at most as many chains as the CPUs Ray offers (more only where the rules
   below need them), built as Flink chains operators: an instance joins the chain of
   one of its producers (the least loaded), a level-1 instance the least loaded chain,
-  and the instances of a partitioned node go to different chains. An instance of a node
-  that asks Ray for CPUs or GPUs (``cpus=``, ``gpus``) or says ``chain=False`` runs in
-  an actor of its own.
+  and the instances of a partitioned node go to different chains. Closing (below) can
+  then merge chains that share nothing but a closed consumer's reach, so each chain is
+  split again into its connected groups (instances joined by a stream between them;
+  splitting keeps it closed) and the groups packed, largest first, into the least
+  loaded chain that stays closed: a group of raw-fed leaves no detector consumes gets a
+  CPU of its own instead of sharing the hierarchy's. An instance of a node that asks Ray
+  for CPUs or GPUs (``cpus=``, ``gpus``) or says ``chain=False`` runs in an actor of its
+  own.
 * an explicit plan: a list of chains, each a list of instance labels (``"name"``, or
   ``"name[i]"`` for partition ``i``); every instance in exactly one, those of the nodes
   above alone, and closed (below). Tests use it to try any grouping.
@@ -86,7 +91,59 @@ def _auto(graph: Graph, order: list[Instance], cpus: int) -> list[list[Instance]
         chains[k].append(i)
         where[i.producer] = k
         placed.setdefault(name, []).append(k)
-    return close_chains(graph, [c for c in chains if c] + solo, keep_apart=True)
+    closed = close_chains(graph, [c for c in chains if c] + solo, keep_apart=True)
+    shared = [c for c in closed if all(chainable(i.node) for i in c)]
+    groups = [g for c in shared for g in _groups(graph, c)]
+    return _pack(graph, groups, len(chains)) + [c for c in closed if c not in shared]
+
+
+def _groups(graph: Graph, chain: list[Instance]) -> list[list[Instance]]:
+    """``chain``'s connected groups: its members joined by a stream from one to another.
+    Each is closed if ``chain`` is (a member fed by a chain-mate is in that one's group,
+    and so are all its consumers, chain-mates by closure), and keeps its partitions
+    apart if ``chain`` does."""
+    groups: list[list[Instance]] = []
+    left = list(chain)
+    while left:
+        group, grow = [left.pop(0)], 0
+        while grow < len(group):
+            m = group[grow]
+            joined = [o for o in left if _publishes(graph, m.node, o.node)
+                      or _publishes(graph, o.node, m.node)]
+            group += joined
+            left = [o for o in left if o not in joined]
+            grow += 1
+        groups.append(group)
+    return groups
+
+
+def _pack(graph: Graph, groups: list[list[Instance]], target: int) -> list[list[Instance]]:
+    """``groups`` packed into ``target`` chains (more where no chain can take a group),
+    the largest first into the least loaded chain that stays closed and keeps the
+    partitions of a node apart."""
+    chains: list[list[Instance]] = [[] for _ in range(target)]
+    for group in sorted(groups, key=len, reverse=True):
+        fits = [k for k in range(len(chains)) if _may_join(graph, chains[k] + group)]
+        if fits:
+            chains[min(fits, key=lambda k: (len(chains[k]), k))] += group
+        else:
+            chains.append(list(group))
+    order = graph.instances().index
+    return [sorted(c, key=order) for c in chains if c]
+
+
+def _may_join(graph: Graph, chain: list[Instance]) -> bool:
+    """Whether ``chain`` is closed and holds no two partitions of one node."""
+    names = [i.node.name for i in chain if i.node.partitions > 1]
+    if len(names) != len(set(names)):
+        return False
+    inside = {i.producer for i in chain}
+    for m in chain:
+        if any(_publishes(graph, p.node, m.node) for p in chain if p is not m) and any(
+                c.producer not in inside and _publishes(graph, m.node, c.node)
+                for c in graph.instances()):
+            return False
+    return True
 
 
 def close_chains(graph: Graph, chains: list[list[Instance]], keep_apart: bool = False

@@ -77,7 +77,12 @@ class ReplayConfig:
     retraction: str | None = None
     k0_ms: float | None = None
     speed: float | None = None
-    batch_size: int = 1_000
+    #: raw rows a batch: the work of a push is mostly per push, not per row (on Ray,
+    #: 20 s of the debs2013 profile cost the actors 3.8 CPU s in batches of 1,000 and
+    #: 1.3 s in batches of 5,000, the pass latency 0.06-0.09 s more; 10,000: 1.05 s,
+    #: 0.2 s more; docs/measurements.md). A batch is cut from rows at hand, so it adds
+    #: no wait for rows to come.
+    batch_size: int = 5_000
     out: Path = field(default_factory=lambda: Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
     spark_master: str | None = None
     #: Ray worker nodes started on Spark; None: sized to the Spark cluster

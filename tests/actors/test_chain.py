@@ -6,7 +6,7 @@ The runs here are the Ray runtime's driver over chain workers in this process, w
 Ray: a chain actor is a :class:`ChainWorker` whose Ray calls run on a thread pool (as a
 threaded Ray actor runs them, in any order), while its members hand batches to each
 other in memory, as on Ray. The graphs come from ``tests/graph_shapes.py`` and the
-chain plans are random: any grouping, partitions of one node together included.
+chain plans are random (any grouping, partitions of one node together included) and "auto"'s.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def test_any_chain_plan_gives_the_in_process_answer(case, seed, monkeypatch):
     raw = case.raw(graph.registry)
     here = InProcessRuntime(graph).run(raw, step_ticks=case.step_ticks)
     rng = random.Random(seed)
-    for plan in (random_plan(graph, rng), random_plan(graph, rng)):
+    auto = [[i.label for i in c] for c in plan_chains(graph, "auto", rng.randint(2, 4))]
+    for plan in (random_plan(graph, rng), random_plan(graph, rng), auto):
         chained = chained_run(graph, raw, plan, monkeypatch)
         for name in graph.nodes:
             assert len(chained.late(name)) == len(here.late(name)) == 0, name
@@ -256,3 +257,20 @@ def test_a_chain_that_is_not_closed_is_refused_and_auto_closes_its_chains():
                     outside = [c for c in graph.instances() if where[c.producer] != k
                                and set(m.node.outputs) & set(c.node.inputs)]
                     assert not (fed_inside and outside), (chains, m.label)
+
+
+def test_auto_gives_raw_fed_leaves_a_chain_of_their_own():
+    """The placement puts ``mid`` with ``left`` and ``top`` with ``right``; closing then
+    merges the two (``mid``, fed by a chain-mate, hands on to ``top``), leaves and all,
+    as the soccer hierarchy's ``hits`` merged everything into one chain. The leaves no
+    detector consumes, fed by sources only, are closed groups of their own and get the
+    second CPU rather than the hierarchy's."""
+    g = Graph(shape_registry(), sources=("A", "B"))
+    g.add("left", Echo(("A",), ("T0",))).add("right", Echo(("B",), ("T1",)))
+    g.add("leaf", Echo(("A",), ("T2",))).add("other_leaf", Echo(("B",), ("T3",)))
+    g.add("mid", Echo(("T0",), ("T4",))).add("top", Echo(("T4", "T1"), ("T5",)))
+    labels = [[i.label for i in c] for c in plan_chains(g, "auto", 2)]
+    assert labels == [["left", "right", "mid", "top"], ["leaf", "other_leaf"]]
+    assert sorted([i.label for i in c] for c in plan_chains(g, "auto", 3)) == [
+        ["leaf"], ["left", "right", "mid", "top"], ["other_leaf"]]
+    assert len(plan_chains(g, "auto", 1)) == 1
