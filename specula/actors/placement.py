@@ -64,13 +64,13 @@ def actor_options(instance: Instance) -> dict[str, Any]:
 
 def chain_options(chain: Sequence[Instance]) -> dict[str, Any]:
     """Ray options of the actor that runs the instances of ``chain`` (:mod:`.chain`):
-    those of its instance if it is alone; a chain of several asks for nothing (an
-    instance that asks for CPUs or GPUs runs alone, :mod:`.chaining`) and spreads: the
-    policy forms about one chain per CPU of the cluster, so chains belong on different
-    nodes where there are several."""
-    if len(chain) == 1:
-        return actor_options(chain[0])
-    return {"scheduling_strategy": "SPREAD"}
+    those of its instance if it is alone and asks for something; otherwise (a chain of
+    several asks for nothing: an instance that asks for CPUs or GPUs runs alone,
+    :mod:`.chaining`) it spreads. The policy forms about one chain per CPU of the
+    cluster, so chains belong on different nodes where there are several; an actor that
+    asks for no CPU would otherwise stay on the node that creates it."""
+    options = actor_options(chain[0]) if len(chain) == 1 else {}
+    return options or {"scheduling_strategy": "SPREAD"}
 
 
 def check_fits(graph: Graph, total: Mapping[str, float],

@@ -31,10 +31,11 @@ def test_actors_ask_for_their_cpus_and_partitions_spread():
     assert demand(graph().instances()[1]) == {}  # 0: not accounted, as Ray's default
 
 
-def test_a_chain_of_several_spreads_and_one_alone_asks_as_its_instance():
+def test_a_chain_spreads_unless_it_is_one_instance_that_asks():
     big_c, per_key = graph().instances()
     assert chain_options([big_c, per_key]) == {"scheduling_strategy": "SPREAD"}
     assert chain_options([big_c]) == actor_options(big_c) == {"num_cpus": 0.25}
+    assert chain_options([per_key]) == {"scheduling_strategy": "SPREAD"}  # asks for nothing
 
 
 def test_a_graph_that_fits_passes():
