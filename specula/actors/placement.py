@@ -62,15 +62,22 @@ def actor_options(instance: Instance) -> dict[str, Any]:
     return options
 
 
-def chain_options(chain: Sequence[Instance]) -> dict[str, Any]:
+def chain_options(chain: Sequence[Instance], node: str | None = None) -> dict[str, Any]:
     """Ray options of the actor that runs the instances of ``chain`` (:mod:`.chain`):
-    those of its instance if it is alone and asks for something; otherwise (a chain of
-    several asks for nothing: an instance that asks for CPUs or GPUs runs alone,
-    :mod:`.chaining`) it spreads. The policy forms about one chain per CPU of the
-    cluster, so chains belong on different nodes where there are several; an actor that
-    asks for no CPU would otherwise stay on the node that creates it."""
+    those of its instance if it is alone and asks for something. Otherwise the actor asks
+    for nothing (an instance that asks for CPUs or GPUs runs alone, :mod:`.chaining`),
+    and Ray would leave it on the node that creates it: it goes to ``node`` (the runtime
+    deals the chains over the nodes; soft, so a restart finds another node if that one
+    is gone), or spreads where no node is given. The policy forms about one chain per
+    CPU of the cluster, so chains belong on different nodes where there are several."""
     options = actor_options(chain[0]) if len(chain) == 1 else {}
-    return options or {"scheduling_strategy": "SPREAD"}
+    if options:
+        return options
+    if node is None:
+        return {"scheduling_strategy": "SPREAD"}
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True)}
 
 
 def check_fits(graph: Graph, total: Mapping[str, float],

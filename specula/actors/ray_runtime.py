@@ -196,9 +196,11 @@ class RayRuntime:
             uri = temp = tempfile.mkdtemp(prefix="specula-checkpoints-")
         self.checkpoints = self._checkpoints(uri, resume.run if resume is not None else run)
         self.suspension = None
-        alive = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
         resources = ray.cluster_resources()
-        check_fits(graph, resources, alive)
+        check_fits(graph, resources, [n["Resources"] for n in nodes])
+        # the chains are dealt over the nodes with CPUs, one after another
+        deal = [n["NodeID"] for n in nodes if n["Resources"].get("CPU", 0) > 0]
         chains = plan_chains(graph, self.chaining, int(resources.get("CPU", 1)))
         chain_names = [c[0].label if len(c) == 1 else f"chain-{k}" for k, c in enumerate(chains)]
         address = {i.producer: Member(f"specula-{run}-{name}", i.producer)
@@ -211,7 +213,7 @@ class RayRuntime:
         actors: dict[int, Any] = {}   # Ray's types do not follow ray.remote's handles
         handles: dict[str, Any] = {}  # the chain actors, by chain name
         feeders: dict[int, Any] = {}
-        for name, chain in zip(chain_names, chains, strict=True):
+        for k, (name, chain) in enumerate(zip(chain_names, chains, strict=True)):
             calls = sum(actor_concurrency(graph, router, i, self.max_in_flight,
                                           max(1, len(parts))) for i in chain)
             # per hand-over inside the chain: its window of pushes, a resend and a
@@ -223,7 +225,7 @@ class RayRuntime:
             handles[name] = chain_cls.options(
                 name=address[chain[0].producer].chain, max_restarts=self.max_restarts,
                 max_task_retries=-1, max_concurrency=calls,
-                **chain_options(chain)).remote(
+                **chain_options(chain, deal[k % len(deal)] if len(deal) > 1 else None)).remote(
                 name, address[chain[0].producer].chain,
                 [chain_member(graph, router, address, i, sources) for i in chain],
                 graph.registry, self.max_in_flight, self.inbox_events, router=router,
@@ -252,7 +254,7 @@ class RayRuntime:
             self.actors = {}
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
-        return self._report(reports, fed, wall, len(alive), (started_ns, ended_ns))
+        return self._report(reports, fed, wall, len(nodes), (started_ns, ended_ns))
 
     def _lasting_uri(self) -> str:
         """The checkpoint URI that outlives a run, which suspending or resuming needs."""

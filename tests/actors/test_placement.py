@@ -36,6 +36,9 @@ def test_a_chain_spreads_unless_it_is_one_instance_that_asks():
     assert chain_options([big_c, per_key]) == {"scheduling_strategy": "SPREAD"}
     assert chain_options([big_c]) == actor_options(big_c) == {"num_cpus": 0.25}
     assert chain_options([per_key]) == {"scheduling_strategy": "SPREAD"}  # asks for nothing
+    dealt = chain_options([big_c, per_key], node="a" * 56)["scheduling_strategy"]
+    assert (dealt.node_id, dealt.soft) == ("a" * 56, True)
+    assert chain_options([big_c], node="a" * 56) == {"num_cpus": 0.25}
 
 
 def test_a_graph_that_fits_passes():
