@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -244,6 +247,20 @@ def test_overloaded_espice_window_detector_keeps_its_bound_on_ray(local_ray):
     assert len(report.net("q1")) > 0.5 * len(trained.net("q1")) * len(raw) / 20_000
 
 
+@contextlib.contextmanager
+def killing(runtime: RayRuntime, label: str, seed: int) -> Iterator[list]:
+    """Within the block, a thread kills the actor of ``label`` at random points
+    (:func:`kill_at_random`); yields the seconds each restart took."""
+    done, kills = threading.Event(), []
+    killer = threading.Thread(target=kill_at_random, args=(runtime, label, seed, done, kills))
+    killer.start()
+    try:
+        yield kills
+    finally:
+        done.set()
+        killer.join()
+
+
 def kill_at_random(runtime: RayRuntime, label: str, seed: int, done, kills: list) -> None:
     """Kill the actor of ``label`` (Ray restarts it) twice at random points of the run,
     each kill 0.3-1.2 s after the actor is up again (a kill while Ray restarts it counts
@@ -282,7 +299,6 @@ def crash_stream():
 @pytest.mark.parametrize("victim", ["a_not_bc", "d_then_e"])
 def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
         local_ray, crash_stream, tmp_path, victim):
-    import threading
 
     from specula.actors.output_log import persisted_net
 
@@ -290,14 +306,8 @@ def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
     # one actor per instance: the victim restarts alone (a chain restarts as a unit)
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
                          checkpoint_every_s=0.5, chaining="none")
-    done, kills = threading.Event(), []
-    killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 7, done, kills))
-    killer.start()
-    try:
+    with killing(runtime, victim, 7) as kills:
         report = runtime.run(raw, batch_rows=200, speed=3_000.0)
-    finally:
-        done.set()
-        killer.join()
     restarts = report.restarts()
     print(f"restarts {restarts}, seconds from kill to up {kills}")
     assert sum(restarts.values()) == restarts[victim] >= 1
@@ -369,7 +379,6 @@ def assert_handed_on_once(got: list[Settled], name: str, want: np.ndarray) -> No
 def test_a_killed_chain_restarts_as_a_unit_and_the_net_output_is_the_crash_free_one(
         local_ray, crash_stream, tmp_path, plan):
     import random
-    import threading
 
     from test_chain import random_plan
 
@@ -381,15 +390,8 @@ def test_a_killed_chain_restarts_as_a_unit_and_the_net_output_is_the_crash_free_
         plan = random_plan(graph, random.Random(plan))
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
                          checkpoint_every_s=0.5, chaining=plan)
-    done, kills = threading.Event(), []
-    killer = threading.Thread(target=kill_at_random, args=(runtime, "d_then_e", 5, done,
-                                                           kills))
-    killer.start()
-    try:
+    with killing(runtime, "d_then_e", 5) as kills:
         report = runtime.run(raw, batch_rows=200, speed=3_000.0)
-    finally:
-        done.set()
-        killer.join()
     restarts = report.restarts()
     print(f"plan {plan}: restarts {restarts}, seconds from kill to up {kills}")
     chains = plan_chains(graph, plan, 2)

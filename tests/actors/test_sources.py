@@ -109,22 +109,17 @@ def test_a_killed_level_1_actor_amid_sources_leaves_the_crash_free_answer(
     """Three source actors feed the graph (a part of the stream each, cut by key) and
     a level-1 actor is killed twice: it restarts and has its sources resend. Every
     event is fed once and the answer is the in-process one."""
-    from test_ray_runtime import kill_at_random
+    from test_ray_runtime import killing
 
     from specula.actors.ray_runtime import RayRuntime
 
     graph, raw, reference = keyed_stream
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
                          checkpoint_every_s=0.5, chaining="none")  # the victim alone
-    victim, done, kills, fed = "a_not_bc", threading.Event(), [], []
-    killer = threading.Thread(target=kill_at_random, args=(runtime, victim, 3, done, kills))
-    killer.start()
-    try:
+    victim, fed = "a_not_bc", []
+    with killing(runtime, victim, 3) as kills:
         report = runtime.run(Sources(_parts(raw, 3)), step_ticks=STEP, batch_rows=200,
                              speed=1_000.0, on_fed=fed.append)
-    finally:
-        done.set()
-        killer.join()
     restarts = {f"source-{s['index']}": s["restarts"] for s in report.sources}
     restarts |= report.restarts()
     print(f"restarts {restarts}, seconds from kill to up {kills}")
