@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# the browser the replay page's test opens (Debian's; playwright never downloads one)
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: run test test-quick bench clean
 
@@ -12,12 +15,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# installed through apt-get where it is missing (CI's clean Debian machine); without
+# apt-get the browser test skips, or fails under CI (tests/soccer/test_replay_page.py)
+$(CHROMIUM):
+	@if command -v apt-get >/dev/null; then \
+		$(SUDO) apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	else echo "no apt-get: install Chromium as $(CHROMIUM) for the replay page's test"; fi
+
 run: $(STAMP)
 	$(BIN)/specula replay
 
 # two workers: the tests that start Ray or Spark (marked `cluster`) one after another on
 # one, the rest beside them (tests/conftest.py)
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check specula tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 --dist loadgroup

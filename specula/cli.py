@@ -146,6 +146,12 @@ def replay(args: argparse.Namespace) -> int:
     from specula.soccer.analytics import coach_tables
 
     coach_tables(result, Path(config.out), config.plots)
+    if config.plots:
+        from specula.soccer.replay_page import write_run_page
+
+        page = write_run_page(result, Path(config.out))
+        if page is not None:
+            print(f"replay page (open it in a browser): {page}")
     if args.debs_output:
         from specula.soccer.debs_output import write_run
 
@@ -636,7 +642,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="raw events per batch (default 5,000): a push costs about the same "
                         "for few rows as for many, so fewer, larger batches take less CPU and "
                         "a little more latency; K at fan-ins must cover about a batch")
-    s.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
+    s.add_argument("--no-plots", action="store_true",
+                   help="do not write the PNG plots and the replay page (report.html)")
     s.add_argument("--debs-output", action="store_true",
                    help="also write the DEBS 2013 queries' results in the Grand Challenge's "
                         "schemas, one CSV per stream, under OUT/debs/")

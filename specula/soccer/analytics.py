@@ -15,7 +15,7 @@ and shots on goal the hierarchy detected. The heat maps are Q3's whole-game maps
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,12 @@ HEAT_GRID = 1
 TEAMS = ("A", "B")
 
 
-def events_by_type(report, graph) -> dict[str, np.ndarray]:
-    """The net events of :data:`TYPES` a run produced, over all nodes, by type name."""
+def events_by_type(report, graph, types: Iterable[str] = TYPES) -> dict[str, np.ndarray]:
+    """The net events of ``types`` a run produced, over all nodes, by type name."""
     out: dict[str, np.ndarray] = {}
+    chosen = set(types)
     for name, node in graph.nodes.items():
-        wanted = [t for t in node.outputs if t in TYPES]
+        wanted = [t for t in node.outputs if t in chosen]
         if not wanted:
             continue
         net = report.net(name)
