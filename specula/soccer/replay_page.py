@@ -94,6 +94,11 @@ class Frames:
     x: np.ndarray
     y: np.ndarray
 
+    @property
+    def span_s(self) -> float:
+        """Seconds the frames cover, the last one's included."""
+        return float(self.times_s[-1]) + FRAME_STEP_S if len(self.times_s) else FRAME_STEP_S
+
     def of(self, sids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
         """``(F,)`` x and y of the mean of the sensors ``sids`` that read in each frame
         (NaN where none did)."""
@@ -267,7 +272,6 @@ def match_figure(frames: Frames, events: Mapping[str, np.ndarray], metadata: Met
     for name, (x, y, style) in movers.items():
         fig.add_trace(go.Scatter(x=_round(y[0]), y=_round(x[0]), name=name, **style),
                       row=1, col=1)
-    span = float(frames.times_s[-1]) + FRAME_STEP_S if len(frames.times_s) else 1.0
     rows = _timeline(fig, events, metadata, first_ts)
     fig.add_trace(go.Scatter(x=[0.0, 0.0], y=[-0.5, rows - 0.5], mode="lines",
                              line={"color": "#444", "width": 1}, showlegend=False,
@@ -282,7 +286,7 @@ def match_figure(frames: Frames, events: Mapping[str, np.ndarray], metadata: Met
                       legend={"orientation": "h", "y": 1.02, "x": 0.0},
                       updatemenus=[_play_buttons()], sliders=[_slider(frames.times_s)])
     _pitch_axes(fig, row=1)
-    fig.update_xaxes(title="seconds of play", range=[0, span], row=2, col=1)
+    fig.update_xaxes(title="seconds of play", range=[0, frames.span_s], row=2, col=1)
     fig.update_yaxes(tickvals=list(range(rows)), ticktext=[r for r, _ in TIMELINE_ROWS],
                      range=[rows - 0.5, -0.5], row=2, col=1)
     return fig
@@ -515,8 +519,7 @@ def page(frames: Frames, events: Mapping[str, np.ndarray], metadata: Metadata,
     import plotly.offline
 
     left = [match_figure(frames, events, metadata, first_ts)]
-    span = float(frames.times_s[-1]) + FRAME_STEP_S if len(frames.times_s) else 1.0
-    right = [possession_figure(events, first_ts, span), players_figure(events, metadata),
+    right = [possession_figure(events, first_ts, frames.span_s), players_figure(events, metadata),
              running_figure(events, metadata)]
     heat = heat_figure(events, metadata)
     if heat is not None:
