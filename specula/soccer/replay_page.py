@@ -365,7 +365,7 @@ def _describe(t: str, row: np.void, names: Mapping[int, str]) -> str:
     if t == "shot":
         return f"shot on goal {int(row['goal'])} by {who}"
     if t == "possession":
-        return f"{who} has the ball"
+        return f"{who} has the ball" if int(row["player"]) >= 0 else "nobody has the ball"
     if t in ("ball_in", "ball_out"):
         return f"{t.replace('_', ' ')} (ball {int(row['key'])})"
     return f"{t} by {who}"

@@ -117,7 +117,7 @@ def _browser():
 
 @pytest.fixture(scope="module")
 def run_page(tmp_path_factory):
-    """The page of a 4 s generated match through the soccer hierarchy with the queries,
+    """The page of a 3 s generated match through the soccer hierarchy with the queries,
     written as ``specula replay`` writes it: positions from a Parquet arrival table."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -127,7 +127,7 @@ def run_page(tmp_path_factory):
     from specula.soccer.graph import soccer_graph
     from specula.soccer.match import generate_match
 
-    match = generate_match(4, profile="debs2013", seed=0)
+    match = generate_match(3, profile="debs2013", seed=0)
     graph = soccer_graph(1.0, queries=True, metadata=match.metadata)
     report = InProcessRuntime(graph).run(match.events, step_ticks=100 * 10**9)
     out = tmp_path_factory.mktemp("run")
@@ -136,8 +136,8 @@ def run_page(tmp_path_factory):
     pq.write_table(pa.table({c: readings[c] for c in ("ts", "key", "x", "y")}),
                    out / "arrival" / "part-0.parquet")
     first, last = int(readings["ts"].min()), int(readings["ts"].max())
-    summary = {"log": "generated debs2013 log, 4 s, seed 0", "first_ts": first,
-               "last_ts": last, "played_seconds": 4, "events_in": len(readings)}
+    summary = {"log": "generated debs2013 log, 3 s, seed 0", "first_ts": first,
+               "last_ts": last, "played_seconds": 3, "events_in": len(readings)}
     result = ReplayResult(report, summary, {"arrival": str(out / "arrival")}, graph, match)
     page = rp.write_run_page(result, out)
     assert page == out / "report.html"
@@ -162,6 +162,8 @@ def test_the_page_renders_in_chromium_without_errors_and_plays(run_page):
             page.goto(path.as_uri())
             page.wait_for_selector("#left-0 .main-svg", timeout=30_000)
             n_heat = page.locator("#right-3 .heatmaplayer").count()
+            # the four movers and the cursor, then the timeline's rows of detections
+            traces = page.evaluate("document.getElementById('left-0').data.length")
             assert page.evaluate("document.getElementById('left-0')"
                                  "._transitionData._frames.length") == frames
             shot = page.screenshot()
@@ -176,6 +178,7 @@ def test_the_page_renders_in_chromium_without_errors_and_plays(run_page):
             browser.close()
     assert problems == []
     assert n_heat == 1  # the heat maps' figure: one player's map shown at a time
+    assert traces > 5
     _assert_drawn(shot)
 
 
