@@ -127,29 +127,36 @@ def sample_positions(batches: Iterable[np.ndarray], first_ts: int, last_ts: int)
     batches once and keeps one reading per sensor and frame."""
     step = frame_step_ps(first_ts, last_ts)
     n = (last_ts - first_ts) // step + 1
-    kept = np.zeros(0, [("key", "i8"), ("bin", "i8"), ("ts", "i8"), ("x", "f8"),
-                        ("y", "f8")])
+    kept = np.zeros(0, _KEPT)
     for batch in batches:
         inside = batch[(batch["ts"] >= first_ts) & (batch["ts"] <= last_ts)]
-        rows = np.zeros(len(inside), kept.dtype)
-        rows["key"], rows["ts"] = inside["key"], inside["ts"]
-        rows["bin"] = (inside["ts"] - first_ts) // step
-        rows["x"], rows["y"] = inside["x"] / 1e3, inside["y"] / 1e3
-        kept = _latest_per_bin(np.concatenate([kept, rows]))
+        bins = (inside["ts"] - first_ts) // step
+        latest = _latest_per_bin(inside["key"], bins, inside["ts"])
+        rows = np.zeros(len(latest), _KEPT)
+        for name in ("key", "ts", "x", "y"):
+            rows[name] = inside[name][latest]
+        rows["bin"] = bins[latest]
+        both = np.concatenate([kept, rows])
+        kept = both[_latest_per_bin(both["key"], both["bin"], both["ts"])]
     sids = np.unique(kept["key"])
     x = np.full((n, len(sids)), np.nan)
     y = x.copy()
     col = np.searchsorted(sids, kept["key"])
-    x[kept["bin"], col], y[kept["bin"], col] = kept["x"], kept["y"]
+    x[kept["bin"], col], y[kept["bin"], col] = kept["x"] / 1e3, kept["y"] / 1e3
     return Frames(np.arange(n) * step / PICOS_PER_SECOND, sids, x, y)
 
 
-def _latest_per_bin(rows: np.ndarray) -> np.ndarray:
-    """The latest row (greatest ``ts``) of each ``(key, bin)``."""
-    rows = rows[np.lexsort((rows["ts"], rows["bin"], rows["key"]))]
-    last = np.ones(len(rows), bool)
-    last[:-1] = (rows["key"][1:] != rows["key"][:-1]) | (rows["bin"][1:] != rows["bin"][:-1])
-    return rows[last]
+#: One reading kept per sensor and frame (``bin``).
+_KEPT = np.dtype([("key", "i8"), ("bin", "i8"), ("ts", "i8"), ("x", "i8"), ("y", "i8")])
+
+
+def _latest_per_bin(key: np.ndarray, bins: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Indices of the latest reading (greatest ``ts``) of each ``(key, bin)``."""
+    order = np.lexsort((ts, bins, key))
+    key, bins = key[order], bins[order]
+    last = np.ones(len(order), bool)
+    last[:-1] = (key[1:] != key[:-1]) | (bins[1:] != bins[:-1])
+    return order[last]
 
 
 def ball_in_play(frames: Frames, ball_sids: Iterable[int], ball_in: np.ndarray | None,
