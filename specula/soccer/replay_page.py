@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from specula.soccer.analytics import HEAT_GRID, TEAMS, tables
-from specula.soccer.debs2013 import Metadata
+from specula.soccer.analytics import HEAT_GRID, TEAMS, attacked_goals, tables
+from specula.soccer.debs2013 import Metadata, Player
 from specula.soccer.debs2013.metadata import LEFT_LEG, RIGHT_LEG
 from specula.soccer.geometry import GOALS, HEAT_GRIDS, INTENSITY_NAMES, PITCH_X, PITCH_Y
 from specula.soccer.pitch_plot import (
@@ -58,7 +58,7 @@ FRAME_STEP_S = 0.2
 MAX_FRAMES = 2_000
 #: The types the page reads from a run's net output.
 PAGE_TYPES = ("hit", "pass", "shot", "possession", "ball_in", "ball_out",
-              "team_possession", "running_stats", "possession_stats", "heat")
+              "team_possession", "running_stats", "possession_stats", "heat", "side")
 #: Team colours (A, B), the referee's and the ball's.
 TEAM_COLOURS = ("#1f5fd6", "#e8412c")
 REFEREE_COLOUR = "#111111"
@@ -312,8 +312,8 @@ def _movers(frames: Frames, events: Mapping[str, np.ndarray], metadata: Metadata
         players = [p for p in metadata.players if p.team == team]
         xy = [frames.of([p.sensors[limb] for limb in (LEFT_LEG, RIGHT_LEG)
                          if limb in p.sensors]) for p in players]
-        names = [p.name + (" (GK)" if p.goalkeeper else "") for p in players]
-        movers[f"team {TEAMS[team]}"] = (
+        names = [_name(p, p.id) for p in players]
+        movers[f"team {TEAMS[team]}{_attack(events.get('side'), team)}"] = (
             np.stack([x for x, _ in xy], axis=1), np.stack([y for _, y in xy], axis=1),
             {"mode": "markers", "text": names, "hoverinfo": "text",
              "marker": {"size": 13, "color": colour, "line": {"color": "white", "width": 1}}})
@@ -484,8 +484,9 @@ def heat_figure(events: Mapping[str, np.ndarray], metadata: Metadata) -> Any | N
     heat = events.get("heat")
     if heat is None or not len(heat):
         return None
-    names = {p.id: p.name for p in metadata.players}
+    players = {p.id: p for p in metadata.players}
     ids = sorted({int(p) for p in heat["player"]})
+    titles = [_heat_title(players.get(pid), pid, events.get("side")) for pid in ids]
     cols, rows = HEAT_GRIDS[HEAT_GRID]
     across = np.linspace(PITCH_Y[0], PITCH_Y[1], rows + 1) / 1e3
     up = np.linspace(PITCH_X[0], PITCH_X[1], cols + 1) / 1e3
@@ -496,25 +497,44 @@ def heat_figure(events: Mapping[str, np.ndarray], metadata: Metadata) -> Any | N
         fig.add_trace(go.Heatmap(
             z=[[None if math.isnan(v) else round(v, 2) for v in r] for r in z.tolist()],
             x=((across[:-1] + across[1:]) / 2).tolist(), y=((up[:-1] + up[1:]) / 2).tolist(),
-            colorscale="YlOrRd", zmin=0, opacity=0.85, visible=i == 0,
-            colorbar={"title": "s"}, name=names.get(pid, f"player {pid}"),
-            hovertemplate="%{z:.1f} s<extra></extra>"))
-    buttons = [{"label": names.get(pid, f"player {pid}"), "method": "update",
-                "args": [{"visible": [j == i for j in range(len(ids))]},
-                         {"title": _heat_title(names.get(pid, f"player {pid}"))}]}
-               for i, pid in enumerate(ids)]
-    fig.update_layout(shapes=[{**s, "layer": "below"} for s in pitch_shapes()], height=460,
-                      title=_heat_title(names.get(ids[0], f"player {ids[0]}")),
-                      plot_bgcolor="white", margin={"l": 10, "r": 10, "t": 70, "b": 10},
-                      updatemenus=[{"buttons": buttons, "x": 1.0, "xanchor": "right",
+            # zmin alone is ignored: both bounds, so the scale starts at 0 s
+            colorscale="YlOrRd", zmin=0, zmax=max(float(seconds.max()), 0.1), opacity=0.85,
+            visible=i == 0,
+            colorbar={"title": "s"}, hovertemplate="%{z:.1f} s<extra></extra>"))
+    buttons = [{"label": _name(players.get(pid), pid), "method": "update",
+                "args": [{"visible": [j == i for j in range(len(ids))]}, {"title.text": title}]}
+               for i, (pid, title) in enumerate(zip(ids, titles, strict=True))]
+    fig.update_layout(shapes=[{**s, "layer": "below"} for s in pitch_shapes()], height=500,
+                      title={"text": titles[0], "y": 0.98, "yanchor": "top"},
+                      plot_bgcolor="white",
+                      margin={"l": 10, "r": 10, "t": 110, "b": 10},
+                      updatemenus=[{"buttons": buttons, "x": 0.0, "xanchor": "left",
                                     "y": 1.0, "yanchor": "bottom", "pad": {"b": 8}}])
     _pitch_axes(fig)
     return fig
 
 
-def _heat_title(name: str) -> str:
+def _name(player: Player | None, pid: int) -> str:
+    """A player's name, (GK) for a keeper."""
+    if player is None:
+        return f"player {pid}"
+    return player.name + (" (GK)" if player.goalkeeper else "")
+
+
+def _heat_title(player: Player | None, pid: int, sides: np.ndarray | None) -> str:
+    """A heat map's title: whose, the grid, and where his team attacked (the pitch lies
+    across: goal 0 on the right) from the ``side`` events."""
     cells = "{} x {}".format(*HEAT_GRIDS[HEAT_GRID])
-    return f"heat map, whole game: {name}<br><sub>seconds per cell, {cells} grid</sub>"
+    attack = _attack(sides, player.team) if player is not None else ""
+    return (f"heat map, whole game: {_name(player, pid)}<br><sub>seconds per cell, "
+            f"{cells} grid{attack}</sub>")
+
+
+def _attack(sides: np.ndarray | None, team: int) -> str:
+    """Where ``team`` attacked, spell by spell, on the pitch across (goal 0 on the
+    right), from the ``side`` events: ", attacks >", ", attacks > then <"; "" without."""
+    ways = [">" if g == 0 else "<" for g in attacked_goals(sides, team)]
+    return f", attacks {' then '.join(ways)}" if ways else ""
 
 
 # --- the page --------------------------------------------------------------------------

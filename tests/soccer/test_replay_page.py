@@ -175,11 +175,18 @@ def test_the_page_renders_in_chromium_without_errors_and_plays(run_page):
                           "redraw: false}, transition: {duration: 0}})")
             page.wait_for_function(f"{cursor} > {(frames - 2) * rp.FRAME_STEP_S}",
                                    timeout=10_000)
+            # the heat maps' menu: its second entry shows the second player's map alone
+            shown = page.evaluate(
+                "(async () => { const g = document.getElementById('right-3');"
+                " await Plotly.update(g, ...g.layout.updatemenus[0].buttons[1].args);"
+                " return [g.data.map(d => d.visible), g.layout.title.text]; })()")
         finally:
             browser.close()
     assert problems == []
     assert n_heat == 1  # the heat maps' figure: one player's map shown at a time
     assert traces > 5
+    assert shown[0][:2] == [False, True] and not any(shown[0][2:])
+    assert shown[1].startswith("heat map") and "attacks" in shown[1]
     _assert_drawn(shot)
 
 
