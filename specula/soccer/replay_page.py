@@ -6,8 +6,9 @@ The page holds, drawn with Plotly (plotly.js is embedded, so it opens offline):
   played time (a play button and a slider), and under it the detections as a timeline
   (hits, passes, shots on goal, possession changes, the ball going out and coming back
   into play) with a cursor that follows the animation;
-* beside them, each team's share of possession over the game (DEBS 2013 query 2) and a
-  table of per-player running statistics (query 1), possession time and counts;
+* beside them, each team's share of possession over the game (DEBS 2013 query 2), a
+  table of the players' distance (query 1), possession time (query 2) and detections,
+  and their distance per intensity class (query 1);
 * each player's whole-game heat map (query 3) drawn on the pitch, one player at a time.
 
 The pitch lies across the page: its length (the sensors' y, goal 0 on the right) runs
@@ -82,6 +83,8 @@ class Frames:
     ----------
     times_s : numpy.ndarray
         ``(F,)`` each frame's start, seconds after the log's first reading.
+    step_s : float
+        Seconds between frames.
     sids : numpy.ndarray
         ``(S,)`` sensor ids, ascending.
     x, y : numpy.ndarray
@@ -90,6 +93,7 @@ class Frames:
     """
 
     times_s: np.ndarray
+    step_s: float
     sids: np.ndarray
     x: np.ndarray
     y: np.ndarray
@@ -97,7 +101,7 @@ class Frames:
     @property
     def span_s(self) -> float:
         """Seconds the frames cover, the last one's included."""
-        return float(self.times_s[-1]) + FRAME_STEP_S if len(self.times_s) else FRAME_STEP_S
+        return float(self.times_s[-1]) + self.step_s if len(self.times_s) else self.step_s
 
     def of(self, sids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
         """``(F,)`` x and y of the mean of the sensors ``sids`` that read in each frame
@@ -143,7 +147,7 @@ def sample_positions(batches: Iterable[np.ndarray], first_ts: int, last_ts: int)
     y = x.copy()
     col = np.searchsorted(sids, kept["key"])
     x[kept["bin"], col], y[kept["bin"], col] = kept["x"] / 1e3, kept["y"] / 1e3
-    return Frames(np.arange(n) * step / PICOS_PER_SECOND, sids, x, y)
+    return Frames(np.arange(n) * step / PICOS_PER_SECOND, step / PICOS_PER_SECOND, sids, x, y)
 
 
 #: One reading kept per sensor and frame (``bin``).
