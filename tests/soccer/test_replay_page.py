@@ -101,9 +101,10 @@ def test_the_ball_shown_is_the_one_ball_in_names_and_before_it_the_one_on_the_pi
     assert x.tolist() == [10.0] * 4
 
 
-def _browser():
+@pytest.fixture(scope="module")
+def browser():
     """Playwright's sync API, or the rule of the module docstring when the browser or the
-    package is missing."""
+    package is missing (before the match is generated: listed first, it runs first)."""
     missing = None if CHROMIUM.exists() else f"{CHROMIUM} (make test installs it: apt-get)"
     try:
         from playwright.sync_api import sync_playwright
@@ -146,17 +147,16 @@ def run_page(tmp_path_factory):
 
 
 @pytest.mark.slow  # a generated match through the hierarchy, and a browser
-def test_the_page_renders_in_chromium_without_errors_and_plays(run_page):
-    sync_playwright = _browser()
+def test_the_page_renders_in_chromium_without_errors_and_plays(browser, run_page):
     path, frames = run_page
     assert path.stat().st_size < 8e6
     problems: list[str] = []
-    with sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
-        browser = pw.chromium.launch_persistent_context(
+    with browser() as pw, tempfile.TemporaryDirectory() as profile:
+        chromium = pw.chromium.launch_persistent_context(
             profile, executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
             viewport={"width": 1400, "height": 1000})
         try:
-            page = browser.new_page()
+            page = chromium.new_page()
             page.on("console", lambda m: problems.append(m.text) if m.type == "error"
                     else None)
             page.on("pageerror", lambda e: problems.append(str(e)))
@@ -181,7 +181,7 @@ def test_the_page_renders_in_chromium_without_errors_and_plays(run_page):
                 " await Plotly.update(g, ...g.layout.updatemenus[0].buttons[1].args);"
                 " return [g.data.map(d => d.visible), g.layout.title.text]; })()")
         finally:
-            browser.close()
+            chromium.close()
     assert problems == []
     assert n_heat == 1  # the heat maps' figure: one player's map shown at a time
     assert traces > 5
