@@ -211,3 +211,11 @@ def test_the_page_of_a_run_without_heat_maps_or_detections_still_has_the_pitch()
     html = rp.page(rp.sample_positions([rows], 0, 0), {}, Metadata.default(), 0, "empty")
     assert html.count('class="plotly-graph-div"') == 4  # match, possession, players, bars
     assert "heat map" not in html and "<h1>empty</h1>" in html
+
+
+def test_a_run_without_an_arrival_table_gets_no_page(tmp_path):
+    from specula.pipelines.replay import ReplayResult
+
+    watch = ReplayResult(None, {"first_ts": 0, "last_ts": 1}, {}, None)  # type: ignore[arg-type]
+    assert rp.write_run_page(watch, tmp_path) is None
+    assert not (tmp_path / "report.html").exists()
