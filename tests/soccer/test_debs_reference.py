@@ -2,7 +2,7 @@
 (:mod:`specula.soccer.debs_output`), equal an independent reference that follows the
 challenge's text (``tests/debs_reference.py``): on a generated match with the referee's
 interruptions and on the real sample. Sums of times and distances within 1 %, the cells
-a player was in, the hits and the shots exactly; Q1's current runs per player within one
+a player was in, the hits and Q4's rows exactly; Q1's current runs per player within one
 (and exactly on random motion, where the runs themselves are compared).
 
 The generated match is 20 s in CI (the reference is slow Python) and 60 s with
@@ -400,6 +400,64 @@ def test_q4_stream_is_the_ball_heading_for_goal_on_its_straight_line(turn):
     fields = ("ts", "x", "y", "z", "v", "vx", "vy", "vz", "a", "ax", "ay", "az")
     assert [tuple(int(e[f]) for f in fields) for e in got] == want[0]["readings"]
     assert {e["player"] for e in got} == {7}
+
+
+def _random_kicks(seed: int, n: int = 16) -> tuple[list[dict], list[dict]]:
+    """``n`` kicks of ball 4, 1.6 s apart, by players of either team (team 0 defends
+    goal 1), from 3-40 m in front of a goal (mostly the one the team attacks) at 5-35
+    m/s, most of them towards that goal, the others anywhere, rising or falling, read
+    every 20 ms under gravity; some turn wide, slow down or are hit again by an
+    opponent at a random time."""
+    rng = np.random.default_rng(seed)
+    ms = 10**9
+    hits: list[dict] = []
+    rows: list[dict] = [{"type": "side", "ts": 0, "key": 0, "team": 0, "goal": 1}]
+    for i in range(n):
+        t0 = (100 + 1600 * i) * ms
+        team = int(rng.integers(0, 2))
+        hits.append({"type": "hit", "ts": t0, "key": 7 + team, "player": 7 + team,
+                     "team": team, "ball": 4})
+        goal = ref.GOALS[1 - team if rng.random() < 0.2 else team]
+        x0 = rng.uniform(5_000, 47_000)
+        y0 = goal["y"] - np.sign(goal["y"]) * rng.uniform(3_000, 40_000)
+        aim = np.array([rng.uniform(*goal["x"]) - x0, goal["y"] - y0])
+        aim = aim / np.linalg.norm(aim) if rng.random() < 0.8 else rng.normal(size=2)
+        v = np.array([*aim[:2] * rng.uniform(5_000, 35_000), rng.uniform(-3_000, 9_000)])
+        z0 = rng.uniform(100, 2_000)
+        turn, at = rng.choice(["none", "wide", "slowed", "hit"]), rng.uniform(0.1, 1.4)
+        if turn == "hit":
+            hits.append({"type": "hit", "ts": t0 + int(at * 1000) * ms + ms // 2,
+                         "key": 8 - team, "player": 8 - team, "team": 1 - team, "ball": 4})
+        for k in range(1, 76):
+            t = k / 50
+            vx, vy, vz = v[0], v[1], v[2] - 9_810 * t
+            if t >= at and turn == "wide":
+                vx += 20_000
+            elif t >= at and turn == "slowed":
+                vx, vy = vx / 10, vy / 10
+            speed = float(np.linalg.norm((vx, vy, vz)))
+            rows.append({"type": "ball", "ts": t0 + k * 20 * ms, "key": 4,
+                         "x": int(x0 + v[0] * t), "y": int(y0 + v[1] * t),
+                         "z": max(int(z0 + v[2] * t - 4_905 * t * t), 0),
+                         "v": int(speed * 1e3), "vx": round(vx / speed * 1e4),
+                         "vy": round(vy / speed * 1e4), "vz": round(vz / speed * 1e4)})
+    return rows + hits, sorted(hits, key=lambda h: h["ts"])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_q4_stream_equals_the_reference_s_on_random_kicks(seed):
+    """``ShotOnGoal``'s ball stream is the reference's, reading by reading, on random
+    kicks: shots and misses, turns and saves."""
+    rows, hits = _random_kicks(seed)
+    out = feed(ShotOnGoal(), rows, registry=REG).net
+    got = [(int(e["player"]), *(int(e[f]) for f in ("ts", "x", "y", "z", "v", "vx", "vy",
+                                                    "vz", "a", "ax", "ay", "az")))
+           for e in out if e["type"] == "shot_ball"]
+    balls = REG.from_records([r for r in rows if r["type"] == "ball"],
+                             dtype=REG.dtype(["ball"]))
+    want = ref.shots(ref.stream(balls, NAMES), hits, {0: 1, 1: 0})
+    assert got == [(s["player"], *r) for s in want for r in s["readings"]]
+    assert len(want) >= 2 and len(got) > 20  # shots occur, and hits that are none
 
 
 def _random_motion(seed: int) -> np.ndarray:
