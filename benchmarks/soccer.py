@@ -12,17 +12,22 @@ speculation, on a generated match with network delays.
    passes and shots on target against the ground truth (30 ms tolerance); compare the pass
    detector's latency (first emission of the final version minus the arrival of the
    newest raw reading it depends on).
-4. Replay it on embedded Ray, pure K-slack and adaptive, as fast as possible, and report
-   the real-time factor (game time / wall time; ``realtime_factor`` is the adaptive one)
-   and the pass latency in wall-clock time (queueing included, since the replay runs
-   ahead of real time). The actors' inboxes hold ``--inbox-events`` rows (20,000)
-   before the driver waits: at the runtime's default, 200,000 rows, ``near_foot`` (fed
-   every raw player and ball reading) filled its inbox to the limit on two cores, a
-   reading waited there 0.6-0.8 s (median), and that queue, not the K wait, was the pass
-   latency of both runs (1.0-1.5 s each: ``ray_latency_reduction`` about 0; speculation
-   only adds work to the bottleneck, so its alpha rose to 0.25-0.48). With 20,000 the
-   wait was 30-50 ms and the reduction 0.41-0.60 (0.64-1.01 s against 0.37-0.41 s);
-   paced at a quarter of real time, with no queue at all, 0.98 (6.8 s against 0.13 s).
+4. Replay it on embedded Ray, pure K-slack and adaptive, first as fast as the actors
+   take it: the real-time factor (game time / wall time; ``realtime_factor`` is the
+   adaptive one), the start-up and the actors' CPU. The actors' inboxes hold
+   ``--inbox-events`` rows (20,000) before the driver waits: at the runtime's default,
+   200,000 rows, ``near_foot`` filled its inbox on two cores and that queue, not the K
+   wait, was the pass latency of both runs.
+5. Replay it on Ray again, both ways, paced at ``--ray-speed`` (1.0: real time, as a
+   live stream comes), for the pass latency in wall-clock time: from the driver sending
+   the newest raw reading a pass depends on to the first emission of the pass's final
+   version, the same feed in both runs (``ray_latency_reduction``). The unpaced runs'
+   figure (``ray_latency_reduction_unpaced``) measures something else: there the stream
+   runs R times faster than real time, so K-slack's wait, 400 ms of event time per
+   level, lasts 400/R ms of wall time, and the actors never idle, so the adaptive runs'
+   busy factor raises alpha (``ray_near_foot_alpha``: speculation backs off under
+   overload, as the paper's Alg. 3 means it to). The faster the runtime, the less gain
+   an unpaced replay can show: ``docs/measurements.md`` has the figures.
    Two passes in ``--quick``: each of these figures is thin.
 
 The last line printed is one JSON object; besides the figures above it has
@@ -33,10 +38,11 @@ default steps of 5 ms of arrival time, whose per-step cost over 16 nodes dominat
 as a source shipping ten batches a second would; ``inprocess_realtime_factor_batches``:
 the adaptive run fed as an iterable of ``--batch`` raw events, a step each, as
 ``specula run --in-process`` feeds a log and the Ray run below its actors),
-``ray_latency_reduction`` (1 - the adaptive Ray run's mean pass latency over the pure
-K-slack one's), ``startup_s`` (the first Ray run's start-up: from ``RayRuntime.run`` to
-the first event a detector processed, its actor processes new, in the Ray that took
-``ray_init_s`` to start; ``startup_s_second_run`` the second's), ``ray_cpu_s`` (the
+``ray_latency_reduction`` (1 - the paced adaptive Ray run's mean pass latency over the
+pure K-slack one's; ``ray_pass_latency_mean_<run>_s`` each run's), ``startup_s`` (the
+first Ray run's start-up: from ``RayRuntime.run`` to the first event a detector
+processed, its actor processes new, in the Ray that took ``ray_init_s`` to start;
+``startup_s_second_run`` the second's), ``ray_cpu_s`` (the
 adaptive Ray run's actor processes' CPU seconds, summed by phase: ``unit``, ``publish``,
 ``checkpoint`` and ``other``, Ray's threads and idle work; see
 :class:`specula.actors.report.CpuTimes`),
@@ -116,6 +122,8 @@ def main() -> None:
     p.add_argument("--no-queries", action="store_true",
                    help="without the DEBS 2013 aggregates (queries 1-3)")
     p.add_argument("--batch", type=int, default=5_000, help="raw events per Ray batch")
+    p.add_argument("--ray-speed", type=float, default=1.0,
+                   help="pace of the Ray runs that measure latency (1.0: real time)")
     p.add_argument("--inbox-events", type=int, default=20_000,
                    help="rows an actor's inbox holds before its producers wait (Ray runs)")
     p.add_argument("--plots", default=None, help="write Fig. 10/11-like PNG files here")
@@ -173,7 +181,7 @@ def main() -> None:
         print("wrote", plot_alpha(runs["adaptive"], "near_foot",
                                   f"{args.plots}/near_foot_alpha.png"))
 
-    realtime, ray_lat, ray_cpu, startup = {}, {}, {}, {}
+    realtime, ray_lat, ray_cpu, startup, alpha = {}, {}, {}, {}, {}
     ray_init_s = None
     if not args.no_ray:
         import ray
@@ -185,30 +193,42 @@ def main() -> None:
                  log_to_driver=False)
         ray_init_s = time.perf_counter() - t0
         try:
-            for label, alpha in (("kslack", 1.0), ("adaptive", "adaptive")):
-                graph = soccer_graph(alpha, k0_ms=K0_MS, queries=not args.no_queries,
-                                     metadata=match.metadata)
-                report = RayRuntime(graph, inbox_events=args.inbox_events,
-                                    chaining=args.chaining).run(raw, batch_rows=args.batch)
-                realtime[label] = seconds / report.wall_seconds
-                startup[label] = report.startup_s
-                ray_lat[label] = report.latencies("passes") / 1e9
-                late = sum(len(report.late(n)) for n in report.detectors)
-                print(f"Ray {label:<9} {late} late events")
-                print(format_scores(score_match(report, match)))
-                mean = np.mean(ray_lat[label]) if len(ray_lat[label]) else float("nan")
-                print(f"Ray {label:<9} {report.wall_seconds:6.1f} s wall, real-time "
-                      f"x{realtime[label]:.2f}, pass latency (wall clock) mean {mean:.3f} s; "
-                      f"start-up {report.startup_s:.2f} s, "
-                      f"stream {report.stream_wall_s:.2f} s")
-                ray_cpu[label] = CpuTimes.total([d.cpu_s for d in report.detectors.values()])
-                print(f"Ray {label:<9} actors' CPU s: " + ", ".join(
-                    f"{k} {v:.2f}" for k, v in ray_cpu[label].items()))
+            # as fast as the actors take it (throughput), then paced (latency)
+            for pace, speed in (("unpaced", None), ("paced", args.ray_speed)):
+                for label, a in (("kslack", 1.0), ("adaptive", "adaptive")):
+                    graph = soccer_graph(a, k0_ms=K0_MS, queries=not args.no_queries,
+                                         metadata=match.metadata)
+                    report = RayRuntime(graph, inbox_events=args.inbox_events,
+                                        chaining=args.chaining).run(
+                        raw, batch_rows=args.batch, speed=speed)
+                    run = f"{label}_{pace}"
+                    ray_lat[run] = report.latencies("passes") / 1e9
+                    mean = np.mean(ray_lat[run]) if len(ray_lat[run]) else float("nan")
+                    alphas = [h.alpha for h in report.alpha_history("near_foot")]
+                    alpha[run] = float(np.mean(alphas)) if alphas else 1.0
+                    late = sum(len(report.late(n)) for n in report.detectors)
+                    print(f"Ray {label:<9} {pace:<8} {late} late events")
+                    print(format_scores(score_match(report, match)))
+                    print(f"Ray {label:<9} {pace:<8} {report.wall_seconds:6.1f} s wall, "
+                          f"real-time x{seconds / report.wall_seconds:.2f}, pass latency "
+                          f"(wall clock) mean {mean:.3f} s, near_foot's alpha "
+                          f"{alpha[run]:.2f}; start-up {report.startup_s:.2f} s, "
+                          f"stream {report.stream_wall_s:.2f} s")
+                    if speed is not None:
+                        continue
+                    realtime[label] = seconds / report.wall_seconds
+                    startup[label] = report.startup_s
+                    ray_cpu[label] = CpuTimes.total([d.cpu_s for d in report.detectors.values()])
+                    print(f"Ray {label:<9} actors' CPU s: " + ", ".join(
+                        f"{k} {v:.2f}" for k, v in ray_cpu[label].items()))
         finally:
             ray.shutdown()
 
     def stat(v: np.ndarray, f) -> float | None:
         return round(float(f(v)), 4) if len(v) else None
+
+    def ray_mean(run: str) -> float | None:
+        return stat(ray_lat.get(run, np.empty(0)), np.mean)
 
     mean_k = stat(lat["kslack"], np.mean)
     mean_a = stat(lat["adaptive"], np.mean)
@@ -225,12 +245,11 @@ def main() -> None:
         "startup_s": round(startup["kslack"], 3) if startup else None,
         "startup_s_second_run": round(startup["adaptive"], 3) if startup else None,
         "ray_cpu_s": {k: round(v, 3) for k, v in ray_cpu.get("adaptive", {}).items()},
-        "ray_pass_latency_mean_kslack_s": stat(ray_lat.get("kslack", np.empty(0)), np.mean),
-        "ray_pass_latency_mean_adaptive_s": stat(ray_lat.get("adaptive", np.empty(0)),
-                                                 np.mean),
-        "ray_latency_reduction": reduction(stat(ray_lat.get("kslack", np.empty(0)), np.mean),
-                                           stat(ray_lat.get("adaptive", np.empty(0)),
-                                                np.mean)),
+        **{f"ray_pass_latency_mean_{run}_s": stat(v, np.mean) for run, v in ray_lat.items()},
+        "ray_near_foot_alpha": {run: round(v, 3) for run, v in alpha.items()},
+        "ray_latency_reduction": reduction(ray_mean("kslack_paced"), ray_mean("adaptive_paced")),
+        "ray_latency_reduction_unpaced": reduction(ray_mean("kslack_unpaced"),
+                                                   ray_mean("adaptive_unpaced")),
         "pass_latency_mean_kslack_s": mean_k,
         "pass_latency_mean_adaptive_s": mean_a,
         "pass_latency_p99_kslack_s": stat(lat["kslack"], lambda v: np.percentile(v, 99)),

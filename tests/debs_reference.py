@@ -20,8 +20,8 @@ Challenge", DEBS 2013; debs.org/grand-challenges/2013):
   16 x 25, 32 x 50 and 64 x 100 cells over the pitch, over the last 1, 5, 10 minutes
   and the whole game.
 - Q4 shot on goal: a hit after which the ball, projected along its velocity, reaches
-  the goal the hitter's team attacks within 1.5 s; the ball's readings while the shot
-  lasts.
+  the goal the hitter's team attacks within 1.5 s; the ball's readings while it heads
+  for goal, until it no longer does or leaves the field.
 
 Readings we had to choose (the challenge's text leaves them open):
 
@@ -63,7 +63,12 @@ Readings we had to choose (the challenge's text leaves them open):
   reading of its ball from 20 ms after it (the ball has left the foot) until the next
   hit, the ball leaving the pitch or 1.5 s (:func:`shots`); the goal a team attacks is
   the one the other team defends (``defends``); the shot's readings run from the one
-  that showed it until the ball leaves the pitch or the next hit.
+  that showed it while the ball heads for goal: the stream ends at the first reading
+  whose straight line no longer enters the goal within 1.5 s of that reading (the
+  ball heading for goal is a state of the ball now, so its 1.5 s count from the reading,
+  not from the hit), at the ball leaving the pitch, or at the next hit. Which hits are
+  shots is the straight line's answer too: a dipping shot saved before its line passes
+  under the bar is none.
 """
 
 from __future__ import annotations
@@ -464,8 +469,9 @@ def shots(rows: list[dict], the_hits: list[dict], defends: dict[int, int],
           after_ms: float = 20.0) -> list[dict]:
     """Q4: shots {ts (the hit's), player, team, goal, readings} with ``readings`` the
     shot's ball readings (ts, x, y, z, v, vx, vy, vz, a, ax, ay, az) from the one that
-    showed the shot until the ball leaves the pitch or the next hit. ``defends``: team
-    -> the goal it defends.
+    showed the shot while the ball heads for goal (each reading's straight line enters
+    it within 1.5 s of the reading), until the ball leaves the pitch or the next hit.
+    ``defends``: team -> the goal it defends.
 
     Each reading of the kicked ball from ``after_ms`` after the hit (it has left the
     foot) is judged, until the next hit, the ball leaving the pitch or 1.5 s: the
@@ -499,7 +505,8 @@ def shots(rows: list[dict], the_hits: list[dict], defends: dict[int, int],
         for r in balls[shown:]:
             if r["key"] != h["ball"]:
                 continue
-            if not _in_pitch(r["x"], r["y"]) or (next_hit and r["ts"] >= next_hit):
+            if not _in_pitch(r["x"], r["y"]) or (next_hit and r["ts"] >= next_hit) or \
+                    not _straight_to_goal(r, GOALS[goal], 1.5 * PS):
                 break
             readings.append(tuple(r[f] for f in ("ts", "x", "y", "z", "v", "vx", "vy",
                                                  "vz", "a", "ax", "ay", "az")))

@@ -86,9 +86,11 @@ TYPES: dict[str, tuple[str, str]] = {
     "shot": ("the shooter", "DEBS 2013 query 4: after a hit, the ball's projected path reaches "
              "the goal the hitter's team attacks within 1.5 s: `ts` the hit's, `goal` the "
              "goal aimed at, `eta` the expected arrival"),
-    "shot_ball": ("the ball", "each reading of a shot's ball while the shot lasts (until the "
-                  "ball leaves the pitch, the next hit, or 1.5 s after `eta`): the shooter "
-                  "and the reading's fields (DEBS 2013 query 4's output)"),
+    "shot_ball": ("the ball", "each reading of a hit's ball while it heads for goal (DEBS 2013 "
+                  "query 4's output: from the first whose straight line enters the goal "
+                  "within 1.5 s of the hit until one whose line no longer does within 1.5 s, "
+                  "the next hit, or the ball leaving the pitch): the hitter and the "
+                  "reading's fields"),
     "side": ("the team", "which goal a team defends, from where its goalkeeper stands; again "
              "after the change of ends"),
     "blocked_shot": ("the shooter", "a shot, then a hit by an opponent before the ball "

@@ -33,9 +33,10 @@ applied: a stretch of a player's play in one intensity class, see
 that of his two legs averaged) in km/h, the unit of the challenge's class bounds.
 The aggregate Q1 stream, Q2 and Q3 report once a second of the sensor clock and at the
 end of the stream (the hierarchy's reports); Q3 lists every cell a player has spent time
-in, with its share of his time in the window; Q4 lists each reading of a shot's ball
-while the shot lasts, from the first whose straight line reaches the goal within 1.5 s
-of the hit (:func:`shot_stream`).
+in, with its share of his time in the window; Q4 lists each reading of a hit's ball
+while it heads for goal: from the first whose straight line enters the goal within
+1.5 s of the hit until the first whose line no longer enters it within 1.5 s, the next
+hit, or the ball leaving the pitch (:func:`shot_stream`).
 
 >>> from specula.soccer.types import soccer_registry
 >>> reg = soccer_registry()
@@ -59,7 +60,6 @@ from typing import Any
 import numpy as np
 
 from specula.soccer.geometry import (
-    GOALS,
     HEAT_GRIDS,
     HEAT_WINDOWS_S,
     INTENSITY_NAMES,
@@ -67,7 +67,6 @@ from specula.soccer.geometry import (
     PITCH_Y,
     PS,
     RUNNING_WINDOWS_S,
-    SHOT_HORIZON_PS,
 )
 from specula.soccer.types import soccer_registry
 
@@ -189,45 +188,11 @@ def _heat_grid(heat: np.ndarray, cols: int, rows: int) -> np.ndarray:
                    np.rint(y1 + length), percent])
 
 
-def straight_to_goal(r: np.ndarray, goal: int, left_ps) -> np.ndarray:
-    """Whether each ball reading of ``r``, carried on a straight line along its
-    direction at its speed, crosses ``goal``'s line between the posts and under the bar
-    within ``left_ps`` (one value or one per reading): the challenge's projection."""
-    g = GOALS[goal]
-    uy = r["vy"] / 1e4
-    with np.errstate(divide="ignore", invalid="ignore"):
-        path = np.where(uy != 0, (g["y"] - r["y"]) / uy, -1.0)  # mm along the direction
-        x = r["x"] + r["vx"] / 1e4 * path
-        z = r["z"] + r["vz"] / 1e4 * path
-        seconds = path / (np.maximum(r["v"], 1) / 1e3)
-    return (path > 0) & (r["v"] > 0) & (seconds * PS <= left_ps) & (x >= g["x"][0]) \
-        & (x <= g["x"][1]) & (z >= 0) & (z <= g["z"])
-
-
-def shot_stream(shot: np.ndarray, shot_ball: np.ndarray) -> dict[str, np.ndarray]:
-    """Q4: each reading of a shot's ball while the shot lasts, with the shooter, as the
-    challenge defines a shot: the hit's ball, on a straight line, heads into the goal
-    the shooter's team attacks within 1.5 s of the hit.
-
-    ``ShotOnGoal`` judges a hit on its ball's first readings with drag and gravity (a
-    dipping shot is known as it leaves the foot) and reports the flight from there
-    (``shot_ball``). The challenge's straight line says the same of that flight only
-    from its first reading whose line reaches the goal in time: rows before it are
-    dropped, and a shot whose line never does (saved or blocked before it dips under
-    the bar) is no shot here. In the 20 s match of seed 7 the goal of player 7 is a
-    ``shot`` at once, its line under the bar from 412 ms after the kick."""
-    shot, r = _ordered(shot), _ordered(shot_ball)
-    # the flights never overlap (a hit ends the one before): a reading is the latest
-    # shot's at or before it
-    which = np.searchsorted(shot["ts"], r["ts"], side="right") - 1
-    keep = np.zeros(len(r), bool)
-    for i, s in enumerate(shot):
-        mine = np.flatnonzero(which == i)
-        left = int(s["ts"]) + SHOT_HORIZON_PS - r["ts"][mine]
-        shown = np.flatnonzero(straight_to_goal(r[mine], int(s["goal"]), left))
-        if len(shown):
-            keep[mine[shown[0]:]] = True
-    r = r[keep]
+def shot_stream(shot_ball: np.ndarray) -> dict[str, np.ndarray]:
+    """Q4: each reading of a ball while it heads for goal after a hit, with the hitter:
+    the ``shot_ball`` events, which follow the challenge's definition
+    (:class:`~specula.soccer.shots.ShotOnGoal`), by time stamp."""
+    r = _ordered(shot_ball)
     return {"q4_shots": _table(Q4_COLUMNS, "i8,i4,i8,i8,i8,i8,i4,i4,i4,i8,i4,i4,i4",
                                [r[f] for f in _Q4_FIELDS])}
 
@@ -244,7 +209,7 @@ def challenge_streams(events: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     return {**current_running_stream(rows("current_running")),
             **running_streams(rows("running_stats")),
             **possession_streams(rows("possession_stats"), rows("team_possession")),
-            **heat_streams(rows("heat")), **shot_stream(rows("shot"), rows("shot_ball"))}
+            **heat_streams(rows("heat")), **shot_stream(rows("shot_ball"))}
 
 
 def write_csv(streams: Mapping[str, np.ndarray], folder: Path) -> dict[str, str]:

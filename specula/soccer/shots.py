@@ -59,6 +59,27 @@ def goal_reached(x, y, z, vx, vy, vz, speed_mm_s, horizon_s,
     return out
 
 
+def straight_to_goal(r: np.ndarray, goal: int, left_ps) -> np.ndarray:
+    """Whether each ball reading of ``r``, carried on a straight line along its
+    direction at its speed, crosses ``goal``'s line between the posts and under the bar
+    within ``left_ps`` (one value or one per reading): DEBS 2013 query 4's projection."""
+    g = GOALS[goal]
+    uy = r["vy"] / 1e4
+    with np.errstate(divide="ignore", invalid="ignore"):
+        path = np.where(uy != 0, (g["y"] - r["y"]) / uy, -1.0)  # mm along the direction
+        x = r["x"] + r["vx"] / 1e4 * path
+        z = r["z"] + r["vz"] / 1e4 * path
+        seconds = path / (np.maximum(r["v"], 1) / 1e3)
+    return (path > 0) & (r["v"] > 0) & (seconds * PS <= left_ps) & (x >= g["x"][0]) \
+        & (x <= g["x"][1]) & (z >= 0) & (z <= g["z"])
+
+
+def _first(flags: np.ndarray) -> int:
+    """Index of the first true flag, or the length when none is."""
+    found = np.flatnonzero(flags)
+    return int(found[0]) if len(found) else len(flags)
+
+
 #: The fields of a ball reading a ``shot_ball`` carries (query 4's output lists them).
 _READING = ("x", "y", "z", "v", "vx", "vy", "vz", "a", "ax", "ay", "az")
 
@@ -76,11 +97,18 @@ class ShotOnGoal(Detector):
     defends, and while neither is known a shot at either goal counts. So a firm
     back-pass towards one's own goalkeeper is no shot.
 
-    While the shot lasts, each reading of its ball is reported as a ``shot_ball`` (key:
-    the ball; the shooter, his team, and the reading's position, velocity and
-    acceleration), from the reading that showed the shot until the ball leaves the
-    pitch, the next hit, or 1.5 s after the expected arrival: the stream of ball
-    readings query 4 asks for.
+    Query 4's output, the ball's readings while it heads for goal, follows the
+    challenge's own projection, a straight line at the ball's speed
+    (:func:`straight_to_goal`), judged apart from the ``shot``: each reading of a hit's
+    ball from ``after_ms`` after the hit is a ``shot_ball`` (key: the ball; the hitter,
+    his team, and the reading's position, velocity and acceleration) from the first
+    whose line enters the goal his team attacks within 1.5 s of the hit, while each
+    line still enters it within 1.5 s of its reading; the stream ends at the first that
+    does not (the ball no longer heads for goal), at the ball leaving the pitch, or at
+    the next hit. The ``shot`` follows the ball's physics: a dipping shot saved before
+    its straight line passes under the bar is a ``shot`` (what happened, scored against
+    the match's truth, and the level above builds on it) with no ``shot_ball``, as the
+    challenge's text reads.
 
     Examples
     --------
@@ -93,13 +121,14 @@ class ShotOnGoal(Detector):
     >>> hit = {"type": "hit", "ts": 1000 * MS, "key": 3, "player": 3, "team": 0, "ball": 4}
     >>> flight = [{"type": "ball", "ts": (1000 + t) * MS, "key": 4, "x": 26_000,
     ...            "y": 25_000 + 25 * t, "z": 500, "v": 25_000_000, "vy": 10_000}
-    ...           for t in range(0, 200, 10)]
+    ...           for t in range(0, 400, 10)]
     >>> out = feed(ShotOnGoal(), [hit, *flight], registry=soccer_registry()).net
     >>> [(e["ts"] // MS, e["player"], e["goal"], e["eta"] // MS) for e in out
     ...  if e["type"] == "shot"]
     [(1000, 3, 0, 1372)]
-    >>> [e["ts"] // MS for e in out if e["type"] == "shot_ball"][:3]  # from 20 ms on
-    [1020, 1030, 1040]
+    >>> stream = [e["ts"] // MS for e in out if e["type"] == "shot_ball"]
+    >>> stream[:3], stream[-1]  # from 20 ms on, until the ball crosses the line
+    ([1020, 1030, 1040], 1350)
     """
 
     inputs = ("hit", "ball", "side")
@@ -111,7 +140,8 @@ class ShotOnGoal(Detector):
         self.until_ps = int(until_ms * 1e9)
         self.open: tuple[int, int, int, int] | None = None  # (hit ts, player, team, ball)
         self.defends: dict[int, int] = {}  # team -> goal it defends
-        self.flying: tuple[int, int, int, int] | None = None  # (ball, player, team, end ts)
+        # query 4's stream: (hit ts, player, team, ball, goal; -1 until the line shows it)
+        self.heading: tuple[int, int, int, int, int] | None = None
 
     def attacks(self, team: int) -> tuple[int, ...]:
         """The goals a shot of ``team`` can be aimed at, by what is known of the sides."""
@@ -134,36 +164,55 @@ class ShotOnGoal(Detector):
                 self.defends[int(r["team"])] = int(r["goal"])
             else:
                 self.open = (int(r["ts"]), int(r["player"]), int(r["team"]), int(r["ball"]))
-                self.flying = None
+                self.heading = (*self.open, -1)
             self._ball(events, is_ball, m + 1, end, emit)
 
     def _ball(self, events: np.ndarray, is_ball: np.ndarray, start: int, end: int,
               emit: Emitter) -> None:
         """Ball readings ``start:end`` (between two hit or side events): judge the open
-        hit, then report the flight of the shot."""
-        if start >= end:
+        hit, then report the readings of its ball that head for goal."""
+        if start < end:
+            self._judge(events, is_ball, start, end, emit)
+            self._stream(events, is_ball, start, end, emit)
+
+    def _stream(self, events: np.ndarray, is_ball: np.ndarray, start: int, end: int,
+                emit: Emitter) -> None:
+        """Query 4's stream on readings ``start:end``: wait for the first reading of the
+        hit's ball whose straight line shows a shot, then report each while it heads for
+        goal."""
+        if self.heading is None:
             return
-        shown = self._judge(events, is_ball, start, end, emit)
-        if self.flying is None:
-            return
-        ball, player, team, until = self.flying
-        seg = np.arange(start if shown is None else shown, end)
-        seg = seg[is_ball[seg] & (events["key"][seg] == ball)]
+        ts0, player, team, ball, goal = self.heading
+        seg = np.arange(start, end)
+        seg = seg[is_ball[seg] & (events["key"][seg] == ball)
+                  & (events["ts"][seg] >= ts0 + self.after_ps)]
         e = events[seg]
-        over = np.flatnonzero(~np.asarray(in_pitch(e["x"], e["y"])) | (e["ts"] > until))
-        if len(over):
-            seg, self.flying = seg[:over[0]], None
-        if len(seg):
-            e = events[seg]
-            emit.many("shot_ball", ts=e["ts"], key=ball, cause=seg, player=player, team=team,
-                      **{f: e[f] for f in _READING})
+        out = ~np.asarray(in_pitch(e["x"], e["y"]), bool)
+        if goal < 0:
+            stop = _first(out | (e["ts"] > ts0 + SHOT_HORIZON_PS))
+            reached = np.full(stop, -1)
+            for g in self.attacks(team):
+                line = straight_to_goal(e[:stop], g, ts0 + SHOT_HORIZON_PS - e["ts"][:stop])
+                reached[(reached < 0) & line] = g
+            shown = _first(reached >= 0)
+            if shown == stop:
+                if stop < len(e):
+                    self.heading = None
+                return
+            goal = int(reached[shown])
+            seg, e, out = seg[shown:], e[shown:], out[shown:]
+        stop = _first(out | ~straight_to_goal(e, goal, SHOT_HORIZON_PS))
+        self.heading = None if stop < len(e) else (ts0, player, team, ball, goal)
+        if stop:
+            e = e[:stop]
+            emit.many("shot_ball", ts=e["ts"], key=ball, cause=seg[:stop], player=player,
+                      team=team, **{f: e[f] for f in _READING})
 
     def _judge(self, events: np.ndarray, is_ball: np.ndarray, start: int, end: int,
-               emit: Emitter) -> int | None:
-        """Judge the open hit on readings ``start:end``; returns the index of the reading
-        that showed a shot, if one did."""
+               emit: Emitter) -> None:
+        """Judge the open hit on readings ``start:end`` by the ball's physics."""
         if self.open is None:
-            return None
+            return
         ts0, player, team, ball = self.open
         seg = np.arange(start, end)
         ts = events["ts"][seg]
@@ -182,11 +231,9 @@ class ShotOnGoal(Detector):
                 emit.at(int(mine[i]))
                 emit("shot", ts0, player, player=player, team=team, goal=int(goal[i]), eta=eta)
                 self.open = None
-                self.flying = (ball, player, team, eta + SHOT_HORIZON_PS)
-                return int(mine[i])
+                return
         if len(ts) and ts[-1] > ts0 + self.until_ps:
             self.open = None
-        return None
 
 
 class BlockedShot(Detector):
