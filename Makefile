@@ -31,7 +31,7 @@ run: $(STAMP)
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check specula tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
 
 # the inner loop: everything but Spark, Ray and whole generated matches (under 2 minutes)
 test-quick: $(STAMP)
