@@ -61,7 +61,9 @@ order an ordering unit delivers. That order key is an event's *position*.
   ``e`` must also differ from every event already in the match (an event with the
   anchor's time stamp may precede it, whatever their arrival order, as in OpenCEP and
   FlinkCEP on event time). ``each`` takes every candidate, ``last`` the candidate with
-  the greatest position, ``first`` the one with the smallest. Selection is local:
+  the greatest position, ``first`` the one with the smallest; the candidates of a
+  disjunction ``(B(...) | C(...)) as x`` are those of all its alternatives together, so
+  ``last (B(...) | C(...)) as x`` is the latest event matching either. Selection is local:
   ``last`` picks the latest candidate even if no event for a later step exists behind it
   (then that partial sequence yields nothing; the engine does not fall back to an
   earlier candidate). No candidate: no match from that partial sequence. (A step may

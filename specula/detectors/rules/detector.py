@@ -30,6 +30,7 @@ from specula.detectors.rules.ast import (
     RuleError,
     Window,
 )
+from specula.detectors.rules.disjunctions import engine_registry
 from specula.detectors.rules.engine import Engine, register_composite
 from specula.detectors.rules.expand import Composites, Union, expand
 from specula.detectors.rules.strings import check_strings
@@ -195,8 +196,9 @@ class RuleDetector(Detector):
         for rule, (text, start) in zip(self.rules, _texts(rules, self.rules), strict=True):
             try:
                 check_strings(rule, registry)
+                engines = engine_registry(rule, registry)  # with derived types, if any
                 for plain in expand(rule, ticks_per_second):
-                    check_rule(plain, registry, ticks_per_second)
+                    check_rule(plain, engines, ticks_per_second)
                 check_assignments(rule, registry)
             except RuleSyntaxError:
                 raise

@@ -789,6 +789,26 @@ def _cases() -> dict[str, Case]:
         Case("closure_of_disjunction", """define KO(c: double, f: int, l: int)
             from C() and each (A(v < 4) | B(v > 3)){1,2} as bs within 4 from C
             where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        # last/first over the union of a disjunction's candidates (one derived type)
+        Case("last_disjunction", """define LD(x: int, e: int, d: int)
+            from C(p=$x) and last (A(p=$x and v > 2) | B(p=$x and v < 5)) as e within 5 from C
+              and each D(p=$x) within 3 from e
+            where x=$x and e=e.n and d=D.n""", **_ABC),
+        Case("first_disjunction", """define FD(e: int, d: int, v: int)
+            from C() as c and first (A(v < c.v) | B(v < c.v and att = 1)) as e within 5 from c
+              and last D(v * 2 > att) within 3 from e
+            within 6
+            where e=e.n and d=D.n and v=e.v""", **_ABC),
+        Case("last_closure_of_disjunction", """define LK(c: double, f: int, l: int)
+            from C() and last (A(v < 4) | B(v > 3 and v * 2 > att + ts - ts)){1,2} as bs
+              within 4 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("first_disjunction_nonstrict", """define FN(e: int, d: int, x: int)
+            from C(att=$y) and first (A(att=$y) | B(v > 4 and att=$y)) as e within 3 from C
+              and each D() within 2 from e
+              and not N() between e and C
+            partition by p ties nonstrict
+            where e=e.n and d=D.n and x=$y""", **_ABC),
         Case("partition_by", f"""define PB(x: int, {_ID_ATTRS}, s: double)
             from C() and last B(v > 1) within 6 from C and each A() within 4 from B
               and not D() between A and C and $s=Sum(N().value within 5 from C)

@@ -97,8 +97,19 @@ R = "line 1, column 1: rule K: "
      "different types (A | A); put the conditions of one type in one pattern"),
     ("each (A(p=$y) | B()) as x within 5 from C",
      R + "every alternative of x must mention the same parameters"),
-    ("last (A() | B()) as x within 5 from C",
-     R + "the disjunction x can only be an 'each' step for now, not 'last'"),
+    ("last (A(p=$y) | B(v=$y)) as x within 5 from C", "line 1, column 40: rule K: the "
+     "'last' disjunction x binds $y to p and to v; bind it to one attribute name in every "
+     "alternative"),
+    ("first (A(v < C.v) | B()) as x within 5 from C", "line 1, column 41: rule K: the "
+     "'first' disjunction x: its alternatives compare with other elements (or parameters "
+     "bound before it) differently; give every alternative the same such predicates, or "
+     "use 'each'"),
+    ("last (A() | B()) as x within 5 from C and each B() within 3 from x ties nonstrict",
+     "line 1, column 40: rule K: the 'last' disjunction x shares the type B with another "
+     "element of the sequence, which under 'ties nonstrict' could choose the same event; "
+     "use 'ties strict' or 'each'"),
+    ("last (A() | B()) as x within 5 from C consuming x", "line 1, column 40: rule K: the "
+     "'last' disjunction x does not mix with 'consuming'; use 'each'"),
     ("each (A() | B()){1,6} as x within 5 from C", R + "its closures, disjunctions and "
      f"conjunctions expand to 126 plain sequences, more than {MAX_EXPANSIONS}; bound the "
      "closures more tightly or use fewer members"),
