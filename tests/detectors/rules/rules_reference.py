@@ -791,7 +791,7 @@ def _cases() -> dict[str, Case]:
             where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
         # last/first over the union of a disjunction's candidates (one derived type)
         Case("last_disjunction", """define LD(x: int, e: int, d: int)
-            from C(p=$x) and last (A(p=$x and v > 2) | B(p=$x and v < 5)) as e within 5 from C
+            from C(p=$x) and last (A(v > 2 and p=$x) | B(v < 5 and p=$x)) as e within 5 from C
               and each D(p=$x) within 3 from e
             where x=$x and e=e.n and d=D.n""", **_ABC),
         Case("first_disjunction", """define FD(e: int, d: int, v: int)

@@ -4,18 +4,21 @@ what they do not allow, their expansion into plain rules, and a detector running
 
 Their answers are checked against the brute-force reference, which enumerates
 closures, disjunctions and conjunctions itself, by the catalogue cases ``closure_*``,
-``disjunction``, ``conjunction*``, ``partition_*``, ``hybrid_q2`` and ``hot_path`` in
+``disjunction``, ``*_disjunction*`` (``last``/``first`` over every alternative),
+``conjunction*``, ``partition_*``, ``hybrid_q2`` and ``hot_path`` in
 ``test_rules_differential.py``.
 """
 
 from __future__ import annotations
 
 import pytest
+from refusals import refused
 from rules_reference import CASES, abc_registry, random_events, reference
 
 from specula.detectors import Emitter
 from specula.detectors.rules import RuleDetector, RuleError, parse_rule
 from specula.detectors.rules.ast import AttrRef, Constraint, Fold, Param
+from specula.detectors.rules.builder import Ev, P, gt, lt, rule
 from specula.detectors.rules.expand import MAX_EXPANSIONS, expand
 from specula.detectors.rules.placement import cost
 from specula.events import TypeRegistry
@@ -115,9 +118,7 @@ R = "line 1, column 1: rule K: "
      "closures more tightly or use fewer members"),
 ])
 def test_what_closures_and_disjunctions_refuse(text: str, message: str):
-    with pytest.raises(RuleError) as info:
-        parse_rule(HEAD + text)
-    assert str(info.value) == message
+    assert refused(HEAD + text) == message
 
 
 def test_placement_costs_a_closure_as_its_expansions():
@@ -247,6 +248,19 @@ def test_conjunction_members_in_any_order_and_equal_time_stamps_count_once():
      f"{MAX_EXPANSIONS}; bound the closures more tightly or use fewer members"),
 ])
 def test_what_conjunctions_refuse(text: str, message: str):
-    with pytest.raises(RuleError) as info:
-        parse_rule(HEAD + text)
-    assert str(info.value) == message
+    assert refused(HEAD + text) == message
+
+
+def test_the_builder_writes_last_and_first_disjunctions_as_the_text():
+    """A tuple of types is a disjunction: each alternative's own constraints, then the
+    shared ones (a predicate among them)."""
+    last = (rule("LD", x="int", e="int", d="int").when("C", p=P.x)
+            .last((("A", {"v": gt(2)}), ("B", {"v": lt(5)})), as_="e", within=5, p=P.x)
+            .each("D", within=3, p=P.x)
+            .where(x=P.x, e=Ev.e.n, d=Ev.D.n).build())
+    assert last == CASES["last_disjunction"].rule()
+    first = (rule("FD", e="int", d="int", v="int").when("C", as_="c")
+             .first(("A", ("B", {"att": 1})), as_="e", within=5, v=lt(Ev.c.v))
+             .last("D", within=3, v=gt(Ev.D.att / 2))
+             .within(6).where(e=Ev.e.n, d=Ev.D.n, v=Ev.e.v).build())
+    assert first.steps[0] == CASES["first_disjunction"].rule().steps[0]
