@@ -100,7 +100,9 @@ order an ordering unit delivers. That order key is an event's *position*.
   ``T(c)`` (parameters bound by the match) has ``E.ts < e.ts <= E.ts + W`` (a step's
   window, seen from its anchor); else it fires with time stamp ``E.ts + W`` and the
   terminator's key, caused by the first event of the rule's input types with ``ts >
-  E.ts + W`` (event time is the input in stream order), or at the end of the stream.
+  E.ts + W`` (event time is the input in stream order), by the ordering unit once it
+  has handed every input up to ``E.ts + W`` (its clock: punctuations and idleness move
+  it while the rule's input is quiet), or at the end of the stream.
   With several, each forbids its own window and the latest deadline stamps the output.
   Output fired by time is output like any other: a late ``T`` retracts it; the
   detector holds its unit's progress below its earliest waiting deadline

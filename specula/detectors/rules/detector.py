@@ -271,6 +271,13 @@ class RuleDetector(Detector):
         for union in self.unions():
             _emit(union.rule, union.flush(), emit)
 
+    def on_time(self, now: int, emit: Emitter) -> None:
+        """Event time has reached ``now``: the absences whose deadline it reached fire,
+        also when the rule's own input is quiet."""
+        for union in self.unions():
+            if isinstance(union, AbsenceUnion):
+                _emit(union.rule, union.pass_time(now), emit)
+
     def snapshot(self) -> tuple[bytes, ...]:
         """One snapshot per engine, and the history of each consuming rule (pickled
         where a snapshot is not bytes)."""
