@@ -11,15 +11,26 @@ closures, disjunctions and conjunctions itself, by the catalogue cases ``closure
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from refusals import refused
-from rules_reference import CASES, abc_registry, random_events, reference
+from rules_reference import (
+    CASES,
+    abc_registry,
+    difference,
+    engine_output,
+    random_batches,
+    random_events,
+    reference,
+)
 
 from specula.detectors import Emitter
 from specula.detectors.rules import RuleDetector, RuleError, parse_rule
+from specula.detectors.rules.aip import AIPEngine
 from specula.detectors.rules.ast import AttrRef, Constraint, Fold, Param
 from specula.detectors.rules.builder import Ev, P, gt, lt, rule
-from specula.detectors.rules.expand import MAX_EXPANSIONS, expand
+from specula.detectors.rules.cdp import CDPEngine
+from specula.detectors.rules.expand import MAX_EXPANSIONS, Union, expand
 from specula.detectors.rules.placement import cost
 from specula.events import TypeRegistry
 
@@ -264,3 +275,31 @@ def test_the_builder_writes_last_and_first_disjunctions_as_the_text():
              .last("D", within=3, v=gt(Ev.D.att / 2))
              .within(6).where(e=Ev.e.n, d=Ev.D.n, v=Ev.e.v).build())
     assert first.steps[0] == CASES["first_disjunction"].rule().steps[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_last_and_first_disjunctions_of_random_shapes_equal_the_reference(seed: int):
+    """Random shapes of a ``last``/``first`` disjunction: two or three alternatives with
+    literal constraints, own predicates or none, a shared predicate on the anchor or none,
+    a step behind it of every selection, either tie policy; on both engines, over random
+    batches of a random stream, against the brute-force reference."""
+    rng = np.random.default_rng(seed)
+    pick = lambda *options: options[int(rng.integers(len(options)))]  # noqa: E731
+    types = list(rng.permutation(["A", "B", "D"])[:int(rng.integers(2, 4))])
+    shared = pick("", " and v < c.v + 2")
+    own = [pick("", "v > 3", "att = 1", "v * 2 > value + 1") for _ in types]
+    options = " | ".join(f"{t}(p=$x{' and ' + o if o else ''}{shared})"
+                         for t, o in zip(types, own, strict=True))
+    ties = pick("strict", "nonstrict")
+    text = (f"define R(e: int, k: int) from C(p=$x) as c and {pick('last', 'first')} "
+            f"({options}) as e within {int(rng.integers(2, 6))} from c "
+            f"and {pick('each', 'last', 'first')} N() within 3 from e ties {ties} "
+            "where e=e.n and k=N.n")
+    registry, rule_ = abc_registry(), parse_rule(text)
+    events = random_events(registry, tuple("ABCDN"), 200, seed=seed, max_gap=1, serial="n",
+                           ranges={"p": (0, 2), "att": (0, 2), "v": (0, 8), "value": (0, 5)})
+    expected = reference(rule_, registry, events)
+    for engine in (AIPEngine, CDPEngine):
+        union = Union(rule_, engine, registry)
+        got = engine_output(union, random_batches(events, seed=seed))
+        assert not difference(expected, got), f"{text}\n{difference(expected, got)}"
