@@ -141,6 +141,11 @@ order an ordering unit delivers. That order key is an event's *position*.
   between each item and the next). ``from`` and ``followedBy`` are the relaxed
   contiguity of the other steps. Only ``each`` and ``last`` steps take ``next`` (for
   them the candidate filter is the same as checking the chosen event afterwards).
+* **Runs** (``each B(...)+ runs as bs``, FlinkCEP's default ``oneOrMore()`` and
+  ``times(n, m)``, SASE's skip-till-next-match): a closure whose consecutive items have
+  no event matching its pattern (parameters bound by the match) with a time stamp
+  strictly between theirs: every run of consecutive candidates, any start, any end.
+  Closures without predicates only.
 * **Until** (``each B(...){n,m} as bs until X(...) within W from C``, FlinkCEP's
   ``until``): no event matching ``X(...)`` has a time stamp strictly between the
   closure's first and last items (the loop ends at an ``X``; a step after the closure
@@ -443,6 +448,12 @@ class Rule:
                 raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
                                 f"'{step.greed}' qualifies a closure: "
                                 f"{self.chain[i].type}(...){{n,m}} {step.greed}")
+            if step.runs and (step.times is None or any(
+                    o.predicates for o in self.chain[i].options())):
+                raise RuleError(f"rule {self.name}: 'runs' takes the items of a closure that "
+                                "follow each other among its candidates, which its "
+                                "constraints decide: a closure without predicates "
+                                f"({self.chain[i].type}(...){{n,m}} runs; compare in where)")
             if step.until is not None and step.times is None:
                 raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
                                 f"'until {step.until.type}' ends a closure: "

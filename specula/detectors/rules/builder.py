@@ -199,15 +199,16 @@ class RuleBuilder:
 
     def each(self, type: Element, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
-             until: str | None = None, greed: Greed = "all", **constraints: Any
-             ) -> RuleBuilder:
+             until: str | None = None, greed: Greed = "all", runs: bool = False,
+             **constraints: Any) -> RuleBuilder:
         """``and each type(constraints){n,m} as name within W from <previous element>``;
         without ``within=`` the step takes the pattern's window (:meth:`within`);
         ``times=(n, m)`` makes it a closure (``(0, 1)`` is ``?``, FlinkCEP's
         ``optional()``; ``(1, None)`` is ``+``, ``oneOrMore()``), ``contiguity="strict"``
         writes ``next`` for ``from``, ``until="X"`` ends the closure at an ``X()``
-        (``until X()``) and ``greed="greedy"`` (``"reluctant"``) keeps its maximal
-        (minimal) choices of items.
+        (``until X()``), ``greed="greedy"`` (``"reluctant"``) keeps its maximal
+        (minimal) choices of items and ``runs=True`` only items that follow each other
+        among its candidates (``runs``).
 
         Examples
         --------
@@ -218,7 +219,7 @@ class RuleBuilder:
         True
         """
         return self._step("each", type, within, as_, constraints, times, contiguity, until,
-                          greed)
+                          greed, runs)
 
     def last(self, type: Element, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
@@ -251,14 +252,14 @@ class RuleBuilder:
     def _step(self, selection: Selection, type: Element, within: WindowLike | None, alias: str,
               constraints: Mapping[str, Any], times: tuple[int, int | None] | None = None,
               contiguity: Contiguity = "relaxed", until: str | None = None,
-              greed: Greed = "all") -> RuleBuilder:
+              greed: Greed = "all", runs: bool = False) -> RuleBuilder:
         self._need_terminator(selection)
         window = None if within is None else _window(within)
         if times is not None:  # (n, None) is unbounded, B()+ for (1, None)
             times = (int(times[0]), None if times[-1] is None else int(times[-1]))
         step = Step(selection, self._pattern(type, constraints, alias), window,  # type: ignore[arg-type]
                     times, contiguity=contiguity,
-                    until=None if until is None else Pattern(until), greed=greed)
+                    until=None if until is None else Pattern(until), greed=greed, runs=runs)
         return replace(self, chain=(*self.chain, step.pattern), steps=(*self.steps, step))
 
     def within(self, window: WindowLike, /) -> RuleBuilder:

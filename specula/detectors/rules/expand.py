@@ -20,7 +20,8 @@ Semantics
   latest one (for each length, the latest events, one after another back from ``a``).
   ``first`` is refused: it would choose the same earliest event for every item.
 * **Unbounded closures.** ``B(...)+`` is ``B(...){1,}``, ``B(...)*`` is
-  ``B(...){0,}`` (FlinkCEP's ``oneOrMore()`` and ``timesOrMore(n)``, SASE's ``B+``): a
+  ``B(...){0,}`` (FlinkCEP's ``oneOrMore()`` and ``timesOrMore(n)`` with
+  ``allowCombinations()``, SASE's ``B+``; with ``runs``, FlinkCEP's default): a
   closure with no upper bound on its length; its items lie in its window, so the window
   bounds it. One per rule, of one pattern (no ``|``), not in a consuming rule.
 * **Greedy and reluctant closures** (``B(...){n,m} greedy``, ``B(...)+ reluctant``;
@@ -93,7 +94,8 @@ of ``k`` members is ``k!`` expansions: at most 4 members alone). An unbounded cl
 runs its lengths up to the most events of its type the rule's reach has held before any
 terminator so far (:mod:`~specula.detectors.rules.unbounded`), within the same bound.
 ``until X(...)`` is a negation ``not X(...) between
-bs[first] and bs[last]`` in each expansion of two items or more. A strictly contiguous
+bs[first] and bs[last]`` in each expansion of two items or more, ``runs`` one ``not
+B(...) between`` each two consecutive items. A strictly contiguous
 step (``next``) runs as negations in every expansion: ``not T() between copy and
 anchor`` for every type ``T`` the rule reads, for each copy of the step.
 """
@@ -414,7 +416,7 @@ def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
                       for n in rule.negations) + _contiguity(rule, new) + tuple(
         Negation(step.until, new[i][0], after=new[i][-1])
         for i, step in enumerate(rule.steps, start=1)
-        if step.until is not None and len(new[i]) > 1)
+        if step.until is not None and len(new[i]) > 1) + _runs(rule, new)
     filters += comparisons(rule.filters)
     assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
     consuming = tuple(sorted(j for element in rule.consuming for j in new[element]))
@@ -465,6 +467,18 @@ def _contiguity(rule: Rule, new: list[list[int]]) -> tuple[Negation, ...]:
         if step.contiguity == "strict":
             found += [Negation(Pattern(t, key), copy - 1, after=copy)
                       for copy in new[i] for t in rule.input_types]
+    return tuple(found)
+
+
+def _runs(rule: Rule, new: list[list[int]]) -> tuple[Negation, ...]:
+    """``runs`` as negations in an expansion: for each pair of consecutive copies of
+    such a closure, no event of any of its alternatives strictly between them."""
+    found = []
+    for i, step in enumerate(rule.steps, start=1):
+        if step.runs:
+            found += [Negation(Pattern(o.type, o.constraints), later, after=earlier)
+                      for later, earlier in itertools.pairwise(new[i])
+                      for o in rule.chain[i].options()]
     return tuple(found)
 
 

@@ -286,6 +286,10 @@ def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: di
             items[0]["ts"] < e["ts"] < items[-1]["ts"] and _match(e, step.until, params)
             is not None for e in rows):
         return
+    if step.runs and len(items) > 1 and any(  # a candidate between the first two items
+            items[0]["ts"] < e["ts"] < items[1]["ts"] and _match(e, step.pattern, params)
+            is not None for e in rows):
+        return
     if len(items) >= lo:
         yield items, params
     if len(items) == hi:
@@ -809,6 +813,15 @@ def _cases() -> dict[str, Case]:
               and not N() between e and C
             partition by p ties nonstrict
             where e=e.n and d=D.n and x=$y""", **_ABC),
+        # runs: the items follow each other among the closure's candidates
+        Case("closure_runs", """define KR(c: double, f: int, l: int)
+            from C(p=$x) and each B(p=$x and v > 1)+ runs as bs within 5 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("closure_runs_of_disjunction", """define KD(c: double, f: int, l: int, a: int)
+            from C() and each (A(v < 5) | B(v > 2)){1,3} runs as bs within 5 from C
+              and last A() within 3 from bs
+            partition by p
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and a=A.n""", **_ABC),
         Case("partition_by", f"""define PB(x: int, {_ID_ATTRS}, s: double)
             from C() and last B(v > 1) within 6 from C and each A() within 4 from B
               and not D() between A and C and $s=Sum(N().value within 5 from C)

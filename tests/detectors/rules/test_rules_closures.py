@@ -124,6 +124,9 @@ R = "line 1, column 1: rule K: "
      "use 'ties strict' or 'each'"),
     ("last (A() | B()) as x within 5 from C consuming x", "line 1, column 40: rule K: the "
      "'last' disjunction x does not mix with 'consuming'; use 'each'"),
+    ("each B(v > C.v)+ runs as bs within 5 from C", R + "'runs' takes the items of a "
+     "closure that follow each other among its candidates, which its constraints decide: "
+     "a closure without predicates (B(...){n,m} runs; compare in where)"),
     ("each (A() | B()){1,6} as x within 5 from C", R + "its closures, disjunctions and "
      f"conjunctions expand to 126 plain sequences, more than {MAX_EXPANSIONS}; bound the "
      "closures more tightly or use fewer members"),
@@ -303,3 +306,11 @@ def test_last_and_first_disjunctions_of_random_shapes_equal_the_reference(seed: 
         union = Union(rule_, engine, registry)
         got = engine_output(union, random_batches(events, seed=seed))
         assert not difference(expected, got), f"{text}\n{difference(expected, got)}"
+
+
+def test_the_builder_writes_runs_as_the_text():
+    built = (rule("K", f="int").when("C")
+             .each("B", times=(1, None), runs=True, as_="bs", within=5, p=P.x)
+             .where(f=P.x).build())
+    assert built == parse_rule("define K(f: int) from C() and each B(p=$x)+ runs as bs "
+                               "within 5 from C where f=$x")
