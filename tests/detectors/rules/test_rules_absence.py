@@ -23,6 +23,7 @@ from rules_reference import (
 )
 
 from specula import CostModel, Graph, InProcessRuntime
+from specula.detectors import Detector
 from specula.detectors.rules import RuleError, parse_rule
 from specula.detectors.rules.absence import AbsenceUnion
 from specula.detectors.rules.aip import AIPEngine
@@ -295,7 +296,42 @@ def test_a_quiet_input_fires_when_the_clock_of_the_raw_stream_passes_the_deadlin
     rows = [("A", 0, 1, 0)] + [("C", t, 0, t) for t in range(1, 41)]
     quiet = InProcessRuntime(g).run(_raw(registry, rows), step_ticks=1)
     assert [(int(r["ts"]), int(r["p"])) for r in quiet.net("lone")] == [(4, 1)]
-    assert quiet.latencies("lone").tolist() == [9]  # deadline 4, idle 3, K 2; not 36
+    assert quiet.latencies("lone").tolist() == [9]  # by time, not at the end (40)
+    followed = InProcessRuntime(g).run(_raw(registry, [*rows, ("B", 2, 1, 5)]), step_ticks=1)
+    assert len(followed.net("lone")) == 0 and len(followed.late("lone")) == 0
+
+
+class _Forward(Detector):
+    """Forwards the events of ``source`` as ``target``; clocked by ``C`` too, so it
+    publishes progress while ``source`` is quiet."""
+
+    def __init__(self, source: str, target: str) -> None:
+        self.inputs, self.outputs = (source, "C"), (target,)
+        self.source, self.target = source, target
+
+    def on_event(self, event, emit):
+        if event.type == self.source:
+            emit(self.target, event.ts, event.key, p=event["p"])
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.0])
+def test_a_quiet_channel_fires_when_the_other_channels_progress_passes_the_deadline(alpha):
+    """A level-2 rule: A2 and B2 come from two producers whose rule input goes quiet
+    while their clocks (and punctuations) move on; the rule's unit is clocked by their
+    progress, and fires by it, unless a B2 comes in time (its producer's larger K holds
+    the rule's clock back until it has)."""
+    registry = abc_registry()
+    registry.register("A2", p="i8")
+    registry.register("B2", p="i8")
+    g = Graph(registry, sources=ABC)
+    g.add("fa", _Forward("A", "A2"), k0=1)
+    g.add("fb", _Forward("B", "B2"), k0=5)
+    g.add("lone", RuleDetector("define Lone2(p: int) from A2(p=$x) and not B2(p=$x) "
+                               "within 4 after A2 where p=$x", registry), alpha=alpha, k0=2)
+    rows = [("A", 0, 1, 0)] + [("C", t, 0, t) for t in range(1, 41)]
+    quiet = InProcessRuntime(g).run(_raw(registry, rows), step_ticks=1)
+    assert [(int(r["ts"]), int(r["p"])) for r in quiet.net("lone")] == [(4, 1)]
+    assert quiet.latencies("lone").tolist() == [11]  # by time, not at the end (40)
     followed = InProcessRuntime(g).run(_raw(registry, [*rows, ("B", 2, 1, 5)]), step_ticks=1)
     assert len(followed.net("lone")) == 0 and len(followed.late("lone")) == 0
 
