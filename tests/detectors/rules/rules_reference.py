@@ -164,7 +164,8 @@ def _skipped(rule: Rule, matches: list[tuple[tuple, tuple]]) -> list[tuple]:
 
 def _order(rule: Rule, elements: list) -> tuple:
     """Where a match comes among those of its terminator: its expansion (per element,
-    the closure's length and each item's alternative, latest item first; per
+    the closure's length and each item's alternative, latest item first, but one for
+    every alternative of a last/first disjunction; per
     conjunction, the rank among the permutations of its members of their order in time,
     equal time stamps in the order written), then the positions of the elements after
     the terminator in that order (a closure's items latest first)."""
@@ -181,7 +182,10 @@ def _order(rule: Rule, elements: list) -> tuple:
             continue
         pattern, chosen = rule.chain[i], elements[i]
         items = list(reversed(chosen)) if isinstance(chosen, tuple) else [chosen]
-        expansion.append((len(items), *(pattern.types.index(e["_type"]) for e in items)))
+        # a last/first disjunction is one expansion: its alternatives are not ordered
+        merged = i and rule.steps[i - 1].selection != "each"
+        expansion.append((len(items), *(0 if merged else pattern.types.index(e["_type"])
+                                         for e in items)))
         positions += [e["_pos"] for e in items] if i else []
         i += 1
     return tuple(expansion), positions
@@ -813,6 +817,10 @@ def _cases() -> dict[str, Case]:
               and not N() between e and C
             partition by p ties nonstrict
             where e=e.n and d=D.n and x=$y""", **_ABC),
+        Case("unbounded_then_last_disjunction", """define UL(c: double, e: int)
+            from C(p=$x) and each B(p=$x)+ as bs within 4 from C
+              and last (A(p=$x) | D(v > 2 and p=$x)) as e within 3 from bs
+            where c=Count(bs) and e=e.n""", **_ABC),
         # runs: the items follow each other among the closure's candidates
         Case("closure_runs", """define KR(c: double, f: int, l: int)
             from C(p=$x) and each B(p=$x and v > 1)+ runs as bs within 5 from C
