@@ -87,6 +87,14 @@ class Detector:
         behind its producer's progress. Time-stamp what the end closes at or after the
         newest input it covers."""
 
+    def on_time(self, now: int, emit: Emitter) -> None:
+        """Event time has reached ``now``: the unit has handed the detector every input
+        with a time stamp up to ``now`` (its clock less its slack, moved by input,
+        punctuations or idleness alike). Generate what that passing of time decides;
+        the unit calls it only while :meth:`time_hold` is at or before ``now``. It is
+        output like any other: a speculative unit that replays later retracts or
+        revises it. The default does nothing."""
+
     def time_hold(self) -> int | None:
         """The earliest time stamp at which the detector may still generate an event
         because event time passes (a rule's absence at the end waiting for its

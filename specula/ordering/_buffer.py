@@ -30,6 +30,7 @@ from specula.ordering.state import UnitState
 LatePolicy = Literal["side", "process"]
 
 _CUT = ev.CONTROL | ev.UPDATE | ev.PROGRESS  # the flags of a message handled on its own
+_AFTER_EVERY_KEY = int(np.iinfo(np.int64).max)  # a tie-break above every event's
 
 
 @dataclass
@@ -77,6 +78,9 @@ class Buffer(Protocol):
 
     def drop_unhanded(self, keep: np.ndarray) -> None:
         """Remove the events of :meth:`unhanded` where ``keep`` is False."""
+
+    def close_time(self, ts: int) -> None:
+        """Event time has passed ``ts`` for good: an arrival at or before it is late."""
 
     @property
     def n_emitted(self) -> int:
@@ -156,6 +160,12 @@ class BufferBase(ABC):
                 # a punctuation only moves the clock, which _after_control applies
                 self._after_control(ctx, c, now)
             start = c + 1
+
+    def close_time(self, ts: int) -> None:
+        """Event time has passed ``ts`` for good (the detector fired what waited for
+        it): the horizon moves behind every key of that time stamp, so an arrival at or
+        before it is late, as behind a purged event."""
+        self._horizon = max(self._horizon, (ts, _AFTER_EVERY_KEY))
 
     @abstractmethod
     def flush(self, now: int) -> None:

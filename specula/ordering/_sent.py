@@ -75,12 +75,15 @@ def appended(lo: int, n: int) -> np.ndarray:
     return out
 
 
-def causes(events: np.ndarray | None, cause: np.ndarray) -> np.ndarray:
+def causes(events: np.ndarray | None, cause: np.ndarray, time: int | None = None
+           ) -> np.ndarray:
     """The causes of outputs sorted by ``cause``, their input's index in ``events``
-    (None: the end of the stream)."""
+    (None: the end of the stream, or with ``time`` the passing of event time to it,
+    which comes behind every input of that time stamp)."""
     out = np.empty(len(cause), CAUSE_DTYPE)
     if events is None:
-        out["ts"] = out["tb"] = NO_CAUSE
+        out["ts"] = NO_CAUSE if time is None else time
+        out["tb"] = NO_CAUSE
     else:
         rows = events[cause]
         out["ts"], out["tb"] = rows["ts"], tiebreak(rows["producer"], rows["seq"])

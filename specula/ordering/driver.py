@@ -30,6 +30,7 @@ class DrivenDetector(Protocol):
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Any) -> None: ...
     def on_end(self, emit: Any) -> None: ...
+    def on_time(self, now: int, emit: Any) -> None: ...
     def snapshot(self) -> Any: ...
     def restore(self, state: Any) -> None: ...
     def time_hold(self) -> int | None: ...
@@ -135,11 +136,28 @@ class DetectorDriver:
             self._stamp(emit, None, np.array([self.state.origin], np.int64),
                         now, update=False)
 
+    def time_passed(self, time: int, now: int) -> None:
+        """Event time has reached ``time``: let the detector emit what that decides,
+        caused by the passing of time, which comes behind every input of time stamp up
+        to ``time`` (and is no input of its own that a replay repeats: a replay revokes
+        this output, and the next passing of time fires it again if it still holds)."""
+        emit = self._emit
+        emit.clear()
+        try:
+            self.detector.on_time(time, emit)
+        except Exception as exc:
+            raise DetectorError(f"detector {self.name!r} failed as event time reached "
+                                f"{time}: {type(exc).__name__}: {exc}") from exc
+        if len(emit):
+            self._stamp(emit, None, np.array([self.state.origin], np.int64),
+                        now, update=False, time=time)
+
     def _stamp(self, emit: Emitter, kplus: np.ndarray | None, origins: np.ndarray, now: int,
-               update: bool, events: np.ndarray | None = None) -> None:
-        """Number what the detector emitted for ``events`` (None: at the end) and queue it;
-        ``kplus`` of each input (None: all 0). On an on-demand replay (``update``) the sent
-        log holds it until the revision."""
+               update: bool, events: np.ndarray | None = None, time: int | None = None
+               ) -> None:
+        """Number what the detector emitted for ``events`` (None: at the end, or as event
+        time reached ``time``) and queue it; ``kplus`` of each input (None: all 0). On an
+        on-demand replay (``update``) the sent log holds it until the revision."""
         parts = []
         if emit.rows:
             out = np.zeros(len(emit.rows), self.out_dtype)
@@ -172,7 +190,7 @@ class DetectorDriver:
         out["ats"] = now
         st = self.state
         if self.sent is not None:  # labels, logged with the outputs' causes
-            st.seq = self.sent.take(out, causes(events, cause), st.seq, update)
+            st.seq = self.sent.take(out, causes(events, cause, time), st.seq, update)
             if update:
                 return
         else:

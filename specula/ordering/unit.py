@@ -329,6 +329,7 @@ class OrderingUnit:
             # what this push handed on, by the alpha it emitted with: the controller may
             # change alpha now, for the next push
             self.state.handed = self._emission_bound()
+            self._time_passed(now)
             if self.controller is not None:
                 self.controller.poll()
         return self.driver.take_output()
@@ -345,6 +346,20 @@ class OrderingUnit:
         self.buffer.drop_unhanded(kept)
         self.stats.events_shed += int(np.count_nonzero(~kept))
         return rows[~kept]
+
+    def _time_passed(self, now: int) -> None:
+        """Let the detector fire what waits for event time (its ``time_hold``) once the
+        clock less K has passed it, whether input, punctuations or idleness moved the
+        clock (:meth:`~specula.detectors.Detector.on_time`): every input up to there has
+        been handed, and from then on one that comes is late (as a watermark's timers
+        fire in Flink), so what fires is not revised by an input it did not see."""
+        hold = self.detector.time_hold()
+        if hold is None or self.ended:
+            return
+        final = self.state.clk - self.state.k
+        if hold <= final:
+            self.buffer.close_time(final)
+            self.driver.time_passed(final, now)
 
     def _emission_bound(self) -> int:
         """The time stamp up to which the buffer hands events on at the present clock, K

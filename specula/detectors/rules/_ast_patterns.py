@@ -143,7 +143,8 @@ class Step:
     it follows) or ``strict`` (``next``: none). ``until`` (closures only) is a pattern
     no event between the first and the last item may match; ``greed`` (closures only)
     keeps every choice of items (``all``), the maximal ones (``greedy``) or the minimal
-    ones (``reluctant``)."""
+    ones (``reluctant``); ``runs`` (closures only) takes only items that follow each
+    other among the closure's candidates."""
 
     selection: Selection
     pattern: Pattern
@@ -153,6 +154,7 @@ class Step:
     contiguity: Contiguity = "relaxed"
     until: Pattern | None = None
     greed: Greed = "all"
+    runs: bool = False
 
 
 @dataclass(frozen=True)

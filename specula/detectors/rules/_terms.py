@@ -86,10 +86,11 @@ class TermParser(TokenStream):
     # --------------------------------------------------------------------- patterns
 
     def element_pattern(self, element: int, closure: bool
-                        ) -> tuple[Pattern, tuple[int, int | None] | None, Greed]:
+                        ) -> tuple[Pattern, tuple[int, int | None] | None, Greed, bool]:
         """An element of the sequence: ``Type(items)`` or ``(P1 | P2 ...)``, then, for a
-        step (``closure``), an optional length ``{n,m}``, then ``as alias``; returns the
-        pattern and the length (None when it is one event)."""
+        step (``closure``), an optional length ``{n,m}`` (with ``greedy``/``reluctant``
+        and ``runs``), then ``as alias``; returns the pattern, the length (None when it
+        is one event), the greed and whether the closure takes runs."""
         self.self_refs = []
         if self.at_op("("):
             self.advance()
@@ -106,6 +107,9 @@ class TermParser(TokenStream):
         greed: Greed = "all"
         if times is not None and self.at_keyword("greedy", "reluctant"):
             greed = "greedy" if self.advance().text.lower() == "greedy" else "reluctant"
+        runs = times is not None and self.at_keyword("runs")
+        if runs:
+            self.advance()
         alias = self.alias()
         for token in self.self_refs:
             if times is None or token.text != (alias or pattern.type):
@@ -113,7 +117,7 @@ class TermParser(TokenStream):
                                       f"{token.text}[i] and {token.text}[i+1] name items of "
                                       "the closure being declared (B(...){n,m} as "
                                       f"{token.text}); {token.text} is not that closure")
-        return replace(pattern, alias=alias), times, greed
+        return replace(pattern, alias=alias), times, greed, runs
 
     def alias(self) -> str:
         """``as NAME`` if it comes next (the name must be new to the rule), else ``""``."""

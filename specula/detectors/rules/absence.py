@@ -4,14 +4,17 @@ A rule with ``not T(c) within W after E`` (``E`` its terminator; FlinkCEP's
 ``notFollowedBy(T).within(W)``, Esper's ``E -> (timer:interval(W) and not T)``) runs the
 rest of the rule on its engines as usual (:class:`~specula.detectors.rules.expand.Union`)
 and holds each composite it finds until event time decides it; the semantics is written
-in :mod:`~specula.detectors.rules.ast`. Event time is the input in stream order: the
-first event of the rule's input types with ``ts > E.ts + W`` fires the held composite
-(stamped ``E.ts + W``, caused by that event); an event matching ``T(c)`` with
-``E.ts < ts <= E.ts + W`` (the window of a step, seen from its anchor) drops it. The
-ordering unit hands the detector its input in stream order, speculatively where it
-speculates, and restores the detector's snapshot (which holds what waits here) before
-it replays: a late ``T`` in front of the event that fired an absence revokes it like
-any other output. The engines need not know about time: every engine (AIP, CDP, GPU
+in :mod:`~specula.detectors.rules.ast`. Event time is the input in stream order, and the
+ordering unit's clock: the first event of the rule's input types with ``ts > E.ts + W``
+fires the held composite (stamped ``E.ts + W``, caused by that event), and so does the
+unit once it has handed every input up to ``E.ts + W`` (:meth:`AbsenceUnion.pass_time`,
+:meth:`~specula.detectors.Detector.on_time`: punctuations and idleness move that clock
+while the rule's own input is quiet); an event matching ``T(c)`` with ``E.ts < ts <=
+E.ts + W`` (the window of a step, seen from its anchor) drops it. The ordering unit
+hands the detector its input in stream order, speculatively where it speculates, and
+restores the detector's snapshot (which holds what waits here) before it replays: a
+late ``T`` in front of the event or the time that fired an absence revokes it like any
+other output. The engines need not know about time: every engine (AIP, CDP, GPU
 CDP) runs absence rules.
 
 The parameters an absence reads, and under ``partition by`` the terminator's partition
@@ -142,6 +145,16 @@ class AbsenceUnion:
         self._waiting = waiting[alive & ~fire]
         fired, causes = waiting[fire], rows[at[fire]]
         return self._composites(fired, causes)
+
+    def pass_time(self, now: int) -> Composites:
+        """Event time has reached ``now``: every input up to it has been processed, so
+        the composites waiting for a deadline at or before ``now`` fire (causes 0, as
+        at the end), also when no input of the rule came after them."""
+        due = self._waiting["deadline"] <= now
+        if not due.any():
+            return self._composites(self._waiting[:0], np.zeros(0, np.int64))
+        fired, self._waiting = self._waiting[due], self._waiting[~due]
+        return self._composites(fired, np.zeros(len(fired), np.int64))
 
     def flush(self) -> Composites:
         """End of stream: event time reaches its end, so every composite still waiting

@@ -61,7 +61,9 @@ order an ordering unit delivers. That order key is an event's *position*.
   ``e`` must also differ from every event already in the match (an event with the
   anchor's time stamp may precede it, whatever their arrival order, as in OpenCEP and
   FlinkCEP on event time). ``each`` takes every candidate, ``last`` the candidate with
-  the greatest position, ``first`` the one with the smallest. Selection is local:
+  the greatest position, ``first`` the one with the smallest; the candidates of a
+  disjunction ``(B(...) | C(...)) as x`` are those of all its alternatives together, so
+  ``last (B(...) | C(...)) as x`` is the latest event matching either. Selection is local:
   ``last`` picks the latest candidate even if no event for a later step exists behind it
   (then that partial sequence yields nothing; the engine does not fall back to an
   earlier candidate). No candidate: no match from that partial sequence. (A step may
@@ -98,7 +100,9 @@ order an ordering unit delivers. That order key is an event's *position*.
   ``T(c)`` (parameters bound by the match) has ``E.ts < e.ts <= E.ts + W`` (a step's
   window, seen from its anchor); else it fires with time stamp ``E.ts + W`` and the
   terminator's key, caused by the first event of the rule's input types with ``ts >
-  E.ts + W`` (event time is the input in stream order), or at the end of the stream.
+  E.ts + W`` (event time is the input in stream order), by the ordering unit once it
+  has handed every input up to ``E.ts + W`` (its clock: punctuations and idleness move
+  it while the rule's input is quiet), or at the end of the stream.
   With several, each forbids its own window and the latest deadline stamps the output.
   Output fired by time is output like any other: a late ``T`` retracts it; the
   detector holds its unit's progress below its earliest waiting deadline
@@ -137,6 +141,11 @@ order an ordering unit delivers. That order key is an event's *position*.
   between each item and the next). ``from`` and ``followedBy`` are the relaxed
   contiguity of the other steps. Only ``each`` and ``last`` steps take ``next`` (for
   them the candidate filter is the same as checking the chosen event afterwards).
+* **Runs** (``each B(...)+ runs as bs``, FlinkCEP's default ``oneOrMore()`` and
+  ``times(n, m)``, SASE's skip-till-next-match): a closure whose consecutive items have
+  no event matching its pattern (parameters bound by the match) with a time stamp
+  strictly between theirs: every run of consecutive candidates, any start, any end.
+  Closures without predicates only.
 * **Until** (``each B(...){n,m} as bs until X(...) within W from C``, FlinkCEP's
   ``until``): no event matching ``X(...)`` has a time stamp strictly between the
   closure's first and last items (the loop ends at an ``X``; a step after the closure
@@ -439,6 +448,12 @@ class Rule:
                 raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
                                 f"'{step.greed}' qualifies a closure: "
                                 f"{self.chain[i].type}(...){{n,m}} {step.greed}")
+            if step.runs and (step.times is None or any(
+                    o.predicates for o in self.chain[i].options())):
+                raise RuleError(f"rule {self.name}: 'runs' takes the items of a closure that "
+                                "follow each other among its candidates, which its "
+                                "constraints decide: a closure without predicates "
+                                f"({self.chain[i].type}(...){{n,m}} runs; compare in where)")
             if step.until is not None and step.times is None:
                 raise RuleError(f"rule {self.name}: {self.chain[i].name} is one event; "
                                 f"'until {step.until.type}' ends a closure: "

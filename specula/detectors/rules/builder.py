@@ -7,8 +7,9 @@ element before it; ``as_=`` names an element, ``times=`` makes a closure or an o
 element, ``contiguity="strict"`` a ``next`` step), :meth:`~RuleBuilder.within`,
 :meth:`~RuleBuilder.ties`, :meth:`~RuleBuilder.partition_by`, :meth:`~RuleBuilder.skip`
 and :meth:`~RuleBuilder.consuming` are the clauses after the sequence, and
-:meth:`~RuleBuilder.build` checks and returns the rule. Disjunctions, conjunctions and
-reading a closure's items are written in the text syntax.
+:meth:`~RuleBuilder.build` checks and returns the rule. A tuple of types is a disjunction
+(``.last(("A", ("B", {"v": lt(5)})), as_="x")``); conjunctions and reading a closure's
+items are written in the text syntax.
 Every method returns a new builder; a builder is never changed, so a common prefix can
 be shared.
 
@@ -134,6 +135,9 @@ from specula.detectors.rules.parser import inline_aggregate_name, parse_window
 __all__ = ["Agg", "Avg", "Cond", "Count", "Ev", "Max", "Min", "P", "RuleBuilder", "Sum",
            "Term", "eq", "ge", "gt", "le", "lt", "ne", "rule"]
 
+Element = str | tuple[str | tuple[str, Mapping[str, Any]], ...]
+"""What a step names: a type, or a disjunction of types, each with its own constraints."""
+
 # ----------------------------------------------------------------------- builder
 
 
@@ -193,17 +197,18 @@ class RuleBuilder:
                             "first; add earlier events with each(), last() or first()")
         return replace(self, chain=(self._pattern(type, constraints, as_),))
 
-    def each(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
+    def each(self, type: Element, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
-             until: str | None = None, greed: Greed = "all", **constraints: Any
-             ) -> RuleBuilder:
+             until: str | None = None, greed: Greed = "all", runs: bool = False,
+             **constraints: Any) -> RuleBuilder:
         """``and each type(constraints){n,m} as name within W from <previous element>``;
         without ``within=`` the step takes the pattern's window (:meth:`within`);
         ``times=(n, m)`` makes it a closure (``(0, 1)`` is ``?``, FlinkCEP's
         ``optional()``; ``(1, None)`` is ``+``, ``oneOrMore()``), ``contiguity="strict"``
         writes ``next`` for ``from``, ``until="X"`` ends the closure at an ``X()``
-        (``until X()``) and ``greed="greedy"`` (``"reluctant"``) keeps its maximal
-        (minimal) choices of items.
+        (``until X()``), ``greed="greedy"`` (``"reluctant"``) keeps its maximal
+        (minimal) choices of items and ``runs=True`` only items that follow each other
+        among its candidates (``runs``).
 
         Examples
         --------
@@ -214,9 +219,9 @@ class RuleBuilder:
         True
         """
         return self._step("each", type, within, as_, constraints, times, contiguity, until,
-                          greed)
+                          greed, runs)
 
-    def last(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
+    def last(self, type: Element, /, *, within: WindowLike | None = None, as_: str = "",
              times: tuple[int, int | None] | None = None, contiguity: Contiguity = "relaxed",
              until: str | None = None, greed: Greed = "all", **constraints: Any
              ) -> RuleBuilder:
@@ -225,22 +230,36 @@ class RuleBuilder:
         return self._step("last", type, within, as_, constraints, times, contiguity, until,
                           greed)
 
-    def first(self, type: str, /, *, within: WindowLike | None = None, as_: str = "",
+    def first(self, type: Element, /, *, within: WindowLike | None = None, as_: str = "",
               **constraints: Any) -> RuleBuilder:
-        """``and first type(constraints) as name within W from <previous element>``."""
+        """``and first type(constraints) as name within W from <previous element>``.
+
+        A tuple of types is a disjunction (also for :meth:`each` and :meth:`last`): an
+        item is a type name or ``(type, {constraints})``, and the keyword constraints
+        apply to every alternative, after its own.
+
+        Examples
+        --------
+        >>> from specula.detectors.rules.parser import parse_rule
+        >>> r = (rule("Q").when("C").first(("A", ("B", {"v": lt(5)})), as_="e", within=5,
+        ...                                 p=P.x).build())
+        >>> r == parse_rule("define Q() from C() and first (A(p=$x) | B(v < 5 and p=$x)) "
+        ...                 "as e within 5 from C")
+        True
+        """
         return self._step("first", type, within, as_, constraints)
 
-    def _step(self, selection: Selection, type: str, within: WindowLike | None, alias: str,
+    def _step(self, selection: Selection, type: Element, within: WindowLike | None, alias: str,
               constraints: Mapping[str, Any], times: tuple[int, int | None] | None = None,
               contiguity: Contiguity = "relaxed", until: str | None = None,
-              greed: Greed = "all") -> RuleBuilder:
+              greed: Greed = "all", runs: bool = False) -> RuleBuilder:
         self._need_terminator(selection)
         window = None if within is None else _window(within)
         if times is not None:  # (n, None) is unbounded, B()+ for (1, None)
             times = (int(times[0]), None if times[-1] is None else int(times[-1]))
         step = Step(selection, self._pattern(type, constraints, alias), window,  # type: ignore[arg-type]
                     times, contiguity=contiguity,
-                    until=None if until is None else Pattern(until), greed=greed)
+                    until=None if until is None else Pattern(until), greed=greed, runs=runs)
         return replace(self, chain=(*self.chain, step.pattern), steps=(*self.steps, step))
 
     def within(self, window: WindowLike, /) -> RuleBuilder:
@@ -417,9 +436,19 @@ class RuleBuilder:
         return Aggregate(name, agg.function, _pattern(agg.type, agg.constraints), agg.attr,
                          _window(agg.within), self._element(agg.before))
 
-    def _pattern(self, type: str, constraints: Mapping[str, Any], alias: str) -> Pattern:
+    def _pattern(self, type: Element, constraints: Mapping[str, Any], alias: str) -> Pattern:
         """An element's pattern: constraints, and predicates where a condition compares
-        with an expression (``open=gt(Ev.c.open)`` is ``open > c.open``)."""
+        with an expression (``open=gt(Ev.c.open)`` is ``open > c.open``); a tuple of
+        alternatives is a disjunction, each with its own constraints, then the shared
+        ones."""
+        if isinstance(type, tuple):
+            options = [self._pattern(*((t, {}) if isinstance(t, str) else t), alias)
+                       for t in type]
+            shared = [self._pattern(o.type, constraints, alias) for o in options]
+            merged = [replace(o, constraints=(*o.constraints, *x.constraints),
+                              predicates=(*o.predicates, *x.predicates), alias="")
+                      for o, x in zip(options, shared, strict=True)]
+            return replace(merged[0], alias=alias, alternatives=tuple(merged[1:]))
         own = len(self.chain)
         pattern = _pattern(type, {a: v for a, v in constraints.items()
                                   if not _is_predicate(v)})

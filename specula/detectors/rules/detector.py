@@ -30,6 +30,7 @@ from specula.detectors.rules.ast import (
     RuleError,
     Window,
 )
+from specula.detectors.rules.disjunctions import engine_registry
 from specula.detectors.rules.engine import Engine, register_composite
 from specula.detectors.rules.expand import Composites, Union, expand
 from specula.detectors.rules.strings import check_strings
@@ -195,8 +196,9 @@ class RuleDetector(Detector):
         for rule, (text, start) in zip(self.rules, _texts(rules, self.rules), strict=True):
             try:
                 check_strings(rule, registry)
+                engines = engine_registry(rule, registry)  # with derived types, if any
                 for plain in expand(rule, ticks_per_second):
-                    check_rule(plain, registry, ticks_per_second)
+                    check_rule(plain, engines, ticks_per_second)
                 check_assignments(rule, registry)
             except RuleSyntaxError:
                 raise
@@ -268,6 +270,13 @@ class RuleDetector(Detector):
         ``ties nonstrict`` wait for the time stamp after theirs)."""
         for union in self.unions():
             _emit(union.rule, union.flush(), emit)
+
+    def on_time(self, now: int, emit: Emitter) -> None:
+        """Event time has reached ``now``: the absences whose deadline it reached fire,
+        also when the rule's own input is quiet."""
+        for union in self.unions():
+            if isinstance(union, AbsenceUnion):
+                _emit(union.rule, union.pass_time(now), emit)
 
     def snapshot(self) -> tuple[bytes, ...]:
         """One snapshot per engine, and the history of each consuming rule (pickled

@@ -20,7 +20,8 @@ Semantics
   latest one (for each length, the latest events, one after another back from ``a``).
   ``first`` is refused: it would choose the same earliest event for every item.
 * **Unbounded closures.** ``B(...)+`` is ``B(...){1,}``, ``B(...)*`` is
-  ``B(...){0,}`` (FlinkCEP's ``oneOrMore()`` and ``timesOrMore(n)``, SASE's ``B+``): a
+  ``B(...){0,}`` (FlinkCEP's ``oneOrMore()`` and ``timesOrMore(n)`` with
+  ``allowCombinations()``, SASE's ``B+``; with ``runs``, FlinkCEP's default): a
   closure with no upper bound on its length; its items lie in its window, so the window
   bounds it. One per rule, of one pattern (no ``|``), not in a consuming rule.
 * **Greedy and reluctant closures** (``B(...){n,m} greedy``, ``B(...)+ reluctant``;
@@ -47,8 +48,11 @@ Semantics
 * **Disjunctions.** Every alternative must be of a different type and mention the same
   parameters; ``x.attr`` reads the attribute of whichever alternative matched, which
   therefore must exist in every one. A disjunction may be the terminator, a step, or the
-  pattern of a closure (each item chooses its alternative). Selection is per
-  alternative for now: only ``each`` steps and terminators take disjunctions.
+  pattern of a closure (each item chooses its alternative). A ``last`` (``first``)
+  disjunction chooses among the candidates of all its alternatives together: the
+  latest (earliest) event that matches any of them; it runs as one derived type, not
+  one expansion per alternative (:mod:`~specula.detectors.rules.disjunctions`, which
+  says what its alternatives must share).
 * **Conjunctions.** The members of ``each (A(...) as a & B(...) as b ...) as g within W
   from c`` are chain elements of their own, named by their aliases (or types) and read
   as ``a.x``; ``g`` names the conjunction only for the step that follows it (``from
@@ -69,8 +73,8 @@ Semantics
   instance per value, exactly, whatever partitions the graph gives the detector. The
   attribute must exist in every type the rule reads.
 * **Union.** A rule with closures, disjunctions or conjunctions means the union of its
-  *expansions*: the plain rules obtained by choosing, for each disjunction, one
-  alternative, for each closure, a length ``k`` and ``k`` copies of its step, each
+  *expansions*: the plain rules obtained by choosing, for each ``each`` disjunction,
+  one alternative, for each closure, a length ``k`` and ``k`` copies of its step, each
   anchored at the one before (the ``n``-th copy is ``bs[first]``), and for each
   conjunction an order of its members, latest first, each member after the first
   anchored at the one before it with the predicate ``ts >= c.ts - W``. So that a
@@ -90,7 +94,8 @@ of ``k`` members is ``k!`` expansions: at most 4 members alone). An unbounded cl
 runs its lengths up to the most events of its type the rule's reach has held before any
 terminator so far (:mod:`~specula.detectors.rules.unbounded`), within the same bound.
 ``until X(...)`` is a negation ``not X(...) between
-bs[first] and bs[last]`` in each expansion of two items or more. A strictly contiguous
+bs[first] and bs[last]`` in each expansion of two items or more, ``runs`` one ``not
+B(...) between`` each two consecutive items. A strictly contiguous
 step (``next``) runs as negations in every expansion: ``not T() between copy and
 anchor`` for every type ``T`` the rule reads, for each copy of the step.
 """
@@ -124,6 +129,7 @@ from specula.detectors.rules.ast import (
     Step,
 )
 from specula.detectors.rules.consumption import Consumer
+from specula.detectors.rules.disjunctions import Merger, check_selected, merged, selected
 from specula.detectors.rules.engine import Matches, compose, order_key
 from specula.detectors.rules.skip import Skipper, marks
 from specula.detectors.rules.strings import check_strings, encode
@@ -155,8 +161,8 @@ def check_shapes(rule: Rule) -> None:
         step = rule.steps[i - 1] if i else None
         options = len(pattern.types)
         if pattern.alternatives and step is not None and step.selection != "each":
-            raise RuleError(f"rule {rule.name}: the disjunction {pattern.name} can only be "
-                            f"an 'each' step for now, not '{step.selection}'")
+            check_selected(rule, i)
+            options = 1  # one derived type
         if step is None or step.times is None:
             count *= options
             continue
@@ -283,6 +289,7 @@ def expand(rule: Rule, ticks_per_second: float | None = None, longest: int = 0
     >>> [len(r.chain) for r in expand(rule)]
     [2, 3]
     """
+    rule = merged(rule)  # last/first disjunctions: one derived type each
     if rule.partition:
         rule = _partitioned(rule)
     rule = encode(rule)  # engines compare the codes of strings
@@ -341,7 +348,7 @@ def _choices(rule: Rule, longest: int) -> Iterator[Layout]:
 def placements(rule: Rule, longest: int = 0) -> list[list[list[int]]]:
     """For each expansion of ``expand(rule, ..., longest)``, in its order, the chain
     indices of each element's copies in it (a closure's latest item first)."""
-    return [_placed(rule, layout) for layout in _choices(rule, longest)]
+    return [_placed(rule, layout) for layout in _choices(merged(rule), longest)]
 
 
 def _placed(rule: Rule, layout: Layout) -> list[list[int]]:
@@ -409,7 +416,7 @@ def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
                       for n in rule.negations) + _contiguity(rule, new) + tuple(
         Negation(step.until, new[i][0], after=new[i][-1])
         for i, step in enumerate(rule.steps, start=1)
-        if step.until is not None and len(new[i]) > 1)
+        if step.until is not None and len(new[i]) > 1) + _runs(rule, new)
     filters += comparisons(rule.filters)
     assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
     consuming = tuple(sorted(j for element in rule.consuming for j in new[element]))
@@ -460,6 +467,18 @@ def _contiguity(rule: Rule, new: list[list[int]]) -> tuple[Negation, ...]:
         if step.contiguity == "strict":
             found += [Negation(Pattern(t, key), copy - 1, after=copy)
                       for copy in new[i] for t in rule.input_types]
+    return tuple(found)
+
+
+def _runs(rule: Rule, new: list[list[int]]) -> tuple[Negation, ...]:
+    """``runs`` as negations in an expansion: for each pair of consecutive copies of
+    such a closure, no event of any of its alternatives strictly between them."""
+    found = []
+    for i, step in enumerate(rule.steps, start=1):
+        if step.runs:
+            found += [Negation(Pattern(o.type, o.constraints), later, after=earlier)
+                      for later, earlier in itertools.pairwise(new[i])
+                      for o in rule.chain[i].options()]
     return tuple(found)
 
 
@@ -517,8 +536,11 @@ class Union:
         self.growth = Growth(rule, registry, ticks_per_second) if rule.unbounded() else None
         element = rule.unbounded()  # the unbounded closure's longest expansion so far:
         self.longest = 0 if element is None else rule.steps[element - 1].times[0]  # type: ignore[index]
+        # last/first disjunctions run over derived types, declared in a registry of their own
+        self.merger = Merger(rule, registry) if selected(rule) else None
+        self._origin: np.ndarray | None = None  # per row the engines read: the batch's row
         self.expansions = expand(rule, ticks_per_second)
-        self.engines = [engine_class(r, registry, ticks_per_second=ticks_per_second)
+        self.engines = [engine_class(r, self._engine_registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]
         self.greed = next(((i, s.greed) for i, s in enumerate(rule.steps, start=1)
                            if s.greed != "all"), None)
@@ -535,6 +557,14 @@ class Union:
         if self.growth is not None:
             self._grow(self.growth.needed(events))
             self.growth.add(events)
+        if self.merger is not None:  # never with consuming: Rule checks
+            batch_ts = events["ts"]
+            events, self._origin = self.merger.add(events)
+            try:
+                composites = self._union([e.process(events) for e in self.engines])[0]
+            finally:
+                self._origin = None
+            return composites if self.skipper is None else self._released(batch_ts)
         if self.skipper is not None:
             self._union([e.process(events) for e in self.engines])
             return self._released(events["ts"])
@@ -585,6 +615,12 @@ class Union:
             engine.restore(s)
 
     @property
+    def _engine_registry(self) -> TypeRegistry:
+        """The registry the engines read: the graph's, or the merger's with the derived
+        types of last/first disjunctions."""
+        return self.registry if self.merger is None else self.merger.registry
+
+    @property
     def parts(self) -> int:
         """How many items :meth:`snapshot` returns."""
         if self.growth is not None:
@@ -607,11 +643,14 @@ class Union:
         for plain in expansions:
             engine = old.get(plain)
             if engine is None:
-                engine = self.engine_class(plain, self.registry,
+                engine = self.engine_class(plain, self._engine_registry,
                                            ticks_per_second=self.ticks_per_second)
                 assert self.growth is not None
                 if replay and len(self.growth.history):
-                    engine.process(self.growth.history)  # its old matches are not new
+                    history = self.growth.history
+                    if self.merger is not None:
+                        history = self.merger.add(history)[0]
+                    engine.process(history)  # its old matches are not new
             engines.append(engine)
         self.expansions, self.engines, self.longest = expansions, engines, needed
         self._placed = placements(self.rule, needed) if self.greed else []
@@ -637,7 +676,10 @@ class Union:
                 continue
             kept_all.append(kept)
             terminators = take(matches.elements[0], kept, _TERMINATOR)
-            parts.append(Composites(terminators, matches.terminator[kept], columns))
+            causes = matches.terminator[kept]
+            if self._origin is not None:  # a row of the batch with the merger's copies
+                causes = self._origin[causes]
+            parts.append(Composites(terminators, causes, columns))
             if self.skipper is not None:
                 found_marks.append(marks(rule, matches, kept))
         composites = _concatenated(parts, self._none, ordered=True)

@@ -12,7 +12,7 @@ complex event processing on parallel hardware"), plus negations and free filters
                            | 'past' 'last' 'event' | 'none')]
                   ['consuming' NAME (',' NAME)*]
     element    := (pattern | '(' pattern ('|' pattern)+ ')') [times] ['as' NAME]
-    times      := ('{' INT [',' [INT]] '}' | '?' | '+' | '*') ['greedy' | 'reluctant']
+    times      := ('{' INT [',' [INT]] '}' | '?' | '+' | '*') ['greedy' | 'reluctant'] ['runs']
                   (a closure, steps only: '?' is {0,1}, '+' {1,}, '*' {0,})
     conjunction := '(' pattern ['as' NAME] ('&' pattern ['as' NAME])+ ')' 'as' NAME
     pattern    := NAME '(' [pattern_item ('and' pattern_item)*] ')'
@@ -328,11 +328,12 @@ class _Parser(TermParser):
         state = self.current()
         selection = self.advance().text.lower()
         greed: Greed = "all"
+        runs = False
         if self.at_conjunction():
             members, group = self.conjunction()
             times = None
         else:
-            pattern, times, greed = self.element_pattern(len(state.chain), closure=True)
+            pattern, times, greed, runs = self.element_pattern(len(state.chain), closure=True)
             members, group = [pattern], ""
         until = None
         if self.at_keyword("until"):
@@ -365,7 +366,7 @@ class _Parser(TermParser):
         if not group:
             state.chain.append(members[0])
         state.steps += [Step(selection, member, within, times, group,  # type: ignore[arg-type]
-                             contiguity, until, greed) for member in members]
+                             contiguity, until, greed, runs) for member in members]
 
     def conjunction(self) -> tuple[list[Pattern], str]:
         """``(A(...) as a & B(...) as b ...) as g``: the members, already appended to the

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.detector import RuleDetector
+from specula.detectors.rules.disjunctions import derived_rates
 from specula.detectors.rules.expand import expand
 from specula.events import TypeRegistry
 
@@ -106,6 +107,7 @@ def cost(rule: Rule, rates: Mapping[str, float], *,
     (33333, 66667)
     """
     if not rule.plain:  # the union of its expansions, each on its own engine
+        rates = derived_rates(rule, rates)  # last/first disjunctions: one derived type
         parts = [cost(r, rates, ticks_per_second=ticks_per_second)
                  for r in expand(rule, ticks_per_second)]
         return RuleCost(tuple(c for p in parts for c in p.columns),

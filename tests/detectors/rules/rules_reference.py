@@ -164,7 +164,8 @@ def _skipped(rule: Rule, matches: list[tuple[tuple, tuple]]) -> list[tuple]:
 
 def _order(rule: Rule, elements: list) -> tuple:
     """Where a match comes among those of its terminator: its expansion (per element,
-    the closure's length and each item's alternative, latest item first; per
+    the closure's length and each item's alternative, latest item first, but one for
+    every alternative of a last/first disjunction; per
     conjunction, the rank among the permutations of its members of their order in time,
     equal time stamps in the order written), then the positions of the elements after
     the terminator in that order (a closure's items latest first)."""
@@ -181,7 +182,10 @@ def _order(rule: Rule, elements: list) -> tuple:
             continue
         pattern, chosen = rule.chain[i], elements[i]
         items = list(reversed(chosen)) if isinstance(chosen, tuple) else [chosen]
-        expansion.append((len(items), *(pattern.types.index(e["_type"]) for e in items)))
+        # a last/first disjunction is one expansion: its alternatives are not ordered
+        merged = i and rule.steps[i - 1].selection != "each"
+        expansion.append((len(items), *(0 if merged else pattern.types.index(e["_type"])
+                                         for e in items)))
         positions += [e["_pos"] for e in items] if i else []
         i += 1
     return tuple(expansion), positions
@@ -284,6 +288,10 @@ def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: di
     lo, hi = step.times
     if step.until is not None and len(items) > 1 and any(  # the loop ended at an X
             items[0]["ts"] < e["ts"] < items[-1]["ts"] and _match(e, step.until, params)
+            is not None for e in rows):
+        return
+    if step.runs and len(items) > 1 and any(  # a candidate between the first two items
+            items[0]["ts"] < e["ts"] < items[1]["ts"] and _match(e, step.pattern, params)
             is not None for e in rows):
         return
     if len(items) >= lo:
@@ -789,6 +797,39 @@ def _cases() -> dict[str, Case]:
         Case("closure_of_disjunction", """define KO(c: double, f: int, l: int)
             from C() and each (A(v < 4) | B(v > 3)){1,2} as bs within 4 from C
             where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        # last/first over the union of a disjunction's candidates (one derived type)
+        Case("last_disjunction", """define LD(x: int, e: int, d: int)
+            from C(p=$x) and last (A(v > 2 and p=$x) | B(v < 5 and p=$x)) as e within 5 from C
+              and each D(p=$x) within 3 from e
+            where x=$x and e=e.n and d=D.n""", **_ABC),
+        Case("first_disjunction", """define FD(e: int, d: int, v: int)
+            from C() as c and first (A(v < c.v) | B(v < c.v and att = 1)) as e within 5 from c
+              and last D(v * 2 > att) within 3 from e
+            within 6
+            where e=e.n and d=D.n and v=e.v""", **_ABC),
+        Case("last_closure_of_disjunction", """define LK(c: double, f: int, l: int)
+            from C() and last (A(v < 4) | B(v > 3 and v * 2 > att + ts - ts)){1,2} as bs
+              within 4 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("first_disjunction_nonstrict", """define FN(e: int, d: int, x: int)
+            from C(att=$y) and first (A(att=$y) | B(v > 4 and att=$y)) as e within 3 from C
+              and each D() within 2 from e
+              and not N() between e and C
+            partition by p ties nonstrict
+            where e=e.n and d=D.n and x=$y""", **_ABC),
+        Case("unbounded_then_last_disjunction", """define UL(c: double, e: int)
+            from C(p=$x) and each B(p=$x)+ as bs within 4 from C
+              and last (A(p=$x) | D(v > 2 and p=$x)) as e within 3 from bs
+            where c=Count(bs) and e=e.n""", **_ABC),
+        # runs: the items follow each other among the closure's candidates
+        Case("closure_runs", """define KR(c: double, f: int, l: int)
+            from C(p=$x) and each B(p=$x and v > 1)+ runs as bs within 5 from C
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n""", **_ABC),
+        Case("closure_runs_of_disjunction", """define KD(c: double, f: int, l: int, a: int)
+            from C() and each (A(v < 5) | B(v > 2)){1,3} runs as bs within 5 from C
+              and last A() within 3 from bs
+            partition by p
+            where c=Count(bs) and f=bs[first].n and l=bs[last].n and a=A.n""", **_ABC),
         Case("partition_by", f"""define PB(x: int, {_ID_ATTRS}, s: double)
             from C() and last B(v > 1) within 6 from C and each A() within 4 from B
               and not D() between A and C and $s=Sum(N().value within 5 from C)

@@ -4,19 +4,33 @@ what they do not allow, their expansion into plain rules, and a detector running
 
 Their answers are checked against the brute-force reference, which enumerates
 closures, disjunctions and conjunctions itself, by the catalogue cases ``closure_*``,
-``disjunction``, ``conjunction*``, ``partition_*``, ``hybrid_q2`` and ``hot_path`` in
+``disjunction``, ``*_disjunction*`` (``last``/``first`` over every alternative),
+``conjunction*``, ``partition_*``, ``hybrid_q2`` and ``hot_path`` in
 ``test_rules_differential.py``.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from rules_reference import CASES, abc_registry, random_events, reference
+from refusals import refused
+from rules_reference import (
+    CASES,
+    abc_registry,
+    difference,
+    engine_output,
+    random_batches,
+    random_events,
+    reference,
+)
 
 from specula.detectors import Emitter
 from specula.detectors.rules import RuleDetector, RuleError, parse_rule
+from specula.detectors.rules.aip import AIPEngine
 from specula.detectors.rules.ast import AttrRef, Constraint, Fold, Param
-from specula.detectors.rules.expand import MAX_EXPANSIONS, expand
+from specula.detectors.rules.builder import Ev, P, gt, lt, rule
+from specula.detectors.rules.cdp import CDPEngine
+from specula.detectors.rules.expand import MAX_EXPANSIONS, Union, expand
 from specula.detectors.rules.placement import cost
 from specula.events import TypeRegistry
 
@@ -97,16 +111,28 @@ R = "line 1, column 1: rule K: "
      "different types (A | A); put the conditions of one type in one pattern"),
     ("each (A(p=$y) | B()) as x within 5 from C",
      R + "every alternative of x must mention the same parameters"),
-    ("last (A() | B()) as x within 5 from C",
-     R + "the disjunction x can only be an 'each' step for now, not 'last'"),
+    ("last (A(p=$y) | B(v=$y)) as x within 5 from C", "line 1, column 40: rule K: the "
+     "'last' disjunction x binds $y to p and to v; bind it to one attribute name in every "
+     "alternative"),
+    ("first (A(v < C.v) | B()) as x within 5 from C", "line 1, column 41: rule K: the "
+     "'first' disjunction x: its alternatives compare with other elements (or parameters "
+     "bound before it) differently; give every alternative the same such predicates, or "
+     "use 'each'"),
+    ("last (A() | B()) as x within 5 from C and each B() within 3 from x ties nonstrict",
+     "line 1, column 40: rule K: the 'last' disjunction x shares the type B with another "
+     "element of the sequence, which under 'ties nonstrict' could choose the same event; "
+     "use 'ties strict' or 'each'"),
+    ("last (A() | B()) as x within 5 from C consuming x", "line 1, column 40: rule K: the "
+     "'last' disjunction x does not mix with 'consuming'; use 'each'"),
+    ("each B(v > C.v)+ runs as bs within 5 from C", R + "'runs' takes the items of a "
+     "closure that follow each other among its candidates, which its constraints decide: "
+     "a closure without predicates (B(...){n,m} runs; compare in where)"),
     ("each (A() | B()){1,6} as x within 5 from C", R + "its closures, disjunctions and "
      f"conjunctions expand to 126 plain sequences, more than {MAX_EXPANSIONS}; bound the "
      "closures more tightly or use fewer members"),
 ])
 def test_what_closures_and_disjunctions_refuse(text: str, message: str):
-    with pytest.raises(RuleError) as info:
-        parse_rule(HEAD + text)
-    assert str(info.value) == message
+    assert refused(HEAD + text) == message
 
 
 def test_placement_costs_a_closure_as_its_expansions():
@@ -236,6 +262,55 @@ def test_conjunction_members_in_any_order_and_equal_time_stamps_count_once():
      f"{MAX_EXPANSIONS}; bound the closures more tightly or use fewer members"),
 ])
 def test_what_conjunctions_refuse(text: str, message: str):
-    with pytest.raises(RuleError) as info:
-        parse_rule(HEAD + text)
-    assert str(info.value) == message
+    assert refused(HEAD + text) == message
+
+
+def test_the_builder_writes_last_and_first_disjunctions_as_the_text():
+    """A tuple of types is a disjunction: each alternative's own constraints, then the
+    shared ones (a predicate among them)."""
+    last = (rule("LD", x="int", e="int", d="int").when("C", p=P.x)
+            .last((("A", {"v": gt(2)}), ("B", {"v": lt(5)})), as_="e", within=5, p=P.x)
+            .each("D", within=3, p=P.x)
+            .where(x=P.x, e=Ev.e.n, d=Ev.D.n).build())
+    assert last == CASES["last_disjunction"].rule()
+    first = (rule("FD", e="int", d="int", v="int").when("C", as_="c")
+             .first(("A", ("B", {"att": 1})), as_="e", within=5, v=lt(Ev.c.v))
+             .last("D", within=3, v=gt(Ev.D.att / 2))
+             .within(6).where(e=Ev.e.n, d=Ev.D.n, v=Ev.e.v).build())
+    assert first.steps[0] == CASES["first_disjunction"].rule().steps[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_last_and_first_disjunctions_of_random_shapes_equal_the_reference(seed: int):
+    """Random shapes of a ``last``/``first`` disjunction: two or three alternatives with
+    literal constraints, own predicates or none, a shared predicate on the anchor or none,
+    a step behind it of every selection, either tie policy; on both engines, over random
+    batches of a random stream, against the brute-force reference."""
+    rng = np.random.default_rng(seed)
+    pick = lambda *options: options[int(rng.integers(len(options)))]  # noqa: E731
+    types = list(rng.permutation(["A", "B", "D"])[:int(rng.integers(2, 4))])
+    shared = pick("", " and v < c.v + 2")
+    own = [pick("", "v > 3", "att = 1", "v * 2 > value + 1") for _ in types]
+    options = " | ".join(f"{t}(p=$x{' and ' + o if o else ''}{shared})"
+                         for t, o in zip(types, own, strict=True))
+    ties = pick("strict", "nonstrict")
+    text = (f"define R(e: int, k: int) from C(p=$x) as c and {pick('last', 'first')} "
+            f"({options}) as e within {int(rng.integers(2, 6))} from c "
+            f"and {pick('each', 'last', 'first')} N() within 3 from e ties {ties} "
+            "where e=e.n and k=N.n")
+    registry, rule_ = abc_registry(), parse_rule(text)
+    events = random_events(registry, tuple("ABCDN"), 200, seed=seed, max_gap=1, serial="n",
+                           ranges={"p": (0, 2), "att": (0, 2), "v": (0, 8), "value": (0, 5)})
+    expected = reference(rule_, registry, events)
+    for engine in (AIPEngine, CDPEngine):
+        union = Union(rule_, engine, registry)
+        got = engine_output(union, random_batches(events, seed=seed))
+        assert not difference(expected, got), f"{text}\n{difference(expected, got)}"
+
+
+def test_the_builder_writes_runs_as_the_text():
+    built = (rule("K", f="int").when("C")
+             .each("B", times=(1, None), runs=True, as_="bs", within=5, p=P.x)
+             .where(f=P.x).build())
+    assert built == parse_rule("define K(f: int) from C() and each B(p=$x)+ runs as bs "
+                               "within 5 from C where f=$x")

@@ -4,9 +4,10 @@ word: every message names the line and the column of the place it is about."""
 from __future__ import annotations
 
 import pytest
+from refusals import refused
 
 from specula import Graph
-from specula.detectors.rules import RuleError, parse_rule
+from specula.detectors.rules import RuleError
 from specula.detectors.rules.detector import RuleDetector
 from specula.events import TypeRegistry
 
@@ -33,9 +34,7 @@ def registry(ticks_per_second: float = 1.0) -> TypeRegistry:
      "found 'where'"),
 ])
 def test_a_clause_written_twice_is_not_among_what_is_expected(text, message):
-    with pytest.raises(RuleError) as info:
-        parse_rule(text)
-    assert str(info.value) == message
+    assert refused(text) == message
 
 
 LOSSY = ("which would drop its fraction or overflow; declare i: double, or assign an integer")
@@ -60,9 +59,7 @@ LOSSY = ("which would drop its fraction or overflow; declare i: double, or assig
 ])
 @pytest.mark.parametrize("engine", ["aip", "cdp"])
 def test_a_double_into_an_int_is_refused_with_its_place(text, message, engine):
-    with pytest.raises(RuleError) as info:
-        RuleDetector(text, registry(), engine=engine)
-    assert str(info.value) == message
+    assert refused(text, lambda t: RuleDetector(t, registry(), engine=engine)) == message
 
 
 @pytest.mark.parametrize("text", [
@@ -84,10 +81,8 @@ def test_windows_are_checked_against_the_time_unit_when_the_graph_is_built(engin
     pass, 2**62 do not, nor 2 million hours at a nanosecond tick."""
     text = "define R() from A() and last B() within {} from A"
     RuleDetector(text.format(2**62 - 1), registry(), engine=engine)
-    with pytest.raises(RuleError) as info:
-        RuleDetector(text.format(2**62), registry(), engine=engine)
-    assert str(info.value) == (f"line 1, column 1: rule R: window '{2**62}' is {2**62} "
-                               f"ticks, {SPAN}")
+    assert refused(text.format(2**62), lambda t: RuleDetector(t, registry(), engine=engine)
+                   ) == f"line 1, column 1: rule R: window '{2**62}' is {2**62} ticks, {SPAN}"
     reg = registry(ticks_per_second=1e9)
     with pytest.raises(RuleError) as info:
         Graph(reg, sources=("A", "B")).add(
@@ -105,9 +100,7 @@ def test_windows_are_checked_against_the_time_unit_when_the_graph_is_built(engin
      "open, n"),
 ])
 def test_registry_errors_name_line_and_column(text, message):
-    with pytest.raises(RuleError) as info:
-        RuleDetector(text, registry())
-    assert str(info.value) == message
+    assert refused(text, lambda t: RuleDetector(t, registry())) == message
 
 
 @pytest.mark.parametrize("text, message", [
@@ -122,13 +115,9 @@ def test_registry_errors_name_line_and_column(text, message):
      "compared (= or !=) or assigned"),
 ])
 def test_string_literals_out_of_place_name_line_and_column(text, message):
-    with pytest.raises(RuleError) as info:
-        parse_rule(text)
-    assert str(info.value) == message
+    assert refused(text) == message
 
 
 def test_closure_bounds_out_of_range_point_at_the_bounds():
-    with pytest.raises(RuleError) as info:
-        parse_rule("define R() from A()\n and each B(n=1){3,2} as bs within 3 from A")
-    assert str(info.value) == ("line 2, column 17: rule R: closure bs{3,2} needs "
-                               "0 <= n <= m <= 16 and m >= 1")
+    assert refused("define R() from A()\n and each B(n=1){3,2} as bs within 3 from A") == (
+        "line 2, column 17: rule R: closure bs{3,2} needs 0 <= n <= m <= 16 and m >= 1")

@@ -264,7 +264,7 @@ def test_engine_matches_reference(engine: str, case: str):
 
 @pytest.mark.parametrize("case", ["R5", "each_each", "agg_inline", "neg_between", "stock",
                                   "nonstrict_same_type", "closure_last", "disjunction",
-                                  "consume_each", "consume_terminator_type"])
+                                  "last_disjunction", "consume_each", "consume_terminator_type"])
 @pytest.mark.parametrize("engine", ["aip", "cdp"])
 def test_engine_snapshot_restore_continues_alike(engine: str, case: str):
     cls, spec = engine_class(engine), CASES[case]

@@ -9,10 +9,11 @@ itself, by the catalogue cases ``strings``, ``strings_partition`` and ``R1``-``R
 from __future__ import annotations
 
 import pytest
+from refusals import refused
 from rules_reference import quotes_registry
 
 from specula.detectors import Emitter
-from specula.detectors.rules import RuleDetector, RuleError, parse_rule
+from specula.detectors.rules import RuleDetector, parse_rule
 from specula.detectors.rules.ast import Const, Constraint
 from specula.detectors.rules.expand import expand
 from specula.events import decode_event, encode_event
@@ -54,9 +55,7 @@ def test_string_literals_with_escapes_parse_and_become_codes_for_the_engines():
      "line 1, column 25: a string that does not end on its line (close it with '\"')"),
 ])
 def test_what_the_parser_refuses_of_strings(text: str, message: str):
-    with pytest.raises(RuleError) as info:
-        parse_rule(text)
-    assert str(info.value) == message
+    assert refused(text) == message
 
 
 HEAD = "define S(s: string, p: int) from Q(sym = $s) as q and "
@@ -84,9 +83,8 @@ HEAD = "define S(s: string, p: int) from Q(sym = $s) as q and "
      "line 1, column 97: rule S: Max over the string attribute N.sym; only Count counts strings"),
 ])
 def test_what_a_detector_refuses_of_strings_against_the_registry(text: str, message: str):
-    with pytest.raises(RuleError) as info:
-        RuleDetector([parse_rule(HEAD + text)], quotes_registry())
-    assert str(info.value) == message
+    assert refused(HEAD + text, lambda t: RuleDetector([parse_rule(t)], quotes_registry())
+                   ) == message
 
 
 @pytest.mark.parametrize("engine", ["aip", "cdp"])
