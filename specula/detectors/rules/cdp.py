@@ -157,6 +157,10 @@ class CDPEngine:
                           np.zeros((0, len(rule.negations)), np.int64))
         self._general = any(st.general for st in self._plan.steps)
         self._spaces = [_Space() for _ in self._plan.steps]  # see _Sequences
+        self._scans = [_scan_args(st) for st in self._plan.steps]  # see _Sequences.step
+        # every step floors its candidates at the terminator's time stamp less the
+        # pattern window: no match can fall outside it, so none needs checking
+        self._floored = all(st.floor for st in self._plan.steps)
 
     # ------------------------------------------------------------------------ public
 
@@ -364,7 +368,7 @@ class CDPEngine:
             if st.general:
                 assert seqs is not None  # made when any step is general
                 parent, chosen, bound, anchor = seqs.step(depth, self._stores[st.store], st,
-                                                          anchor, bound)
+                                                          self._scans[depth], anchor, bound)
             else:
                 parent, chosen, bound, anchor = self._step(st, anchor, bound)
                 if seqs is not None:
@@ -404,8 +408,11 @@ class CDPEngine:
                 negations[:, k - n_agg] = count
             else:
                 aggregates[:, k] = aggregate_value(red.function, value, count)
-        return Matches(tidx[which], tuple(elements), aggregates, negations).within(
-            plan.rule, self.ticks_per_second)
+        # steps extend the sequences in order, each by its candidates in position order
+        # (their output is ordered by parent, then chosen event), from terminators in
+        # stream order: the matches come in the order compose lists them
+        found = Matches(tidx[which], tuple(elements), aggregates, negations, ordered=True)
+        return found if self._floored else found.within(plan.rule, self.ticks_per_second)
 
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
@@ -484,6 +491,14 @@ def _check_few(events: np.ndarray, rows: list[int], last: tuple[int, int], engin
             raise ValueError(_BACKWARDS.format(engine))
         last = here
     return last
+
+
+def _scan_args(st: Step) -> tuple:
+    """The arguments of :func:`~._cdp_kernels.step_general` that are the same at every
+    detection: how the general step ``st`` scans its column, gathered once."""
+    return (st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par, st.window,
+            st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts, st.fill_slot,
+            st.fill_row)
 
 
 def _index(store: Store, chk_col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -572,17 +587,17 @@ class _Sequences:
         self.taken = order_key(trows)[:, None] if not plan.strict else np.zeros((m, 1),
                                                                                  np.int64)
 
-    def step(self, depth: int, store: Store, st: Step, anchor: np.ndarray,
+    def step(self, depth: int, store: Store, st: Step, scan: tuple, anchor: np.ndarray,
              bound: np.ndarray):
-        """The general step ``st``, the ``depth``-th of the chain (from 0)."""
+        """The general step ``st``, the ``depth``-th of the chain (from 0); ``scan`` is
+        what :func:`_scan_args` made of it."""
         carried = self.floor
         floor = carried if st.floor else np.full(len(anchor), _k.NO_FLOOR, np.int64)
         space = self.spaces[depth]
         out = space.buffers(bound.shape[1], self.ctx.shape[1], self.taken.shape[1] + 1)
-        args = (store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
-                self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
-                st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
-                st.fill_slot, st.fill_row, *_index(store, st.chk_col))
+        s, e = store.start, store.end
+        args = (store.ts[s:e], store.enc[:, s:e], store.num[:, s:e], anchor, floor, bound,
+                self.ctx, self.taken, *scan, *_index(store, st.chk_col))
         k = _k.step_general(*args, *out)
         if k < 0:  # more sequences than the buffers hold: grow them, step again
             space.grow(-k)
