@@ -74,7 +74,14 @@ from __future__ import annotations
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules._cdp_columns import NO_INDEX, Store, convert, encode, take
+from specula.detectors.rules._cdp_columns import (
+    NO_INDEX,
+    Store,
+    convert,
+    encode,
+    encode_one,
+    take,
+)
 from specula.detectors.rules._cdp_plan import (
     POSITION,
     Plan,
@@ -161,6 +168,14 @@ class CDPEngine:
         # every step floors its candidates at the terminator's time stamp less the
         # pattern window: no match can fall outside it, so none needs checking
         self._floored = all(st.floor for st in self._plan.steps)
+        # where, in a row of the columns' dtype, each column's keys and values are read
+        # (see _derive_one): a position key from producer and seq (is_float None)
+        at = list(fields_of(self._plan.row_dtype)).index
+        self._ts_at = at("ts")
+        self._scalar_enc = [[(at("producer"), at("seq"), None) if attr == POSITION
+                             else (at(attr), 0, is_float) for attr, is_float in spec.enc]
+                            for spec in self._plan.stores]
+        self._scalar_num = [[at(attr) for attr in spec.num] for spec in self._plan.stores]
 
     # ------------------------------------------------------------------------ public
 
@@ -192,8 +207,10 @@ class CDPEngine:
             if at is None:
                 continue
             rows = relevant.rows(at)
-            enc, num = self._derive(spec, rows)
-            self._stores[si].append(rows, enc, num)
+            if len(rows) == 1:  # a live feed's usual step: the row's values as scalars
+                self._stores[si].append_one(rows, *self._derive_one(si, rows))
+            else:
+                self._stores[si].append(rows, *self._derive(spec, rows))
             self._appended(si, len(rows))
         term = plan.terminator
         at = self._members(relevant, term.key, term.type_id)
@@ -344,6 +361,14 @@ class CDPEngine:
                 return None
             return np.arange(len(relevant.index))[at][mask]
         return at
+
+    def _derive_one(self, si: int, row: np.ndarray) -> tuple[int, list[int], list[float]]:
+        """:meth:`_derive` of the one row ``row`` for column ``si``, as Python scalars:
+        its time stamp, keys and values."""
+        values = row.item(0)
+        enc = [(values[a] << ORDER_SHIFT) | values[b] if is_float is None
+               else encode_one(values[a], is_float) for a, b, is_float in self._scalar_enc[si]]
+        return values[self._ts_at], enc, [values[a] for a in self._scalar_num[si]]
 
     def _derive(self, spec: StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         enc = np.empty((len(spec.enc), len(rows)), np.int64)

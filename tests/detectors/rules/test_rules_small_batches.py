@@ -1,7 +1,8 @@
 """A live feed hands a rule a few rows per step, and the engines take short cuts on such
 steps: the tie hold passes the usual steps without concatenating, CDP finds the rows of
 a type among a few with Python ints and converts them once for all its columns, and its
-general steps write into buffers kept between batches, and its matches come in the order
+general steps write into buffers kept between batches, a column given one row sets its
+keys and values as scalars, and its matches come in the order
 composites are listed, so composing them sorts nothing. Random streams in batches of a
 few rows (irrelevant rows among them, rows of a type apart or together, out of order for
 the tie hold), and the stock rule through the in-process runtime one arrival at a time,
@@ -17,6 +18,7 @@ from stock import STOCK_RULE, SYMBOLS, quotes, skip_till_any_match, stock_regist
 from specula import InProcessRuntime
 from specula.detectors.graph import Graph
 from specula.detectors.rules import RuleDetector, cdp
+from specula.detectors.rules._cdp_columns import encode, encode_one
 from specula.detectors.rules.cdp import CDPEngine
 from specula.detectors.rules.engine import TieHold, compose
 from specula.detectors.rules.parser import parse_rule
@@ -138,3 +140,17 @@ def test_cdp_matches_come_in_compose_order(case: str):
                 a: c.tolist() for a, c in columns_sorted.items()}
             matched += len(kept)
     assert matched > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_value_encodes_as_a_column_does(seed: int):
+    """The key a column gives one row's value (scalars) is the one it gives the value
+    among others (arrays): floats with -0.0, NaN, infinities and extremes, and ints."""
+    rng = np.random.default_rng(seed)
+    special = [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 5e-324, -1.7976931348623157e308]
+    floats = np.concatenate([special, rng.normal(0, 1e6, 40), rng.integers(-9, 9, 20) / 2])
+    ints = np.concatenate([[0, -1, 2**62, -(2**63)], rng.integers(-(2**40), 2**40, 40)])
+    for values, is_float in ((floats, True), (ints.astype(np.int64), False),
+                             (ints.astype(np.int32), False)):
+        assert [encode_one(v, is_float) for v in values.tolist()] == \
+            encode(values, is_float).tolist()
