@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import numpy as np
 
 from specula import events as ev
 from specula.detectors.graph import Graph, Instance, Node
+from specula.events import fields_of
 from specula.events.hashing import partition_of
 from specula.ordering.unit import OrderingUnit
 
@@ -194,14 +196,21 @@ def _mark(dtype: np.dtype, producer: int, ts: int, ats: int,
     if before is not None and n:
         raw = np.dtype((np.void, dtype.itemsize))
         out.view(raw)[:n] = before.view(raw)
-    mark = out[n:]
-    mark["producer"] = producer
-    mark["ts"] = ts
-    mark["flags"] = ev.PROGRESS
-    mark["ats"] = ats
-    if origin:
-        mark["origin"] = origin
+    # the row in one assignment of all its values: a field at a time costs twice as much
+    empty, (p, t, f, a, o) = _progress_template(dtype)
+    row = list(empty)
+    row[p], row[t], row[f], row[a], row[o] = producer, ts, ev.PROGRESS, ats, origin
+    out[n] = tuple(row)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _progress_template(dtype: np.dtype) -> tuple[tuple, tuple[int, int, int, int, int]]:
+    """The values of an empty row of ``dtype`` and the places of ``producer``, ``ts``,
+    ``flags``, ``ats`` and ``origin`` among them."""
+    at = list(fields_of(dtype)).index
+    return (np.zeros(1, dtype)[0].item(),
+            (at("producer"), at("ts"), at("flags"), at("ats"), at("origin")))
 
 
 def _newest(rows: np.ndarray, clock: np.ndarray) -> int:

@@ -12,6 +12,7 @@ columns on the device.
 from __future__ import annotations
 
 import functools
+import struct
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from specula.detectors.rules import _cdp_index as _ix
 from specula.detectors.rules import _cdp_kernels as _k
 from specula.events import fields_of
 
-__all__ = ["NO_INDEX", "Store", "convert", "encode"]
+__all__ = ["NO_INDEX", "Store", "convert", "encode", "encode_one"]
 
 
 def encode(values: np.ndarray, is_float: bool) -> np.ndarray:
@@ -31,6 +32,19 @@ def encode(values: np.ndarray, is_float: bool) -> np.ndarray:
     keys = f.view(np.int64).copy()
     keys[np.isnan(f)] = _k.NAN_KEY
     return keys
+
+
+def encode_one(value: float, is_float: bool) -> int:
+    """:func:`encode` of one value, as a Python int."""
+    if not is_float:
+        return int(value)
+    f = float(value)
+    if f != f:  # NaN
+        return int(_k.NAN_KEY)
+    return _BITS.unpack(_FLOAT.pack(f + 0.0))[0]  # + 0.0 folds -0.0 into 0.0
+
+
+_FLOAT, _BITS = struct.Struct("<d"), struct.Struct("<q")
 
 
 class Store:
@@ -90,6 +104,34 @@ class Store:
 
     def append(self, rows: np.ndarray, enc: np.ndarray, num: np.ndarray) -> None:
         r = len(rows)
+        self._reserve(r)
+        self.rows[self.end:self.end + r] = rows
+        self.ts[self.end:self.end + r] = rows["ts"]
+        self.enc[:, self.end:self.end + r] = enc
+        self.num[:, self.end:self.end + r] = num
+        for i, row in enumerate(self.indexed):
+            self._index(i, enc[row])
+        self.end += r
+
+    def append_one(self, row: np.ndarray, ts: int, enc: list[int], num: list[float]) -> None:
+        """:meth:`append` of the one row ``row`` (an array of one row), whose time stamp,
+        keys and values are given as Python scalars: a live feed's step brings a row or
+        two to a column, where setting scalars costs a fraction of copying arrays."""
+        self._reserve(1)
+        end = self.end
+        self.rows[end:end + 1] = row
+        self.ts[end] = ts
+        for r, key in enumerate(enc):
+            self.enc[r, end] = key
+        for r, value in enumerate(num):
+            self.num[r, end] = value
+        for i, at in enumerate(self.indexed):
+            self._index(i, self.enc[at, end:end + 1])
+        self.end = end + 1
+
+    def _reserve(self, r: int) -> None:
+        """Make room for ``r`` rows behind :attr:`end`: move the live rows to the front,
+        into arrays twice as large when they fill more than half."""
         capacity = len(self.ts)
         if self.end + r > capacity:
             live = self.end - self.start
@@ -103,13 +145,6 @@ class Store:
                 setattr(self, name, new)
             self.base += self.start
             self.start, self.end = 0, live
-        self.rows[self.end:self.end + r] = rows
-        self.ts[self.end:self.end + r] = rows["ts"]
-        self.enc[:, self.end:self.end + r] = enc
-        self.num[:, self.end:self.end + r] = num
-        for i, row in enumerate(self.indexed):
-            self._index(i, enc[row])
-        self.end += r
 
     def _index(self, i: int, keys: np.ndarray) -> None:
         """Link the new events (keys of index ``i``) before :attr:`end` moves past them;

@@ -74,7 +74,14 @@ from __future__ import annotations
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules._cdp_columns import NO_INDEX, Store, convert, encode, take
+from specula.detectors.rules._cdp_columns import (
+    NO_INDEX,
+    Store,
+    convert,
+    encode,
+    encode_one,
+    take,
+)
 from specula.detectors.rules._cdp_plan import (
     POSITION,
     Plan,
@@ -157,6 +164,18 @@ class CDPEngine:
                           np.zeros((0, len(rule.negations)), np.int64))
         self._general = any(st.general for st in self._plan.steps)
         self._spaces = [_Space() for _ in self._plan.steps]  # see _Sequences
+        self._scans = [_scan_args(st) for st in self._plan.steps]  # see _Sequences.step
+        # every step floors its candidates at the terminator's time stamp less the
+        # pattern window: no match can fall outside it, so none needs checking
+        self._floored = all(st.floor for st in self._plan.steps)
+        # where, in a row of the columns' dtype, each column's keys and values are read
+        # (see _derive_one): a position key from producer and seq (is_float None)
+        at = list(fields_of(self._plan.row_dtype)).index
+        self._ts_at = at("ts")
+        self._scalar_enc = [[(at("producer"), at("seq"), None) if attr == POSITION
+                             else (at(attr), 0, is_float) for attr, is_float in spec.enc]
+                            for spec in self._plan.stores]
+        self._scalar_num = [[at(attr) for attr in spec.num] for spec in self._plan.stores]
 
     # ------------------------------------------------------------------------ public
 
@@ -188,8 +207,10 @@ class CDPEngine:
             if at is None:
                 continue
             rows = relevant.rows(at)
-            enc, num = self._derive(spec, rows)
-            self._stores[si].append(rows, enc, num)
+            if len(rows) == 1:  # a live feed's usual step: the row's values as scalars
+                self._stores[si].append_one(rows, *self._derive_one(si, rows))
+            else:
+                self._stores[si].append(rows, *self._derive(spec, rows))
             self._appended(si, len(rows))
         term = plan.terminator
         at = self._members(relevant, term.key, term.type_id)
@@ -341,6 +362,14 @@ class CDPEngine:
             return np.arange(len(relevant.index))[at][mask]
         return at
 
+    def _derive_one(self, si: int, row: np.ndarray) -> tuple[int, list[int], list[float]]:
+        """:meth:`_derive` of the one row ``row`` for column ``si``, as Python scalars:
+        its time stamp, keys and values."""
+        values = row.item(0)
+        enc = [(values[a] << ORDER_SHIFT) | values[b] if is_float is None
+               else encode_one(values[a], is_float) for a, b, is_float in self._scalar_enc[si]]
+        return values[self._ts_at], enc, [values[a] for a in self._scalar_num[si]]
+
     def _derive(self, spec: StoreSpec, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         enc = np.empty((len(spec.enc), len(rows)), np.int64)
         for r, (attr, is_float) in enumerate(spec.enc):
@@ -364,7 +393,7 @@ class CDPEngine:
             if st.general:
                 assert seqs is not None  # made when any step is general
                 parent, chosen, bound, anchor = seqs.step(depth, self._stores[st.store], st,
-                                                          anchor, bound)
+                                                          self._scans[depth], anchor, bound)
             else:
                 parent, chosen, bound, anchor = self._step(st, anchor, bound)
                 if seqs is not None:
@@ -404,8 +433,11 @@ class CDPEngine:
                 negations[:, k - n_agg] = count
             else:
                 aggregates[:, k] = aggregate_value(red.function, value, count)
-        return Matches(tidx[which], tuple(elements), aggregates, negations).within(
-            plan.rule, self.ticks_per_second)
+        # steps extend the sequences in order, each by its candidates in position order
+        # (their output is ordered by parent, then chosen event), from terminators in
+        # stream order: the matches come in the order compose lists them
+        found = Matches(tidx[which], tuple(elements), aggregates, negations, ordered=True)
+        return found if self._floored else found.within(plan.rule, self.ticks_per_second)
 
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
@@ -484,6 +516,14 @@ def _check_few(events: np.ndarray, rows: list[int], last: tuple[int, int], engin
             raise ValueError(_BACKWARDS.format(engine))
         last = here
     return last
+
+
+def _scan_args(st: Step) -> tuple:
+    """The arguments of :func:`~._cdp_kernels.step_general` that are the same at every
+    detection: how the general step ``st`` scans its column, gathered once."""
+    return (st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par, st.window,
+            st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts, st.fill_slot,
+            st.fill_row)
 
 
 def _index(store: Store, chk_col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -572,17 +612,17 @@ class _Sequences:
         self.taken = order_key(trows)[:, None] if not plan.strict else np.zeros((m, 1),
                                                                                  np.int64)
 
-    def step(self, depth: int, store: Store, st: Step, anchor: np.ndarray,
+    def step(self, depth: int, store: Store, st: Step, scan: tuple, anchor: np.ndarray,
              bound: np.ndarray):
-        """The general step ``st``, the ``depth``-th of the chain (from 0)."""
+        """The general step ``st``, the ``depth``-th of the chain (from 0); ``scan`` is
+        what :func:`_scan_args` made of it."""
         carried = self.floor
         floor = carried if st.floor else np.full(len(anchor), _k.NO_FLOOR, np.int64)
         space = self.spaces[depth]
         out = space.buffers(bound.shape[1], self.ctx.shape[1], self.taken.shape[1] + 1)
-        args = (store.live_ts, store.live_enc, store.live_num, anchor, floor, bound, self.ctx,
-                self.taken, st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par,
-                st.window, st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts,
-                st.fill_slot, st.fill_row, *_index(store, st.chk_col))
+        s, e = store.start, store.end
+        args = (store.ts[s:e], store.enc[:, s:e], store.num[:, s:e], anchor, floor, bound,
+                self.ctx, self.taken, *scan, *_index(store, st.chk_col))
         k = _k.step_general(*args, *out)
         if k < 0:  # more sequences than the buffers hold: grow them, step again
             space.grow(-k)

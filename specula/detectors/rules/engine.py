@@ -41,21 +41,26 @@ class Matches:
     at least ``ts``, ``key``, ``producer``, ``seq`` and the payload fields the rule
     reads; ``elements[0]`` are the terminators); ``aggregates[i, k]`` is the value of
     ``rule.aggregates[k]`` (NaN when undefined) and ``negations[i, k]`` the number of
-    events that violate ``rule.negations[k]``.
+    events that violate ``rule.negations[k]``. ``ordered`` says the engine found them in
+    the order the rule semantics lists composites (terminator, then element positions,
+    see :func:`compose`), so composing them needs no sort.
     """
 
     terminator: np.ndarray
     elements: tuple[np.ndarray, ...]
     aggregates: np.ndarray
     negations: np.ndarray
+    ordered: bool = False
 
     def __len__(self) -> int:
         return len(self.terminator)
 
     def select(self, keep: np.ndarray) -> Matches:
-        """The matches where ``keep`` (a mask or indices) holds."""
+        """The matches where ``keep`` (a mask or indices) holds; a mask keeps their
+        order."""
         return Matches(self.terminator[keep], tuple(e[keep] for e in self.elements),
-                       self.aggregates[keep], self.negations[keep])
+                       self.aggregates[keep], self.negations[keep],
+                       self.ordered and keep.dtype == np.bool_)
 
     def within(self, rule: Rule, ticks_per_second: float | None) -> Matches:
         """The matches inside the rule's pattern window (all of them if it has none):
@@ -239,8 +244,13 @@ def float_params(rule: Rule, registry: TypeRegistry) -> set[str]:
 
 def order_key(rows: np.ndarray) -> np.ndarray:
     """Tie-breaker of equal time stamps: ``producer << 40 | seq`` (the stream position)."""
-    # the counter is int64 already in every dtype of the system: no copy of it then
-    return (rows["producer"].astype(np.int64) << ORDER_SHIFT) | np.asarray(rows["seq"], np.int64)
+    key = rows["producer"].astype(np.int64)
+    key <<= _SHIFT  # in place, by an int64: a Python int costs a type resolution per call
+    key |= rows["seq"]
+    return key
+
+
+_SHIFT = np.int64(ORDER_SHIFT)
 
 
 def _order_key_at(rows: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -275,7 +285,7 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
         every = len(kept) == n
     else:  # nothing to check: every match is kept
         kept, every = np.arange(n), True
-    if len(kept) > 1:
+    if len(kept) > 1 and not matches.ordered:
         keys = []
         for element in matches.elements:  # the terminator's position first
             keys += ([element["ts"], order_key(element)] if every

@@ -1,8 +1,10 @@
 """A live feed hands a rule a few rows per step, and the engines take short cuts on such
 steps: the tie hold passes the usual steps without concatenating, CDP finds the rows of
 a type among a few with Python ints and converts them once for all its columns, and its
-general steps write into buffers kept between batches. Random streams in batches of a few
-rows (irrelevant rows among them, rows of a type apart or together, out of order for
+general steps write into buffers kept between batches, a column given one row sets its
+keys and values as scalars, and its matches come in the order
+composites are listed, so composing them sorts nothing. Random streams in batches of a
+few rows (irrelevant rows among them, rows of a type apart or together, out of order for
 the tie hold), and the stock rule through the in-process runtime one arrival at a time,
 must give what the general paths give."""
 
@@ -10,14 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rules_reference import engine_output, random_batches
+from rules_reference import CASES, engine_output, random_batches
 from stock import STOCK_RULE, SYMBOLS, quotes, skip_till_any_match, stock_registry
 
 from specula import InProcessRuntime
 from specula.detectors.graph import Graph
 from specula.detectors.rules import RuleDetector, cdp
+from specula.detectors.rules._cdp_columns import encode, encode_one
 from specula.detectors.rules.cdp import CDPEngine
-from specula.detectors.rules.engine import TieHold
+from specula.detectors.rules.engine import TieHold, compose
 from specula.detectors.rules.parser import parse_rule
 from specula.events import TypeRegistry
 
@@ -112,3 +115,42 @@ def test_stock_rule_live_and_out_of_order_through_the_runtime(step_ticks: int):
                  for r in result.net("rising"))
     assert len(expected) > 20
     assert got == expected
+
+
+@pytest.mark.parametrize("case", ["R4", "R5", "first_temp", "four_elements", "window_mixed",
+                                  "nonstrict_first_params", "stock", "pred_params",
+                                  "neg_between", "agg_inline"])
+def test_cdp_matches_come_in_compose_order(case: str):
+    """Every batch's matches, in batches of 0..8 rows, compose alike whether or not
+    ``compose`` sorts them: CDP's claim that they come in order holds."""
+    spec = CASES[case]
+    registry, rule = spec.registry(), spec.rule()
+    matched = 0
+    for seed in range(2):
+        engine = CDPEngine(rule, registry, ticks_per_second=spec.ticks_per_second)
+        events = spec.events(registry, 200, seed)
+        for batch in [*random_batches(events, seed=seed, max_size=8), None]:
+            found = engine.process(batch) if batch is not None else engine.flush()
+            assert found.ordered or not len(found)
+            kept, columns = compose(rule, found)
+            found.ordered = False  # the general path: sorted
+            kept_sorted, columns_sorted = compose(rule, found)
+            assert kept.tolist() == kept_sorted.tolist()
+            assert {a: c.tolist() for a, c in columns.items()} == {
+                a: c.tolist() for a, c in columns_sorted.items()}
+            matched += len(kept)
+    assert matched > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_value_encodes_as_a_column_does(seed: int):
+    """The key a column gives one row's value (scalars) is the one it gives the value
+    among others (arrays): floats with -0.0, NaN, infinities and extremes, and ints."""
+    rng = np.random.default_rng(seed)
+    special = [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 5e-324, -1.7976931348623157e308]
+    floats = np.concatenate([special, rng.normal(0, 1e6, 40), rng.integers(-9, 9, 20) / 2])
+    ints = np.concatenate([[0, -1, 2**62, -(2**63)], rng.integers(-(2**40), 2**40, 40)])
+    for values, is_float in ((floats, True), (ints.astype(np.int64), False),
+                             (ints.astype(np.int32), False)):
+        assert [encode_one(v, is_float) for v in values.tolist()] == \
+            encode(values, is_float).tolist()
