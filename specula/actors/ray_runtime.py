@@ -325,7 +325,14 @@ class RayRuntime:
         def clock_of(actor: Any) -> Callable[[], int]:
             return lambda: int(answer(actor.status.remote())["clock_ns"])
 
-        clocks = {p: estimate_offset(clock_of(a)) for p, a in everyone.items()}
+        # a clock per process: the instances of a chain share their actor's
+        offsets: dict[int, tuple[int, int]] = {}
+        for a in everyone.values():
+            process = a.actor if isinstance(a, InstanceHandle) else a
+            if id(process) not in offsets:
+                offsets[id(process)] = estimate_offset(clock_of(a))
+        clocks = {p: offsets[id(a.actor if isinstance(a, InstanceHandle) else a)]
+                  for p, a in everyone.items()}
         for ref in [a.start.remote(clocks[p]) for p, a in everyone.items()]:
             answer(ref)
         t0 = time.perf_counter()
