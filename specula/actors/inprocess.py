@@ -238,7 +238,9 @@ def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     ev.check_raw(raw)
     if not _counted(raw):
         _number(raw, 0)
-    raw = raw[np.argsort(raw["ats"], kind="stable")]
+    ats = raw["ats"]
+    if len(ats) > 1 and not bool((ats[1:] >= ats[:-1]).all()):  # else in order: no copy
+        raw = raw[np.argsort(ats, kind="stable")]
     raw["origin"] = raw["ats"]
     return raw
 

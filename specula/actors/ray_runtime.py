@@ -23,6 +23,7 @@ push, or when a flush says pushes are missing) and the report counts the restart
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import sys
 import tempfile
@@ -209,7 +210,7 @@ class RayRuntime:
         # held until the run ends: a restarted source reads its part again (restartable)
         parts = [restartable(p) for p in raw.parts] if isinstance(raw, Sources) else []
         sources = {SOURCE_SENDERS + j: f"specula-{run}-source-{j}" for j in range(len(parts))}
-        chain_cls = ray.remote(num_cpus=0)(ChainWorker)
+        chain_cls = remote_class(ChainWorker)
         actors: dict[int, Any] = {}   # Ray's types do not follow ray.remote's handles
         handles: dict[str, Any] = {}  # the chain actors, by chain name
         feeders: dict[int, Any] = {}
@@ -231,7 +232,7 @@ class RayRuntime:
                 graph.registry, self.max_in_flight, self.inbox_events, router=router,
                 checkpoints=self.checkpoints, step_events=self.step_events, threads=local)
             actors |= {i.producer: InstanceHandle(handles[name], i.producer) for i in chain}
-        source_cls = ray.remote(num_cpus=0)(SourceWorker)
+        source_cls = remote_class(SourceWorker)
         for (sender, name), part in zip(sources.items(), parts, strict=True):
             feeders[sender] = source_cls.options(
                 name=name, max_restarts=self.max_restarts, max_task_retries=-1,
@@ -324,7 +325,14 @@ class RayRuntime:
         def clock_of(actor: Any) -> Callable[[], int]:
             return lambda: int(answer(actor.status.remote())["clock_ns"])
 
-        clocks = {p: estimate_offset(clock_of(a)) for p, a in everyone.items()}
+        # a clock per process: the instances of a chain share their actor's
+        offsets: dict[int, tuple[int, int]] = {}
+        for a in everyone.values():
+            process = a.actor if isinstance(a, InstanceHandle) else a
+            if id(process) not in offsets:
+                offsets[id(process)] = estimate_offset(clock_of(a))
+        clocks = {p: offsets[id(a.actor if isinstance(a, InstanceHandle) else a)]
+                  for p, a in everyone.items()}
         for ref in [a.start.remote(clocks[p]) for p, a in everyone.items()]:
             answer(ref)
         t0 = time.perf_counter()
@@ -474,6 +482,16 @@ class RayRuntime:
         return RunReport("ray", detectors, n_raw, wall, 1e-9, cluster_nodes=nodes,
                          played_seconds=played, sources=sources, startup_s=startup,
                          stream_wall_s=stream)
+
+
+@functools.cache
+def remote_class(cls: type) -> Any:
+    """``cls`` as a Ray actor class that asks for no CPU, made once per process: Ray
+    pickles and exports an actor class once per cluster it is used on, so a class made
+    again for every run would be pickled again at every run's start."""
+    import ray
+
+    return ray.remote(num_cpus=0)(cls)
 
 
 def routes_to(graph: Graph, router: Router, address: dict[int, Member], source: str | None

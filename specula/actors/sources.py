@@ -230,7 +230,7 @@ class Feeder:
         batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
         self.events += len(batch)
         self._seconds |= played_seconds(batch, self.ticks_per_second)
-        types = np.unique(batch["type"])
+        types = present(batch["type"])
         chs = [self.publisher.channel(consumer, self._actor(actor))
                for route in self.routes if self.router.takes_any(route.node, types)
                for consumer, actor in zip(route.consumers, route.actors, strict=True)]
@@ -248,7 +248,23 @@ def played_seconds(raw: np.ndarray | Iterable[np.ndarray], ticks_per_second: flo
     """The whole seconds of event time that hold at least one event of ``raw``."""
     batches = [raw] if isinstance(raw, np.ndarray) else raw
     return {s for b in batches if len(b)
-            for s in np.unique(b["ts"] // int(ticks_per_second)).tolist()}
+            for s in present(b["ts"] // int(ticks_per_second)).tolist()}
+
+
+def present(values: np.ndarray) -> np.ndarray:
+    """The distinct integers of ``values``, ascending: counted over their range where it
+    is short (a batch's type ids, the seconds a batch spans), which is several times
+    faster than sorting or hashing them; else ``np.unique``.
+
+    >>> present(np.array([7, 3, 7, 5])).tolist()
+    [3, 5, 7]
+    """
+    if not len(values):
+        return values[:0]
+    low, high = int(values.min()), int(values.max())
+    if high - low > 4 * len(values) + 64:
+        return np.unique(values)
+    return np.flatnonzero(np.bincount(values - low)) + low
 
 
 def step_cuts(ats: np.ndarray, step_ticks: int, batch_rows: int) -> list[tuple[int, int]]:
