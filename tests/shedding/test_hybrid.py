@@ -457,3 +457,26 @@ def test_classes_are_clusters_of_leaves_and_sets_are_solved_by_dp(ds1_setup):
     assert shedder.solves["dp"] > 0 and shedder.solves["greedy"] == 0
     with pytest.raises(ValueError, match="adapt_every"):
         HybridShedder(model, adapt_every=0)
+
+
+def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_setup):
+    """rho_I goes on until the bound is met (the paper, sec. IV-C): a shedding set due
+    while the detector holds no partial match (the filter kept them from forming) keeps
+    the last set and its filter; a set covers every state the model knows, those
+    holding nothing now too."""
+    reg, rule, model, sel, freq, events, _ = ds1_setup
+    shedder = _strategies(model, sel, freq)["hybrid"]()
+    busy = RuleDetector(rule, reg)
+    for e in busy.engines():
+        e.process(events[:1500])
+    shedder.attach(busy)
+    assert shedder.plan(0.9) > 0
+    assert set(shedder.shed) == set(model.states)
+    shed = {s: x.copy() for s, x in shedder.shed.items()}
+    batch = events[1500:2500]
+    kept = shedder.input_filter(batch)
+    assert not kept.all()
+    shedder.attach(RuleDetector(rule, reg))  # holds nothing
+    assert shedder.plan(0.9) == 0
+    assert all(np.array_equal(shed[s], x) for s, x in shedder.shed.items())
+    assert np.array_equal(shedder.input_filter(batch), kept)
