@@ -480,3 +480,27 @@ def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_se
     assert shedder.plan(0.9) == 0
     assert all(np.array_equal(shed[s], x) for s, x in shedder.shed.items())
     assert np.array_equal(shedder.input_filter(batch), kept)
+
+
+def test_a_set_due_while_the_share_is_steady_is_skipped_once(ds1_setup):
+    """Sets are due every ``cooldown`` events; while the share stays within
+    STEADY_SHARE of the last set's, every other one is skipped (the last set and its
+    filter hold); a share that moves gets its set at once."""
+    from specula.shedding.base import DropCommand
+
+    reg, rule, model, _, _, events, _ = ds1_setup
+    shedder = HybridShedder(model, "state", cooldown=100, adapt=False)
+    shedder.attach(RuleDetector(rule, reg))
+    planned: list[float] = []
+
+    def plan(share: float) -> int:
+        planned.append(share)
+        shedder.shed = {1: np.ones((1, 1), bool)}
+        return 0
+
+    shedder.plan = plan  # type: ignore[method-assign]
+    shares = [0.5, 0.52, 0.49, 0.5, 0.51, 0.7, 0.7, 0.7, 0.2]
+    for share in shares:
+        shedder.keep(events[:100], DropCommand(share))
+    assert planned == [0.5, 0.49, 0.51, 0.7, 0.7, 0.2]
+    assert shedder.skipped == len(shares) - len(planned)
