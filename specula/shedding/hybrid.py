@@ -101,6 +101,7 @@ class HybridShedder(StateShedder):
         self.dp_limit = dp_limit
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
         self._alive: dict[int, tuple | None] = {}  # state -> boxes rho_I keeps events in
+        self._fields: dict[int, tuple[str, ...]] = {}  # state -> event fields rho_I reads
         self._drops_events = False  # whether rho_I can drop any event (see plan)
         self.filtering = False
         self.dropped_events = 0
@@ -192,23 +193,33 @@ class HybridShedder(StateShedder):
                                     weight[live] / w_tot if w_tot > 0 else weight[live],
                                     share, dp_limit=self.dp_limit)
         chosen |= self._idle_items(classes, live, chosen)
-        self.shed, at = {}, 0
+        shed, at = {}, 0
         for state, sm in zip(states, classes, strict=True):
             size = sm.contribution.size
-            self.shed[state] = chosen[at:at + size].reshape(sm.contribution.shape)
+            shed[state] = chosen[at:at + size].reshape(sm.contribution.shape)
             at += size
-        # rho_I's tests: a first element's class, else the leaves whose class is not
-        # shed at slice 0 (a new partial match's)
-        self._alive = {state: None if len(sm.own) == len(sm.names) else
-                       sm.alive_boxes(self.shed[state][:, :1])
-                       for state, sm in ((s, model.states[s]) for s in self.shed)}
-        # whether rho_I can drop an event at all: a class in D at slice 0 (a tree's
-        # leaves cover every value, so an event always reaches some leaf)
-        self._drops_events = any(shed[:, 0].any() for shed in self.shed.values())
+        self.use_set(shed)
         if self.mode == "input":
             return 0
         held = [views[state] for state in items]
         return self.drop(held, [self.shed[state].ravel()[ij] for state, ij in items.items()])
+
+    def use_set(self, shed: dict[int, np.ndarray]) -> None:
+        """Take ``shed`` (state -> classes x slices, True: in D) as the shedding set:
+        what rho_I drops from now on (:meth:`plan` calls it with the set it picks)."""
+        model = self.model
+        self.shed = shed
+        # rho_I's tests: a first element's class, else the leaves whose class is not
+        # shed at slice 0 (a new partial match's)
+        self._alive = {state: None if len(sm.own) == len(sm.names) else
+                       sm.alive_boxes(shed[state][:, :1])
+                       for state, sm in ((s, model.states[s]) for s in shed)}
+        # the event fields rho_I reads per state: its newest event's attributes
+        self._fields = {state: tuple(model.states[state].names[c].rsplit(".", 1)[1]
+                                     for c in model.states[state].own) for state in shed}
+        # whether rho_I can drop an event at all: a class in D at slice 0 (a tree's
+        # leaves cover every value, so an event always reaches some leaf)
+        self._drops_events = any(d[:, 0].any() for d in shed.values())
 
     @staticmethod
     def _idle_items(classes: list, live: np.ndarray, chosen: np.ndarray) -> np.ndarray:
@@ -231,11 +242,13 @@ class HybridShedder(StateShedder):
                 continue
             sm = self.model.states.get(state)
             shed = self.shed.get(state)
-            if sm is None or shed is None:
-                protect[rows] = True  # terminators, and states without a model
+            if sm is None or shed is None or not shed[:, 0].any():
+                protect[rows] = True  # terminators, states without a model or a drop
                 continue
-            x = np.stack([batch[name.rsplit(".", 1)[1]][rows] for name in
-                          (sm.names[c] for c in sm.own)], axis=1)
+            fields = self._fields[state]
+            x = np.empty((len(rows), len(fields)))
+            for c, field in enumerate(fields):
+                x[:, c] = batch[field][rows]
             alive = self._alive[state]  # None: the first element, a match of one event
             out = shed[sm.classify(x), 0] if alive is None else ~in_boxes(x, *alive)
             drop[rows[out]] = True

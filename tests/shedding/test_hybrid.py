@@ -504,3 +504,45 @@ def test_a_set_due_while_the_share_is_steady_is_skipped_once(ds1_setup):
         shedder.keep(events[:100], DropCommand(share))
     assert planned == [0.5, 0.49, 0.51, 0.7, 0.7, 0.2]
     assert shedder.skipped == len(shares) - len(planned)
+
+
+def _rho_i_by_definition(shedder, reg, batch) -> np.ndarray:
+    """rho_I event by event: an event of element k >= 1 goes when every leaf of state
+    k's tree its own values can reach (boxes on its columns, the others free) has its
+    class in D at slice 0, unless another element takes it; terminators, and events no
+    element takes, stay."""
+    model, det = shedder.model, shedder.holder
+    takes = {k: set(rows.tolist()) for k, rows in det.input_rows(batch)}
+    keep = np.ones(len(batch), bool)
+    for i in range(len(batch)):
+        verdicts = []
+        for k, rows in takes.items():
+            if i not in rows:
+                continue
+            sm = model.states.get(k)
+            if sm is None:
+                verdicts.append(False)
+                continue
+            x = np.array([float(batch[sm.names[c].rsplit(".", 1)[1]][i]) for c in sm.own],
+                         np.float32).astype(float)
+            lo, hi = sm.tree.lo[:, list(sm.own)], sm.tree.hi[:, list(sm.own)]
+            reach = np.all((lo < x) & (x <= hi), axis=1)
+            verdicts.append(bool(shedder.shed[k][sm.leaf_class[reach], 0].all()))
+        keep[i] = not verdicts or not all(verdicts)
+    return keep
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rho_i_drops_what_its_definition_drops(ds1_setup, seed):
+    """The vectorised input filter (leaf boxes, compiled) against the definition event
+    by event, for random shedding sets of every density."""
+    reg, rule, model, _, _, events, _ = ds1_setup
+    rng = np.random.default_rng(seed)
+    shedder = HybridShedder(model, "hybrid")
+    shedder.attach(RuleDetector(rule, reg))
+    batch = events[rng.integers(0, len(events) - 300):][:300]
+    for density in (0.0, 0.3, 0.7, 1.0):
+        shedder.use_set({s: rng.random(m.contribution.shape) < density
+                         for s, m in model.states.items()})
+        assert np.array_equal(shedder.input_filter(batch),
+                              _rho_i_by_definition(shedder, reg, batch)), density
