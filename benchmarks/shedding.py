@@ -173,8 +173,32 @@ def arrivals(events: np.ndarray, rate: float, tps: float) -> np.ndarray:
     return out
 
 
+class NotingDetector(WindowDetector):
+    """A :class:`WindowDetector` that notes where its pairs go: per window position
+    (in buckets of ``BUCKET`` events), the pairs offered and dropped, and the (window,
+    stream index) of every pair dropped (to tell which complex events lost which
+    constituents)."""
+
+    BUCKET = 36  # events: one second of Q1's stream (18 objects at 2 Hz)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.offered = np.zeros(64, np.int64)
+        self.dropped_by_position = np.zeros(64, np.int64)
+        self.dropped_pairs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def drop_pairs(self, types: np.ndarray, positions: np.ndarray, expected: np.ndarray,
+                   events: np.ndarray, windows: np.ndarray) -> np.ndarray:
+        drop = super().drop_pairs(types, positions, expected, events, windows)
+        bucket = np.minimum(np.asarray(positions) // self.BUCKET, len(self.offered) - 1)
+        self.offered += np.bincount(bucket, minlength=len(self.offered))
+        self.dropped_by_position += np.bincount(bucket[drop], minlength=len(self.offered))
+        self.dropped_pairs.append((np.asarray(windows)[drop], np.asarray(events)[drop]))
+        return drop
+
+
 def graph(reg, kwargs: dict, shedding: Shedding | None, **more: Any) -> tuple[Graph, str]:
-    det = WindowDetector(**kwargs, **more)
+    det = NotingDetector(**kwargs, **more)
     name = kwargs["output"]
     return Graph(reg, sources=tuple(det.inputs)).add(name, det, k0=0, shedding=shedding), name
 
@@ -224,7 +248,13 @@ def run_query(name: str, kwargs: dict, reg, events: np.ndarray) -> dict:
             got = complex_events(rep, out_name)
             inbox = rep.summary()["detectors"][out_name]["inbox"]
             processed = max(1, int(rep.detectors[out_name].inbox.processed))
+            det = rep.units[out_name][0].detector
+            dropped = [np.concatenate(c) for c in zip(*det.dropped_pairs, strict=True)] \
+                if det.dropped_pairs else [np.zeros(0, np.int64)] * 2
             out["runs"][f"{policy}@+{round(over * 100)}"] = {
+                "dropped": dropped, "offered_by_position": det.offered,
+                "shed_by_type": det.pairs_shed(),
+                "dropped_by_position": det.dropped_by_position,
                 "fn_pct": 100 * len(truth - got) / max(1, len(truth)),
                 "fp_pct": 100 * len(got - truth) / max(1, len(truth)),
                 "p99_s": inbox["latency_p99_s"], "violations": inbox["violations"],
@@ -233,9 +263,11 @@ def run_query(name: str, kwargs: dict, reg, events: np.ndarray) -> dict:
     return out
 
 
-def opponents_only(soccer: streams.SoccerStream, kwargs: dict) -> tuple[bool, int]:
+def opponents_only(soccer: streams.SoccerStream, kwargs: dict
+                   ) -> tuple[bool, list[tuple[int, ...]], np.ndarray]:
     """Q1's unshed complex events on the stream to shed, from the plain operator: does
-    every one hold defenders of the other team than its striker's only? (and how many)"""
+    every one hold defenders of the other team than its striker's only? The complex
+    events ``(window, stream indices...)`` and their constituents' positions."""
     index = {t: i for i, t in enumerate(soccer.names)}
     team_of = {index[t]: team for team in (0, 1) for t in soccer.defenders[team]}
     opener_team = {index["STR0"]: 0, index["STR1"]: 1}
@@ -251,7 +283,19 @@ def opponents_only(soccer: streams.SoccerStream, kwargs: dict) -> tuple[bool, in
     found = [c for part in closed for c in part.complex_events()]
     ok = all(team_of.get(int(plain["type"][e]), -1) == 1 - opener_team[int(plain["type"][w])]
              for w, _, *body in found for e in body)
-    return ok, len(found)
+    positions = np.concatenate([part.position[part.matched] for part in closed])
+    return ok, found, positions
+
+
+def lost_constituents(found: list[tuple[int, ...]], run: dict) -> tuple[float, float]:
+    """Of the unshed complex events ``found``: the share (%) of their constituent
+    (window, event) pairs the run dropped, and the share of them with one dropped."""
+    windows, events = run["dropped"]
+    gone = set(zip(windows.tolist(), events.tolist(), strict=True))
+    hit = [[(c[0], e) in gone for e in c[1:]] for c in found]
+    pairs = sum(len(h) for h in hit)
+    return (100 * sum(map(sum, hit)) / max(1, pairs),
+            100 * sum(any(h) for h in hit) / max(1, len(hit)))
 
 
 def _type_names(reg) -> list[str]:
@@ -401,9 +445,13 @@ def q1_sweep(first: int, count: int, seconds: float, selections: tuple[str, ...]
             for n in Q1_SIZES:
                 kwargs = q1(selection, n, soccer)
                 r = run_query(f"Q1 {selection} n={n}", kwargs, soccer.registry, soccer.events)
-                ok, found = opponents_only(soccer, kwargs)
-                opponents &= ok and found == r["complex_events"]
-                checked += found
+                ok, found, at = opponents_only(soccer, kwargs)
+                opponents &= ok and len(found) == r["complex_events"]
+                checked += len(found)
+                r["constituent_positions"] = at
+                for x in r["runs"].values():
+                    x["constituents_dropped_pct"], x["events_hit_pct"] = lost_constituents(
+                        found, x)
                 cells.setdefault((selection, n), []).append(r)
     return {"cells": cells, "opponents_only": opponents, "checked": checked,
             "last_stream": soccer, "seeds": seeds, "skipped": skipped}
@@ -418,19 +466,52 @@ def print_q1(sweep: dict, seeds: list[int]) -> None:
         print(f"\nQ1 {selection}, n={n}: {events} complex events unshed over {len(seeds)} "
               f"seeds, th {th:.0f} events/s on the streams shed")
         print(f"  {'run':<15} {'FN % mean':>9} {'sd':>5} {'FP %':>6} {'p99 s max':>9} "
-              f"{'over LB':>8} {'drop %':>7}")
+              f"{'over LB':>8} {'drop %':>7} {'early %':>7} {'CE pairs %':>10} "
+              f"{'CE hit %':>8}")
         for label in runs[0]["runs"]:
             xs = [r["runs"][label] for r in runs]
             fn, sd = _stats([x["fn_pct"] for x in xs])
             print(f"  {label:<15} {fn:>9.1f} {sd:>5.1f} "
                   f"{np.mean([x['fp_pct'] for x in xs]):>6.1f} "
                   f"{max(x['p99_s'] for x in xs):>9.2f} {sum(x['violations'] for x in xs):>8} "
-                  f"{np.mean([x['pairs_shed_pct'] for x in xs]):>7.1f}")
+                  f"{np.mean([x['pairs_shed_pct'] for x in xs]):>7.1f} "
+                  f"{early_drop_pct(xs):>7.1f} "
+                  f"{np.mean([x['constituents_dropped_pct'] for x in xs]):>10.1f} "
+                  f"{np.mean([x['events_hit_pct'] for x in xs]):>8.1f}")
+        bl = [r["runs"]["bl@+20"] for r in runs]
+        print(f"  bl@+20's drops on the ball's and the referee's readings (utility 0): "
+              f"{free_drops_pct(bl):.0f} %")
+        at = np.concatenate([r["constituent_positions"] for r in runs])
+        print(f"  constituents within the first {EARLY_S} s of their window: "
+              f"{100 * np.mean(at < EARLY_S * NotingDetector.BUCKET):.0f} %")
         paper = PAPER_Q1_R1[selection].get(n)
         if paper:
             print(f"  paper, R1: FN eSPICE {paper[0]} %, BL {paper[1]} %")
     for selection in dict.fromkeys(s for s, _ in sweep["cells"]):
         print(f"  paper, Q1 {selection}: {PAPER[f'Q1 {selection}']}")
+
+
+#: Seconds from a window's opening that count as its start (``early %``)
+EARLY_S = 3
+
+
+def early_drop_pct(xs: list[dict]) -> float:
+    """The share (%) of the pairs at the first :data:`EARLY_S` seconds' positions of
+    their windows that the runs ``xs`` dropped."""
+    offered = sum(x["offered_by_position"][:EARLY_S].sum() for x in xs)
+    dropped = sum(x["dropped_by_position"][:EARLY_S].sum() for x in xs)
+    return 100 * dropped / max(1, offered)
+
+
+#: Q1's sources that never take part in a complex event (BL's utility 0)
+NEVER = ("BALL", "REF")
+
+
+def free_drops_pct(xs: list[dict]) -> float:
+    """The share (%) of the runs' dropped pairs that are readings of :data:`NEVER`."""
+    total = sum(sum(x["shed_by_type"].values()) for x in xs)
+    free = sum(n for x in xs for t, n in x["shed_by_type"].items() if t in NEVER)
+    return 100 * free / max(1, total)
 
 
 def q1_mean(sweep: dict, policy: str, over: int = 20, selection: str = "first") -> float:
@@ -443,6 +524,8 @@ def q1_mean(sweep: dict, policy: str, over: int = 20, selection: str = "first") 
 def q1_figures(sweep: dict, seeds: int) -> dict:
     """Q1 first's figures of the JSON line: FN % per policy, mean over n and seeds."""
     fn = {policy: q1_mean(sweep, policy) for policy in POLICIES}
+    first = [r for (sel, _), cell in sweep["cells"].items() if sel == "first" for r in cell]
+    where = {policy: [r["runs"][f"{policy}@+20"] for r in first] for policy in POLICIES}
     fn_r2 = {policy: q1_mean(sweep, policy, 40) for policy in POLICIES}
     drop = [r["runs"]["espice@+20"]["pairs_shed_pct"]
             for (sel, _), cell in sweep["cells"].items() if sel == "first" for r in cell]
@@ -461,6 +544,16 @@ def q1_figures(sweep: dict, seeds: int) -> dict:
         "q1_complex_events": sweep["checked"],
         "q1_opponents_only": sweep["opponents_only"],
         "espice_drop_pct_q1": round(float(np.mean(drop)), 2),
+        # where the drops fall: the pairs of the first EARLY_S s of windows dropped, the
+        # unshed complex events' constituent pairs dropped, and the events hit (all %)
+        **{f"{p.replace('-', '')}_early_drop_pct_q1": round(early_drop_pct(xs), 2)
+           for p, xs in where.items()},
+        **{f"{p.replace('-', '')}_ce_pairs_dropped_pct_q1": round(float(np.mean(
+            [x["constituents_dropped_pct"] for x in xs])), 2) for p, xs in where.items()},
+        **{f"{p.replace('-', '')}_free_drops_pct_q1": round(free_drops_pct(xs), 2)
+           for p, xs in where.items()},
+        **{f"{p.replace('-', '')}_ce_hit_pct_q1": round(float(np.mean(
+            [x["events_hit_pct"] for x in xs])), 2) for p, xs in where.items()},
     }
 
 

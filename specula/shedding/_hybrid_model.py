@@ -326,10 +326,14 @@ def _from_slice_on(x: np.ndarray) -> np.ndarray:
 
 
 def learn(made: list[PartialMatchView], *, slices: int = 4, clusters: int = 10,
-          seed: int = 0, end_ts: int | None = None, max_rows: int = 20_000) -> HybridModel:
+          seed: int = 0, end_ts: int | None = None, max_rows: int = 20_000,
+          min_leaf: int = 50) -> HybridModel:
     """The cost model from a detector's ``watch`` record over historic data (see the
     module). ``end_ts``: the end of that data (default: the newest match's time);
-    ``max_rows`` partial matches per state at most go to the tree (a seeded sample)."""
+    ``max_rows`` partial matches per state at most go to the tree (a seeded sample);
+    ``min_leaf`` partial matches at least per leaf of the tree: a leaf's mean is a
+    class's value, and on few matches it follows the noise (on DS1, leaves of 5 split
+    on the ids, which say nothing, and rho_I then drops A events of every value)."""
     by_engine: dict[int, dict[int, list[PartialMatchView]]] = {}
     for v in made:
         if len(v):
@@ -356,7 +360,7 @@ def learn(made: list[PartialMatchView], *, slices: int = 4, clusters: int = 10,
                 values, feats = values[pick], feats[pick]
             if not len(values):  # no window seen whole: one class of nothing
                 values, feats = np.zeros((1, 2 * slices)), np.zeros((1, feats.shape[1]))
-            table, leaf_class, means = _classes(feats, values, clusters, seed)
+            table, leaf_class, means = _classes(feats, values, clusters, seed, min_leaf)
             model.states[offset + k] = StateModel(
                 p["names"], p["own"], table, leaf_class, means[:, :slices].copy(),
                 means[:, slices:].copy(), n - k,
@@ -364,15 +368,15 @@ def learn(made: list[PartialMatchView], *, slices: int = 4, clusters: int = 10,
     return model
 
 
-def _classes(feats: np.ndarray, values: np.ndarray, clusters: int, seed: int
-             ) -> tuple[TreeTable, np.ndarray, np.ndarray]:
+def _classes(feats: np.ndarray, values: np.ndarray, clusters: int, seed: int,
+             min_leaf: int) -> tuple[TreeTable, np.ndarray, np.ndarray]:
     """A state's classes: the tree over ``feats`` predicting log1p(``values``) (Γ+ and
     Γ- per slice, one row per partial match), its leaves clustered by k-means on their
     mean predictions; the tree, the class of each leaf and each class's mean values."""
     from sklearn.cluster import KMeans
     from sklearn.tree import DecisionTreeRegressor
 
-    tree = DecisionTreeRegressor(max_depth=max(clusters, 1), min_samples_leaf=5,
+    tree = DecisionTreeRegressor(max_depth=max(clusters, 1), min_samples_leaf=min_leaf,
                                  random_state=seed).fit(feats, np.log1p(values))
     table = TreeTable(tree)
     leaf = table.leaf(feats)

@@ -25,8 +25,11 @@ clusters of the leaves of the state's tree: :mod:`._hybrid_model`.) Terminators 
 never dropped (they are in no partial match), nor an event another element would keep.
 
 A new shedding set is computed at most once per ``cooldown`` events (the paper's delay
-before state shedding is triggered again); the input filter of the last one holds
-while the detector asks for drops and ends when it stops. Everything per event is
+before state shedding is triggered again), and one in ``STEADY_SKIPS + 1`` only while
+the share asked stays within ``STEADY_SHARE`` of the last set's (the paper reuses sets
+while the values are stable); the input filter of the last set holds while the
+detector asks for drops, also when a new set finds no partial match to pick from (the
+paper applies rho_I until the bound is met), and ends when it stops. Everything per event is
 vectorised: the trees are NumPy tables, and the knapsack has one item per (state,
 slice, class).
 """
@@ -45,6 +48,14 @@ from specula.shedding.state import StateShedder
 __all__ = ["HybridShedder"]
 
 Mode = Literal["input", "state", "hybrid"]
+
+#: A share within this of the one the last shedding set was picked for is steady: the
+#: set and its input filter hold on (the paper, sec. V-C: "shedding sets may be reused,
+#: assuming stable contribution and consumption values per class and time slice")
+STEADY_SHARE = 0.05
+#: Shedding sets due while the share is steady that are skipped in a row, at most: the
+#: state drops of the set wait that long, while rho_I goes on
+STEADY_SKIPS = 1
 
 #: The detector's watch record is handed to the model when a shedding set is due, or
 #: once it holds this many views: the model reads its values only to pick a set, and
@@ -90,10 +101,14 @@ class HybridShedder(StateShedder):
         self.dp_limit = dp_limit
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
         self._alive: dict[int, tuple | None] = {}  # state -> boxes rho_I keeps events in
+        self._fields: dict[int, tuple[str, ...]] = {}  # state -> event fields rho_I reads
         self._drops_events = False  # whether rho_I can drop any event (see plan)
         self.filtering = False
         self.dropped_events = 0
         self.solves = {"dp": 0, "greedy": 0}  # shedding sets picked, by how
+        self.skipped = 0  # shedding sets due but skipped, the share steady
+        self._planned = -1.0  # the share of the last shedding set
+        self._skips = 0  # sets skipped since the last one picked
         self._made: list = []  # the detector's watch record, not yet observed
 
     def _observe(self) -> None:
@@ -108,7 +123,7 @@ class HybridShedder(StateShedder):
         if self.adapt and self.holder is not None and n:
             self._record(int(batch["ts"][0]))
         share = command.share
-        if self.due(n, share):
+        if self.due(n, share) and not self._steady(share):
             self._observe()
             self.plan(share)
         self.filtering = share > 0 and bool(self.shed)
@@ -117,6 +132,18 @@ class HybridShedder(StateShedder):
         keep = self.input_filter(batch)
         self.dropped_events += int(n - keep.sum())
         return keep
+
+    def _steady(self, share: float) -> bool:
+        """Whether a shedding set due now is skipped: the share is within
+        :data:`STEADY_SHARE` of the last set's, and fewer than :data:`STEADY_SKIPS`
+        were skipped since."""
+        if (self.shed and abs(share - self._planned) <= STEADY_SHARE
+                and self._skips < STEADY_SKIPS):
+            self._skips += 1
+            self.skipped += 1
+            return True
+        self._planned, self._skips = share, 0
+        return False
 
     def _record(self, ts: int) -> None:
         """Record what the detector makes while the period of ``ts`` is sampled; hand
@@ -133,23 +160,25 @@ class HybridShedder(StateShedder):
         matches (``state``, ``hybrid``) and keep it for the input filter. Returns the
         partial matches dropped."""
         model = self.model
-        views = [v for v in self.attached().partial_matches()
+        views = {v.state: v for v in self.attached().partial_matches()
                  if v.state in model.states and len(v)
-                 and (v.sheddable or self.mode == "input")]
-        if not views:
-            self.shed, self._drops_events = {}, False
+                 and (v.sheddable or self.mode == "input")}
+        if not views:  # nothing held to pick from: rho_I goes on with the last set
             return 0
-        now = max(int(v.last_ts.max()) for v in views)
-        items, counts, classes = [], [], []
-        for v in views:
-            cls = model.classify(v)
-            s = model.slice_of(now - v.first_ts)
-            sm = model.states[v.state]
-            ij = cls * model.slices + s
-            items.append(ij)
-            cnt = np.bincount(ij, minlength=sm.contribution.size)
-            counts.append(cnt)
-            classes.append(sm)
+        now = max(int(v.last_ts.max()) for v in views.values())
+        # one item per (state, class, slice) of every state the model knows; a state
+        # holding nothing now has items all idle, which rho_I may still act on
+        states = sorted(model.states)
+        items, counts = {}, []
+        for state in states:
+            sm, v = model.states[state], views.get(state)
+            if v is None:
+                counts.append(np.zeros(sm.contribution.size, np.int64))
+                continue
+            items[state] = sm.classify(v.features) * model.slices + model.slice_of(
+                now - v.first_ts)
+            counts.append(np.bincount(items[state], minlength=sm.contribution.size))
+        classes = [model.states[state] for state in states]
         value = np.concatenate([c * sm.contribution.ravel() for c, sm in
                                 zip(counts, classes, strict=True)])
         weight = np.concatenate([c * sm.consumption.ravel() for c, sm in
@@ -164,24 +193,33 @@ class HybridShedder(StateShedder):
                                     weight[live] / w_tot if w_tot > 0 else weight[live],
                                     share, dp_limit=self.dp_limit)
         chosen |= self._idle_items(classes, live, chosen)
-        self.shed, masks, at = {}, [], 0
-        for v, sm, ij in zip(views, classes, items, strict=True):
+        shed, at = {}, 0
+        for state, sm in zip(states, classes, strict=True):
             size = sm.contribution.size
-            in_d = chosen[at:at + size]
+            shed[state] = chosen[at:at + size].reshape(sm.contribution.shape)
             at += size
-            self.shed[v.state] = in_d.reshape(sm.contribution.shape)
-            masks.append(in_d[ij])
+        self.use_set(shed)
+        if self.mode == "input":
+            return 0
+        held = [views[state] for state in items]
+        return self.drop(held, [self.shed[state].ravel()[ij] for state, ij in items.items()])
+
+    def use_set(self, shed: dict[int, np.ndarray]) -> None:
+        """Take ``shed`` (state -> classes x slices, True: in D) as the shedding set:
+        what rho_I drops from now on (:meth:`plan` calls it with the set it picks)."""
+        model = self.model
+        self.shed = shed
         # rho_I's tests: a first element's class, else the leaves whose class is not
         # shed at slice 0 (a new partial match's)
         self._alive = {state: None if len(sm.own) == len(sm.names) else
-                       sm.alive_boxes(self.shed[state][:, :1])
-                       for state, sm in ((s, model.states[s]) for s in self.shed)}
+                       sm.alive_boxes(shed[state][:, :1])
+                       for state, sm in ((s, model.states[s]) for s in shed)}
+        # the event fields rho_I reads per state: its newest event's attributes
+        self._fields = {state: tuple(model.states[state].names[c].rsplit(".", 1)[1]
+                                     for c in model.states[state].own) for state in shed}
         # whether rho_I can drop an event at all: a class in D at slice 0 (a tree's
         # leaves cover every value, so an event always reaches some leaf)
-        self._drops_events = any(shed[:, 0].any() for shed in self.shed.values())
-        if self.mode == "input":
-            return 0
-        return self.drop(views, masks)
+        self._drops_events = any(d[:, 0].any() for d in shed.values())
 
     @staticmethod
     def _idle_items(classes: list, live: np.ndarray, chosen: np.ndarray) -> np.ndarray:
@@ -204,11 +242,13 @@ class HybridShedder(StateShedder):
                 continue
             sm = self.model.states.get(state)
             shed = self.shed.get(state)
-            if sm is None or shed is None:
-                protect[rows] = True  # terminators, and states without a model
+            if sm is None or shed is None or not shed[:, 0].any():
+                protect[rows] = True  # terminators, states without a model or a drop
                 continue
-            x = np.stack([batch[name.rsplit(".", 1)[1]][rows] for name in
-                          (sm.names[c] for c in sm.own)], axis=1)
+            fields = self._fields[state]
+            x = np.empty((len(rows), len(fields)))
+            for c, field in enumerate(fields):
+                x[:, c] = batch[field][rows]
             alive = self._alive[state]  # None: the first element, a match of one event
             out = shed[sm.classify(x), 0] if alive is None else ~in_boxes(x, *alive)
             drop[rows[out]] = True

@@ -9,7 +9,8 @@ shedder its node's detector (:meth:`StateShedder.attach`) before the first batch
 
 A partial match is described by a row of a :class:`PartialMatchView`: its state, when
 its window opened, its newest event, the attribute values of its events (the paper's
-classes are predicates over them) and a 64-bit identity to drop it by.
+classes are predicates over them) and a 64-bit identity (hashed when read: the
+random baselines' draws). A drop names rows of the views of the last listing.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ class PartialMatchHolder(Protocol):
         """The live partial matches, one view per state."""
         ...
 
-    def drop_partial_matches(self, state: int, keys: np.ndarray) -> int:
-        """Drop the partial matches of ``state`` with identities in ``keys``, for good
-        (replays after a restore drop them again); return how many were live."""
+    def drop_partial_matches(self, state: int, rows: np.ndarray) -> int:
+        """Drop the partial matches of ``state`` at ``rows`` (positions in its view of
+        the last :meth:`partial_matches`, which must be current: no events given
+        since), for good (replays after a restore drop them again); return how many."""
         ...
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -119,6 +121,7 @@ class StateShedder:
         total = 0
         for view, mask in zip(views, masks, strict=True):
             if mask.any():
-                total += self.attached().drop_partial_matches(view.state, view.keys[mask])
+                total += self.attached().drop_partial_matches(view.state,
+                                                              np.flatnonzero(mask))
         self.dropped += total
         return total

@@ -143,12 +143,14 @@ def test_drop_removes_exactly_the_chosen_partial_matches():
     assert all(before.values())
     rng = np.random.default_rng(0)
     chosen = {}
-    for s, k in before.items():
-        keys = np.array(sorted(k), np.uint64)
-        chosen[s] = set(keys[rng.choice(len(keys), len(keys) // 3, replace=False)].tolist())
-    for s, keys in chosen.items():
-        asked = np.array([*sorted(keys), 12345], np.uint64)  # an unknown key changes nothing
-        assert engine.drop_partial_matches(s, asked) == len(keys)
+    for v in engine.partial_matches():
+        rows = rng.choice(len(v), len(v) // 3, replace=False)
+        chosen[v.state] = set(v.keys[rows].tolist())
+        with pytest.raises(IndexError, match="rows"):
+            engine.drop_partial_matches(v.state, np.array([len(v)]))
+        assert engine.drop_partial_matches(v.state, np.r_[rows, rows[:1]]) == len(rows)
+        with pytest.raises(StateSheddingError, match="no current listing"):
+            engine.drop_partial_matches(v.state, rows)  # its listing ended with the drop
     assert _keys(engine) == {s: before[s] - chosen[s] for s in before}
     # the views describe what they claim: one event per feature block, windows open first
     for v in engine.partial_matches():
@@ -163,7 +165,8 @@ def test_last_first_states_and_cdp_refuse():
     engine.process(_events(300))
     with pytest.raises(StateSheddingError, match="'last' step"):
         engine.drop_partial_matches(1, np.zeros(1, np.uint64))
-    assert engine.drop_partial_matches(2, np.zeros(1, np.uint64)) == 0  # read by 'each'
+    engine.partial_matches()
+    assert engine.drop_partial_matches(2, np.zeros(0, np.int64)) == 0  # read by 'each'
     cdp = RuleDetector(Q1.format(w=600), registry(), engine="cdp")
     with pytest.raises(StateSheddingError, match="CDP keeps no partial matches"):
         cdp.partial_matches()
@@ -185,13 +188,14 @@ def test_drops_survive_restore_and_replay(cut):
     found_a = _matches(a.process(ev[800:1400]))
     views = a.partial_matches()
     dropped = {v.state: v.keys[::2] for v in views}
-    for s, keys in dropped.items():
-        a.drop_partial_matches(s, keys)
+    for v in views:
+        a.drop_partial_matches(v.state, np.arange(0, len(v), 2))
     found_a |= _matches(a.process(ev[1400:]))
     # b makes the same drop at the same point, then goes back and replays
     b.process(ev[800:1400])
-    for s, keys in dropped.items():
-        b.drop_partial_matches(s, keys)
+    for v in b.partial_matches():
+        assert np.array_equal(v.keys[::2], dropped[v.state])
+        b.drop_partial_matches(v.state, np.arange(0, len(v), 2))
     b.process(ev[1400:1700])
     b.restore(snap)
     found_b = set()
@@ -205,43 +209,50 @@ def test_drops_survive_restore_and_replay(cut):
     assert b.snapshot() == a.snapshot()
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_drops_read_identities_from_a_listing_only_while_it_holds(seed):
-    """Engine ``a`` drops with the identities of its last listing where it still holds;
-    ``b`` hashes its rows anew for every drop. Under random processing, listings,
-    drops with stale keys, snapshots and restores followed by other events (the same
-    store ids then name other events) both stay in the same state."""
+@pytest.mark.parametrize("seed", range(6))
+def test_drops_name_rows_of_a_current_listing_only(seed):
+    """Under random processing, listings, drops, snapshots and restores (followed by
+    other events: the same store ids then name other events), a drop by the current
+    listing removes exactly the partial matches at its rows, and one by a stale listing
+    (events, a restore or a drop of that state since) is refused and changes nothing."""
     rng = np.random.default_rng(seed)
     other = _events(3000, seed + 100)
     other["seq"] += 10**6  # other events, not the same events with other values
     streams = [_events(3000, seed), other]
-    a, b = AIPEngine(_RULE, _REG), AIPEngine(_RULE, _REG)
-    at, which, snaps, listed = 0, 0, [], []
+    engine = AIPEngine(_RULE, _REG)
+    at, which, snaps, listed, fresh = 0, 0, [], [], set()
     ops = ["process", "list", "drop", "snapshot", "restore"]
-    for _ in range(400):
+    for _ in range(300):
         op = ops[rng.choice(5, p=[0.35, 0.2, 0.25, 0.1, 0.1])]
         if op == "process" and at < 3000:
             hi = min(3000, at + int(rng.integers(1, 60)))
-            for e in (a, b):
-                e.process(streams[which][at:hi])
-            at = hi
+            engine.process(streams[which][at:hi])
+            at, fresh = hi, set()
         elif op == "list":
-            listed = a.partial_matches()
-            b.partial_matches()  # the same purge, then no listing to read from
-            b._shed._listed.clear()
+            listed = engine.partial_matches()
+            fresh = {v.state for v in listed}
         elif op == "drop":
-            for v in listed:
-                keys = v.keys[rng.random(len(v)) < 0.3]
-                assert (a.drop_partial_matches(v.state, keys)
-                        == b.drop_partial_matches(v.state, keys))
+            for state in [v.state for v in listed]:
+                v = next(w for w in listed if w.state == state)
+                rows = np.flatnonzero(rng.random(len(v)) < 0.3)
+                if v.state not in fresh:
+                    before = engine.snapshot()
+                    with pytest.raises(StateSheddingError, match="no current listing"):
+                        engine.drop_partial_matches(v.state, rows)
+                    assert engine.snapshot() == before
+                    continue
+                assert engine.drop_partial_matches(v.state, rows) == len(rows)
+                fresh.discard(v.state)
+                kept = set(v.keys.tolist()) - set(v.keys[rows].tolist())
+                listed = engine.partial_matches()
+                assert {w.state: set(w.keys.tolist()) for w in listed}[v.state] == kept
+                fresh = {w.state for w in listed}
         elif op == "snapshot":
-            snaps.append((a.snapshot(), at))
+            snaps.append((engine.snapshot(), at))
         elif op == "restore" and snaps:
             state, at = snaps[int(rng.integers(len(snaps)))]
-            for e in (a, b):
-                e.restore(state)
-            which = int(rng.integers(2))
-        assert a.snapshot() == b.snapshot()
+            engine.restore(state)
+            which, fresh = int(rng.integers(2)), set()
 
 
 def _copied(views) -> list[tuple]:
@@ -265,7 +276,7 @@ def test_watch_records_stay_what_they_were_when_made(seed):
         copies += _copied(made)
         if rng.random() < 0.3:
             for v in engine.partial_matches():
-                engine.drop_partial_matches(v.state, v.keys[rng.random(len(v)) < 0.3])
+                engine.drop_partial_matches(v.state, np.flatnonzero(rng.random(len(v)) < 0.3))
         lo = hi
     assert len(record) > 50
     for v, (state, element, features, first, last) in zip(record, copies, strict=True):
@@ -446,3 +457,92 @@ def test_classes_are_clusters_of_leaves_and_sets_are_solved_by_dp(ds1_setup):
     assert shedder.solves["dp"] > 0 and shedder.solves["greedy"] == 0
     with pytest.raises(ValueError, match="adapt_every"):
         HybridShedder(model, adapt_every=0)
+
+
+def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_setup):
+    """rho_I goes on until the bound is met (the paper, sec. IV-C): a shedding set due
+    while the detector holds no partial match (the filter kept them from forming) keeps
+    the last set and its filter; a set covers every state the model knows, those
+    holding nothing now too."""
+    reg, rule, model, sel, freq, events, _ = ds1_setup
+    shedder = _strategies(model, sel, freq)["hybrid"]()
+    busy = RuleDetector(rule, reg)
+    for e in busy.engines():
+        e.process(events[:1500])
+    shedder.attach(busy)
+    assert shedder.plan(0.9) > 0
+    assert set(shedder.shed) == set(model.states)
+    shed = {s: x.copy() for s, x in shedder.shed.items()}
+    batch = events[1500:2500]
+    kept = shedder.input_filter(batch)
+    assert not kept.all()
+    shedder.attach(RuleDetector(rule, reg))  # holds nothing
+    assert shedder.plan(0.9) == 0
+    assert all(np.array_equal(shed[s], x) for s, x in shedder.shed.items())
+    assert np.array_equal(shedder.input_filter(batch), kept)
+
+
+def test_a_set_due_while_the_share_is_steady_is_skipped_once(ds1_setup):
+    """Sets are due every ``cooldown`` events; while the share stays within
+    STEADY_SHARE of the last set's, every other one is skipped (the last set and its
+    filter hold); a share that moves gets its set at once."""
+    from specula.shedding.base import DropCommand
+
+    reg, rule, model, _, _, events, _ = ds1_setup
+    shedder = HybridShedder(model, "state", cooldown=100, adapt=False)
+    shedder.attach(RuleDetector(rule, reg))
+    planned: list[float] = []
+
+    def plan(share: float) -> int:
+        planned.append(share)
+        shedder.shed = {1: np.ones((1, 1), bool)}
+        return 0
+
+    shedder.plan = plan  # type: ignore[method-assign]
+    shares = [0.5, 0.52, 0.49, 0.5, 0.51, 0.7, 0.7, 0.7, 0.2]
+    for share in shares:
+        shedder.keep(events[:100], DropCommand(share))
+    assert planned == [0.5, 0.49, 0.51, 0.7, 0.7, 0.2]
+    assert shedder.skipped == len(shares) - len(planned)
+
+
+def _rho_i_by_definition(shedder, reg, batch) -> np.ndarray:
+    """rho_I event by event: an event of element k >= 1 goes when every leaf of state
+    k's tree its own values can reach (boxes on its columns, the others free) has its
+    class in D at slice 0, unless another element takes it; terminators, and events no
+    element takes, stay."""
+    model, det = shedder.model, shedder.holder
+    takes = {k: set(rows.tolist()) for k, rows in det.input_rows(batch)}
+    keep = np.ones(len(batch), bool)
+    for i in range(len(batch)):
+        verdicts = []
+        for k, rows in takes.items():
+            if i not in rows:
+                continue
+            sm = model.states.get(k)
+            if sm is None:
+                verdicts.append(False)
+                continue
+            x = np.array([float(batch[sm.names[c].rsplit(".", 1)[1]][i]) for c in sm.own],
+                         np.float32).astype(float)
+            lo, hi = sm.tree.lo[:, list(sm.own)], sm.tree.hi[:, list(sm.own)]
+            reach = np.all((lo < x) & (x <= hi), axis=1)
+            verdicts.append(bool(shedder.shed[k][sm.leaf_class[reach], 0].all()))
+        keep[i] = not verdicts or not all(verdicts)
+    return keep
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rho_i_drops_what_its_definition_drops(ds1_setup, seed):
+    """The vectorised input filter (leaf boxes, compiled) against the definition event
+    by event, for random shedding sets of every density."""
+    reg, rule, model, _, _, events, _ = ds1_setup
+    rng = np.random.default_rng(seed)
+    shedder = HybridShedder(model, "hybrid")
+    shedder.attach(RuleDetector(rule, reg))
+    batch = events[rng.integers(0, len(events) - 300):][:300]
+    for density in (0.0, 0.3, 0.7, 1.0):
+        shedder.use_set({s: rng.random(m.contribution.shape) < density
+                         for s, m in model.states.items()})
+        assert np.array_equal(shedder.input_filter(batch),
+                              _rho_i_by_definition(shedder, reg, batch)), density

@@ -6,7 +6,7 @@ What a partial match is here
 State ``k >= 1`` of a rule with ``n`` chain elements holds instances that have seen
 elements ``n-1, ..., k`` (the earliest event in time first): the paper's partial
 matches. Dead ends (rows that only block a ``last``/``first`` choice) are not partial
-matches and are never shown or dropped. :func:`blocks` describes the live ones of every
+matches and are never shown or dropped. A listing describes the live ones of every
 state as a :class:`PartialMatchBlock`: per row the time stamps of its first event
 (which opens its window) and of its newest one, a 64-bit identity (a hash of its
 events' ``(ts, producer, seq)``) and its *features*, the values of the attributes the
@@ -29,8 +29,8 @@ Drops, snapshots and speculation
 --------------------------------
 A drop happens between two batches, at the engine's *position* (the ``(ts, producer <<
 40 | seq)`` of the last event it was given). It is not part of the state a snapshot
-records: the engine keeps a *tombstone* per drop (position, state, identities) beside
-its snapshots. After a restore, the tombstones at or before the restored position are
+records: the engine keeps a *tombstone* per drop (position, state, the dropped rows'
+events) beside its snapshots. After a restore, the tombstones at or before the restored position are
 applied again at once, and those after it when a batch crosses their position (the
 batch is split there). So the ordering unit's replay after a late event reproduces
 the drops where they were made in stream order: a dropped partial match never comes
@@ -40,6 +40,11 @@ late event) is not dropped: it was never chosen. Tombstones are forgotten once t
 newest time stamp seen is ``window + retention`` past them (``retention``: the
 engine's ``shed_retention``, by default ten windows); a restore further back than that
 would revive the dropped matches.
+
+A drop names the rows of the state's last listing (positions, not identities): the
+listing holds until the engine is given events, restored, or drops from that state,
+and a drop by a stale listing is refused. Only a replay needs identities: a tombstone
+keeps the dropped rows' event fields and hashes them when a replay first asks.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from specula.detectors.rules.engine import order_key
 from specula.events import TypeRegistry, fields_of
 from specula.events.hashing import event_ids, fold64
 
-__all__ = ["PartialMatchBlock", "ShedHook", "StateSheddingError", "Tombstones"]
+__all__ = ["Dropped", "PartialMatchBlock", "ShedHook", "StateSheddingError", "Tombstones"]
 
 _CORE = ("ts", "key", "producer", "seq")
 #: The fields that name one event (:func:`~specula.events.hashing.event_ids`)
@@ -129,17 +134,33 @@ def position(events: np.ndarray) -> tuple[int, int]:
     return int(events["ts"][-1]), int(order_key(events[-1:])[0])
 
 
+class Dropped:
+    """The partial matches of one drop: their events' identity fields, hashed into
+    identities (:attr:`keys`, sorted) only when a replay asks."""
+
+    def __init__(self, block: PartialMatchBlock, rows: np.ndarray) -> None:
+        self.fields = [{f: r[f][rows] for f in _IDENTITY} for r in block.rows]
+        self.count = len(rows)
+
+    def __len__(self) -> int:
+        return self.count
+
+    @cached_property
+    def keys(self) -> np.ndarray:
+        return np.unique(fold64(_eids(self.fields, self.count)))
+
+
 class Tombstones:
-    """The drops an engine made: ``(ts, order, state k, sorted identities)`` each."""
+    """The drops an engine made: ``(ts, order, state k, Dropped)`` each."""
 
     def __init__(self, retention: int) -> None:
         self.retention = retention
-        self.entries: list[tuple[int, int, int, np.ndarray]] = []
+        self.entries: list[tuple[int, int, int, Dropped]] = []
         self.newest = -(2**63)  # the newest time stamp ever processed (not restored)
 
-    def add(self, pos: tuple[int, int], k: int, keys: np.ndarray) -> None:
-        if len(keys):
-            self.entries.append((pos[0], pos[1], k, np.unique(keys)))
+    def add(self, pos: tuple[int, int], k: int, dropped: Dropped) -> None:
+        if len(dropped):
+            self.entries.append((pos[0], pos[1], k, dropped))
 
     def after(self, pos: tuple[int, int] | None) -> list[tuple[int, int]]:
         """Positions of the drops after ``pos`` (all of them when None), ascending."""
@@ -148,8 +169,8 @@ class Tombstones:
 
     def due(self, lo: tuple[int, int] | None, hi: tuple[int, int]
             ) -> list[tuple[int, np.ndarray]]:
-        """``(k, keys)`` of the drops in ``(lo, hi]``."""
-        return [(k, keys) for t, o, k, keys in self.entries
+        """``(k, identities)`` of the drops in ``(lo, hi]``."""
+        return [(k, d.keys) for t, o, k, d in self.entries
                 if (t, o) <= hi and (lo is None or (t, o) > lo)]
 
     def forget(self, now: int, window: int) -> None:
@@ -161,8 +182,7 @@ class Tombstones:
 
 
 def _member(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """``np.isin(values, keys)`` for few ``keys``: a binary search of each value."""
-    keys = np.sort(keys)
+    """``np.isin(values, keys)`` (``keys`` sorted): a binary search of each value."""
     if not len(keys):
         return np.zeros(len(values), bool)
     at = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
@@ -195,7 +215,8 @@ class ShedHook:
         self.tombs = Tombstones(10 * window)
         self.pos: tuple[int, int] | None = None   # the last event given, not restored
         self.created: list[PartialMatchBlock] | None = None  # watched, when watching
-        # per state, the store ids and block of its last listing (see listing)
+        # per state, its last listing while it holds: the table rows (after the
+        # table's start) of the block's rows, and the block (see listing)
         self._listed: dict[int, tuple[np.ndarray, PartialMatchBlock]] = {}
         # state k sheds only when element k's step takes each candidate (see the module)
         self.sheddable = (False, *(s.selection == "each" for s in rule.steps))
@@ -279,55 +300,64 @@ class ShedHook:
         return made
 
     @staticmethod
-    def live(table) -> tuple[np.ndarray, np.ndarray]:
-        """Store ids (``(n - k, m)``) and time stamps of a state's live partial matches
-        (dead ends left out)."""
+    def live(table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Store ids (``(n - k, m)``), time stamps and table rows (after the table's
+        start) of a state's live partial matches (dead ends left out)."""
         ids = table.cols["ids"][:, table.start:table.n]
         ts = table.cols["ts"][table.start:table.n]
         if len(ids) < 2:
-            return ids, ts
-        live = ids[1] >= 0
-        return ids[:, live], ts[live]
+            return ids, ts, np.arange(len(ts))
+        at = np.flatnonzero(ids[1] >= 0)
+        return ids[:, at], ts[at], at
 
-    def drop(self, store, table, k: int, keys: np.ndarray, record: bool = False) -> int:
-        """Delete the live rows of state ``k`` (``table``) whose identities are in
-        ``keys``; with ``record``, keep a tombstone at the engine's position. Returns the
-        number of rows deleted."""
-        keys = np.asarray(keys, np.uint64)
-        ids = table.cols["ids"][:, table.start:table.n]
-        live = ids[1] >= 0 if len(ids) > 1 else np.ones(ids.shape[1], bool)
-        mine = np.zeros(ids.shape[1], np.uint64)
-        mine[live] = self._keys_of_live(store, k, ids[:, live])
-        hit = live & _member(mine, keys)
+    def drop_rows(self, table, k: int, rows: np.ndarray) -> int:
+        """Delete rows ``rows`` (positions in the block of state ``k``'s last listing,
+        ``table`` its state) and keep a tombstone at the engine's position; the
+        listing ends. Returns the number of rows deleted. No hashing: the tombstone
+        keeps the rows' event fields (:class:`Dropped`)."""
+        listed = self._listed.get(k)
+        if listed is None:
+            raise StateSheddingError(
+                f"rule {self.rule.name}: no current listing of state {k} to drop rows of; "
+                "list the partial matches (partial_matches()) after the last events, "
+                "restore or drop of that state, and drop by the rows of that listing")
+        at, block = listed
+        rows = np.unique(np.asarray(rows, np.int64))
+        if len(rows) and (rows[0] < 0 or rows[-1] >= len(block)):
+            raise IndexError(f"rule {self.rule.name}: state {k} listed {len(block)} "
+                             f"partial matches; rows {rows[0]}..{rows[-1]} asked")
+        del self._listed[k]  # the table's rows move
+        if len(rows):
+            hit = np.zeros(table.n - table.start, bool)
+            hit[at[rows]] = True
+            table.keep(~hit)
+            self.tombs.add(self.pos or (-(2**63), -1), k, Dropped(block, rows))
+        return len(rows)
+
+    def _drop_again(self, store, table, k: int, keys: np.ndarray) -> int:
+        """A replay's drop: delete the live rows of state ``k`` whose identities are in
+        ``keys`` (sorted; a tombstone's), hashing the live rows' events."""
+        ids, _, at = self.live(table)
+        hit = np.zeros(table.n - table.start, bool)
+        hit[at] = _member(self.keys(store, k, ids), keys)
         if hit.any():
             table.keep(~hit)
-        if record:
-            self.tombs.add(self.pos or (-(2**63), -1), k, mine[hit])
         return int(np.count_nonzero(hit))
 
     def listing(self, store, table, k: int, offset: int) -> PartialMatchBlock:
-        """The block of state ``k``'s live partial matches (``table``), kept until the
-        engine moves on: a drop in between reads the identities from it."""
-        ids, ts = self.live(table)
+        """The block of state ``k``'s live partial matches (``table``); a drop names
+        rows of it while it holds (see the module)."""
+        ids, ts, at = self.live(table)
         block = self.block(store, k, ids, ts, offset)
-        self._listed[k] = (np.array(ids), block)
+        self._listed[k] = (at, block)
         return block
-
-    def _keys_of_live(self, store, k: int, ids: np.ndarray) -> np.ndarray:
-        """The identities of state ``k``'s live rows, store ids ``ids``: those of its
-        listing when it holds the same rows, else hashed anew. Equal store ids name
-        the same events unless a restore came between; restores forget the listings."""
-        listed = self._listed.get(k)
-        if listed is not None and np.array_equal(listed[0], ids):
-            return listed[1].keys
-        return self.keys(store, k, ids)
 
     def after(self, store, states, pos: tuple[int, int] | None) -> None:
         """The engine is at ``pos``: make the drops between its last position and it."""
         self._listed.clear()
         if pos is not None:
             for k, keys in self.tombs.due(self.pos, pos):
-                self.drop(store, states[k], k, keys)
+                self._drop_again(store, states[k], k, keys)
             self.tombs.forget(pos[0], self.window)
         self.pos = pos
 

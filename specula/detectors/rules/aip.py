@@ -529,12 +529,14 @@ class AIPEngine:
         return [self._shed.listing(self._store, self._states[k], k, offset)
                 for k in range(1, self._n)]
 
-    def drop_partial_matches(self, k: int, keys: np.ndarray) -> int:
-        """Drop the partial matches of state ``k`` with identities in ``keys`` (of
-        :meth:`partial_matches`), now and in every replay; return how many were live.
-        :class:`~._aip_shed.StateSheddingError` for a state read by ``last``/``first``."""
+    def drop_partial_matches(self, k: int, rows: np.ndarray) -> int:
+        """Drop the partial matches of state ``k`` at ``rows`` of its block in the last
+        :meth:`partial_matches`, now and in every replay; return how many. The listing
+        must be current (no events, restore or drop of state ``k`` since):
+        :class:`~._aip_shed.StateSheddingError` otherwise, and for a state read by
+        ``last``/``first``."""
         self._shed.check(k, self._n)
-        return self._shed.drop(self._store, self._states[k], k, keys, record=True)
+        return self._shed.drop_rows(self._states[k], k, rows)
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Per element ``k`` (state ``k``; 0: terminators), the rows of ``events`` it takes."""

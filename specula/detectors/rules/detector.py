@@ -299,11 +299,12 @@ class RuleDetector(Detector):
         :mod:`~specula.detectors.rules._aip_shed`)."""
         return [b for offset, e in self._holders() for b in e.partial_matches(offset)]
 
-    def drop_partial_matches(self, state: int, keys: np.ndarray) -> int:
-        """Drop the partial matches of ``state`` whose identities are in ``keys``."""
+    def drop_partial_matches(self, state: int, rows: np.ndarray) -> int:
+        """Drop the partial matches of ``state`` at ``rows`` of its block in the last
+        :meth:`partial_matches` (which must be current)."""
         for offset, e in self._holders():
             if offset < state < offset + len(e.rule.chain):
-                return e.drop_partial_matches(state - offset, keys)
+                return e.drop_partial_matches(state - offset, rows)
         raise StateSheddingError(f"{self!r} has no state {state}")
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:

@@ -284,8 +284,10 @@ class Script:
             kick = kicks.goal_kick(self.bodies, rng, k, t, dead.taker, ball)
         else:
             kick = kicks.pass_kick(self.bodies, rng, k, t, dead.taker, True, ball, np.zeros(3))
-        if kick is not None:
-            self._play(kick, k)
+        if kick is None:  # no pass open: the ball stays dead and the taker tries again
+            dead.restart = t + KNOT_MS
+            return
+        self._play(kick, k)
         if self.pending_out is not None and len(self.log.kicks) > n_kicks:
             self.pending_out[6] = self.log.kicks[-1][0] / 2
         self.pending_out = None
