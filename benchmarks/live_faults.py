@@ -210,6 +210,16 @@ def rows(table: object, names: list[str]) -> Counter:
     return Counter(zip(*cols, strict=True))
 
 
+def detected_per_type(report: object, graph: object) -> dict[str, int]:
+    """Net detections per type of ``report``, as ``summary.json`` counts them."""
+    counts: dict[str, int] = {}
+    for name, node in graph.nodes.items():  # type: ignore[attr-defined]
+        found = report.detectors[name].detected()  # type: ignore[attr-defined]
+        for t in node.outputs:
+            counts[t] = counts.get(t, 0) + found.get(graph.registry.id(t), 0)  # type: ignore[attr-defined]
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=120.0)
@@ -289,11 +299,17 @@ def main() -> None:
         missing += sum((expect - got).values())
         duplicated += sum((got - expect).values())
     quarantined = pq.read_table(out / "quarantine").num_rows
+    summary = json.loads((out / "summary.json").read_text())
+    expected = detected_per_type(reference, graph)
+    types_off = sorted(t for t in {*expected, *summary["detected"]}
+                       if expected.get(t, 0) != summary["detected"].get(t, 0))
     print(json.dumps({"seconds": args.seconds, "files": args.files, "driver_kills": kills,
                       "actor_kills": 0, "bad_files": len(bad) - len(bad_names),
                       "quarantined": quarantined,
                       "detections": detections, "missing": missing,
                       "duplicated": duplicated,
+                      "summary_detections": sum(summary["detected"].values()),
+                      "summary_types_off": len(types_off),
                       "wall_seconds": round(time.time() - began, 1)}))
 
 
