@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -127,7 +128,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         if address:
             check_joinable(address)
             try:
-                ray.init(address=address, **kwargs)
+                with _joining(address):
+                    ray.init(address=address, **kwargs)
             except (ConnectionError, RuntimeError, ValueError, RayError) as exc:
                 raise ClusterError(f"cannot join the Ray cluster at {address}: "
                                    f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
@@ -140,6 +142,21 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         yield
     finally:
         ray.shutdown()
+
+
+def _joining(address: str) -> AbstractContextManager[None]:
+    """How to join the cluster at ``address``: one at a loopback address (Ray on Spark
+    on one machine) within :func:`~specula.cluster.ray_access.loopback_only`, since Ray
+    otherwise replaces 127.0.0.1 by the machine's outbound address, where it does not
+    listen; any other as it is."""
+    from specula.cluster.ray_access import loopback_only
+
+    host = urlsplit(address if "://" in address else f"tcp://{address}").hostname or ""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    return loopback_only() if loopback else nullcontext()
 
 
 def gpus_available() -> int:
