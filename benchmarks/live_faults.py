@@ -123,14 +123,21 @@ def processes() -> dict[int, tuple[int, str]]:
     return found
 
 
-def memory(driver: int) -> dict[str, float]:
-    """RSS in MB of the watch's driver, its JVMs (Spark's) and the Ray workers."""
-    table = processes()
-    tree, grew = {driver}, True
+def descendants(root: int, table: dict[int, tuple[int, str]]) -> set[int]:
+    """``root`` and its descendants in ``table`` (:func:`processes`)."""
+    tree, grew = {root}, True
     while grew:
         more = {p for p, (parent, _) in table.items() if parent in tree} - tree
         grew, tree = bool(more), tree | more
-    workers = [p for p, (_, c) in table.items() if c.startswith("ray::")]
+    return tree
+
+
+def memory(driver: int) -> dict[str, float]:
+    """RSS in MB of the watch's driver, its JVMs (Spark's) and the workers of the Ray
+    cluster this process started (not those of other clusters on the machine)."""
+    table = processes()
+    tree = descendants(driver, table)
+    workers = [p for p in descendants(os.getpid(), table) if table[p][1].startswith("ray::")]
     return {"driver": rss_mb(driver),
             "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
             "actors": sum(rss_mb(p) for p in workers), "workers": len(workers)}
@@ -253,6 +260,10 @@ def main() -> None:
     staging.mkdir()
     watched.mkdir()
     bad = bad_files(staging, parts[0])
+    # every file written before the watch starts, each landed by a rename: writing one
+    # while the watch waits could outlast its idle timeout on a loaded machine
+    for i, part in enumerate(parts):
+        write_positions(staging / f"part{i:03}.csv", part, newline="\n")
     context = ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
                        log_to_driver=False)
     cmd = [sys.executable, "-m", "specula.cli", "replay", str(watched), "--watch", "--out",
@@ -261,8 +272,7 @@ def main() -> None:
     kills, landed, bad_names = 0, 0, list(bad)
     proc = start(cmd, args.idle)
     try:
-        for i, part in enumerate(parts):
-            write_positions(staging / f"part{i:03}.csv", part, newline="\n")
+        for i in range(len(parts)):
             (staging / f"part{i:03}.csv").rename(watched / f"part{i:03}.csv")
             landed += 1
             if bad_names and i % 2 == 0:
