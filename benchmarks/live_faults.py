@@ -26,7 +26,8 @@ of play lands every ``--every`` seconds for MINUTES (warm-up included: the first
 ``--warm-up`` minutes are left out of the slopes), while the resident memory of the
 watch's driver, its Spark JVMs and the Ray workers (the detector actors) is sampled.
 It prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``actors_mb_per_min`` (least-squares
-slopes of their RSS after warm-up), ``complex_files`` (files in ``OUT/complex`` at the
+slopes of their RSS after warm-up, which counts from the watch's first micro-batch;
+the samples are kept in ``samples.json``), ``complex_files`` (files in ``OUT/complex`` at the
 end), ``complex_files_per_5_min`` (the files it held after 5 minutes of watch, or at
 the end of a shorter one), ``events`` and the Ray worker processes after warm-up and
 at the end. ``--quick``: 3 minutes, 1 of warm-up.
@@ -175,6 +176,7 @@ def soak(args: argparse.Namespace) -> None:
                             stderr=subprocess.STDOUT, text=True)
     samples: list[tuple[float, dict[str, float]]] = []
     at_5_min = 0
+    first_batch: float | None = None  # seconds to the watch's first micro-batch
     began = time.time()
     try:
         for i, part in enumerate(parts):
@@ -185,6 +187,8 @@ def soak(args: argparse.Namespace) -> None:
                 if proc.poll() is not None:
                     raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
                 samples.append((time.time() - began, memory(proc.pid)))
+                if first_batch is None and committed(out):
+                    first_batch = time.time() - began
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
                 time.sleep(min(5.0, max(0.0, due - time.time())))
@@ -197,11 +201,17 @@ def soak(args: argparse.Namespace) -> None:
         log.close()
         ray.shutdown()
     watched_min = (time.time() - began) / 60
-    after = [(t, m) for t, m in samples if t >= args.warm_up * 60]
+    # the warm-up counts from the watch's first micro-batch: Spark's start may take
+    # minutes on a loaded machine
+    warm = (first_batch if first_batch is not None else 0.0) + args.warm_up * 60
+    after = [(t, m) for t, m in samples if t >= warm]
+    (work / "samples.json").write_text(json.dumps(samples))
     times = [t for t, _ in after]
     slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
               for k in ("jvm", "driver", "actors")}
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
+                      "first_batch_s": None if first_batch is None else round(first_batch),
+                      "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
                       **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
@@ -209,7 +219,8 @@ def soak(args: argparse.Namespace) -> None:
                       "ray_workers_end": after[-1][1]["workers"] if after else None,
                       "complex_files": files,
                       "complex_files_per_5_min": at_5_min,
-                      "exit_status": proc.returncode}))
+                      "exit_status": proc.returncode,
+                      "samples": str(work / "samples.json")}))
 
 
 def rows(table: object, names: list[str]) -> Counter:
