@@ -226,3 +226,25 @@ def test_a_replay_on_one_machine_listens_on_loopback_only(tmp_path):
         assert name in commands, name
     exposed = [s for s in seen if not s.loopback]
     assert not exposed, "\n".join(map(str, exposed))
+
+
+def test_a_loopback_address_is_joined_as_the_cluster_listens():
+    """A GCS at 127.0.0.1 that listens on loopback only (Ray on Spark on one machine) is
+    joined with the driver on loopback too; one that also listens on the machine's
+    outbound address (``ray start --head``) as Ray joins it by itself; others as given."""
+    from ray._private import ray_constants
+
+    from specula.cluster import joining
+
+    with socket.socket() as wide, socket.socket() as narrow:
+        wide.bind(("0.0.0.0", 0))
+        narrow.bind(("127.0.0.1", 0))
+        wide.listen()
+        narrow.listen()
+        with joining(f"127.0.0.1:{narrow.getsockname()[1]}"):
+            assert not ray_constants.ENABLE_RAY_CLUSTER  # Ray keeps 127.0.0.1
+        assert ray_constants.ENABLE_RAY_CLUSTER
+        for address in (f"127.0.0.1:{wide.getsockname()[1]}", "192.0.2.1:6379",
+                        "ray://127.0.0.1:10001"):
+            with joining(address):
+                assert ray_constants.ENABLE_RAY_CLUSTER, address
