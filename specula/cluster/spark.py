@@ -54,22 +54,15 @@ _BOUNDED_HISTORY = {
 
 @contextmanager
 def spark_session(master: str | None = None, *, app_name: str = "specula",
-                  small_input: bool = False, heap: str | None = None
+                  small_input: bool = False, driver_memory: str | None = None
                   ) -> Iterator[SparkSession]:
     """A Spark session on ``master`` (default :data:`EMBEDDED_MASTER`), stopped on exit.
 
     Finds Java first (:func:`~specula.cluster.java.ensure_java`), makes the executors
     run this interpreter, turns the web UI off (no port to collide on) and Arrow on.
     ``small_input``: the job reads less than :data:`SMALL_INPUT_BYTES` of text, so its
-    JVMs skip C2 compilation. ``heap`` (e.g. ``"1g"``, for a long job: a watch) is the
-    heap of the driver JVM (where ``local`` masters also run the tasks) and of each
-    executor, fixed: all of it reserved and touched at the start (``-Xms`` = ``-Xmx``,
-    ``-XX:+AlwaysPreTouch``). G1 grows a heap towards its limit over many minutes of
-    small jobs and does not give it back while collections keep coming (its periodic
-    collection waits for an idle interval), so a heap that starts small makes a long
-    job's memory climb for most of an hour; a fixed one holds the same from the start.
-    Default: Spark's (a quarter of the RAM for the driver, 1 GB for an executor, grown
-    as needed).
+    JVMs skip C2 compilation. ``driver_memory`` (e.g. ``"1g"``) bounds the driver JVM's
+    heap, where ``local`` masters also run the tasks (default: a quarter of the RAM).
     """
     ensure_java()
     _prepare_environment()
@@ -92,8 +85,7 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
     options = (f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
                " -Xss8m -XX:-DontCompileHugeMethods"
                " -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:G1PeriodicGCInterval=30000"
-               + (" -XX:TieredStopAtLevel=1" if small_input else "")
-               + (f" -Xms{heap} -XX:+AlwaysPreTouch" if heap is not None else ""))
+               + (" -XX:TieredStopAtLevel=1" if small_input else ""))
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.driver.extraJavaOptions", options)
                .config("spark.executor.extraJavaOptions", options)
@@ -103,9 +95,8 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
                .config("spark.sql.session.timeZone", "UTC"))
     for name, value in _BOUNDED_HISTORY.items():
         builder = builder.config(name, value)
-    if heap is not None:
-        builder = (builder.config("spark.driver.memory", heap)
-                   .config("spark.executor.memory", heap))
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     for name, value in _executor_environment().items():
         builder = builder.config(f"spark.executorEnv.{name}", value)
     try:

@@ -47,9 +47,8 @@ from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.spark_stream import LogWatcher, TakenBatch
 from specula.pipelines.watch_checkpoint import Committed, PendingOutput, WatchCheckpoint
 
-#: The heap of a watch's Spark JVMs (driver and executors), fixed from the start
-#: (:func:`~specula.cluster.spark.spark_session`): its work is a micro-batch of files at
-#: a time, and a heap left to grow (a quarter of the RAM) climbs for many minutes.
+#: The driver JVM's heap in a watch: its work is a micro-batch of files at a time, and an
+#: unbounded heap (a quarter of the RAM) grows for minutes before the JVM collects.
 _WATCH_HEAP = "1g"
 
 #: The options of the kind's default graph where the config leaves them unset.
@@ -153,7 +152,7 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         with progress.phase("starting Spark"):
             spark = spark_open.enter_context(spark_session(config.spark_master,
                                                            small_input=small,
-                                                           heap=_WATCH_HEAP
+                                                           driver_memory=_WATCH_HEAP
                                                            if config.watch else None))
         report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
                                            start, progress)
