@@ -26,7 +26,8 @@ of play lands every ``--every`` seconds for MINUTES (warm-up included: the first
 ``--warm-up`` minutes are left out of the slopes), while the resident memory of the
 watch's driver, its Spark JVMs and the Ray workers (the detector actors) is sampled.
 It prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``actors_mb_per_min`` (least-squares
-slopes of their RSS after warm-up), ``complex_files`` (files in ``OUT/complex`` at the
+slopes of their RSS after warm-up, which counts from the watch's first micro-batch;
+the samples are kept in ``samples.json``), ``complex_files`` (files in ``OUT/complex`` at the
 end), ``complex_files_per_5_min`` (the files it held after 5 minutes of watch, or at
 the end of a shorter one), ``events`` and the Ray worker processes after warm-up and
 at the end. ``--quick``: 3 minutes, 1 of warm-up.
@@ -123,14 +124,21 @@ def processes() -> dict[int, tuple[int, str]]:
     return found
 
 
-def memory(driver: int) -> dict[str, float]:
-    """RSS in MB of the watch's driver, its JVMs (Spark's) and the Ray workers."""
-    table = processes()
-    tree, grew = {driver}, True
+def descendants(root: int, table: dict[int, tuple[int, str]]) -> set[int]:
+    """``root`` and its descendants in ``table`` (:func:`processes`)."""
+    tree, grew = {root}, True
     while grew:
         more = {p for p, (parent, _) in table.items() if parent in tree} - tree
         grew, tree = bool(more), tree | more
-    workers = [p for p, (_, c) in table.items() if c.startswith("ray::")]
+    return tree
+
+
+def memory(driver: int) -> dict[str, float]:
+    """RSS in MB of the watch's driver, its JVMs (Spark's) and the workers of the Ray
+    cluster this process started (not those of other clusters on the machine)."""
+    table = processes()
+    tree = descendants(driver, table)
+    workers = [p for p in descendants(os.getpid(), table) if table[p][1].startswith("ray::")]
     return {"driver": rss_mb(driver),
             "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
             "actors": sum(rss_mb(p) for p in workers), "workers": len(workers)}
@@ -168,6 +176,7 @@ def soak(args: argparse.Namespace) -> None:
                             stderr=subprocess.STDOUT, text=True)
     samples: list[tuple[float, dict[str, float]]] = []
     at_5_min = 0
+    first_batch: float | None = None  # seconds to the watch's first micro-batch
     began = time.time()
     try:
         for i, part in enumerate(parts):
@@ -178,6 +187,8 @@ def soak(args: argparse.Namespace) -> None:
                 if proc.poll() is not None:
                     raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
                 samples.append((time.time() - began, memory(proc.pid)))
+                if first_batch is None and committed(out):
+                    first_batch = time.time() - began
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
                 time.sleep(min(5.0, max(0.0, due - time.time())))
@@ -190,11 +201,17 @@ def soak(args: argparse.Namespace) -> None:
         log.close()
         ray.shutdown()
     watched_min = (time.time() - began) / 60
-    after = [(t, m) for t, m in samples if t >= args.warm_up * 60]
+    # the warm-up counts from the watch's first micro-batch: Spark's start may take
+    # minutes on a loaded machine
+    warm = (first_batch if first_batch is not None else 0.0) + args.warm_up * 60
+    after = [(t, m) for t, m in samples if t >= warm]
+    (work / "samples.json").write_text(json.dumps(samples))
     times = [t for t, _ in after]
     slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
               for k in ("jvm", "driver", "actors")}
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
+                      "first_batch_s": None if first_batch is None else round(first_batch),
+                      "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
                       **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
@@ -202,12 +219,23 @@ def soak(args: argparse.Namespace) -> None:
                       "ray_workers_end": after[-1][1]["workers"] if after else None,
                       "complex_files": files,
                       "complex_files_per_5_min": at_5_min,
-                      "exit_status": proc.returncode}))
+                      "exit_status": proc.returncode,
+                      "samples": str(work / "samples.json")}))
 
 
 def rows(table: object, names: list[str]) -> Counter:
     cols = [np.asarray(table[n].tolist()).tolist() for n in names]  # type: ignore[index]
     return Counter(zip(*cols, strict=True))
+
+
+def detected_per_type(report: object, graph: object) -> dict[str, int]:
+    """Net detections per type of ``report``, as ``summary.json`` counts them."""
+    counts: dict[str, int] = {}
+    for name, node in graph.nodes.items():  # type: ignore[attr-defined]
+        found = report.detectors[name].detected()  # type: ignore[attr-defined]
+        for t in node.outputs:
+            counts[t] = counts.get(t, 0) + found.get(graph.registry.id(t), 0)  # type: ignore[attr-defined]
+    return counts
 
 
 def main() -> None:
@@ -243,6 +271,10 @@ def main() -> None:
     staging.mkdir()
     watched.mkdir()
     bad = bad_files(staging, parts[0])
+    # every file written before the watch starts, each landed by a rename: writing one
+    # while the watch waits could outlast its idle timeout on a loaded machine
+    for i, part in enumerate(parts):
+        write_positions(staging / f"part{i:03}.csv", part, newline="\n")
     context = ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
                        log_to_driver=False)
     cmd = [sys.executable, "-m", "specula.cli", "replay", str(watched), "--watch", "--out",
@@ -251,8 +283,7 @@ def main() -> None:
     kills, landed, bad_names = 0, 0, list(bad)
     proc = start(cmd, args.idle)
     try:
-        for i, part in enumerate(parts):
-            write_positions(staging / f"part{i:03}.csv", part, newline="\n")
+        for i in range(len(parts)):
             (staging / f"part{i:03}.csv").rename(watched / f"part{i:03}.csv")
             landed += 1
             if bad_names and i % 2 == 0:
@@ -289,11 +320,17 @@ def main() -> None:
         missing += sum((expect - got).values())
         duplicated += sum((got - expect).values())
     quarantined = pq.read_table(out / "quarantine").num_rows
+    summary = json.loads((out / "summary.json").read_text())
+    expected = detected_per_type(reference, graph)
+    types_off = sorted(t for t in {*expected, *summary["detected"]}
+                       if expected.get(t, 0) != summary["detected"].get(t, 0))
     print(json.dumps({"seconds": args.seconds, "files": args.files, "driver_kills": kills,
                       "actor_kills": 0, "bad_files": len(bad) - len(bad_names),
                       "quarantined": quarantined,
                       "detections": detections, "missing": missing,
                       "duplicated": duplicated,
+                      "summary_detections": sum(summary["detected"].values()),
+                      "summary_types_off": len(types_off),
                       "wall_seconds": round(time.time() - began, 1)}))
 
 

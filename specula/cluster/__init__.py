@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -127,7 +128,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         if address:
             check_joinable(address)
             try:
-                ray.init(address=address, **kwargs)
+                with joining(address):
+                    ray.init(address=address, **kwargs)
             except (ConnectionError, RuntimeError, ValueError, RayError) as exc:
                 raise ClusterError(f"cannot join the Ray cluster at {address}: "
                                    f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
@@ -140,6 +142,36 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         yield
     finally:
         ray.shutdown()
+
+
+def joining(address: str) -> AbstractContextManager[None]:
+    """How to join the cluster at ``address``. Ray replaces a loopback host by this
+    machine's outbound address (``services.resolve_ip_for_localhost``); a cluster that
+    listens there too (``ray start --head``) is joined so. One that listens on loopback
+    only (Ray on Spark on one machine) is joined within
+    :func:`~specula.cluster.ray_access.loopback_only`, where the driver takes 127.0.0.1
+    as its own address as the cluster's nodes do. A Ray Client address (``ray://``)
+    is joined as it is."""
+    from ray._private import services
+
+    from specula.cluster.ray_access import loopback_only
+
+    if "://" in address:  # a Ray Client address is connected to as it is
+        return nullcontext()
+    parts = urlsplit(f"tcp://{address}")
+    host = parts.hostname or ""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback or parts.port is None:
+        return nullcontext()
+    try:
+        with socket.create_connection((services.get_node_ip_address(), parts.port),
+                                      timeout=2):
+            return nullcontext()
+    except OSError:
+        return loopback_only()
 
 
 def gpus_available() -> int:

@@ -9,13 +9,18 @@ where the node's address is 127.0.0.1. ``ray.init(_node_ip_address="127.0.0.1")`
 not do it: Ray replaces a loopback address by the outbound one
 (``services.resolve_ip_for_localhost``).
 
-Ray on Spark cannot listen on loopback only: its worker nodes join with ``ray start
---address``, which Ray refuses in single-machine mode (and Ray on Spark sets
-``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` for them), and which replaces a loopback head
-address by the outbound one, where a loopback-bound head does not listen. So its
-cluster, on one machine as on many, runs with token authentication and a token of its
-own (:func:`private_token`): the driver, the head node and the worker nodes, which get
-it through Ray on Spark's start hook (:class:`TokenHook`); nothing else knows it.
+Ray on Spark on one machine (a ``local`` or ``local-cluster`` master) listens on
+loopback only too (:func:`loopback_nodes`). Its nodes are started by ``ray start``
+(the head with ``--node-ip-address`` the Spark driver's, 127.0.0.1; the worker nodes
+with ``--address`` the head's), which Ray turns into the machine's outbound address
+(``services.resolve_ip_for_localhost``), and single-machine mode cannot help: a
+worker node's ``ray start --address`` refuses to run in it. So the nodes run the
+``ray`` command through a launcher (:data:`LAUNCHER`, found first on the ``PATH``
+that Ray on Spark's start hook gives them, :class:`TokenHook`) that makes Ray take
+127.0.0.1 as this machine's address before it runs ``ray start``. On many machines
+the nodes listen on every interface. Either way the cluster runs with token
+authentication and a token of its own (:func:`private_token`): the driver, the head
+node and the worker nodes know it; nothing else does.
 
 A cluster joined by address is the operator's: this process sends the token Ray finds
 (``RAY_AUTH_MODE=token`` with ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
@@ -27,8 +32,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from ray.util.spark.start_hook_base import RayOnSparkStartHook
 
@@ -40,6 +47,19 @@ SINGLE_MACHINE_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 AUTH_MODE, AUTH_TOKEN, AUTH_TOKEN_PATH = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
 #: Where Ray on Spark looks for the class of its start hook.
 START_HOOK = "RAY_ON_SPARK_START_HOOK"
+#: The folder of the ``ray`` launcher of :func:`loopback_nodes`, while it runs.
+LOOPBACK_BIN = "SPECULA_RAY_LOOPBACK_BIN"
+#: The ``ray`` command that Ray on Spark's nodes run within :func:`loopback_nodes`:
+#: Ray's own, with 127.0.0.1 as this machine's address (Ray asks
+#: ``services.get_node_ip_address`` for it wherever it picks a node's address,
+#: ``resolve_ip_for_localhost`` included).
+LAUNCHER = """import sys
+from ray._common.network_utils import get_localhost_ip
+from ray._private import services
+services.get_node_ip_address = lambda address=None: get_localhost_ip()
+from ray.scripts.scripts import main
+sys.exit(main())
+"""
 
 
 @contextmanager
@@ -65,6 +85,25 @@ def loopback_only() -> Iterator[None]:
 
 
 @contextmanager
+def loopback_nodes() -> Iterator[None]:
+    """Within the block, the Ray on Spark nodes started on this machine, and this
+    process's Ray, take 127.0.0.1 as their address: their servers and the processes
+    they start listen on loopback only (see the module). The ``ray`` launcher lives in
+    a private folder of its own, removed after the block."""
+    with tempfile.TemporaryDirectory(prefix="specula-ray-") as folder:
+        launcher = Path(folder, "ray")
+        launcher.write_text(LAUNCHER)
+        launcher.chmod(0o700)  # ``shutil.which`` takes executable files only
+        saved = os.environ.get(LOOPBACK_BIN)
+        os.environ[LOOPBACK_BIN] = folder
+        try:
+            with loopback_only():
+                yield
+        finally:
+            _restore({LOOPBACK_BIN: saved})
+
+
+@contextmanager
 def private_token() -> Iterator[str]:
     """Within the block, token authentication with a new random token: in this process's
     environment (read again by its Ray, :func:`~specula.cluster.follow_ray_auth_mode`,
@@ -87,14 +126,18 @@ def private_token() -> Iterator[str]:
 class TokenHook(RayOnSparkStartHook):
     """Ray on Spark's start hook (``RAY_ON_SPARK_START_HOOK``, loaded by class path and
     made without arguments): its environment for the head and worker nodes carries the
-    token of :func:`private_token`. Ray on Spark starts a worker node with
+    token of :func:`private_token` and, within :func:`loopback_nodes`, a ``PATH`` that
+    finds its ``ray`` launcher first. Ray on Spark starts a worker node with
     ``ray start --address``, which turns token mode on only when told to."""
 
     def __init__(self, is_global: bool = False) -> None:
         super().__init__(is_global)
 
     def custom_environment_variables(self) -> dict[str, str]:
-        return {AUTH_MODE: "token", AUTH_TOKEN: os.environ[AUTH_TOKEN]}
+        env = {AUTH_MODE: "token", AUTH_TOKEN: os.environ[AUTH_TOKEN]}
+        if LOOPBACK_BIN in os.environ:
+            env["PATH"] = os.pathsep.join([os.environ[LOOPBACK_BIN], os.environ.get("PATH", "")])
+        return env
 
 
 def check_token(address: str, *, timeout: float = 5.0) -> None:

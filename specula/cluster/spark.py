@@ -182,15 +182,16 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
     on Spark and the Ray head node it starts print goes to that file instead of this
     terminal.
 
-    Its servers listen on every interface (Ray on Spark's worker nodes cannot join a
-    head bound to loopback), so the cluster runs with token authentication and a token
+    On one machine (a ``local`` or ``local-cluster`` master) its servers listen on
+    loopback only (:func:`~specula.cluster.ray_access.loopback_nodes`), on a cluster on
+    every interface; either way the cluster runs with token authentication and a token
     of its own that only its nodes and this driver know
     (:func:`~specula.cluster.ray_access.private_token`).
     """
     _prepare_environment()
     from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
-    from specula.cluster.ray_access import private_token
+    from specula.cluster.ray_access import loopback_nodes, private_token
 
     fits = ray_worker_nodes(spark, worker_cpus)
     if worker_nodes is not None and worker_nodes > fits:
@@ -199,7 +200,8 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
                            f"cores, one kept for Spark's jobs): at most {fits}")
     nodes = worker_nodes if worker_nodes is not None else fits
     address = None
-    with private_token():
+    one_machine = (spark.sparkContext.master or "").startswith("local")
+    with private_token(), loopback_nodes() if one_machine else contextlib.nullcontext():
         try:
             with _output_to(log), keep_sigterm_handler():  # it calls ray.init
                 print(f"Ray on Spark: {nodes} worker node(s) of {worker_cpus} CPU", flush=True)

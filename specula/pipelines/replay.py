@@ -45,7 +45,7 @@ from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
 from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.spark_stream import LogWatcher, TakenBatch
-from specula.pipelines.watch_checkpoint import PendingOutput, WatchCheckpoint
+from specula.pipelines.watch_checkpoint import Committed, PendingOutput, WatchCheckpoint
 
 #: The driver JVM's heap in a watch: its work is a micro-batch of files at a time, and an
 #: unbounded heap (a quarter of the RAM) grows for minutes before the JVM collects.
@@ -241,7 +241,10 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                 if report.startup_s is not None and report.stream_wall_s is not None:
                     advance.note(f"start-up {report.startup_s:.1f} s, "
                                  f"stream {report.stream_wall_s:.1f} s")
+    committed = extra.pop("committed", None)
     summary = {**summarize(report, graph, ingested, config), **extra}
+    if committed is not None:
+        whole_run(summary, committed)
     summary["annotations_in"] = annotations.merged
     summary["annotations_after_log"] = len(annotations.events) - annotations.merged
     run = start.run if start is not None else None
@@ -308,7 +311,8 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
     return report, counts_as_ingested(watcher.counts), {
         "resumed": start.resume is not None, "suspended": suspension is not None,
         "resumed_from": last.id if last is not None else None,
-        "checkpoints": [c.id for c in commits], "written_live": pending.committed}
+        "checkpoints": [c.id for c in commits], "written_live": pending.committed,
+        "committed": commits[-1].committed if commits else None}
 
 
 def _checkpoint(out: Path, run: int, watcher: LogWatcher, annotations: Annotations,
@@ -528,6 +532,16 @@ def summarize(report: RunReport, graph: Graph, ingested: Any, config: ReplayConf
                     for name, node in graph.nodes.items()},
         "detectors": detectors,
     }
+
+
+def whole_run(summary: dict[str, Any], committed: Committed) -> None:
+    """Make a watch's ``summary`` count the detections and late events of the whole run
+    on its folder, every watch on it before this one included: the output its
+    checkpoints committed (the graph's report covers only what this watch ran)."""
+    summary["detected"] = {t: committed.detected.get(t, 0) for t in summary["detected"]}
+    summary["late"] = committed.late
+    for name, figures in summary["detectors"].items():
+        figures["net_events"] = committed.net_events.get(name, 0)
 
 
 def _plain(value: Any) -> Any:

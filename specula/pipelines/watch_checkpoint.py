@@ -12,7 +12,9 @@ the cut. A checkpoint holds:
 * ``checkpoints/<k>/state``: a copy of the suspended graph's state (``out/state``,
   the actors' signed files and ``suspended.json``); none when the graph flushed;
 * ``checkpoints/<k>.json``, the record (:class:`WatchCheckpoint`): the last micro-batch
-  handed on, the watch's counts and the driver's annotation merge at the cut, and the
+  handed on, the watch's counts and the driver's annotation merge at the cut, the
+  output committed so far by every watch on the folder (:class:`Committed`: what a
+  watch's summary counts, whole-run, not only what its own graph saw), and the
   manifest: every file the output tables (``complex``, ``emissions``, ``late``) hold
   once ``k`` is committed.
 
@@ -66,14 +68,42 @@ _CHECKPOINTS, _STAGING = "checkpoints", "_staging"
 
 
 @dataclass(frozen=True)
+class Committed:
+    """The output committed by the watches on a run folder up to a checkpoint: net
+    detections per type (``detected``, by type name) and per node (``net_events``),
+    and late events (``late``)."""
+
+    detected: dict[str, int] = field(default_factory=dict)
+    net_events: dict[str, int] = field(default_factory=dict)
+    late: int = 0
+
+    def add(self, rows: dict[str, dict[str, np.ndarray]], registry: TypeRegistry
+            ) -> Committed:
+        """These counts with the output ``rows`` (per table, per node) added."""
+        detected, per_node = dict(self.detected), dict(self.net_events)
+        for node, data in rows.get("complex", {}).items():
+            per_node[node] = per_node.get(node, 0) + len(data)
+            types, counts = np.unique(data["type"], return_counts=True)
+            for t, n in zip(types.tolist(), counts.tolist(), strict=True):
+                detected[registry.name(t)] = detected.get(registry.name(t), 0) + n
+        late = self.late + sum(len(data) for data in rows.get("late", {}).values())
+        return Committed(detected, per_node, late)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Committed:
+        return cls({str(k): int(v) for k, v in data["detected"].items()},
+                   {str(k): int(v) for k, v in data["net_events"].items()}, int(data["late"]))
+
+
+@dataclass(frozen=True)
 class WatchCheckpoint:
     """The record of checkpoint ``id`` of the watches on a run folder (see the module):
     the watch (``run``) that took it, the last micro-batch it handed on (``handed``),
     its counts and the driver's annotation merge (``counts``, ``annotations``: the
     states :class:`~.spark_stream.WatchCounts` and :class:`~.replay.Annotations` save),
-    whether the graph was left suspended (``suspended``; else it flushed), and the
-    table files: all of them (``files``, paths relative to the run folder) and those
-    this checkpoint staged (``staged``)."""
+    whether the graph was left suspended (``suspended``; else it flushed), the output
+    committed so far (``committed``), and the table files: all of them (``files``,
+    paths relative to the run folder) and those this checkpoint staged (``staged``)."""
 
     id: int
     run: int
@@ -81,6 +111,7 @@ class WatchCheckpoint:
     counts: dict[str, Any]
     annotations: dict[str, Any]
     suspended: bool
+    committed: Committed = field(default_factory=Committed)
     files: list[str] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)
 
@@ -88,6 +119,7 @@ class WatchCheckpoint:
     def from_json(cls, data: dict[str, Any]) -> WatchCheckpoint:
         return cls(int(data["id"]), int(data["run"]), int(data["handed"]),
                    dict(data["counts"]), dict(data["annotations"]), bool(data["suspended"]),
+                   Committed.from_json(data["committed"]),
                    [str(f) for f in data["files"]], [str(f) for f in data["staged"]])
 
 
@@ -172,7 +204,8 @@ def commit(out: Path, run: int, handed: int, counts: dict[str, Any],
     state = out / STATE
     if state.exists():
         shutil.copytree(state, copy)
-    record = WatchCheckpoint(k, run, handed, counts, annotations, state.exists(),
+    committed = (before.committed if before is not None else Committed()).add(rows, registry)
+    record = WatchCheckpoint(k, run, handed, counts, annotations, state.exists(), committed,
                              sorted(files), staged)
     _write_record(out, record)
     finish(out, record)

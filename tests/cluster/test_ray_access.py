@@ -1,5 +1,6 @@
-"""Who can reach the Ray that specula starts or joins: an embedded cluster listens on
-loopback only, and a cluster with token authentication refuses a driver without its
+"""Who can reach the Ray that specula starts or joins: an embedded cluster, and a whole
+replay on one machine (Spark, Ray on Spark, the actors), listen on loopback only, and a
+cluster with token authentication refuses a driver without its
 token in one plain line (``InvalidAuthToken``, status 2) before anything starts."""
 
 from __future__ import annotations
@@ -195,3 +196,55 @@ def test_a_driver_with_the_clusters_token_joins_and_runs(token_cluster, tmp_path
                           env=_env(tmp_path, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKEN))
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.strip().splitlines()[-1]) > 10
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.skipif(os.environ.get("SPECULA_SOAK") != "1",
+                    reason="set SPECULA_SOAK=1 for the long runs")
+def test_a_replay_on_one_machine_listens_on_loopback_only(tmp_path):
+    """``specula replay`` as an operator runs it on one machine (Spark on its embedded
+    ``local-cluster`` master, Ray on Spark): the sockets of its whole process tree,
+    read every half second from Spark's start to the end, are all on loopback."""
+    proc = subprocess.Popen([*SPECULA, "replay", "--seconds", "3", "--out", str(tmp_path),
+                             "--no-plots", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = set()
+    try:
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen |= listeners(proc.pid)
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = proc.communicate()[0]
+    assert proc.returncode == 0, output[-3000:]
+    commands = " ".join(s.command for s in seen)
+    # Spark, Ray on Spark's nodes and the detectors' actors were all seen listening
+    for name in ("java", "gcs_server", "raylet", "ray.util.client.server", "ray::"):
+        assert name in commands, name
+    exposed = [s for s in seen if not s.loopback]
+    assert not exposed, "\n".join(map(str, exposed))
+
+
+def test_a_loopback_address_is_joined_as_the_cluster_listens():
+    """A GCS at 127.0.0.1 that listens on loopback only (Ray on Spark on one machine) is
+    joined with the driver on loopback too; one that also listens on the machine's
+    outbound address (``ray start --head``) as Ray joins it by itself; others as given."""
+    from ray._private import ray_constants
+
+    from specula.cluster import joining
+
+    with socket.socket() as wide, socket.socket() as narrow:
+        wide.bind(("0.0.0.0", 0))
+        narrow.bind(("127.0.0.1", 0))
+        wide.listen()
+        narrow.listen()
+        with joining(f"127.0.0.1:{narrow.getsockname()[1]}"):
+            assert not ray_constants.ENABLE_RAY_CLUSTER  # Ray keeps 127.0.0.1
+        assert ray_constants.ENABLE_RAY_CLUSTER
+        for address in (f"127.0.0.1:{wide.getsockname()[1]}", "192.0.2.1:6379",
+                        "ray://127.0.0.1:10001"):
+            with joining(address):
+                assert ray_constants.ENABLE_RAY_CLUSTER, address

@@ -122,8 +122,9 @@ def test_more_ray_worker_nodes_than_spark_holds_are_refused_before_ray_starts(sp
 
 #: Run in a new process (Ray on Spark needs a ``local-cluster`` master, and a process
 #: holds one Spark context): Ray on Spark with one worker node; prints, as JSON, its token
-#: mode, the nodes alive, the sockets its tree listens on beyond loopback, what a driver
-#: without the token is told, and whether its authentication settings were put back.
+#: mode, the nodes alive and their addresses, the sockets its tree listens on (with an
+#: actor up), what a driver without the token is told, and whether its authentication
+#: settings were put back.
 ON_SPARK = """
 import json, os, subprocess, sys
 sys.path.insert(0, sys.argv[1])
@@ -147,31 +148,38 @@ before = settings()
 with spark_session("local-cluster[1,2,1024]", small_input=True) as spark:
     with ray_on_spark(spark, worker_nodes=1) as address, ray_session(address):
         mode = os.environ["RAY_AUTH_MODE"]
-        alive = len([n for n in ray.nodes() if n["Alive"]])
-        exposed = [[s.address, s.port, s.command] for s in listeners(os.getpid())
-                   if not s.loopback]
+        alive = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
+        actor = ray.remote(num_cpus=1)(type("Up", (), {"up": lambda self: 1})).remote()
+        ray.get(actor.up.remote())
+        sockets = [[s.address, s.port, s.command, s.loopback]
+                   for s in listeners(os.getpid())]
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         refused = subprocess.run([sys.executable, "-c", REFUSED, address], text=True,
                                  capture_output=True, timeout=120,
                                  env=env | {"HOME": sys.argv[2]}).stdout
-print(json.dumps({"mode": mode, "alive": alive, "exposed": exposed, "refused": refused,
+print(json.dumps({"mode": mode, "alive": alive, "sockets": sockets, "refused": refused,
                   "restored": settings() == before}))
 """
 
 
-def test_ray_on_spark_takes_only_drivers_with_its_own_token(tmp_path):
-    """Ray on Spark cannot listen on loopback only (its worker nodes join at the machine's
-    address): it runs with token authentication and a token of its own. The worker node
-    Spark starts joins with it; a driver without it is refused; what listens beyond
-    loopback is Ray's alone, never Spark's; the environment is as it was afterwards."""
+def test_ray_on_spark_on_one_machine_listens_on_loopback_and_takes_only_its_token(tmp_path):
+    """Ray on Spark on a ``local-cluster`` master: its nodes (the head and the worker node
+    Spark starts) take 127.0.0.1 as their address, and nothing of the run's process tree
+    (Spark, Ray's GCS, raylets, client server, driver and actor workers) listens beyond
+    loopback. It runs with token authentication and a token of its own: a driver
+    without it is refused; the environment is as it was afterwards."""
     tests = str(Path(__file__).resolve().parents[1])
     done = subprocess.run([sys.executable, "-c", ON_SPARK, tests, str(tmp_path)],
                           capture_output=True, text=True, timeout=400, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["mode"] == "token"
-    assert result["alive"] == 2  # the head, and the worker node Spark started
-    assert result["exposed"]  # Ray's GCS, raylets and workers: why the token is needed
-    assert not [s for s in result["exposed"] if "java" in s[2] or "pyspark" in s[2]]
+    # the head, and the worker node Spark started
+    assert result["alive"] == ["127.0.0.1", "127.0.0.1"]
+    commands = " ".join(s[2] for s in result["sockets"])
+    for seen in ("gcs_server", "raylet", "ray.util.client.server", "ray::", "java"):
+        assert seen in commands, seen
+    exposed = [s for s in result["sockets"] if not s[3]]
+    assert not exposed, "\n".join(map(str, exposed))
     assert "refused this driver (InvalidAuthToken)" in result["refused"], result
     assert result["restored"]

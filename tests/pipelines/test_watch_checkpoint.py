@@ -1,11 +1,13 @@
 """A watch's checkpoints commit its output in two phases: whatever step of a commit a
 crash interrupts, the folder put back by ``recover`` holds the rows of the committed
 checkpoints, each once, in about one file per type (compaction), and the graph's
-state of the last one."""
+state of the last one; the last record counts those rows (what a watch's summary
+reports for the whole run)."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -99,11 +101,25 @@ def test_a_crash_at_any_step_of_a_commit_leaves_the_committed_rows_each_once(
     else:
         assert last.counts == {"rows": done} and last.handed == done
         assert (out / "state" / "cut").read_text() == str(done)
+    _counts_agree(out, last)
     # the next checkpoint after a recovery commits on top of it
-    wc.commit(out, 2, 99, {}, {}, segments[0], registry)
+    after = wc.commit(out, 2, 99, {}, {}, segments[0], registry)
     assert sorted(_table(out, "complex")) == sorted(
         row for rows in [*segments[:done + 1], segments[0]]
         for row in _content(rows.get("complex", {}), registry))
+    _counts_agree(out, after)
+
+
+def _counts_agree(out: Path, record: wc.WatchCheckpoint | None) -> None:
+    """What ``record`` says the watches committed (what a watch's summary counts) is
+    what the tables hold: detections per type and per node, late events."""
+    committed = record.committed if record is not None else wc.Committed()
+    complex_rows, late = _table(out, "complex"), _table(out, "late")
+    by_type = Counter(t for _, t, _, _ in complex_rows)
+    assert {t: n for t, n in committed.detected.items() if n} == dict(by_type)
+    by_node = Counter(node for node, _, _, _ in complex_rows)
+    assert {d: n for d, n in committed.net_events.items() if n} == dict(by_node)
+    assert committed.late == len(late)
 
 
 def test_a_record_that_does_not_read_is_refused_with_what_to_do(tmp_path):

@@ -155,6 +155,14 @@ def test_a_watch_stopped_by_ctrl_c_and_started_again_finds_the_uninterrupted_det
                          + _content(halves[1].net(name), names))
         differs |= flushed != _content(want, names)
     assert differs
+    # the summary counts the whole run, the first watch's detections too
+    for name in graph.nodes:
+        assert summary["detectors"][name]["net_events"] == len(whole.net(name)), name
+    found = {t: 0 for t in summary["detected"]}
+    for name in graph.nodes:
+        for t in whole.net(name)["type"].tolist():
+            found[graph.registry.name(t)] += 1
+    assert summary["detected"] == found
     runs = pq.read_table(out / "complex").to_pandas()["run"].value_counts()
     assert runs.get(1, 0) > 0 and runs.get(2, 0) > 0
     # the emissions (updates and retractions with them) were written by both runs too
