@@ -6,15 +6,12 @@
   one of its producers (the least loaded), a level-1 instance the least loaded chain,
   and the instances of a partitioned node go to different chains. Closing (below) can
   then merge chains that share nothing but a closed consumer's reach, so each chain is
-  cut again into closed pieces: its connected groups (instances joined by a stream
-  between them), and of each group its heads (members no member feeds, each alone) and
-  the rest (all a head's consumers, hence closed). The pieces are packed, heaviest
-  first, into the chain of least weight that stays closed, an instance weighing
-  :func:`weight` (a detector that runs Python per event outweighs a vectorised one):
-  the raw-fed level and the hierarchy above it can then run on two CPUs, where the
-  hierarchy would otherwise take the level that feeds it into its chain. An instance of
-  a node that asks Ray for CPUs or GPUs (``cpus=``, ``gpus``) or says ``chain=False``
-  runs in an actor of its own.
+  split again into its connected groups (instances joined by a stream between them;
+  splitting keeps it closed) and the groups packed, largest first, into the least
+  loaded chain that stays closed: a group of raw-fed leaves no detector consumes gets a
+  CPU of its own instead of sharing the hierarchy's. An instance of a node that asks Ray
+  for CPUs or GPUs (``cpus=``, ``gpus``) or says ``chain=False`` runs in an actor of its
+  own.
 * an explicit plan: a list of chains, each a list of instance labels (``"name"``, or
   ``"name[i]"`` for partition ``i``); every instance in exactly one, those of the nodes
   above alone, and closed (below). Tests use it to try any grouping.
@@ -36,31 +33,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specula.detectors.base import Detector
 from specula.detectors.graph import Graph, Instance, Node
 from specula.options import OptionError
 
-__all__ = ["VECTORISED_WEIGHT", "chainable", "close_chains", "plan_chains", "weight"]
-
-#: What an instance of a vectorised detector (one with its own ``on_batch``) weighs
-#: when ``"auto"`` balances its chains, against 1 for one that runs Python per event
-#: (``on_event``). In ``benchmarks/ray_graph.py`` a vectorised level-1 detector spends
-#: ~0.2 us per raw event and a per-event one 2-4 us per event it takes, of which it
-#: takes a quarter of the raw events or fewer.
-VECTORISED_WEIGHT = 0.25
+__all__ = ["chainable", "close_chains", "plan_chains"]
 
 
 def chainable(node: Node) -> bool:
     """Whether ``node``'s instances may share an actor: no CPU or GPU request, and not
     ``chain=False``."""
     return node.chain and node.cpus == 0 and node.gpus == 0
-
-
-def weight(instance: Instance) -> float:
-    """The cost ``"auto"`` counts for ``instance`` in a chain: 1 for a detector that
-    runs Python per event, :data:`VECTORISED_WEIGHT` for a vectorised one."""
-    vectorised = type(instance.node.detector).on_batch is not Detector.on_batch
-    return VECTORISED_WEIGHT if vectorised else 1.0
 
 
 def plan_chains(graph: Graph, chaining: str | Sequence[Sequence[str]], cpus: int
@@ -111,8 +93,8 @@ def _auto(graph: Graph, order: list[Instance], cpus: int) -> list[list[Instance]
         placed.setdefault(name, []).append(k)
     closed = close_chains(graph, [c for c in chains if c] + solo, keep_apart=True)
     shared = [c for c in closed if all(chainable(i.node) for i in c)]
-    pieces = [p for c in shared for g in _groups(graph, c) for p in _pieces(graph, g)]
-    return _pack(graph, pieces, len(chains)) + [c for c in closed if c not in shared]
+    groups = [g for c in shared for g in _groups(graph, c)]
+    return _pack(graph, groups, len(chains)) + [c for c in closed if c not in shared]
 
 
 def _groups(graph: Graph, chain: list[Instance]) -> list[list[Instance]]:
@@ -135,34 +117,17 @@ def _groups(graph: Graph, chain: list[Instance]) -> list[list[Instance]]:
     return groups
 
 
-def _pieces(graph: Graph, group: list[Instance]) -> list[list[Instance]]:
-    """A closed connected ``group`` cut into closed pieces: each head (a member that no
-    member feeds) alone, and the connected groups of the rest. A member of the rest is
-    fed by a member, so its consumers, in the group by closure, are fed by one too: the
-    rest holds every consumer of its members."""
-    heads = [m for m in group
-             if not any(_publishes(graph, p.node, m.node) for p in group if p is not m)]
-    rest = [m for m in group if m not in heads]
-    if not heads or not rest:
-        return [group]
-    return [[h] for h in heads] + _groups(graph, rest)
-
-
-def _pack(graph: Graph, pieces: list[list[Instance]], target: int) -> list[list[Instance]]:
-    """``pieces`` packed into ``target`` chains (more where no chain can take a piece),
-    the heaviest first (:func:`weight`) into the lightest chain that stays closed and
-    keeps the partitions of a node apart."""
+def _pack(graph: Graph, groups: list[list[Instance]], target: int) -> list[list[Instance]]:
+    """``groups`` packed into ``target`` chains (more where no chain can take a group),
+    the largest first into the least loaded chain that stays closed and keeps the
+    partitions of a node apart."""
     chains: list[list[Instance]] = [[] for _ in range(target)]
-
-    def load(k: int) -> tuple[float, int]:
-        return sum(weight(i) for i in chains[k]), k
-
-    for piece in sorted(pieces, key=lambda p: sum(weight(i) for i in p), reverse=True):
-        fits = [k for k in range(len(chains)) if _may_join(graph, chains[k] + piece)]
+    for group in sorted(groups, key=len, reverse=True):
+        fits = [k for k in range(len(chains)) if _may_join(graph, chains[k] + group)]
         if fits:
-            chains[min(fits, key=load)] += piece
+            chains[min(fits, key=lambda k: (len(chains[k]), k))] += group
         else:
-            chains.append(list(piece))
+            chains.append(list(group))
     order = graph.instances().index
     return [sorted(c, key=order) for c in chains if c]
 

@@ -25,23 +25,10 @@ from specula import Graph, InProcessRuntime
 from specula.actors import channels
 from specula.actors.addresses import InstanceHandle, Member
 from specula.actors.chain import ChainWorker, LocalHandle
-from specula.actors.chaining import (
-    VECTORISED_WEIGHT,
-    chainable,
-    close_chains,
-    plan_chains,
-    weight,
-)
+from specula.actors.chaining import chainable, close_chains, plan_chains
 from specula.actors.ray_runtime import Delivery, RayRuntime, chain_member
 from specula.actors.routing import Router
 from specula.actors.sources import Pace
-from specula.detectors.examples import (
-    ANotBCBatch,
-    FollowedWithin,
-    RunningCount,
-    Threshold,
-    example_registry,
-)
 from specula.detectors.graph import Instance
 from specula.options import OptionError
 
@@ -255,10 +242,7 @@ def test_a_chain_that_is_not_closed_is_refused_and_auto_closes_its_chains():
     with pytest.raises(OptionError, match="could not regenerate"):
         plan_chains(g, [["first", "mid"], ["last"]], 2)
     assert len(plan_chains(g, [["first"], ["mid", "last"]], 2)) == 2
-    # a pipeline: its head alone, and the rest (which takes all of mid's output)
-    assert [[i.label for i in c] for c in plan_chains(g, "auto", 3)] == [
-        ["mid", "last"], ["first"]]
-    assert len(plan_chains(g, "auto", 1)) == 1
+    assert len(plan_chains(g, "auto", 3)) == 1  # a pipeline: one closed chain
     rng = random.Random(5)
     for seed in range(40):
         case = seeded_case(seed, modes=("on-demand",), max_events=10)
@@ -275,26 +259,18 @@ def test_a_chain_that_is_not_closed_is_refused_and_auto_closes_its_chains():
                     assert not (fed_inside and outside), (chains, m.label)
 
 
-def test_auto_cuts_closed_chains_into_pieces_and_balances_them_by_weight():
+def test_auto_gives_raw_fed_leaves_a_chain_of_their_own():
     """The placement puts ``mid`` with ``left`` and ``top`` with ``right``; closing then
-    merges the two (``mid``, fed by a chain-mate, hands on to ``top``), as the soccer
-    hierarchy's ``hits`` merged everything into one chain. That chain is cut again into
-    closed pieces (its heads ``left`` and ``right`` alone, ``mid`` with ``top``, and
-    the leaves no detector consumes), packed heaviest first into the lightest chain:
-    per-event detectors weigh four times a vectorised one."""
+    merges the two (``mid``, fed by a chain-mate, hands on to ``top``), leaves and all,
+    as the soccer hierarchy's ``hits`` merged everything into one chain. The leaves no
+    detector consumes, fed by sources only, are closed groups of their own and get the
+    second CPU rather than the hierarchy's."""
     g = Graph(shape_registry(), sources=("A", "B"))
     g.add("left", Echo(("A",), ("T0",))).add("right", Echo(("B",), ("T1",)))
     g.add("leaf", Echo(("A",), ("T2",))).add("other_leaf", Echo(("B",), ("T3",)))
     g.add("mid", Echo(("T0",), ("T4",))).add("top", Echo(("T4", "T1"), ("T5",)))
     labels = [[i.label for i in c] for c in plan_chains(g, "auto", 2)]
-    assert labels == [["leaf", "mid", "top"], ["left", "right", "other_leaf"]]
+    assert labels == [["left", "right", "mid", "top"], ["leaf", "other_leaf"]]
     assert sorted([i.label for i in c] for c in plan_chains(g, "auto", 3)) == [
-        ["left", "other_leaf"], ["mid", "top"], ["right", "leaf"]]
+        ["leaf"], ["left", "right", "mid", "top"], ["other_leaf"]]
     assert len(plan_chains(g, "auto", 1)) == 1
-    # a vectorised raw-fed level under a per-event hierarchy (benchmarks/ray_graph.py)
-    g = Graph(example_registry(), sources=("A", "B", "C"))
-    g.add("a_not_bc", ANotBCBatch()).add("big_c", Threshold(limit=80))
-    g.add("d_then_e", FollowedWithin()).add("count", RunningCount())
-    assert [weight(i) for i in g.instances()] == [VECTORISED_WEIGHT] * 2 + [1.0] * 2
-    assert [[i.label for i in c] for c in plan_chains(g, "auto", 2)] == [
-        ["d_then_e", "count"], ["a_not_bc", "big_c"]]
