@@ -32,11 +32,17 @@ class ArrivalPart:
         import pyarrow.parquet as pq
 
         for record_batch in pq.ParquetFile(self.path).iter_batches(batch_size=batch_size):
-            batch = np.zeros(record_batch.num_rows, self.dtype)
-            for name in record_batch.schema.names:
-                batch[name] = record_batch.column(name).to_numpy()
+            batch = _rows(record_batch, self.dtype)
             batch["origin"] = batch["ats"]
             yield batch
+
+
+def _rows(record_batch, dtype: np.dtype) -> np.ndarray:
+    """A Parquet record batch as a structured array of ``dtype`` (its columns by name)."""
+    rows = np.zeros(record_batch.num_rows, dtype)
+    for name in record_batch.schema.names:
+        rows[name] = record_batch.column(name).to_numpy()
+    return rows
 
 
 def arrival_parts(path: str | os.PathLike[str], dtype: np.dtype) -> list[ArrivalPart]:
@@ -60,6 +66,20 @@ def arrival_sources(path: str | os.PathLike[str], dtype: np.dtype,
     """The arrival table at ``path`` as :class:`~specula.actors.sources.Sources`, one
     source per part, and one per ``extra`` part (annotations)."""
     return Sources([*arrival_parts(path, dtype), *(extra or [])])
+
+
+def arrival_columns(path: str | os.PathLike[str], columns: list[str],
+                    batch_size: int = 1_000_000) -> Iterator[np.ndarray]:
+    """Only ``columns`` of the arrival table at ``path``, as int64 batches part by part
+    (not merged into arrival order): for a reader that orders what it takes itself, a
+    batch at a time whatever the log's size."""
+    import pyarrow.parquet as pq
+
+    dtype = np.dtype([(c, "i8") for c in columns])
+    for f in sorted(glob.glob(os.path.join(path, "part-*.parquet"))):
+        for record_batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size,
+                                                           columns=columns):
+            yield _rows(record_batch, dtype)
 
 
 def count_rows(path: str | os.PathLike[str]) -> int:

@@ -612,6 +612,7 @@ def write_run_page(result: Any, out: Path) -> Path | None:
     table (the stream the detectors saw, Parquet under ``out``), the detections from its
     net output. None, and nothing written, for a run without an arrival table (a watch
     reads its log as it lands)."""
+    from specula.pipelines.arrival import arrival_columns
     from specula.soccer.analytics import events_by_type
 
     arrival = result.paths.get("arrival")
@@ -619,24 +620,10 @@ def write_run_page(result: Any, out: Path) -> Path | None:
     if not arrival or summary.get("first_ts") is None:
         return None
     metadata = result.truth.metadata if result.truth is not None else Metadata.default()
-    frames = sample_positions(_readings(arrival), int(summary["first_ts"]),
-                              int(summary["last_ts"]))
+    frames = sample_positions(arrival_columns(arrival, ["key", "ts", "x", "y"]),
+                              int(summary["first_ts"]), int(summary["last_ts"]))
     events = events_by_type(result.report, result.graph, PAGE_TYPES)
     heading = (f"{summary['log']}: {summary.get('played_seconds', 0):.0f} s of play, "
                f"{summary['events_in']:,} readings")
     return write_page(out / "report.html", frames, events, metadata,
                       int(summary["first_ts"]), heading)
-
-
-def _readings(folder: str) -> Iterator[np.ndarray]:
-    """The ``key``, ``ts``, ``x`` and ``y`` of the Parquet table under ``folder``, a
-    million rows at a time (a whole game's log is tens of millions)."""
-    import pyarrow.dataset as ds
-
-    columns = ["key", "ts", "x", "y"]
-    for batch in ds.dataset(folder, format="parquet").to_batches(columns=columns,
-                                                                 batch_size=1_000_000):
-        rows = np.zeros(batch.num_rows, [(c, "i8") for c in columns])
-        for c in columns:
-            rows[c] = batch.column(c).to_numpy()
-        yield rows
