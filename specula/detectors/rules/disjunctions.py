@@ -226,8 +226,7 @@ def _private(registry: TypeRegistry) -> TypeRegistry:
     """A registry with the types of ``registry``, under the same ids."""
     own = TypeRegistry(ticks_per_second=registry.ticks_per_second)
     for t in registry.types():
-        own.register(t.name, **{f: (str if f in t.strings else dtype)
-                                for f, dtype in t.fields})
+        own.register(t.name, **dict(registry.field_specs(t)))
     return own
 
 
