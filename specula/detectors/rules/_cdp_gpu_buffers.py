@@ -20,7 +20,7 @@ prefix (at most twice what is needed) rather than slicing to the exact length.
   with the same buffer. :class:`Context` holds the values of earlier elements that the
   predicate programs read, one row per sequence.
 * :class:`Pairs` is the output of multiple selections: an atomic counter and
-  ``(sequence, event)`` pairs.
+  ``(sequence, event)`` pairs, copied back together.
 * :class:`Partials` holds the per-block results of the reductions, block-major, so
   that the final results are the first row.
 """
@@ -274,7 +274,11 @@ def _pair(classes: dict, shape: tuple[int, int], dtype, stream) -> tuple[np.ndar
 
 
 class Pairs:
-    """Output of a multiple selection: ``(sequence, event)`` pairs and their counter."""
+    """Output of a multiple selection: ``(sequence, event)`` pairs and their counter.
+
+    The pairs come back with the counter, in one wait for the GPU, whenever they fit in
+    the prefix that held the previous launch's pairs (a stream's selectivity changes
+    slowly); a second copy fetches the rest when they do not."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
@@ -283,6 +287,10 @@ class Pairs:
         self._zero[0] = 0
         self._count = cuda.pinned_array(1, np.int64)
         self.capacity = 0
+        self.expected = _MIN_ROWS
+        """Pairs copied back with the counter (a power of two)."""
+        self.waits = 0
+        """Times :meth:`download` waited for the GPU."""
         self.grow(1)
 
     def grow(self, n: int) -> None:
@@ -300,15 +308,19 @@ class Pairs:
     def download(self) -> np.ndarray:
         """The pairs found since :meth:`reset`, as an ``(n, 2)`` array (a copy)."""
         self.counter.copy_to_host(self._count, stream=self.stream)
+        view, size = self._prefix(self.expected)
+        view.copy_to_host(self._host[:size], stream=self.stream)
         self.stream.synchronize()
+        self.waits += 1
         n = int(self._count[0])
         if n > self.capacity:
             raise AssertionError("more pairs than the output holds")  # sized by the windows
-        if n == 0:
-            return np.zeros((0, 2), np.int64)
-        view, size = self._prefix(n)
-        view.copy_to_host(self._host[:size], stream=self.stream)
-        self.stream.synchronize()
+        if n > size:
+            view, size = self._prefix(n)
+            view.copy_to_host(self._host[:size], stream=self.stream)
+            self.stream.synchronize()
+            self.waits += 1
+        self.expected = size_class(n)
         return self._host[:n].copy()
 
 

@@ -37,8 +37,9 @@ Readings chosen here:
 * Windows are exact per sequence, so threads check no time stamp against a window.
 * All device memory is allocated once and grown, never per step; every copy goes
   through pinned host memory on the engine's own CUDA stream, and a step waits for the
-  GPU once (a single selection) or twice (a multiple selection: the count, then the
-  pairs). :mod:`~specula.detectors.rules._cdp_gpu_buffers` holds the buffers.
+  GPU once: a multiple selection's pairs come back with their count when they fit the
+  size of the previous launch's (else a second wait fetches the rest).
+  :mod:`~specula.detectors.rules._cdp_gpu_buffers` holds the buffers.
 * A step or reduction with little work (fewer pairs to check than ``min_gpu_work``)
   runs on the CPU copy with the CPU engine's kernels: a launch has a fixed cost of tens
   of microseconds that a scan of a few thousand events does not repay. The device

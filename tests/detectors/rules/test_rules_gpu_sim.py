@@ -195,6 +195,29 @@ def _one_launch_per_step() -> list[str]:
     return []
 
 
+def _pairs_cases() -> list[str]:
+    """A multiple selection's pairs come back with their count in one wait when they fit
+    the previous launch's size, in two when they do not, and whole either way."""
+    from numba import cuda
+
+    from specula.detectors.rules._cdp_gpu_buffers import Pairs
+
+    pairs = Pairs(cuda.stream())
+    problems = []
+    for n, waits in ((10, 1), (12, 1), (3000, 2), (2500, 1), (0, 1)):
+        pairs.grow(n)
+        want = np.arange(2 * n, dtype=np.int64).reshape(n, 2)
+        if n:
+            pairs.out[:n].copy_to_device(want)
+        pairs.counter.copy_to_device(np.array([n], np.int64))
+        before = pairs.waits
+        got = pairs.download()
+        if not np.array_equal(got, want) or pairs.waits - before != waits:
+            problems.append(f"pairs: {n} pairs came back as {len(got)} in "
+                            f"{pairs.waits - before} waits, {waits} expected")
+    return problems
+
+
 def _difference(want, got) -> str:
     if len(want) != len(got):
         return f"{len(want)} matches on CPU, {len(got)} on GPU"
@@ -215,7 +238,7 @@ def _main() -> None:
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
     problems = (_compare(2, 0) + _resync_cases(0) + _resync_cases(1)
-                + _one_launch_per_step())
+                + _one_launch_per_step() + _pairs_cases())
     problems += _compare(8, 2, min_gpu_work=40)  # larger blocks, device and CPU steps mixed
     print(json.dumps(problems))
 
