@@ -269,5 +269,24 @@ def test_without_a_gpu_the_engine_says_so():
         GPUCDPEngine(parse_rule("define X() from A()"), reg)
 
 
+def test_the_gpu_benchmark_without_a_gpu_says_it_needs_one_in_its_json_line():
+    from numba import cuda
+
+    if cuda.is_available():
+        pytest.skip("this machine has a GPU (or runs the simulator)")
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run([sys.executable, str(root / "benchmarks/rules_gpu.py"), "--quick"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "need a CUDA GPU" in lines[0]
+    last = json.loads(lines[-1])
+    assert set(last) == {"measured", "reason"} and last["measured"] is False
+    assert "no CUDA GPU" in last["reason"]
+
+
 if __name__ == "__main__":
     _main()
