@@ -80,7 +80,17 @@ def _neutral(op):  # pragma: no cover - device code
 
 
 def stack_depth(ops: np.ndarray) -> int:
-    """The deepest the stack of the predicate program ``ops`` grows (at least 1)."""
+    """The deepest the stack of the predicate program ``ops`` grows (at least 1).
+
+    >>> from specula.detectors.rules._cdp_plan import program
+    >>> from specula.detectors.rules.engine import resolved_predicates
+    >>> from specula.detectors.rules.parser import parse_rule
+    >>> rule = parse_rule("define X() from C() as c and each B(v * 2 > c.v + c.w) within 5 "
+    ...                   "from c")
+    >>> ops, _ = program(resolved_predicates(rule, 1), 1, [(0, "v"), (0, "w")], lambda a: 0)
+    >>> stack_depth(ops), stack_depth(ops[:0])
+    (3, 1)
+    """
     depth = deepest = 0
     for code in ops[:, 0]:
         if code in (OP_CONST, OP_CTX, OP_NUM, OP_TS):
