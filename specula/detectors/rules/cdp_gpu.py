@@ -59,6 +59,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import config, cuda
@@ -69,8 +70,11 @@ from specula.detectors.rules import _cdp_kernels as _k
 from specula.detectors.rules._cdp_columns import Store
 from specula.detectors.rules._cdp_plan import Reduction, Step
 from specula.detectors.rules.ast import Rule
-from specula.detectors.rules.cdp import CDPEngine, _Sequences
+from specula.detectors.rules.cdp import CDPEngine
 from specula.events import TypeRegistry
+
+if TYPE_CHECKING:  # what a general step advances (see CDPEngine._general_step)
+    from specula.detectors.rules.cdp import _Sequences
 
 __all__ = ["MIN_GPU_WORK", "GPUCDPEngine"]
 
