@@ -88,7 +88,8 @@ result) while the CPU kernel stops a single selection at its first fit: with rul
 CPU was 4.5 times faster at 333 sequences over windows of 1,333 events (4.4e5 pairs)
 and the two were even at 333 over 33,333 (1.1e7 pairs); one event per call (3.3e4 pairs)
 took 0.1 ms on the CPU and 0.56 ms on the device. See docs/architecture.md, facts measured
-on a lent GPU."""
+on a lent GPU. Steps with predicates use the same bar until ``benchmarks/rules_gpu.py``
+measures theirs on a device."""
 
 
 def _padded(a: np.ndarray) -> np.ndarray:
