@@ -1,16 +1,30 @@
-"""CDP on a CUDA GPU against CDP on the CPU in the paper's base scenario (Cugola &
-Margara, JPDC 2012, Fig. 8) and the window sweep of Fig. 10.
+"""CDP on a CUDA GPU against CDP on the CPU: the figures the placement follows, then the
+paper's base scenario (Cugola & Margara, JPDC 2012, Fig. 8) and the window sweep of
+Fig. 10.
 
-    python benchmarks/rules_gpu.py --quick
+    python benchmarks/rules_gpu.py --quick      # the three headline ratios only
     python benchmarks/rules_gpu.py
 
-Same scenario, stream and method as ``benchmarks/rules.py`` (rule R5 with ``last`` and
-with ``each``, prefill of one window, then the measured events in batches and one per
-call, medians of interleaved repeats, composites compared between the engines); ratios
-are CPU time over GPU time. ``gpu`` launches a kernel for every step (the paper's
-engine: what the sweep reproduces); ``auto`` is the engine as deployed, which runs
-steps with less work than ``MIN_GPU_WORK`` on the CPU. ``restore_ms_*`` is a rollback
-by one batch, as a speculative ordering unit does it.
+Headline ratios, CPU time over GPU time of the GPU engine as deployed (``auto``, below),
+batches of ``--batch`` events, composites compared between the engines:
+
+* ``gpu_vs_cpu_stock60``: OpenCEP's stock rule (``tests/detectors/rules/stock.py``:
+  ``each`` steps, predicates between the elements, a pattern window, ``ties nonstrict``)
+  with a 60-minute window over ``--stock-quotes`` minute quotes (1,000,000 by default),
+  each engine over the whole stream once; matches compared by count and checksum.
+* ``gpu_vs_cpu_r5_ineq``: R5 (``last``) with its binding turned into an inequality
+  (``R5_INEQ``: ``att >= c.att and att <= c.att``, the same composites, which no equality
+  index finds), window ``--window`` (100,000).
+* ``gpu_vs_cpu_r5``: R5 (``last``) as in the paper, window ``--window``.
+
+The rest (not with ``--quick``) uses the scenario, stream and method of
+``benchmarks/rules.py`` (rule R5 with ``last`` and with ``each``, prefill of one window,
+then the measured events in batches and one per call, medians of interleaved repeats,
+composites compared between the engines); ratios are CPU time over GPU time. ``gpu``
+launches a kernel for every step (the paper's engine: what the sweep reproduces);
+``auto`` is the engine as deployed, which runs steps with less work than
+``MIN_GPU_WORK`` on the CPU. ``restore_ms_*`` is a rollback by one batch, as a
+speculative ordering unit does it.
 
 R5 binds ``$x`` by equality, so the CPU engine looks each sequence's events up in the
 column's equality index and the GPU's full scan competes with a lookup. The *scan
@@ -20,10 +34,12 @@ steps only a scan can check: ``SCAN``, selective inequalities between the elemen
 terminator (the C events of the first window are turned into A and B), so that filling
 the columns costs no scans. The last line printed is one JSON object.
 
-Without a GPU it prints one line saying so and exits with status 3 ("nothing measured"),
-so that a script running it can tell a skipped benchmark from a passed one (0) and from a
+The figures need a CUDA GPU. Without one it says so, prints a JSON line with
+``"measured": false`` and the reason, and exits with status 3 ("nothing measured"), so
+that a script running it can tell a skipped benchmark from a passed one (0) and from a
 failed one (1). Numba's CUDA simulator is not a GPU: it is refused unless
-``--simulator`` is given, which only checks that the script runs (timings meaningless).
+``--simulator`` is given, which only checks that the script runs (timings meaningless;
+give it small sizes, e.g. ``--window 300 --events 300 --stock-quotes 2000``).
 """
 
 from __future__ import annotations
@@ -33,11 +49,12 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numba import config, cuda
-from rules import SELECTIONS, VALUES, compare, feed, measure, registry, rule, stream
+from rules import R5, SELECTIONS, VALUES, compare, feed, measure, registry, rule, stream
 
 from specula.detectors.rules.cdp import CDPEngine
 
@@ -48,6 +65,10 @@ SCAN = ("define CE(att1: int, att2: int) from C() as c "
         "and {sel} A(att < b.att - 49990) as a within {w} from b "
         "where att1=c.att and att2=a.att")
 SCAN_SWEEP = (1_000, 10_000, 50_000, 100_000, 200_000)
+R5_INEQ = ("define CE(att1: int, att2: int) from C(att=$x) as c "
+           "and {sel} B(att >= c.att and att <= c.att) as b within {w} from c "
+           "and {sel} A(att >= b.att and att <= b.att) as a within {w} from b "
+           "where att1=$x and att2=Sum(A(att=$x).value within {w} from b)")
 
 
 def engines_for(selection: str, window: int, reg, threads: int | None, text: str = ""):
@@ -84,11 +105,13 @@ def restore_ms(engines: dict, events: np.ndarray, batch: int, repeat: int = 5
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer events per measurement")
+    p.add_argument("--quick", action="store_true", help="the headline ratios only")
     p.add_argument("--events", type=int, default=None, help="measured events per repeat")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--window", type=int, default=100_000)
     p.add_argument("--batch", type=int, default=1_000)
+    p.add_argument("--stock-quotes", type=int, default=1_000_000,
+                   help="quotes of the stock rule's 60-minute window run")
     p.add_argument("--single", type=int, default=None,
                    help="events also fed one per call (0: skip)")
     p.add_argument("--sweep", default=",".join(map(str, SWEEP)),
@@ -100,20 +123,109 @@ def main() -> int:
     p.add_argument("--simulator", action="store_true",
                    help="accept Numba's CUDA simulator (to check the script only)")
     args = p.parse_args()
-    if config.ENABLE_CUDASIM and not args.simulator:
-        print("rules_gpu: NUMBA_ENABLE_CUDASIM is set, and the simulator is not a GPU; "
-              "nothing measured (pass --simulator to check the script anyway)")
-        return NOTHING_MEASURED
-    if not cuda.is_available():
-        print("rules_gpu: no CUDA GPU on this machine (numba.cuda.is_available() is False); "
-              "nothing measured")
+    why = _no_gpu(args.simulator)
+    if why:
+        print(f"rules_gpu: these figures need a CUDA GPU: {why}; nothing measured")
+        print(json.dumps({"measured": False, "reason": why}))
         return NOTHING_MEASURED
     n = args.events or (20_000 if args.quick else 100_000)
-    single = (500 if args.quick else 2_000) if args.single is None else args.single
     reg = registry()
+    print(f"{_device()}; headline: stock rule over {args.stock_quotes:,} quotes (60 min), "
+          f"R5 and R5_INEQ (last, window {args.window:,}, {args.repeat} x {n:,} events); "
+          f"batches of {args.batch:,}")
+    result: dict[str, Any] = {"measured": True, **headline(reg, n, args)}
+    if not args.quick:
+        result.update(details(reg, n, args))
+    result.update(events=n, repeat=args.repeat, window=args.window, batch=args.batch,
+                  stock_quotes=args.stock_quotes, device=_device())
+    print(json.dumps(result))
+    return 0
+
+
+def _no_gpu(simulator: bool) -> str:
+    """Why no figure can be measured here ('' when a GPU, or the simulator accepted
+    with ``--simulator``, is there)."""
+    if config.ENABLE_CUDASIM and not simulator:
+        return ("NUMBA_ENABLE_CUDASIM is set, and the simulator is not a GPU (pass "
+                "--simulator to check the script anyway)")
+    if not cuda.is_available():
+        return "no CUDA GPU on this machine (numba.cuda.is_available() is False)"
+    return ""
+
+
+def headline(reg, n: int, args: argparse.Namespace) -> dict[str, float]:
+    """``gpu_vs_cpu_stock60``, ``gpu_vs_cpu_r5_ineq`` and ``gpu_vs_cpu_r5`` (the
+    module's docstring), each with the times per event behind it."""
+    w = min(1_000, args.window)
+    warm = stream(reg, 3 * w, seed=99)
+    for text in (R5, R5_INEQ):  # compile the kernels
+        measure(engines_for("last", w, reg, args.threads, text), warm, w, w, 1, args.batch, 0)
+    out: dict[str, float] = {}
+    events = stream(reg, args.window + args.repeat * n, args.seed)
+    for key, text in (("r5_ineq", R5_INEQ), ("r5", R5)):
+        engines = engines_for("last", args.window, reg, args.threads, text)
+        del engines["gpu"]
+        got = measure(engines, events, args.window, n, args.repeat, args.batch, 0)
+        out[f"cpu_ms_per_event_{key}"] = round(got["cdp_ms"], 5)
+        out[f"gpu_ms_per_event_{key}"] = round(got["auto_ms"], 5)
+        out[f"gpu_vs_cpu_{key}"] = round(got["cdp_ms"] / got["auto_ms"], 2)
+        print(f"  {key:<8} CPU {got['cdp_ms']:.4f} ms/event  GPU {got['auto_ms']:.4f} "
+              f"ms/event  GPU {out[f'gpu_vs_cpu_{key}']:.2f}x faster "
+              f"({got['composites']} composites)")
+    out.update(stock60(args.stock_quotes, args.batch, args.threads, args.seed))
+    return out
+
+
+def stock60(n_quotes: int, batch: int, threads: int | None, seed: int) -> dict[str, float]:
+    """The stock rule with a 60-minute window over ``n_quotes`` quotes on both engines,
+    each over the whole stream once (after a warm-up run of the GPU one on a few)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests/detectors/rules"))
+    from stock import STOCK_RULE, quotes, stock_registry
+
+    from specula.detectors.rules.cdp_gpu import GPUCDPEngine
+    from specula.detectors.rules.parser import parse_rule
+
+    reg = stock_registry()
+    events = quotes(reg, max(60, round(n_quotes / 2.4)), seed=seed)[:n_quotes]
+    r = parse_rule(STOCK_RULE.format(minutes=60))
+    _run(GPUCDPEngine(r, reg, ticks_per_second=1.0, threads_per_block=threads),
+         events[:min(len(events), 5 * batch)], batch)
+    seconds, found = {}, {}
+    for name, engine in (("cpu", CDPEngine(r, reg, ticks_per_second=1.0)),
+                         ("gpu", GPUCDPEngine(r, reg, ticks_per_second=1.0,
+                                              threads_per_block=threads))):
+        seconds[name], found[name] = _run(engine, events, batch)
+    assert found["cpu"] == found["gpu"], "the engines disagree"
+    ratio = round(seconds["cpu"] / seconds["gpu"], 2)
+    print(f"  stock60  {len(events):,} quotes, {found['cpu'][0]:,} matches: CPU "
+          f"{seconds['cpu']:.2f} s  GPU {seconds['gpu']:.2f} s  GPU {ratio:.2f}x faster")
+    return {"cpu_s_stock60": round(seconds["cpu"], 3), "gpu_s_stock60": round(seconds["gpu"], 3),
+            "stock60_quotes": len(events), "stock60_matches": found["cpu"][0],
+            "gpu_vs_cpu_stock60": ratio}
+
+
+def _run(engine, events: np.ndarray, batch: int) -> tuple[float, tuple[int, int]]:
+    """Seconds to process ``events`` in batches (and flush), and the matches' count and
+    checksum (over their terminators and elements' time stamps and sequence numbers)."""
+    count = checksum = 0
+    elapsed = 0.0
+    for i in range(0, len(events) + 1, batch):
+        t0 = time.perf_counter()
+        found = engine.process(events[i:i + batch]) if i < len(events) else engine.flush()
+        elapsed += time.perf_counter() - t0
+        count += len(found)
+        for k, element in enumerate(found.elements, start=1):
+            checksum += k * int((element["ts"] * 31 + element["seq"]).sum())
+    return elapsed, (count, checksum)
+
+
+def details(reg, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """R5 with both selections, restores, and the two sweeps (``benchmarks/rules.py``'s
+    method; the module's docstring)."""
+    single = 2_000 if args.single is None else args.single
     window = args.window
     events = stream(reg, window + args.repeat * n + single, args.seed)
-    print(f"{_device()}; R5, 3 types, attributes in [1, {VALUES}], window {window:,} ticks; "
+    print(f"R5, 3 types, attributes in [1, {VALUES}], window {window:,} ticks; "
           f"prefill {window:,} events, then {args.repeat} x {n:,} events in batches of "
           f"{args.batch:,} and {single:,} one per call")
     warm = stream(reg, 3_000, seed=99)
@@ -134,7 +246,7 @@ def main() -> int:
         result.update({f"restore_ms_{k}_{selection}": v for k, v in restore.items()})
     windows = [int(w) for w in args.sweep.split(",") if w]
     if windows:
-        sweep_n = max(1, n // 4) if args.quick else min(n, 20_000)
+        sweep_n = min(n, 20_000)
         print(f"window sweep (Fig. 10): {args.repeat} x {sweep_n:,} events after a "
               "window-size prefill")
         result["sweep"] = {}
@@ -152,11 +264,8 @@ def main() -> int:
             result["sweep"][str(w)] = row
     windows = [int(w) for w in args.scan_sweep.split(",") if w]
     if windows:
-        result["scan_sweep"] = scan_sweep(reg, windows, 300 if args.quick else 1_000, args)
-    result.update(events=n, repeat=args.repeat, window=window, batch=args.batch,
-                  device=_device())
-    print(json.dumps(result))
-    return 0
+        result["scan_sweep"] = scan_sweep(reg, windows, 1_000, args)
+    return result
 
 
 def scan_sweep(reg, windows: list[int], n: int, args: argparse.Namespace

@@ -21,7 +21,7 @@ __all__ = ["add_rules"]
 def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mapping[str, float],
               gpus: float | None = None, alpha: float | Literal["adaptive"] = 1.0,
               retraction: Literal["on-demand", "full"] = "on-demand", cpu_engine: str = "cdp",
-              rules_per_detector: int = 8, heavy_engine: str = "cdp",
+              rules_per_detector: int = 8, heavy_engine: str = "auto",
               k0: int = 0) -> list[Placement]:
     """Add rules to ``graph`` as rule detectors placed by :func:`plan`.
 
@@ -35,8 +35,8 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
     rates, cpu_engine, rules_per_detector, heavy_engine
         As for :func:`plan`.
     gpus : float, optional
-        GPUs to plan for with ``heavy_engine="gpu"``; default:
-        :func:`specula.cluster.gpus_available`.
+        GPUs to plan for; default: :func:`specula.cluster.gpus_available` (none with
+        ``heavy_engine="cdp"``).
     alpha, retraction, k0
         Settings of every rule detector's ordering unit (see ``Graph.add``); each node's
         ``gpus`` is its placement's GPU share.
@@ -62,7 +62,7 @@ def add_rules(graph: Graph, rules: str | Rule | Iterable[Rule], *, rates: Mappin
 
     rules = as_rules(rules)
     if gpus is None:
-        gpus = gpus_available() if heavy_engine == "gpu" else 0.0
+        gpus = gpus_available() if heavy_engine != "cdp" else 0.0
     tps = graph.ticks_per_second
     placements = plan(rules, rates, gpus=gpus, ticks_per_second=tps, cpu_engine=cpu_engine,
                       rules_per_detector=rules_per_detector, heavy_engine=heavy_engine)

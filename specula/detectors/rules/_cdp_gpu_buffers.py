@@ -6,19 +6,21 @@ each device-array operation costly on the host (allocation, slicing, argument ch
 so the hot path takes views of fixed sizes that were cut once, and copies a power-of-two
 prefix (at most twice what is needed) rather than slicing to the exact length.
 
-* :class:`Ring` is one column on the device: circular buffers of parameter keys and
-  aggregated values. New events are staged in one flat pinned buffer, copied in one
+* :class:`Ring` is one column on the device: circular buffers of time stamps, parameter
+  keys and aggregated values. New events are staged in one flat pinned buffer, copied in one
   transfer and scattered into the ring by one kernel launch. It holds a prefix of its
   CPU column and catches up (:meth:`Ring.sync`) only before a kernel reads it, so
   batches that need no launch cost no transfer. After a restore it keeps the events it
   already holds that the restored column also holds (the CPU column it mirrored is the
   host copy they are compared with).
 * :class:`Sequences` holds the partial sequences a step or a reduction works on, one
-  row each: ``[lo, hi, result, parameters...]``, copied to the device in one transfer;
+  row each: ``[lo, hi, result, parameters..., extra...]`` (a step's extra columns: the
+  anchor and the position keys of the elements), copied to the device in one transfer;
   single selections write their result into the ``result`` column, which comes back
-  with the same buffer.
+  with the same buffer. :class:`Context` holds the values of earlier elements that the
+  predicate programs read, one row per sequence.
 * :class:`Pairs` is the output of multiple selections: an atomic counter and
-  ``(sequence, event)`` pairs.
+  ``(sequence, event)`` pairs, copied back together.
 * :class:`Partials` holds the per-block results of the reductions, block-major, so
   that the final results are the first row.
 """
@@ -63,8 +65,8 @@ class _Prefixes:
 
 
 class Ring:
-    """A column on the device: ``enc`` and ``num`` rows of ``capacity`` events, logical
-    index 0 at physical index ``head``."""
+    """A column on the device: ``ts`` and the ``enc`` and ``num`` rows of ``capacity``
+    events, logical index 0 at physical index ``head``."""
 
     def __init__(self, n_enc: int, n_num: int, stream, capacity: int) -> None:
         self.n_enc, self.n_num = n_enc, n_num
@@ -75,6 +77,7 @@ class Ring:
         """Empty rows of ``capacity`` events on the device."""
         n_enc, n_num, stream = self.n_enc, self.n_num, self.stream
         self.capacity = capacity
+        self.ts = cuda.device_array(capacity, np.int64, stream=stream)
         self.enc = cuda.device_array((max(1, n_enc), capacity), np.int64, stream=stream)
         self.num = cuda.device_array((max(1, n_num), capacity), np.float64, stream=stream)
         self.head = 0
@@ -90,10 +93,10 @@ class Ring:
         if n == held:
             return 0
         if n > self.capacity:
-            self.fill(store.live_enc, store.live_num)
+            self.fill(store.live_ts, store.live_enc, store.live_num)
             return n
-        self._write((self.head + held) % self.capacity, store.live_enc[:, held:],
-                    store.live_num[:, held:])
+        self._write((self.head + held) % self.capacity, store.live_ts[held:],
+                    store.live_enc[:, held:], store.live_num[:, held:])
         self.size = n
         return n - held
 
@@ -104,12 +107,12 @@ class Ring:
         self.head = (self.head + k) % self.capacity
         self.size -= k
 
-    def fill(self, enc: np.ndarray, num: np.ndarray) -> None:
-        """Hold exactly ``enc``/``num``, growing the ring if they do not fit."""
+    def fill(self, ts: np.ndarray, enc: np.ndarray, num: np.ndarray) -> None:
+        """Hold exactly ``ts``/``enc``/``num``, growing the ring if they do not fit."""
         n = enc.shape[1]
         if n > self.capacity:
             self._allocate(size_class(2 * n))
-        self._write(self.head, enc, num)
+        self._write(self.head, ts, enc, num)
         self.size = n
 
     def resync(self, old, new) -> int:
@@ -132,7 +135,7 @@ class Ring:
         self.size = k
         if j:
             self.head = (self.head - j) % self.capacity
-            self._write(self.head, new.live_enc[:, :j], new.live_num[:, :j])
+            self._write(self.head, new.live_ts[:j], new.live_enc[:, :j], new.live_num[:, :j])
             self.size += j
         return j
 
@@ -142,6 +145,9 @@ class Ring:
             return
         self._stage_cap = size_class(w)
         n_enc, n_num = max(1, self.n_enc), max(1, self.n_num)
+        self._host_ts = cuda.pinned_array(self._stage_cap, np.int64)
+        self._dev_ts = _Prefixes(cuda.device_array(self._stage_cap, np.int64,
+                                                   stream=self.stream))
         self._host_enc = cuda.pinned_array(n_enc * self._stage_cap, np.int64)
         self._host_num = cuda.pinned_array(n_num * self._stage_cap, np.float64)
         self._dev_enc = _Prefixes(cuda.device_array(n_enc * self._stage_cap, np.int64,
@@ -149,7 +155,7 @@ class Ring:
         self._dev_num = _Prefixes(cuda.device_array(n_num * self._stage_cap, np.float64,
                                                     stream=self.stream))
 
-    def _write(self, pos: int, enc: np.ndarray, num: np.ndarray) -> None:
+    def _write(self, pos: int, ts: np.ndarray, enc: np.ndarray, num: np.ndarray) -> None:
         """Write events at physical index ``pos`` (wrapping around): one transfer per
         array kind and one scatter launch."""
         w = enc.shape[1]
@@ -158,16 +164,19 @@ class Ring:
         self._stage(w)
         self.stream.synchronize()  # the staging buffers may still be in flight
         ne, nn = self.n_enc * w, self.n_num * w
+        self._host_ts[:w] = ts
         self._host_enc[:ne].reshape(self.n_enc, w)[:] = enc
         self._host_num[:nn].reshape(self.n_num, w)[:] = num
+        dev_ts, size_t = self._dev_ts(w)
         dev_enc, size_e = self._dev_enc(max(1, ne))
         dev_num, size_n = self._dev_num(max(1, nn))
+        dev_ts.copy_to_device(self._host_ts[:size_t], stream=self.stream)
         dev_enc.copy_to_device(self._host_enc[:size_e], stream=self.stream)
         dev_num.copy_to_device(self._host_num[:size_n], stream=self.stream)
         tpb = 128
         _gk.scatter[(w + tpb - 1) // tpb, tpb, self.stream](
-            self._dev_enc.array, self.n_enc, self._dev_num.array, self.n_num, w, self.enc,
-            self.num, pos, self.capacity)
+            self._dev_ts.array, self._dev_enc.array, self.n_enc, self._dev_num.array,
+            self.n_num, w, self.ts, self.enc, self.num, pos, self.capacity)
 
 
 def _common_run(old, held: int, new) -> tuple[int, int, int] | None:
@@ -203,31 +212,28 @@ def _identity(store, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class Sequences:
-    """Rows ``[lo, hi, result, parameters...]`` of partial sequences, pinned on the host
-    and on the device, in size classes of powers of two."""
+    """Rows ``[lo, hi, result, parameters..., extra...]`` of partial sequences, pinned
+    on the host and on the device, in size classes of powers of two (per width)."""
 
     def __init__(self, n_params: int, stream) -> None:
-        self.width = PARAMS + n_params
+        self.extra_at = PARAMS + n_params
+        """The column of the first extra value."""
         self.stream = stream
-        self._classes: dict[int, tuple[np.ndarray, Any]] = {}  # device arrays: untyped
+        self._classes: dict[tuple[int, int], tuple[np.ndarray, Any]] = {}  # device: untyped
 
     def upload(self, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray,
-               result: int = 0):
+               result: int = 0, extra: np.ndarray | None = None):
         """Copy the sequences to the device; returns ``(host, device)`` buffers of at
         least ``len(lo)`` rows (the host one is valid until the next upload)."""
         m = len(lo)
-        rows = size_class(m)
-        pair = self._classes.get(rows)
-        if pair is None:
-            pair = self._classes[rows] = (
-                cuda.pinned_array((rows, self.width), np.int64),
-                cuda.device_array((rows, self.width), np.int64, stream=self.stream))
-        host, dev = pair
-        self.stream.synchronize()  # the host buffer may still be in flight
+        width = self.extra_at + (0 if extra is None else extra.shape[1])
+        host, dev = _pair(self._classes, (size_class(m), width), np.int64, self.stream)
         host[:m, LO] = lo
         host[:m, HI] = hi
         host[:m, RESULT] = result
-        host[:m, PARAMS:] = bound
+        host[:m, PARAMS:self.extra_at] = bound
+        if extra is not None:
+            host[:m, self.extra_at:] = extra
         dev.copy_to_device(host, stream=self.stream)
         return host, dev
 
@@ -238,8 +244,41 @@ class Sequences:
         return host
 
 
+class Context:
+    """The context values of partial sequences (float64, one row each), pinned on the
+    host and on the device, in size classes of powers of two (per width)."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self._classes: dict[tuple[int, int], tuple[np.ndarray, Any]] = {}  # device: untyped
+
+    def upload(self, ctx: np.ndarray):
+        """Copy ``ctx`` to the device (at least one column); returns the device array."""
+        m, width = ctx.shape
+        host, dev = _pair(self._classes, (size_class(m), max(1, width)), np.float64,
+                          self.stream)
+        host[:m, :width] = ctx
+        dev.copy_to_device(host, stream=self.stream)
+        return dev
+
+
+def _pair(classes: dict, shape: tuple[int, int], dtype, stream) -> tuple[np.ndarray, Any]:
+    """The pinned and device arrays of ``shape`` in ``classes`` (made once), once the
+    stream no longer reads the pinned one."""
+    pair = classes.get(shape)
+    if pair is None:
+        pair = classes[shape] = (cuda.pinned_array(shape, dtype),
+                                 cuda.device_array(shape, dtype, stream=stream))
+    stream.synchronize()  # the host buffer may still be in flight
+    return pair
+
+
 class Pairs:
-    """Output of a multiple selection: ``(sequence, event)`` pairs and their counter."""
+    """Output of a multiple selection: ``(sequence, event)`` pairs and their counter.
+
+    The pairs come back with the counter, in one wait for the GPU, whenever they fit in
+    the prefix that held the previous launch's pairs (a stream's selectivity changes
+    slowly); a second copy fetches the rest when they do not."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
@@ -248,6 +287,10 @@ class Pairs:
         self._zero[0] = 0
         self._count = cuda.pinned_array(1, np.int64)
         self.capacity = 0
+        self.expected = _MIN_ROWS
+        """Pairs copied back with the counter (a power of two)."""
+        self.waits = 0
+        """Times :meth:`download` waited for the GPU."""
         self.grow(1)
 
     def grow(self, n: int) -> None:
@@ -265,15 +308,19 @@ class Pairs:
     def download(self) -> np.ndarray:
         """The pairs found since :meth:`reset`, as an ``(n, 2)`` array (a copy)."""
         self.counter.copy_to_host(self._count, stream=self.stream)
+        view, size = self._prefix(self.expected)
+        view.copy_to_host(self._host[:size], stream=self.stream)
         self.stream.synchronize()
+        self.waits += 1
         n = int(self._count[0])
         if n > self.capacity:
             raise AssertionError("more pairs than the output holds")  # sized by the windows
-        if n == 0:
-            return np.zeros((0, 2), np.int64)
-        view, size = self._prefix(n)
-        view.copy_to_host(self._host[:size], stream=self.stream)
-        self.stream.synchronize()
+        if n > size:
+            view, size = self._prefix(n)
+            view.copy_to_host(self._host[:size], stream=self.stream)
+            self.stream.synchronize()
+            self.waits += 1
+        self.expected = size_class(n)
         return self._host[:n].copy()
 
 

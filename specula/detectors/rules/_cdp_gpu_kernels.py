@@ -3,15 +3,19 @@
 They are private; :class:`specula.detectors.rules.cdp_gpu.GPUCDPEngine` prepares their
 inputs. Importing this module needs no GPU: kernels compile on first launch.
 
-A column on the device is a circular buffer: ``enc`` (one row per encoded attribute)
-and ``num`` (one row per aggregated attribute) hold ``cap`` events, the oldest at
-physical index ``head``; the kernels take logical indices ``j`` (0 = oldest) and read
-``(head + j) % cap``. The CPU has already found, by binary search on its copy of the
-column, the window ``[lo, hi)`` of every partial sequence ``s``: row ``s`` of ``seqs``
-is ``[lo, hi, result, parameters...]`` (see :mod:`._cdp_gpu_buffers`), and only its
-first ``m`` rows are in use. So a thread only checks parameters: ``enc[chk_col[c]]``
+A column on the device is a circular buffer: ``ts``, ``enc`` (one row per encoded
+attribute) and ``num`` (one row per aggregated attribute) hold ``cap`` events, the
+oldest at physical index ``head``; the kernels take logical indices ``j`` (0 = oldest)
+and read ``(head + j) % cap``. The CPU has already found, by binary search on its copy
+of the column, the window ``[lo, hi)`` of every partial sequence ``s`` (the step's
+window and the pattern window's floor both narrow it): row ``s`` of ``seqs`` is
+``[lo, hi, result, parameters..., anchor, taken...]`` (see :mod:`._cdp_gpu_buffers`),
+and only its first ``m`` rows are in use. A thread checks parameters, ``enc[chk_col[c]]``
 against parameter ``chk_par[c]`` of its sequence, for ``c < nchk`` (check arrays are
-padded to length 1, so ``nchk`` may be 0).
+padded to length 1, so ``nchk`` may be 0), then, in a step, the ties rule and the
+step's predicate program: the program of
+:func:`~specula.detectors.rules._cdp_plan.program`, uploaded once per rule and
+interpreted on a stack in the thread's local memory, as the CPU kernels interpret it.
 
 Grids are two-dimensional as in the paper: ``blockIdx.y`` picks the partial sequence
 (striding by ``gridDim.y`` when there are more than a grid holds), the threads of the
@@ -26,9 +30,24 @@ from functools import cache
 import numpy as np
 from numba import cuda, float64, int64
 
-SUM, MIN, MAX = 0, 1, 2
-"""Combining operators of the reduction (as in :mod:`._cdp_kernels`)."""
-
+from specula.detectors.rules._cdp_kernels import (
+    MAX,
+    MIN,
+    OP_ADD,
+    OP_CONST,
+    OP_CTX,
+    OP_DIV,
+    OP_EQ,
+    OP_GT,
+    OP_LE,
+    OP_LT,
+    OP_MUL,
+    OP_NE,
+    OP_NUM,
+    OP_REQUIRE,
+    OP_SUB,
+    OP_TS,
+)
 
 _LO, _HI, _RESULT, _PARAMS = 0, 1, 2, 3  # the columns of a row of ``seqs``
 
@@ -60,48 +79,160 @@ def _neutral(op):  # pragma: no cover - device code
     return 0.0
 
 
-@cuda.jit
-def multi_select(enc, head, cap, seqs, m, chk_col, chk_par, nchk, counter,
-                 out):  # pragma: no cover - device code
-    """Multiple selection: every fitting (sequence, event) pair takes the next free row
-    of ``out`` from ``counter`` (atomic add). The caller sizes ``out`` for every event
-    of every window, so no pair is lost."""
-    s = cuda.blockIdx.y
-    while s < m:
-        j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        if j < seqs[s, _HI] and _fits(enc, (head + j) % cap, seqs, s, chk_col, chk_par,
-                                      nchk):
-            k = cuda.atomic.add(counter, 0, 1)
-            out[k, 0] = s
-            out[k, 1] = j
-        s += cuda.gridDim.y
+def stack_depth(ops: np.ndarray) -> int:
+    """The deepest the stack of the predicate program ``ops`` grows (at least 1).
+
+    >>> from specula.detectors.rules._cdp_plan import program
+    >>> from specula.detectors.rules.engine import resolved_predicates
+    >>> from specula.detectors.rules.parser import parse_rule
+    >>> rule = parse_rule("define X() from C() as c and each B(v * 2 > c.v + c.w) within 5 "
+    ...                   "from c")
+    >>> ops, _ = program(resolved_predicates(rule, 1), 1, [(0, "v"), (0, "w")], lambda a: 0)
+    >>> stack_depth(ops), stack_depth(ops[:0])
+    (3, 1)
+    """
+    depth = deepest = 0
+    for code in ops[:, 0]:
+        if code in (OP_CONST, OP_CTX, OP_NUM, OP_TS):
+            depth += 1
+        else:  # REQUIRE pops one; arithmetic and comparisons pop two and push one
+            depth -= 1
+        deepest = max(deepest, depth)
+    return max(1, deepest)
 
 
-@cuda.jit
-def single_select(enc, head, cap, seqs, m, chk_col, chk_par, nchk,
-                  last):  # pragma: no cover - device code
-    """Single selection: ``seqs[s, result]`` becomes the greatest (``last``, atomic max
-    over -1) or smallest (atomic min over a sentinel) fitting event of sequence ``s``."""
-    s = cuda.blockIdx.y
-    while s < m:
-        j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        if j < seqs[s, _HI] and _fits(enc, (head + j) % cap, seqs, s, chk_col, chk_par,
-                                      nchk):
-            if last:
-                cuda.atomic.max(seqs, (s, _RESULT), j)
+@cache
+def selections(depth: int):
+    """The two selection kernels for predicate programs whose stack holds ``depth``
+    values (a local array, so its size is fixed when the kernel compiles).
+
+    Both take the column (``ts``, ``enc``, ``num`` rings), the sequences (``seqs``, and
+    ``ctx``: the values the program reads from earlier elements), the checks, the program
+    (``ops``, ``consts``, ``nops`` rows in use) and the ties policy: with ``strict``
+    false a candidate at the sequence's anchor time stamp (``seqs[s, at_anchor]``) is
+    refused when its position key (``enc[pos_row]``) is among the ``n_taken`` keys of
+    the sequence's elements (``seqs[s, at_taken:]``). A candidate passes when it passes
+    the checks, the ties rule and the program, as in
+    :func:`~specula.detectors.rules._cdp_kernels.step_general`.
+
+    ``multi_select`` (``each``) gives every passing (sequence, event) pair the next free
+    row of ``out`` from ``counter`` (atomic add; the caller sizes ``out`` for every
+    event of every window, so no pair is lost). ``single_select`` makes
+    ``seqs[s, result]`` the greatest (``last``, atomic max over -1) or smallest (atomic
+    min over a sentinel) passing event of sequence ``s``.
+    """
+
+    @cuda.jit(device=True)
+    def _passes(ts, enc, num, phys, seqs, s, ctx, chk_col, chk_par, nchk, ops, consts,
+                nops, strict, pos_row, at_anchor, at_taken,
+                n_taken):  # pragma: no cover - device code
+        if not _fits(enc, phys, seqs, s, chk_col, chk_par, nchk):
+            return False
+        if not strict and ts[phys] == seqs[s, at_anchor]:
+            key = enc[pos_row, phys]
+            for q in range(n_taken):
+                if seqs[s, at_taken + q] == key:
+                    return False
+        if nops == 0:
+            return True
+        stack = cuda.local.array(depth, float64)
+        return _holds(ops, consts, nops, stack, ts, num, phys, ctx, s)
+
+    @cuda.jit
+    def multi_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
+                     consts, nops, strict, pos_row, at_anchor, at_taken, n_taken, counter,
+                     out):  # pragma: no cover - device code
+        s = cuda.blockIdx.y
+        while s < m:
+            j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+            if j < seqs[s, _HI] and _passes(ts, enc, num, (head + j) % cap, seqs, s, ctx,
+                                            chk_col, chk_par, nchk, ops, consts, nops,
+                                            strict, pos_row, at_anchor, at_taken, n_taken):
+                k = cuda.atomic.add(counter, 0, 1)
+                out[k, 0] = s
+                out[k, 1] = j
+            s += cuda.gridDim.y
+
+    @cuda.jit
+    def single_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
+                      consts, nops, strict, pos_row, at_anchor, at_taken, n_taken,
+                      last):  # pragma: no cover - device code
+        s = cuda.blockIdx.y
+        while s < m:
+            j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+            if j < seqs[s, _HI] and _passes(ts, enc, num, (head + j) % cap, seqs, s, ctx,
+                                            chk_col, chk_par, nchk, ops, consts, nops,
+                                            strict, pos_row, at_anchor, at_taken, n_taken):
+                if last:
+                    cuda.atomic.max(seqs, (s, _RESULT), j)
+                else:
+                    cuda.atomic.min(seqs, (s, _RESULT), j)
+            s += cuda.gridDim.y
+
+    return multi_select, single_select
+
+
+@cuda.jit(device=True)
+def _holds(ops, consts, nops, stack, ts, num, phys, ctx, s):  # pragma: no cover - device code
+    """Whether the event at ``phys`` passes the predicate program for sequence ``s``:
+    :func:`~specula.detectors.rules._cdp_kernels.holds` over the device column."""
+    sp = 0
+    for q in range(nops):
+        code = ops[q, 0]
+        arg = ops[q, 1]
+        if code == OP_CONST:
+            stack[sp] = consts[arg]
+            sp += 1
+        elif code == OP_CTX:
+            stack[sp] = ctx[s, arg]
+            sp += 1
+        elif code == OP_NUM:
+            stack[sp] = num[arg, phys]
+            sp += 1
+        elif code == OP_TS:
+            stack[sp] = float(ts[phys])
+            sp += 1
+        elif code == OP_REQUIRE:
+            sp -= 1
+            if stack[sp] == 0.0:
+                return False
+        else:
+            sp -= 1
+            b = stack[sp]
+            a = stack[sp - 1]
+            if code == OP_ADD:
+                r = a + b
+            elif code == OP_SUB:
+                r = a - b
+            elif code == OP_MUL:
+                r = a * b
+            elif code == OP_DIV:
+                r = a / b
+            elif code == OP_EQ:
+                r = 1.0 if a == b else 0.0
+            elif code == OP_NE:
+                r = 1.0 if a != b else 0.0
+            elif code == OP_LT:
+                r = 1.0 if a < b else 0.0
+            elif code == OP_LE:
+                r = 1.0 if a <= b else 0.0
+            elif code == OP_GT:
+                r = 1.0 if a > b else 0.0
             else:
-                cuda.atomic.min(seqs, (s, _RESULT), j)
-        s += cuda.gridDim.y
+                r = 1.0 if a >= b else 0.0
+            stack[sp - 1] = r
+    return True
 
 
 @cuda.jit
-def scatter(stage_enc, n_enc, stage_num, n_num, w, ring_enc, ring_num, pos,
-            cap):  # pragma: no cover - device code
-    """Copy ``w`` staged events (row ``a`` of each kind at ``a * w``) into a ring from
-    physical index ``pos`` on, wrapping around at ``cap``."""
+def scatter(stage_ts, stage_enc, n_enc, stage_num, n_num, w, ring_ts, ring_enc, ring_num,
+            pos, cap):  # pragma: no cover - device code
+    """Copy ``w`` staged events (their time stamps, and row ``a`` of each kind at
+    ``a * w``) into a ring from physical index ``pos`` on, wrapping around at ``cap``."""
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if i < w:
         phys = (pos + i) % cap
+        ring_ts[phys] = stage_ts[i]
         for a in range(n_enc):
             ring_enc[a, phys] = stage_enc[a * w + i]
         for a in range(n_num):

@@ -392,8 +392,8 @@ class CDPEngine:
         for depth, st in enumerate(plan.steps):
             if st.general:
                 assert seqs is not None  # made when any step is general
-                parent, chosen, bound, anchor = seqs.step(depth, self._stores[st.store], st,
-                                                          self._scans[depth], anchor, bound)
+                parent, chosen, bound, anchor = self._general_step(seqs, depth, st, anchor,
+                                                                   bound)
             else:
                 parent, chosen, bound, anchor = self._step(st, anchor, bound)
                 if seqs is not None:
@@ -444,6 +444,12 @@ class CDPEngine:
         return _k.step(store.live_ts, store.live_enc, anchor, bound, st.chk_col, st.chk_par,
                        st.chk_nan, st.bind_col, st.bind_par, st.window, st.selection,
                        *_index(store, st.chk_col))
+
+    def _general_step(self, seqs: _Sequences, depth: int, st: Step, anchor: np.ndarray,
+                      bound: np.ndarray):
+        """The general step ``st``, the ``depth``-th of the chain, which also advances
+        what ``seqs`` carries per sequence."""
+        return seqs.step(depth, self._stores[st.store], st, self._scans[depth], anchor, bound)
 
     def _reduce(self, red: Reduction, start: np.ndarray, stop: np.ndarray,
                 bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

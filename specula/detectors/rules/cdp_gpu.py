@@ -3,17 +3,26 @@
 :class:`GPUCDPEngine` is :class:`~specula.detectors.rules.cdp.CDPEngine` with the scans
 moved to the GPU. The CPU keeps its copy of every column (which the snapshot, the
 pruning and the binary searches use); each column also lives on the device as a
-circular buffer of the parameter keys and aggregated values, into which new events are
-copied as they arrive and from which pruned events leave by moving the head. A full
-buffer is reallocated twice as large and refilled from the CPU copy (the paper sizes
+circular buffer of the time stamps, parameter keys and aggregated values, into which new
+events are copied as they arrive and from which pruned events leave by moving the head. A
+full buffer is reallocated twice as large and refilled from the CPU copy (the paper sizes
 buffers statically for the worst case; this grows them instead). A restore uploads only
 the events the device columns do not already hold (the CPU columns they mirrored tell
 which), so the rollbacks of a speculative ordering unit stay cheap.
 
 When terminators arrive, each step runs as in sec. 5.3: the CPU finds every partial
-sequence's window by binary search on its copy, then one kernel launch checks all
-(sequence, event) pairs in parallel, on a two-dimensional grid (y: the sequence, x: its
-window). Multiple selection (``each``) appends fitting pairs to an output array at an
+sequence's window by binary search on its copy (the step's window, narrowed by the
+pattern window's floor), then one kernel launch checks all (sequence, event) pairs in
+parallel, on a two-dimensional grid (y: the sequence, x: its window). The terminators
+of a batch are processed together, so a step costs one launch (and one copy back) for
+all of them, not one per terminator. A thread checks the parameters, the ties rule
+(``ties nonstrict``: not an element already taken) and the step's predicates between
+elements (``b.open > c.open``, arithmetic, time stamps): each step's predicate program
+(:func:`~specula.detectors.rules._cdp_plan.program`, the one the CPU kernels interpret)
+is uploaded once per rule and interpreted by the selection kernels, which are compiled
+once per stack depth. What a sequence carries for later predicates (the context values
+of its elements, their position keys, its floor) follows on the CPU, a gather per step.
+Multiple selection (``each``) appends fitting pairs to an output array at an
 index taken with ``cuda.atomic.add``; single selection keeps one index per sequence,
 raised by ``cuda.atomic.max`` (``last``, from -1) or lowered by ``cuda.atomic.min``
 (``first``, from a sentinel). Aggregates and negations are reduced per match in shared
@@ -25,11 +34,12 @@ Readings chosen here:
 * Sequences are kept as (parent, chosen event) pairs rather than copied event arrays;
   the CPU sorts the pairs a multiple-selection launch returns (the atomic counter hands
   out slots in no particular order), so matches come in the same order as on the CPU.
-* Windows are exact per sequence, so threads check parameters only.
+* Windows are exact per sequence, so threads check no time stamp against a window.
 * All device memory is allocated once and grown, never per step; every copy goes
   through pinned host memory on the engine's own CUDA stream, and a step waits for the
-  GPU once (a single selection) or twice (a multiple selection: the count, then the
-  pairs). :mod:`~specula.detectors.rules._cdp_gpu_buffers` holds the buffers.
+  GPU once: a multiple selection's pairs come back with their count when they fit the
+  size of the previous launch's (else a second wait fetches the rest).
+  :mod:`~specula.detectors.rules._cdp_gpu_buffers` holds the buffers.
 * A step or reduction with little work (fewer pairs to check than ``min_gpu_work``)
   runs on the CPU copy with the CPU engine's kernels: a launch has a fixed cost of tens
   of microseconds that a scan of a few thousand events does not repay. The device
@@ -48,6 +58,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import config, cuda
@@ -61,6 +73,9 @@ from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.cdp import CDPEngine
 from specula.events import TypeRegistry
 
+if TYPE_CHECKING:  # what a general step advances (see CDPEngine._general_step)
+    from specula.detectors.rules.cdp import _Sequences
+
 __all__ = ["MIN_GPU_WORK", "GPUCDPEngine"]
 
 _MAX_GRID_Y = 65535
@@ -73,7 +88,8 @@ result) while the CPU kernel stops a single selection at its first fit: with rul
 CPU was 4.5 times faster at 333 sequences over windows of 1,333 events (4.4e5 pairs)
 and the two were even at 333 over 33,333 (1.1e7 pairs); one event per call (3.3e4 pairs)
 took 0.1 ms on the CPU and 0.56 ms on the device. See docs/architecture.md, facts measured
-on a lent GPU."""
+on a lent GPU. Steps with predicates use the same bar until ``benchmarks/rules_gpu.py``
+measures theirs on a device."""
 
 
 def _padded(a: np.ndarray) -> np.ndarray:
@@ -99,6 +115,15 @@ class GPUCDPEngine(CDPEngine):
         Steps and reductions that check fewer (sequence, event) pairs than this (the
         number of sequences times the widest window) run on the CPU's copy of the
         columns instead; default :data:`MIN_GPU_WORK` on a GPU, 0 in the simulator.
+
+    Attributes
+    ----------
+    uploaded : int
+        Events copied to the device columns so far.
+    launches : int
+        Kernel launches of steps and reductions so far (a step launches once for all
+        the terminators of a batch, unless its sequences' windows hold more than
+        :data:`_MAX_PAIRS` events together).
 
     Raises
     ------
@@ -139,6 +164,8 @@ class GPUCDPEngine(CDPEngine):
         self._rings = [_b.Ring(len(s.enc), len(s.num), self._stream, _RING_CAPACITY)
                        for s in self._plan.stores]
         self._sequences = _b.Sequences(len(self._plan.params), self._stream)
+        self._context = _b.Context(self._stream)
+        self._no_context = cuda.to_device(np.zeros((1, 1)), stream=self._stream)
         self._pairs = _b.Pairs(self._stream)
         self._partials = _b.Partials(self._stream)
         checked: list[Step | Reduction] = [*self._plan.steps, *self._plan.reductions]
@@ -146,8 +173,10 @@ class GPUCDPEngine(CDPEngine):
             id(x): (cuda.to_device(_padded(x.chk_col), stream=self._stream),
                     cuda.to_device(_padded(x.chk_par), stream=self._stream), len(x.chk_col))
             for x in checked}
+        self._programs = {id(st): _Program(st, self._stream) for st in self._plan.steps}
         self._previous: list[Store] | None = None  # the columns before a restore
         self.uploaded = 0
+        self.launches = 0
 
     def restore(self, state: bytes) -> None:
         """As :meth:`CDPEngine.restore`; the device columns keep the events they already
@@ -205,33 +234,72 @@ class GPUCDPEngine(CDPEngine):
             return empty, empty, bound[:0], empty
         if len(anchor) * width < self.min_gpu_work:
             return super()._step(st, anchor, bound)
-        ring = self._ring(st.store)
-        if st.selection == _k.EACH:
-            parent, chosen = self._select_each(st, ring, lo, hi, bound)
-        else:
-            parent, chosen = self._select_one(st, ring, lo, hi, bound, width)
+        parent, chosen = self._select(st, _Scan(lo, hi, bound), width)
         new_bound = bound[parent]
         for col, par in zip(st.bind_col, st.bind_par, strict=True):
             new_bound[:, par] = store.live_enc[col, chosen]
         return parent, chosen, new_bound, ts[chosen]
 
-    def _select_one(self, st: Step, ring: _b.Ring, lo, hi, bound, width: int):
+    def _general_step(self, seqs: _Sequences, depth: int, st: Step, anchor: np.ndarray,
+                      bound: np.ndarray):
+        """A step with predicates, a pattern-window floor or ``ties nonstrict`` on the
+        device: the floor narrows each window (binary search on the CPU copy), the
+        kernel checks parameters, ties and the predicate program, and what ``seqs``
+        carries per sequence follows on the CPU."""
+        store = self._stores[st.store]
+        low = anchor - st.window
+        if st.floor:
+            low = np.maximum(low, seqs.floor)
+        high = anchor if self._plan.strict else anchor + 1
+        lo, hi = self._windows(store.live_ts, low, high, bound, st.chk_par, st.chk_nan)
+        width = int((hi - lo).max()) if len(anchor) else 0
+        if width and len(anchor) * width < self.min_gpu_work:
+            return super()._general_step(seqs, depth, st, anchor, bound)
+        if width == 0:
+            none = np.zeros(0, np.int64)
+            return _advance(seqs, st, store, none, none, bound)
+        scan = _Scan(lo, hi, bound, np.column_stack([anchor, seqs.taken]), seqs.ctx)
+        return _advance(seqs, st, store, *self._select(st, scan, width), bound)
+
+    def _select(self, st: Step, scan: _Scan, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """The chosen ``(parent, chosen)`` pairs of a step, ordered as on the CPU."""
+        ring = self._ring(st.store)
+        if st.selection == _k.EACH:
+            return self._select_each(st, ring, scan)
+        return self._select_one(st, ring, scan, width)
+
+    def _arguments(self, st: Step, scan: _Scan, run: slice) -> tuple:
+        """The selection kernels' arguments from ``ctx`` to ``n_taken`` (see
+        :func:`~specula.detectors.rules._cdp_gpu_kernels.selections`) for the sequences
+        ``run`` of ``scan``; a plain step (no ``extra``) runs no program and strictly."""
+        program = self._programs[id(st)]
+        general = scan.extra is not None
+        at = self._sequences.extra_at
+        ctx = self._no_context if scan.ctx is None else self._context.upload(scan.ctx[run])
+        return (ctx, *self._device_checks[id(st)], program.ops, program.consts,
+                program.nops if general else 0, self._plan.strict or not general,
+                max(0, st.pos_row), at, at + 1,
+                scan.extra.shape[1] - 1 if scan.extra is not None else 0)
+
+    def _select_one(self, st: Step, ring: _b.Ring, scan: _Scan, width: int):
         """``last``/``first``: one launch; the result comes back in the sequences' rows."""
         last = st.selection == _k.LAST
         none = -1 if last else _gk.NO_INDEX_FIRST
-        chk_col, chk_par, nchk = self._device_checks[id(st)]
-        m = len(lo)
-        host, dev = self._sequences.upload(lo, hi, bound, none)
-        _gk.single_select[self._grid(width, m), self.threads_per_block, self._stream](
-            ring.enc, ring.head, ring.capacity, dev, m, chk_col, chk_par, nchk, last)
+        m = len(scan.lo)
+        host, dev = self._sequences.upload(scan.lo, scan.hi, scan.bound, none, scan.extra)
+        kernel = self._programs[id(st)].single
+        kernel[self._grid(width, m), self.threads_per_block, self._stream](
+            ring.ts, ring.enc, ring.num, ring.head, ring.capacity, dev, m,
+            *self._arguments(st, scan, slice(0, m)), last)
+        self.launches += 1
         found = self._sequences.download(host, dev)[:m, _b.RESULT]
         parent = np.flatnonzero(found != none)
         return parent, found[parent]
 
-    def _select_each(self, st: Step, ring: _b.Ring, lo, hi, bound):
+    def _select_each(self, st: Step, ring: _b.Ring, scan: _Scan):
         """``each``: launches over runs of sequences whose windows hold at most
         :data:`_MAX_PAIRS` events together, so the output always has room."""
-        chk_col, chk_par, nchk = self._device_checks[id(st)]
+        lo, hi = scan.lo, scan.hi
         sizes = hi - lo
         ends = np.cumsum(sizes)
         parents: list[np.ndarray] = []
@@ -244,11 +312,14 @@ class GPUCDPEngine(CDPEngine):
             self._pairs.grow(int(ends[last - 1] - base))
             self._pairs.reset()
             m = last - first
-            _, dev = self._sequences.upload(lo[run], hi[run], bound[run])
-            _gk.multi_select[self._grid(int(sizes[run].max()), m), self.threads_per_block,
-                             self._stream](ring.enc, ring.head, ring.capacity, dev, m,
-                                           chk_col, chk_par, nchk, self._pairs.counter,
-                                           self._pairs.out)
+            _, dev = self._sequences.upload(lo[run], hi[run], scan.bound[run], 0,
+                                            None if scan.extra is None else scan.extra[run])
+            kernel = self._programs[id(st)].multi
+            kernel[self._grid(int(sizes[run].max()), m), self.threads_per_block,
+                   self._stream](ring.ts, ring.enc, ring.num, ring.head, ring.capacity, dev,
+                                 m, *self._arguments(st, scan, run), self._pairs.counter,
+                                 self._pairs.out)
+            self.launches += 1
             pairs = self._pairs.download()
             parents.append(pairs[:, 0] + first)
             choices.append(pairs[:, 1])
@@ -280,11 +351,57 @@ class GPUCDPEngine(CDPEngine):
         self._reduce_column[(blocks, grid_y), tpb, self._stream](
             ring.enc, ring.num, red.vrow, ring.head, ring.capacity, dev, m, chk_col, chk_par,
             nchk, red.op, partials.value[0], partials.count[0])
+        self.launches += 1
         which = 0
         while blocks > 1:
             n, blocks = blocks, math.ceil(blocks / per_block)
             self._reduce_partials[(blocks, grid_y), tpb, self._stream](
                 partials.value[which], partials.count[which], n, m, red.op,
                 partials.value[1 - which], partials.count[1 - which])
+            self.launches += 1
             which = 1 - which
         return partials.download(which, m)
+
+
+class _Program:
+    """A step's predicate program on the device, uploaded once per rule, and the
+    selection kernels compiled for its stack depth."""
+
+    def __init__(self, st: Step, stream) -> None:
+        self.ops = cuda.to_device(st.ops if len(st.ops) else np.zeros((1, 2), np.int64),
+                                  stream=stream)
+        self.consts = cuda.to_device(st.consts, stream=stream)
+        self.nops = len(st.ops)
+        self.multi, self.single = _gk.selections(_gk.stack_depth(st.ops))
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """The sequences one step's launches read besides the column: their windows and
+    parameters and, for a general step, their anchors and elements' position keys
+    (``extra``) and context values (``ctx``)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    bound: np.ndarray
+    extra: np.ndarray | None = None
+    ctx: np.ndarray | None = None
+
+
+def _advance(seqs: _Sequences, st: Step, store: Store, parent: np.ndarray,
+             chosen: np.ndarray, bound: np.ndarray):
+    """The sequences a general step made, as :func:`~._cdp_kernels.step_general` writes
+    them: parameters bound, anchors, and what ``seqs`` carries (the floor, the context
+    slots the chosen event fills, its position key)."""
+    ts, enc, num = store.live_ts, store.live_enc, store.live_num
+    new_bound = bound[parent]
+    for col, par in zip(st.bind_col, st.bind_par, strict=True):
+        new_bound[:, par] = enc[col, chosen]
+    seqs.floor = seqs.floor[parent]
+    ctx = seqs.ctx[parent]
+    for slot, row in zip(st.fill_slot, st.fill_row, strict=True):
+        ctx[:, slot] = ts[chosen] if row < 0 else num[row, chosen]
+    seqs.ctx = ctx
+    key = enc[st.pos_row, chosen] if st.pos_row >= 0 else np.zeros(len(chosen), np.int64)
+    seqs.taken = np.column_stack([seqs.taken[parent], key])
+    return parent, chosen, new_bound, ts[chosen]

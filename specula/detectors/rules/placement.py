@@ -17,17 +17,18 @@ column. :func:`plan` gives every heavy rule a detector of its own, on the engine
 rules, sec. 6, Fig. 14); the rest, and all of them without GPUs, on the CPU CDP
 engine, with a warning.
 
-The default engine of heavy rules is the CPU CDP engine, because that is what measured
-faster (``benchmarks/rules_gpu.py``, one H100 against one core of its host, batches of
-1,000 events). The paper's GPU scans a column where its CPU engine scans it too; ours
-does not: a step that binds a parameter by equality (R5) looks the key up in the
-column's equality index, and a step with predicates between elements runs on the GPU
-engine's CPU copy of the columns. On R5 the GPU engine took 4 to 10 times the CPU's time
-at every window from 1,000 to 500,000 ticks (column sizes up to 166,667 events); on a
-rule of selective inequalities the two were within 10 % of each other from 1,000 to
-200,000 ticks. :data:`GPU_THRESHOLD` was measured when the CPU engine still scanned R5's
-columns (below ~33,000 events per column the GPU lost then); it now decides which rules
-get a detector of their own.
+Which engine a heavy rule gets (``heavy_engine="auto"``, the default) follows what
+``benchmarks/rules_gpu.py`` measures. The CPU CDP engine looks a parameter bound by
+equality up in the column's equality index, so a rule whose expensive columns are
+looked up that way (R5) stays on the CPU: on one H100 the GPU engine took 4 to 10 times
+the CPU's time on R5 at every window from 1,000 to 500,000 ticks. A rule whose expensive
+columns only a scan can check (inequalities and arithmetic between elements, aggregates
+and negations without an equality, see :func:`scanned`) goes to a GPU when the cluster
+has one and its scanned columns hold at least :data:`GPU_SCAN_CROSSOVER` events: the GPU
+engine now runs those scans, predicates included, on the device. ``heavy_engine="cdp"``
+or ``"gpu"`` forces the choice. :data:`GPU_THRESHOLD` was measured when the CPU engine
+still scanned R5's columns (below ~33,000 events per column the GPU lost then); it
+decides which rules get a detector of their own.
 """
 
 from __future__ import annotations
@@ -37,18 +38,23 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from specula.detectors.rules.ast import Rule
+from specula.detectors.rules.ast import Param, Rule
 from specula.detectors.rules.detector import RuleDetector
 from specula.detectors.rules.disjunctions import derived_rates
 from specula.detectors.rules.expand import expand
 from specula.events import TypeRegistry
 
-__all__ = ["GPU_THRESHOLD", "MAX_RULES_PER_GPU", "Placement", "RuleCost", "cost", "is_heavy",
-           "plan"]
+__all__ = ["GPU_SCAN_CROSSOVER", "GPU_THRESHOLD", "MAX_RULES_PER_GPU", "Placement", "RuleCost",
+           "cost", "is_heavy", "plan", "scanned", "suits_gpu"]
 
 log = logging.getLogger(__name__)
 
 GPU_THRESHOLD = 50_000.0
+GPU_SCAN_CROSSOVER = GPU_THRESHOLD
+"""Events in a heavy rule's scanned columns from which ``heavy_engine="auto"`` puts it
+on a GPU. A placeholder, to be measured with ``benchmarks/rules_gpu.py`` on the device
+(``gpu_vs_cpu_r5_ineq`` and the scan sweep) once the device predicates have run on one;
+until then, the bar of a heavy rule."""
 MAX_RULES_PER_GPU = 10
 SINGLE_SELECTION_FACTOR = 0.5  # a last/first scan stops at its hit: half a column on average
 
@@ -150,6 +156,49 @@ def is_heavy(rule: Rule, rates: Mapping[str, float], *,
     return cost(rule, rates, ticks_per_second=ticks_per_second).events_per_column >= threshold
 
 
+def scanned(rule: Rule, *, ticks_per_second: float | None = None) -> tuple[bool, ...]:
+    """Per column of :func:`cost` (steps, then aggregates, then negations), whether the
+    CDP engines scan it: no parameter bound by an earlier element is compared with an
+    attribute of its pattern by equality, so no equality index narrows it.
+
+    >>> from specula.detectors.rules.parser import parse_rule
+    >>> scanned(parse_rule("define X(n: int) from C(p=$x) as c and last B(p=$x) within 9 "
+    ...                    "from c and each A(v > c.v) within 9 from B "
+    ...                    "where n=Count(D() within 5 from A)"))
+    (False, True, True)
+    """
+    if not rule.plain:
+        return tuple(s for r in expand(rule, ticks_per_second) for s in scanned(r))
+
+    def by_equality(pattern, element: int | None) -> bool:
+        return any(isinstance(c.value, Param) and rule.binder(c.value.name) != element
+                   for c in pattern.constraints)  # a parameter compares by "=" only
+
+    return (*(not by_equality(st.pattern, i) for i, st in enumerate(rule.steps, start=1)),
+            *(not by_equality(a.pattern, None) for a in rule.aggregates),
+            *(not by_equality(n.pattern, None) for n in rule.negations))
+
+
+def suits_gpu(rule: Rule, rates: Mapping[str, float], *,
+              ticks_per_second: float | None = None,
+              crossover: float = GPU_SCAN_CROSSOVER) -> bool:
+    """Whether ``rule``'s expensive columns are scans that a GPU takes over: its scanned
+    columns hold at least as many events as its looked-up ones, and one holds at least
+    ``crossover`` (see the module).
+
+    >>> from specula.detectors.rules.parser import parse_rule
+    >>> ineq = parse_rule("define X() from C() as c and last B(v > c.v) within 200000 from c")
+    >>> eq = parse_rule("define X() from C(p=$x) and last B(p=$x) within 200000 from C")
+    >>> suits_gpu(ineq, {"B": 0.5, "C": 0.5}), suits_gpu(eq, {"B": 0.5, "C": 0.5})
+    (True, False)
+    """
+    columns = cost(rule, rates, ticks_per_second=ticks_per_second).columns
+    scans = scanned(rule, ticks_per_second=ticks_per_second)
+    on_scans = [c for c, s in zip(columns, scans, strict=True) if s]
+    return (sum(on_scans) >= sum(columns) - sum(on_scans)
+            and max(on_scans, default=0.0) >= crossover)
+
+
 @dataclass(frozen=True)
 class Placement:
     """One rule detector of a plan: its node name, rules, engine and GPU share (the
@@ -169,7 +218,7 @@ def plan(rules: Iterable[Rule], rates: Mapping[str, float], *, gpus: float,
          ticks_per_second: float | None = None, cpu_engine: str = "cdp",
          rules_per_detector: int = 8, threshold: float = GPU_THRESHOLD,
          max_rules_per_gpu: int = MAX_RULES_PER_GPU,
-         heavy_engine: str = "cdp") -> list[Placement]:
+         heavy_engine: str = "auto") -> list[Placement]:
     """Place rules on detectors: heavy rules alone (on ``heavy_engine``), simple rules
     packed on CPU detectors.
 
@@ -182,10 +231,10 @@ def plan(rules: Iterable[Rule], rates: Mapping[str, float], *, gpus: float,
         ``rules`` that is not listed is estimated at its terminator's rate (an upper
         bound).
     gpus : float
-        GPUs in the cluster (see :func:`specula.cluster.gpus_available`). With
-        ``heavy_engine="gpu"``, heavy rules get one each while there are enough, else
-        equal shares, down to ``1 / max_rules_per_gpu``; the heaviest rules (events
-        examined per tick) come first.
+        GPUs in the cluster (see :func:`specula.cluster.gpus_available`). The heavy
+        rules placed on GPUs get one each while there are enough, else equal shares,
+        down to ``1 / max_rules_per_gpu``; the heaviest rules (events examined per tick)
+        come first.
     ticks_per_second : float, optional
         For windows written with a unit.
     cpu_engine : {"cdp", "aip"}
@@ -196,9 +245,11 @@ def plan(rules: Iterable[Rule], rates: Mapping[str, float], *, gpus: float,
         Events per column from which a rule is heavy.
     max_rules_per_gpu : int
         At most this many heavy rules share one GPU; the rest run on the CPU.
-    heavy_engine : {"cdp", "gpu"}
-        Engine of the heavy rules: CDP on the CPU (measured faster, see the module), or
-        on the GPUs, CDP on the CPU where they are full or missing (with a warning).
+    heavy_engine : {"auto", "cdp", "gpu"}
+        Engine of the heavy rules: ``"auto"`` puts those whose expensive columns are
+        scans (:func:`suits_gpu`) on the GPUs and the others on CDP on the CPU (see the
+        module); ``"cdp"`` puts all of them on the CPU; ``"gpu"`` all of them on the
+        GPUs, CDP on the CPU where they are full or missing (with a warning).
 
     Returns
     -------
@@ -214,24 +265,26 @@ def plan(rules: Iterable[Rule], rates: Mapping[str, float], *, gpus: float,
     ... define S2() from B() and each A() within 10 from B''')
     >>> rates = {"A": 1.0, "B": 1.0, "C": 1.0}
     >>> [(p.name, [r.name for r in p.rules], p.engine, p.num_gpus)
-    ...  for p in plan(rules, rates, gpus=1)]
-    [('rules_cpu_Big', ['Big'], 'cdp', 0.0), ('rules_cpu_0', ['S1', 'S2'], 'cdp', 0.0)]
-    >>> [(p.name, p.engine, p.num_gpus) for p in plan(rules, rates, gpus=1,
-    ...                                               heavy_engine="gpu")][0]
-    ('rules_gpu_Big', 'gpu', 1.0)
+    ...  for p in plan(rules, rates, gpus=1)]  # Big's one step scans its column
+    [('rules_gpu_Big', ['Big'], 'gpu', 1.0), ('rules_cpu_0', ['S1', 'S2'], 'cdp', 0.0)]
+    >>> [(p.name, p.engine, p.num_gpus) for p in plan(rules, rates, gpus=0)][0]
+    ('rules_cpu_Big', 'cdp', 0.0)
     """
     rules = list(rules)
     if cpu_engine not in ("cdp", "aip"):
         raise ValueError(f"cpu_engine must be 'cdp' or 'aip', got {cpu_engine!r}")
-    if heavy_engine not in ("cdp", "gpu"):
-        raise ValueError(f"heavy_engine must be 'cdp' or 'gpu', got {heavy_engine!r}")
+    if heavy_engine not in ("auto", "cdp", "gpu"):
+        raise ValueError(f"heavy_engine must be 'auto', 'cdp' or 'gpu', got {heavy_engine!r}")
     if not (isinstance(rules_per_detector, int) and rules_per_detector >= 1):
         raise ValueError(f"rules_per_detector must be an integer >= 1, got {rules_per_detector!r}")
     rates = _with_composite_rates(rules, rates)
     costs = {id(r): cost(r, rates, ticks_per_second=ticks_per_second) for r in rules}
     heavy = [r for r in rules if costs[id(r)].events_per_column >= threshold]
-    room = math.floor(max(0.0, gpus) * max_rules_per_gpu) if heavy_engine == "gpu" else 0
-    on_gpu = {id(r) for r in sorted(heavy, key=lambda r: -costs[id(r)].per_tick)[:room]}
+    wanted = heavy if heavy_engine == "gpu" else [  # the rules that would take a GPU
+        r for r in heavy if heavy_engine == "auto"
+        and suits_gpu(r, rates, ticks_per_second=ticks_per_second)]
+    room = math.floor(max(0.0, gpus) * max_rules_per_gpu) if wanted else 0
+    on_gpu = {id(r) for r in sorted(wanted, key=lambda r: -costs[id(r)].per_tick)[:room]}
     share = 0.0 if not on_gpu else min(1.0, math.floor(100 * gpus / len(on_gpu)) / 100)
     placements = []
     for r in heavy:

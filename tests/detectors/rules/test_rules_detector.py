@@ -14,7 +14,7 @@ from specula.actors.placement import actor_options
 from specula.actors.rules import add_rules
 from specula.detectors.rules import RuleError, parse_rule, parse_rules
 from specula.detectors.rules.detector import RuleDetector, check_rule
-from specula.detectors.rules.placement import cost, is_heavy, plan
+from specula.detectors.rules.placement import cost, is_heavy, plan, scanned, suits_gpu
 from specula.events import TypeRegistry
 from specula.ordering.emitter import Emitter
 
@@ -187,10 +187,10 @@ def test_cost_grows_with_windows_and_rates_and_single_selection_is_cheaper():
         cost(big, {"A": 1.0})
 
 
-def test_plan_puts_heavy_rules_alone_on_the_cpu_engine_by_default_with_gpus_too(caplog):
-    """The CPU CDP engine measured faster than the GPU one on every rule shape
-    (``placement``'s docstring): by default a heavy rule gets a CDP detector of its
-    own, no GPU, and no warning."""
+def test_plan_keeps_heavy_equality_rules_on_the_cpu_engine_by_default_with_gpus_too(caplog):
+    """The CPU CDP engine's equality index beats the GPU's scan (``placement``'s
+    docstring): by default a heavy rule whose columns are looked up by a parameter gets
+    a CDP detector of its own, no GPU, and no warning."""
     rules = parse_rules(PLACED)
     with caplog.at_level(logging.WARNING, logger="specula.detectors.rules.placement"):
         placements = plan(rules, RATES, gpus=1, cpu_engine="aip", rules_per_detector=2)
@@ -199,8 +199,39 @@ def test_plan_puts_heavy_rules_alone_on_the_cpu_engine_by_default_with_gpus_too(
         "rules_cpu_Big", ["Big"], "cdp", 0.0)
     assert all(p.num_gpus == 0 and p.engine == "aip" for p in placements[1:])
     assert not caplog.messages
-    with pytest.raises(ValueError, match="heavy_engine must be 'cdp' or 'gpu', got 'aip'"):
+    with pytest.raises(ValueError, match="must be 'auto', 'cdp' or 'gpu', got 'aip'"):
         plan(rules, RATES, gpus=1, heavy_engine="aip")
+
+
+SCANNED = """
+define Ineq() from C() as c and last B(x > c.x) as b within 200000 from c
+  and last A(x < b.x) within 200000 from b
+define Mixed(n: int) from C(x=$p) and last B(x=$p) within 400000 from C
+  where n=Count(A() within 10 from B)
+define Agg(s: int) from C(x=$p) and last B() within 10 from C
+  and not D(x=$p) within 600000 from C where s=Sum(A(x=$p).x within 600000 from C)
+define NoAgg(s: int) from C(x=$p) and last B() within 10 from C
+  where s=Sum(A().x within 600000 from C)
+"""
+
+
+def test_plan_auto_puts_heavy_rules_whose_columns_are_scans_on_a_gpu(caplog):
+    """``heavy_engine="auto"``: a heavy rule goes to a GPU when the cluster has one and
+    its big columns are scans (no equality to look events up by); the others stay on
+    the CPU, and without a GPU every one does, with no warning either way."""
+    rules = parse_rules(SCANNED)
+    assert [scanned(r) for r in rules] == [(True, True), (False, True), (True, False, False),
+                                           (True, True)]
+    assert [suits_gpu(r, RATES) for r in rules] == [True, False, False, True]
+    with caplog.at_level(logging.WARNING, logger="specula.detectors.rules.placement"):
+        got = {p.rules[0].name: (p.engine, p.num_gpus) for p in plan(rules, RATES, gpus=1)}
+        assert got == {"Ineq": ("gpu", 0.5), "NoAgg": ("gpu", 0.5), "Mixed": ("cdp", 0.0),
+                       "Agg": ("cdp", 0.0)}
+        assert all(p.engine == "cdp" for p in plan(rules, RATES, gpus=0))
+        assert all(p.engine == "cdp" for p in plan(rules, RATES, gpus=1, heavy_engine="cdp"))
+    assert not caplog.messages
+    ineq = rules[:1]
+    assert plan(ineq, RATES, gpus=1, threshold=1e6)[0].engine == "cdp"  # not heavy
 
 
 def test_plan_puts_heavy_rules_on_gpus_and_packs_simple_ones():

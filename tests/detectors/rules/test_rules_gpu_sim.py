@@ -35,6 +35,14 @@ RULES = {
               "and each A(f=$y) within 10 from B and not D(f=$y) within 4 from C",
     "no_params": "define X() from D(v>=2) and each C() within 3 from D "
                  "and last B() within 2 from C",
+    # predicates between elements, arithmetic, time stamps and a pattern window: the
+    # device's predicate programs
+    "inequalities": "define X() from C() as c and each B(v > c.v - 2) as b within 6 from c "
+                    "and each A(v * 2 >= b.v and ts > b.ts - 4) as a within 6 from b "
+                    "within 10",
+    "predicates_nonstrict": "define X() from C(p=$x) as c and last B(v >= c.v - 1) as b "
+                            "within 6 from c and first A(p=$x and v != b.v and v / 2 < b.v + 1) "
+                            "within 5 from b ties nonstrict",
 }
 
 
@@ -141,16 +149,72 @@ def _resync_cases(seed: int) -> list[str]:
         ring = Ring(2, 1, cuda.stream(), 32)
         ring.head = int(rng.integers(0, 32))  # start anywhere in the circle
         old, new = store(a, b, *c0), store(x, y, *c1)
-        ring.fill(old.live_enc, old.live_num)
+        ring.fill(old.live_ts, old.live_enc, old.live_num)
         got = ring.resync(old, new) + ring.sync(new)
         phys = (ring.head + np.arange(ring.size)) % ring.capacity
         held_enc = ring.enc.copy_to_host()[:, phys]
         held_num = ring.num.copy_to_host()[:, phys]
+        held_ts = ring.ts.copy_to_host()[phys]
         if not (np.array_equal(held_enc, new.live_enc) and np.array_equal(held_num,
-                                                                          new.live_num)):
+                                                                          new.live_num)
+                and np.array_equal(held_ts, new.live_ts)):
             problems.append(f"resync {name}: the device column differs from the CPU one")
         if got != uploads:
             problems.append(f"resync {name}: {got} events uploaded, {uploads} expected")
+    return problems
+
+
+def _one_launch_per_step() -> list[str]:
+    """A batch's terminators share each step's launch: the steps of a batch with many
+    terminators launch as often as those of a batch with one."""
+    from specula.detectors.rules.cdp_gpu import GPUCDPEngine
+    from specula.detectors.rules.parser import parse_rule
+    from specula.events import TypeRegistry
+
+    reg = TypeRegistry()
+    for name in "ABC":
+        reg.register(name, v="i8")
+    rule = parse_rule("define X() from C() as c and last B(v > c.v) as b within 90 from c "
+                      "and each A(v < b.v) within 90 from b")
+    n = 60
+    events = np.zeros(n, reg.dtype())
+    events["type"] = np.tile([reg.id("A"), reg.id("B"), reg.id("C")], n // 3)
+    events["ts"] = events["seq"] = np.arange(n)
+    events["v"] = np.arange(n) % 7
+    counts = []
+    for terminators in (1, n // 3):
+        engine = GPUCDPEngine(rule, reg, threads_per_block=8)
+        engine.process(events[:n - 3 * terminators])
+        before = engine.launches
+        found = engine.process(events[n - 3 * terminators:])
+        counts.append((engine.launches - before, len(found)))
+    (one, found_one), (many, found_many) = counts
+    if not (one == many == 2 and 0 < found_one < found_many):
+        return [f"launches per batch: {one} for one terminator ({found_one} matches), "
+                f"{many} for {n // 3} ({found_many} matches); 2 each expected"]
+    return []
+
+
+def _pairs_cases() -> list[str]:
+    """A multiple selection's pairs come back with their count in one wait when they fit
+    the previous launch's size, in two when they do not, and whole either way."""
+    from numba import cuda
+
+    from specula.detectors.rules._cdp_gpu_buffers import Pairs
+
+    pairs = Pairs(cuda.stream())
+    problems = []
+    for n, waits in ((10, 1), (12, 1), (3000, 2), (2500, 1), (0, 1)):
+        pairs.grow(n)
+        want = np.arange(2 * n, dtype=np.int64).reshape(n, 2)
+        if n:
+            pairs.out[:n].copy_to_device(want)
+        pairs.counter.copy_to_device(np.array([n], np.int64))
+        before = pairs.waits
+        got = pairs.download()
+        if not np.array_equal(got, want) or pairs.waits - before != waits:
+            problems.append(f"pairs: {n} pairs came back as {len(got)} in "
+                            f"{pairs.waits - before} waits, {waits} expected")
     return problems
 
 
@@ -173,7 +237,8 @@ def _main() -> None:
     from numba import config
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
-    problems = _compare(2, 0) + _resync_cases(0) + _resync_cases(1)
+    problems = (_compare(2, 0) + _resync_cases(0) + _resync_cases(1)
+                + _one_launch_per_step() + _pairs_cases())
     problems += _compare(8, 2, min_gpu_work=40)  # larger blocks, device and CPU steps mixed
     print(json.dumps(problems))
 
@@ -202,6 +267,25 @@ def test_without_a_gpu_the_engine_says_so():
     reg.register("A")
     with pytest.raises(RuntimeError, match=r"finds none .*use CDPEngine"):
         GPUCDPEngine(parse_rule("define X() from A()"), reg)
+
+
+def test_the_gpu_benchmark_without_a_gpu_says_it_needs_one_in_its_json_line():
+    from numba import cuda
+
+    if cuda.is_available():
+        pytest.skip("this machine has a GPU (or runs the simulator)")
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    proc = subprocess.run([sys.executable, str(root / "benchmarks/rules_gpu.py"), "--quick"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "need a CUDA GPU" in lines[0]
+    last = json.loads(lines[-1])
+    assert set(last) == {"measured", "reason"} and last["measured"] is False
+    assert "no CUDA GPU" in last["reason"]
 
 
 if __name__ == "__main__":
