@@ -584,7 +584,7 @@ class _Relevant:
             self._converted = (convert(events, self._dtype) if len(self.index) == len(events)
                                and events.dtype != self._dtype
                                else take(events, self.index, self._dtype))
-        return self._converted[at] if isinstance(at, slice) else np.take(self._converted, at)
+        return self._converted[at] if isinstance(at, slice) else self._converted.take(at)
 
 
 Rows = slice | np.ndarray
