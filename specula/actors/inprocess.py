@@ -74,6 +74,9 @@ class InProcessRuntime:
         self.keep_messages: bool = given["keep_messages"]
         self.instances = graph.instances()
         self.router = Router(graph)
+        # the nodes some node subscribes to: only their output is routed on, with its
+        # progress punctuations (a sink's output goes to its net output alone)
+        self._heard = {n for n in graph.nodes if any(self.router.hears(o, n) for o in graph.nodes)}
         self.messages: dict[str, list[np.ndarray]] = {}
         self._published: dict[int, int | None] = {}  # per instance: progress published
 
@@ -188,18 +191,21 @@ class InProcessRuntime:
             batch = (out[0] if len(out) == 1 else ev.concat_records(out)) if out \
                 else np.empty(0, unit.out_dtype)
             batch = self.hand_on(inst, unit, nets[inst.producer], batch, now)
-            if len(batch):
+            if len(batch) and name in self._heard:
                 produced.append((name, batch))
 
     def hand_on(self, inst: Instance, unit: OrderingUnit, net: NetOutput, out: np.ndarray,
                 now: int) -> np.ndarray:
         """Record what ``unit`` (of ``inst``) generated at ``now`` in its ``net`` output
         (and in :attr:`messages`, if kept); return it as the subscribers get it, with a
-        progress punctuation if the unit's progress moved past what it last published."""
+        progress punctuation if the unit's progress moved past what it last published
+        (none for a node that no node subscribes to)."""
         if len(out):
             net.apply(out, now)
             if self.keep_messages:
                 self.messages[inst.node.name].append(out)
+        if inst.node.name not in self._heard:
+            return out
         out, self._published[inst.producer] = punctuate(
             out, unit, self._published.get(inst.producer), now)
         return out

@@ -45,6 +45,7 @@ from specula.ordering.state import UnitState
 NO_CLOCK = _kernels.NO_CLOCK
 _NO_CLOCK = int(NO_CLOCK)  # as a Python int, which the kernels take faster
 _NOT_DATA = ev.CONTROL | ev.PROGRESS
+_FEW = 8  # batches of up to this many arrivals propose through Python scalars
 
 
 class EventClock:
@@ -57,22 +58,26 @@ class EventClock:
         self._is_clock_type = is_clock_type
 
     def proposals(self, batch: np.ndarray, is_data: np.ndarray) -> np.ndarray:
-        if len(is_data) == 1:  # one arrival: a few scalars cost less than NumPy's calls
-            return np.array([self._proposal(batch, bool(is_data[0]))], np.int64)
+        if len(is_data) <= _FEW:
+            return self.few_proposals(batch, is_data.tolist())
         clock = self._is_clock_type.take(batch["type"], mode="clip") & is_data
         if np.count_nonzero(is_data) < len(is_data):  # punctuations may propose too
             clock |= ((batch["flags"] & ev.PROGRESS) > 0) & (batch["producer"] == 0)
         return np.where(clock, batch["ts"], NO_CLOCK)
 
-    def _proposal(self, one: np.ndarray, is_data: bool) -> int:
-        """What the one arrival of ``one`` proposes: as :meth:`proposals` (type ids out
-        of the mask's range clipped into it, as ``take(mode="clip")`` does)."""
-        if is_data:
-            last = len(self._is_clock_type) - 1
-            proposes = bool(self._is_clock_type[min(max(int(one["type"][0]), 0), last)])
-        else:
-            proposes = bool(one["flags"][0] & ev.PROGRESS) and one["producer"][0] == 0
-        return int(one["ts"][0]) if proposes else _NO_CLOCK
+    def few_proposals(self, batch: np.ndarray, is_data: list[bool]) -> np.ndarray:
+        """:meth:`proposals` of a few arrivals through Python scalars, which cost less
+        than NumPy's calls on a few values (type ids out of the mask's range clipped
+        into it, as ``take(mode="clip")`` does)."""
+        clock, last = self._is_clock_type, len(self._is_clock_type) - 1
+        out = []
+        for t, d, f, p, ts in zip(batch["type"].tolist(), is_data, batch["flags"].tolist(),
+                                  batch["producer"].tolist(), batch["ts"].tolist(),
+                                  strict=True):
+            proposes = (bool(clock[min(max(t, 0), last)]) if d
+                        else bool(f & ev.PROGRESS) and p == 0)
+            out.append(ts if proposes else _NO_CLOCK)
+        return np.array(out, np.int64)
 
     def clock_types(self) -> np.ndarray:
         """Which type ids are clock types (a mask over the registry's ids)."""
@@ -135,6 +140,8 @@ ClockSource = EventClock | ChannelClock
 def proposals(source: ClockSource, batch: np.ndarray, flags: np.ndarray) -> np.ndarray:
     """The clock each arrival of ``batch`` (its ``flags``) proposes; call once per pushed
     batch: a channel clock takes the punctuations in."""
+    if len(flags) <= _FEW and isinstance(source, EventClock):
+        return source.few_proposals(batch, [not f & _NOT_DATA for f in flags.tolist()])
     return source.proposals(batch, (flags & _NOT_DATA) == 0)
 
 

@@ -233,7 +233,7 @@ class KSlackBuffer(BufferBase):
             if process_late:
                 st.stats.late_processed += nl
         if ne:
-            out = np.take(store, emitted[:ne])
+            out = store.take(emitted[:ne])
             st.stats.purged += ne - (nl if process_late else 0)
             max_per_producer(out, self._purged_seq)
             if st.trace is not None:

@@ -548,8 +548,7 @@ class _Relevant:
     NumPy call on a few rows.
     """
 
-    __slots__ = ("_at", "_converted", "_dtype", "_few", "_present", "_types", "events",
-                 "index")
+    __slots__ = ("_at", "_converted", "_dtype", "_present", "_types", "events", "index")
 
     def __init__(self, events: np.ndarray, index: np.ndarray, dtype: np.dtype) -> None:
         self.events = events
@@ -557,10 +556,15 @@ class _Relevant:
         self._dtype = dtype
         self._converted: np.ndarray | None = None
         self._types = events["type"][index]
-        self._few: list[int] | None = self._types.tolist() if len(index) <= _FEW else None
-        self._present = set(self._few if self._few is not None
-                            else np.bincount(self._types).nonzero()[0].tolist())
         self._at: dict[int, Rows] = {}
+        if len(index) <= _FEW:  # every type's rows at once, in one pass of Python ints
+            groups: dict[int, list[int]] = {}
+            for i, t in enumerate(self._types.tolist()):
+                groups.setdefault(t, []).append(i)
+            self._at = {t: _positions(at) for t, at in groups.items()}
+            self._present = set(self._at)
+        else:
+            self._present = set(np.bincount(self._types).nonzero()[0].tolist())
 
     def of_type(self, type_id: int) -> Rows | None:
         """Where, among the relevant rows, those of type ``type_id`` are (None when
@@ -569,18 +573,11 @@ class _Relevant:
             return None
         at = self._at.get(type_id)
         if at is None:
-            at = self._at[type_id] = self._find(type_id)
-        return at
-
-    def _find(self, type_id: int) -> Rows:
-        if self._few is None:
             found = np.flatnonzero(self._types == type_id)
             first, last = int(found[0]), int(found[-1])
-            return slice(first, last + 1) if last - first + 1 == len(found) else found
-        positions = [i for i, t in enumerate(self._few) if t == type_id]
-        first, last = positions[0], positions[-1]
-        return (slice(first, last + 1) if last - first + 1 == len(positions)
-                else np.array(positions, np.int64))
+            at = self._at[type_id] = (slice(first, last + 1) if last - first + 1 == len(found)
+                                      else found)
+        return at
 
     def rows(self, at: Rows) -> np.ndarray:
         """The relevant rows at ``at``, in the columns' dtype: a new array or a part of
@@ -590,11 +587,17 @@ class _Relevant:
             self._converted = (convert(events, self._dtype) if len(self.index) == len(events)
                                and events.dtype != self._dtype
                                else take(events, self.index, self._dtype))
-        return self._converted[at] if isinstance(at, slice) else np.take(self._converted, at)
+        return self._converted[at] if isinstance(at, slice) else self._converted.take(at)
 
 
 Rows = slice | np.ndarray
 """Positions among a batch's relevant rows (see :class:`_Relevant`)."""
+
+
+def _positions(at: list[int]) -> Rows:
+    """Ascending positions ``at`` as a slice when they follow each other, else an array."""
+    first, last = at[0], at[-1]
+    return slice(first, last + 1) if last - first + 1 == len(at) else np.array(at, np.int64)
 
 
 class _Sequences:

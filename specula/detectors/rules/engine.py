@@ -183,8 +183,8 @@ class TieHold:
                 return (rows, causes) if high < newest else (rows[:0], causes[:0])
         elif low >= newest and _span(held["ts"], newest)[1] < newest:  # a live feed's step
             self.held = rows
-            cause = int(np.searchsorted(batch_ts, int(held["ts"][0]), side="right"))
-            return held, np.full(len(held), cause, np.int64)
+            cause = int(batch_ts.searchsorted(int(held["ts"][0]), side="right"))
+            return held, np.array([cause] * len(held), np.int64)
         if len(held):
             rows = concat_records([held, rows])
             held_cause = int(np.searchsorted(batch_ts, int(held["ts"][0]), side="right"))
@@ -244,6 +244,9 @@ def float_params(rule: Rule, registry: TypeRegistry) -> set[str]:
 
 def order_key(rows: np.ndarray) -> np.ndarray:
     """Tie-breaker of equal time stamps: ``producer << 40 | seq`` (the stream position)."""
+    if len(rows) <= _FEW_KEYS:  # Python ints: casting a field of a few rows costs more
+        return np.array([(p << ORDER_SHIFT) | s for p, s in zip(
+            rows["producer"].tolist(), rows["seq"].tolist(), strict=True)], np.int64)
     key = rows["producer"].astype(np.int64)
     key <<= _SHIFT  # in place, by an int64: a Python int costs a type resolution per call
     key |= rows["seq"]
@@ -251,6 +254,7 @@ def order_key(rows: np.ndarray) -> np.ndarray:
 
 
 _SHIFT = np.int64(ORDER_SHIFT)
+_FEW_KEYS = 8
 
 
 def _order_key_at(rows: np.ndarray, at: np.ndarray) -> np.ndarray:

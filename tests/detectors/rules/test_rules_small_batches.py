@@ -2,11 +2,11 @@
 steps: the tie hold passes the usual steps without concatenating, CDP finds the rows of
 a type among a few with Python ints and converts them once for all its columns, and its
 general steps write into buffers kept between batches, a column given one row sets its
-keys and values as scalars, and its matches come in the order
-composites are listed, so composing them sorts nothing. Random streams in batches of a
-few rows (irrelevant rows among them, rows of a type apart or together, out of order for
-the tie hold), and the stock rule through the in-process runtime one arrival at a time,
-must give what the general paths give."""
+keys and values as scalars, the position keys of a few rows are Python ints, and its
+matches come in the order composites are listed, so composing them sorts nothing.
+Random streams in batches of a few rows (irrelevant rows among them, rows of a type
+apart or together, out of order for the tie hold), and the stock rule through the
+in-process runtime one arrival at a time, must give what the general paths give."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from specula.detectors.graph import Graph
 from specula.detectors.rules import RuleDetector, cdp
 from specula.detectors.rules._cdp_columns import encode, encode_one
 from specula.detectors.rules.cdp import CDPEngine
-from specula.detectors.rules.engine import TieHold, compose
+from specula.detectors.rules.engine import ORDER_SHIFT, TieHold, compose, order_key
 from specula.detectors.rules.parser import parse_rule
 from specula.events import TypeRegistry
 
@@ -154,3 +154,21 @@ def test_one_value_encodes_as_a_column_does(seed: int):
                              (ints.astype(np.int32), False)):
         assert [encode_one(v, is_float) for v in values.tolist()] == \
             encode(values, is_float).tolist()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_few_rows_order_keys_as_many_do(seed: int):
+    """The position keys of a few rows (Python ints) are those NumPy's shift and or give
+    a batch of any size: producers up to 2**22, counters of either sign."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype([("ts", np.int64), ("producer", np.int32), ("seq", np.int64)])
+    for n in [*range(13), 40]:
+        rows = np.zeros(n, dtype)
+        rows["producer"] = rng.integers(0, 2**22, n)
+        rows["seq"] = rng.integers(-(2**39), 2**40, n)
+        rows["seq"][: n // 4] = rng.integers(0, 8, n // 4)
+        rows = rows[rng.permutation(n)] if n % 2 else rows[::-1]  # strided views too
+        key = order_key(rows)
+        assert key.dtype == np.int64 and key.shape == (n,)
+        expected = (rows["producer"].astype(np.int64) << ORDER_SHIFT) | rows["seq"]
+        assert key.tolist() == expected.tolist()
