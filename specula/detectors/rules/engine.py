@@ -245,8 +245,11 @@ def float_params(rule: Rule, registry: TypeRegistry) -> set[str]:
 def order_key(rows: np.ndarray) -> np.ndarray:
     """Tie-breaker of equal time stamps: ``producer << 40 | seq`` (the stream position)."""
     if len(rows) <= _FEW_KEYS:  # Python ints: casting a field of a few rows costs more
-        return np.array([(p << ORDER_SHIFT) | s for p, s in zip(
-            rows["producer"].tolist(), rows["seq"].tolist(), strict=True)], np.int64)
+        try:
+            return np.array([(p << ORDER_SHIFT) | s for p, s in zip(
+                rows["producer"].tolist(), rows["seq"].tolist(), strict=True)], np.int64)
+        except OverflowError:  # a producer id of 2**23 or more: wrap as the arrays do
+            pass
     key = rows["producer"].astype(np.int64)
     key <<= _SHIFT  # in place, by an int64: a Python int costs a type resolution per call
     key |= rows["seq"]

@@ -159,12 +159,14 @@ def test_one_value_encodes_as_a_column_does(seed: int):
 @pytest.mark.parametrize("seed", range(3))
 def test_a_few_rows_order_keys_as_many_do(seed: int):
     """The position keys of a few rows (Python ints) are those NumPy's shift and or give
-    a batch of any size: producers up to 2**22, counters of either sign."""
+    a batch of any size: producers of the whole int32 range (shifted past int64, they
+    wrap alike), counters of either sign."""
     rng = np.random.default_rng(seed)
     dtype = np.dtype([("ts", np.int64), ("producer", np.int32), ("seq", np.int64)])
     for n in [*range(13), 40]:
         rows = np.zeros(n, dtype)
         rows["producer"] = rng.integers(0, 2**22, n)
+        rows["producer"][: n // 3] = rng.integers(-(2**31), 2**31, n // 3)
         rows["seq"] = rng.integers(-(2**39), 2**40, n)
         rows["seq"][: n // 4] = rng.integers(0, 8, n // 4)
         rows = rows[rng.permutation(n)] if n % 2 else rows[::-1]  # strided views too
