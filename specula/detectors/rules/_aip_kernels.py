@@ -165,8 +165,8 @@ def scan(times, ids, keys, values, start, stop, anchor_ts, anchor_eid, anchor_ke
             if j == end:
                 break
             visits += 1
-            if ((ops.shape[0] == 0 or holds(ops, consts, stack, times, values, j, anchor_ctx,
-                                            a))
+            if ((ops.shape[0] == 0 or holds(ops, consts, ops.shape[0], stack, times, values, j,
+                                            anchor_ctx, a))
                     and not (own0 and ids[0, j] == anchor_eid[a])):
                 if not every:  # every instance of the chosen event: a contiguous group
                     event = ids[0, j]

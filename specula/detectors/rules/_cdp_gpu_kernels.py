@@ -33,20 +33,11 @@ from numba import cuda, float64, int64
 from specula.detectors.rules._cdp_kernels import (
     MAX,
     MIN,
-    OP_ADD,
     OP_CONST,
     OP_CTX,
-    OP_DIV,
-    OP_EQ,
-    OP_GT,
-    OP_LE,
-    OP_LT,
-    OP_MUL,
-    OP_NE,
     OP_NUM,
-    OP_REQUIRE,
-    OP_SUB,
     OP_TS,
+    run_program,
 )
 
 _LO, _HI, _RESULT, _PARAMS = 0, 1, 2, 3  # the columns of a row of ``seqs``
@@ -172,56 +163,9 @@ def selections(depth: int):
     return multi_select, single_select
 
 
-@cuda.jit(device=True)
-def _holds(ops, consts, nops, stack, ts, num, phys, ctx, s):  # pragma: no cover - device code
-    """Whether the event at ``phys`` passes the predicate program for sequence ``s``:
-    :func:`~specula.detectors.rules._cdp_kernels.holds` over the device column."""
-    sp = 0
-    for q in range(nops):
-        code = ops[q, 0]
-        arg = ops[q, 1]
-        if code == OP_CONST:
-            stack[sp] = consts[arg]
-            sp += 1
-        elif code == OP_CTX:
-            stack[sp] = ctx[s, arg]
-            sp += 1
-        elif code == OP_NUM:
-            stack[sp] = num[arg, phys]
-            sp += 1
-        elif code == OP_TS:
-            stack[sp] = float(ts[phys])
-            sp += 1
-        elif code == OP_REQUIRE:
-            sp -= 1
-            if stack[sp] == 0.0:
-                return False
-        else:
-            sp -= 1
-            b = stack[sp]
-            a = stack[sp - 1]
-            if code == OP_ADD:
-                r = a + b
-            elif code == OP_SUB:
-                r = a - b
-            elif code == OP_MUL:
-                r = a * b
-            elif code == OP_DIV:
-                r = a / b
-            elif code == OP_EQ:
-                r = 1.0 if a == b else 0.0
-            elif code == OP_NE:
-                r = 1.0 if a != b else 0.0
-            elif code == OP_LT:
-                r = 1.0 if a < b else 0.0
-            elif code == OP_LE:
-                r = 1.0 if a <= b else 0.0
-            elif code == OP_GT:
-                r = 1.0 if a > b else 0.0
-            else:
-                r = 1.0 if a >= b else 0.0
-            stack[sp - 1] = r
-    return True
+_holds = cuda.jit(device=True)(run_program)
+"""The predicate program over a device column: the CPU engines' interpreter
+(:func:`~specula.detectors.rules._cdp_kernels.run_program`) compiled for the device."""
 
 
 @cuda.jit

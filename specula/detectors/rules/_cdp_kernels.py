@@ -296,11 +296,13 @@ attribute of an element chosen before), ``NUM r`` the candidate's aggregated-val
 NO_FLOOR = np.int64(-(2**62))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
-    """Whether candidate ``j`` of sequence ``s`` passes the predicate program ``ops``."""
+def run_program(ops, consts, nops, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
+    """Whether candidate ``j`` of sequence ``s`` passes the first ``nops`` rows of the
+    predicate program ``ops``. Plain Python, compiled twice: :func:`holds` for the CPU
+    engines, and as a CUDA device function by the GPU engine's kernels, so both read a
+    program alike."""
     sp = 0
-    for q in range(ops.shape[0]):
+    for q in range(nops):
         code = ops[q, 0]
         arg = ops[q, 1]
         if code == OP_CONST:
@@ -313,7 +315,7 @@ def holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
             stack[sp] = num[arg, j]
             sp += 1
         elif code == OP_TS:
-            stack[sp] = np.float64(ts[j])
+            stack[sp] = float(ts[j])
             sp += 1
         elif code == OP_REQUIRE:
             sp -= 1
@@ -347,6 +349,10 @@ def holds(ops, consts, stack, ts, num, j, ctx, s):  # pragma: no cover - jit
     return True
 
 
+holds = njit(cache=True, nogil=True, error_model="numpy")(run_program)
+"""The CPU engines' :func:`run_program`."""
+
+
 @njit(cache=True, nogil=True)
 def _taken(enc, pos_row, j, taken, s):  # pragma: no cover - jit
     """Whether event ``j`` is already an element of sequence ``s``."""
@@ -364,7 +370,7 @@ def _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row, ops, consts
     not already one of its elements (an equal time stamp under ``ties nonstrict``) and
     passing the predicate program."""
     return ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
-            and holds(ops, consts, stack, ts, num, j, ctx, s))
+            and holds(ops, consts, ops.shape[0], stack, ts, num, j, ctx, s))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
