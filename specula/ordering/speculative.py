@@ -157,11 +157,11 @@ class SpeculativeBuffer(BufferBase):
         """Every replay restores a snapshot of the emitted region, the oldest at the
         earliest (the purge keeps the oldest emitted event's), and regenerates from its
         counter on; below it, what was generated is final."""
-        bound = self.state.seq if self._fired is None else self._fired.snapshot.seq
+        fired = self._fired  # what time fired in front of the unemitted events, too
         for snap in self._snaps[:self._n_emitted]:
             if isinstance(snap, Snapshot):
-                return min(snap.seq, bound)
-        return bound
+                return snap.seq if fired is None else min(snap.seq, fired.snapshot.seq)
+        return self.state.seq if fired is None else fired.snapshot.seq
 
     def _key(self, i: int) -> tuple[int, int]:
         return int(self._ts[i]), int(self._tb[i])
