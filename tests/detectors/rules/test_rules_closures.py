@@ -263,6 +263,30 @@ def test_a_last_conjunction_takes_each_members_latest_candidate():
                        ("C", 6, 0)) == [(2, 1), (0, 3)]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_last_conjunctions_of_random_shapes_equal_the_reference(seed: int):
+    """Random shapes of a ``last`` conjunction: two or three members (one type may
+    repeat) with literal constraints, a parameter bound by the anchor or none, a step
+    after it of every selection or none; on both engines, over random batches of a
+    random stream, against the brute-force reference."""
+    rng = np.random.default_rng(seed)
+    pick = lambda *options: options[int(rng.integers(len(options)))]  # noqa: E731
+    types = [pick("A", "B", "D") for _ in range(int(rng.integers(2, 4)))]
+    members = " & ".join(
+        f"{t}({' and '.join(c for c in (pick('', 'p=$x'), pick('', 'v > 3', 'att = 1')) if c)})"
+        f" as m{i}" for i, t in enumerate(types))
+    after = pick("", f" and {pick('each', 'last', 'first')} N() within 3 from g")
+    text = (f"define R(k: int) from C(p=$x) as c and last ({members}) as g "
+            f"within {int(rng.integers(2, 6))} from c{after} where k=m0.n")
+    registry, rule_ = abc_registry(), parse_rule(text)
+    events = random_events(registry, tuple("ABCDN"), 200, seed=seed, max_gap=1, serial="n",
+                           ranges={"p": (0, 2), "att": (0, 2), "v": (0, 8), "value": (0, 5)})
+    expected = reference(rule_, registry, events)
+    for engine in (AIPEngine, CDPEngine):
+        got = engine_output(Union(rule_, engine, registry), random_batches(events, seed=seed))
+        assert not difference(expected, got), f"{text}\n{difference(expected, got)}"
+
+
 @pytest.mark.parametrize("engine", ["aip", "cdp"])
 @pytest.mark.parametrize("alpha, max_delay", [(1.0, 0), (0.5, 6)])
 def test_a_last_conjunction_through_a_graph_equals_the_reference(engine, alpha, max_delay):
