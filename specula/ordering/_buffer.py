@@ -30,7 +30,7 @@ from specula.ordering.state import UnitState
 LatePolicy = Literal["side", "process"]
 
 _CUT = ev.CONTROL | ev.UPDATE | ev.PROGRESS  # the flags of a message handled on its own
-_AFTER_EVERY_KEY = int(np.iinfo(np.int64).max)  # a tie-break above every event's
+AFTER_EVERY_KEY = int(np.iinfo(np.int64).max)  # a tie-break above every event's
 
 
 @dataclass
@@ -38,8 +38,10 @@ class Contents:
     """What a buffer holds between two pushes, as a checkpoint saves it: the events in
     key order with their keys (``ts``, tie-break ``tb``), the horizon, the largest
     counter purged per producer and, for a speculative buffer (``snaps`` not None), the
-    snapshot in front of each position (or None), the emitted prefix and the last
-    snapshot taken (shared when the next one is equal)."""
+    snapshot in front of each position (or None), the emitted prefix, the last
+    snapshot taken (shared when the next one is equal) and, while output fired by the
+    passing of event time may still be revised, that time and the snapshot taken in
+    front of it."""
 
     rows: np.ndarray
     ts: np.ndarray
@@ -49,6 +51,7 @@ class Contents:
     snaps: np.ndarray | None = None
     n_emitted: int = 0
     last_snapshot: Snapshot | None = None
+    time_fired: tuple[int, Snapshot] | None = None
 
 
 class Buffer(Protocol):
@@ -79,8 +82,8 @@ class Buffer(Protocol):
     def drop_unhanded(self, keep: np.ndarray) -> None:
         """Remove the events of :meth:`unhanded` where ``keep`` is False."""
 
-    def close_time(self, ts: int) -> None:
-        """Event time has passed ``ts`` for good: an arrival at or before it is late."""
+    def time_fires(self, ts: int) -> None:
+        """The detector is about to fire what waits for event time up to ``ts``."""
 
     @property
     def n_emitted(self) -> int:
@@ -161,11 +164,13 @@ class BufferBase(ABC):
                 self._after_control(ctx, c, now)
             start = c + 1
 
-    def close_time(self, ts: int) -> None:
-        """Event time has passed ``ts`` for good (the detector fired what waited for
-        it): the horizon moves behind every key of that time stamp, so an arrival at or
-        before it is late, as behind a purged event."""
-        self._horizon = max(self._horizon, (ts, _AFTER_EVERY_KEY))
+    def time_fires(self, ts: int) -> None:
+        """The detector is about to fire what waits for event time up to ``ts``, every
+        input up to it handed. Pure K-slack hands only what is final, so the output is
+        final too: the horizon moves behind every key of that time stamp, and an
+        arrival at or before it is late, as behind a purged event. (The speculative
+        buffer keeps the output revisable instead.)"""
+        self._horizon = max(self._horizon, (ts, AFTER_EVERY_KEY))
 
     @abstractmethod
     def flush(self, now: int) -> None:

@@ -129,8 +129,9 @@ def _check_fits(unit: OrderingUnit, state: dict[str, Any]) -> None:
 
 
 def _speculative_state(held: Contents, slots: np.ndarray) -> dict[str, Any]:
-    """Events, keys, emitted prefix and snapshots; each distinct snapshot once, the
-    positions referring to it by index (-1: none)."""
+    """Events, keys, emitted prefix and snapshots (with the one in front of output fired
+    by time, :attr:`Contents.time_fired`); each distinct snapshot once, the positions
+    referring to it by index (-1: none)."""
     index: dict[int, int] = {}
     snaps: list[list[Any]] = []
 
@@ -146,9 +147,11 @@ def _speculative_state(held: Contents, slots: np.ndarray) -> dict[str, Any]:
     refs = np.full(len(slots), -1, np.int64)
     taken = np.flatnonzero(is_set(slots))  # most positions hold none
     refs[taken] = [ref(s) for s in slots[taken].tolist()]
+    fired = held.time_fired
     return {"kind": "speculative", "rows": pack_array(held.rows), "ts": pack_array(held.ts),
             "tb": pack_array(held.tb), "n_emitted": held.n_emitted,
-            "refs": pack_array(refs), "snaps": snaps, "last": ref(held.last_snapshot)}
+            "refs": pack_array(refs), "snaps": snaps, "last": ref(held.last_snapshot),
+            "time": None if fired is None else [fired[0], ref(fired[1])]}
 
 
 def _contents(state: dict[str, Any]) -> Contents:
@@ -167,5 +170,7 @@ def _contents(state: dict[str, Any]) -> Contents:
     for i, r in enumerate(refs.tolist()):
         if r >= 0:
             slots[i] = snaps[r]
+    fired = b.get("time")
     return Contents(rows, ts, tb, horizon, purged, slots, int(b["n_emitted"]),
-                    snaps[b["last"]] if b["last"] >= 0 else None)
+                    snaps[b["last"]] if b["last"] >= 0 else None,
+                    None if fired is None else (int(fired[0]), snaps[fired[1]]))

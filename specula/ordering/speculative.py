@@ -10,7 +10,10 @@ from there, and with on-demand retraction the replay stops where a new snapshot 
 the recorded one. The purge drops emitted events with ``ts + K <= clk`` but keeps the last
 emitted one and the oldest one that carries a snapshot. Control messages are handled by
 :class:`~specula.ordering._buffer.BufferBase`; see :mod:`specula.ordering.unit` for the
-readings of the paper this follows.
+readings of the paper this follows. Output the detector fires as event time passes (at the
+unit's speculative clock: :meth:`SpeculativeBuffer.time_fires`) stays revisable: the state
+in front of the firing becomes the snapshot of the first event handed behind it, and an
+event at or before the fired time that arrives behind the emitted prefix replays from it.
 
 The work is done per run of events, not per event: a run is sorted and merged into the
 buffer at once (:func:`~specula.ordering._kernels.merge_positions`), emitted as slices
@@ -22,12 +25,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from specula.ordering import _kernels
-from specula.ordering._buffer import BufferBase, Contents, LatePolicy
+from specula.ordering._buffer import AFTER_EVERY_KEY, BufferBase, Contents, LatePolicy
 from specula.ordering._records import fold_max, is_set, tiebreak
 from specula.ordering.clock import ClockSource, advance
 from specula.ordering.driver import DetectorDriver, Snapshot
@@ -36,6 +39,15 @@ from specula.ordering.state import UnitState
 _FRESH = object()  # marks events inserted into the emitted region until the replay
 _FIRST = np.zeros(1, np.int64)  # the order of a single arrival
 _NONE = np.empty(0, np.int64)  # no positions
+
+
+class _TimeFired(NamedTuple):
+    """Output fired by the passing of event time up to ``time`` that a replay may still
+    revise: the detector's state in front of the first such firing (every event up to
+    ``time`` handed, none behind it)."""
+
+    time: int
+    snapshot: Snapshot
 
 
 def speculative_slack(alpha: float, k: int) -> int:
@@ -84,6 +96,7 @@ class SpeculativeBuffer(BufferBase):
         self._raw = np.dtype((np.void, in_dtype.itemsize))  # records moved as bytes
         self._n_emitted = 0
         self._last_snap: Snapshot | None = None  # shared when the next one is equal
+        self._fired: _TimeFired | None = None  # time fired in front of the unemitted events
         self._load(np.empty(0, in_dtype), np.empty(0, np.int64), np.empty(0, np.int64),
                    np.empty(0, object))
 
@@ -125,7 +138,9 @@ class SpeculativeBuffer(BufferBase):
 
     def contents(self) -> Contents:
         return Contents(self._rows, self._ts, self._tb, self._horizon, dict(self._purged_seq),
-                        self._snaps, self._n_emitted, self._last_snap)
+                        self._snaps, self._n_emitted, self._last_snap,
+                        None if self._fired is None else (self._fired.time,
+                                                          self._fired.snapshot))
 
     def load_contents(self, contents: Contents) -> None:
         if contents.snaps is None:
@@ -135,15 +150,18 @@ class SpeculativeBuffer(BufferBase):
         self._load(contents.rows, contents.ts, contents.tb, contents.snaps)
         self._n_emitted = contents.n_emitted
         self._last_snap = contents.last_snapshot
+        fired = contents.time_fired
+        self._fired = None if fired is None else _TimeFired(*fired)
 
     def settled_seq(self) -> int:
         """Every replay restores a snapshot of the emitted region, the oldest at the
         earliest (the purge keeps the oldest emitted event's), and regenerates from its
         counter on; below it, what was generated is final."""
+        fired = self._fired  # what time fired in front of the unemitted events, too
         for snap in self._snaps[:self._n_emitted]:
             if isinstance(snap, Snapshot):
-                return snap.seq
-        return self.state.seq
+                return snap.seq if fired is None else min(snap.seq, fired.snapshot.seq)
+        return self.state.seq if fired is None else fired.snapshot.seq
 
     def _key(self, i: int) -> tuple[int, int]:
         return int(self._ts[i]), int(self._tb[i])
@@ -152,6 +170,20 @@ class SpeculativeBuffer(BufferBase):
         """Emit everything, then purge everything, the last emitted event too."""
         self._emit_ready(now, purging=True)
         self._purge(self._n_emitted)
+        self._fired = None
+
+    def time_fires(self, ts: int) -> None:
+        """The detector is about to fire what waits for event time up to ``ts``: every
+        event up to ``ts`` has been handed to it, none behind. The state in front of the
+        first such firing is kept (:class:`_TimeFired`) until an event behind ``ts`` is
+        emitted, whose snapshot it then becomes: an event at or before ``ts`` that comes
+        later and is not late lands in front of it and replays from there, which revises
+        the fired output like any other (the replayed events, or the next passing of
+        time, fire what still holds)."""
+        if self._fired is None:
+            self._fired = _TimeFired(ts, self.driver.snapshot())
+        else:
+            self._fired = self._fired._replace(time=max(ts, self._fired.time))
 
     def release(self, now: int) -> None:
         """After K was capped below the emitted prefix (the memory limit): emit what
@@ -162,6 +194,9 @@ class SpeculativeBuffer(BufferBase):
         st = self.state
         ready = int(self._ts.searchsorted(st.clk - st.k, "right"))
         self._purge(min(ready, self._n_emitted))
+        if self._fired is not None:  # what time fired is final: nothing to replay from
+            self._horizon = max(self._horizon, (self._fired.time, AFTER_EVERY_KEY))
+            self._fired = None
 
     def time_stamps(self) -> np.ndarray:
         return self._ts
@@ -430,6 +465,7 @@ class SpeculativeBuffer(BufferBase):
         driver.restore(snap)
         if current is None:
             driver.send_retraction(st.seq, before_seq, now)
+            self._fired = None  # the whole emitted region is replayed
         self._n_emitted = pos
         stopped = self._emit_range(pos, end, now, replay=True, keep_from=pos,
                                    stop_from=stop_from if current is not None else None)
@@ -441,9 +477,16 @@ class SpeculativeBuffer(BufferBase):
             driver.resume(current)
             self._n_emitted = end
             hi = self._snaps[stopped].seq
+        else:
+            self._fired = None
         rev = sent.revise(snap.seq, hi, now)
         renamed = rev.rename(self._snaps, pos, end if stopped is None else stopped, end)
         self._last_snap = renamed.get(id(self._last_snap), self._last_snap)
+        if self._fired is not None:  # behind the emitted region, and unchanged
+            held = np.empty(1, object)
+            held[0] = self._fired.snapshot
+            rev.rename(held, 0, 0, 1)
+            self._fired = self._fired._replace(snapshot=held[0])
         st.seq = rev.next_seq(before_seq, stopped is not None)
         driver.send_revision(rev)
 
@@ -454,12 +497,33 @@ class SpeculativeBuffer(BufferBase):
         """
         if self._n_emitted >= len(self):
             return
+        fired = self._fired
+        if fired is not None and self._ts[self._n_emitted] <= fired.time:
+            self._unfire(fired, now)
+            fired = None
         st = self.state
         slack = speculative_slack(self.alpha(), st.k)
         end = int(self._ts.searchsorted(st.clk - slack, "right"))
-        if end > self._n_emitted:
-            keep_from = self._purge_end(end) if purging else self._n_emitted
-            self._emit_range(self._n_emitted, end, now, replay=False, keep_from=keep_from)
+        start = self._n_emitted
+        if end > start:
+            keep_from = self._purge_end(end) if purging else start
+            if fired is None:
+                self._emit_range(start, end, now, replay=False, keep_from=keep_from)
+                return
+            # the first event behind the fired time: the state in front of the firing
+            # is its snapshot (replayed from there, it fires again what still holds)
+            self._emit_range(start, end, now, replay=False, keep_from=max(keep_from,
+                                                                           start + 1))
+            if keep_from == start:
+                self._snaps[start] = fired.snapshot
+            self._fired = None
+
+    def _unfire(self, fired: _TimeFired, now: int) -> None:
+        """Events at or before the fired time came behind the emitted region: go back to
+        the state in front of the firing (revising what it fired); the events are
+        emitted next, and the next passing of time fires again what still holds."""
+        pos = self._n_emitted
+        self._replay(pos, fired.snapshot, self._rows[pos], now, stop_from=pos)
 
     def _purge_end(self, emitted_end: int) -> int:
         """Buffer index up to which emitted events are purged: ``ts + K <= clk``, but never

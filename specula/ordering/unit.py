@@ -349,17 +349,21 @@ class OrderingUnit:
 
     def _time_passed(self, now: int) -> None:
         """Let the detector fire what waits for event time (its ``time_hold``) once the
-        clock less K has passed it, whether input, punctuations or idleness moved the
-        clock (:meth:`~specula.detectors.Detector.on_time`): every input up to there has
-        been handed, and from then on one that comes is late (as a watermark's timers
-        fire in Flink), so what fires is not revised by an input it did not see."""
+        unit has handed every input up to it (:attr:`UnitState.handed`), whether input,
+        punctuations or idleness moved the clock
+        (:meth:`~specula.detectors.Detector.on_time`). Pure K-slack hands only what is
+        final (``clk - K``): from then on an input at or before that time is late, as a
+        watermark's timers fire in Flink. A speculative unit fires at its speculative
+        clock (``clk - ceil(alpha*K)``) and its buffer keeps the state in front of the
+        firing, so an input at or before that time that is not late (a late ``X`` of an
+        absence) replays from there and revises the output like any other."""
         hold = self.detector.time_hold()
-        if hold is None or self.ended:
+        handed = self.state.handed
+        if hold is None or handed is None or self.ended:
             return
-        final = self.state.clk - self.state.k
-        if hold <= final:
-            self.buffer.close_time(final)
-            self.driver.time_passed(final, now)
+        if hold <= handed:
+            self.buffer.time_fires(handed)
+            self.driver.time_passed(handed, now)
 
     def _emission_bound(self) -> int:
         """The time stamp up to which the buffer hands events on at the present clock, K

@@ -11,11 +11,12 @@ unit once it has handed every input up to ``E.ts + W`` (:meth:`AbsenceUnion.pass
 :meth:`~specula.detectors.Detector.on_time`: punctuations and idleness move that clock
 while the rule's own input is quiet); an event matching ``T(c)`` with ``E.ts < ts <=
 E.ts + W`` (the window of a step, seen from its anchor) drops it. The ordering unit
-hands the detector its input in stream order, speculatively where it speculates, and
-restores the detector's snapshot (which holds what waits here) before it replays: a
-late ``T`` in front of the event or the time that fired an absence revokes it like any
-other output. The engines need not know about time: every engine (AIP, CDP, GPU
-CDP) runs absence rules.
+hands the detector its input in stream order, and its clock, speculatively where it
+speculates (``clk - ceil(alpha*K)``; pure K-slack: ``clk - K``, final), and restores the
+detector's snapshot (which holds what waits here) before it replays: a late ``T`` in
+front of the event or the time that fired an absence revokes it like any other output.
+The engines need not know about time: every engine (AIP, CDP, GPU CDP) runs absence
+rules.
 
 The parameters an absence reads, and under ``partition by`` the terminator's partition
 value, are carried as hidden attributes of the held composites (named ``$x`` and

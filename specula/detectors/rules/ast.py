@@ -166,7 +166,7 @@ order an ordering unit delivers. That order key is an event's *position*.
   order), not in terminator order. ``skip`` and ``consuming`` do not mix.
 * **Closures, disjunctions, conjunctions, partitions** (``each B(...){n,m} as bs``,
   optional ``B(...)?``, unbounded ``B(...)+``, ``greedy``/``reluctant`` closures,
-  ``(A(...) | B(...)) as x``, ``each (A(...) as a & B(...) as b) as g``, ``partition by
+  ``(A(...) | B(...)) as x``, ``each``/``last (A(...) as a & B(...) as b) as g``, ``partition by
   attr``): a rule with them means a union of plain rules; see
   :mod:`~specula.detectors.rules.expand`.
 

@@ -63,10 +63,26 @@ Semantics
   stamps never form one), under ``ties nonstrict`` they may be equal. Each choice
   counts once. The step after the conjunction, and an aggregate or negation window
   ``from`` a member, are anchored at the earliest member (respectively that member).
-  Only ``each`` conjunctions exist for now; a member is one pattern (no ``{n,m}``, no
-  ``|``); a member's predicates read only itself and the elements before the
-  conjunction; a ``last``/``first`` step after it compares only with itself; ``not ...
-  between`` two members is refused (their order in time is not fixed).
+  A member is one pattern (no ``{n,m}``, no ``|``); a member's predicates read only
+  itself and the elements before the conjunction; a ``last``/``first`` step after it
+  compares only with itself; ``not ... between`` two members is refused (their order in
+  time is not fixed).
+* **Last conjunctions.** ``last (A(...) as a & B(...) as b) as g within W from c`` is
+  TESLA's meaning of ``and``: selections anchored at one element (TESLA's ``last A
+  within W from c and last B within W from c``, a tree this language's linear chains
+  cannot write otherwise), each member the latest candidate of its own pattern in
+  ``c``'s window, chosen independently; no match unless every member has one. A
+  conjunction's members never share a time stamp under ``ties strict`` (as for
+  ``each``), so, read per order of the members in time (latest first): the first takes
+  its latest candidate, each next one its latest candidate before the one before it,
+  provided none of its candidates lies after that one. Without equal time stamps that is
+  one choice, the independent one; where the latest candidates of two members share a
+  time stamp, each of their two orders gives its own choice. It needs ``ties strict``;
+  its members take literal constraints and parameters bound before it, no predicates
+  (a negation excludes their later candidates, and negations read no predicates).
+  ``first`` is refused: a step that follows another member cannot choose a member's
+  earliest candidate in the anchor's window (it would need a predicate on the anchor,
+  which a ``first`` step may not read).
 * **Partition by** ``partition by player``: every element (each alternative), every
   aggregate and every negation matches only events whose ``player`` equals the
   terminator's, as if each pattern had ``player=$p``: the rule runs as one independent
@@ -77,7 +93,8 @@ Semantics
   one alternative, for each closure, a length ``k`` and ``k`` copies of its step, each
   anchored at the one before (the ``n``-th copy is ``bs[first]``), and for each
   conjunction an order of its members, latest first, each member after the first
-  anchored at the one before it with the predicate ``ts >= c.ts - W``. So that a
+  anchored at the one before it with the predicate ``ts >= c.ts - W`` (a ``last``
+  conjunction: the filter, and ``not M() between`` the member before and ``c``). So that a
   choice counts once under ``ties nonstrict``, the order of a choice is the one of
   descending time stamps, equal time stamps in the order written: a member that follows
   one written after it gets the predicate ``ts < previous.ts`` (under ``ties strict``
@@ -220,8 +237,9 @@ def groups(rule: Rule) -> list[tuple[str, int, int]]:
 
 
 def _check_conjunction(rule: Rule, name: str, start: int, end: int) -> None:
-    """A conjunction: two members or more, of one event each, read by ``each`` steps, and
-    nothing that depends on the members' order in time (which the expansion permutes)."""
+    """A conjunction: two members or more, of one event each, read by ``each`` or ``last``
+    steps, and nothing that depends on the members' order in time (which the expansion
+    permutes)."""
     where = f"rule {rule.name}: the conjunction {name}"
     members = range(start, end)
     step = rule.steps[start - 1]
@@ -231,9 +249,11 @@ def _check_conjunction(rule: Rule, name: str, start: int, end: int) -> None:
     if len(members) < 2:
         raise RuleError(f"{where} has one member; list two or more: (A(...) & B(...)) as "
                         f"{name}")
-    if any(s.selection != "each" for s in rule.steps[start - 1:end - 1]):
-        raise RuleError(f"{where} can only be an 'each' step for now, not "
-                        f"'{step.selection}'")
+    if step.selection == "first":
+        raise RuleError(f"{where} can be an 'each' or a 'last' step, not 'first' (a "
+                        "step that follows another member cannot choose a member's earliest "
+                        "candidate in the window of the anchor); use 'each' or 'last'",
+                        near=("first", "("))
     for i in members:
         if rule.steps[i - 1].times is not None or rule.chain[i].alternatives:
             raise RuleError(f"{where}: a member is one pattern, without {{n,m}} or '|'")
@@ -241,6 +261,8 @@ def _check_conjunction(rule: Rule, name: str, start: int, end: int) -> None:
             raise RuleError(f"rule {rule.name}: a predicate of {rule.chain[i].name} reads "
                             f"{rule.chain[other].name}, a member of the same conjunction "
                             f"{name}; compare members in where")
+    if step.selection == "last":
+        _check_selected_conjunction(rule, where, members)
     after = rule.steps[end - 1] if end < len(rule.chain) else None
     if after is not None and after.selection != "each" and rule.predicate_reads(end) - {end}:
         raise RuleError(f"rule {rule.name}: a predicate of {rule.chain[end].name} reads "
@@ -251,6 +273,27 @@ def _check_conjunction(rule: Rule, name: str, start: int, end: int) -> None:
         if neg.after in members and neg.anchor in members:
             raise RuleError(f"rule {rule.name}: 'not {neg.pattern.type} between' two members "
                             f"of the conjunction {name}, whose order in time is not fixed")
+
+
+def _check_selected_conjunction(rule: Rule, where: str, members: range) -> None:
+    """A ``last`` conjunction: strict ties, and members whose candidates a negation can
+    name (literal constraints and parameters bound before the conjunction)."""
+    if rule.ties != "strict":
+        raise RuleError(f"{where}: a 'last' conjunction needs 'ties strict' (its members "
+                        "never share a time stamp)", near=("ties", "nonstrict"))
+    for i in members:
+        pattern = rule.chain[i]
+        if pattern.predicates:
+            raise RuleError(f"{where}: {pattern.name} has a predicate, but a member of a "
+                            "'last' conjunction takes literal constraints and parameters "
+                            "only (its later candidates are excluded by a negation, which "
+                            "reads no predicates); compare in where",
+                            near=(pattern.type, "("))
+        for c in pattern.constraints:
+            if isinstance(c.value, Param) and rule.binder(c.value.name) >= members.start:
+                raise RuleError(f"{where}: {pattern.name} reads ${c.value.name}, which a "
+                                "member binds; the members of a 'last' conjunction take "
+                                "parameters bound before it", near=(pattern.type, "("))
 
 
 def _check_alternatives(rule: Rule, pattern: Pattern) -> None:
@@ -417,6 +460,9 @@ def _expansion(rule: Rule, layout: Layout, tps: float | None) -> Rule:
         Negation(step.until, new[i][0], after=new[i][-1])
         for i, step in enumerate(rule.steps, start=1)
         if step.until is not None and len(new[i]) > 1) + _runs(rule, new)
+    latest, skipped = _latest_members(rule, new, tps)
+    negations += skipped
+    filters += latest
     filters += comparisons(rule.filters)
     assignments = tuple((attr, ref(expr)) for attr, expr in rule.assignments)
     consuming = tuple(sorted(j for element in rule.consuming for j in new[element]))
@@ -445,7 +491,7 @@ def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[l
     later in the text (so each set of events fits one order only)."""
     here = new[element][0]
     first = min(new[m][0] for m in span)
-    if here == first:
+    if here == first or rule.steps[element - 1].selection != "each":
         return pattern
     own = AttrRef(here, "ts")
     window = Const(rule.steps[element - 1].within.ticks(tps))
@@ -454,6 +500,32 @@ def _member(rule: Rule, pattern: Pattern, element: int, span: range, new: list[l
     if rule.ties == "nonstrict" and previous > element:
         extra.append(Comparison(own, "<", AttrRef(here - 1, "ts")))
     return replace(pattern, predicates=(*pattern.predicates, *extra))
+
+
+def _latest_members(rule: Rule, new: list[list[int]], tps: float | None
+                    ) -> tuple[list[Comparison], tuple[Negation, ...]]:
+    """A ``last`` conjunction in an expansion (its members latest first): each member
+    after the latest is the latest candidate of its pattern before the one it follows;
+    no candidate of its pattern lies between that one and the conjunction's anchor (a
+    negation: else it is not the latest), and it lies in the conjunction's window (a
+    filter after the selection, which reads no further)."""
+    filters: list[Comparison] = []
+    negations: list[Negation] = []
+    for _, start, end in groups(rule):
+        step = rule.steps[start - 1]
+        if step.selection != "last":
+            continue
+        first = min(new[m][0] for m in range(start, end))
+        window = Const(step.within.ticks(tps))
+        for m in range(start, end):
+            here = new[m][0]
+            if here == first:
+                continue
+            negations.append(Negation(replace(rule.chain[m], alias=""), first - 1,
+                                      after=here - 1))
+            filters.append(Comparison(AttrRef(here, "ts"), ">=",
+                                      BinOp("-", AttrRef(first - 1, "ts"), window)))
+    return filters, tuple(negations)
 
 
 def _contiguity(rule: Rule, new: list[list[int]]) -> tuple[Negation, ...]:

@@ -26,7 +26,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import permutations, product
 from pathlib import Path
 from typing import Any
@@ -250,8 +250,9 @@ def _sequences(rule: Rule, rows: list[dict[str, Any]], elements: list[dict[str, 
                  key=lambda e: e["ts"])
     if step.group:
         end = _conjunctions(rule)[len(elements)]
-        for members, extended in _members(rule, rows, elements, params, [], end, anchor,
-                                          tps):
+        chooser = _latest if step.selection == "last" else _members
+        for members, extended in chooser(rule, rows, elements, params, [], end, anchor,
+                                         tps):
             yield from _sequences(rule, rows, [*elements, *members], extended, tps)
         return
     if step.times is None:
@@ -278,6 +279,33 @@ def _members(rule: Rule, rows: list[dict[str, Any]], elements: list,
                                        anchor, tps):
         yield from _members(rule, rows, elements, extended, [*members, event], end, anchor,
                             tps)
+
+
+def _latest(rule: Rule, rows: list[dict[str, Any]], elements: list,
+            params: dict[str, Any], members: list, end: int, anchor: dict[str, Any],
+            tps: float | None) -> Iterator[tuple[list, dict]]:
+    """The choices of a ``last`` conjunction (chain elements ``len(elements)`` to ``end -
+    1``), read literally: for each order of the members in time (latest first), the
+    first takes its latest candidate, each next one its latest candidate before the one
+    before it, provided none of its candidates lies after that one; in the order
+    written. (Its members bind no parameter: their candidates do not depend on it.)"""
+    start = len(elements)
+    every = {m: [e for e, _ in _candidates(rule, rows, elements, params,
+                                           replace(rule.steps[m - 1], selection="each"),
+                                           anchor, tps)]
+             for m in range(start, end)}
+    for order in permutations(range(start, end)):
+        chosen: dict[int, dict[str, Any]] = {}
+        previous = None
+        for m in order:
+            if previous is not None and any(e["ts"] > previous["ts"] for e in every[m]):
+                break  # not its latest candidate
+            before = [e for e in every[m] if previous is None or e["ts"] < previous["ts"]]
+            if not before:
+                break
+            chosen[m] = previous = before[-1]
+        else:
+            yield [chosen[m] for m in range(start, end)], params
 
 
 def _closures(rule: Rule, rows: list[dict[str, Any]], elements: list, params: dict[str, Any],
@@ -844,6 +872,12 @@ def _cases() -> dict[str, Case]:
             from C(p=$x) as c and each (A(p=$x and v < c.v) as a & B(v > 1) as b) as g
               within 4 from c and last D() within 3 from g
             where x=$x and a=a.n and b=b.n and d=D.n""", **_ABC),
+        # a last conjunction: each member's latest candidate (TESLA's selections
+        # anchored at one element), three members, a step after the earliest
+        Case("conjunction_last", """define CL(x: int, a: int, b: int, e: int, d: int)
+            from C(p=$x) as c and last (A(p=$x) as a & B(v > 1) as b & D(att=1) as e) as g
+              within 4 from c and each N() within 3 from g
+            where x=$x and a=a.n and b=b.n and e=e.n and d=N.n""", **_ABC),
         Case("conjunction_nonstrict", """define CN(a: int, e: int, b: int, s: double)
             from C() as c and each (A() as a & A(v > 2) as e & B(v < c.v) as b) as g
               within 3 from c
