@@ -15,6 +15,7 @@ random baselines' draws). A drop names rows of the views of the last listing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -63,6 +64,13 @@ class PartialMatchHolder(Protocol):
         """Drop the partial matches of ``state`` at ``rows`` (positions in its view of
         the last :meth:`partial_matches`, which must be current: no events given
         since), for good (replays after a restore drop them again); return how many."""
+        ...
+
+    def drop_new_partial_matches(self, state: int,
+                                 test: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        """From now on drop the partial matches of ``state`` whose rows of ``features``
+        ``test`` marks, as they are made, for good (replays drop them again); None:
+        stop. The caller counts what ``test`` marks."""
         ...
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:

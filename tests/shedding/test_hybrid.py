@@ -461,8 +461,8 @@ def test_classes_are_clusters_of_leaves_and_sets_are_solved_by_dp(ds1_setup):
 
 def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_setup):
     """rho_I goes on until the bound is met (the paper, sec. IV-C): a shedding set due
-    while the detector holds no partial match (the filter kept them from forming) keeps
-    the last set and its filter; a set covers every state the model knows, those
+    while the detector holds no partial match (and none was kept from forming since the
+    last set) keeps the last set and its filter; a set covers every state the model knows, those
     holding nothing now too."""
     reg, rule, model, sel, freq, events, _ = ds1_setup
     shedder = _strategies(model, sel, freq)["hybrid"]()
@@ -476,10 +476,39 @@ def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_se
     batch = events[1500:2500]
     kept = shedder.input_filter(batch)
     assert not kept.all()
+    # a shedder with that set on a detector that holds nothing (and nothing kept from
+    # forming since the set)
+    idle = _strategies(model, sel, freq)["hybrid"]()
+    idle.attach(RuleDetector(rule, reg))
+    idle.use_set(shed)
+    assert idle.plan(0.9) == 0
+    assert all(np.array_equal(shed[s], x) for s, x in idle.shed.items())
+    assert np.array_equal(idle.input_filter(batch), kept)
+
+
+def test_sets_weigh_the_partial_matches_kept_from_forming(ds1_setup):
+    """The knapsack weighs, beside what is held, the partial matches that shedding kept
+    from forming since the last set (rho_I's first-element drops here): with nothing
+    held, a set is picked from those alone, and it sheds at slice 0 only classes that
+    were kept from forming. Weighed by what is held only, a class shed once would
+    weigh nothing from then on."""
+    reg, rule, model, sel, freq, events, _ = ds1_setup
+    shedder = _strategies(model, sel, freq)["hybrid"]()
+    busy = RuleDetector(rule, reg)
+    for e in busy.engines():
+        e.process(events[:1500])
+    shedder.attach(busy)
+    shedder.plan(0.9)
+    first = {s: x[:, 0].copy() for s, x in shedder.shed.items()}
+    batch = events[1500:2500]
+    assert not shedder.input_filter(batch).all()
     shedder.attach(RuleDetector(rule, reg))  # holds nothing
-    assert shedder.plan(0.9) == 0
-    assert all(np.array_equal(shed[s], x) for s, x in shedder.shed.items())
-    assert np.array_equal(shedder.input_filter(batch), kept)
+    solves = sum(shedder.solves.values())
+    shedder.plan(0.9)
+    assert sum(shedder.solves.values()) == solves + 1
+    picked = {s: x[:, 0] for s, x in shedder.shed.items()}
+    assert any(x.any() for x in picked.values())
+    assert all(not (picked[s] & ~first[s]).any() for s in picked)
 
 
 def test_a_set_due_while_the_share_is_steady_is_skipped_once(ds1_setup):
