@@ -415,6 +415,27 @@ def test_hybrid_holds_the_bound_and_keeps_more_matches_than_input_baselines(ds1_
     assert recall["hybrid"] > max(recall["ri"], recall["si"]), recall
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_hybrid_holds_a_random_bound_on_random_streams(ds1_setup, seed):
+    """On the work clock (deterministic), random DS1 streams and bounds of 25-80 % of
+    the unshed mean latency: hybrid shedding, with its drops at birth, holds the mean
+    latency at the bound (within 6 %), finds only unshed matches, and counts drops of
+    events and partial matches."""
+    reg, rule, model, sel, freq, _, _ = ds1_setup
+    rng = np.random.default_rng(seed)
+    events = ds1(reg, 6000, 10 + seed)
+    unshed = run(RuleDetector(rule, reg), events, cost="work")
+    bound = float(rng.uniform(0.25, 0.8))
+    shedder = _strategies(model, sel, freq)["hybrid"]()
+    r = run(RuleDetector(rule, reg), events, shedder, bound * unshed["latency_s"],
+            cost="work")
+    assert r["latency_s"] <= 1.06 * bound * unshed["latency_s"]
+    assert np.isin(r["keys"], unshed["keys"]).all()
+    assert 0 < len(r["keys"]) < len(unshed["keys"])
+    assert r["shed_events"] > 0 and shedder.dropped_new > 0
+    assert r["shed_pms"] == shedder.dropped + shedder.dropped_new
+
+
 def test_a_node_sheds_partial_matches_through_its_gate():
     """Graph.add(..., shedding=Shedding(strategy=RandomState())) on the in-process
     runtime: the gate hands the shedder its detector, which loses partial matches (so
