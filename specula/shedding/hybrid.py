@@ -29,6 +29,11 @@ picks D among the items of slice 0 only, those rho_I acts on. (Classes are
 clusters of the leaves of the state's tree: :mod:`._hybrid_model`.) Terminators are
 never dropped (they are in no partial match), nor an event another element would keep.
 
+The knapsack weighs per item the partial matches held and, at slice 0, those that
+rho_I and the drops at birth kept from forming since the last set, scaled to one window
+(they would be held unshed; weighed by what is held only, a class shed once would stay
+empty and be shed again at every set, see ``_weighed``).
+
 A new shedding set is computed at most once per ``cooldown`` events (the paper's delay
 before state shedding is triggered again), and one in ``STEADY_SKIPS + 1`` only while
 the share asked stays within ``STEADY_SHARE`` of the last set's (the paper reuses sets
