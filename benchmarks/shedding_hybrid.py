@@ -190,8 +190,7 @@ def run(det: RuleDetector, events: np.ndarray, shedder: object = None,
             "busy_per_event_s": busy[settled].sum() / offered,
             "work_per_event": work.sum() / max(kept.sum(), 1),
             "throughput_eps": offered / max(busy[settled].sum(), 1e-12),
-            "shed_events": shed, "shed_pms": getattr(shedder, "dropped", 0)
-            + getattr(shedder, "dropped_new", 0),
+            "shed_events": shed, "shed_pms": getattr(shedder, "partial_matches_dropped", 0),
             "shed_new_pms": getattr(shedder, "dropped_new", 0),
             "solves": getattr(shedder, "solves", {})}
 

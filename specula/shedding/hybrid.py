@@ -129,6 +129,11 @@ class HybridShedder(StateShedder):
         self._skips = 0  # sets skipped since the last one picked
         self._made: list = []  # the detector's watch record, not yet observed
 
+    @property
+    def partial_matches_dropped(self) -> int:
+        """Partial matches dropped so far: by the sets and as they formed."""
+        return self.dropped + self.dropped_new
+
     def _observe(self) -> None:
         """Adapt the model to what the detector made since the last call."""
         if self._made:

@@ -101,6 +101,12 @@ class StateShedder:
         self._wait = 0  # events still to let through before the next state drop
         self.dropped = 0  # partial matches dropped so far
 
+    @property
+    def partial_matches_dropped(self) -> int:
+        """Partial matches this shedder had dropped so far (the run report's
+        ``shed_partial_matches``)."""
+        return self.dropped
+
     def attach(self, holder: PartialMatchHolder) -> None:
         """Work on ``holder``'s partial matches (the runtime calls it once)."""
         if not isinstance(holder, PartialMatchHolder):

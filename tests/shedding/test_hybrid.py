@@ -439,7 +439,8 @@ def test_hybrid_holds_a_random_bound_on_random_streams(ds1_setup, seed):
 def test_a_node_sheds_partial_matches_through_its_gate():
     """Graph.add(..., shedding=Shedding(strategy=RandomState())) on the in-process
     runtime: the gate hands the shedder its detector, which loses partial matches (so
-    matches) but detects nothing the unshed node does not."""
+    matches, and the run report counts them) but detects nothing the unshed node does
+    not."""
     from collections import Counter
 
     from specula import CostModel, Graph, InProcessRuntime
@@ -458,6 +459,8 @@ def test_a_node_sheds_partial_matches_through_its_gate():
         net = report.net("q1")
         out[name] = Counter(zip(net["ts"].tolist(), net["id"].tolist(), strict=True))
         assert report.shed("q1") == {}  # no event was dropped: RS sheds state only
+        states = report.detectors["q1"].inbox.shed_partial_matches
+        assert (states > 0) == (shedding is not None)  # counted in the run report
     assert out["rs"] <= out["unshed"] and out["rs"] != out["unshed"]
 
 
