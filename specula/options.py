@@ -134,6 +134,10 @@ class Shedding:
     smoothing
         Events the measured processing time per event and μ are averaged over (the
         hybrid paper's sliding average over 1,000 measurements).
+    latency_quantile
+        With ``trigger="latency"``: μ is this quantile of the last ``smoothing``
+        events' latencies instead of their mean (the hybrid paper's Fig. 5b and 7-10
+        bound the 95th percentile: 0.95). None: the mean.
 
     >>> Shedding(latency_bound_s=0.5).f
     0.8
@@ -149,6 +153,7 @@ class Shedding:
     strategy: Any = "random"
     seed: int = 0
     smoothing: int = 1000
+    latency_quantile: float | None = None
 
     def __post_init__(self) -> None:
         def bad(field: str, valid: str) -> OptionError:
@@ -172,13 +177,17 @@ class Shedding:
             raise bad("seed", "an integer >= 0")
         if not _is_int(self.smoothing, 1, MAX_TICKS):
             raise bad("smoothing", "an integer >= 1 (events)")
+        if self.latency_quantile is not None and not (
+                _is_number(self.latency_quantile) and 0 < self.latency_quantile <= 1):
+            raise bad("latency_quantile", "None (the mean) or a number in (0, 1]")
 
     def describe(self) -> dict[str, Any]:
         """The settings as plain values (the strategy by name or class name), for JSON."""
         strategy = self.strategy if isinstance(self.strategy, str) \
             else type(self.strategy).__name__
         return {"latency_bound_s": self.latency_bound_s, "f": self.f, "trigger": self.trigger,
-                "strategy": strategy, "seed": self.seed, "smoothing": self.smoothing}
+                "strategy": strategy, "seed": self.seed, "smoothing": self.smoothing,
+                "latency_quantile": self.latency_quantile}
 
 
 @dataclass(frozen=True)

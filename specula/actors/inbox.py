@@ -33,6 +33,7 @@ from specula.shedding import (
     DetectorShedding,
     DropCommand,
     OverloadDetector,
+    StateShedder,
     make_shedder,
 )
 
@@ -213,6 +214,8 @@ class InboxStats:
     shed_held: int = 0
     #: (event, window) pairs a detector that sheds inside itself dropped, by type name
     shed_pairs: dict[str, int] = field(default_factory=dict)
+    #: partial matches a state shedder dropped in the detector (hybrid: as they formed too)
+    shed_partial_matches: int = 0
     #: processed events whose latency at the node exceeded the bound
     violations: int = 0
     #: batches taken while the overload detector asked for drops
@@ -236,6 +239,7 @@ class InboxStats:
             out.shed_held += p.shed_held
             for t, n in p.shed_pairs.items():
                 out.shed_pairs[t] = out.shed_pairs.get(t, 0) + n
+            out.shed_partial_matches += p.shed_partial_matches
             out.violations += p.violations
             out.overloaded_batches += p.overloaded_batches
         return out
@@ -256,6 +260,7 @@ class InboxStats:
             "shed_held": self.shed_held,
             "shed_pairs": sum(self.shed_pairs.values()),
             "shed_pairs_by_type": dict(sorted(self.shed_pairs.items())),
+            "shed_partial_matches": self.shed_partial_matches,
             "violations": self.violations,
             "overloaded_batches": self.overloaded_batches,
         }
@@ -391,5 +396,7 @@ class Gate:
         s.shed = {self._names.get(i, "?"): int(n) for i, n in enumerate(self._shed) if n}
         if isinstance(self.shedder, DetectorShedding):
             s.shed_pairs = self.shedder.pairs_shed()
+        if isinstance(self.shedder, StateShedder):
+            s.shed_partial_matches = self.shedder.partial_matches_dropped
         s.waits, s.max_events, s.pushed = inbox.waits, inbox.max_events, inbox.pushed
         return s

@@ -339,6 +339,8 @@ def format_detectors(detectors: dict[str, dict[str, Any]]) -> list[str]:
             p99 = inbox["latency_p99_s"]
             pairs = inbox.get("shed_pairs", 0)
             by_type += f", {pairs:,} (event, window) pairs in the detector" if pairs else ""
+            states = inbox.get("shed_partial_matches", 0)
+            by_type += f", {states:,} partial matches in the detector" if states else ""
             lines.append(f"{name}: shed {inbox['shed']:,} events{by_type}"
                          f"; {inbox['violations']:,} over the {inbox['latency_bound_s']:g} s "
                          f"bound; latency at the node p99 "

@@ -11,7 +11,12 @@ least that share of relative consumption saved (eq. 8). Then, by ``mode`` (sec. 
 * ``"state"`` (HyS): rho_S drops the partial matches of D; no event is dropped.
 * ``"input"`` (HyI): rho_I drops, while the overload lasts, the events that would only
   make partial matches of D's classes (below); no partial match is dropped.
-* ``"hybrid"``: both, from the same D.
+* ``"hybrid"``: both, from the same D; and while the filter holds, the partial
+  matches of D's classes are dropped as they form (the detector's
+  ``drop_new_partial_matches``: a new partial match is in time slice 0, so a class
+  shed at slice 0), so that state shedding goes on between two sets as rho_I does,
+  and a partial match that rho_I could not keep from forming (its event makes others
+  too) does not live until the next set. Counted in :attr:`HybridShedder.dropped_new`.
 
 Reading of rho_I (eq. 9 names the events of D's matches; those have been processed
 already, so the filter must act on the events to come): an event of element ``k`` makes
@@ -23,6 +28,11 @@ for the first element, whose partial match is the event alone, when its class is
 picks D among the items of slice 0 only, those rho_I acts on. (Classes are
 clusters of the leaves of the state's tree: :mod:`._hybrid_model`.) Terminators are
 never dropped (they are in no partial match), nor an event another element would keep.
+
+The knapsack weighs per item the partial matches held and, at slice 0, those that
+rho_I and the drops at birth kept from forming since the last set, scaled to one window
+(they would be held unshed; weighed by what is held only, a class shed once would stay
+empty and be shed again at every set, see ``_weighed``).
 
 A new shedding set is computed at most once per ``cooldown`` events (the paper's delay
 before state shedding is triggered again), and one in ``STEADY_SKIPS + 1`` only while
@@ -36,6 +46,7 @@ slice, class).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -105,11 +116,23 @@ class HybridShedder(StateShedder):
         self._drops_events = False  # whether rho_I can drop any event (see plan)
         self.filtering = False
         self.dropped_events = 0
+        self.dropped_new = 0  # partial matches dropped as they formed
+        self._births: set[int] = set()  # states whose new partial matches are tested
+        # per state, the partial matches of each class kept from forming (dropped at
+        # birth, or their first event dropped by rho_I) since the last set, and since when
+        self._unmade: dict[int, np.ndarray] = {}
+        self._since: int | None = None
+        self._now = 0  # the time stamp of the first event of the batch being taken
         self.solves = {"dp": 0, "greedy": 0}  # shedding sets picked, by how
         self.skipped = 0  # shedding sets due but skipped, the share steady
         self._planned = -1.0  # the share of the last shedding set
         self._skips = 0  # sets skipped since the last one picked
         self._made: list = []  # the detector's watch record, not yet observed
+
+    @property
+    def partial_matches_dropped(self) -> int:
+        """Partial matches dropped so far: by the sets and as they formed."""
+        return self.dropped + self.dropped_new
 
     def _observe(self) -> None:
         """Adapt the model to what the detector made since the last call."""
@@ -120,6 +143,8 @@ class HybridShedder(StateShedder):
     def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
         """Shed state when due, and filter the batch's events while overloaded."""
         n = len(batch)
+        if n:
+            self._now = int(batch["ts"][0])
         if self.adapt and self.holder is not None and n:
             self._record(int(batch["ts"][0]))
         share = command.share
@@ -127,11 +152,64 @@ class HybridShedder(StateShedder):
             self._observe()
             self.plan(share)
         self.filtering = share > 0 and bool(self.shed)
+        if self.mode == "hybrid":
+            self._test_births(self.filtering)
         if not self.filtering or self.mode == "state" or n == 0 or not self._drops_events:
             return np.ones(n, bool)
         keep = self.input_filter(batch)
         self.dropped_events += int(n - keep.sum())
         return keep
+
+    def _test_births(self, on: bool) -> None:
+        """Have the detector drop the new partial matches of the classes in D at slice
+        0 (``on``), or none (see the module)."""
+        want = {state for state, d in self.shed.items() if d[:, 0].any()} if on else set()
+        if want == self._births:
+            return
+        holder = self.attached()
+        for state in self._births - want:
+            holder.drop_new_partial_matches(state, None)
+        for state in want - self._births:
+            holder.drop_new_partial_matches(state, self._birth_test(state))
+        self._births = want
+
+    def _birth_test(self, state: int) -> Callable[[np.ndarray], np.ndarray]:
+        """The test of ``state``'s new partial matches: class in D at slice 0 (the
+        shedding set of the moment); it counts what it marks."""
+        sm = self.model.states[state]
+
+        def test(features: np.ndarray) -> np.ndarray:
+            classes = sm.classify(features)
+            marked = self.shed[state][classes, 0]
+            self.dropped_new += int(np.count_nonzero(marked))
+            self._kept_from_forming(state, classes[marked])
+            return marked
+
+        return test
+
+    def _kept_from_forming(self, state: int, classes: np.ndarray) -> None:
+        """Count partial matches of ``classes`` of ``state`` that shedding kept from
+        forming (see :meth:`_weighed`)."""
+        if len(classes):
+            size = len(self.model.states[state].contribution)
+            made = np.bincount(classes, minlength=size)
+            self._unmade[state] = self._unmade.get(state, 0) + made
+
+    def _weighed(self, state: int, held: np.ndarray) -> np.ndarray:
+        """The knapsack's count of partial matches per item of ``state`` (classes x
+        slices, raveled): those held, and at slice 0 those kept from forming since the
+        last set, scaled to one window. The paper picks D among the partial matches
+        there are; those that rho_I and the drops at birth kept from forming would be
+        there unshed, and without them a class shed once would weigh nothing, stay idle
+        and be shed again (:meth:`_idle_items`) while the share asked falls, so that
+        shedding could only stop, never lessen."""
+        unmade = self._unmade.get(state)
+        if unmade is None or self._since is None:
+            return held
+        scale = min(1.0, self.model.window / max(self._now - self._since, 1))
+        out = held.astype(np.float64)
+        out[::self.model.slices] += scale * unmade
+        return out
 
     def _steady(self, share: float) -> bool:
         """Whether a shedding set due now is skipped: the share is within
@@ -163,21 +241,22 @@ class HybridShedder(StateShedder):
         views = {v.state: v for v in self.attached().partial_matches()
                  if v.state in model.states and len(v)
                  and (v.sheddable or self.mode == "input")}
-        if not views:  # nothing held to pick from: rho_I goes on with the last set
+        if not views and not self._unmade:  # nothing to pick from: rho_I goes on
             return 0
-        now = max(int(v.last_ts.max()) for v in views.values())
+        now = max((int(v.last_ts.max()) for v in views.values()), default=self._now)
         # one item per (state, class, slice) of every state the model knows; a state
         # holding nothing now has items all idle, which rho_I may still act on
         states = sorted(model.states)
         items, counts = {}, []
         for state in states:
             sm, v = model.states[state], views.get(state)
-            if v is None:
-                counts.append(np.zeros(sm.contribution.size, np.int64))
-                continue
-            items[state] = sm.classify(v.features) * model.slices + model.slice_of(
-                now - v.first_ts)
-            counts.append(np.bincount(items[state], minlength=sm.contribution.size))
+            there = np.zeros(sm.contribution.size, np.int64)
+            if v is not None:
+                items[state] = sm.classify(v.features) * model.slices + model.slice_of(
+                    now - v.first_ts)
+                there = np.bincount(items[state], minlength=sm.contribution.size)
+            counts.append(self._weighed(state, there))
+        self._unmade, self._since = {}, now
         classes = [model.states[state] for state in states]
         value = np.concatenate([c * sm.contribution.ravel() for c, sm in
                                 zip(counts, classes, strict=True)])
@@ -250,7 +329,12 @@ class HybridShedder(StateShedder):
             for c, field in enumerate(fields):
                 x[:, c] = batch[field][rows]
             alive = self._alive[state]  # None: the first element, a match of one event
-            out = shed[sm.classify(x), 0] if alive is None else ~in_boxes(x, *alive)
+            if alive is None:
+                classes = sm.classify(x)
+                out = shed[classes, 0]
+                self._kept_from_forming(state, classes[out])
+            else:
+                out = ~in_boxes(x, *alive)
             drop[rows[out]] = True
             protect[rows[~out]] = True
         keep = ~(drop & ~protect)

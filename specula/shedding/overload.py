@@ -29,7 +29,10 @@ Two triggers, from the two shedding papers:
   proportion to the fresh measurements, a whole one per ``smoothing`` events, since μ
   needs that long to show the effect of a level; the fixed point is μ = θ. The share
   asked for is the level, and at least the violation of the moment, (μ - θ) / μ, the
-  paper's lower bound, which covers the level's lag when the load jumps.
+  paper's lower bound, which covers the level's lag when the load jumps. With
+  ``latency_quantile`` set, μ is that quantile of the last ``smoothing`` events'
+  latencies (the paper's Fig. 5b and 7-10: the 95th percentile), and the same level
+  holds it at θ.
 
 What "latency" means here: the time from an event's arrival in the node's inbox to the
 end of the processing of the batch it was taken in; l(p) is measured as busy time per
@@ -196,6 +199,57 @@ class SlidingMean:
         return self._value / self._weight if self._weight > 0 else 0.0
 
 
+class SlidingQuantile:
+    """A quantile of a quantity over its last ``size`` units of weight (events): values
+    come in chunks (a batch's latency, shared by its events), and the oldest chunk is
+    cut down when it straddles the window's start.
+
+    >>> m = SlidingQuantile(10, 0.95)
+    >>> m.add(1.0, 5); m.add(3.0, 4); m.add(2.0, 1)
+    >>> m.value      # the events' latencies, lowest first: 1 x5, 2, 3 x4
+    3.0
+    >>> m.add(0.5, 9)    # the window now holds 9 events at 0.5 and the last one at 2
+    >>> m.value
+    2.0
+    """
+
+    def __init__(self, size: int, q: float) -> None:
+        self.size = size
+        self.q = q
+        self._chunks: deque[list[float]] = deque()  # [value, weight], oldest first
+        self._weight = 0.0
+
+    def add(self, value: float, weight: float) -> None:
+        """Add ``weight`` events of latency ``value`` (ignored when ``weight`` <= 0)."""
+        if weight <= 0:
+            return
+        self._chunks.append([float(value), float(weight)])
+        self._weight += weight
+        while self._weight > self.size:
+            first = self._chunks[0]
+            excess = self._weight - self.size
+            if first[1] <= excess:
+                self._chunks.popleft()
+                self._weight -= first[1]
+            else:
+                first[1] -= excess
+                self._weight = float(self.size)
+
+    @property
+    def value(self) -> float:
+        """The smallest latency at or under which a share ``q`` of the window's events
+        lie; 0 when empty."""
+        if not self._chunks:
+            return 0.0
+        chunks = sorted(self._chunks)
+        need, seen = self.q * self._weight, 0.0
+        for value, weight in chunks:
+            seen += weight
+            if seen >= need * (1 - 1e-12):
+                return value
+        return chunks[-1][0]
+
+
 class ArrivalRate:
     """Events per second arriving in an inbox, over the last arrivals that hold at least
     ``size`` events (and at least two arrivals: a rate needs a time span).
@@ -251,6 +305,8 @@ class OverloadDetector:
         self.busy = SlidingMean(config.smoothing)      # seconds per processed event
         self.recent_busy = SlidingMean(max(1, config.smoothing // 10))  # ... of late
         self.latency = SlidingMean(config.smoothing)   # μ: seconds per completed event
+        self.quantile = None if config.latency_quantile is None else \
+            SlidingQuantile(config.smoothing, config.latency_quantile)
         self.arrivals = ArrivalRate(config.smoothing)
         self.level = 0.0   # latency trigger: the share of the load being shed
         self._fresh = 0    # events completed since the level was last updated
@@ -268,6 +324,8 @@ class OverloadDetector:
     def completed(self, latency_s: float, n: int) -> None:
         """``n`` events were processed ``latency_s`` seconds after their arrival."""
         self.latency.add(latency_s * n, n)
+        if self.quantile is not None:
+            self.quantile.add(latency_s, n)
         self._fresh += n
 
     @property
@@ -288,8 +346,9 @@ class OverloadDetector:
 
     @property
     def mu_s(self) -> float:
-        """μ: the mean latency of the last ``smoothing`` processed events, seconds."""
-        return self.latency.mean
+        """μ: the mean latency of the last ``smoothing`` processed events, or its
+        ``latency_quantile``, seconds."""
+        return self.latency.mean if self.quantile is None else self.quantile.value
 
     def command(self, q_size: int) -> DropCommand:
         """The drop command for a batch taken while the inbox holds ``q_size`` events

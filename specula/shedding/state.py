@@ -15,6 +15,7 @@ random baselines' draws). A drop names rows of the views of the last listing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -65,6 +66,13 @@ class PartialMatchHolder(Protocol):
         since), for good (replays after a restore drop them again); return how many."""
         ...
 
+    def drop_new_partial_matches(self, state: int,
+                                 test: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        """From now on drop the partial matches of ``state`` whose rows of ``features``
+        ``test`` marks, as they are made, for good (replays drop them again); None:
+        stop. The caller counts what ``test`` marks."""
+        ...
+
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Per state, the rows of ``events`` that would make its partial matches."""
         ...
@@ -92,6 +100,12 @@ class StateShedder:
         self.holder: PartialMatchHolder | None = None
         self._wait = 0  # events still to let through before the next state drop
         self.dropped = 0  # partial matches dropped so far
+
+    @property
+    def partial_matches_dropped(self) -> int:
+        """Partial matches this shedder had dropped so far (the run report's
+        ``shed_partial_matches``)."""
+        return self.dropped
 
     def attach(self, holder: PartialMatchHolder) -> None:
         """Work on ``holder``'s partial matches (the runtime calls it once)."""

@@ -415,10 +415,32 @@ def test_hybrid_holds_the_bound_and_keeps_more_matches_than_input_baselines(ds1_
     assert recall["hybrid"] > max(recall["ri"], recall["si"]), recall
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_hybrid_holds_a_random_bound_on_random_streams(ds1_setup, seed):
+    """On the work clock (deterministic), random DS1 streams and bounds of 25-80 % of
+    the unshed mean latency: hybrid shedding, with its drops at birth, holds the mean
+    latency at the bound (within 6 %), finds only unshed matches, and counts drops of
+    events and partial matches."""
+    reg, rule, model, sel, freq, _, _ = ds1_setup
+    rng = np.random.default_rng(seed)
+    events = ds1(reg, 6000, 10 + seed)
+    unshed = run(RuleDetector(rule, reg), events, cost="work")
+    bound = float(rng.uniform(0.25, 0.8))
+    shedder = _strategies(model, sel, freq)["hybrid"]()
+    r = run(RuleDetector(rule, reg), events, shedder, bound * unshed["latency_s"],
+            cost="work")
+    assert r["latency_s"] <= 1.06 * bound * unshed["latency_s"]
+    assert np.isin(r["keys"], unshed["keys"]).all()
+    assert 0 < len(r["keys"]) < len(unshed["keys"])
+    assert r["shed_events"] > 0 and shedder.dropped_new > 0
+    assert r["shed_pms"] == shedder.dropped + shedder.dropped_new
+
+
 def test_a_node_sheds_partial_matches_through_its_gate():
     """Graph.add(..., shedding=Shedding(strategy=RandomState())) on the in-process
     runtime: the gate hands the shedder its detector, which loses partial matches (so
-    matches) but detects nothing the unshed node does not."""
+    matches, and the run report counts them) but detects nothing the unshed node does
+    not."""
     from collections import Counter
 
     from specula import CostModel, Graph, InProcessRuntime
@@ -437,6 +459,8 @@ def test_a_node_sheds_partial_matches_through_its_gate():
         net = report.net("q1")
         out[name] = Counter(zip(net["ts"].tolist(), net["id"].tolist(), strict=True))
         assert report.shed("q1") == {}  # no event was dropped: RS sheds state only
+        states = report.detectors["q1"].inbox.shed_partial_matches
+        assert (states > 0) == (shedding is not None)  # counted in the run report
     assert out["rs"] <= out["unshed"] and out["rs"] != out["unshed"]
 
 
@@ -461,8 +485,8 @@ def test_classes_are_clusters_of_leaves_and_sets_are_solved_by_dp(ds1_setup):
 
 def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_setup):
     """rho_I goes on until the bound is met (the paper, sec. IV-C): a shedding set due
-    while the detector holds no partial match (the filter kept them from forming) keeps
-    the last set and its filter; a set covers every state the model knows, those
+    while the detector holds no partial match (and none was kept from forming since the
+    last set) keeps the last set and its filter; a set covers every state the model knows, those
     holding nothing now too."""
     reg, rule, model, sel, freq, events, _ = ds1_setup
     shedder = _strategies(model, sel, freq)["hybrid"]()
@@ -476,10 +500,39 @@ def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_se
     batch = events[1500:2500]
     kept = shedder.input_filter(batch)
     assert not kept.all()
+    # a shedder with that set on a detector that holds nothing (and nothing kept from
+    # forming since the set)
+    idle = _strategies(model, sel, freq)["hybrid"]()
+    idle.attach(RuleDetector(rule, reg))
+    idle.use_set(shed)
+    assert idle.plan(0.9) == 0
+    assert all(np.array_equal(shed[s], x) for s, x in idle.shed.items())
+    assert np.array_equal(idle.input_filter(batch), kept)
+
+
+def test_sets_weigh_the_partial_matches_kept_from_forming(ds1_setup):
+    """The knapsack weighs, beside what is held, the partial matches that shedding kept
+    from forming since the last set (rho_I's first-element drops here): with nothing
+    held, a set is picked from those alone, and it sheds at slice 0 only classes that
+    were kept from forming. Weighed by what is held only, a class shed once would
+    weigh nothing from then on."""
+    reg, rule, model, sel, freq, events, _ = ds1_setup
+    shedder = _strategies(model, sel, freq)["hybrid"]()
+    busy = RuleDetector(rule, reg)
+    for e in busy.engines():
+        e.process(events[:1500])
+    shedder.attach(busy)
+    shedder.plan(0.9)
+    first = {s: x[:, 0].copy() for s, x in shedder.shed.items()}
+    batch = events[1500:2500]
+    assert not shedder.input_filter(batch).all()
     shedder.attach(RuleDetector(rule, reg))  # holds nothing
-    assert shedder.plan(0.9) == 0
-    assert all(np.array_equal(shed[s], x) for s, x in shedder.shed.items())
-    assert np.array_equal(shedder.input_filter(batch), kept)
+    solves = sum(shedder.solves.values())
+    shedder.plan(0.9)
+    assert sum(shedder.solves.values()) == solves + 1
+    picked = {s: x[:, 0] for s, x in shedder.shed.items()}
+    assert any(x.any() for x in picked.values())
+    assert all(not (picked[s] & ~first[s]).any() for s in picked)
 
 
 def test_a_set_due_while_the_share_is_steady_is_skipped_once(ds1_setup):

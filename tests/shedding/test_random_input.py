@@ -84,6 +84,8 @@ def test_make_shedder_builds_named_ones_and_copies_objects():
     ({"latency_bound_s": 1, "seed": -1}, "Shedding: seed must be an integer >= 0; got -1"),
     ({"latency_bound_s": 1, "smoothing": 0},
      "Shedding: smoothing must be an integer >= 1 (events); got 0"),
+    ({"latency_bound_s": 1, "latency_quantile": 95},
+     "Shedding: latency_quantile must be None (the mean) or a number in (0, 1]; got 95"),
 ])
 def test_bad_settings_are_refused_with_what_is_valid(given, message):
     with pytest.raises(OptionError) as info:
@@ -102,5 +104,6 @@ def test_graph_takes_shedding_per_node_and_checks_it():
     copy = g.with_options(["all_c"], shedding=bound)
     assert copy.nodes["all_c"].shedding is bound and g.nodes["all_c"].shedding is None
     assert bound.describe() == {"latency_bound_s": 0.25, "f": 0.5, "trigger": "queue",
-                                "strategy": "random", "seed": 0, "smoothing": 1000}
+                                "strategy": "random", "seed": 0, "smoothing": 1000,
+                                "latency_quantile": None}
     assert Shedding(1.0, strategy=RandomInput()).describe()["strategy"] == "RandomInput"

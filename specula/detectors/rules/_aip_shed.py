@@ -41,6 +41,20 @@ newest time stamp seen is ``window + retention`` past them (``retention``: the
 engine's ``shed_retention``, by default ten windows); a restore further back than that
 would revive the dropped matches.
 
+Drops at creation
+-----------------
+A shedder may also give a state a *test* (:meth:`ShedHook.drop_new`): the instances
+the engine is about to add to that state are put as a block's feature rows to the
+test, and those it marks are dropped before they are added (so no later event of the
+same batch extends them): the hybrid paper's rho_S acting on partial matches of the
+shedding set as they form, between two sets. Each such drop keeps a *birth tombstone*
+(the dropped rows' event fields). A replay cannot put the instances to the test again
+(the shedder's set may have changed since): an instance no newer than the newest time
+stamp processed is dropped at creation exactly when a birth tombstone holds its
+identity, and the test sees only instances newer than that. The test's caller counts
+what it marks (no partial match goes uncounted); a replay's drops repeat the counted
+ones and are not counted again.
+
 A drop names the rows of the state's last listing (positions, not identities): the
 listing holds until the engine is given events, restored, or drops from that state,
 and a drop by a stale listing is refused. Only a replay needs identities: a tombstone
@@ -50,6 +64,7 @@ keeps the dropped rows' event fields and hashes them when a replay first asks.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -151,12 +166,27 @@ class Dropped:
 
 
 class Tombstones:
-    """The drops an engine made: ``(ts, order, state k, Dropped)`` each."""
+    """The drops an engine made: ``(ts, order, state k, Dropped)`` each, and the drops
+    at creation (``births``: ``(ts, state k, Dropped)``, ``ts`` the newest instance's)."""
 
     def __init__(self, retention: int) -> None:
         self.retention = retention
         self.entries: list[tuple[int, int, int, Dropped]] = []
+        self.births: list[tuple[int, int, Dropped]] = []
+        self._born: dict[int, np.ndarray] = {}  # state -> sorted identities of births
         self.newest = -(2**63)  # the newest time stamp ever processed (not restored)
+
+    def add_birth(self, ts: int, k: int, dropped: Dropped) -> None:
+        if len(dropped):
+            self.births.append((ts, k, dropped))
+            self._born.pop(k, None)
+
+    def born(self, k: int) -> np.ndarray:
+        """The identities (sorted) of the instances of state ``k`` dropped at creation."""
+        if k not in self._born:
+            keys = [d.keys for _, j, d in self.births if j == k]
+            self._born[k] = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.uint64)
+        return self._born[k]
 
     def add(self, pos: tuple[int, int], k: int, dropped: Dropped) -> None:
         if len(dropped):
@@ -179,6 +209,9 @@ class Tombstones:
         horizon = self.newest - window - self.retention
         if self.entries and self.entries[0][0] < horizon:
             self.entries = [e for e in self.entries if e[0] >= horizon]
+        if self.births and self.births[0][0] < horizon:
+            self.births = [b for b in self.births if b[0] >= horizon]
+            self._born.clear()
 
 
 def _member(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -220,6 +253,41 @@ class ShedHook:
         self._listed: dict[int, tuple[np.ndarray, PartialMatchBlock]] = {}
         # state k sheds only when element k's step takes each candidate (see the module)
         self.sheddable = (False, *(s.selection == "each" for s in rule.steps))
+        # state k -> the test its new instances are put to (see the module)
+        self.tests: dict[int, Callable[[np.ndarray], np.ndarray]] = {}
+
+    def drop_new(self, k: int, test: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        """From now on drop the new instances of state ``k`` whose feature rows
+        ``test`` marks (None: drop none at creation); see the module."""
+        if test is None:
+            self.tests.pop(k, None)
+        else:
+            self.tests[k] = test
+
+    def unborn(self, store, k: int, ids: np.ndarray, ts: np.ndarray) -> np.ndarray | None:
+        """Which of the instances about to be added to state ``k`` (store ids ``ids``,
+        newest time stamps ``ts``) are dropped at creation; None: none. New ones (newer
+        than every event processed) by the state's test, replayed ones by the birth
+        tombstones (see the module)."""
+        test = self.tests.get(k)
+        if test is None and not self.tombs.births:
+            return None
+        old = ts <= self.tombs.newest
+        drop = np.zeros(len(ts), bool)
+        if self.tombs.births and old.any():
+            drop[old] = _member(self.keys(store, k, ids[:, old]), self.tombs.born(k))
+        new = ~old
+        if test is not None and new.any():
+            if len(ids) > 1:  # dead ends are no partial matches
+                new &= ids[1] >= 0
+            at = np.flatnonzero(new)
+            block = self.block(store, k, ids[:, at], ts[at], 0)
+            marked = np.asarray(test(block.features), bool)
+            if marked.any():
+                self.tombs.add_birth(int(ts[at].max()), k,
+                                     Dropped(block, np.flatnonzero(marked)))
+                drop[at[marked]] = True
+        return drop if drop.any() else None
 
     def block(self, store, k: int, ids: np.ndarray, last_ts: np.ndarray,
               offset: int) -> PartialMatchBlock:

@@ -103,6 +103,8 @@ drives them, batch by batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from specula.detectors.rules import _aip_kernels
@@ -390,6 +392,9 @@ class AIPEngine:
         """Append instances to state ``k``: instance ``i`` has the ids ``ids[:, i]`` and
         its event of element ``k`` is ``rows[anchors[owner[i]]]``."""
         table, code = self._state(k), self._code(k)
+        drop = self._shed.unborn(self._store, k, ids, rows["ts"][anchors[owner]])
+        if drop is not None:  # dropped at creation (see _aip_shed)
+            owner, ids = owner[~drop], ids[:, ~drop]
         events = anchors[owner]
         table.reserve(len(events))
         live = slice(table.n, table.n + len(events))
@@ -537,6 +542,15 @@ class AIPEngine:
         ``last``/``first``."""
         self._shed.check(k, self._n)
         return self._shed.drop_rows(self._states[k], k, rows)
+
+    def drop_new_partial_matches(self, k: int, test: Callable[[np.ndarray], np.ndarray] | None
+                                 ) -> None:
+        """From now on drop the partial matches of state ``k`` whose feature rows (a
+        :class:`PartialMatchBlock`'s ``features``) ``test`` marks as they are made, now
+        and in every replay (None: stop); the caller counts what ``test`` marks.
+        :class:`~._aip_shed.StateSheddingError` for a state read by ``last``/``first``."""
+        self._shed.check(k, self._n)
+        self._shed.drop_new(k, test)
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Per element ``k`` (state ``k``; 0: terminators), the rows of ``events`` it takes."""

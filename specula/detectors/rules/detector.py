@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -305,6 +305,15 @@ class RuleDetector(Detector):
         for offset, e in self._holders():
             if offset < state < offset + len(e.rule.chain):
                 return e.drop_partial_matches(state - offset, rows)
+        raise StateSheddingError(f"{self!r} has no state {state}")
+
+    def drop_new_partial_matches(self, state: int,
+                                 test: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        """From now on drop the partial matches of ``state`` whose feature rows ``test``
+        marks as they are made (None: stop); see :mod:`~specula.detectors.rules._aip_shed`."""
+        for offset, e in self._holders():
+            if offset < state < offset + len(e.rule.chain):
+                return e.drop_new_partial_matches(state - offset, test)
         raise StateSheddingError(f"{self!r} has no state {state}")
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
