@@ -64,6 +64,7 @@ from specula.actors.sources import (
     arrival_steps,
     check_batching,
     restartable,
+    union,
 )
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
@@ -431,7 +432,7 @@ class RayRuntime:
                 on_fed(len(batch))
         publisher.drain()
         return {"sender": 0, "sent": {c: ch.sent for c, ch in publisher.channels.items()},
-                "events": feeder.events, "seconds": sorted(feeder.played_seconds),
+                "events": feeder.events, "seconds": feeder.played_seconds,
                 "publisher": publisher}
 
     def _feed_sources(self, feeders: dict[int, Any], delivery: Delivery,
@@ -495,7 +496,7 @@ class RayRuntime:
                            for r in sorted(mine, key=lambda r: r["producer"])],
                 chains=[r["chain"] for r in sorted(mine, key=lambda r: r["producer"])])
         n_raw = sum(f["events"] for f in fed)
-        played = len({s for f in fed for s in f["seconds"]})
+        played = len(union(f["seconds"] for f in fed))
         sources = [{k: f[k] for k in ("index", "events", "restarts", "resent", "host")}
                    for f in fed if f["sender"] != 0]
         first = min((r["first_event_ns"] for r in reports
