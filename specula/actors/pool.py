@@ -97,11 +97,11 @@ class ChainHost:
         self._opened = threading.Condition()
         self.open()
 
-    def open(self, version: str | None = None) -> None:
-        """Build the chain the store holds, unless it is the one running (``version``:
-        the one the driver wrote; a retried call finds it built)."""
+    def open(self) -> None:
+        """Build the chain the store holds, unless it is the one running (a retried
+        call, or one that a restart's constructor came before, finds it built)."""
         spec = _get_chain(self.name)
-        if spec is None or (version is not None and version == self._version):
+        if spec is None or spec[0] == self._version:
             return
         version, kwargs = spec
         chain = ChainWorker(**kwargs)
@@ -174,11 +174,10 @@ class HostPool:
         Returns its handle and, for a host that was idle, the reference of its
         :meth:`ChainHost.open` call, to wait for before the chain is called (a new one's
         constructor builds it before any call runs)."""
-        version = uuid.uuid4().hex
-        _put_chain(name, (version, dict(kwargs, address=name)))
+        _put_chain(name, (uuid.uuid4().hex, dict(kwargs, address=name)))
         if handle is None:
             return make(name), None
-        return handle, handle.open.remote(version)
+        return handle, handle.open.remote()
 
     def release(self, hosts: list[tuple[Hashable | None, str, Any]], clean: bool) -> None:
         """The run of ``hosts`` (key, name, handle) has ended (``clean``: without an
@@ -189,8 +188,9 @@ class HostPool:
         kept: list[tuple[Hashable, str, Any]] = []
         if clean:
             poolable = [(k, n, h) for k, n, h in hosts if k is not None]
-            answers = ray.get([h.close.remote() for _, _, h in poolable])
-            kept = [host for host, ok in zip(poolable, answers, strict=True) if ok]
+            closing = [h.close.remote() for _, _, h in poolable]
+            kept = [host for host, ref in zip(poolable, closing, strict=True)
+                    if _closed(ref)]
         names = {n for _, n, _ in kept}
         ended = [(n, h) for _, n, h in hosts if n not in names]
         with self._lock:
@@ -219,6 +219,18 @@ class HostPool:
         session = (context.get_job_id(), context.get_node_id())
         if session != self._session:
             self._session, self._hosts, self._order = session, {}, []
+
+
+def _closed(ref: Any) -> bool:
+    """Whether a host's :meth:`ChainHost.close` (``ref``) says it may serve another run;
+    False if the host died meanwhile (it is ended, not pooled)."""
+    import ray
+    from ray.exceptions import RayError
+
+    try:
+        return bool(ray.get(ref))
+    except RayError:
+        return False
 
 
 #: The pool of this driver process.
