@@ -13,7 +13,11 @@ at most two chain actors, batches inside a chain handed over in memory) and
 sends batches as fast as the actors take them (bounded in-flight calls per edge). The
 net output counts of all three runs are printed, and on Ray the start-up (from run() to
 the first batch fed: actor processes, imports, kernels, clocks) apart from the stream
-(``*_startup_s``, ``*_stream_events_per_s``). The last line printed is one JSON object.
+(``*_startup_s``, ``*_stream_events_per_s``). The warm-up runs' chain processes serve
+the timed runs (a driver's later runs take the processes of its earlier ones,
+:mod:`specula.actors.pool`), so ``*_startup_s`` is what a run pays with its processes
+up: building its chains, the clocks, and the reports and hand-back at the end. The last
+line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -89,7 +93,8 @@ def main() -> None:
 
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False,
              log_to_driver=False)
-    # Ray with chained instances ("auto"), one actor per instance ("none"), in-process
+    # Ray with chained instances ("auto"), one actor per instance ("none"), in-process;
+    # the warm-up runs start the chain processes the timed runs take (specula.actors.pool)
     runtimes = {"ray": lambda: RayRuntime(g, chaining="auto"),
                 "ray_unchained": lambda: RayRuntime(g, chaining="none"),
                 "inprocess": lambda: InProcessRuntime(g)}

@@ -42,7 +42,8 @@ the adaptive run fed as an iterable of ``--batch`` raw events, a step each, as
 pure K-slack one's; ``ray_pass_latency_mean_<run>_s`` each run's), ``startup_s`` (the
 first Ray run's start-up: from ``RayRuntime.run`` to the first event a detector
 processed, its actor processes new, in the Ray that took ``ray_init_s`` to start;
-``startup_s_second_run`` the second's), ``ray_cpu_s`` (the
+``startup_s_second_run`` the second's, in the first's chain processes,
+:mod:`specula.actors.pool`), ``ray_cpu_s`` (the
 adaptive Ray run's actor processes' CPU seconds, summed by phase: ``unit``, ``publish``,
 ``checkpoint`` and ``other``, Ray's threads and idle work; see
 :class:`specula.actors.report.CpuTimes`),

@@ -138,6 +138,12 @@ class ChainWorker:
         return {"chain": self.name, "members": [w.instance.label for w in workers],
                 "incarnation": max((w.recovery.incarnation for w in workers), default=0)}
 
+    def close(self) -> None:
+        """The run has ended (every member flushed or suspended, its thread stopped):
+        stop the pool's threads, for a process that goes on to another run
+        (:mod:`.pool`)."""
+        self._pool.shutdown(wait=False)
+
     def worker(self, producer: int) -> DetectorWorker:
         """The member ``producer``, waiting while the constructor has not made it yet (a
         restarted member recovers, and calls its neighbours, while the others are made)."""

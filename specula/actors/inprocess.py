@@ -38,6 +38,7 @@ from specula.actors.sources import (
     arrival_steps,
     check_batching,
     played_seconds,
+    union,
 )
 from specula.detectors.graph import Graph, Instance
 from specula.options import CostModel, InProcessOptions, runtime_options
@@ -128,11 +129,11 @@ class InProcessRuntime:
             parts = list(raw.merged())
             raw = ev.concat_records(parts) if parts else np.zeros(0, self.graph.registry.dtype())
         # the seconds played: of an array at once, of an iterable batch by batch
-        seconds: set[int] = set()
+        seconds: list[np.ndarray] = []
         if isinstance(raw, np.ndarray):
             if step_ticks is None:
                 step_ticks = int(DEFAULT_STEP_SECONDS * self.ticks_per_second)
-            seconds = played_seconds(raw, self.ticks_per_second)
+            seconds = [played_seconds(raw, self.ticks_per_second)]
             steps: Iterable[tuple[np.ndarray, int]] = _steps(prepare_raw(raw, table),
                                                              step_ticks, batch_rows)
         else:
@@ -154,10 +155,10 @@ class InProcessRuntime:
             step(batch, now, flush=False)
             n_raw += len(batch)
             if by_batch:
-                seconds |= played_seconds(batch, self.ticks_per_second)
+                seconds.append(played_seconds(batch, self.ticks_per_second))
         step(np.zeros(0, self.graph.registry.dtype()), now, flush=True)
         report = self._report(units, nets, n_raw, time.perf_counter() - t0, stations)
-        report.played_seconds = len(seconds)
+        report.played_seconds = len(union(seconds))
         return report
 
     def _unit(self, instance: Instance, clock: ManualClock) -> OrderingUnit:

@@ -40,7 +40,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.actors.addresses import InstanceHandle, Member
-from specula.actors.chain import ChainMember, ChainWorker, local_edges
+from specula.actors.chain import ChainMember, local_edges
 from specula.actors.chaining import plan_chains
 from specula.actors.channels import Publisher, Route, answer
 from specula.actors.clocks import estimate_offset
@@ -48,6 +48,7 @@ from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.output_log import HandedOn
 from specula.actors.placement import chain_options, check_fits
+from specula.actors.pool import POOL, ChainHost, pool_key
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape, verify_run
 from specula.actors.report import CpuTimes, DetectorReport, RunReport, merge_nets, sum_stats
 from specula.actors.routing import Router, raw_type_table
@@ -63,6 +64,7 @@ from specula.actors.sources import (
     arrival_steps,
     check_batching,
     restartable,
+    union,
 )
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
@@ -204,58 +206,81 @@ class RayRuntime:
         deal = [n["NodeID"] for n in nodes if n["Resources"].get("CPU", 0) > 0]
         chains = plan_chains(graph, self.chaining, int(resources.get("CPU", 1)))
         chain_names = [c[0].label if len(c) == 1 else f"chain-{k}" for k, c in enumerate(chains)]
-        address = {i.producer: Member(f"specula-{run}-{name}", i.producer)
-                   for name, chain in zip(chain_names, chains, strict=True) for i in chain}
         of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         # held until the run ends: a restarted source reads its part again (restartable)
         parts = [restartable(p) for p in raw.parts] if isinstance(raw, Sources) else []
         sources = {SOURCE_SENDERS + j: f"specula-{run}-source-{j}" for j in range(len(parts))}
-        chain_cls = remote_class(ChainWorker)
+        # a host per chain, idle from an earlier run where one fits (:mod:`.pool`)
+        hosts = []
+        for k, chain in enumerate(chains):
+            options = chain_options(chain, deal[k % len(deal)] if len(deal) > 1 else None)
+            options |= {"max_restarts": self.max_restarts, "max_task_retries": -1,
+                        "max_concurrency": sum(actor_concurrency(
+                            graph, router, i, self.max_in_flight, max(1, len(parts)))
+                            for i in chain)}
+            key = pool_key(chain, options)
+            hosts.append((key, *POOL.take(key), options))
+        address = {i.producer: Member(host[1], i.producer)
+                   for host, chain in zip(hosts, chains, strict=True) for i in chain}
+        started: list[tuple[Any, str, Any]] = []  # (pool key, name, handle) per host
         actors: dict[int, Any] = {}   # Ray's types do not follow ray.remote's handles
-        handles: dict[str, Any] = {}  # the chain actors, by chain name
         feeders: dict[int, Any] = {}
-        for k, (name, chain) in enumerate(zip(chain_names, chains, strict=True)):
-            calls = sum(actor_concurrency(graph, router, i, self.max_in_flight,
-                                          max(1, len(parts))) for i in chain)
-            # per hand-over inside the chain: its window of pushes, a resend and a
-            # recover_producer call of a restarted member; per member that hears raw
-            # types, the window of each raw sender's push_all (threads start as needed)
-            hear_raw = sum(1 for i in chain if router.hears(i.node.name, None))
-            local = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4 \
-                + self.max_in_flight * max(1, len(parts)) * hear_raw
-            handles[name] = chain_cls.options(
-                name=address[chain[0].producer].chain, max_restarts=self.max_restarts,
-                max_task_retries=-1, max_concurrency=calls,
-                **chain_options(chain, deal[k % len(deal)] if len(deal) > 1 else None)).remote(
-                name, address[chain[0].producer].chain,
-                [chain_member(graph, router, address, i, sources) for i in chain],
-                graph.registry, self.max_in_flight, self.inbox_events, router=router,
-                checkpoints=self.checkpoints, step_events=self.step_events, threads=local)
-            actors |= {i.producer: InstanceHandle(handles[name], i.producer) for i in chain}
-        source_cls = remote_class(SourceWorker)
-        for (sender, name), part in zip(sources.items(), parts, strict=True):
-            feeders[sender] = source_cls.options(
-                name=name, max_restarts=self.max_restarts, max_task_retries=-1,
-                max_concurrency=3, scheduling_strategy="SPREAD").remote(
-                part, sender - SOURCE_SENDERS, routes_to(graph, router, address, None),
-                router, table,
-                graph.ticks_per_second, delivery.step_ticks, delivery.batch_rows,
-                self.max_in_flight, self.checkpoints)
-        self.actors = {i.label: handles[name]
-                       for name, chain in zip(chain_names, chains, strict=True) for i in chain}
-        self.actors |= {name.split("-", 2)[2]: feeders[s] for s, name in sources.items()}
+        clean = False
         try:
+            opening = []
+            for (key, name, handle, options), cname, chain in zip(hosts, chain_names, chains,
+                                                                  strict=True):
+                handle, ready = POOL.start(
+                    name, handle, self._chain_arguments(cname, chain, address, sources,
+                                                        router, len(parts)),
+                    functools.partial(new_host, options))
+                started.append((key, name, handle))
+                opening += [ready] if ready is not None else []
+                actors |= {i.producer: InstanceHandle(handle, i.producer) for i in chain}
+            ray.get(opening)
+            source_cls = remote_class(SourceWorker)
+            for (sender, name), part in zip(sources.items(), parts, strict=True):
+                feeders[sender] = source_cls.options(
+                    name=name, max_restarts=self.max_restarts, max_task_retries=-1,
+                    max_concurrency=3, scheduling_strategy="SPREAD").remote(
+                    part, sender - SOURCE_SENDERS, routes_to(graph, router, address, None),
+                    router, table,
+                    graph.ticks_per_second, delivery.step_ticks, delivery.batch_rows,
+                    self.max_in_flight, self.checkpoints)
+            self.actors = {i.label: actors[i.producer].actor for i in instances}
+            self.actors |= {name.split("-", 2)[2]: feeders[s] for s, name in sources.items()}
             with self._tail(on_settled, resume, actors):
                 fed, wall, ended_ns, reports = self._drive(
                     raw, table, router, of_node, actors, feeders, delivery, suspend, resume,
                     on_fed)
+            clean = True
         finally:
-            for a in [*handles.values(), *feeders.values()]:
+            POOL.release(started, clean)
+            for a in feeders.values():
                 ray.kill(a)
             self.actors = {}
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
         return self._report(reports, fed, wall, len(nodes), (started_ns, ended_ns))
+
+    def _chain_arguments(self, name: str, chain: list[Instance], address: dict[int, Member],
+                         sources: dict[int, str], router: Router, parts: int
+                         ) -> dict[str, Any]:
+        """The arguments of the :class:`~.chain.ChainWorker` that runs ``chain`` (called
+        ``name`` in the report), but its address (its host's name)."""
+        graph = self.graph
+        # per hand-over inside the chain: its window of pushes, a resend and a
+        # recover_producer call of a restarted member; per member that hears raw types,
+        # the window of each raw sender's push_all (threads start as needed)
+        hear_raw = sum(1 for i in chain if router.hears(i.node.name, None))
+        threads = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4 \
+            + self.max_in_flight * max(1, parts) * hear_raw
+        return {"name": name,
+                "members": [chain_member(graph, router, address, i, sources) for i in chain],
+                "registry": graph.registry, "max_in_flight": self.max_in_flight,
+                "inbox_events": self.inbox_events, "router": router,
+                "checkpoints": self.checkpoints, "step_events": self.step_events,
+                "threads": threads}
 
     def _lasting_uri(self) -> str:
         """The checkpoint URI that outlives a run, which suspending or resuming needs."""
@@ -407,7 +432,7 @@ class RayRuntime:
                 on_fed(len(batch))
         publisher.drain()
         return {"sender": 0, "sent": {c: ch.sent for c, ch in publisher.channels.items()},
-                "events": feeder.events, "seconds": sorted(feeder.played_seconds),
+                "events": feeder.events, "seconds": feeder.played_seconds,
                 "publisher": publisher}
 
     def _feed_sources(self, feeders: dict[int, Any], delivery: Delivery,
@@ -471,7 +496,7 @@ class RayRuntime:
                            for r in sorted(mine, key=lambda r: r["producer"])],
                 chains=[r["chain"] for r in sorted(mine, key=lambda r: r["producer"])])
         n_raw = sum(f["events"] for f in fed)
-        played = len({s for f in fed for s in f["seconds"]})
+        played = len(union(f["seconds"] for f in fed))
         sources = [{k: f[k] for k in ("index", "events", "restarts", "resent", "host")}
                    for f in fed if f["sender"] != 0]
         first = min((r["first_event_ns"] for r in reports
@@ -492,6 +517,12 @@ def remote_class(cls: type) -> Any:
     import ray
 
     return ray.remote(num_cpus=0)(cls)
+
+
+def new_host(options: dict[str, Any], name: str) -> Any:
+    """A new chain host (:class:`~.pool.ChainHost`) called ``name``, made with the Ray
+    ``options``."""
+    return remote_class(ChainHost).options(name=name, **options).remote(name)
 
 
 def routes_to(graph: Graph, router: Router, address: dict[int, Member], source: str | None

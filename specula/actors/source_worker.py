@@ -98,7 +98,7 @@ class SourceWorker:
         return {"index": self.index, "sender": self.sender,
                 "sent": {c: ch.sent for c, ch in self.publisher.channels.items()},
                 "events": self.feeder.events,
-                "seconds": sorted(self.feeder.played_seconds),
+                "seconds": self.feeder.played_seconds,
                 "restarts": self.incarnation, "resent": self.publisher.resent_batches,
                 "host": this_host()}
 

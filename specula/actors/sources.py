@@ -219,7 +219,7 @@ class Feeder:
         self.clock_offset = 0
         self.events = 0
         self._actor = actor if actor is not None else (lambda ref: ref)
-        self._seconds: set[int] = set()
+        self._seconds: list[np.ndarray] = []  # per batch, its distinct seconds
 
     def feed(self, batch: np.ndarray) -> None:
         """Push ``batch`` (raw events in arrival order) to its subscribers."""
@@ -229,7 +229,7 @@ class Feeder:
         ev.check_raw(batch)
         batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
         self.events += len(batch)
-        self._seconds |= played_seconds(batch, self.ticks_per_second)
+        self._seconds.append(played_seconds(batch, self.ticks_per_second))
         types = present(batch["type"])
         chs = [self.publisher.channel(consumer, self._actor(actor))
                for route in self.routes if self.router.takes_any(route.node, types)
@@ -238,17 +238,28 @@ class Feeder:
             self.publisher.send_all(chs, shared(batch))
 
     @property
-    def played_seconds(self) -> set[int]:
-        """The whole seconds of event time that hold at least one fed event."""
-        return self._seconds
+    def played_seconds(self) -> np.ndarray:
+        """The whole seconds of event time that hold at least one fed event, ascending."""
+        self._seconds = [union(self._seconds)]
+        return self._seconds[0]
 
 
 def played_seconds(raw: np.ndarray | Iterable[np.ndarray], ticks_per_second: float
-                   ) -> set[int]:
-    """The whole seconds of event time that hold at least one event of ``raw``."""
+                   ) -> np.ndarray:
+    """The whole seconds of event time that hold at least one event of ``raw``,
+    ascending (an array: a stream of ticks of a second holds a second per event).
+
+    >>> played_seconds(np.array([(5,), (1,), (1_500,)], [("ts", "i8")]), 1_000).tolist()
+    [0, 1]
+    """
     batches = [raw] if isinstance(raw, np.ndarray) else raw
-    return {s for b in batches if len(b)
-            for s in present(b["ts"] // int(ticks_per_second)).tolist()}
+    return union(present(b["ts"] // int(ticks_per_second)) for b in batches if len(b))
+
+
+def union(parts: Iterable[np.ndarray]) -> np.ndarray:
+    """The distinct integers of several arrays of them, ascending."""
+    found = list(parts)
+    return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
 def present(values: np.ndarray) -> np.ndarray:

@@ -466,6 +466,38 @@ def test_late_events_are_handed_on_once_and_forgotten(local_ray, tmp_path):
     assert len(handed.late("t")) < len(late)
 
 
+def test_chain_processes_serve_the_next_run_unless_they_restarted(local_ray, crash_stream,
+                                                                  tmp_path):
+    """A run's chain hosts wait for the next run (:mod:`specula.actors.pool`), which
+    takes them and gives the same answers; one killed mid-run (Ray restarts it with the
+    run's chain, its members recover) serves no later run."""
+    from specula.actors.pool import POOL
+
+    graph, raw, reference = crash_stream
+    raw = raw[:4_000]
+    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
+    first = RayRuntime(graph)
+    hosts: set = set()
+    first.run(raw, batch_rows=200, on_fed=lambda _: hosts.update(first.actors.values()))
+    assert hosts <= set(POOL.idle_hosts())
+    runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=3)
+    used, killed = set(), []
+
+    def kill_once(_fed: int) -> None:
+        used.update(runtime.actors.values())
+        if not killed:
+            killed.append(runtime.actors["d_then_e"])
+            ray.kill(killed[0], no_restart=False)
+
+    report = runtime.run(raw, batch_rows=200, on_fed=kill_once)
+    assert used == hosts and killed  # the first run's processes ran the second
+    assert report.restarts()["d_then_e"] >= 1
+    for name in graph.nodes:
+        assert_net_equals(report, reference, name)
+    idle = set(POOL.idle_hosts())
+    assert killed[0] not in idle and hosts - set(killed) <= idle
+
+
 def test_suspending_needs_checkpoints_that_outlive_the_run():
     with pytest.raises(ValueError, match="checkpoint_uri that outlives it"):
         RayRuntime(example_graph(0.0, "on-demand")).run(np.zeros(0), suspend=True)

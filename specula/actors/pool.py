@@ -1,0 +1,237 @@
+"""Chain processes that outlive a run, as Flink's task managers hold their slots.
+
+A chain actor's process costs about a CPU second before its first event (a Ray worker,
+specula's imports, the first Numba kernels from the cache), and a run that starts new
+ones pays it every time. Every chain therefore runs in a :class:`ChainHost`: a Ray actor
+that hosts the run's :class:`~.chain.ChainWorker` and, once the run has ended cleanly,
+drops it and waits in this driver's :class:`HostPool` for the next run, with its imports
+and kernels loaded. A chain that asks Ray for resources of its own (CPUs, GPUs:
+:func:`~.placement.chain_options`) gets a host for its run only.
+
+What a host runs is not in its constructor's arguments, which Ray keeps from the host's
+creation: the driver writes the chain (the :class:`~.chain.ChainWorker`'s arguments) to
+Ray's key-value store under the host's name, and the host builds it from there, when it
+is made and when the driver calls :meth:`ChainHost.open` for a later run. So a host
+that crashes mid-run and is restarted by Ray (which runs the constructor again) builds
+the chain of the run in progress, whose instances restore their checkpoints as a
+restarted chain's do (:mod:`.recovery`). A restarted host has spent one of its restarts
+and serves no later run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import numpy as np
+
+from specula.actors.chain import ChainWorker
+from specula.actors.channels import Reply
+from specula.actors.placement import demand
+from specula.detectors.graph import Instance
+
+__all__ = ["IDLE_HOSTS", "POOL", "ChainHost", "HostPool", "pool_key"]
+
+#: Hosts the pool keeps idle at most (the oldest beyond are ended): enough for a run of
+#: one actor per instance of a small graph beside the chains of another.
+IDLE_HOSTS = 8
+
+#: Seconds a call waits for its host to build the chain (:meth:`ChainHost._running`).
+OPEN_WAIT_S = 60.0
+
+_NAMESPACE = "specula"
+
+
+def _put_chain(name: str, spec: tuple[str, dict[str, Any]] | None) -> None:
+    """Write (``spec``: its version and the chain's arguments) or delete (None) the
+    chain of host ``name`` in Ray's key-value store."""
+    from ray import cloudpickle
+    from ray.experimental import internal_kv
+
+    key = name.encode()
+    if spec is None:
+        internal_kv._internal_kv_del(key, namespace=_NAMESPACE)
+    else:
+        internal_kv._internal_kv_put(key, cloudpickle.dumps(spec), overwrite=True,
+                                     namespace=_NAMESPACE)
+
+
+def _get_chain(name: str) -> tuple[str, dict[str, Any]] | None:
+    """The chain of host ``name`` (its version and arguments), None if it has none."""
+    from ray import cloudpickle
+    from ray.experimental import internal_kv
+
+    found = internal_kv._internal_kv_get(name.encode(), namespace=_NAMESPACE)
+    return None if found is None else cloudpickle.loads(found)
+
+
+def pool_key(chain: list[Instance], options: dict[str, Any]) -> Hashable | None:
+    """How the pool files a host for ``chain`` made with the Ray ``options``: those
+    options, with the node a node-affinity strategy names; None for a chain whose
+    instances ask for resources (a host for its run only)."""
+    if any(demand(i) for i in chain):
+        return None
+    strategy: Any = options.get("scheduling_strategy")
+    if hasattr(strategy, "node_id"):  # NodeAffinitySchedulingStrategy
+        strategy = ("node", strategy.node_id, strategy.soft)
+    return tuple(sorted((k, strategy if k == "scheduling_strategy" else v)
+                        for k, v in options.items()))
+
+
+class ChainHost:
+    """The Ray actor called ``name`` that runs a chain: the chain the key-value store
+    holds for it (:func:`_get_chain`), built at once; :meth:`call`, :meth:`push_all`
+    and :meth:`status` are the chain's (:class:`~.chain.ChainWorker`)."""
+
+    def __init__(self, name: str) -> None:
+        import ray
+
+        self.name = name
+        #: made again by Ray after a crash: its restarts are spent, it is not pooled
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self._chain: ChainWorker | None = None
+        self._version: str | None = None
+        self._opened = threading.Condition()
+        self.open()
+
+    def open(self) -> None:
+        """Build the chain the store holds, unless it is the one running (a retried
+        call, or one that a restart's constructor came before, finds it built)."""
+        spec = _get_chain(self.name)
+        if spec is None or spec[0] == self._version:
+            return
+        version, kwargs = spec
+        chain = ChainWorker(**kwargs)
+        with self._opened:
+            self._chain, self._version = chain, version
+            self._opened.notify_all()
+
+    def close(self) -> bool:
+        """The run has ended: drop its chain. Returns whether this host may serve
+        another run (it was not restarted)."""
+        with self._opened:
+            chain, self._chain, self._version = self._chain, None, None
+        if chain is not None:
+            chain.close()
+        return not self.restarted
+
+    def call(self, producer: int, method: str, *args: Any) -> Any:
+        return self._running().call(producer, method, *args)
+
+    def push_all(self, members: list[tuple[int, int, int]], batch: np.ndarray, sender: int,
+                 incarnation: int) -> list[Reply]:
+        return self._running().push_all(members, batch, sender, incarnation)
+
+    def status(self) -> dict[str, Any]:
+        return self._running().status()
+
+    def _running(self) -> ChainWorker:
+        """The chain, waiting up to :data:`OPEN_WAIT_S` for it: the members of a chain
+        that resumes or recovers call their peers from their constructors, and a peer's
+        host may not have built its chain yet (a new host's constructor builds it before
+        any call runs; an idle one's ``open`` may come after the call)."""
+        with self._opened:
+            if not self._opened.wait_for(lambda: self._chain is not None, OPEN_WAIT_S):
+                raise RuntimeError(f"{self.name} runs no chain")
+            assert self._chain is not None
+            return self._chain
+
+
+class HostPool:
+    """This driver's idle chain hosts, by what they were made with (``key``: their Ray
+    options and concurrency), for the session they belong to (a new Ray session starts
+    an empty pool)."""
+
+    def __init__(self, idle: int = IDLE_HOSTS) -> None:
+        self.idle = idle
+        self._lock = threading.Lock()
+        self._session: tuple[str, str] | None = None
+        self._hosts: dict[Hashable, list[tuple[str, Any]]] = {}
+        self._order: list[tuple[Hashable, str]] = []  # idle hosts, oldest first
+        self._names = (f"specula.host-{uuid.uuid4().hex[:8]}-{k}" for k in itertools.count())
+
+    def take(self, key: Hashable | None) -> tuple[str, Any]:
+        """A host for a chain made with ``key``: an idle one (its name and handle), or
+        the name a new one is to have and None. A ``key`` of None: a host for this run
+        only, always new."""
+        with self._lock:
+            self._follow_session()
+            idle = self._hosts.get(key, []) if key is not None else []
+            if not idle:
+                return next(self._names), None
+            name, handle = idle.pop()
+            self._order.remove((key, name))
+            return name, handle
+
+    @staticmethod
+    def start(name: str, handle: Any, kwargs: dict[str, Any],
+              make: Callable[[str], Any]) -> tuple[Any, Any]:
+        """Have host ``name`` (``handle``; None: not made yet) run the chain ``kwargs``
+        (a :class:`~.chain.ChainWorker`'s arguments but ``address``, the host's name).
+        Returns its handle and, for a host that was idle, the reference of its
+        :meth:`ChainHost.open` call, to wait for before the chain is called (a new one's
+        constructor builds it before any call runs)."""
+        _put_chain(name, (uuid.uuid4().hex, dict(kwargs, address=name)))
+        if handle is None:
+            return make(name), None
+        return handle, handle.open.remote()
+
+    def release(self, hosts: list[tuple[Hashable | None, str, Any]], clean: bool) -> None:
+        """The run of ``hosts`` (key, name, handle) has ended (``clean``: without an
+        error): each drops its chain and waits for the next run, or is ended (a host of
+        one run, a restarted one, any after an error, the oldest beyond :attr:`idle`)."""
+        import ray
+
+        kept: list[tuple[Hashable, str, Any]] = []
+        if clean:
+            poolable = [(k, n, h) for k, n, h in hosts if k is not None]
+            closing = [h.close.remote() for _, _, h in poolable]
+            kept = [host for host, ref in zip(poolable, closing, strict=True)
+                    if _closed(ref)]
+        names = {n for _, n, _ in kept}
+        ended = [(n, h) for _, n, h in hosts if n not in names]
+        with self._lock:
+            for key, name, handle in kept:
+                self._hosts.setdefault(key, []).append((name, handle))
+                self._order.append((key, name))
+            while len(self._order) > self.idle:
+                key, name = self._order.pop(0)
+                idle = self._hosts[key]
+                ended.append(idle.pop(next(i for i, (n, _) in enumerate(idle) if n == name)))
+        for name, handle in ended:
+            ray.kill(handle)
+            _put_chain(name, None)
+
+    def idle_hosts(self) -> list[Any]:
+        """The handles of the hosts waiting for a run, oldest first."""
+        with self._lock:
+            return [h for key, name in self._order for n, h in self._hosts[key] if n == name]
+
+    def _follow_session(self) -> None:
+        """Under the lock: forget the hosts of an earlier Ray session (they ended with
+        it)."""
+        import ray
+
+        context = ray.get_runtime_context()
+        session = (context.get_job_id(), context.get_node_id())
+        if session != self._session:
+            self._session, self._hosts, self._order = session, {}, []
+
+
+def _closed(ref: Any) -> bool:
+    """Whether a host's :meth:`ChainHost.close` (``ref``) says it may serve another run;
+    False if the host died meanwhile (it is ended, not pooled)."""
+    import ray
+    from ray.exceptions import RayError
+
+    try:
+        return bool(ray.get(ref))
+    except RayError:
+        return False
+
+
+#: The pool of this driver process.
+POOL = HostPool()
