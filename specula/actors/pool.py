@@ -118,6 +118,11 @@ class ChainHost:
             chain.close()
         return not self.restarted
 
+    def serves(self) -> bool:
+        """Whether this idle host may take a run: not restarted, no chain held (a host
+        Ray made again while it waited has spent a restart and is ended instead)."""
+        return not self.restarted and self._chain is None
+
     def call(self, producer: int, method: str, *args: Any) -> Any:
         return self._running().call(producer, method, *args)
 
@@ -154,17 +159,21 @@ class HostPool:
         self._names = (f"specula.host-{uuid.uuid4().hex[:8]}-{k}" for k in itertools.count())
 
     def take(self, key: Hashable | None) -> tuple[str, Any]:
-        """A host for a chain made with ``key``: an idle one (its name and handle), or
-        the name a new one is to have and None. A ``key`` of None: a host for this run
-        only, always new."""
-        with self._lock:
-            self._follow_session()
-            idle = self._hosts.get(key, []) if key is not None else []
-            if not idle:
-                return next(self._names), None
-            name, handle = idle.pop()
-            self._order.remove((key, name))
-            return name, handle
+        """A host for a chain made with ``key``: an idle one that still serves (its
+        name and handle), or the name a new one is to have and None. A ``key`` of None:
+        a host for this run only, always new. An idle host that died or was restarted
+        while it waited is ended and the next one tried."""
+        while True:
+            with self._lock:
+                self._follow_session()
+                idle = self._hosts.get(key, []) if key is not None else []
+                if not idle:
+                    return next(self._names), None
+                name, handle = idle.pop()
+                self._order.remove((key, name))
+            if _serves(handle):
+                return name, handle
+            _end(name, handle)
 
     @staticmethod
     def start(name: str, handle: Any, kwargs: dict[str, Any],
@@ -183,7 +192,6 @@ class HostPool:
         """The run of ``hosts`` (key, name, handle) has ended (``clean``: without an
         error): each drops its chain and waits for the next run, or is ended (a host of
         one run, a restarted one, any after an error, the oldest beyond :attr:`idle`)."""
-        import ray
 
         kept: list[tuple[Hashable, str, Any]] = []
         if clean:
@@ -193,6 +201,8 @@ class HostPool:
                     if _closed(ref)]
         names = {n for _, n, _ in kept}
         ended = [(n, h) for _, n, h in hosts if n not in names]
+        for _, name, _ in kept:  # a host Ray restarts while it waits builds no chain
+            _put_chain(name, None)
         with self._lock:
             for key, name, handle in kept:
                 self._hosts.setdefault(key, []).append((name, handle))
@@ -202,8 +212,7 @@ class HostPool:
                 idle = self._hosts[key]
                 ended.append(idle.pop(next(i for i, (n, _) in enumerate(idle) if n == name)))
         for name, handle in ended:
-            ray.kill(handle)
-            _put_chain(name, None)
+            _end(name, handle)
 
     def idle_hosts(self) -> list[Any]:
         """The handles of the hosts waiting for a run, oldest first."""
@@ -219,6 +228,26 @@ class HostPool:
         session = (context.get_job_id(), context.get_node_id())
         if session != self._session:
             self._session, self._hosts, self._order = session, {}, []
+
+
+def _serves(handle: Any) -> bool:
+    """Whether the idle host ``handle`` answers that it may take a run
+    (:meth:`ChainHost.serves`); False if it died."""
+    import ray
+    from ray.exceptions import RayError
+
+    try:
+        return bool(ray.get(handle.serves.remote(), timeout=OPEN_WAIT_S))
+    except RayError:
+        return False
+
+
+def _end(name: str, handle: Any) -> None:
+    """End host ``name`` and forget its chain."""
+    import ray
+
+    ray.kill(handle)
+    _put_chain(name, None)
 
 
 def _closed(ref: Any) -> bool:

@@ -498,6 +498,30 @@ def test_chain_processes_serve_the_next_run_unless_they_restarted(local_ray, cra
     assert killed[0] not in idle and hosts - set(killed) <= idle
 
 
+def test_idle_chain_processes_that_died_or_restarted_are_replaced(local_ray, crash_stream):
+    """An idle host that died, or that Ray made again, while it waited for a run is not
+    handed the next run: the run gets a new process and the same answers."""
+    from specula.actors.pool import POOL
+
+    graph, raw, _ = crash_stream
+    raw = raw[:2_000]
+    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
+    first = RayRuntime(graph)
+    hosts: set = set()
+    first.run(raw, batch_rows=200, on_fed=lambda _: hosts.update(first.actors.values()))
+    dead, restarted = list(hosts)[:2]
+    ray.kill(dead, no_restart=True)
+    ray.kill(restarted, no_restart=False)
+    runtime = RayRuntime(graph)
+    used: set = set()
+    report = runtime.run(raw, batch_rows=200,
+                         on_fed=lambda _: used.update(runtime.actors.values()))
+    assert dead not in used and restarted not in used
+    for name in graph.nodes:
+        assert_net_equals(report, reference, name)
+    assert not {dead, restarted} & set(POOL.idle_hosts())
+
+
 def test_suspending_needs_checkpoints_that_outlive_the_run():
     with pytest.raises(ValueError, match="checkpoint_uri that outlives it"):
         RayRuntime(example_graph(0.0, "on-demand")).run(np.zeros(0), suspend=True)
