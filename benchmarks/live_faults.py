@@ -134,14 +134,17 @@ def descendants(root: int, table: dict[int, tuple[int, str]]) -> set[int]:
 
 
 def memory(driver: int) -> dict[str, float]:
-    """RSS in MB of the watch's driver, its JVMs (Spark's) and the workers of the Ray
-    cluster this process started (not those of other clusters on the machine)."""
+    """RSS in MB of the watch's driver, its JVMs (Spark's), the executor's Python
+    workers (``pyspark.daemon`` and its forks) and the workers of the Ray cluster this
+    process started (not those of other clusters on the machine)."""
     table = processes()
     tree = descendants(driver, table)
     workers = [p for p in descendants(os.getpid(), table) if table[p][1].startswith("ray::")]
     return {"driver": rss_mb(driver),
             "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
-            "actors": sum(rss_mb(p) for p in workers), "workers": len(workers)}
+            "spark_python": sum(rss_mb(p) for p in tree if "pyspark.daemon" in table[p][1]),
+            "actors": sum(rss_mb(p) for p in workers), "workers": len(workers),
+            "load": os.getloadavg()[0]}
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
@@ -208,15 +211,19 @@ def soak(args: argparse.Namespace) -> None:
     (work / "samples.json").write_text(json.dumps(samples))
     times = [t for t, _ in after]
     slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
-              for k in ("jvm", "driver", "actors")}
+              for k in ("jvm", "driver", "spark_python", "actors")}
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
                       "first_batch_s": None if first_batch is None else round(first_batch),
                       "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
                       **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
+                      "driver_mb_end": round(after[-1][1]["driver"]) if after else None,
                       "ray_workers_after_warm_up": after[0][1]["workers"] if after else None,
                       "ray_workers_end": after[-1][1]["workers"] if after else None,
+                      "load_average": [round(min(m["load"] for _, m in after), 1),
+                                       round(max(m["load"] for _, m in after), 1)]
+                      if after else None,
                       "complex_files": files,
                       "complex_files_per_5_min": at_5_min,
                       "exit_status": proc.returncode,
