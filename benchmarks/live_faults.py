@@ -21,16 +21,19 @@ The last line printed is one JSON object: ``seconds``, ``files``, ``driver_kills
 ``benchmarks/soak.py`` measures), ``bad_files``, ``quarantined``, ``detections``,
 ``missing``, ``duplicated``, ``wall_seconds``.
 
-With ``--soak MINUTES`` it measures a long watch instead: a file of ``--file-seconds``
-of play lands every ``--every`` seconds for MINUTES (warm-up included: the first
-``--warm-up`` minutes are left out of the slopes), while the resident memory of the
-watch's driver, its Spark JVMs and the Ray workers (the detector actors) is sampled.
-It prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``actors_mb_per_min`` (least-squares
-slopes of their RSS after warm-up, which counts from the watch's first micro-batch;
-the samples are kept in ``samples.json``), ``complex_files`` (files in ``OUT/complex`` at the
-end), ``complex_files_per_5_min`` (the files it held after 5 minutes of watch, or at
-the end of a shorter one), ``events`` and the Ray worker processes after warm-up and
-at the end. ``--quick``: 3 minutes, 1 of warm-up.
+With ``--soak MINUTES`` it measures a long watch instead: a first file, and once the
+watch committed its first micro-batch (Spark's start may take minutes on a loaded
+machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINUTES
+(warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
+the resident memory of the watch's driver, its Spark JVMs, the executor's Python
+workers (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled. It
+prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``spark_python_mb_per_min``,
+``actors_mb_per_min`` (least-squares slopes of their RSS after warm-up; the samples are
+kept in ``samples.json``), ``complex_files`` (files in ``OUT/complex`` at the end),
+``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
+shorter soak), ``events``, the Ray worker processes after warm-up and at the end, and
+the machine's load average (1 minute; lowest and highest after warm-up). ``--quick``:
+3 minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -95,6 +98,17 @@ def wait_for(out: Path, commits: int, proc: subprocess.Popen, limit: float = 600
         if proc.poll() is not None or time.time() > deadline:
             raise SystemExit(f"the watch ended or stalled:\n{proc.stdout.read()}")
         time.sleep(0.5)
+
+
+def land_part(staging: Path, watched: Path, i: int, part: np.ndarray) -> None:
+    """Write part ``i`` of the match and land it in the watched folder (a rename)."""
+    write_positions(staging / f"part{i:04}.csv", part, newline="\n")
+    (staging / f"part{i:04}.csv").rename(watched / f"part{i:04}.csv")
+
+
+def check_running(proc: subprocess.Popen, work: Path) -> None:
+    if proc.poll() is not None:
+        raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
 
 
 def rss_mb(pid: int) -> float:
@@ -179,22 +193,24 @@ def soak(args: argparse.Namespace) -> None:
                             stderr=subprocess.STDOUT, text=True)
     samples: list[tuple[float, dict[str, float]]] = []
     at_5_min = 0
-    first_batch: float | None = None  # seconds to the watch's first micro-batch
     began = time.time()
     try:
-        for i, part in enumerate(parts):
-            write_positions(staging / f"part{i:04}.csv", part, newline="\n")
-            (staging / f"part{i:04}.csv").rename(watched / f"part{i:04}.csv")
-            due = began + (i + 1) * args.every
+        # the first file, then the watch's first micro-batch (Spark's start may take
+        # minutes on a loaded machine); the minutes of the soak count from there
+        land_part(staging, watched, 0, parts[0])
+        while not committed(out):
+            check_running(proc, work)
+            time.sleep(1.0)
+        first_batch, began = time.time() - began, time.time()
+        for i, part in enumerate(parts[1:], 1):
+            due = began + i * args.every
             while time.time() < due:
-                if proc.poll() is not None:
-                    raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
+                check_running(proc, work)
                 samples.append((time.time() - began, memory(proc.pid)))
-                if first_batch is None and committed(out):
-                    first_batch = time.time() - began
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
                 time.sleep(min(5.0, max(0.0, due - time.time())))
+            land_part(staging, watched, i, part)
         files = len(list(Path(out, "complex").rglob("*.parquet")))
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=600)
@@ -204,16 +220,13 @@ def soak(args: argparse.Namespace) -> None:
         log.close()
         ray.shutdown()
     watched_min = (time.time() - began) / 60
-    # the warm-up counts from the watch's first micro-batch: Spark's start may take
-    # minutes on a loaded machine
-    warm = (first_batch if first_batch is not None else 0.0) + args.warm_up * 60
-    after = [(t, m) for t, m in samples if t >= warm]
+    after = [(t, m) for t, m in samples if t >= args.warm_up * 60]
     (work / "samples.json").write_text(json.dumps(samples))
     times = [t for t, _ in after]
     slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
               for k in ("jvm", "driver", "spark_python", "actors")}
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
-                      "first_batch_s": None if first_batch is None else round(first_batch),
+                      "first_batch_s": round(first_batch),
                       "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
                       **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
