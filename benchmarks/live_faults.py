@@ -27,13 +27,14 @@ machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINU
 (warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
 the resident memory of the watch's driver, its Spark JVMs, the executor's Python
 workers (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled. It
-prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``spark_python_mb_per_min``,
-``actors_mb_per_min`` (least-squares slopes of their RSS after warm-up; the samples are
-kept in ``samples.json``), ``complex_files`` (files in ``OUT/complex`` at the end),
-``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
-shorter soak), ``events``, the Ray worker processes after warm-up and at the end, and
-the machine's load average (1 minute; lowest and highest after warm-up). ``--quick``:
-3 minutes, 1 of warm-up.
+prints ``jvm_mb_per_min``, ``driver_mb_per_min`` (and of its own memory and the shared
+memory it touched, ``driver_anon_mb_per_min``, ``driver_shmem_mb_per_min``),
+``spark_python_mb_per_min``, ``actors_mb_per_min`` (least-squares slopes of their RSS
+after warm-up; the samples are kept in ``samples.json``), ``complex_files`` (files in
+``OUT/complex`` at the end), ``complex_files_per_5_min`` (the files it held after 5
+minutes, or at the end of a shorter soak), ``events``, the Ray worker processes after
+warm-up and at the end, and the machine's load average (1 minute; lowest and highest
+after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -111,12 +112,14 @@ def check_running(proc: subprocess.Popen, work: Path) -> None:
         raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of process ``pid`` in MB (0 once it is gone)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of process ``pid`` in MB (0 once it is gone): all of it, or one
+    part (``RssAnon``: its own; ``RssShmem``: shared memory it touched, such as Ray's
+    object store)."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -154,7 +157,8 @@ def memory(driver: int) -> dict[str, float]:
     table = processes()
     tree = descendants(driver, table)
     workers = [p for p in descendants(os.getpid(), table) if table[p][1].startswith("ray::")]
-    return {"driver": rss_mb(driver),
+    return {"driver": rss_mb(driver), "driver_anon": rss_mb(driver, "RssAnon"),
+            "driver_shmem": rss_mb(driver, "RssShmem"),
             "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
             "spark_python": sum(rss_mb(p) for p in tree if "pyspark.daemon" in table[p][1]),
             "actors": sum(rss_mb(p) for p in workers), "workers": len(workers),
@@ -224,7 +228,7 @@ def soak(args: argparse.Namespace) -> None:
     (work / "samples.json").write_text(json.dumps(samples))
     times = [t for t, _ in after]
     slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
-              for k in ("jvm", "driver", "spark_python", "actors")}
+              for k in ("jvm", "driver", "driver_anon", "driver_shmem", "spark_python", "actors")}
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
                       "first_batch_s": round(first_batch),
                       "samples_after_warm_up": len(after),
