@@ -31,9 +31,15 @@ def test_memory_freed_below_a_live_chunk_goes_back_to_the_system():
     del last
 
 
-def test_without_malloc_trim_nothing_happens(monkeypatch):
+def test_without_malloc_trim_only_arrows_pool_is_released(monkeypatch):
+    import pyarrow as pa
+
+    released: list[str] = []
+    pool = SimpleNamespace(release_unused=lambda: released.append("arrow"))
+    monkeypatch.setattr(pa, "default_memory_pool", lambda: pool)
     monkeypatch.setattr(native_memory, "_malloc_trim", lambda: None)
     assert native_memory.release_free_memory() is False
+    assert released == ["arrow"]
 
 
 def test_a_checkpoint_releases_free_memory_after_its_commit(monkeypatch, tmp_path):
