@@ -21,16 +21,20 @@ The last line printed is one JSON object: ``seconds``, ``files``, ``driver_kills
 ``benchmarks/soak.py`` measures), ``bad_files``, ``quarantined``, ``detections``,
 ``missing``, ``duplicated``, ``wall_seconds``.
 
-With ``--soak MINUTES`` it measures a long watch instead: a file of ``--file-seconds``
-of play lands every ``--every`` seconds for MINUTES (warm-up included: the first
-``--warm-up`` minutes are left out of the slopes), while the resident memory of the
-watch's driver, its Spark JVMs and the Ray workers (the detector actors) is sampled.
-It prints ``jvm_mb_per_min``, ``driver_mb_per_min``, ``actors_mb_per_min`` (least-squares
-slopes of their RSS after warm-up, which counts from the watch's first micro-batch;
-the samples are kept in ``samples.json``), ``complex_files`` (files in ``OUT/complex`` at the
-end), ``complex_files_per_5_min`` (the files it held after 5 minutes of watch, or at
-the end of a shorter one), ``events`` and the Ray worker processes after warm-up and
-at the end. ``--quick``: 3 minutes, 1 of warm-up.
+With ``--soak MINUTES`` it measures a long watch instead: a first file, and once the
+watch committed its first micro-batch (Spark's start may take minutes on a loaded
+machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINUTES
+(warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
+the resident memory of the watch's driver, its Spark JVMs, the executor's Python
+workers (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled. It
+prints ``jvm_mb_per_min``, ``driver_mb_per_min`` (and of its own memory and the shared
+memory it touched, ``driver_anon_mb_per_min``, ``driver_shmem_mb_per_min``),
+``spark_python_mb_per_min``, ``actors_mb_per_min`` (least-squares slopes of their RSS
+after warm-up; the samples are kept in ``samples.json``), ``complex_files`` (files in
+``OUT/complex`` at the end), ``complex_files_per_5_min`` (the files it held after 5
+minutes, or at the end of a shorter soak), ``events``, the Ray worker processes after
+warm-up and at the end, and the machine's load average (1 minute; lowest and highest
+after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -97,12 +101,25 @@ def wait_for(out: Path, commits: int, proc: subprocess.Popen, limit: float = 600
         time.sleep(0.5)
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of process ``pid`` in MB (0 once it is gone)."""
+def land_part(staging: Path, watched: Path, i: int, part: np.ndarray) -> None:
+    """Write part ``i`` of the match and land it in the watched folder (a rename)."""
+    write_positions(staging / f"part{i:04}.csv", part, newline="\n")
+    (staging / f"part{i:04}.csv").rename(watched / f"part{i:04}.csv")
+
+
+def check_running(proc: subprocess.Popen, work: Path) -> None:
+    if proc.poll() is not None:
+        raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of process ``pid`` in MB (0 once it is gone): all of it, or one
+    part (``RssAnon``: its own; ``RssShmem``: shared memory it touched, such as Ray's
+    object store)."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -134,14 +151,18 @@ def descendants(root: int, table: dict[int, tuple[int, str]]) -> set[int]:
 
 
 def memory(driver: int) -> dict[str, float]:
-    """RSS in MB of the watch's driver, its JVMs (Spark's) and the workers of the Ray
-    cluster this process started (not those of other clusters on the machine)."""
+    """RSS in MB of the watch's driver, its JVMs (Spark's), the executor's Python
+    workers (``pyspark.daemon`` and its forks) and the workers of the Ray cluster this
+    process started (not those of other clusters on the machine)."""
     table = processes()
     tree = descendants(driver, table)
     workers = [p for p in descendants(os.getpid(), table) if table[p][1].startswith("ray::")]
-    return {"driver": rss_mb(driver),
+    return {"driver": rss_mb(driver), "driver_anon": rss_mb(driver, "RssAnon"),
+            "driver_shmem": rss_mb(driver, "RssShmem"),
             "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
-            "actors": sum(rss_mb(p) for p in workers), "workers": len(workers)}
+            "spark_python": sum(rss_mb(p) for p in tree if "pyspark.daemon" in table[p][1]),
+            "actors": sum(rss_mb(p) for p in workers), "workers": len(workers),
+            "load": os.getloadavg()[0]}
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
@@ -176,22 +197,24 @@ def soak(args: argparse.Namespace) -> None:
                             stderr=subprocess.STDOUT, text=True)
     samples: list[tuple[float, dict[str, float]]] = []
     at_5_min = 0
-    first_batch: float | None = None  # seconds to the watch's first micro-batch
     began = time.time()
     try:
-        for i, part in enumerate(parts):
-            write_positions(staging / f"part{i:04}.csv", part, newline="\n")
-            (staging / f"part{i:04}.csv").rename(watched / f"part{i:04}.csv")
-            due = began + (i + 1) * args.every
+        # the first file, then the watch's first micro-batch (Spark's start may take
+        # minutes on a loaded machine); the minutes of the soak count from there
+        land_part(staging, watched, 0, parts[0])
+        while not committed(out):
+            check_running(proc, work)
+            time.sleep(1.0)
+        first_batch, began = time.time() - began, time.time()
+        for i, part in enumerate(parts[1:], 1):
+            due = began + i * args.every
             while time.time() < due:
-                if proc.poll() is not None:
-                    raise SystemExit(f"the watch ended:\n{(work / 'watch.log').read_text()}")
+                check_running(proc, work)
                 samples.append((time.time() - began, memory(proc.pid)))
-                if first_batch is None and committed(out):
-                    first_batch = time.time() - began
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
                 time.sleep(min(5.0, max(0.0, due - time.time())))
+            land_part(staging, watched, i, part)
         files = len(list(Path(out, "complex").rglob("*.parquet")))
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=600)
@@ -201,22 +224,23 @@ def soak(args: argparse.Namespace) -> None:
         log.close()
         ray.shutdown()
     watched_min = (time.time() - began) / 60
-    # the warm-up counts from the watch's first micro-batch: Spark's start may take
-    # minutes on a loaded machine
-    warm = (first_batch if first_batch is not None else 0.0) + args.warm_up * 60
-    after = [(t, m) for t, m in samples if t >= warm]
+    after = [(t, m) for t, m in samples if t >= args.warm_up * 60]
     (work / "samples.json").write_text(json.dumps(samples))
     times = [t for t, _ in after]
     slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
-              for k in ("jvm", "driver", "actors")}
+              for k in ("jvm", "driver", "driver_anon", "driver_shmem", "spark_python", "actors")}
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
-                      "first_batch_s": None if first_batch is None else round(first_batch),
+                      "first_batch_s": round(first_batch),
                       "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
                       **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
+                      "driver_mb_end": round(after[-1][1]["driver"]) if after else None,
                       "ray_workers_after_warm_up": after[0][1]["workers"] if after else None,
                       "ray_workers_end": after[-1][1]["workers"] if after else None,
+                      "load_average": [round(min(m["load"] for _, m in after), 1),
+                                       round(max(m["load"] for _, m in after), 1)]
+                      if after else None,
                       "complex_files": files,
                       "complex_files_per_5_min": at_5_min,
                       "exit_status": proc.returncode,

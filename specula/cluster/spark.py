@@ -51,6 +51,19 @@ _BOUNDED_HISTORY = {
     "spark.cleaner.periodicGC.interval": "5min",
 }
 
+#: Spark SQL's thread pools, bounded: each keeps up to its bound of threads alive (a
+#: cached pool whose core size is its bound starts a thread per task until it holds
+#: them all, up to 60 s idle each), and a watch, which runs several queries per
+#: micro-batch, grows them towards their defaults (16 to 1,024 threads): its driver JVM
+#: went from 100 to ~190 threads in minutes, and on. Our queries run a few exchanges at
+#: a time.
+_BOUNDED_THREADS = {
+    "spark.sql.broadcastExchange.maxThreadThreshold": "8",
+    "spark.sql.shuffleExchange.maxThreadThreshold": "8",
+    "spark.sql.subquery.maxThreadThreshold": "8",
+    "spark.sql.resultQueryStage.maxThreadThreshold": "8",
+}
+
 
 @contextmanager
 def spark_session(master: str | None = None, *, app_name: str = "specula",
@@ -93,7 +106,7 @@ def spark_session(master: str | None = None, *, app_name: str = "specula",
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.session.timeZone", "UTC"))
-    for name, value in _BOUNDED_HISTORY.items():
+    for name, value in {**_BOUNDED_HISTORY, **_BOUNDED_THREADS}.items():
         builder = builder.config(name, value)
     if driver_memory is not None:
         builder = builder.config("spark.driver.memory", driver_memory)

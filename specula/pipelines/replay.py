@@ -319,7 +319,10 @@ def _checkpoint(out: Path, run: int, watcher: LogWatcher, annotations: Annotatio
                 pending: PendingOutput, registry: TypeRegistry) -> WatchCheckpoint:
     """Commit the next checkpoint of watch ``run``: what ``pending`` holds, where
     ``watcher`` and ``annotations`` stand; the files of the micro-batches it covers are
-    never taken again."""
+    never taken again. The segment's memory, freed by then, goes back to the system
+    (:func:`~specula.pipelines.native_memory.release_free_memory`): else the driver's
+    resident memory grows at every checkpoint."""
+    from specula.pipelines.native_memory import release_free_memory
     from specula.pipelines.spark_stream import forget_taken
     from specula.pipelines.watch_checkpoint import commit
 
@@ -328,6 +331,8 @@ def _checkpoint(out: Path, run: int, watcher: LogWatcher, annotations: Annotatio
     record = commit(out, run, watcher.handed, watcher.counts.state(), annotations.state(),
                     rows, registry)
     forget_taken(out, watcher.handed)
+    del rows
+    release_free_memory()
     return record
 
 
