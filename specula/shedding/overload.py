@@ -148,6 +148,30 @@ def latency_level(level: float, mu_s: float, theta_s: float, gain: float = 1.0) 
     return max(0.0, 1.0 - (1.0 - level) * (theta_s / mu_s) ** gain)
 
 
+def _trim(chunks: deque[list[float]], weight: float, size: int, *, pro_rata: bool
+          ) -> tuple[float, float]:
+    """Cut the oldest ``[value, weight]`` chunks until their weight is at most ``size``:
+    whole chunks leave, and the one straddling the window's start keeps its part inside
+    (``pro_rata``: its value is a total, cut in proportion; else a per-event value,
+    kept). Returns the weight left and the value that left."""
+    left = 0.0
+    while weight > size:
+        first = chunks[0]
+        excess = weight - size
+        if first[1] <= excess:
+            chunks.popleft()
+            weight -= first[1]
+            left += first[0]
+        else:
+            if pro_rata:
+                cut = first[0] * excess / first[1]
+                first[0] -= cut
+                left += cut
+            first[1] -= excess
+            weight = float(size)
+    return weight, left
+
+
 class SlidingMean:
     """The mean of a quantity over its last ``size`` units of weight (events), in bounded
     memory: values come in chunks (a batch's total busy time and its events, say), and
@@ -171,20 +195,9 @@ class SlidingMean:
             return
         self._chunks.append([float(value), float(weight)])
         self._value += value
-        self._weight += weight
-        while self._weight > self.size:
-            first = self._chunks[0]
-            excess = self._weight - self.size
-            if first[1] <= excess:
-                self._chunks.popleft()
-                self._value -= first[0]
-                self._weight -= first[1]
-            else:  # keep the part of the oldest chunk inside the window
-                cut = first[0] * excess / first[1]
-                first[0] -= cut
-                first[1] -= excess
-                self._value -= cut
-                self._weight = float(self.size)
+        self._weight, left = _trim(self._chunks, self._weight + weight, self.size,
+                                   pro_rata=True)
+        self._value -= left
         if not self._chunks:
             self._value = self._weight = 0.0
 
@@ -224,16 +237,8 @@ class SlidingQuantile:
         if weight <= 0:
             return
         self._chunks.append([float(value), float(weight)])
-        self._weight += weight
-        while self._weight > self.size:
-            first = self._chunks[0]
-            excess = self._weight - self.size
-            if first[1] <= excess:
-                self._chunks.popleft()
-                self._weight -= first[1]
-            else:
-                first[1] -= excess
-                self._weight = float(self.size)
+        self._weight, _ = _trim(self._chunks, self._weight + weight, self.size,
+                                pro_rata=False)
 
     @property
     def value(self) -> float:
