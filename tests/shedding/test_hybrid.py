@@ -483,17 +483,24 @@ def test_classes_are_clusters_of_leaves_and_sets_are_solved_by_dp(ds1_setup):
         HybridShedder(model, adapt_every=0)
 
 
-def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_setup):
-    """rho_I goes on until the bound is met (the paper, sec. IV-C): a shedding set due
-    while the detector holds no partial match (and none was kept from forming since the
-    last set) keeps the last set and its filter; a set covers every state the model knows, those
-    holding nothing now too."""
+def _hybrid_on_busy_detector(ds1_setup):
+    """A hybrid shedder attached to a detector that has taken DS1's first 1,500 events."""
     reg, rule, model, sel, freq, events, _ = ds1_setup
     shedder = _strategies(model, sel, freq)["hybrid"]()
     busy = RuleDetector(rule, reg)
     for e in busy.engines():
         e.process(events[:1500])
     shedder.attach(busy)
+    return shedder
+
+
+def test_the_input_filter_holds_when_a_new_set_finds_nothing_to_pick_from(ds1_setup):
+    """rho_I goes on until the bound is met (the paper, sec. IV-C): a shedding set due
+    while the detector holds no partial match (and none was kept from forming since the
+    last set) keeps the last set and its filter; a set covers every state the model knows, those
+    holding nothing now too."""
+    reg, rule, model, sel, freq, events, _ = ds1_setup
+    shedder = _hybrid_on_busy_detector(ds1_setup)
     assert shedder.plan(0.9) > 0
     assert set(shedder.shed) == set(model.states)
     shed = {s: x.copy() for s, x in shedder.shed.items()}
@@ -516,12 +523,8 @@ def test_sets_weigh_the_partial_matches_kept_from_forming(ds1_setup):
     held, a set is picked from those alone, and it sheds at slice 0 only classes that
     were kept from forming. Weighed by what is held only, a class shed once would
     weigh nothing from then on."""
-    reg, rule, model, sel, freq, events, _ = ds1_setup
-    shedder = _strategies(model, sel, freq)["hybrid"]()
-    busy = RuleDetector(rule, reg)
-    for e in busy.engines():
-        e.process(events[:1500])
-    shedder.attach(busy)
+    reg, rule, _, _, _, events, _ = ds1_setup
+    shedder = _hybrid_on_busy_detector(ds1_setup)
     shedder.plan(0.9)
     first = {s: x[:, 0].copy() for s, x in shedder.shed.items()}
     batch = events[1500:2500]
