@@ -31,6 +31,7 @@ import numpy as np
 from specula.actors.chain import ChainWorker
 from specula.actors.channels import Reply
 from specula.actors.placement import demand
+from specula.cluster import ray_store
 from specula.detectors.graph import Instance
 
 __all__ = ["IDLE_HOSTS", "POOL", "ChainHost", "HostPool", "pool_key"]
@@ -42,29 +43,22 @@ IDLE_HOSTS = 8
 #: Seconds a call waits for its host to build the chain (:meth:`ChainHost._running`).
 OPEN_WAIT_S = 60.0
 
-_NAMESPACE = "specula"
-
-
 def _put_chain(name: str, spec: tuple[str, dict[str, Any]] | None) -> None:
     """Write (``spec``: its version and the chain's arguments) or delete (None) the
     chain of host ``name`` in Ray's key-value store."""
     from ray import cloudpickle
-    from ray.experimental import internal_kv
 
-    key = name.encode()
     if spec is None:
-        internal_kv._internal_kv_del(key, namespace=_NAMESPACE)
+        ray_store.delete(name)
     else:
-        internal_kv._internal_kv_put(key, cloudpickle.dumps(spec), overwrite=True,
-                                     namespace=_NAMESPACE)
+        ray_store.put(name, cloudpickle.dumps(spec))
 
 
 def _get_chain(name: str) -> tuple[str, dict[str, Any]] | None:
     """The chain of host ``name`` (its version and arguments), None if it has none."""
     from ray import cloudpickle
-    from ray.experimental import internal_kv
 
-    found = internal_kv._internal_kv_get(name.encode(), namespace=_NAMESPACE)
+    found = ray_store.get(name)
     return None if found is None else cloudpickle.loads(found)
 
 

@@ -466,6 +466,15 @@ def test_late_events_are_handed_on_once_and_forgotten(local_ray, tmp_path):
     assert len(handed.late("t")) < len(late)
 
 
+def _first_run_hosts(graph, raw):
+    """``raw``, its in-process answers, and the chain hosts of a first Ray run of it."""
+    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
+    first = RayRuntime(graph)
+    hosts: set = set()
+    first.run(raw, batch_rows=200, on_fed=lambda _: hosts.update(first.actors.values()))
+    return raw, reference, hosts
+
+
 def test_chain_processes_serve_the_next_run_unless_they_restarted(local_ray, crash_stream,
                                                                   tmp_path):
     """A run's chain hosts wait for the next run (:mod:`specula.actors.pool`), which
@@ -473,12 +482,8 @@ def test_chain_processes_serve_the_next_run_unless_they_restarted(local_ray, cra
     run's chain, its members recover) serves no later run."""
     from specula.actors.pool import POOL
 
-    graph, raw, reference = crash_stream
-    raw = raw[:4_000]
-    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
-    first = RayRuntime(graph)
-    hosts: set = set()
-    first.run(raw, batch_rows=200, on_fed=lambda _: hosts.update(first.actors.values()))
+    graph, raw, _ = crash_stream
+    raw, reference, hosts = _first_run_hosts(graph, raw[:4_000])
     assert hosts <= set(POOL.idle_hosts())
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=3)
     used, killed = set(), []
@@ -504,11 +509,7 @@ def test_idle_chain_processes_that_died_or_restarted_are_replaced(local_ray, cra
     from specula.actors.pool import POOL
 
     graph, raw, _ = crash_stream
-    raw = raw[:2_000]
-    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
-    first = RayRuntime(graph)
-    hosts: set = set()
-    first.run(raw, batch_rows=200, on_fed=lambda _: hosts.update(first.actors.values()))
+    raw, reference, hosts = _first_run_hosts(graph, raw[:2_000])
     dead, restarted = list(hosts)[:2]
     ray.kill(dead, no_restart=True)
     ray.kill(restarted, no_restart=False)
