@@ -287,17 +287,16 @@ def evaluate(quick: bool = True, seed: int = 0, bounds: tuple[float, ...] = BOUN
     cells = [(None, "unshed")] + [(b, name) for b in bounds for name in makes
                                   if b == bounds[-1] or name in TIGHT]
     rounds: dict[tuple, list[dict]] = {cell: [] for cell in cells}
-    theta: dict[float, float] = {}
+    # the unshed reference: the round of median latency, so that one stall (a
+    # collection, a page fault) in one round does not set every bound
+    rounds[None, "unshed"] = [run(RuleDetector(rule, reg), events, interval_s=interval,
+                                  cost=cost) for _ in range(repeat)]
+    unshed = sorted(rounds[None, "unshed"], key=lambda r: r[latency_of])[repeat // 2]
+    theta = {b: b * unshed[latency_of] for b in bounds}
     for _ in range(repeat):  # rounds over every cell, so that noise hits all alike
-        for bound, name in cells:
-            if bound is None:
-                r = run(RuleDetector(rule, reg), events, interval_s=interval, cost=cost)
-                theta = theta or {b: b * r[latency_of] for b in bounds}
-            else:
-                r = run(RuleDetector(rule, reg), events, makes[name](), theta[bound],
-                        interval, cost, quantile)
-            rounds[bound, name].append(r)
-    unshed = rounds[None, "unshed"][0]
+        for bound, name in cells[1:]:
+            rounds[bound, name].append(run(RuleDetector(rule, reg), events, makes[name](),
+                                           theta[bound], interval, cost, quantile))
     # the paper's recall: matches found within the bound over all found unshed (both
     # after the warm-up); the mean measure counts every match
     found = "keys" if quantile is None else "keys_within"
