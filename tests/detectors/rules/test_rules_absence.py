@@ -405,6 +405,19 @@ def test_the_unit_publishes_no_progress_past_a_waiting_deadline_and_its_clock_fi
     assert len(out) == 0 and unit.late_events()["ts"].tolist() == [26]
 
 
+def _fires_by_time_unless_followed(g, registry, latency, b_row):
+    """Run ``g`` ("lone": A(p=1) not followed by B) on an A at 0 and C at 1..40: the
+    absence fires at 4 with ``latency`` (by time, not at the end, 40); with ``b_row``
+    added, nothing is net and nothing late. Returns the second run's report."""
+    rows = [("A", 0, 1, 0)] + [("C", t, 0, t) for t in range(1, 41)]
+    quiet = InProcessRuntime(g).run(_raw(registry, rows), step_ticks=1)
+    assert [(int(r["ts"]), int(r["p"])) for r in quiet.net("lone")] == [(4, 1)]
+    assert quiet.latencies("lone").tolist() == [latency]
+    followed = InProcessRuntime(g).run(_raw(registry, [*rows, b_row]), step_ticks=1)
+    assert len(followed.net("lone")) == 0 and len(followed.late("lone")) == 0
+    return followed
+
+
 @pytest.mark.parametrize("alpha, latency", [(1.0, 9), (0.0, 7)])
 def test_a_quiet_input_fires_when_the_clock_of_the_raw_stream_passes_the_deadline(alpha,
                                                                                   latency):
@@ -417,12 +430,7 @@ def test_a_quiet_input_fires_when_the_clock_of_the_raw_stream_passes_the_deadlin
     g = Graph(registry, sources=ABC)
     g.add("lone", RuleDetector(CASES["timeout"][0], registry), alpha=alpha, k0=2,
           idle_after=3)
-    rows = [("A", 0, 1, 0)] + [("C", t, 0, t) for t in range(1, 41)]
-    quiet = InProcessRuntime(g).run(_raw(registry, rows), step_ticks=1)
-    assert [(int(r["ts"]), int(r["p"])) for r in quiet.net("lone")] == [(4, 1)]
-    assert quiet.latencies("lone").tolist() == [latency]  # by time, not at the end (40)
-    followed = InProcessRuntime(g).run(_raw(registry, [*rows, ("B", 2, 1, 8)]), step_ticks=1)
-    assert len(followed.net("lone")) == 0 and len(followed.late("lone")) == 0
+    followed = _fires_by_time_unless_followed(g, registry, latency, ("B", 2, 1, 8))
     stats = followed.stats("lone")
     assert stats.generated == (alpha < 1)
     assert stats.retractions_sent + stats.revocations_sent == (alpha < 1)
@@ -456,12 +464,7 @@ def test_a_quiet_channel_fires_when_the_other_channels_progress_passes_the_deadl
     g.add("fb", _Forward("B", "B2"), k0=5)
     g.add("lone", RuleDetector("define Lone2(p: int) from A2(p=$x) and not B2(p=$x) "
                                "within 4 after A2 where p=$x", registry), alpha=alpha, k0=2)
-    rows = [("A", 0, 1, 0)] + [("C", t, 0, t) for t in range(1, 41)]
-    quiet = InProcessRuntime(g).run(_raw(registry, rows), step_ticks=1)
-    assert [(int(r["ts"]), int(r["p"])) for r in quiet.net("lone")] == [(4, 1)]
-    assert quiet.latencies("lone").tolist() == [latency]  # by time, not at the end (40)
-    followed = InProcessRuntime(g).run(_raw(registry, [*rows, ("B", 2, 1, 5)]), step_ticks=1)
-    assert len(followed.net("lone")) == 0 and len(followed.late("lone")) == 0
+    _fires_by_time_unless_followed(g, registry, latency, ("B", 2, 1, 5))
 
 
 # ------------------------------------------------------------ text and builder
