@@ -54,7 +54,7 @@ import numpy as np
 from specula.shedding._hybrid_model import HybridModel, in_boxes
 from specula.shedding.base import DropCommand
 from specula.shedding.knapsack import shedding_set
-from specula.shedding.state import StateShedder
+from specula.shedding.state import PartialMatchHolder, StateShedder
 
 __all__ = ["HybridShedder"]
 
@@ -128,6 +128,7 @@ class HybridShedder(StateShedder):
         self._planned = -1.0  # the share of the last shedding set
         self._skips = 0  # sets skipped since the last one picked
         self._made: list = []  # the detector's watch record, not yet observed
+        self._sheddable: set[int] = set()  # the states whose partial matches may go
 
     @property
     def partial_matches_dropped(self) -> int:
@@ -174,12 +175,11 @@ class HybridShedder(StateShedder):
         self._births = want
 
     def _birth_test(self, state: int) -> Callable[[np.ndarray], np.ndarray]:
-        """The test of ``state``'s new partial matches: class in D at slice 0 (the
-        shedding set of the moment); it counts what it marks."""
-        sm = self.model.states[state]
+        """The test of ``state``'s new partial matches, given their classes (the state
+        is classified, see :meth:`attach`): class in D at slice 0 (the shedding set of
+        the moment); it counts what it marks."""
 
-        def test(features: np.ndarray) -> np.ndarray:
-            classes = sm.classify(features)
+        def test(classes: np.ndarray) -> np.ndarray:
             marked = self.shed[state][classes, 0]
             self.dropped_new += int(np.count_nonzero(marked))
             self._kept_from_forming(state, classes[marked])
@@ -233,31 +233,33 @@ class HybridShedder(StateShedder):
         if len(self._made) >= OBSERVE_VIEWS:
             self._observe()
 
+    def attach(self, holder: PartialMatchHolder) -> None:
+        """Work on ``holder``'s partial matches, classified as they are made (the
+        paper's classification of a partial match at its creation): a shedding set
+        then reads the counts per class and drops by class, without listing."""
+        super().attach(holder)
+        for state, sm in self.model.states.items():
+            holder.classify_partial_matches(state, sm.classify)
+        self._sheddable = {v.state for v in holder.partial_matches() if v.sheddable}
+
     def plan(self, share: float) -> int:
         """Pick the shedding set for ``share`` of the consumption; drop its partial
         matches (``state``, ``hybrid``) and keep it for the input filter. Returns the
         partial matches dropped."""
-        model = self.model
-        views = {v.state: v for v in self.attached().partial_matches()
-                 if v.state in model.states and len(v)
-                 and (v.sheddable or self.mode == "input")}
-        if not views and not self._unmade:  # nothing to pick from: rho_I goes on
-            return 0
-        now = max((int(v.last_ts.max()) for v in views.values()), default=self._now)
+        model, holder = self.model, self.attached()
         # one item per (state, class, slice) of every state the model knows; a state
         # holding nothing now has items all idle, which rho_I may still act on
         states = sorted(model.states)
-        items, counts = {}, []
-        for state in states:
-            sm, v = model.states[state], views.get(state)
-            there = np.zeros(sm.contribution.size, np.int64)
-            if v is not None:
-                items[state] = sm.classify(v.features) * model.slices + model.slice_of(
-                    now - v.first_ts)
-                there = np.bincount(items[state], minlength=sm.contribution.size)
-            counts.append(self._weighed(state, there))
-        self._unmade, self._since = {}, now
         classes = [model.states[state] for state in states]
+        held = [holder.class_counts(state, len(sm.contribution), model.slices,
+                                    model.slice_len).ravel()
+                if self.mode == "input" or state in self._sheddable
+                else np.zeros(sm.contribution.size, np.int64)
+                for state, sm in zip(states, classes, strict=True)]
+        if not any(h.any() for h in held) and not self._unmade:
+            return 0  # nothing to pick from: rho_I goes on
+        counts = [self._weighed(state, h) for state, h in zip(states, held, strict=True)]
+        self._unmade, self._since = {}, self._now
         value = np.concatenate([c * sm.contribution.ravel() for c, sm in
                                 zip(counts, classes, strict=True)])
         weight = np.concatenate([c * sm.consumption.ravel() for c, sm in
@@ -280,8 +282,11 @@ class HybridShedder(StateShedder):
         self.use_set(shed)
         if self.mode == "input":
             return 0
-        held = [views[state] for state in items]
-        return self.drop(held, [self.shed[state].ravel()[ij] for state, ij in items.items()])
+        total = sum(holder.drop_classes(state, shed[state], model.slice_len)
+                    for state, h in zip(states, held, strict=True)
+                    if h.any() and shed[state].any())
+        self.dropped += total
+        return total
 
     def use_set(self, shed: dict[int, np.ndarray]) -> None:
         """Take ``shed`` (state -> classes x slices, True: in D) as the shedding set:
