@@ -571,7 +571,8 @@ class AIPEngine:
         """``(size, slices)``: the live partial matches of the classified state ``k`` per
         class and time slice (their first event's age at the last event given, in
         ``slice_len`` ticks)."""
-        self._purge()
+        if self._unpurged:
+            self._purge()
         return self._shed.class_counts(self._store, self._state(k), size, slices, slice_len)
 
     def drop_classes(self, k: int, shed: np.ndarray, slice_len: float) -> int:
@@ -580,7 +581,8 @@ class AIPEngine:
         return how many. :class:`~._aip_shed.StateSheddingError` for a state read by
         ``last``/``first``."""
         self._shed.check(k, self._n)
-        self._purge()
+        if self._unpurged:
+            self._purge()
         return self._shed.drop_classes(self._store, self._state(k), k, shed, slice_len)
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
