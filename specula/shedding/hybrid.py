@@ -2,13 +2,17 @@
 state-based and hybrid shedding from one cost model.
 
 When the overload detector asks for a share ``(μ - θ) / μ`` of the load to go (the
-paper's latency trigger, :mod:`.overload`), :class:`HybridShedder` takes the detector's
-partial matches (:class:`~.state.PartialMatchHolder`), puts each in its item, (state,
-time slice, class) of the cost model (:mod:`._hybrid_model`), and picks the shedding set
-D of items (:func:`~.knapsack.shedding_set`): least relative contribution lost for at
-least that share of relative consumption saved (eq. 8). Then, by ``mode`` (sec. IV-C):
+paper's latency trigger, :mod:`.overload`), :class:`HybridShedder` counts the detector's
+partial matches (:class:`~.state.PartialMatchHolder`) per item, (state, time slice,
+class) of the cost model (:mod:`._hybrid_model`): the detector keeps each partial
+match's class from its creation on (the paper's classification at creation and index
+per class), so a set costs a count per class, not a listing of the partial matches;
+and it picks the shedding set D of items (:func:`~.knapsack.shedding_set`): least
+relative contribution lost for at least that share of relative consumption saved
+(eq. 8). Then, by ``mode`` (sec. IV-C):
 
-* ``"state"`` (HyS): rho_S drops the partial matches of D; no event is dropped.
+* ``"state"`` (HyS): rho_S drops the partial matches of D (by class, in the detector);
+  no event is dropped.
 * ``"input"`` (HyI): rho_I drops, while the overload lasts, the events that would only
   make partial matches of D's classes (below); no partial match is dropped.
 * ``"hybrid"``: both, from the same D; and while the filter holds, the partial
@@ -40,8 +44,8 @@ the share asked stays within ``STEADY_SHARE`` of the last set's (the paper reuse
 while the values are stable); the input filter of the last set holds while the
 detector asks for drops, also when a new set finds no partial match to pick from (the
 paper applies rho_I until the bound is met), and ends when it stops. Everything per event is
-vectorised: the trees are NumPy tables, and the knapsack has one item per (state,
-slice, class).
+vectorised: the trees are NumPy tables, rho_I reads a table per cell of a grid on the
+newest event's values, and the knapsack has one item per (state, slice, class).
 """
 
 from __future__ import annotations
