@@ -45,6 +45,7 @@ beside the offline means: our reading of "streaming counts".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -166,6 +167,12 @@ def _in_a_box(x, lo, hi):  # pragma: no cover - jit
     return out
 
 
+#: The most cells of a state's grid on its newest event's columns (see
+#: :meth:`StateModel.cells`) times its boxes; beyond, rho_I tests the boxes event by
+#: event
+MAX_GRID_CELLS = 1 << 20
+
+
 @dataclass
 class StateModel:
     """One state's classes (clusters of the leaves of its tree, ``leaf_class``) and
@@ -185,6 +192,9 @@ class StateModel:
     node_class: np.ndarray = field(init=False)
     own_boxes: tuple[np.ndarray, np.ndarray] = field(init=False)
     box_of_leaf: np.ndarray = field(init=False)
+    grid_edges: list[np.ndarray] = field(init=False)
+    grid_shape: tuple[int, ...] = field(init=False)
+    grid_in_box: np.ndarray | None = field(init=False)
 
     def __post_init__(self) -> None:
         # the online counts of the period under way
@@ -199,18 +209,55 @@ class StateModel:
         self.box_of_leaf = self.box_of_leaf.ravel()
         m = len(self.own)
         self.own_boxes = (np.ascontiguousarray(both[:, :m]), np.ascontiguousarray(both[:, m:]))
+        # the grid the boxes' bounds cut the newest event's columns into: every cell
+        # (e_j-1, e_j] x ... lies in a box or out of it whole, so a table per cell
+        # answers rho_I's test (the paper's lookup tables from the classifiers); the
+        # right end of each cell (inf for the last) stands for it, see :meth:`cells`
+        self.grid_edges = [np.unique(np.concatenate([both[:, c], both[:, m + c]]))
+                           for c in range(m)]
+        self.grid_edges = [e[np.isfinite(e)] for e in self.grid_edges]
+        self.grid_shape = tuple(len(e) + 1 for e in self.grid_edges)
+        self.grid_in_box = None  # (boxes, cells): whether the cell lies in the box
+        if m and math.prod(self.grid_shape) * len(both) <= MAX_GRID_CELLS:
+            mesh = np.meshgrid(*(np.append(e, np.inf) for e in self.grid_edges), indexing="ij")
+            points = np.stack([g.ravel() for g in mesh], axis=1)
+            lo, hi = (b[:, None, :] for b in self.own_boxes)
+            inside = (lo < points[None]) & (points[None] <= hi)
+            self.grid_in_box = np.all(inside, axis=2).astype(np.float64)
 
     def classify(self, features: np.ndarray) -> np.ndarray:
         """The class of every row of ``features`` (the state's columns first)."""
         return self.tree.mapped(features, self.node_class)
 
+    def alive_cells(self, shed: np.ndarray) -> np.ndarray | None:
+        """Per cell of the grid (:meth:`cells`): whether an event there lies in one of
+        :meth:`alive_boxes`; None when the grid would be too large
+        (:data:`MAX_GRID_CELLS`: test the boxes instead)."""
+        if self.grid_in_box is None:
+            return None
+        return self._alive_box_mask(shed) @ self.grid_in_box > 0
+
+    def cells(self, columns: Sequence[np.ndarray]) -> np.ndarray:
+        """The grid cell of each event whose values of the newest event's columns are
+        ``columns`` (one array each), compared as :func:`in_boxes` compares (float32,
+        NaN as +inf: the last cell)."""
+        at = [np.searchsorted(e, np.asarray(x, np.float32).astype(np.float64), "left")
+              for e, x in zip(self.grid_edges, columns, strict=True)]
+        return np.ravel_multi_index(at, self.grid_shape)
+
     def alive_boxes(self, shed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The boxes, on the newest event's columns, of the leaves whose class is not
         shed at every slice (``shed``: classes x slices): an event of this state in none
         of them makes only partial matches of classes shed."""
-        alive = np.zeros(len(self.own_boxes[0]), bool)
-        alive[self.box_of_leaf[~np.all(shed, axis=1)[self.leaf_class]]] = True
+        alive = self._alive_box_mask(shed).astype(bool)
         return self.own_boxes[0][alive], self.own_boxes[1][alive]
+
+    def _alive_box_mask(self, shed: np.ndarray) -> np.ndarray:
+        """Per box (:attr:`own_boxes`), 1.0 where a leaf of a class not shed at every
+        slice has it."""
+        alive = np.zeros(len(self.own_boxes[0]))
+        alive[self.box_of_leaf[~np.all(shed, axis=1)[self.leaf_class]]] = 1.0
+        return alive
 
 
 @dataclass

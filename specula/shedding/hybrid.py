@@ -2,13 +2,17 @@
 state-based and hybrid shedding from one cost model.
 
 When the overload detector asks for a share ``(μ - θ) / μ`` of the load to go (the
-paper's latency trigger, :mod:`.overload`), :class:`HybridShedder` takes the detector's
-partial matches (:class:`~.state.PartialMatchHolder`), puts each in its item, (state,
-time slice, class) of the cost model (:mod:`._hybrid_model`), and picks the shedding set
-D of items (:func:`~.knapsack.shedding_set`): least relative contribution lost for at
-least that share of relative consumption saved (eq. 8). Then, by ``mode`` (sec. IV-C):
+paper's latency trigger, :mod:`.overload`), :class:`HybridShedder` counts the detector's
+partial matches (:class:`~.state.PartialMatchHolder`) per item, (state, time slice,
+class) of the cost model (:mod:`._hybrid_model`): the detector keeps each partial
+match's class from its creation on (the paper's classification at creation and index
+per class), so a set costs a count per class, not a listing of the partial matches;
+and it picks the shedding set D of items (:func:`~.knapsack.shedding_set`): least
+relative contribution lost for at least that share of relative consumption saved
+(eq. 8). Then, by ``mode`` (sec. IV-C):
 
-* ``"state"`` (HyS): rho_S drops the partial matches of D; no event is dropped.
+* ``"state"`` (HyS): rho_S drops the partial matches of D (by class, in the detector);
+  no event is dropped.
 * ``"input"`` (HyI): rho_I drops, while the overload lasts, the events that would only
   make partial matches of D's classes (below); no partial match is dropped.
 * ``"hybrid"``: both, from the same D; and while the filter holds, the partial
@@ -40,8 +44,8 @@ the share asked stays within ``STEADY_SHARE`` of the last set's (the paper reuse
 while the values are stable); the input filter of the last set holds while the
 detector asks for drops, also when a new set finds no partial match to pick from (the
 paper applies rho_I until the bound is met), and ends when it stops. Everything per event is
-vectorised: the trees are NumPy tables, and the knapsack has one item per (state,
-slice, class).
+vectorised: the trees are NumPy tables, rho_I reads a table per cell of a grid on the
+newest event's values, and the knapsack has one item per (state, slice, class).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ import numpy as np
 from specula.shedding._hybrid_model import HybridModel, in_boxes
 from specula.shedding.base import DropCommand
 from specula.shedding.knapsack import shedding_set
-from specula.shedding.state import StateShedder
+from specula.shedding.state import PartialMatchHolder, StateShedder
 
 __all__ = ["HybridShedder"]
 
@@ -68,9 +72,9 @@ STEADY_SHARE = 0.05
 #: state drops of the set wait that long, while rho_I goes on
 STEADY_SKIPS = 1
 
-#: The detector's watch record is handed to the model when a shedding set is due, or
-#: once it holds this many views: the model reads its values only to pick a set, and
-#: counting many batches at once costs a fraction of counting each.
+#: The detector's watch record is handed to the model at the end of a recorded period,
+#: in a batch that picks no shedding set (each costs tens of µs: together they would
+#: make one batch's latency the 95th percentile), or once it holds this many views.
 OBSERVE_VIEWS = 256
 
 
@@ -95,10 +99,15 @@ class HybridShedder(StateShedder):
         period, as the paper.
     dp_limit
         The most items the knapsack solves exactly; greedy beyond.
+    resolution
+        Units of the knapsack's weights (the total consumption): the exact solution's
+        cost grows with it, and 1/200 of the consumption is finer than the trigger's
+        share moves between two sets.
     """
 
     def __init__(self, model: HybridModel, mode: Mode = "hybrid", *, cooldown: int = 1000,
-                 adapt: bool = True, adapt_every: int = 8, dp_limit: int = 128) -> None:
+                 adapt: bool = True, adapt_every: int = 8, dp_limit: int = 128,
+                 resolution: int = 200) -> None:
         if mode not in ("input", "state", "hybrid"):
             raise ValueError(f"mode must be 'input', 'state' or 'hybrid'; got {mode!r}")
         super().__init__(cooldown)
@@ -110,9 +119,16 @@ class HybridShedder(StateShedder):
         self.adapt_every = adapt_every
         self._watching = False
         self.dp_limit = dp_limit
+        self.resolution = resolution
+        # the model's values per item, all states in a row (see _items), until adapted
+        self._values: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # rho_I's boxes per (state, its classes shed at slice 0), as use_set makes them
+        self._boxes: dict[tuple[int, bytes], np.ndarray | tuple | None] = {}
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
-        self._alive: dict[int, tuple | None] = {}  # state -> boxes rho_I keeps events in
-        self._fields: dict[int, tuple[str, ...]] = {}  # state -> event fields rho_I reads
+        self._alive: dict[int, np.ndarray | tuple | None] = {}  # where rho_I keeps events
+        # the event fields rho_I reads per state: its newest event's attributes
+        self._fields = {state: tuple(sm.names[c].rsplit(".", 1)[1] for c in sm.own)
+                        for state, sm in model.states.items()}
         self._drops_events = False  # whether rho_I can drop any event (see plan)
         self.filtering = False
         self.dropped_events = 0
@@ -128,6 +144,7 @@ class HybridShedder(StateShedder):
         self._planned = -1.0  # the share of the last shedding set
         self._skips = 0  # sets skipped since the last one picked
         self._made: list = []  # the detector's watch record, not yet observed
+        self._sheddable: set[int] = set()  # the states whose partial matches may go
 
     @property
     def partial_matches_dropped(self) -> int:
@@ -139,6 +156,7 @@ class HybridShedder(StateShedder):
         if self._made:
             self.model.observe(self._made)
             self._made = []
+            self._values = None
 
     def keep(self, batch: np.ndarray, command: DropCommand) -> np.ndarray:
         """Shed state when due, and filter the batch's events while overloaded."""
@@ -149,8 +167,9 @@ class HybridShedder(StateShedder):
             self._record(int(batch["ts"][0]))
         share = command.share
         if self.due(n, share) and not self._steady(share):
-            self._observe()
             self.plan(share)
+        elif self._made and not self._watching:
+            self._observe()  # a recorded period ended: adapt, in a batch without a set
         self.filtering = share > 0 and bool(self.shed)
         if self.mode == "hybrid":
             self._test_births(self.filtering)
@@ -174,12 +193,11 @@ class HybridShedder(StateShedder):
         self._births = want
 
     def _birth_test(self, state: int) -> Callable[[np.ndarray], np.ndarray]:
-        """The test of ``state``'s new partial matches: class in D at slice 0 (the
-        shedding set of the moment); it counts what it marks."""
-        sm = self.model.states[state]
+        """The test of ``state``'s new partial matches, given their classes (the state
+        is classified, see :meth:`attach`): class in D at slice 0 (the shedding set of
+        the moment); it counts what it marks."""
 
-        def test(features: np.ndarray) -> np.ndarray:
-            classes = sm.classify(features)
+        def test(classes: np.ndarray) -> np.ndarray:
             marked = self.shed[state][classes, 0]
             self.dropped_new += int(np.count_nonzero(marked))
             self._kept_from_forming(state, classes[marked])
@@ -201,7 +219,7 @@ class HybridShedder(StateShedder):
         last set, scaled to one window. The paper picks D among the partial matches
         there are; those that rho_I and the drops at birth kept from forming would be
         there unshed, and without them a class shed once would weigh nothing, stay idle
-        and be shed again (:meth:`_idle_items`) while the share asked falls, so that
+        and be shed again (:meth:`_items`) while the share asked falls, so that
         shedding could only stop, never lessen."""
         unmade = self._unmade.get(state)
         if unmade is None or self._since is None:
@@ -233,36 +251,36 @@ class HybridShedder(StateShedder):
         if len(self._made) >= OBSERVE_VIEWS:
             self._observe()
 
+    def attach(self, holder: PartialMatchHolder) -> None:
+        """Work on ``holder``'s partial matches, classified as they are made (the
+        paper's classification of a partial match at its creation): a shedding set
+        then reads the counts per class and drops by class, without listing."""
+        super().attach(holder)
+        for state, sm in self.model.states.items():
+            holder.classify_partial_matches(state, sm.classify)
+        self._sheddable = {v.state for v in holder.partial_matches() if v.sheddable}
+
     def plan(self, share: float) -> int:
         """Pick the shedding set for ``share`` of the consumption; drop its partial
         matches (``state``, ``hybrid``) and keep it for the input filter. Returns the
         partial matches dropped."""
-        model = self.model
-        views = {v.state: v for v in self.attached().partial_matches()
-                 if v.state in model.states and len(v)
-                 and (v.sheddable or self.mode == "input")}
-        if not views and not self._unmade:  # nothing to pick from: rho_I goes on
-            return 0
-        now = max((int(v.last_ts.max()) for v in views.values()), default=self._now)
+        model, holder = self.model, self.attached()
         # one item per (state, class, slice) of every state the model knows; a state
         # holding nothing now has items all idle, which rho_I may still act on
         states = sorted(model.states)
-        items, counts = {}, []
-        for state in states:
-            sm, v = model.states[state], views.get(state)
-            there = np.zeros(sm.contribution.size, np.int64)
-            if v is not None:
-                items[state] = sm.classify(v.features) * model.slices + model.slice_of(
-                    now - v.first_ts)
-                there = np.bincount(items[state], minlength=sm.contribution.size)
-            counts.append(self._weighed(state, there))
-        self._unmade, self._since = {}, now
         classes = [model.states[state] for state in states]
-        value = np.concatenate([c * sm.contribution.ravel() for c, sm in
-                                zip(counts, classes, strict=True)])
-        weight = np.concatenate([c * sm.consumption.ravel() for c, sm in
-                                 zip(counts, classes, strict=True)])
-        live = np.concatenate([c > 0 for c in counts])
+        held = [holder.class_counts(state, len(sm.contribution), model.slices,
+                                    model.slice_len).ravel()
+                if self.mode == "input" or state in self._sheddable
+                else np.zeros(sm.contribution.size, np.int64)
+                for state, sm in zip(states, classes, strict=True)]
+        if not any(h.any() for h in held) and not self._unmade:
+            return 0  # nothing to pick from: rho_I goes on
+        counts = [self._weighed(state, h) for state, h in zip(states, held, strict=True)]
+        self._unmade, self._since = {}, self._now
+        contribution, consumption, ratio = self._items()
+        count = np.concatenate(counts)
+        value, weight, live = count * contribution, count * consumption, count > 0
         if self.mode == "input":  # rho_I acts on new partial matches only: slice 0
             live &= np.arange(len(live)) % model.slices == 0
         chosen = np.zeros(len(value), bool)
@@ -270,8 +288,10 @@ class HybridShedder(StateShedder):
         self.solves["dp" if live.sum() <= self.dp_limit else "greedy"] += 1
         chosen[live] = shedding_set(value[live] / v_tot if v_tot > 0 else value[live],
                                     weight[live] / w_tot if w_tot > 0 else weight[live],
-                                    share, dp_limit=self.dp_limit)
-        chosen |= self._idle_items(classes, live, chosen)
+                                    share, dp_limit=self.dp_limit,
+                                    resolution=self.resolution)
+        if chosen.any():  # idle items (see _items)
+            chosen |= ~live & (ratio <= ratio[chosen].max())
         shed, at = {}, 0
         for state, sm in zip(states, classes, strict=True):
             size = sm.contribution.size
@@ -280,37 +300,50 @@ class HybridShedder(StateShedder):
         self.use_set(shed)
         if self.mode == "input":
             return 0
-        held = [views[state] for state in items]
-        return self.drop(held, [self.shed[state].ravel()[ij] for state, ij in items.items()])
+        total = sum(holder.drop_classes(state, shed[state], model.slice_len)
+                    for state, h in zip(states, held, strict=True)
+                    if h[shed[state].ravel()].any())  # a partial match held in D
+        self.dropped += total
+        return total
 
     def use_set(self, shed: dict[int, np.ndarray]) -> None:
         """Take ``shed`` (state -> classes x slices, True: in D) as the shedding set:
         what rho_I drops from now on (:meth:`plan` calls it with the set it picks)."""
-        model = self.model
         self.shed = shed
         # rho_I's tests: a first element's class, else the leaves whose class is not
         # shed at slice 0 (a new partial match's)
-        self._alive = {state: None if len(sm.own) == len(sm.names) else
-                       sm.alive_boxes(shed[state][:, :1])
-                       for state, sm in ((s, model.states[s]) for s in shed)}
-        # the event fields rho_I reads per state: its newest event's attributes
-        self._fields = {state: tuple(model.states[state].names[c].rsplit(".", 1)[1]
-                                     for c in model.states[state].own) for state in shed}
+        self._alive = {state: self._alive_boxes(state, d[:, :1]) for state, d in shed.items()}
         # whether rho_I can drop an event at all: a class in D at slice 0 (a tree's
         # leaves cover every value, so an event always reaches some leaf)
         self._drops_events = any(d[:, 0].any() for d in shed.values())
 
-    @staticmethod
-    def _idle_items(classes: list, live: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-        """The items without partial matches now (out of the knapsack, which weighs
-        what is held) that rank, by contribution per consumption, no higher than the
-        highest chosen: the knapsack would have taken them had they held any. They
-        drop nothing now; rho_I drops the events that would make them."""
-        ratio = np.concatenate([sm.contribution.ravel() / np.maximum(sm.consumption.ravel(),
-                                                                      1e-12) for sm in classes])
-        if not chosen.any():
-            return np.zeros(len(live), bool)
-        return ~live & (ratio <= ratio[chosen].max())
+    def _alive_boxes(self, state: int, shed: np.ndarray) -> np.ndarray | tuple | None:
+        """Where rho_I keeps ``state``'s events, its classes ``shed`` at slice 0: per
+        cell of the state's grid (:meth:`~._hybrid_model.StateModel.alive_cells`), or
+        the boxes where there is no grid; None: the state's partial matches are its
+        events alone. Made once per set."""
+        key = (state, shed.tobytes())
+        if key not in self._boxes:
+            sm = self.model.states[state]
+            cells = None if len(sm.own) == len(sm.names) else sm.alive_cells(shed)
+            self._boxes[key] = (None if len(sm.own) == len(sm.names) else
+                                cells if cells is not None else sm.alive_boxes(shed))
+        return self._boxes[key]
+
+    def _items(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per item (every state's classes x slices, raveled, states in order): the
+        model's contribution and consumption per partial match, and their ratio, by
+        which the idle items are ranked: those without partial matches now (out of the
+        knapsack, which weighs what is held) that rank no higher than the highest
+        chosen are in D too, as the knapsack would have taken them had they held any;
+        they drop nothing now, and rho_I drops the events that would make them. Kept
+        until the model adapts."""
+        if self._values is None:
+            sms = [self.model.states[state] for state in sorted(self.model.states)]
+            plus = np.concatenate([sm.contribution.ravel() for sm in sms])
+            minus = np.concatenate([sm.consumption.ravel() for sm in sms])
+            self._values = plus, minus, plus / np.maximum(minus, 1e-12)
+        return self._values
 
     def input_filter(self, batch: np.ndarray) -> np.ndarray:
         """rho_I: the keep mask of the events that make only partial matches of D."""
@@ -324,17 +357,17 @@ class HybridShedder(StateShedder):
             if sm is None or shed is None or not shed[:, 0].any():
                 protect[rows] = True  # terminators, states without a model or a drop
                 continue
-            fields = self._fields[state]
-            x = np.empty((len(rows), len(fields)))
-            for c, field in enumerate(fields):
-                x[:, c] = batch[field][rows]
+            # the newest event's values, one column each (contiguous)
+            columns = [batch[field][rows] for field in self._fields[state]]
             alive = self._alive[state]  # None: the first element, a match of one event
             if alive is None:
-                classes = sm.classify(x)
+                classes = sm.classify(np.stack(columns, axis=1))
                 out = shed[classes, 0]
                 self._kept_from_forming(state, classes[out])
+            elif isinstance(alive, np.ndarray):  # a table per grid cell
+                out = ~alive[sm.cells(columns)]
             else:
-                out = ~in_boxes(x, *alive)
+                out = ~in_boxes(np.stack(columns, axis=1), *alive)
             drop[rows[out]] = True
             protect[rows[~out]] = True
         keep = ~(drop & ~protect)

@@ -73,6 +73,28 @@ class PartialMatchHolder(Protocol):
         stop. The caller counts what ``test`` marks."""
         ...
 
+    def classify_partial_matches(self, state: int,
+                                 classifier: Callable[[np.ndarray], np.ndarray] | None
+                                 ) -> None:
+        """From now on keep with every partial match of ``state`` its class,
+        ``classifier`` of its feature row, given once as it is made (the live ones at
+        once); None: stop. The birth test of a classified state is given the new
+        partial matches' classes instead of their feature rows."""
+        ...
+
+    def class_counts(self, state: int, size: int, slices: int, slice_len: float
+                     ) -> np.ndarray:
+        """``(size, slices)``: the live partial matches of the classified ``state`` per
+        class and time slice (the age of their first event at the last one given, in
+        ``slice_len`` ticks, at most ``slices - 1``); no listing."""
+        ...
+
+    def drop_classes(self, state: int, shed: np.ndarray, slice_len: float) -> int:
+        """Drop the partial matches of the classified ``state`` whose (class, time
+        slice) ``shed`` (``(classes, slices)``) marks, for good (replays after a
+        restore drop them again); return how many."""
+        ...
+
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Per state, the rows of ``events`` that would make its partial matches."""
         ...

@@ -55,6 +55,20 @@ identity, and the test sees only instances newer than that. The test's caller co
 what it marks (no partial match goes uncounted); a replay's drops repeat the counted
 ones and are not counted again.
 
+Classes
+-------
+A shedder may give a state a *classifier* (:meth:`ShedHook.classify`): every instance
+the engine adds to that state (and every live one when it is given) is put, as its
+feature row, to the classifier once, and the class it returns is kept with it in the
+state's table (the hybrid paper's classification of a partial match immediately after
+its creation, which the paper's engine keeps as an index per class). The shedder then
+counts the live partial matches per (class, time slice) and drops those of chosen
+(class, slice) pairs without listing them (:meth:`ShedHook.class_counts`,
+:meth:`ShedHook.drop_classes`); a drop by class keeps the same tombstone as a drop by
+rows. A classified state's birth test is given the new instances' classes instead of
+their feature rows. Instances without a class (made before a classifier was given and
+restored from a snapshot since) are classified when a restore brings them back.
+
 A drop names the rows of the state's last listing (positions, not identities): the
 listing holds until the engine is given events, restored, or drops from that state,
 and a drop by a stale listing is refused. Only a replay needs identities: a tombstone
@@ -150,12 +164,18 @@ def position(events: np.ndarray) -> tuple[int, int]:
 
 
 class Dropped:
-    """The partial matches of one drop: their events' identity fields, hashed into
-    identities (:attr:`keys`, sorted) only when a replay asks."""
+    """The partial matches of one drop: their events' identity fields (per element,
+    element ``n-1`` first), hashed into identities (:attr:`keys`, sorted) only when a
+    replay asks."""
 
-    def __init__(self, block: PartialMatchBlock, rows: np.ndarray) -> None:
-        self.fields = [{f: r[f][rows] for f in _IDENTITY} for r in block.rows]
-        self.count = len(rows)
+    def __init__(self, fields: list[dict[str, np.ndarray]], count: int) -> None:
+        self.fields = fields
+        self.count = count
+
+    @classmethod
+    def of(cls, block: PartialMatchBlock, rows: np.ndarray) -> Dropped:
+        """The rows ``rows`` of ``block``."""
+        return cls([{f: r[f][rows] for f in _IDENTITY} for r in block.rows], len(rows))
 
     def __len__(self) -> int:
         return self.count
@@ -255,6 +275,81 @@ class ShedHook:
         self.sheddable = (False, *(s.selection == "each" for s in rule.steps))
         # state k -> the test its new instances are put to (see the module)
         self.tests: dict[int, Callable[[np.ndarray], np.ndarray]] = {}
+        # state k -> the classifier of its instances (see the module)
+        self.classifiers: dict[int, Callable[[np.ndarray], np.ndarray]] = {}
+
+    def classify(self, store, table, k: int,
+                 classifier: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        """From now on keep ``classifier``'s class with every instance of state ``k``
+        (``table``), the live ones included (None: stop; the classes kept stay)."""
+        if classifier is None:
+            self.classifiers.pop(k, None)
+            return
+        self.classifiers[k] = classifier
+        self._classify_live(store, table, k, everyone=True)
+
+    def _classify_live(self, store, table, k: int, everyone: bool) -> None:
+        """Classify the live instances of state ``k`` (``everyone``) or those without a
+        class."""
+        ids, _, at = self.live(table)
+        cls = table.cols["cls"][table.start:table.n]
+        if not everyone:
+            todo = cls[at] < 0
+            ids, at = ids[:, todo], at[todo]
+        if len(at):
+            cls[at] = self.classifiers[k](self.features(store, k, ids))
+
+    def features(self, store, k: int, ids: np.ndarray) -> np.ndarray:
+        """The feature rows of state ``k``'s instances with store ids ``ids`` (a
+        :class:`PartialMatchBlock`'s ``features``, without the block)."""
+        refs, cols, n = ids - store.base, store.cols, len(self.rule.chain)
+        names, _, where = self._layouts[k]
+        out = np.empty((ids.shape[1], len(names)))
+        for c, (r, a) in enumerate(where):  # row r: element n - 1 - r
+            out[:, c] = cols[a][refs[n - 1 - r - k]]
+        return out
+
+    def _identities(self, store, k: int, ids: np.ndarray) -> Dropped:
+        """The drop of state ``k``'s instances with store ids ``ids``."""
+        refs, cols = ids - store.base, store.cols
+        return Dropped([{f: cols[f][refs[e - k]] for f in _IDENTITY}
+                        for e in range(len(self.rule.chain) - 1, k - 1, -1)], ids.shape[1])
+
+    def _slices(self, store, ids: np.ndarray, slices: int, slice_len: float) -> np.ndarray:
+        """The time slice of each instance (store ids ``ids``): the age of its first
+        event at the engine's position, in ``slice_len`` ticks, at most ``slices - 1``."""
+        if slices <= 1 or self.pos is None:
+            return np.zeros(ids.shape[1], np.int64)
+        age = self.pos[0] - store.cols["ts"][ids[-1] - store.base]  # element n - 1
+        return np.clip(age // slice_len, 0, slices - 1).astype(np.int64)
+
+    def class_counts(self, store, table, size: int, slices: int, slice_len: float
+                     ) -> np.ndarray:
+        """``(size, slices)``: the live instances of a classified state (``table``) per
+        class and time slice (see :meth:`_slices`); those without a class are left out."""
+        ids, _, at = self.live(table)
+        cls = table.cols["cls"][table.start:table.n][at]
+        known = cls >= 0
+        cell = cls[known] * slices + self._slices(store, ids[:, known], slices, slice_len)
+        return np.bincount(cell, minlength=size * slices).reshape(size, slices)
+
+    def drop_classes(self, store, table, k: int, shed: np.ndarray, slice_len: float) -> int:
+        """Delete the live instances of state ``k`` (``table``) whose (class, time slice)
+        ``shed`` marks (``(classes, slices)``), with a tombstone at the engine's
+        position, as :meth:`drop_rows` does; return how many."""
+        ids, _, at = self.live(table)
+        cls = table.cols["cls"][table.start:table.n][at]
+        s = self._slices(store, ids, shed.shape[1], slice_len)
+        marked = (cls >= 0) & shed[np.maximum(cls, 0), s]
+        if not marked.any():
+            return 0
+        # the tombstone first: ``ids`` may be a view of the rows that keep() moves
+        self.tombs.add(self.pos or (-(2**63), -1), k, self._identities(store, k, ids[:, marked]))
+        self._listed.pop(k, None)  # the table's rows move
+        hit = np.zeros(table.n - table.start, bool)
+        hit[at[marked]] = True
+        table.keep(~hit)
+        return int(np.count_nonzero(marked))
 
     def drop_new(self, k: int, test: Callable[[np.ndarray], np.ndarray] | None) -> None:
         """From now on drop the new instances of state ``k`` whose feature rows
@@ -264,30 +359,37 @@ class ShedHook:
         else:
             self.tests[k] = test
 
-    def unborn(self, store, k: int, ids: np.ndarray, ts: np.ndarray) -> np.ndarray | None:
-        """Which of the instances about to be added to state ``k`` (store ids ``ids``,
-        newest time stamps ``ts``) are dropped at creation; None: none. New ones (newer
-        than every event processed) by the state's test, replayed ones by the birth
-        tombstones (see the module)."""
-        test = self.tests.get(k)
-        if test is None and not self.tombs.births:
-            return None
+    def unborn(self, store, k: int, ids: np.ndarray, ts: np.ndarray
+               ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Of the instances about to be added to state ``k`` (store ids ``ids``, newest
+        time stamps ``ts``): which are dropped at creation (None: none), and the class
+        of each (None: the state has no classifier; -1 for a dead end). New ones (newer
+        than every event processed) are dropped by the state's test, replayed ones by
+        the birth tombstones (see the module)."""
+        test, classifier = self.tests.get(k), self.classifiers.get(k)
+        if test is None and classifier is None and not self.tombs.births:
+            return None, None
+        live = ids[1] >= 0 if len(ids) > 1 else np.ones(len(ts), bool)  # no dead end
+        classes = None
+        if classifier is not None:
+            classes = np.full(len(ts), -1, np.int64)
+            at = np.flatnonzero(live)
+            if len(at):
+                classes[at] = classifier(self.features(store, k, ids[:, at]))
         old = ts <= self.tombs.newest
         drop = np.zeros(len(ts), bool)
         if self.tombs.births and old.any():
             drop[old] = _member(self.keys(store, k, ids[:, old]), self.tombs.born(k))
-        new = ~old
+        new = ~old & live
         if test is not None and new.any():
-            if len(ids) > 1:  # dead ends are no partial matches
-                new &= ids[1] >= 0
             at = np.flatnonzero(new)
-            block = self.block(store, k, ids[:, at], ts[at], 0)
-            marked = np.asarray(test(block.features), bool)
+            marked = np.asarray(test(classes[at] if classes is not None
+                                     else self.features(store, k, ids[:, at])), bool)
             if marked.any():
                 self.tombs.add_birth(int(ts[at].max()), k,
-                                     Dropped(block, np.flatnonzero(marked)))
+                                     self._identities(store, k, ids[:, at[marked]]))
                 drop[at[marked]] = True
-        return drop if drop.any() else None
+        return (drop if drop.any() else None), classes
 
     def block(self, store, k: int, ids: np.ndarray, last_ts: np.ndarray,
               offset: int) -> PartialMatchBlock:
@@ -399,7 +501,7 @@ class ShedHook:
             hit = np.zeros(table.n - table.start, bool)
             hit[at[rows]] = True
             table.keep(~hit)
-            self.tombs.add(self.pos or (-(2**63), -1), k, Dropped(block, rows))
+            self.tombs.add(self.pos or (-(2**63), -1), k, Dropped.of(block, rows))
         return len(rows)
 
     def _drop_again(self, store, table, k: int, keys: np.ndarray) -> int:
@@ -439,6 +541,8 @@ class ShedHook:
         self.pos = None
         self._listed.clear()
         self.after(store, states, (t, o) if known else None)
+        for k in self.classifiers:  # instances the snapshot holds without a class
+            self._classify_live(store, states[k], k, everyone=False)
 
     def process(self, engine, events: np.ndarray):
         """``engine.process``: a batch that crosses the positions of earlier drops (a

@@ -216,7 +216,8 @@ class AIPEngine:
         self._states: list[Table | None] = [None, *(
             Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k),
                    ("keys", np.dtype(np.int64), max(1, len(self._code(k).state_keys))),
-                   ("values", np.dtype(np.float64), max(1, len(self._code(k).state_values)))))
+                   ("values", np.dtype(np.float64), max(1, len(self._code(k).state_values))),
+                   ("cls", np.dtype(np.int64), 0)))  # the class a shedder gave (-1: none)
             for k in range(1, n))]
         self._held = None if rule.ties == "strict" else Held(np.dtype(
             [("type", registry.dtype(rule.input_types)["type"]),
@@ -392,9 +393,10 @@ class AIPEngine:
         """Append instances to state ``k``: instance ``i`` has the ids ``ids[:, i]`` and
         its event of element ``k`` is ``rows[anchors[owner[i]]]``."""
         table, code = self._state(k), self._code(k)
-        drop = self._shed.unborn(self._store, k, ids, rows["ts"][anchors[owner]])
+        drop, classes = self._shed.unborn(self._store, k, ids, rows["ts"][anchors[owner]])
         if drop is not None:  # dropped at creation (see _aip_shed)
             owner, ids = owner[~drop], ids[:, ~drop]
+            classes = None if classes is None else classes[~drop]
         events = anchors[owner]
         table.reserve(len(events))
         live = slice(table.n, table.n + len(events))
@@ -405,6 +407,7 @@ class AIPEngine:
         cols["values"][:, live] = 0
         for r, attr in enumerate(code.state_values):
             cols["values"][r, live] = rows[attr][events]
+        cols["cls"][live] = -1 if classes is None else classes
         table.n = live.stop
         if self._shed.created is not None:
             self._shed.made(self._store, k, ids, cols["ts"][live])
@@ -551,6 +554,36 @@ class AIPEngine:
         :class:`~._aip_shed.StateSheddingError` for a state read by ``last``/``first``."""
         self._shed.check(k, self._n)
         self._shed.drop_new(k, test)
+
+    def classify_partial_matches(self, k: int,
+                                 classifier: Callable[[np.ndarray], np.ndarray] | None
+                                 ) -> None:
+        """From now on keep with every partial match of state ``k`` its class,
+        ``classifier`` of its feature row, given once as it is made (the live ones at
+        once); None: stop. A classified state's birth test (see
+        :meth:`drop_new_partial_matches`) is given the classes."""
+        if not 1 <= k < self._n:
+            self._shed.check(k, self._n)
+        self._purge()
+        self._shed.classify(self._store, self._state(k), k, classifier)
+
+    def class_counts(self, k: int, size: int, slices: int, slice_len: float) -> np.ndarray:
+        """``(size, slices)``: the live partial matches of the classified state ``k`` per
+        class and time slice (their first event's age at the last event given, in
+        ``slice_len`` ticks)."""
+        if self._unpurged:
+            self._purge()
+        return self._shed.class_counts(self._store, self._state(k), size, slices, slice_len)
+
+    def drop_classes(self, k: int, shed: np.ndarray, slice_len: float) -> int:
+        """Drop the live partial matches of the classified state ``k`` whose (class,
+        time slice) ``shed`` marks (``(classes, slices)``), now and in every replay;
+        return how many. :class:`~._aip_shed.StateSheddingError` for a state read by
+        ``last``/``first``."""
+        self._shed.check(k, self._n)
+        if self._unpurged:
+            self._purge()
+        return self._shed.drop_classes(self._store, self._state(k), k, shed, slice_len)
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """Per element ``k`` (state ``k``; 0: terminators), the rows of ``events`` it takes."""

@@ -302,18 +302,42 @@ class RuleDetector(Detector):
     def drop_partial_matches(self, state: int, rows: np.ndarray) -> int:
         """Drop the partial matches of ``state`` at ``rows`` of its block in the last
         :meth:`partial_matches` (which must be current)."""
-        for offset, e in self._holders():
-            if offset < state < offset + len(e.rule.chain):
-                return e.drop_partial_matches(state - offset, rows)
-        raise StateSheddingError(f"{self!r} has no state {state}")
+        engine, k = self._engine_of(state)
+        return engine.drop_partial_matches(k, rows)
 
     def drop_new_partial_matches(self, state: int,
                                  test: Callable[[np.ndarray], np.ndarray] | None) -> None:
         """From now on drop the partial matches of ``state`` whose feature rows ``test``
         marks as they are made (None: stop); see :mod:`~specula.detectors.rules._aip_shed`."""
+        engine, k = self._engine_of(state)
+        engine.drop_new_partial_matches(k, test)
+
+    def classify_partial_matches(self, state: int,
+                                 classifier: Callable[[np.ndarray], np.ndarray] | None
+                                 ) -> None:
+        """Keep ``classifier``'s class with every partial match of ``state`` (None:
+        stop); see :mod:`~specula.detectors.rules._aip_shed`."""
+        engine, k = self._engine_of(state)
+        engine.classify_partial_matches(k, classifier)
+
+    def class_counts(self, state: int, size: int, slices: int, slice_len: float
+                     ) -> np.ndarray:
+        """``(size, slices)``: the live partial matches of the classified ``state`` per
+        class and time slice."""
+        engine, k = self._engine_of(state)
+        return engine.class_counts(k, size, slices, slice_len)
+
+    def drop_classes(self, state: int, shed: np.ndarray, slice_len: float) -> int:
+        """Drop the partial matches of the classified ``state`` whose (class, time
+        slice) ``shed`` marks; return how many."""
+        engine, k = self._engine_of(state)
+        return engine.drop_classes(k, shed, slice_len)
+
+    def _engine_of(self, state: int) -> tuple[Any, int]:
+        """The engine that holds ``state``, and the state's number in it."""
         for offset, e in self._holders():
             if offset < state < offset + len(e.rule.chain):
-                return e.drop_new_partial_matches(state - offset, test)
+                return e, state - offset
         raise StateSheddingError(f"{self!r} has no state {state}")
 
     def input_rows(self, events: np.ndarray) -> list[tuple[int, np.ndarray]]:
