@@ -453,12 +453,13 @@ class CDPEngine:
         if versions != self._versions or self._columns_of is not self._stores:
             self._columns = _scanned(stores, self._step_index)
             self._versions, self._columns_of = versions, self._stores
-        args = (*self._columns, live, *self._chain, anchor, bound, ctx, trows["producer"],
-                trows["seq"], ORDER_SHIFT, self._window, plan.strict)
-        found, partials = _k.sequences(*args, *self._found)
+        args: tuple[object, ...] = (*self._columns, live, *self._chain, anchor, bound, ctx,
+                                    trows["producer"], trows["seq"], ORDER_SHIFT,
+                                    self._window, plan.strict)
+        found, partials = _k.sequences(*(args + self._found))
         if found < 0:  # more complete sequences than the buffers hold: grow them
             self._found = _found_buffers(len(plan.steps), len(plan.params), -found)
-            found, partials = _k.sequences(*args, *self._found)
+            found, partials = _k.sequences(*(args + self._found))
         self.partials += partials
         picks, bound = self._found
         return picks[:, :found], bound[:found]
