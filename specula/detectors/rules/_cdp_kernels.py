@@ -393,7 +393,9 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
             low = floor[s]
         high = anchor[s] if strict else anchor[s] + 1
         c = q = at = stop = inc = 0
-        if indexed:  # the events holding the key, newest first
+        if indexed and selection == LAST:  # the events holding the key, newest first
+            at = head(slot_key, slot_pos, link, off, bound[s, chk_par[0]], ts, high)
+        elif indexed:  # the same, gathered to be visited oldest first
             buf, c = chain(slot_key, slot_pos, link, off, bound[s, chk_par[0]], ts, low, high,
                            buf)
         else:  # the window, scanned from the end the selection starts at
@@ -404,10 +406,17 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
             else:
                 stop, inc, at = hi, 1, lo
         while True:  # the candidates in the selection's order
-            if indexed:
+            if indexed and selection == LAST:
+                if at < 0 or ts[at] < low:
+                    break
+                j = at
+                at = link[at] - off
+                if not _fits(enc, j, bound, s, chk_col, chk_par):
+                    continue
+            elif indexed:
                 if q == c:
                     break
-                j = buf[q] if selection == LAST else buf[c - 1 - q]
+                j = buf[c - 1 - q]
                 q += 1
                 if not _fits(enc, j, bound, s, chk_col, chk_par):
                     continue
