@@ -54,11 +54,13 @@ class Store:
     holds, for each event, the absolute position of the previous event with the same
     key in row ``indexed[i]``, and ``tables[i]`` the hash table from key to newest
     position (see :mod:`~specula.detectors.rules._cdp_index`). The event at array index
-    ``j`` has absolute position ``base + j``.
+    ``j`` has absolute position ``base + j``. ``version`` counts the times the column
+    replaced its arrays (grown) or a table (rebuilt): a caller that keeps them knows
+    when to fetch them again.
     """
 
     __slots__ = ("base", "enc", "end", "indexed", "link", "num", "rows", "start", "tables",
-                 "ts")
+                 "ts", "version")
 
     def __init__(self, dtype: np.dtype, n_enc: int, n_num: int, capacity: int = 256,
                  indexed: tuple[int, ...] = ()) -> None:
@@ -72,6 +74,7 @@ class Store:
         self.start = 0
         self.end = 0
         self.base = 0
+        self.version = 0
 
     def __len__(self) -> int:
         return self.end - self.start
@@ -137,6 +140,7 @@ class Store:
             live = self.end - self.start
             if live + r > capacity // 2:
                 capacity = 2 * (live + r)
+                self.version += 1
             for name in ("rows", "ts", "enc", "num", "link"):
                 old = getattr(self, name)
                 new = old if capacity == old.shape[-1] else np.zeros(
@@ -159,6 +163,7 @@ class Store:
             capacity = 1 << max(6, int(4 * (distinct + len(keys)) - 1).bit_length())
             live = self.enc[self.indexed[i], self.start:self.end]
             slot_key, slot_pos, used = _ix.rebuild(live, live_first, capacity)
+            self.version += 1
             used = _ix.append(keys, first, live_first, link, slot_key, slot_pos, used)
         self.tables[i] = (slot_key, slot_pos, used)
 

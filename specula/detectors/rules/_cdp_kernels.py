@@ -353,26 +353,6 @@ holds = njit(cache=True, nogil=True, error_model="numpy")(run_program)
 """The CPU engines' :func:`run_program`."""
 
 
-@njit(cache=True, nogil=True)
-def _taken(enc, pos_row, j, taken, s):  # pragma: no cover - jit
-    """Whether event ``j`` is already an element of sequence ``s``."""
-    key = enc[pos_row, j]
-    for q in range(taken.shape[1]):  # noqa: SIM110 - loops compile best in Numba
-        if taken[s, q] == key:
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row, ops, consts,
-            stack):  # pragma: no cover - jit
-    """Whether candidate ``j`` (past the parameter checks) may extend sequence ``s``:
-    not already one of its elements (an equal time stamp under ``ties nonstrict``) and
-    passing the predicate program."""
-    return ((strict or ts[j] != anchor[s] or not _taken(enc, pos_row, j, taken, s))
-            and holds(ops, consts, ops.shape[0], stack, ts, num, j, ctx, s))
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, chk_nan,
                  bind_col, bind_par, window, selection, strict, pos_row, ops, consts,
@@ -402,61 +382,84 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     stack = np.empty(max(1, ops.shape[0]), np.float64)
     indexed = slot_key.shape[0] > 0 and chk_col.shape[0] > 0
     buf = np.empty(16, np.int64)
+    checks = chk_col.shape[0] > 0
+    program = ops.shape[0] > 0
     k = 0
     for s in range(m):
-        if blocked(bound, s, chk_par, chk_nan):
+        if checks and blocked(bound, s, chk_par, chk_nan):
             continue
         low = anchor[s] - window
         if floor[s] > low:
             low = floor[s]
         high = anchor[s] if strict else anchor[s] + 1
-        if indexed:
+        c = q = at = stop = inc = 0
+        if indexed and selection == LAST:  # the events holding the key, newest first
+            at = head(slot_key, slot_pos, link, off, bound[s, chk_par[0]], ts, high)
+        elif indexed:  # the same, gathered to be visited oldest first
             buf, c = chain(slot_key, slot_pos, link, off, bound[s, chk_par[0]], ts, low, high,
                            buf)
-            for q in range(c):
-                j = buf[q] if selection == LAST else buf[c - 1 - q]
-                if (_fits(enc, j, bound, s, chk_col, chk_par)
-                        and _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row,
-                                    ops, consts, stack)):
-                    k = _put(parent, chosen, k, cap, s, j)
-                    if selection != EACH:
-                        break
-            continue
-        lo = lower(ts, 0, n, low)
-        hi = lower(ts, lo, n, high)
-        if selection == LAST:
-            stop = lo - 1
-            inc = -1
-            j = hi - 1
-        else:
-            stop = hi
-            inc = 1
-            j = lo
-        while True:
-            j = next_fit(enc, j, stop, inc, bound, s, chk_col, chk_par)
-            if j == stop:
-                break
-            if _admits(ts, enc, num, j, s, anchor, ctx, taken, strict, pos_row, ops, consts,
-                       stack):
+        else:  # the window, scanned from the end the selection starts at
+            lo = lower(ts, 0, n, low)
+            hi = lower(ts, lo, n, high)
+            if selection == LAST:
+                stop, inc, at = lo - 1, -1, hi - 1
+            else:
+                stop, inc, at = hi, 1, lo
+        while True:  # the candidates in the selection's order
+            if indexed and selection == LAST:
+                if at < 0 or ts[at] < low:
+                    break
+                j = at
+                at = link[at] - off
+                if not _fits(enc, j, bound, s, chk_col, chk_par):
+                    continue
+            elif indexed:
+                if q == c:
+                    break
+                j = buf[c - 1 - q]
+                q += 1
+                if not _fits(enc, j, bound, s, chk_col, chk_par):
+                    continue
+            else:
+                if checks:
+                    at = next_fit(enc, at, stop, inc, bound, s, chk_col, chk_par)
+                if at == stop:
+                    break
+                j = at
+                at += inc
+            # whether j may extend s: not already one of its elements (an equal time
+            # stamp under ties nonstrict) and passing the program; written out here, as
+            # a call that passes these arrays costs more than the test (reference counts)
+            fit = True
+            if not strict and ts[j] == anchor[s]:
+                key = enc[pos_row, j]
+                for e in range(taken.shape[1]):
+                    if taken[s, e] == key:
+                        fit = False
+            if fit and program:
+                fit = holds(ops, consts, ops.shape[0], stack, ts, num, j, ctx, s)
+            if fit:
                 k = _put(parent, chosen, k, cap, s, j)
                 if selection != EACH:
                     break
-            j += inc
     if k > cap:
         return -k
     width = taken.shape[1]
     for r in range(k):
         p = parent[r]
         c = chosen[r]
-        new_bound[r, :] = bound[p, :]
+        for q in range(bound.shape[1]):  # element by element: a slice costs more here
+            new_bound[r, q] = bound[p, q]
         for b in range(bind_col.shape[0]):
             new_bound[r, bind_par[b]] = enc[bind_col[b], c]
         new_anchor[r] = ts[c]
         new_floor[r] = floor[p]
-        new_ctx[r, :] = ctx[p, :]
+        for q in range(ctx.shape[1]):
+            new_ctx[r, q] = ctx[p, q]
         for f in range(fill_slot.shape[0]):
             new_ctx[r, fill_slot[f]] = ts[c] if fill_row[f] < 0 else num[fill_row[f], c]
-        new_taken[r, :width] = taken[p, :]
+        for q in range(width):
+            new_taken[r, q] = taken[p, q]
         new_taken[r, width] = enc[pos_row, c] if pos_row >= 0 else 0
     return k
 
@@ -469,3 +472,108 @@ def _put(parent, chosen, k, cap, s, j):  # pragma: no cover - jit
         parent[k] = s
         chosen[k] = j
     return k + 1
+
+
+# ---------------------------------------------------------- every step in one call
+
+S_WINDOW, S_SELECTION, S_POS_ROW, S_FLOOR = 0, 1, 2, 3
+S_CHK, S_BIND, S_OPS, S_CONSTS, S_FILL = 4, 6, 8, 10, 12
+S_WIDTH = 14
+"""Columns of a chain's step table (see :func:`sequences`): the window, selection,
+position-key row (-1: none) and floor flag of a step, then the ``[start, stop)`` of its
+checks, binds, program rows, constants and context fills in the flat arrays."""
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, chk_col, chk_par,
+              chk_nan, bind_col, bind_par, ops, consts, fill_slot, fill_row, anchor, bound,
+              ctx, producer, seq, shift, window, strict, picks, bound_out
+              ):  # pragma: no cover - jit
+    """Every step of a chain (Alg. 2, all levels) from the terminators' sequences, in
+    one call: a step's dispatch from Python costs more than the step itself on the
+    few sequences of a live feed's terminator.
+
+    Step ``d`` scans the column ``ts_t[d]``, ``enc_t[d]``, ``num_t[d]`` (whole arrays;
+    the live part is ``live[d, 0]:live[d, 1]``, the first live event's absolute position
+    ``live[d, 2] + live[d, 0]``), with the equality index ``key_t[d]``, ``pos_t[d]``,
+    ``link_t[d]`` (empty keys: none), as :func:`step_general` does with the row ``d`` of
+    the step table ``steps`` (see :data:`S_WIDTH`). A step that is not general in the
+    plan is the general step with no floor, program or fill, ``strict`` ties and no
+    position row, which chooses the same events as :func:`step`. The terminators'
+    sequences are ``anchor`` (their time stamps), ``bound`` and ``ctx``; under ``ties
+    nonstrict`` each holds its terminator's position key ``producer << shift | seq``.
+    ``window`` is the pattern window (negative: none), which floors the steps whose
+    floor flag is set.
+
+    Writes ``picks`` (row 0: the terminator of each complete sequence, row ``d + 1``:
+    the live index of the event step ``d`` chose for it) and the complete sequences'
+    parameters ``bound_out``, and returns their number ``m`` and the number of partial
+    sequences made, all steps together; ``-m`` when the buffers hold fewer than ``m``
+    (the caller grows them and calls again). The sequences come ordered by terminator,
+    then by each step's choices in position order, as the steps one at a time give them.
+    """
+    n_steps = steps.shape[0]
+    m = anchor.shape[0]
+    carried = np.empty(m, np.int64)
+    taken = np.zeros((m, 1), np.int64)
+    for s in range(m):
+        carried[s] = anchor[s] - window if window >= 0 else NO_FLOOR
+        if not strict:
+            taken[s, 0] = (np.int64(producer[s]) << shift) | seq[s]
+    no_floor = np.full(max(16, m), NO_FLOOR, np.int64)
+    links_parent = np.empty(max(16, m * n_steps), np.int64)
+    links_chosen = np.empty(links_parent.shape[0], np.int64)
+    first = np.zeros(n_steps + 1, np.int64)
+    partials = 0
+    for d in range(n_steps):
+        start, end, off = live[d, 0], live[d, 1], live[d, 2] + live[d, 0]
+        row = steps[d]
+        if no_floor.shape[0] < m:
+            no_floor = np.full(m, NO_FLOOR, np.int64)
+        floor = carried if row[S_FLOOR] else no_floor[:m]
+        cap = max(16, m)
+        k = -cap
+        while k < 0:
+            cap = max(cap, -k)
+            parent = np.empty(cap, np.int64)
+            chosen = np.empty(cap, np.int64)
+            new_bound = np.empty((cap, bound.shape[1]), np.int64)
+            new_anchor = np.empty(cap, np.int64)
+            new_floor = np.empty(cap, np.int64)
+            new_ctx = np.empty((cap, ctx.shape[1]), np.float64)
+            new_taken = np.empty((cap, taken.shape[1] + 1), np.int64)
+            k = step_general(
+                ts_t[d][start:end], enc_t[d][:, start:end], num_t[d][:, start:end], anchor,
+                floor, bound, ctx, taken, chk_col[row[S_CHK]:row[S_CHK + 1]],
+                chk_par[row[S_CHK]:row[S_CHK + 1]], chk_nan[row[S_CHK]:row[S_CHK + 1]],
+                bind_col[row[S_BIND]:row[S_BIND + 1]], bind_par[row[S_BIND]:row[S_BIND + 1]],
+                row[S_WINDOW], row[S_SELECTION], strict, row[S_POS_ROW],
+                ops[row[S_OPS]:row[S_OPS + 1]], consts[row[S_CONSTS]:row[S_CONSTS + 1]],
+                fill_slot[row[S_FILL]:row[S_FILL + 1]], fill_row[row[S_FILL]:row[S_FILL + 1]],
+                key_t[d], pos_t[d], link_t[d][start:end], off, parent, chosen, new_bound,
+                new_anchor, new_floor, new_ctx, new_taken)
+        partials += k
+        if first[d] + k > links_parent.shape[0]:
+            links_parent = _grow(links_parent, 2 * (first[d] + k))
+            links_chosen = _grow(links_chosen, links_parent.shape[0])
+        for r in range(k):
+            links_parent[first[d] + r] = parent[r]
+            links_chosen[first[d] + r] = chosen[r]
+            new_floor[r] = carried[parent[r]]  # the window's floor follows every sequence
+        first[d + 1] = first[d] + k
+        anchor, carried, bound = new_anchor[:k], new_floor[:k], new_bound[:k]
+        ctx, taken = new_ctx[:k], new_taken[:k]
+        m = k
+        if k == 0:
+            break
+    if m > picks.shape[1] or m > bound_out.shape[0]:
+        return -m, partials
+    for r in range(m):
+        q = r
+        for d in range(n_steps - 1, -1, -1):
+            picks[d + 1, r] = links_chosen[first[d] + q]
+            q = links_parent[first[d] + q]
+        picks[0, r] = q
+        for p in range(bound.shape[1]):
+            bound_out[r, p] = bound[r, p]
+    return m, partials

@@ -96,7 +96,10 @@ class Step:
     nonstrict``) run
     :func:`~specula.detectors.rules._cdp_kernels.step_general` with the program
     ``ops``/``consts`` and the context slots the chosen event fills; the others run the
-    plain :func:`~specula.detectors.rules._cdp_kernels.step`."""
+    plain :func:`~specula.detectors.rules._cdp_kernels.step`. The CPU engine runs every
+    step of a detection in one call of
+    :func:`~specula.detectors.rules._cdp_kernels.sequences`, which runs a plain step as a
+    general one that chooses the same events."""
 
     store: int
     window: int

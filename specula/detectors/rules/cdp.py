@@ -165,6 +165,17 @@ class CDPEngine:
         self._general = any(st.general for st in self._plan.steps)
         self._spaces = [_Space() for _ in self._plan.steps]  # see _Sequences
         self._scans = [_scan_args(st) for st in self._plan.steps]  # see _Sequences.step
+        # what _run_steps passes its kernel: the steps, their columns' arrays (kept
+        # until a column replaces one, see Store.version), the buffers it writes
+        self._chain = _chain_table(self._plan.steps)
+        self._window = -1 if self._plan.window is None else self._plan.window
+        self._versions: list[int] = []
+        self._columns_of: list[Store] | None = None
+        self._columns: tuple[tuple[np.ndarray, ...], ...] = ()
+        self._found = _found_buffers(len(self._plan.steps), len(self._plan.params), _ROOM)
+        self._step_stores = [st.store for st in self._plan.steps]
+        self._step_index = [_index_at(self._plan.stores[st.store], st) for st in
+                            self._plan.steps]
         # every step floors its candidates at the terminator's time stamp less the
         # pattern window: no match can fall outside it, so none needs checking
         self._floored = all(st.floor for st in self._plan.steps)
@@ -387,31 +398,13 @@ class CDPEngine:
         for attr, is_float, p in plan.terminator.binds:
             bound[:, p] = encode(trows[attr], is_float)
         anchor = trows["ts"].astype(np.int64)
-        seqs = _Sequences(plan, trows, anchor, self._spaces) if self._general else None
-        links = []
-        for depth, st in enumerate(plan.steps):
-            if st.general:
-                assert seqs is not None  # made when any step is general
-                parent, chosen, bound, anchor = self._general_step(seqs, depth, st, anchor,
-                                                                   bound)
-            else:
-                parent, chosen, bound, anchor = self._step(st, anchor, bound)
-                if seqs is not None:
-                    seqs.follow(parent)
-            self.partials += len(parent)
-            if len(parent) == 0:
-                return self._empty()
-            links.append((parent, chosen))
-        which: np.ndarray | None = None  # None: every sequence of the last step, in order
-        picks: list[np.ndarray] = []  # the chosen events, last element first
-        for parent, chosen in reversed(links):
-            picks.append(chosen if which is None else chosen[which])
-            which = parent if which is None else parent[which]
-        if which is None:
-            which = np.arange(len(anchor))
+        picks, bound = self._run_steps(trows, anchor, bound)
+        if not picks.shape[1]:
+            return self._empty()
+        which = picks[0]
         elements = [take(trows, which, self.dtype)]
         times = [trows["ts"][which]] if plan.reductions else []  # what reductions read
-        for st, pick in zip(plan.steps, reversed(picks), strict=True):
+        for st, pick in zip(plan.steps, picks[1:], strict=True):
             store = self._stores[st.store]
             elements.append(take(store.live_rows, pick, self.dtype))
             if plan.reductions:
@@ -438,6 +431,68 @@ class CDPEngine:
         # stream order: the matches come in the order compose lists them
         found = Matches(tidx[which], tuple(elements), aggregates, negations, ordered=True)
         return found if self._floored else found.within(plan.rule, self.ticks_per_second)
+
+    def _run_steps(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """The complete sequences from the terminators ``trows`` (time stamps ``anchor``,
+        parameters ``bound``): ``picks`` (row 0 the terminator of each, row ``d + 1``
+        the live index of the event step ``d`` chose) and their parameters, views of
+        buffers kept for the next detection. Every step runs in one compiled call
+        (:func:`~._cdp_kernels.sequences`)."""
+        plan = self._plan
+        m = len(trows)
+        if not plan.steps:
+            return np.arange(m).reshape(1, m), bound
+        ctx = np.zeros((m, len(plan.slots)), np.float64)
+        for q, attr in plan.terminator.fills:
+            ctx[:, q] = trows[attr]
+        stores = [self._stores[si] for si in self._step_stores]
+        live = np.array([x for s in stores for x in (s.start, s.end, s.base)],
+                        np.int64).reshape(-1, 3)
+        versions = [s.version for s in stores]
+        if versions != self._versions or self._columns_of is not self._stores:
+            self._columns = _scanned(stores, self._step_index)
+            self._versions, self._columns_of = versions, self._stores
+        args: tuple[object, ...] = (*self._columns, live, *self._chain, anchor, bound, ctx,
+                                    trows["producer"], trows["seq"], ORDER_SHIFT,
+                                    self._window, plan.strict)
+        found, partials = _k.sequences(*(args + self._found))
+        if found < 0:  # more complete sequences than the buffers hold: grow them
+            self._found = _found_buffers(len(plan.steps), len(plan.params), -found)
+            found, partials = _k.sequences(*(args + self._found))
+        self.partials += partials
+        picks, bound = self._found
+        return picks[:, :found], bound[:found]
+
+    def _step_by_step(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_run_steps` one step at a time, through the hooks :meth:`_step` and
+        :meth:`_general_step`: the GPU engine's way, where each step may run on the
+        device."""
+        plan = self._plan
+        seqs = _Sequences(plan, trows, anchor, self._spaces) if self._general else None
+        links = []
+        for depth, st in enumerate(plan.steps):
+            if st.general:
+                assert seqs is not None  # made when any step is general
+                parent, chosen, bound, anchor = self._general_step(seqs, depth, st, anchor,
+                                                                   bound)
+            else:
+                parent, chosen, bound, anchor = self._step(st, anchor, bound)
+                if seqs is not None:
+                    seqs.follow(parent)
+            self.partials += len(parent)
+            if len(parent) == 0:
+                return np.zeros((len(plan.steps) + 1, 0), np.int64), bound
+            links.append((parent, chosen))
+        which: np.ndarray | None = None  # None: every sequence of the last step, in order
+        picks: list[np.ndarray] = []  # the chosen events, last element first
+        for parent, chosen in reversed(links):
+            picks.append(chosen if which is None else chosen[which])
+            which = parent if which is None else parent[which]
+        if which is None:
+            which = np.arange(len(anchor))
+        return np.array([which, *reversed(picks)], np.int64).reshape(-1, len(which)), bound
 
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
@@ -530,6 +585,59 @@ def _scan_args(st: Step) -> tuple:
     return (st.chk_col, st.chk_par, st.chk_nan, st.bind_col, st.bind_par, st.window,
             st.selection, st.pos_row < 0, st.pos_row, st.ops, st.consts, st.fill_slot,
             st.fill_row)
+
+
+def _chain_table(steps: list[Step]) -> tuple[np.ndarray, ...]:
+    """The steps as :func:`~._cdp_kernels.sequences` takes them: the step table (see
+    :data:`~._cdp_kernels.S_WIDTH`) and the flat arrays of checks, binds, programs,
+    constants and context fills its rows point into."""
+    table = np.zeros((len(steps), _k.S_WIDTH), np.int64)
+    parts: list[list[np.ndarray]] = [[] for _ in range(9)]
+    sizes = [0] * 5
+    for d, st in enumerate(steps):
+        table[d, :_k.S_CHK] = (st.window, st.selection, st.pos_row, st.floor)
+        groups = ((st.chk_col, st.chk_par, st.chk_nan), (st.bind_col, st.bind_par), (st.ops,),
+                  (st.consts,), (st.fill_slot, st.fill_row))
+        at = 0
+        for g, arrays in enumerate(groups):
+            table[d, _k.S_CHK + 2 * g] = sizes[g]
+            sizes[g] += len(arrays[0])
+            table[d, _k.S_CHK + 2 * g + 1] = sizes[g]
+            for a in arrays:
+                parts[at].append(a)
+                at += 1
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.bool_),
+             np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 2), np.int64),
+             np.zeros(0, np.float64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return (table, *(np.ascontiguousarray(np.concatenate([e, *p]).astype(e.dtype))
+                     for e, p in zip(empty, parts, strict=True)))
+
+
+def _scanned(stores: list[Store], index: list[int]) -> tuple[tuple[np.ndarray, ...], ...]:
+    """The arrays :func:`~._cdp_kernels.sequences` scans, one per step (the column
+    ``stores[d]``): time stamps, keys, values, and the links and table of the equality
+    index ``index[d]`` of the step's first check (-1: empty arrays, it scans)."""
+    tables = [(s.link[i], *s.tables[i][:2]) if i >= 0 else _NO_LINK
+              for s, i in zip(stores, index, strict=True)]
+    return (tuple(s.ts for s in stores), tuple(s.enc for s in stores),
+            tuple(s.num for s in stores), tuple(x[0] for x in tables),
+            tuple(x[1] for x in tables), tuple(x[2] for x in tables))
+
+
+def _found_buffers(steps: int, params: int, room: int) -> tuple[np.ndarray, np.ndarray]:
+    """The buffers :func:`~._cdp_kernels.sequences` writes the complete sequences into,
+    for ``room`` of them: their picks and parameters."""
+    return np.empty((steps + 1, room), np.int64), np.empty((room, params), np.int64)
+
+
+def _index_at(spec: StoreSpec, st: Step) -> int:
+    """Which of its column's equality indexes the step ``st`` looks keys up in (-1:
+    none, it scans)."""
+    row = int(st.chk_col[0]) if len(st.chk_col) else -1
+    return spec.indexed.index(row) if row in spec.indexed else -1
+
+
+_NO_LINK = (np.zeros(0, np.int64),) * 3
 
 
 def _index(store: Store, chk_col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

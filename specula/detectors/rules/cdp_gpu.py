@@ -224,6 +224,11 @@ class GPUCDPEngine(CDPEngine):
     def _grid(self, width: int, m: int) -> tuple[int, int]:
         return math.ceil(width / self.threads_per_block), min(m, _MAX_GRID_Y)
 
+    def _run_steps(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """One step at a time: each step goes to the device or stays on the CPU."""
+        return self._step_by_step(trows, anchor, bound)
+
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
         ts = store.live_ts

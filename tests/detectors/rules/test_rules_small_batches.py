@@ -3,12 +3,15 @@ steps: the tie hold passes the usual steps without concatenating, CDP finds the 
 a type among a few with Python ints and converts them once for all its columns, and its
 general steps write into buffers kept between batches, a column given one row sets its
 keys and values as scalars, the position keys of a few rows are Python ints, and its
-matches come in the order composites are listed, so composing them sorts nothing.
-Random streams in batches of a few rows (irrelevant rows among them, rows of a type
-apart or together, out of order for the tie hold), and the stock rule through the
-in-process runtime one arrival at a time, must give what the general paths give."""
+matches come in the order composites are listed, so composing them sorts nothing, and
+all its steps run in one kernel call. Random streams in batches of a few rows
+(irrelevant rows among them, rows of a type apart or together, out of order for the tie
+hold), and the stock rule through the in-process runtime one arrival at a time, must
+give what the general paths give."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from specula.detectors.rules import RuleDetector, cdp
 from specula.detectors.rules._cdp_columns import encode, encode_one
 from specula.detectors.rules.cdp import CDPEngine
 from specula.detectors.rules.engine import ORDER_SHIFT, TieHold, compose, order_key
+from specula.detectors.rules.expand import Union
 from specula.detectors.rules.parser import parse_rule
 from specula.events import TypeRegistry
 
@@ -174,3 +178,55 @@ def test_a_few_rows_order_keys_as_many_do(seed: int):
         assert key.dtype == np.int64 and key.shape == (n,)
         expected = (rows["producer"].astype(np.int64) << ORDER_SHIFT) | rows["seq"]
         assert key.tolist() == expected.tolist()
+
+
+class StepByStep(CDPEngine):
+    """The CPU engine running its steps one kernel call at a time, as the GPU engine
+    does (where each step may go to the device): the reference for the call that runs
+    them all."""
+
+    def _run_steps(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        return self._step_by_step(trows, anchor, bound)
+
+
+def composites(found: Any) -> list[tuple]:
+    """A union's composites of one batch, comparable across engines."""
+    return [(*t, *(found.columns[a][j].item() for a in sorted(found.columns)))
+            for j, t in enumerate(found.terminators.tolist())]
+
+
+@pytest.mark.parametrize("room", [1, 64])
+@pytest.mark.parametrize("case", ["stock", "stock_strict", "R4", "R5", "each_each",
+                                  "first_first", "last_last", "two_params", "pred_params",
+                                  "pred_after_plain_step", "nonstrict_first_params",
+                                  "nonstrict_same_type", "window_mixed", "four_elements",
+                                  "neg_between", "agg_inline", "closure_last",
+                                  "conjunction_nonstrict", "no_params", "strings"])
+def test_all_steps_in_one_call_equal_one_step_at_a_time(monkeypatch, case: str, room: int):
+    """Batches of 0..8 rows, with the engine's state snapshotted and restored into a
+    fresh one between some of them: the one kernel call for every step finds, batch by
+    batch, the composites the steps one at a time find; ``room`` 1 makes the call grow
+    the buffers of the complete sequences and call again."""
+    monkeypatch.setattr(cdp, "_ROOM", room)
+    spec = CASES[case]
+    registry, rule = spec.registry(), spec.rule()
+    found = 0
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        events = spec.events(registry, 120, seed)
+
+        def union(cls: type) -> Union:
+            return Union(rule, cls, registry, ticks_per_second=spec.ticks_per_second)
+
+        one_call, by_step = union(CDPEngine), union(StepByStep)
+        for batch in random_batches(events, seed=seed, max_size=8):
+            if rng.random() < 0.2:
+                state = one_call.snapshot()
+                one_call = union(CDPEngine)
+                one_call.restore(state)
+            got, want = one_call.process(batch), by_step.process(batch)
+            assert composites(got) == composites(want)
+            found += len(got)
+        assert composites(one_call.flush()) == composites(by_step.flush())
+    assert found > 0
