@@ -29,10 +29,24 @@ Two triggers, from the two shedding papers:
   proportion to the fresh measurements, a whole one per ``smoothing`` events, since μ
   needs that long to show the effect of a level; the fixed point is μ = θ. The share
   asked for is the level, and at least the violation of the moment, (μ - θ) / μ, the
-  paper's lower bound, which covers the level's lag when the load jumps. With
-  ``latency_quantile`` set, μ is that quantile of the last ``smoothing`` events'
-  latencies (the paper's Fig. 5b and 7-10: the 95th percentile), and the same level
-  holds it at θ.
+  paper's lower bound, which covers the level's lag when the load jumps.
+
+  With ``latency_quantile`` set (the paper's Fig. 5b and 7-10: the 95th percentile), the
+  window's quantile cannot drive that correction: a 95th percentile over a window of a
+  few batches is its worst batch, so one slow batch would read as a violation for a
+  whole window and raise the level batch after batch (a ratchet: near a share of 1 the
+  level then falls back by θ / μ per window only). The level follows the *fresh*
+  measurements instead (:class:`QuantileLevel`): the worst latency L of the events
+  completed since the last command, against a target c · θ; over it, the level sheds
+  the violation of what is kept, 1 - s' = (1 - s) · (cθ / L) ** g, once per
+  measurement; under it, it is lowered at once, by that ratio or by a step in
+  proportion to the room left, (cθ - L) / cθ, whichever sheds less (a latency with a
+  floor the shedding cannot remove barely moves with the kept share: the ratio alone
+  would recover from a share near 1 in tens of windows). c tracks the quantile, a
+  stochastic approximation: it falls when L is over θ and rises otherwise, by (1 - q)
+  against q, so that it settles where a share 1 - q of the measurements is over θ
+  (within ``QUANTILE_FLOOR`` and ``QUANTILE_MARGIN``). The share asked is the level,
+  and at least the fresh violation, (L - θ) / L.
 
 What "latency" means here: the time from an event's arrival in the node's inbox to the
 end of the processing of the batch it was taken in; l(p) is measured as busy time per
@@ -146,6 +160,55 @@ def latency_level(level: float, mu_s: float, theta_s: float, gain: float = 1.0) 
     if not mu_s > 0:
         return level
     return max(0.0, 1.0 - (1.0 - level) * (theta_s / mu_s) ** gain)
+
+
+#: The quantile trigger's target at most this share of θ: the room a batch has to be
+#: slower than the last before it passes θ
+QUANTILE_MARGIN = 0.9
+#: The quantile trigger lowers its level at this gain (raising at 1): slower down than
+#: up, so that a share that just met the target is not given back at once
+LOWER_GAIN = 0.5
+#: ... and at least this share: batches over θ whatever the share (a spike the shedding
+#: cannot remove, an onset's backlog draining) would otherwise drive the target, and the
+#: share with it, to the end of the scale, from which a tracker's steps of (1 - q) take
+#: hundreds of measurements to come back
+QUANTILE_FLOOR = 0.5
+#: The step of the quantile tracker's target per smoothing window of measurements
+TRACKING_RATE = 1.0
+
+
+class QuantileLevel:
+    """The latency trigger's level with a quantile bound (see the module): fed the
+    worst latency of the fresh measurements, it answers the share to shed.
+
+    >>> c = QuantileLevel(0.95)
+    >>> round(c.update(0.0, 2.0, 1.0, 1.0), 4)   # twice θ: shed to 0.9 θ of 2
+    0.55
+    >>> c.target < 0.9                           # over θ: the target falls
+    True
+    >>> round(c.update(0.99, 0.1, 1.0, 1.0), 2)  # far under: lowered at once
+    0.59
+    """
+
+    def __init__(self, q: float) -> None:
+        self.q = q
+        self.target = QUANTILE_MARGIN  # c, a share of θ
+
+    def update(self, level: float, worst_s: float, theta_s: float, gain: float) -> float:
+        """The level after a measurement whose worst latency is ``worst_s``, ``gain``
+        the part of a smoothing window it holds."""
+        aim = self.target * theta_s
+        over = 1.0 if worst_s > theta_s else 0.0
+        self.target = min(QUANTILE_MARGIN, max(QUANTILE_FLOOR, self.target * math.exp(
+            TRACKING_RATE * gain * ((1.0 - self.q) - over))))
+        keep = 1.0 - level
+        if worst_s > aim:
+            keep *= (aim / worst_s) ** gain
+        else:
+            down = LOWER_GAIN * gain
+            step = down * (aim - worst_s) / aim
+            keep = min(1.0, max(keep + step, keep * (aim / max(worst_s, 1e-12)) ** down))
+        return min(max(1.0 - keep, 0.0), 1.0)
 
 
 def _trim(chunks: deque[list[float]], weight: float, size: int, *, pro_rata: bool
@@ -315,6 +378,9 @@ class OverloadDetector:
         self.arrivals = ArrivalRate(config.smoothing)
         self.level = 0.0   # latency trigger: the share of the load being shed
         self._fresh = 0    # events completed since the level was last updated
+        self._worst = 0.0  # their worst latency (the quantile trigger's measurement)
+        self.tracker = None if config.latency_quantile is None else \
+            QuantileLevel(config.latency_quantile)
 
     def arrived(self, n: int, t_s: float) -> None:
         """``n`` events (rows) arrived in the inbox at ``t_s`` seconds."""
@@ -331,7 +397,9 @@ class OverloadDetector:
         self.latency.add(latency_s * n, n)
         if self.quantile is not None:
             self.quantile.add(latency_s, n)
-        self._fresh += n
+        if n > 0:
+            self._fresh += n
+            self._worst = max(self._worst, latency_s)
 
     @property
     def lp_s(self) -> float:
@@ -375,8 +443,21 @@ class OverloadDetector:
         the last command, and at least the violation of the moment (see the module and
         :func:`latency_level`)."""
         mu, theta = self.mu_s, self.config.latency_bound_s
+        if self.tracker is not None:
+            return self._quantile_level(theta)
         if self._fresh:
             gain = min(self._fresh / self.config.smoothing, 1.0)
             self.level = latency_level(self.level, mu, theta, gain)
             self._fresh = 0
         return max(self.level, latency_level(0.0, mu, theta))
+
+    def _quantile_level(self, theta: float) -> float:
+        """The quantile trigger's share: the level moved by the fresh measurements'
+        worst latency (:class:`QuantileLevel`), and at least its violation."""
+        if not self._fresh or self.tracker is None:
+            return self.level
+        gain = min(self._fresh / self.config.smoothing, 1.0)
+        worst = self._worst
+        self.level = self.tracker.update(self.level, worst, theta, gain)
+        self._fresh, self._worst = 0, 0.0
+        return max(self.level, latency_level(0.0, worst, theta))

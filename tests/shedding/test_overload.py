@@ -164,6 +164,59 @@ def test_latency_quantile_trigger_holds_the_95th_percentile_on_random_loads(seed
         assert np.quantile(settled, 0.5) >= 0.5, (over, power, noise)  # not all shed
 
 
+def _quantile_detector() -> OverloadDetector:
+    return OverloadDetector(Shedding(latency_bound_s=1.0, trigger="latency",
+                                     smoothing=1_000, latency_quantile=0.95))
+
+
+def test_quantile_trigger_does_not_ratchet_on_one_slow_batch():
+    """A 95th percentile over 5 batches is their worst: one slow batch must raise the
+    share once, not for each of the 5 batches it stays in the window, and a latency
+    under the bound lowers the share at the next batch."""
+    d = _quantile_detector()
+    for _ in range(20):  # settled well under the bound, nothing shed
+        d.completed(0.5, 200)
+        assert d.command(0) is KEEP_ALL
+    d.completed(2.0, 200)  # one slow batch
+    first = d.command(0).share
+    assert first == pytest.approx(0.5)  # its violation, (2 - 1) / 2
+    shares = []
+    for _ in range(4):  # back under the bound while the slow batch is in the window
+        d.completed(0.5, 200)
+        assert d.mu_s == pytest.approx(2.0)
+        shares.append(d.command(0).share)
+    # one correction of a fifth of a window, (0.9 / 2) ** 0.2 kept, then lowered
+    assert shares[0] < 1 - 0.45 ** 0.2
+    assert shares == sorted(shares, reverse=True) and shares[-1] < shares[0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_quantile_trigger_recovers_from_a_latency_floor(seed):
+    """A latency with a floor that shedding cannot remove (floor + kept · variable,
+    noisy, with a slow batch now and then): the trigger holds the 95th percentile near
+    the bound without going to shed everything, and from a share near 1 it comes back
+    within a few windows once the latency is under the bound."""
+    rng = np.random.default_rng(seed)
+    floor, variable = float(rng.uniform(0.2, 0.6)), float(rng.uniform(2, 8))
+    d = _quantile_detector()
+    latencies, shares = [], []
+    for i in range(400):
+        share = d.command(0).share
+        latency = (floor + (1 - share) * variable) * float(rng.lognormal(0, 0.1))
+        latency *= 2.0 if i % 40 == 0 else 1.0  # a shedding set's batch, say
+        d.completed(latency, 200)
+        latencies.append(latency)
+        shares.append(share)
+    need = 1 - (0.9 - floor) / variable  # the share that puts the latency at 0.9 θ
+    assert np.quantile(latencies[100:], 0.95) <= 1.1
+    assert np.median(shares[100:]) <= need + 0.5 * (1 - need)
+    d.level = 0.999
+    for _ in range(15):  # three windows at the floor
+        d.completed(floor, 200)
+        d.command(0)
+    assert d.level <= need + 0.5 * (1 - need)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_sliding_quantile_equals_the_quantile_of_the_last_events(seed):
     rng = np.random.default_rng(seed)
