@@ -207,7 +207,7 @@ class NetOutput:
         row = np.array([r for _, r, _ in refs])
         times = np.array([t for _, _, t in refs], np.int64)
         parts, order = [], []
-        for c in np.unique(chunk).tolist():
+        for c in ev.distinct(chunk).tolist():
             sel = np.flatnonzero(chunk == c)
             part = np.take(self._chunks[c], row[sel])
             if part.dtype != self.dtype:
@@ -249,7 +249,7 @@ def ranked(rows: np.ndarray) -> np.ndarray:
     in-order counters but depend on how the input arrived."""
     rows = rows.copy()
     seq = rows["seq"]
-    for p in np.unique(rows["producer"]).tolist():
+    for p in ev.distinct(rows["producer"]).tolist():
         if p:
             mine = np.flatnonzero(rows["producer"] == p)
             seq[mine[np.argsort(seq[mine], kind="stable")]] = np.arange(len(mine))
