@@ -33,19 +33,22 @@ class EventView:
     """Read-only view of one event handed to :meth:`Detector.on_event`.
 
     ``type`` is the type name, ``ts`` and ``key`` the core fields; payload fields are read
-    with ``event["field"]`` (or as attributes). ``row`` is the event's record, or the
-    :class:`Columns` of its batch with ``at`` its index there (how
-    :meth:`Detector.on_batch` hands a batch on, event by event).
+    with ``event["field"]`` (or as attributes). The event is row ``at`` of the batch
+    ``columns`` holds (how :meth:`Detector.on_batch` hands a batch on, event by event);
+    :meth:`of` views a single record.
     """
 
     __slots__ = ("_at", "_columns", "type")
 
-    def __init__(self, row: np.void | Columns, type_name: str, at: int = 0) -> None:
-        if isinstance(row, np.void):
-            row, at = Columns(np.array([row], row.dtype)), 0
-        self._columns = row
+    def __init__(self, columns: Columns, type_name: str, at: int) -> None:
+        self._columns = columns
         self._at = at
         self.type = type_name
+
+    @classmethod
+    def of(cls, row: np.void, type_name: str) -> EventView:
+        """A view of the single record ``row``, of type ``type_name``."""
+        return cls(Columns(np.array([row], row.dtype)), type_name, 0)
 
     @property
     def ts(self) -> int:

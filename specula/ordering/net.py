@@ -71,7 +71,8 @@ class NetOutput:
             p = int(producers[0])
             live = self._live.setdefault(p, {})
             if seqs[0] > self._bound.get(p, -1) and _ascending(seqs, batch["seq"]):  # common
-                live.update(zip(seqs, ((ci, i, now) for i in range(len(seqs))), strict=True))
+                live.update(zip(seqs, zip(itertools.repeat(ci), range(len(seqs)),
+                                          itertools.repeat(now)), strict=True))
                 self._bound[p] = seqs[-1]
                 return
             for i, s in enumerate(seqs):
