@@ -38,25 +38,20 @@ class EventView:
     :meth:`of` views a single record.
     """
 
-    __slots__ = ("_at", "_columns", "type")
+    __slots__ = ("_at", "_columns", "key", "ts", "type")
 
     def __init__(self, columns: Columns, type_name: str, at: int) -> None:
         self._columns = columns
         self._at = at
         self.type = type_name
+        # read by nearly every detector, often more than once: attributes, not lookups
+        self.ts: int = columns["ts"][at]
+        self.key: int = columns["key"][at]
 
     @classmethod
     def of(cls, row: np.void, type_name: str) -> EventView:
         """A view of the single record ``row``, of type ``type_name``."""
         return cls(Columns(np.array([row], row.dtype)), type_name, 0)
-
-    @property
-    def ts(self) -> int:
-        return self._columns["ts"][self._at]
-
-    @property
-    def key(self) -> int:
-        return self._columns["key"][self._at]
 
     def __getitem__(self, field: str) -> Any:
         return self._columns[field][self._at]
