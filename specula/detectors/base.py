@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from specula.ordering.emitter import Emitter, EventView
+from specula.ordering.emitter import Columns, Emitter, EventView
 
 
 class Detector:
@@ -64,10 +64,10 @@ class Detector:
 
         ``type_names[type_id]`` maps the ``type`` column to names.
         """
-        types = events["type"]
-        for i in range(len(events)):
+        columns = Columns(events)
+        for i, t in enumerate(columns["type"]):
             emit.at(i)
-            self.on_event(EventView(events[i], type_names[types[i]]), emit)
+            self.on_event(EventView(columns, type_names[t], i), emit)
 
     def work_done(self) -> int:
         """Units of work done so far beyond one per input event, for cost models (the

@@ -25,7 +25,7 @@ class ANotBC(Detector):
     >>> row = np.zeros(1, [("ts", "i8"), ("key", "i8")])[0]
     >>> for name, ts in [("A", 1), ("C", 2), ("A", 3), ("B", 4), ("C", 5)]:
     ...     row["ts"] = ts
-    ...     det.on_event(EventView(row.copy(), name), emit)
+    ...     det.on_event(EventView.of(row, name), emit)
     >>> [(t, ts, p["a_ts"]) for t, ts, _, p in emit.rows]
     [('D', 2, 1)]
     """

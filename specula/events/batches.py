@@ -10,8 +10,8 @@ import numpy as np
 from specula.events.core import _MAX_FLAGS, CORE_DTYPE, InvalidEvent, fields_of
 from specula.events.registry import TypeRegistry
 
-__all__ = ["check_raw", "concat", "concat_records", "conform", "empty", "select_records",
-           "validate_batch", "validate_raw"]
+__all__ = ["check_raw", "concat", "concat_records", "conform", "distinct", "empty",
+           "select_records", "validate_batch", "validate_raw"]
 
 
 def validate_batch(
@@ -185,6 +185,24 @@ def concat_records(parts: Sequence[np.ndarray]) -> np.ndarray:
     dtype = parts[0].dtype
     raw = np.dtype((np.void, dtype.itemsize))
     return np.concatenate([p.view(raw) for p in parts]).view(dtype)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct integers of a one-dimensional array, ascending: ``np.unique`` of
+    integers, without its options. NumPy 2.3 and later find them by hashing, which for
+    integers costs 10-100x a sort (20k values: ~0.2-4 ms against 16-84 µs; 750k: ~2 s
+    against 20 ms).
+
+    >>> distinct(np.array([7, 3, 7, 5])).tolist()
+    [3, 5, 7]
+    """
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    first = np.empty(len(ordered), bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first]
 
 
 def select_records(batch: np.ndarray, keep: np.ndarray) -> np.ndarray:

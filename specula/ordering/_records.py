@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specula import events as ev
 from specula.ordering import _kernels
 
 TIEBREAK_SHIFT = 40
@@ -48,7 +49,7 @@ def max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:
         return
     prod = rows["producer"][gen]
     seq = rows["seq"][gen]
-    for p in np.unique(prod).tolist():
+    for p in ev.distinct(prod).tolist():
         m = int(seq[prod == p].max())
         if m > into.get(p, -1):
             into[p] = m

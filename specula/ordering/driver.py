@@ -160,15 +160,7 @@ class DetectorDriver:
         on-demand replay (``update``) the sent log holds it until the revision."""
         parts = []
         if emit.rows:
-            out = np.zeros(len(emit.rows), self.out_dtype)
-            for i, (name, ts, key, payload) in enumerate(emit.rows):
-                row = out[i]
-                row["type"] = self._output_id(name)
-                row["ts"] = ts
-                row["key"] = key
-                for f, v in payload.items():
-                    row[f] = v
-            parts.append((out, np.asarray(emit.causes, np.int64)))
+            parts.append((self._records(emit.rows), np.asarray(emit.causes, np.int64)))
         for name, columns, cause in emit.column_batches:
             out = np.zeros(len(cause), self.out_dtype)
             out["type"] = self._output_id(name)
@@ -198,6 +190,27 @@ class DetectorDriver:
             st.seq += n
         st.stats.generated += n
         self._out.append(out)
+
+    def _records(self, rows: list[tuple[str, int, int, dict[str, Any]]]) -> np.ndarray:
+        """The events a detector emitted one by one (type name, ts, key, payload), as
+        records: filled column by column (a field of a record set one at a time costs
+        ~10x an item of a column), a payload field only in the rows that name it."""
+        out = np.zeros(len(rows), self.out_dtype)
+        names, ts, key, payloads = zip(*rows, strict=True)
+        out["type"] = [self._output_id(name) for name in names]
+        out["ts"] = ts
+        out["key"] = key
+        fields: dict[str, list[int]] = {}
+        for i, payload in enumerate(payloads):
+            for f in payload:
+                fields.setdefault(f, []).append(i)
+        for f, where in fields.items():
+            values = [payloads[i][f] for i in where]
+            if len(where) == len(rows):
+                out[f] = values
+            else:
+                out[f][where] = values
+        return out
 
     def _output_id(self, name: str) -> int:
         try:

@@ -13,33 +13,52 @@ from typing import Any
 import numpy as np
 
 
+class Columns(dict):
+    """The fields of a batch of events as Python lists, each made on first use: a
+    detector reads an event's fields one by one, and an item of a list costs a tenth of
+    a field of a NumPy record (a record, its field, a NumPy scalar, its ``item``)."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: np.ndarray) -> None:
+        super().__init__()
+        self._batch = batch
+
+    def __missing__(self, field: str) -> list[Any]:
+        values = self[field] = self._batch[field].tolist()
+        return values
+
+
 class EventView:
     """Read-only view of one event handed to :meth:`Detector.on_event`.
 
     ``type`` is the type name, ``ts`` and ``key`` the core fields; payload fields are read
-    with ``event["field"]`` (or as attributes).
+    with ``event["field"]`` (or as attributes). The event is row ``at`` of the batch
+    ``columns`` holds (how :meth:`Detector.on_batch` hands a batch on, event by event);
+    :meth:`of` views a single record.
     """
 
-    __slots__ = ("_row", "type")
+    __slots__ = ("_at", "_columns", "key", "ts", "type")
 
-    def __init__(self, row: np.void, type_name: str) -> None:
-        self._row = row
+    def __init__(self, columns: Columns, type_name: str, at: int) -> None:
+        self._columns = columns
+        self._at = at
         self.type = type_name
+        # read by nearly every detector, often more than once: attributes, not lookups
+        self.ts: int = columns["ts"][at]
+        self.key: int = columns["key"][at]
 
-    @property
-    def ts(self) -> int:
-        return int(self._row["ts"])
-
-    @property
-    def key(self) -> int:
-        return int(self._row["key"])
+    @classmethod
+    def of(cls, row: np.void, type_name: str) -> EventView:
+        """A view of the single record ``row``, of type ``type_name``."""
+        return cls(Columns(np.array([row], row.dtype)), type_name, 0)
 
     def __getitem__(self, field: str) -> Any:
-        return self._row[field].item()
+        return self._columns[field][self._at]
 
     def __getattr__(self, field: str) -> Any:
         try:
-            return self._row[field].item()
+            return self._columns[field][self._at]
         except (ValueError, KeyError, IndexError):
             raise AttributeError(field) from None
 

@@ -71,7 +71,8 @@ class NetOutput:
             p = int(producers[0])
             live = self._live.setdefault(p, {})
             if seqs[0] > self._bound.get(p, -1) and _ascending(seqs, batch["seq"]):  # common
-                live.update(zip(seqs, ((ci, i, now) for i in range(len(seqs))), strict=True))
+                live.update(zip(seqs, zip(itertools.repeat(ci), range(len(seqs)),
+                                          itertools.repeat(now)), strict=True))
                 self._bound[p] = seqs[-1]
                 return
             for i, s in enumerate(seqs):
@@ -207,7 +208,7 @@ class NetOutput:
         row = np.array([r for _, r, _ in refs])
         times = np.array([t for _, _, t in refs], np.int64)
         parts, order = [], []
-        for c in np.unique(chunk).tolist():
+        for c in ev.distinct(chunk).tolist():
             sel = np.flatnonzero(chunk == c)
             part = np.take(self._chunks[c], row[sel])
             if part.dtype != self.dtype:
@@ -249,7 +250,7 @@ def ranked(rows: np.ndarray) -> np.ndarray:
     in-order counters but depend on how the input arrived."""
     rows = rows.copy()
     seq = rows["seq"]
-    for p in np.unique(rows["producer"]).tolist():
+    for p in ev.distinct(rows["producer"]).tolist():
         if p:
             mine = np.flatnonzero(rows["producer"] == p)
             seq[mine[np.argsort(seq[mine], kind="stable")]] = np.arange(len(mine))

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specula.detectors import Detector, Emitter, EventView, type_ids
+from specula.ordering.emitter import Columns
 from specula.soccer.geometry import PS
 
 
@@ -48,11 +49,11 @@ class PlayerHitsBall(Detector):
         self.closest: int | None = None  # the near player whose foot is the closest
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        types = events["type"]
+        columns = Columns(events)
         (ball,) = type_ids(type_names, "ball")
-        for i in np.flatnonzero(types != ball).tolist():
+        for i in np.flatnonzero(events["type"] != ball).tolist():
             emit.at(i)
-            self.on_event(EventView(events[i], type_names[types[i]]), emit)
+            self.on_event(EventView(columns, type_names[columns["type"][i]], i), emit)
 
     def on_event(self, event: EventView, emit: Emitter) -> None:
         if event.type == "near":

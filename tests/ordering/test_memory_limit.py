@@ -31,7 +31,7 @@ class Record(Detector):
         self.ballast = bytes(ballast)  # snapshot size, for the snapshot limit
 
     def on_event(self, event, emit):
-        self.seen.append((event.ts, int(event._row["seq"])))
+        self.seen.append((event.ts, event["seq"]))
         if event.type == "C":
             emit("D", event.ts, a_ts=len(self.seen))
 

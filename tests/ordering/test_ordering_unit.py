@@ -31,7 +31,7 @@ class Record(Detector):
         self.seen: list[tuple[str, int, int]] = []
 
     def on_event(self, event, emit):
-        self.seen.append((event.type, event.ts, int(event._row["seq"])))
+        self.seen.append((event.type, event.ts, event["seq"]))
 
 
 def rows(reg, spec: list[tuple]) -> np.ndarray:
