@@ -4,9 +4,9 @@ the answer is the one of the stream without them, in both buffers."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from naive import content
+from naive import canonical, content
 
 from specula.detectors.examples import ANotBC, example_registry
 from specula.events.hashing import uniform
@@ -39,6 +39,7 @@ def drive(u: OrderingUnit, batches: list[np.ndarray], shed_at: set[int],
 @given(seed=st.integers(0, 10_000), alpha=st.sampled_from([1.0, 0.5, 0.2, 0.0]),
        retraction=st.sampled_from(["full", "on-demand"]), share=st.floats(0.05, 1.0),
        size=st.integers(1, 40), when=st.sets(st.integers(0, 60), max_size=20))
+@example(seed=5292, alpha=0.2, retraction="on-demand", share=0.375, size=1, when={48, 55})
 def test_shedding_held_events_answers_as_if_they_never_came(seed, alpha, retraction, share,
                                                             size, when):
     raw = abc_stream(example_registry(), 600, seed=seed, max_delay=20)
@@ -50,7 +51,10 @@ def test_shedding_held_events_answers_as_if_they_never_came(seed, alpha, retract
     ref = unit(alpha, retraction)
     expect, _ = drive(ref, without, set(), share, seed)
     assert u.stats.late == ref.stats.late == 0
-    assert content(got) == content(expect)
+    # an on-demand unit names its outputs by labels with gaps, which depend on how
+    # far it speculated: the events shed after they moved the clock make it speculate
+    # differently from the stream without them, so compare labels by rank
+    assert content(canonical(got)) == content(canonical(expect))
     assert u.stats.events_shed == len(gone) == len(np.unique(gone))
     assert u.stats.events_in == ref.stats.events_in + len(gone)
 
