@@ -264,7 +264,7 @@ def records(batch: np.ndarray, registry: TypeRegistry) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = [{} for _ in range(len(batch))]
     types = batch["type"]
-    for t in np.unique(types).tolist():
+    for t in ev.distinct(types).tolist():
         if t not in registry:
             continue
         etype = registry[registry.name(t)]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specula.events import distinct
 from specula.events.hashing import uniform as _uniform
 
 __all__ = ["DelayModel", "out_of_order_fraction"]
@@ -124,7 +125,7 @@ class DelayModel:
         keys = np.asarray(events["key"], np.int64)
         if len(ts) == 0:
             return np.zeros(0, np.int64)
-        sensors = np.unique(keys) if sensors is None else np.asarray(sensors, np.int64)
+        sensors = distinct(keys) if sensors is None else np.asarray(sensors, np.int64)
         rank = np.searchsorted(sensors, keys)
         if np.any(rank >= len(sensors)) or np.any(sensors[np.minimum(rank, len(sensors) - 1)]
                                                    != keys):

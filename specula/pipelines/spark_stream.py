@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specula.events import distinct
 from specula.pipelines.log_files import Damage, file_damage
 from specula.pipelines.logs import LogError, LogKind
 from specula.pipelines.spark_ingest import Ingested, number_rows, text_rows
@@ -318,7 +319,7 @@ class LogWatcher:
             c.first_ts = int(events["ts"][0]) if not c.first_ts else min(c.first_ts,
                                                                          int(events["ts"][0]))
             c.last_ts = max(c.last_ts, int(events["ts"][-1]))
-            c.sensors.update(np.unique(events["key"]).tolist())
+            c.sensors.update(distinct(events["key"]).tolist())
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specula.detectors import Detector, Emitter, type_ids
+from specula.events import distinct
 from specula.soccer import _kernels
 from specula.soccer.geometry import KICK_ACCELERATION, in_pitch
 from specula.soccer.types import REFEREE_TYPES
@@ -83,7 +84,7 @@ class BallInPlay(Detector):
         types = events["type"]
         ball, begin = type_ids(type_names, "ball", "interruption_begin")
         balls = np.flatnonzero(types == ball)
-        for sid in np.unique(events["key"][balls]).tolist():
+        for sid in distinct(events["key"][balls]).tolist():
             if sid not in self.slots:
                 self.slots[sid] = len(self.slots)
                 self.seen = np.append(self.seen, False)
@@ -168,7 +169,7 @@ class AccelerationPeak(Detector):
         self.best = np.zeros((0, 6), np.int64)
 
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
-        for sid in np.unique(events["key"]).tolist():
+        for sid in distinct(events["key"]).tolist():
             if sid not in self.slots:
                 self.slots[sid] = len(self.slots)
         if len(self.slots) > len(self.in_excursion):

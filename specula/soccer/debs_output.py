@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from specula.events import distinct
 from specula.soccer.geometry import (
     HEAT_GRIDS,
     HEAT_WINDOWS_S,
@@ -164,7 +165,7 @@ def heat_streams(heat: np.ndarray, windows: tuple[int, ...] = HEAT_WINDOWS_S,
 def _heat_grid(heat: np.ndarray, cols: int, rows: int) -> np.ndarray:
     if not len(heat):
         return _table(Q3_COLUMNS, "i8,i4,i8,i8,i8,i8,f8", [])
-    players = np.unique(heat["player"])
+    players = distinct(heat["player"])
     us = np.zeros((len(players), rows * cols))
     who = np.searchsorted(players, heat["player"])
     cell = heat["row"].astype(np.int64) * cols + heat["col"]

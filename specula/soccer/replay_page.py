@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from specula.events import distinct
 from specula.soccer.analytics import HEAT_GRID, TEAMS, attacked_goals, tables
 from specula.soccer.debs2013 import Metadata, Player
 from specula.soccer.debs2013.metadata import LEFT_LEG, RIGHT_LEG
@@ -142,7 +143,7 @@ def sample_positions(batches: Iterable[np.ndarray], first_ts: int, last_ts: int)
         rows["bin"] = bins[latest]
         both = np.concatenate([kept, rows])
         kept = both[_latest_per_bin(both["key"], both["bin"], both["ts"])]
-    sids = np.unique(kept["key"])
+    sids = distinct(kept["key"])
     x = np.full((n, len(sids)), np.nan)
     y = x.copy()
     col = np.searchsorted(sids, kept["key"])

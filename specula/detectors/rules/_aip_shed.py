@@ -86,7 +86,7 @@ import numpy as np
 
 from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.engine import order_key
-from specula.events import TypeRegistry, fields_of
+from specula.events import TypeRegistry, distinct, fields_of
 from specula.events.hashing import event_ids, fold64
 
 __all__ = ["Dropped", "PartialMatchBlock", "ShedHook", "StateSheddingError", "Tombstones"]
@@ -182,7 +182,7 @@ class Dropped:
 
     @cached_property
     def keys(self) -> np.ndarray:
-        return np.unique(fold64(_eids(self.fields, self.count)))
+        return distinct(fold64(_eids(self.fields, self.count)))
 
 
 class Tombstones:
@@ -205,7 +205,7 @@ class Tombstones:
         """The identities (sorted) of the instances of state ``k`` dropped at creation."""
         if k not in self._born:
             keys = [d.keys for _, j, d in self.births if j == k]
-            self._born[k] = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.uint64)
+            self._born[k] = distinct(np.concatenate(keys)) if keys else np.zeros(0, np.uint64)
         return self._born[k]
 
     def add(self, pos: tuple[int, int], k: int, dropped: Dropped) -> None:
@@ -492,7 +492,7 @@ class ShedHook:
                 "list the partial matches (partial_matches()) after the last events, "
                 "restore or drop of that state, and drop by the rows of that listing")
         at, block = listed
-        rows = np.unique(np.asarray(rows, np.int64))
+        rows = distinct(np.asarray(rows, np.int64))
         if len(rows) and (rows[0] < 0 or rows[-1] >= len(block)):
             raise IndexError(f"rule {self.rule.name}: state {k} listed {len(block)} "
                              f"partial matches; rows {rows[0]}..{rows[-1]} asked")

@@ -43,7 +43,7 @@ from specula.detectors.rules.ast import (
 )
 from specula.detectors.rules.engine import Engine, float_params, order_key
 from specula.detectors.rules.expand import Composites, Union
-from specula.events import TypeRegistry
+from specula.events import TypeRegistry, distinct
 from specula.events.strings import string_code
 
 __all__ = ["AbsenceUnion"]
@@ -261,7 +261,7 @@ class _Forbidden:
             own_group = own_group * width + ids[len(rows):]
             _, dense = np.unique(np.concatenate([row_group, own_group]), return_inverse=True)
             row_group, own_group = dense[:len(rows)], dense[len(rows):]
-        times = np.unique(np.concatenate([events["ts"][rows], start, end]))
+        times = distinct(np.concatenate([events["ts"][rows], start, end]))
         ranks = len(times) + 1
         keys = np.sort(row_group * ranks + np.searchsorted(times, events["ts"][rows]))
         first = np.searchsorted(keys, own_group * ranks + np.searchsorted(times, start),

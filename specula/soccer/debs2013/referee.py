@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specula.events import distinct
 from specula.soccer.debs2013._common import HALF_START_PS, PathLike
 from specula.soccer.debs2013.metadata import Metadata, Player
 
@@ -184,7 +185,7 @@ def kickoff_aligned(events: RefereeEvents) -> RefereeEvents:
     seconds."""
     stops = events.interruptions.copy()
     shots, possession = events.shots.copy(), events.possession.copy()
-    for half in np.unique(stops["half"]).tolist():
+    for half in distinct(stops["half"]).tolist():
         mine = stops["half"] == half
         opening = stops[mine & (stops["begin_offset"] == 0)]
         if not len(opening) or opening["end_offset"][0] <= 0:

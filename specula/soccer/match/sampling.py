@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from specula.events import distinct
 from specula.soccer.debs2013 import LEFT_ARM, LEFT_LEG, RIGHT_ARM, RIGHT_LEG
 from specula.soccer.match.bodies import Bodies
 from specula.soccer.match.physics import BALL_RADIUS
@@ -261,7 +262,7 @@ def measured_periods(events: np.ndarray) -> dict[int, float]:
     """The median time between two readings of each sensor (ps) in a position stream,
     for sensors with at least three readings: what a realism check compares."""
     out = {}
-    for sid in np.unique(events["key"]).tolist():
+    for sid in distinct(events["key"]).tolist():
         ts = np.sort(events["ts"][events["key"] == sid])
         if len(ts) >= 3:
             out[int(sid)] = float(np.median(np.diff(ts)))
