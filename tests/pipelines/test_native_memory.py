@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,6 +30,30 @@ def test_memory_freed_below_a_live_chunk_goes_back_to_the_system():
     assert native_memory.release_free_memory()
     assert before - _rss_mb() > 50, "malloc_trim gave back less than a third of 160 MB"
     del last
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+@pytest.mark.skipif(native_memory._libc() is None, reason="not glibc")
+def test_fixed_thresholds_map_large_blocks_apart_after_a_larger_one_was_freed():
+    libc = native_memory._libc()
+    libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
+    libc.mallinfo2.restype = _MallInfo2
+    assert native_memory.fix_malloc_thresholds()
+    # freeing a mapped 16 MB block moves glibc's own threshold up to 16 MB; a fixed
+    # one stays, so the 4 MB block below is mapped apart, not carved from an arena
+    libc.free(libc.malloc(16 * 2**20))
+    mapped = libc.mallinfo2().hblkhd
+    block = libc.malloc(4 * 2**20)
+    try:
+        assert libc.mallinfo2().hblkhd - mapped >= 4 * 2**20
+    finally:
+        libc.free(block)
 
 
 def test_without_malloc_trim_only_arrows_pool_is_released(monkeypatch):
