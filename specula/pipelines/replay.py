@@ -281,13 +281,13 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
     ended by a suspension and a checkpoint at the checkpoint interval, until the watch
     is stopped (a last suspension) or idle (a flush). Returns the last segment's
     report, the counts of the whole watch and the summary's watch entries. The driver's
-    C allocator keeps fixed thresholds
-    (:func:`~specula.pipelines.native_memory.fix_malloc_thresholds`): with glibc's
-    moving ones its memory grew at every segment."""
-    from specula.pipelines.native_memory import fix_malloc_thresholds
+    allocators are set up to give back what it frees
+    (:func:`~specula.pipelines.native_memory.steady_allocators`): else its memory grew
+    at every segment."""
+    from specula.pipelines.native_memory import steady_allocators
     from specula.pipelines.spark_stream import WatchCounts, counts_as_ingested, stop_on_signals
 
-    fix_malloc_thresholds()
+    steady_allocators()
     last = start.checkpoint
     if last is not None:
         annotations.restore(last.annotations)

@@ -56,6 +56,19 @@ def test_fixed_thresholds_map_large_blocks_apart_after_a_larger_one_was_freed():
         libc.free(block)
 
 
+def test_steady_allocators_put_arrows_allocations_on_malloc():
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    try:
+        assert native_memory.steady_allocators() is (native_memory._libc() is not None)
+        assert pa.default_memory_pool().backend_name == "system"
+        table = pa.table({"x": list(range(100_000))})
+        assert pa.system_memory_pool().bytes_allocated() >= table.nbytes
+    finally:
+        pa.set_memory_pool(before)
+
+
 def test_without_malloc_trim_only_arrows_pool_is_released(monkeypatch):
     import pyarrow as pa
 
