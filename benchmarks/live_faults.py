@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -188,21 +189,27 @@ def last_checkpoint_id(out: Path) -> int:
 
 
 def jvm_after_full_gc(driver: int) -> float:
-    """RSS in MB of the watch's JVMs, each right after a full collection (``jcmd PID
-    GC.run``, which returns once it is done, and G1 then gives back what its heap holds
-    free beyond ``MaxHeapFreeRatio``): what they keep, not the room G1 took to collect
-    less often. 0 where ``jcmd`` is missing."""
+    """What the watch's JVMs keep, in MB: each one's RSS right after a full collection
+    (``jcmd PID GC.run``, which returns once it is done) less the free room of its heap
+    (G1's committed heap less what it holds, from ``GC.heap_info``): its live objects
+    and its native memory (code, metaspace, threads, G1's tables), not the room G1
+    takes, within ``-Xmx``, to collect less often, which it takes and gives back at
+    its own pace. 0 where ``jcmd`` is missing."""
     home = os.environ.get("JAVA_HOME")
     jcmd = (shutil.which("jcmd", path=os.path.join(home, "bin")) if home else None
             ) or shutil.which("jcmd")
     if jcmd is None:
         return 0.0
-    pids = jvms(driver)
-    for pid in pids:
+    kept = 0.0
+    for pid in jvms(driver):
         subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=120,
                        check=False)
-    time.sleep(2.0)  # G1 uncommits the regions it shrank by in the background
-    return sum(rss_mb(p) for p in pids)
+        info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True,
+                              text=True, timeout=120, check=False).stdout
+        heap = re.search(r"heap\s+total (\d+)K, used (\d+)K", info)
+        free_room = (int(heap[1]) - int(heap[2])) / 1024 if heap else 0.0
+        kept += rss_mb(pid) - free_room
+    return kept
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
