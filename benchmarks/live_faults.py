@@ -25,24 +25,25 @@ With ``--soak MINUTES`` it measures a long watch instead: a first file, and once
 watch committed its first micro-batch (Spark's start may take minutes on a loaded
 machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINUTES
 (warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
-the resident memory of the watch's driver, its Spark JVMs, the executor's Python
-workers (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled
-every ~5 s, and once a minute (``--jvm-gc-every``) the JVMs' right after a full
-collection. It prints three growth figures, least-squares slopes in MB per minute
-after warm-up: ``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (the JVMs'
-RSS after a full collection: their plain RSS follows G1's heaps, which grow towards
-``-Xmx`` and shrink at G1's own pace, a saw-tooth whose slope over minutes changes sign
-between runs of the same code; after a full collection it is what the JVMs keep, live
-objects and the rest, where a leak would show) and ``actors_mb_per_min`` (the Ray
-workers' largest sum in each segment: they are started again at every checkpoint, so
-their sum is a saw-tooth too; a segment's peak grows if they grow from one segment to
-the next). The plain slopes are printed beside them (``*_rss_mb_per_min``: the JVMs',
-the driver's, of its own memory and of the shared memory it touched, the executor's
-Python workers', the Ray workers'; the samples are kept in ``samples.json``), with
-``complex_files`` (files in ``OUT/complex`` at the end), ``complex_files_per_5_min``
-(the files it held after 5 minutes, or at the end of a shorter soak), ``events``, the
-segments and Ray worker processes after warm-up, and the machine's load average (1
-minute; lowest and highest after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
+the resident memory of the watch's driver, its Spark JVMs, the executor's Python workers
+(``pyspark.daemon``) and the Ray workers (the detector actors) is sampled every ~5 s,
+and once a minute (``--jvm-gc-every``) what the JVMs keep after a full collection. It
+prints three growth figures, least-squares slopes in MB per minute after warm-up:
+``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (the JVMs' RSS after a full
+collection less the free room of their heaps, :func:`jvm_after_full_gc`: their plain RSS
+follows G1's heaps, which grow towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth
+of ±400 MB whose slope over minutes changes sign between runs of the same code; what
+they keep is their live objects and their native memory, where a leak would show) and
+``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they are started
+again at every checkpoint, so their sum is a saw-tooth too; a segment's peak grows if
+they grow from one segment to the next). The plain slopes are printed beside them
+(``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
+memory it touched, the executor's Python workers', the Ray workers'; the samples are
+kept in ``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
+``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
+shorter soak), ``events``, the segments and Ray worker processes after warm-up, and the
+machine's load average (1 minute; lowest and highest after warm-up). ``--quick``: 3
+minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
