@@ -23,7 +23,9 @@ thread gave back less of what buffers made on another thread and freed on the ma
 thread held (400 buffers of 1.6 MB: 676 MB resident, 26 MB after it; 2 MB when one
 thread made and freed them), and in a watch mimalloc's 1 GiB reservation grew from 19 to
 58 MB resident over 8 minutes with nothing allocated in it at the checkpoints. A watch's
-Arrow allocations therefore go to ``malloc`` (:func:`steady_allocators`).
+allocations through pyarrow's functions therefore go to ``malloc``
+(:func:`steady_allocators`); Arrow's own code (its readers and writers) still takes
+mimalloc's, which :func:`release_free_memory` releases too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import ctypes
 import functools
 import sys
 from collections.abc import Callable
+from typing import Any
 
 #: glibc's starting mmap and trim thresholds, kept by :func:`fix_malloc_thresholds`.
 MALLOC_THRESHOLD = 128 * 2**10
@@ -62,14 +65,28 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
+def _arrow_pools() -> list[Any]:
+    """Arrow's default pool and its built-in ones (mimalloc, jemalloc: those this
+    pyarrow has): Arrow's own code allocates from the built-in default whichever pool
+    pyarrow's functions were given (:func:`steady_allocators`)."""
+    import pyarrow as pa
+
+    pools = [pa.default_memory_pool()]
+    for make in (pa.mimalloc_memory_pool, pa.jemalloc_memory_pool):
+        try:
+            pools.append(make())
+        except NotImplementedError:  # not built into this pyarrow
+            continue
+    return pools
+
+
 def release_free_memory() -> bool:
     """Give the pages Arrow's memory pool and the C allocator hold free back to the
     system (the pool's ``release_unused``, glibc's ``malloc_trim(0)``); whether the C
     allocator gave any back (False where it has no ``malloc_trim``). It takes a few
     milliseconds: call it after work that freed much, not per event."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
+    for pool in _arrow_pools():
+        pool.release_unused()
     trim = _malloc_trim()
     return bool(trim(0)) if trim is not None else False
 
