@@ -25,16 +25,25 @@ With ``--soak MINUTES`` it measures a long watch instead: a first file, and once
 watch committed its first micro-batch (Spark's start may take minutes on a loaded
 machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINUTES
 (warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
-the resident memory of the watch's driver, its Spark JVMs, the executor's Python
-workers (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled. It
-prints ``jvm_mb_per_min``, ``driver_mb_per_min`` (and of its own memory and the shared
-memory it touched, ``driver_anon_mb_per_min``, ``driver_shmem_mb_per_min``),
-``spark_python_mb_per_min``, ``actors_mb_per_min`` (least-squares slopes of their RSS
-after warm-up; the samples are kept in ``samples.json``), ``complex_files`` (files in
-``OUT/complex`` at the end), ``complex_files_per_5_min`` (the files it held after 5
-minutes, or at the end of a shorter soak), ``events``, the Ray worker processes after
-warm-up and at the end, and the machine's load average (1 minute; lowest and highest
-after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
+the resident memory of the watch's driver, its Spark JVMs, the executor's Python workers
+(``pyspark.daemon``) and the Ray workers (the detector actors) is sampled every ~5 s,
+and once a minute (``--jvm-gc-every``) what the JVMs keep after a full collection. It
+prints three growth figures, least-squares slopes in MB per minute after warm-up:
+``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (the JVMs' RSS after a full
+collection less the free room of their heaps, :func:`jvm_after_full_gc`: their plain RSS
+follows G1's heaps, which grow towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth
+of ±400 MB whose slope over minutes changes sign between runs of the same code; what
+they keep is their live objects and their native memory, where a leak would show) and
+``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they are started
+again at every checkpoint, so their sum is a saw-tooth too; a segment's peak grows if
+they grow from one segment to the next). The plain slopes are printed beside them
+(``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
+memory it touched, the executor's Python workers', the Ray workers'; the samples are
+kept in ``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
+``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
+shorter soak), ``events``, the segments and Ray worker processes after warm-up, and the
+machine's load average (1 minute; lowest and highest after warm-up). ``--quick``: 3
+minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -45,6 +54,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,19 +161,56 @@ def descendants(root: int, table: dict[int, tuple[int, str]]) -> set[int]:
     return tree
 
 
-def memory(driver: int) -> dict[str, float]:
+def memory(driver: int, out: Path) -> dict[str, float]:
     """RSS in MB of the watch's driver, its JVMs (Spark's), the executor's Python
     workers (``pyspark.daemon`` and its forks) and the workers of the Ray cluster this
-    process started (not those of other clusters on the machine)."""
+    process started (not those of other clusters on the machine); the watch's last
+    checkpoint (``segment``: the segment running is the one after it)."""
     table = processes()
     tree = descendants(driver, table)
     workers = [p for p in descendants(os.getpid(), table) if table[p][1].startswith("ray::")]
     return {"driver": rss_mb(driver), "driver_anon": rss_mb(driver, "RssAnon"),
             "driver_shmem": rss_mb(driver, "RssShmem"),
-            "jvm": sum(rss_mb(p) for p in tree if "java" in table[p][1].split(" ")[0]),
+            "jvm": sum(rss_mb(p) for p in jvms(driver, table)),
             "spark_python": sum(rss_mb(p) for p in tree if "pyspark.daemon" in table[p][1]),
             "actors": sum(rss_mb(p) for p in workers), "workers": len(workers),
-            "load": os.getloadavg()[0]}
+            "segment": last_checkpoint_id(out), "load": os.getloadavg()[0]}
+
+
+def jvms(driver: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """The JVMs the watch ``driver`` started (Spark's driver and executor)."""
+    table = processes() if table is None else table
+    return [p for p in descendants(driver, table) if "java" in table[p][1].split(" ")[0]]
+
+
+def last_checkpoint_id(out: Path) -> int:
+    """The id of the watch's last committed checkpoint (-1: none yet)."""
+    ids = [int(p.stem) for p in Path(out, "checkpoints").glob("*.json") if p.stem.isdigit()]
+    return max(ids, default=-1)
+
+
+def jvm_after_full_gc(driver: int) -> float:
+    """What the watch's JVMs keep, in MB: each one's RSS right after a full collection
+    (``jcmd PID GC.run``, which returns once it is done) less the free room of its heap
+    (G1's committed heap less what it holds, from ``GC.heap_info``): its live objects
+    and its native memory (code, metaspace, threads, G1's tables), not the room G1
+    takes, within ``-Xmx``, to collect less often, which it takes and gives back at
+    its own pace. 0 where ``jcmd`` is missing."""
+    home = os.environ.get("JAVA_HOME")
+    jcmd = (shutil.which("jcmd", path=os.path.join(home, "bin")) if home else None
+            ) or shutil.which("jcmd")
+    if jcmd is None:
+        return 0.0
+    kept = 0.0
+    for pid in jvms(driver):
+        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=120,
+                       check=False)
+        info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True,
+                              text=True, timeout=120, check=False).stdout
+        heap = re.search(r"heap\s+total (\d+)K, used (\d+)K", info)
+        free_room = (int(heap[1]) - int(heap[2])) / 1024 if heap else 0.0
+        kept += rss_mb(pid) - free_room
+    return kept
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
@@ -170,6 +218,22 @@ def slope_per_min(times: list[float], values: list[float]) -> float | None:
     if len(times) < 3:
         return None
     return float(np.polyfit(np.asarray(times) / 60, np.asarray(values), 1)[0])
+
+
+def segment_peaks(samples: list[tuple[float, dict[str, float]]], key: str
+                  ) -> tuple[list[float], list[float]]:
+    """Per segment of the watch whose samples are all in ``samples`` (the first and
+    the last left out: cut by the window), the time and value of ``key``'s largest
+    sample. The Ray workers are started again at every segment, so their memory is a
+    saw-tooth whose slope over a few segments depends on where the window cuts it;
+    the slope of the segments' peaks is their growth from one segment to the next."""
+    peaks: dict[int, tuple[float, float]] = {}
+    for t, m in samples:
+        k = int(m["segment"])
+        if k not in peaks or m[key] > peaks[k][1]:
+            peaks[k] = (t, m[key])
+    inner = [peaks[k] for k in sorted(peaks)[1:-1]]
+    return [t for t, _ in inner], [v for _, v in inner]
 
 
 def soak(args: argparse.Namespace) -> None:
@@ -196,6 +260,7 @@ def soak(args: argparse.Namespace) -> None:
     proc = subprocess.Popen([*cmd, "--idle-timeout", "0"], stdout=log,  # until stopped
                             stderr=subprocess.STDOUT, text=True)
     samples: list[tuple[float, dict[str, float]]] = []
+    collected: list[tuple[float, float]] = []  # (time, the JVMs' RSS after a full GC)
     at_5_min = 0
     began = time.time()
     try:
@@ -206,11 +271,15 @@ def soak(args: argparse.Namespace) -> None:
             check_running(proc, work)
             time.sleep(1.0)
         first_batch, began = time.time() - began, time.time()
+        next_gc = began + args.jvm_gc_every if args.jvm_gc_every else float("inf")
         for i, part in enumerate(parts[1:], 1):
             due = began + i * args.every
             while time.time() < due:
                 check_running(proc, work)
-                samples.append((time.time() - began, memory(proc.pid)))
+                samples.append((time.time() - began, memory(proc.pid, out)))
+                if time.time() >= next_gc:
+                    next_gc += args.jvm_gc_every
+                    collected.append((time.time() - began, jvm_after_full_gc(proc.pid)))
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
                 time.sleep(min(5.0, max(0.0, due - time.time())))
@@ -224,18 +293,25 @@ def soak(args: argparse.Namespace) -> None:
         log.close()
         ray.shutdown()
     watched_min = (time.time() - began) / 60
-    after = [(t, m) for t, m in samples if t >= args.warm_up * 60]
-    (work / "samples.json").write_text(json.dumps(samples))
+    warm = args.warm_up * 60
+    after = [(t, m) for t, m in samples if t >= warm]
+    (work / "samples.json").write_text(json.dumps({"samples": samples,
+                                                   "jvm_after_full_gc": collected}))
     times = [t for t, _ in after]
-    slopes = {f"{k}_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
-              for k in ("jvm", "driver", "driver_anon", "driver_shmem", "spark_python", "actors")}
+    slopes = {f"{k}_rss_mb_per_min": slope_per_min(times, [m[k] for _, m in after])
+              for k in ("jvm", "driver", "driver_anon", "driver_shmem", "spark_python",
+                        "actors")}
+    gc_after = [(t, v) for t, v in collected if t >= warm]
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
                       "first_batch_s": round(first_batch),
                       "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
-                      **{k: None if v is None else round(v, 2) for k, v in slopes.items()},
+                      **rounded(measures(after, gc_after, slopes)),
+                      **rounded(slopes),
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
+                      "jvm_mb_max": round(max(m["jvm"] for _, m in after)) if after else None,
                       "driver_mb_end": round(after[-1][1]["driver"]) if after else None,
+                      "segments_after_warm_up": len({m["segment"] for _, m in after}),
                       "ray_workers_after_warm_up": after[0][1]["workers"] if after else None,
                       "ray_workers_end": after[-1][1]["workers"] if after else None,
                       "load_average": [round(min(m["load"] for _, m in after), 1),
@@ -245,6 +321,21 @@ def soak(args: argparse.Namespace) -> None:
                       "complex_files_per_5_min": at_5_min,
                       "exit_status": proc.returncode,
                       "samples": str(work / "samples.json")}))
+
+
+def measures(after: list[tuple[float, dict[str, float]]], gc_after: list[tuple[float, float]],
+             slopes: dict[str, float | None]) -> dict[str, float | None]:
+    """The three growth figures of a soak, in MB per minute after warm-up: the driver's
+    RSS; the JVMs' RSS after a full collection (``gc_after``; their plain RSS is a
+    saw-tooth of G1's heaps within their ``-Xmx``); the Ray workers' peak per segment
+    (:func:`segment_peaks`)."""
+    jvm = slope_per_min([t for t, _ in gc_after], [v for _, v in gc_after])
+    return {"jvm_mb_per_min": jvm, "driver_mb_per_min": slopes["driver_rss_mb_per_min"],
+            "actors_mb_per_min": slope_per_min(*segment_peaks(after, "actors"))}
+
+
+def rounded(figures: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: None if v is None else round(v, 2) for k, v in figures.items()}
 
 
 def rows(table: object, names: list[str]) -> Counter:
@@ -280,6 +371,9 @@ def main() -> None:
                         help="seconds of play per file")
     parser.add_argument("--warm-up", type=float, default=2.0, help="minutes")
     parser.add_argument("--checkpoint-interval", type=float, default=60.0)
+    parser.add_argument("--jvm-gc-every", type=float, default=60.0,
+                        help="seconds between full collections of the soak's JVMs before "
+                             "their RSS is read (0: none; jvm_mb_per_min is then None)")
     args = parser.parse_args()
     if args.soak or args.quick:
         soak(args)

@@ -8,6 +8,24 @@ pages for its next allocations. The driver's resident memory grew at each checkp
 although Python held no more objects (docs/measurements.md, "The live watch"), so a
 watch calls :func:`release_free_memory` after each checkpoint: ``malloc_trim(0)`` and
 the Arrow pool's ``release_unused`` each gave back 5-40 MB there.
+
+That was not all of it: glibc moves its mmap threshold up to the size of each large
+block freed (up to 32 MB; the trim threshold to twice that), so after the first event
+arrays of a segment were freed, blocks of up to that size came from the arenas, and the
+free space at the top of a thread's arena stays resident (``malloc_trim`` trims only
+the main arena's top). The driver's arenas grew by ~10 MB a segment, nearly all of it
+free. A watch therefore fixes both thresholds at glibc's starting values
+(:func:`fix_malloc_thresholds`, as ``MALLOC_MMAP_THRESHOLD_`` and
+``MALLOC_TRIM_THRESHOLD_`` would): large blocks are mapped and unmapped whole.
+
+Nor is Arrow's pool (mimalloc) on the driver's threads: ``release_unused`` on the main
+thread gave back less of what buffers made on another thread and freed on the main
+thread held (400 buffers of 1.6 MB: 676 MB resident, 26 MB after it; 2 MB when one
+thread made and freed them), and in a watch mimalloc's 1 GiB reservation grew from 19 to
+58 MB resident over 8 minutes with nothing allocated in it at the checkpoints. A watch's
+allocations through pyarrow's functions therefore go to ``malloc``
+(:func:`steady_allocators`); Arrow's own code (its readers and writers) still takes
+mimalloc's, which :func:`release_free_memory` releases too.
 """
 
 from __future__ import annotations
@@ -16,19 +34,50 @@ import ctypes
 import functools
 import sys
 from collections.abc import Callable
+from typing import Any
+
+#: glibc's starting mmap and trim thresholds, kept by :func:`fix_malloc_thresholds`.
+MALLOC_THRESHOLD = 128 * 2**10
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library this process runs on, where it is glibc (Linux); else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim, libc.mallopt  # noqa: B018 (glibc's; other C libraries may lack them)
+    except (OSError, AttributeError):
+        return None
+    return libc
 
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl)."""
-    if not sys.platform.startswith("linux"):
+    libc = _libc()
+    if libc is None:
         return None
-    try:
-        trim = ctypes.CDLL(None).malloc_trim  # the C library this process runs on
-    except (OSError, AttributeError):
-        return None
+    trim = libc.malloc_trim
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return trim
+
+
+def _arrow_pools() -> list[Any]:
+    """Arrow's default pool and its built-in ones (mimalloc, jemalloc: those this
+    pyarrow has): Arrow's own code allocates from the built-in default whichever pool
+    pyarrow's functions were given (:func:`steady_allocators`)."""
+    import pyarrow as pa
+
+    pools = [pa.default_memory_pool()]
+    for make in (pa.mimalloc_memory_pool, pa.jemalloc_memory_pool):
+        try:
+            pools.append(make())
+        except NotImplementedError:  # not built into this pyarrow
+            continue
+    return pools
 
 
 def release_free_memory() -> bool:
@@ -36,8 +85,35 @@ def release_free_memory() -> bool:
     system (the pool's ``release_unused``, glibc's ``malloc_trim(0)``); whether the C
     allocator gave any back (False where it has no ``malloc_trim``). It takes a few
     milliseconds: call it after work that freed much, not per event."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
+    for pool in _arrow_pools():
+        pool.release_unused()
     trim = _malloc_trim()
     return bool(trim(0)) if trim is not None else False
+
+
+def steady_allocators() -> bool:
+    """Set a long-lived process's allocators up to give back what it frees (see the
+    module): glibc's thresholds fixed (:func:`fix_malloc_thresholds`) and Arrow's
+    default pool, for the allocations made through pyarrow, on ``malloc``. Whether
+    glibc's thresholds were set. Call it once, at the start."""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    return fix_malloc_thresholds()
+
+
+def fix_malloc_thresholds(threshold: int = MALLOC_THRESHOLD) -> bool:
+    """Fix glibc's mmap and trim thresholds at ``threshold`` bytes for the rest of the
+    process (``mallopt``), which turns off their moving up with the blocks freed (see
+    the module): blocks of at least ``threshold`` are mapped apart and unmapped when
+    freed, and an arena's free top above it goes back at once. Whether both were set
+    (False where the C library is not glibc). A long-lived process calls it once, at
+    its start; a block mapped apart costs a system call, the event arrays it applies
+    to are hundreds of kilobytes and more."""
+    libc = _libc()
+    if libc is None:
+        return False
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, threshold))

@@ -280,9 +280,14 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
     """A watch of ``log`` from ``start``: segments of the graph's run on Ray, each
     ended by a suspension and a checkpoint at the checkpoint interval, until the watch
     is stopped (a last suspension) or idle (a flush). Returns the last segment's
-    report, the counts of the whole watch and the summary's watch entries."""
+    report, the counts of the whole watch and the summary's watch entries. The driver's
+    allocators are set up to give back what it frees
+    (:func:`~specula.pipelines.native_memory.steady_allocators`): else its memory grew
+    at every segment."""
+    from specula.pipelines.native_memory import steady_allocators
     from specula.pipelines.spark_stream import WatchCounts, counts_as_ingested, stop_on_signals
 
+    steady_allocators()
     last = start.checkpoint
     if last is not None:
         annotations.restore(last.annotations)

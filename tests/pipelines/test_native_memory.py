@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,15 +32,60 @@ def test_memory_freed_below_a_live_chunk_goes_back_to_the_system():
     del last
 
 
-def test_without_malloc_trim_only_arrows_pool_is_released(monkeypatch):
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+@pytest.mark.skipif(native_memory._libc() is None, reason="not glibc")
+def test_fixed_thresholds_map_large_blocks_apart_after_a_larger_one_was_freed():
+    libc = native_memory._libc()
+    libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
+    libc.mallinfo2.restype = _MallInfo2
+    assert native_memory.fix_malloc_thresholds()
+    # freeing a mapped 16 MB block moves glibc's own threshold up to 16 MB; a fixed
+    # one stays, so the 4 MB block below is mapped apart, not carved from an arena
+    libc.free(libc.malloc(16 * 2**20))
+    mapped = libc.mallinfo2().hblkhd
+    block = libc.malloc(4 * 2**20)
+    try:
+        assert libc.mallinfo2().hblkhd - mapped >= 4 * 2**20
+    finally:
+        libc.free(block)
+
+
+def test_steady_allocators_put_arrows_allocations_on_malloc():
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    try:
+        assert native_memory.steady_allocators() is (native_memory._libc() is not None)
+        assert pa.default_memory_pool().backend_name == "system"
+        table = pa.table({"x": list(range(100_000))})
+        assert pa.system_memory_pool().bytes_allocated() >= table.nbytes
+    finally:
+        pa.set_memory_pool(before)
+
+
+def test_without_malloc_trim_only_arrows_pools_are_released(monkeypatch):
     import pyarrow as pa
 
     released: list[str] = []
-    pool = SimpleNamespace(release_unused=lambda: released.append("arrow"))
-    monkeypatch.setattr(pa, "default_memory_pool", lambda: pool)
+
+    def pool(name):
+        return lambda: SimpleNamespace(release_unused=lambda: released.append(name))
+
+    def unbuilt():
+        raise NotImplementedError("not built")
+
+    monkeypatch.setattr(pa, "default_memory_pool", pool("default"))
+    monkeypatch.setattr(pa, "mimalloc_memory_pool", pool("mimalloc"))
+    monkeypatch.setattr(pa, "jemalloc_memory_pool", unbuilt)
     monkeypatch.setattr(native_memory, "_malloc_trim", lambda: None)
     assert native_memory.release_free_memory() is False
-    assert released == ["arrow"]
+    assert released == ["default", "mimalloc"]  # Arrow's own code still uses mimalloc
 
 
 def test_a_checkpoint_releases_free_memory_after_its_commit(monkeypatch, tmp_path):
