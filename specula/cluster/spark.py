@@ -240,7 +240,7 @@ def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
     """Start Ray on Spark; its address. Failed (``ClusterError``) or interrupted (Ctrl-C,
     SIGTERM), it stops what it had started (:func:`_stop_partial_cluster`) first."""
     try:
-        with _sigterm_handler_after_ray_init():
+        with _sigterm_handler_after_ray_init(), _prompt_waits():
             address, _ = setup_ray_cluster(max_worker_nodes=worker_nodes,
                                            min_worker_nodes=worker_nodes,
                                            num_cpus_worker_node=worker_cpus,
@@ -256,6 +256,46 @@ def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
             raise
         raise ClusterError(f"could not start Ray on Spark: {_first_line(exc)}") from exc
     return address
+
+
+#: Seconds between Ray on Spark's looks at its head node's port and at its worker nodes,
+#: within :func:`_prompt_waits`.
+START_POLL_S = 0.2
+
+
+@contextmanager
+def _prompt_waits() -> Iterator[None]:
+    """Within the block, Ray on Spark waits for its head node and its worker nodes only
+    as long as they take to start.
+
+    Once it has launched the head node, Ray on Spark sleeps a fixed
+    ``_RAY_HEAD_STARTUP_TIMEOUT`` (20 s) and then checks once that the head's port is
+    open, though the head is up in a few seconds; and it looks for its worker nodes
+    every ``_RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL`` (3 s). For the block the
+    sleep is 0 and the one check of the port polls it every :data:`START_POLL_S`, for up
+    to those 20 s, as does the look for the worker nodes: the same checks, with the
+    same limits, without the idle seconds (docs/measurements.md, "The main job")."""
+    from ray.util.spark import cluster_init as module
+
+    cluster_init: Any = module  # its constants are typed by their values: 3 is an int
+    saved = (cluster_init._RAY_HEAD_STARTUP_TIMEOUT, cluster_init.is_port_in_use,
+             cluster_init._RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL)
+    limit, is_port_in_use = saved[0], saved[1]
+
+    def port_open(host: str, port: int) -> bool:
+        deadline = time.monotonic() + limit
+        while not is_port_in_use(host, port) and time.monotonic() < deadline:
+            time.sleep(START_POLL_S)
+        return bool(is_port_in_use(host, port))
+
+    cluster_init._RAY_HEAD_STARTUP_TIMEOUT = 0
+    cluster_init.is_port_in_use = port_open
+    cluster_init._RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL = START_POLL_S
+    try:
+        yield
+    finally:
+        (cluster_init._RAY_HEAD_STARTUP_TIMEOUT, cluster_init.is_port_in_use,
+         cluster_init._RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL) = saved
 
 
 @contextmanager

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from specula.pipelines.progress import JobProgress
 from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.spark_stream import LogWatcher, TakenBatch
 from specula.pipelines.watch_checkpoint import Committed, PendingOutput, WatchCheckpoint
+
+if TYPE_CHECKING:
+    from specula.actors.ray_runtime import RayRuntime
 
 #: The driver JVM's heap in a watch: its work is a micro-batch of files at a time, and an
 #: unbounded heap (a quarter of the RAM) grows for minutes before the JVM collects.
@@ -219,28 +222,31 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
         report, ingested, extra = _watch(spark, config, kind, graph, log, out, start,
                                          annotations, progress)
     else:
-        with progress.phase("ingesting (checks, delays)"):
-            ingested = ingest(spark, kind, log, out, delays=delays,
-                              parts=config.sources if config.sources > 1 else None)
-            total = count_rows(ingested.events_path) if config.progress else None
-        path, dtype = ingested.events_path, kind.event_dtype()
-        raw = arrival_sources(path, dtype, annotations.arrived_in(
-            arrival_batches(path, dtype, config.batch_size))) \
-            if config.sources > 1 and not config.in_process else \
-            annotations.into(arrival_batches(path, dtype, config.batch_size))
-        if config.in_process:
-            assert not isinstance(raw, Sources)  # parts are for source actors (Ray) only
-            with progress.phase("detecting (in-process)", total) as advance:
-                report = _run_in_process(graph, progress.events(raw, advance),
-                                         kind.registry, config.speed)
-        else:
-            with _ray(spark, config, out, progress) as address, \
-                    progress.phase("detecting (Ray)", total) as advance:
-                report, _ = _run_on_ray(graph, address, raw, kind.registry, config, None,
-                                        None, None, advance)
-                if report.startup_s is not None and report.stream_wall_s is not None:
-                    advance.note(f"start-up {report.startup_s:.1f} s, "
-                                 f"stream {report.stream_wall_s:.1f} s")
+        with contextlib.ExitStack() as on_ray:
+            # Ray first: its chain hosts start while Spark ingests (_prestarted)
+            address = None if config.in_process else on_ray.enter_context(
+                _prestarted(spark, config, out, graph, progress))
+            with progress.phase("ingesting (checks, delays)"):
+                ingested = ingest(spark, kind, log, out, delays=delays,
+                                  parts=config.sources if config.sources > 1 else None)
+                total = count_rows(ingested.events_path) if config.progress else None
+            path, dtype = ingested.events_path, kind.event_dtype()
+            raw = arrival_sources(path, dtype, annotations.arrived_in(
+                arrival_batches(path, dtype, config.batch_size))) \
+                if config.sources > 1 and not config.in_process else \
+                annotations.into(arrival_batches(path, dtype, config.batch_size))
+            if address is None:
+                assert not isinstance(raw, Sources)  # parts are for source actors (Ray) only
+                with progress.phase("detecting (in-process)", total) as advance:
+                    report = _run_in_process(graph, progress.events(raw, advance),
+                                             kind.registry, config.speed)
+            else:
+                with progress.phase("detecting (Ray)", total) as advance:
+                    report, _ = _run_on_ray(graph, address, raw, kind.registry, config,
+                                            None, None, None, advance)
+                    if report.startup_s is not None and report.stream_wall_s is not None:
+                        advance.note(f"start-up {report.startup_s:.1f} s, "
+                                     f"stream {report.stream_wall_s:.1f} s")
     committed = extra.pop("committed", None)
     summary = {**summarize(report, graph, ingested, config), **extra}
     if committed is not None:
@@ -271,6 +277,27 @@ def _ray(spark: Any, config: ReplayConfig, out: Path, progress: JobProgress
         with progress.phase("starting Ray on Spark"):
             address = ray_open.enter_context(ray_on_spark(
                 spark, worker_nodes=config.ray_workers, log=out / "logs" / "ray-on-spark.log"))
+        yield address
+
+
+@contextlib.contextmanager
+def _prestarted(spark: Any, config: ReplayConfig, out: Path, graph: Graph,
+                progress: JobProgress) -> Iterator[str]:
+    """Ray for a replay, started before the log is ingested: the cluster (:func:`_ray`;
+    its address is yielded), this driver connected to it for the block, and the chain
+    hosts of the graph's run started (:meth:`RayRuntime.prestart
+    <specula.actors.ray_runtime.RayRuntime.prestart>`), so that they import specula and
+    load their kernels while Spark ingests, and the run takes them from the pool. The
+    run's start-up still counts from its own start: what the hosts have not done by
+    then, it waits for."""
+    from specula.actors.ray_runtime import user_modules
+    from specula.cluster import ray_session
+
+    with _ray(spark, config, out, progress) as address, contextlib.ExitStack() as joined:
+        with progress.phase("starting the chain hosts"):
+            joined.enter_context(ray_session(address, modules=user_modules(graph)))
+            _ray_runtime(graph, address, config, lasting=False).prestart(
+                config.sources if config.sources > 1 else 0)
         yield address
 
 
@@ -600,16 +627,23 @@ def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,
     at its end) checkpoints into the run folder, hands its output on as it becomes
     final (``live``) and resumes from ``resume``. Also returns where it suspended, if
     it did."""
-    from specula.actors.ray_runtime import RayRuntime
-
-    runtime = RayRuntime(graph, address=address, chaining=config.chaining,
-                         checkpoint_uri=str(state_dir(config.out)) if stopped else None)
+    runtime = _ray_runtime(graph, address, config, lasting=stopped is not None)
     # the driver feeds the batches as read; source actors read theirs batch_size at a time
     rows = config.batch_size if isinstance(raw, Sources) else None
     report = runtime.run(raw, registry=registry, batch_rows=rows, speed=config.speed,
                          resume=resume, suspend=stopped or False,
                          on_settled=live, on_fed=on_fed)
     return report, runtime.suspension
+
+
+def _ray_runtime(graph: Graph, address: str, config: ReplayConfig, lasting: bool
+                 ) -> RayRuntime:
+    """The Ray runtime of a replay (its hosts prestarted by one, run by another) or of a
+    watch's segment (``lasting``: it checkpoints into the run folder)."""
+    from specula.actors.ray_runtime import RayRuntime
+
+    return RayRuntime(graph, address=address, chaining=config.chaining,
+                      checkpoint_uri=str(state_dir(config.out)) if lasting else None)
 
 
 def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig
