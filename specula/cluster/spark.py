@@ -302,13 +302,12 @@ def _prompt_waits() -> Iterator[None]:
 def _sigterm_handler_after_ray_init() -> Iterator[None]:
     """Within the block, put the SIGTERM handler back as soon as ``ray.init`` returns.
 
-    Ray on Spark connects (``ray.init``) while it waits for the worker nodes, and a
-    connecting driver installs Ray's own handler for SIGTERM, which aborts the process on
-    the spot: the cluster would be left running. :func:`keep_sigterm_handler` puts the
-    handler back only once the setup returns, so ``ray.init`` is wrapped for the block.
-    The handler put back is the block's (the caller's, which unwinds like Ctrl-C), not
-    the one Ray on Spark adds, which would stop the cluster itself and leave
+    Ray on Spark installs a SIGTERM handler of its own before it connects (``ray.init``)
+    to wait for the worker nodes; it would stop the cluster itself and leave
     :func:`_stop_partial_cluster` to signal its head node a second time.
+    :func:`keep_sigterm_handler` puts the caller's back only once the setup returns, so
+    ``ray.init`` is wrapped for the block: the caller's handler (which unwinds like
+    Ctrl-C) is back from then on.
     """
     import ray
 

@@ -15,7 +15,9 @@
    after a stop or a crash alike, goes on from the last;
 3. Ray started on the Spark cluster (or a Ray cluster joined at ``ray_address``, or no
    Ray at all with ``in_process``), fed the stream in arrival order, paced and with
-   backpressure, through the detector graph;
+   backpressure, through the detector graph; a replay starts Ray before step 2, and
+   the chain hosts of its run with it (:func:`_prestarted`), which load their kernels
+   while Spark ingests;
 4. persistence through Spark (:func:`~specula.pipelines.spark_store.persist`), a
    summary and plots, all in one output folder.
 
