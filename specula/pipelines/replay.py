@@ -42,6 +42,7 @@ from specula.actors.sources import ArrayPart, Sources
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
+from specula.pipelines.kernel_cache import filling
 from specula.pipelines.lease import Lease, check, claim, release
 from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
@@ -145,6 +146,10 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         # before Spark and Ray start, so that every process they start carries its tag
         start = _start_watch(out, run, graph, config.in_process, progress.say) \
             if run is not None else None
+        # what runs until the detection starts: the kernels compiled into Numba's cache
+        early = spark_open.enter_context(contextlib.ExitStack())
+        if start is None and not config.in_process:
+            early.enter_context(filling(graph, out / "logs" / "kernel-cache.log"))
         log, truth = config.log, None
         if log is None:
             with progress.phase(f"generating {config.seconds:g} s of {config.profile}"):
@@ -160,7 +165,7 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
                                                            driver_memory=_WATCH_HEAP
                                                            if config.watch else None))
         report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
-                                           start, progress)
+                                           start, progress, early)
         with progress.phase("stopping Spark"):
             spark_open.close()
         if start is not None:  # the output and summary are saved
@@ -206,10 +211,10 @@ def _start_watch(out: Path, run: int, graph: Graph, in_process: bool,
 
 
 def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
-              delays: Any, out: Path, start: _WatchStart | None,
-              progress: JobProgress) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
+              delays: Any, out: Path, start: _WatchStart | None, progress: JobProgress,
+              early: contextlib.ExitStack) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
     """Ingestion, detection and persistence on a running Spark session (``start``: where
-    a watch starts, None for a replay)."""
+    a watch starts, None for a replay); ``early`` is closed as the detection starts."""
     from specula.pipelines.arrival import (
         arrival_batches,
         arrival_sources,
@@ -243,6 +248,7 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
                     report = _run_in_process(graph, progress.events(raw, advance),
                                              kind.registry, config.speed)
             else:
+                early.close()  # the run's hosts compile what the cache still lacks
                 with progress.phase("detecting (Ray)", total) as advance:
                     report, _ = _run_on_ray(graph, address, raw, kind.registry, config,
                                             None, None, None, advance)
