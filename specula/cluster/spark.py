@@ -179,7 +179,9 @@ def ray_nodes_for(cores: int, worker_cpus: int = 1) -> int:
 
 def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
     """How many Ray worker nodes fit the running Spark cluster (:func:`ray_nodes_for`
-    its cores)."""
+    its cores). A cluster manager's executors register after the session starts, and
+    until one has, Spark counts 2 cores: a first job (of one task) waits for one."""
+    spark.sparkContext.parallelize([0], 1).count()
     return ray_nodes_for(int(spark.sparkContext.defaultParallelism), worker_cpus)
 
 
