@@ -192,17 +192,16 @@ class HostPool:
         the run will take, its pool key and how to make it (``make(name)``, which
         returns at once while the host starts). Only those the pool lacks are made (a
         key of which it holds n idle hosts gets n fewer), no more than it keeps idle,
-        and they wait idle as hosts of an earlier run do. Returns the names of those
-        made."""
+        and they wait idle as hosts of an earlier run do, the newest: the oldest idle
+        hosts beyond :attr:`idle` are ended. Returns the names of those made."""
         with self._lock:
             self._follow_session()
             have = Counter({key: len(idle) for key, idle in self._hosts.items()})
-            room = self.idle - len(self._order)
         made: list[tuple[Hashable, str, Any]] = []
         for key, make in hosts:
             if have[key] > 0:
                 have[key] -= 1
-            elif len(made) < room:
+            elif len(made) < self.idle:
                 name = next(self._names)
                 made.append((key, name, make(name)))
         self._file(made, [])

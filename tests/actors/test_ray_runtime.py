@@ -533,12 +533,12 @@ def test_prestarted_hosts_are_taken_by_a_run_with_their_options_only(local_ray):
     graph = example_graph(0.0, "on-demand", k0=3_000)
     raw = abc_stream(example_registry(), 3_000, seed=7, max_delay=20)
     reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
-    runtime = RayRuntime(graph, max_restarts=5)  # options no other test's runs use
+    runtime = RayRuntime(graph, max_restarts=7)  # options no other test's runs use
     names = runtime.prestart()
     assert len(names) == 2 and runtime.prestart() == []  # two chains, started once
     prestarted = {ray.get_actor(n) for n in names}
     assert prestarted <= set(POOL.idle_hosts())
-    for run, takes in ((RayRuntime(graph, max_restarts=6), False), (runtime, True)):
+    for run, takes in ((RayRuntime(graph, max_restarts=8), False), (runtime, True)):
         used: set = set()
         report = run.run(raw, batch_rows=300,
                          on_fed=lambda _, run=run, used=used: used.update(run.actors.values()))
