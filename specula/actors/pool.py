@@ -16,6 +16,15 @@ that crashes mid-run and is restarted by Ray (which runs the constructor again) 
 the chain of the run in progress, whose instances restore their checkpoints as a
 restarted chain's do (:mod:`.recovery`). A restarted host has spent one of its restarts
 and serves no later run.
+
+A driver's first run finds the pool empty, and its hosts start cold. A job that knows
+its graph before it runs it (the main job knows it before Spark ingests the log) has
+:meth:`HostPool.prestart` start them as soon as Ray is up, as Flink's task managers are
+up before a job is submitted: a prestarted host loads the kernels of the chain it was
+started for (:meth:`~specula.detectors.graph.Instance.warm_up`) and waits in the pool,
+filed under the Ray options the run will ask for, while the job's earlier phases run.
+A run takes it as it takes a host of an earlier run, waiting for it if it is still
+loading: that wait is the run's start-up.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -33,6 +43,7 @@ from specula.actors.channels import Reply
 from specula.actors.placement import demand
 from specula.cluster import ray_store
 from specula.detectors.graph import Instance
+from specula.events import TypeRegistry
 
 __all__ = ["IDLE_HOSTS", "POOL", "ChainHost", "HostPool", "pool_key"]
 
@@ -78,9 +89,12 @@ def pool_key(chain: list[Instance], options: dict[str, Any]) -> Hashable | None:
 class ChainHost:
     """The Ray actor called ``name`` that runs a chain: the chain the key-value store
     holds for it (:func:`_get_chain`), built at once; :meth:`call`, :meth:`push_all`
-    and :meth:`status` are the chain's (:class:`~.chain.ChainWorker`)."""
+    and :meth:`status` are the chain's (:class:`~.chain.ChainWorker`). A host started
+    before its run (``warm``: the instances of the chain it is meant for, and their
+    registry) loads their kernels instead, when the store holds no chain for it yet."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str,
+                 warm: tuple[list[Instance], TypeRegistry] | None = None) -> None:
         import ray
 
         self.name = name
@@ -90,6 +104,10 @@ class ChainHost:
         self._version: str | None = None
         self._opened = threading.Condition()
         self.open()
+        if warm is not None and self._chain is None:
+            instances, registry = warm
+            for instance in instances:
+                instance.warm_up(registry)
 
     def open(self) -> None:
         """Build the chain the store holds, unless it is the one running (a retried
@@ -169,6 +187,26 @@ class HostPool:
                 return name, handle
             _end(name, handle)
 
+    def prestart(self, hosts: list[tuple[Hashable, Callable[[str], Any]]]) -> list[str]:
+        """Start the hosts a run will ask for before it asks: ``hosts`` gives, per host
+        the run will take, its pool key and how to make it (``make(name)``, which
+        returns at once while the host starts). Only those the pool lacks are made (a
+        key of which it holds n idle hosts gets n fewer), no more than it keeps idle,
+        and they wait idle as hosts of an earlier run do, the newest: the oldest idle
+        hosts beyond :attr:`idle` are ended. Returns the names of those made."""
+        with self._lock:
+            self._follow_session()
+            have = Counter({key: len(idle) for key, idle in self._hosts.items()})
+        made: list[tuple[Hashable, str, Any]] = []
+        for key, make in hosts:
+            if have[key] > 0:
+                have[key] -= 1
+            elif len(made) < self.idle:
+                name = next(self._names)
+                made.append((key, name, make(name)))
+        self._file(made, [])
+        return [name for _, name, _ in made]
+
     @staticmethod
     def start(name: str, handle: Any, kwargs: dict[str, Any],
               make: Callable[[str], Any]) -> tuple[Any, Any]:
@@ -194,11 +232,16 @@ class HostPool:
             kept = [host for host, ref in zip(poolable, closing, strict=True)
                     if _closed(ref)]
         names = {n for _, n, _ in kept}
-        ended = [(n, h) for _, n, h in hosts if n not in names]
         for _, name, _ in kept:  # a host Ray restarts while it waits builds no chain
             _put_chain(name, None)
+        self._file(kept, [(n, h) for _, n, h in hosts if n not in names])
+
+    def _file(self, hosts: list[tuple[Hashable, str, Any]], ended: list[tuple[str, Any]]
+              ) -> None:
+        """File ``hosts`` (key, name, handle) as idle, then end ``ended`` (name,
+        handle) and the oldest idle hosts beyond :attr:`idle`."""
         with self._lock:
-            for key, name, handle in kept:
+            for key, name, handle in hosts:
                 self._hosts.setdefault(key, []).append((name, handle))
                 self._order.append((key, name))
             while len(self._order) > self.idle:

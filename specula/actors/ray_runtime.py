@@ -200,24 +200,15 @@ class RayRuntime:
         self.checkpoints = self._checkpoints(uri, resume.run if resume is not None else run)
         self.suspension = None
         nodes = [n for n in ray.nodes() if n.get("Alive")]
-        resources = ray.cluster_resources()
-        check_fits(graph, resources, [n["Resources"] for n in nodes])
-        # the chains are dealt over the nodes with CPUs, one after another
-        deal = [n["NodeID"] for n in nodes if n["Resources"].get("CPU", 0) > 0]
-        chains = plan_chains(graph, self.chaining, int(resources.get("CPU", 1)))
-        chain_names = [c[0].label if len(c) == 1 else f"chain-{k}" for k, c in enumerate(chains)]
-        of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         # held until the run ends: a restarted source reads its part again (restartable)
         parts = [restartable(p) for p in raw.parts] if isinstance(raw, Sources) else []
         sources = {SOURCE_SENDERS + j: f"specula-{run}-source-{j}" for j in range(len(parts))}
+        chains, host_options = self._hosts(router, nodes, len(parts))
+        chain_names = [c[0].label if len(c) == 1 else f"chain-{k}" for k, c in enumerate(chains)]
+        of_node = {n: [i for i in instances if i.node.name == n] for n in graph.nodes}
         # a host per chain, idle from an earlier run where one fits (:mod:`.pool`)
         hosts = []
-        for k, chain in enumerate(chains):
-            options = chain_options(chain, deal[k % len(deal)] if len(deal) > 1 else None)
-            options |= {"max_restarts": self.max_restarts, "max_task_retries": -1,
-                        "max_concurrency": sum(actor_concurrency(
-                            graph, router, i, self.max_in_flight, max(1, len(parts)))
-                            for i in chain)}
+        for chain, options in zip(chains, host_options, strict=True):
             key = pool_key(chain, options)
             hosts.append((key, *POOL.take(key), options))
         address = {i.producer: Member(host[1], i.producer)
@@ -262,6 +253,46 @@ class RayRuntime:
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
         return self._report(reports, fed, wall, len(nodes), (started_ns, ended_ns))
+
+    def prestart(self, sources: int = 0) -> list[str]:
+        """Start the chain hosts that a run of the graph fed by ``sources`` source actors
+        (0: fed by the driver) will ask for, now, on the Ray cluster this process is
+        connected to (:func:`~specula.cluster.ray_session`, which the run then uses as
+        it is); returns their names. They load their chains' kernels and wait in the
+        pool (:meth:`~.pool.HostPool.prestart`), and the run takes them if Ray's nodes
+        are the same then: a job starts them while its earlier phases run. A chain whose
+        instances ask for resources gets a host of its own at the run, as always."""
+        import ray
+
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        chains, host_options = self._hosts(Router(self.graph), nodes, sources)
+        registry = self.graph.registry
+        return POOL.prestart([
+            (key, functools.partial(new_host, options, warm=(chain, registry)))
+            for chain, options in zip(chains, host_options, strict=True)
+            if (key := pool_key(chain, options)) is not None])
+
+    def _hosts(self, router: Router, nodes: list[dict[str, Any]], sources: int
+               ) -> tuple[list[list[Instance]], list[dict[str, Any]]]:
+        """The chains of a run on the live Ray ``nodes`` fed by ``sources`` source
+        actors (0: the driver), and the Ray options of each one's host. The graph is
+        checked against the cluster first (:func:`~.placement.check_fits`)."""
+        import ray
+
+        graph = self.graph
+        resources = ray.cluster_resources()
+        check_fits(graph, resources, [n["Resources"] for n in nodes])
+        # the chains are dealt over the nodes with CPUs, one after another
+        deal = [n["NodeID"] for n in nodes if n["Resources"].get("CPU", 0) > 0]
+        chains = plan_chains(graph, self.chaining, int(resources.get("CPU", 1)))
+        options = []
+        for k, chain in enumerate(chains):
+            given = chain_options(chain, deal[k % len(deal)] if len(deal) > 1 else None)
+            options.append(given | {
+                "max_restarts": self.max_restarts, "max_task_retries": -1,
+                "max_concurrency": sum(actor_concurrency(
+                    graph, router, i, self.max_in_flight, max(1, sources)) for i in chain)})
+        return chains, options
 
     def _chain_arguments(self, name: str, chain: list[Instance], address: dict[int, Member],
                          sources: dict[int, str], router: Router, parts: int
@@ -519,10 +550,11 @@ def remote_class(cls: type) -> Any:
     return ray.remote(num_cpus=0)(cls)
 
 
-def new_host(options: dict[str, Any], name: str) -> Any:
+def new_host(options: dict[str, Any], name: str,
+             warm: tuple[list[Instance], ev.TypeRegistry] | None = None) -> Any:
     """A new chain host (:class:`~.pool.ChainHost`) called ``name``, made with the Ray
-    ``options``."""
-    return remote_class(ChainHost).options(name=name, **options).remote(name)
+    ``options``; ``warm``: started before its run, for a chain of these instances."""
+    return remote_class(ChainHost).options(name=name, **options).remote(name, warm)
 
 
 def routes_to(graph: Graph, router: Router, address: dict[int, Member], source: str | None

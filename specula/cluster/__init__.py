@@ -51,16 +51,24 @@ def check_joinable(address: str) -> None:
 
 @contextmanager
 def keep_sigterm_handler() -> Iterator[None]:
-    """Put the SIGTERM handler back after the block.
+    """Keep the caller's SIGTERM handler in charge through the block, and put it back
+    after it.
 
-    ``ray.init`` installs a SIGTERM handler that ends the process on the spot; the
-    caller's (``specula``'s unwinds like Ctrl-C, so that clusters are shut down) must
-    stay in charge.
+    ``ray.init`` installs a SIGTERM handler that ends the process on the spot
+    (``sys.exit(15)``) as it starts connecting; the caller's (``specula``'s unwinds like
+    Ctrl-C, so that clusters are shut down) must stay in charge, also while ``ray.init``
+    runs: a SIGTERM then would end the process with Ray and Spark left running. Ray
+    installs it through ``ray._private.utils.set_sigterm_handler``, which does nothing
+    within the block. Any other handler installed in the block is replaced after it.
     """
-    handler = signal.getsignal(signal.SIGTERM)
+    from ray._private import utils
+
+    handler, install = signal.getsignal(signal.SIGTERM), utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda _handler: None
     try:
         yield
     finally:
+        utils.set_sigterm_handler = install
         if threading.current_thread() is threading.main_thread() and handler is not None:
             signal.signal(signal.SIGTERM, handler)
 

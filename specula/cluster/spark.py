@@ -179,7 +179,9 @@ def ray_nodes_for(cores: int, worker_cpus: int = 1) -> int:
 
 def ray_worker_nodes(spark: SparkSession, worker_cpus: int = 1) -> int:
     """How many Ray worker nodes fit the running Spark cluster (:func:`ray_nodes_for`
-    its cores)."""
+    its cores). A cluster manager's executors register after the session starts, and
+    until one has, Spark counts 2 cores: a first job (of one task) waits for one."""
+    spark.sparkContext.parallelize([0], 1).count()
     return ray_nodes_for(int(spark.sparkContext.defaultParallelism), worker_cpus)
 
 
@@ -240,7 +242,7 @@ def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
     """Start Ray on Spark; its address. Failed (``ClusterError``) or interrupted (Ctrl-C,
     SIGTERM), it stops what it had started (:func:`_stop_partial_cluster`) first."""
     try:
-        with _sigterm_handler_after_ray_init():
+        with _sigterm_handler_after_ray_init(), _prompt_waits():
             address, _ = setup_ray_cluster(max_worker_nodes=worker_nodes,
                                            min_worker_nodes=worker_nodes,
                                            num_cpus_worker_node=worker_cpus,
@@ -258,17 +260,60 @@ def _setup(setup_ray_cluster: Any, shutdown_ray_cluster: Any, worker_nodes: int,
     return address
 
 
+#: Seconds between Ray on Spark's looks at its head node's port and at its worker nodes,
+#: within :func:`_prompt_waits`.
+START_POLL_S = 0.2
+
+#: Seconds Ray on Spark waits for its head node's port, within :func:`_prompt_waits` (a
+#: head on 2 cores shared with ~50 busy processes was not up in 20 s).
+HEAD_WAIT_S = 60.0
+
+
+@contextmanager
+def _prompt_waits() -> Iterator[None]:
+    """Within the block, Ray on Spark waits for its head node and its worker nodes only
+    as long as they take to start.
+
+    Once it has launched the head node, Ray on Spark sleeps a fixed
+    ``_RAY_HEAD_STARTUP_TIMEOUT`` (20 s) and then checks once that the head's port is
+    open, though the head is up in a few seconds; and it looks for its worker nodes
+    every ``_RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL`` (3 s). For the block the
+    sleep is 0 and the one check of the port polls it every :data:`START_POLL_S`, for up
+    to :data:`HEAD_WAIT_S`, as does the look for the worker nodes: the same checks,
+    without the idle seconds (docs/measurements.md, "The main job")."""
+    from ray.util.spark import cluster_init as module
+
+    cluster_init: Any = module  # its constants are typed by their values: 3 is an int
+    saved = (cluster_init._RAY_HEAD_STARTUP_TIMEOUT, cluster_init.is_port_in_use,
+             cluster_init._RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL)
+    limit, is_port_in_use = max(saved[0], HEAD_WAIT_S), saved[1]
+
+    def port_open(host: str, port: int) -> bool:
+        deadline = time.monotonic() + limit
+        while not is_port_in_use(host, port) and time.monotonic() < deadline:
+            time.sleep(START_POLL_S)
+        return bool(is_port_in_use(host, port))
+
+    cluster_init._RAY_HEAD_STARTUP_TIMEOUT = 0
+    cluster_init.is_port_in_use = port_open
+    cluster_init._RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL = START_POLL_S
+    try:
+        yield
+    finally:
+        (cluster_init._RAY_HEAD_STARTUP_TIMEOUT, cluster_init.is_port_in_use,
+         cluster_init._RAY_CLUSTER_STARTUP_PROGRESS_CHECKING_INTERVAL) = saved
+
+
 @contextmanager
 def _sigterm_handler_after_ray_init() -> Iterator[None]:
     """Within the block, put the SIGTERM handler back as soon as ``ray.init`` returns.
 
-    Ray on Spark connects (``ray.init``) while it waits for the worker nodes, and a
-    connecting driver installs Ray's own handler for SIGTERM, which aborts the process on
-    the spot: the cluster would be left running. :func:`keep_sigterm_handler` puts the
-    handler back only once the setup returns, so ``ray.init`` is wrapped for the block.
-    The handler put back is the block's (the caller's, which unwinds like Ctrl-C), not
-    the one Ray on Spark adds, which would stop the cluster itself and leave
+    Ray on Spark installs a SIGTERM handler of its own before it connects (``ray.init``)
+    to wait for the worker nodes; it would stop the cluster itself and leave
     :func:`_stop_partial_cluster` to signal its head node a second time.
+    :func:`keep_sigterm_handler` puts the caller's back only once the setup returns, so
+    ``ray.init`` is wrapped for the block: the caller's handler (which unwinds like
+    Ctrl-C) is back from then on.
     """
     import ray
 

@@ -15,7 +15,9 @@
    after a stop or a crash alike, goes on from the last;
 3. Ray started on the Spark cluster (or a Ray cluster joined at ``ray_address``, or no
    Ray at all with ``in_process``), fed the stream in arrival order, paced and with
-   backpressure, through the detector graph;
+   backpressure, through the detector graph; a replay starts Ray before step 2, and
+   the chain hosts of its run with it (:func:`_prestarted`), which load their kernels
+   while Spark ingests;
 4. persistence through Spark (:func:`~specula.pipelines.spark_store.persist`), a
    summary and plots, all in one output folder.
 
@@ -29,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -40,12 +42,16 @@ from specula.actors.sources import ArrayPart, Sources
 from specula.detectors.graph import Graph
 from specula.events import TypeRegistry
 from specula.options import NODE_OPTIONS, MemoryLimit, Shedding, k0_of_ms
+from specula.pipelines.kernel_cache import filling
 from specula.pipelines.lease import Lease, check, claim, release
 from specula.pipelines.logs import LogKind
 from specula.pipelines.progress import JobProgress
 from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.spark_stream import LogWatcher, TakenBatch
 from specula.pipelines.watch_checkpoint import Committed, PendingOutput, WatchCheckpoint
+
+if TYPE_CHECKING:
+    from specula.actors.ray_runtime import RayRuntime
 
 #: The driver JVM's heap in a watch: its work is a micro-batch of files at a time, and an
 #: unbounded heap (a quarter of the RAM) grows for minutes before the JVM collects.
@@ -140,6 +146,10 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
         # before Spark and Ray start, so that every process they start carries its tag
         start = _start_watch(out, run, graph, config.in_process, progress.say) \
             if run is not None else None
+        # what runs until the detection starts: the kernels compiled into Numba's cache
+        early = spark_open.enter_context(contextlib.ExitStack())
+        if start is None and not config.in_process:
+            early.enter_context(filling(graph, out / "logs" / "kernel-cache.log"))
         log, truth = config.log, None
         if log is None:
             with progress.phase(f"generating {config.seconds:g} s of {config.profile}"):
@@ -155,7 +165,7 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
                                                            driver_memory=_WATCH_HEAP
                                                            if config.watch else None))
         report, summary, paths = _on_spark(spark, config, kind, graph, log, delays, out,
-                                           start, progress)
+                                           start, progress, early)
         with progress.phase("stopping Spark"):
             spark_open.close()
         if start is not None:  # the output and summary are saved
@@ -201,10 +211,10 @@ def _start_watch(out: Path, run: int, graph: Graph, in_process: bool,
 
 
 def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: str,
-              delays: Any, out: Path, start: _WatchStart | None,
-              progress: JobProgress) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
+              delays: Any, out: Path, start: _WatchStart | None, progress: JobProgress,
+              early: contextlib.ExitStack) -> tuple[RunReport, dict[str, Any], dict[str, str]]:
     """Ingestion, detection and persistence on a running Spark session (``start``: where
-    a watch starts, None for a replay)."""
+    a watch starts, None for a replay); ``early`` is closed as the detection starts."""
     from specula.pipelines.arrival import (
         arrival_batches,
         arrival_sources,
@@ -219,28 +229,32 @@ def _on_spark(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log
         report, ingested, extra = _watch(spark, config, kind, graph, log, out, start,
                                          annotations, progress)
     else:
-        with progress.phase("ingesting (checks, delays)"):
-            ingested = ingest(spark, kind, log, out, delays=delays,
-                              parts=config.sources if config.sources > 1 else None)
-            total = count_rows(ingested.events_path) if config.progress else None
-        path, dtype = ingested.events_path, kind.event_dtype()
-        raw = arrival_sources(path, dtype, annotations.arrived_in(
-            arrival_batches(path, dtype, config.batch_size))) \
-            if config.sources > 1 and not config.in_process else \
-            annotations.into(arrival_batches(path, dtype, config.batch_size))
-        if config.in_process:
-            assert not isinstance(raw, Sources)  # parts are for source actors (Ray) only
-            with progress.phase("detecting (in-process)", total) as advance:
-                report = _run_in_process(graph, progress.events(raw, advance),
-                                         kind.registry, config.speed)
-        else:
-            with _ray(spark, config, out, progress) as address, \
-                    progress.phase("detecting (Ray)", total) as advance:
-                report, _ = _run_on_ray(graph, address, raw, kind.registry, config, None,
-                                        None, None, advance)
-                if report.startup_s is not None and report.stream_wall_s is not None:
-                    advance.note(f"start-up {report.startup_s:.1f} s, "
-                                 f"stream {report.stream_wall_s:.1f} s")
+        with contextlib.ExitStack() as on_ray:
+            # Ray first: its chain hosts start while Spark ingests (_prestarted)
+            address = None if config.in_process else on_ray.enter_context(
+                _prestarted(spark, config, out, graph, progress))
+            with progress.phase("ingesting (checks, delays)"):
+                ingested = ingest(spark, kind, log, out, delays=delays,
+                                  parts=config.sources if config.sources > 1 else None)
+                total = count_rows(ingested.events_path) if config.progress else None
+            path, dtype = ingested.events_path, kind.event_dtype()
+            raw = arrival_sources(path, dtype, annotations.arrived_in(
+                arrival_batches(path, dtype, config.batch_size))) \
+                if config.sources > 1 and not config.in_process else \
+                annotations.into(arrival_batches(path, dtype, config.batch_size))
+            if address is None:
+                assert not isinstance(raw, Sources)  # parts are for source actors (Ray) only
+                with progress.phase("detecting (in-process)", total) as advance:
+                    report = _run_in_process(graph, progress.events(raw, advance),
+                                             kind.registry, config.speed)
+            else:
+                early.close()  # the run's hosts compile what the cache still lacks
+                with progress.phase("detecting (Ray)", total) as advance:
+                    report, _ = _run_on_ray(graph, address, raw, kind.registry, config,
+                                            None, None, None, advance)
+                    if report.startup_s is not None and report.stream_wall_s is not None:
+                        advance.note(f"start-up {report.startup_s:.1f} s, "
+                                     f"stream {report.stream_wall_s:.1f} s")
     committed = extra.pop("committed", None)
     summary = {**summarize(report, graph, ingested, config), **extra}
     if committed is not None:
@@ -271,6 +285,27 @@ def _ray(spark: Any, config: ReplayConfig, out: Path, progress: JobProgress
         with progress.phase("starting Ray on Spark"):
             address = ray_open.enter_context(ray_on_spark(
                 spark, worker_nodes=config.ray_workers, log=out / "logs" / "ray-on-spark.log"))
+        yield address
+
+
+@contextlib.contextmanager
+def _prestarted(spark: Any, config: ReplayConfig, out: Path, graph: Graph,
+                progress: JobProgress) -> Iterator[str]:
+    """Ray for a replay, started before the log is ingested: the cluster (:func:`_ray`;
+    its address is yielded), this driver connected to it for the block, and the chain
+    hosts of the graph's run started (:meth:`RayRuntime.prestart
+    <specula.actors.ray_runtime.RayRuntime.prestart>`), so that they import specula and
+    load their kernels while Spark ingests, and the run takes them from the pool. The
+    run's start-up still counts from its own start: what the hosts have not done by
+    then, it waits for."""
+    from specula.actors.ray_runtime import user_modules
+    from specula.cluster import ray_session
+
+    with _ray(spark, config, out, progress) as address, contextlib.ExitStack() as joined:
+        with progress.phase("starting the chain hosts"):
+            joined.enter_context(ray_session(address, modules=user_modules(graph)))
+            _ray_runtime(graph, address, config, lasting=False).prestart(
+                config.sources if config.sources > 1 else 0)
         yield address
 
 
@@ -605,16 +640,23 @@ def _run_on_ray(graph: Graph, address: str, raw: Iterable[np.ndarray] | Sources,
     at its end) checkpoints into the run folder, hands its output on as it becomes
     final (``live``) and resumes from ``resume``. Also returns where it suspended, if
     it did."""
-    from specula.actors.ray_runtime import RayRuntime
-
-    runtime = RayRuntime(graph, address=address, chaining=config.chaining,
-                         checkpoint_uri=str(state_dir(config.out)) if stopped else None)
+    runtime = _ray_runtime(graph, address, config, lasting=stopped is not None)
     # the driver feeds the batches as read; source actors read theirs batch_size at a time
     rows = config.batch_size if isinstance(raw, Sources) else None
     report = runtime.run(raw, registry=registry, batch_rows=rows, speed=config.speed,
                          resume=resume, suspend=stopped or False,
                          on_settled=live, on_fed=on_fed)
     return report, runtime.suspension
+
+
+def _ray_runtime(graph: Graph, address: str, config: ReplayConfig, lasting: bool
+                 ) -> RayRuntime:
+    """The Ray runtime of a replay (its hosts prestarted by one, run by another) or of a
+    watch's segment (``lasting``: it checkpoints into the run folder)."""
+    from specula.actors.ray_runtime import RayRuntime
+
+    return RayRuntime(graph, address=address, chaining=config.chaining,
+                      checkpoint_uri=str(state_dir(config.out)) if lasting else None)
 
 
 def _plots(report: RunReport, graph: Graph, folder: Path, config: ReplayConfig

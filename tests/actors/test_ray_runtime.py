@@ -523,6 +523,31 @@ def test_idle_chain_processes_that_died_or_restarted_are_replaced(local_ray, cra
     assert not {dead, restarted} & set(POOL.idle_hosts())
 
 
+def test_prestarted_hosts_are_taken_by_a_run_with_their_options_only(local_ray):
+    """Hosts started before any run (``prestart``, as the main job starts them while
+    Spark ingests) wait idle in the pool until a run that asks for hosts with their Ray
+    options takes them; a run with other options starts hosts of its own. Both give the
+    in-process answers."""
+    from specula.actors.pool import POOL
+
+    graph = example_graph(0.0, "on-demand", k0=3_000)
+    raw = abc_stream(example_registry(), 3_000, seed=7, max_delay=20)
+    reference = InProcessRuntime(graph).run(raw, step_ticks=REFERENCE_STEP)
+    runtime = RayRuntime(graph, max_restarts=7)  # options no other test's runs use
+    names = runtime.prestart()
+    assert len(names) == 2 and runtime.prestart() == []  # two chains, started once
+    prestarted = {ray.get_actor(n) for n in names}
+    assert prestarted <= set(POOL.idle_hosts())
+    for run, takes in ((RayRuntime(graph, max_restarts=8), False), (runtime, True)):
+        used: set = set()
+        report = run.run(raw, batch_rows=300,
+                         on_fed=lambda _, run=run, used=used: used.update(run.actors.values()))
+        assert used == prestarted if takes else not used & prestarted
+        for name in graph.nodes:
+            assert_net_equals(report, reference, name)
+    assert prestarted <= set(POOL.idle_hosts())  # back in the pool for the next run
+
+
 def test_suspending_needs_checkpoints_that_outlive_the_run():
     with pytest.raises(ValueError, match="checkpoint_uri that outlives it"):
         RayRuntime(example_graph(0.0, "on-demand")).run(np.zeros(0), suspend=True)

@@ -370,19 +370,19 @@ def test_replay_of_a_user_graph_in_its_own_type_order_with_the_given_options(
 def test_sigterm_stops_a_paced_run_and_everything_it_started(tmp_path):
     before = _strays()
     out = tmp_path / "run"
-    # Paced at real time, 6 s of match outlast the 2 s between the Ray worker's start
-    # and the SIGTERM (the actors start after the Ray worker, then the stream takes 6 s);
-    # a longer match only costs its generation and ingestion up front.
+    # Paced at real time, 6 s of match outlast the 2 s between the end of ingestion
+    # (Ray and the chain hosts started before it) and the SIGTERM: the run takes the
+    # hosts, then the stream takes 6 s; a longer match only costs its generation and
+    # ingestion up front.
     proc = subprocess.Popen([*SPECULA, "replay", "--seconds", "6", "--speed", "1",
                              "--no-delays", "--out", str(out), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 240
-        log = out / "logs" / "ray-on-spark.log"
-        while not (log.exists() and "Started 1 Ray worker" in log.read_text(errors="replace")):
+        while not (out / "arrival" / "_SUCCESS").exists():  # ingested
             assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
-            time.sleep(1)
-        time.sleep(2)  # the actors are starting, or the stream is flowing
+            time.sleep(0.5)
+        time.sleep(2)  # the run is taking its hosts, or the stream is flowing
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=120)
     finally:
