@@ -432,6 +432,14 @@ class CDPEngine:
         found = Matches(tidx[which], tuple(elements), aggregates, negations, ordered=True)
         return found if self._floored else found.within(plan.rule, self.ticks_per_second)
 
+    def __getstate__(self) -> dict[str, object]:
+        """The engine without the column arrays :meth:`_run_steps` keeps for its kernel:
+        some are views (an index's row of links), which a copy (pickled, deep-copied)
+        turns into arrays apart from its columns, so it fetches them again."""
+        state = dict(self.__dict__)
+        state.update(_versions=[], _columns_of=None, _columns=())
+        return state
+
     def _run_steps(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
         """The complete sequences from the terminators ``trows`` (time stamps ``anchor``,
