@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any, NamedTuple
@@ -85,12 +85,15 @@ class ActorRecovery:
 
     ``store`` (opened from ``checkpoints``) is where it checkpoints, None for none; the
     actor's ``incarnation`` is the one the store gave this process (0 without one).
+    ``mates`` gives the recovery of the other members of its chain, downstream first
+    (None outside a chain of several): a checkpoint holds their determinants too.
     """
 
     def __init__(self, label: str, producer: int, unit: OrderingUnit, output: ActorOutput,
                  publisher: Publisher, lock: threading.Condition, *,
                  checkpoints: Checkpoints | None = None, store: Store | None = None,
-                 incarnation: int = 0) -> None:
+                 incarnation: int = 0,
+                 mates: Callable[[], Sequence[ActorRecovery]] | None = None) -> None:
         self.label, self.producer = label, producer
         self.unit, self.output, self.publisher = unit, output, publisher
         self._lock = lock
@@ -103,6 +106,8 @@ class ActorRecovery:
         self._logs: dict[int, StepLog] = {}  # each producer's determinants
         self._digests: dict[int, dict[int, int]] = {}  # per sender: push number -> digest
         self._dets = Determinants()
+        self._mates = mates
+        self._mate_logs: dict[int, StepLog] = {}  # chain mates' determinants, restored
         self.duplicates = self.divergent = 0  # pushes dropped as held; of them, unlike it
         self.stats = CheckpointStats()
         self._since, self._last = 0, time.monotonic()  # batches, time since the last one
@@ -182,15 +187,11 @@ class ActorRecovery:
     def planned_step(self) -> list[int]:
         """With the lock held: the senders of the next step a restarted actor takes
         again, in order ([]: no plan, or the plan's flush, which comes when asked)."""
-        step = self._dets.planned_step()
-        if step == [-1]:
-            self._dets.plan.clear()
-            return []
-        return step
+        return self._dets.planned_step()
 
-    def take_planned(self, n: int) -> float | None:
-        """The plan's next step, of ``n`` batches, is taken: returns its alpha."""
-        return self._dets.take_planned(n)
+    def planned_alpha(self) -> float | None:
+        """The alpha of the plan's next step, which is being taken."""
+        return self._dets.planned_alpha()
 
     def log_step(self, sender: int, alpha: float | None, joined: bool = False) -> None:
         """A batch of ``sender`` is taken (-1: the flush): log the sender and the alpha of
@@ -218,6 +219,15 @@ class ActorRecovery:
         ch.last_step = self._dets.step - 1
         return dets
 
+    def own_log(self) -> StepLog:
+        """This actor's determinants since its last checkpoint (from any thread)."""
+        return self._dets.logged()
+
+    def mate_log(self, producer: int) -> StepLog | None:
+        """The determinants of chain mate ``producer`` that the restored checkpoint
+        holds (None: none)."""
+        return self._mate_logs.get(producer)
+
     def batch_done(self) -> bool:
         """A batch went through: whether a checkpoint is due (``every_batches`` batches
         or ``every_s`` seconds since the last)."""
@@ -236,10 +246,14 @@ class ActorRecovery:
         channels = self.publisher.state()
         with self._lock:
             logs = [[p, *log.as_list()] for p, log in self._logs.items()]
+        # after this actor's state is fixed, downstream first (module notes, "Chains")
+        mates = [[m.producer, *m.own_log().as_list()] for m in self._mates()] \
+            if self._mates is not None else []
         state = {"v": CHECKPOINT_VERSION, "unit": unit_state(self.unit),
                  "step": self._dets.step,
                  "taken": [[s, n] for s, n in self._taken.items()], "channels": channels,
-                 "logs": logs, "published": loop.published, "output": self.output.state(),
+                 "logs": logs, "mates": mates, "published": loop.published,
+                 "output": self.output.state(),
                  "settled": self.unit.settled_seq,
                  "ended": loop.ended, "duplicates": self.duplicates, "clock": loop.clock,
                  "checkpoints": [self.stats.count + 1, self.stats.seconds]}
@@ -270,6 +284,8 @@ class ActorRecovery:
         self.publisher.restore(state["channels"], consumer_actor)
         self._logs = {int(p): StepLog(base, senders, alphas)
                       for p, base, senders, alphas in state["logs"]}
+        self._mate_logs = {int(p): StepLog(base, senders, alphas)
+                           for p, base, senders, alphas in state.get("mates", [])}
         self.output.restore(state["output"])
         self.duplicates = state["duplicates"]
         self.stats.count, self.stats.seconds = state["checkpoints"]
@@ -279,13 +295,17 @@ class ActorRecovery:
     def recover(self, consumers: list[tuple[int, Any]],
                 producers: list[tuple[int, Any]]) -> None:
         """After a restart: fence off the old process at the ``consumers`` (producer id,
-        actor) and take from them this actor's determinants (the longest log is the
-        plan) and what they hold of its pushes (resent from there); ask the
-        ``producers`` to resend."""
+        actor) and take from them this actor's determinants (the longest log, theirs or
+        one a chain mate's checkpoint holds, is the plan) and what they hold of its
+        pushes (resent from there); ask the ``producers`` to resend."""
         answers = [answer(a.recover_producer.remote(self.producer, self.incarnation))
                    for _, a in consumers]
+        logs = [StepLog(*a[:3]) for a in answers]
+        if self._mates is not None:
+            logs += [log for m in self._mates()
+                     if (log := m.mate_log(self.producer)) is not None]
         with self._lock:
-            self._dets.follow([StepLog(*a[:3]) for a in answers])
+            self._dets.follow(logs)
         for (c, a), held in zip(consumers, answers, strict=True):
             ch = self.publisher.channel(c, a)
             self.publisher.resend(c, ch.epoch, held[3])

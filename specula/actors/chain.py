@@ -18,17 +18,20 @@ work unchanged inside a chain.
 A chain restarts as a unit: Ray runs the constructor again after a crash, and each
 instance restores its own last checkpoint and recovers as a restarted actor of its own
 does (:mod:`.recovery`); instances of the same chain find each other through the chain
-(:meth:`ChainWorker.worker` waits for one the constructor has not made yet).
+(:meth:`ChainWorker.worker` waits for one the constructor has not made yet). A member's
+checkpoint also holds its mates' determinants (:mod:`.recovery`, "Chains").
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from specula.actors.actor_recovery import ActorRecovery
 from specula.actors.addresses import Member
 from specula.actors.channels import Peers, Reply, Route
 from specula.actors.recovery import Checkpoints
@@ -102,11 +105,14 @@ class ChainWorker:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix=f"specula-{name}")
         self._cond = threading.Condition()
         self._workers: dict[int, DetectorWorker] = {}
+        self._order = [m.instance.producer for m in members]
         for m in members:
+            mates = functools.partial(self._mates, m.instance.producer) \
+                if len(members) > 1 else None
             worker = DetectorWorker(m.instance, registry, max_in_flight, inbox_events,
                                     router=router, routes=m.routes, producers=m.producers,
                                     checkpoints=checkpoints, step_events=step_events,
-                                    peers=Peers(self._local), chain=name)
+                                    peers=Peers(self._local), chain=name, mates=mates)
             with self._cond:
                 self._workers[m.instance.producer] = worker
                 self._cond.notify_all()
@@ -151,6 +157,11 @@ class ChainWorker:
             while producer not in self._workers:
                 self._cond.wait()
             return self._workers[producer]
+
+    def _mates(self, producer: int) -> list[ActorRecovery]:
+        """The recovery of every member but ``producer``, downstream first (the members
+        are in topological order), waiting for those not made yet."""
+        return [self.worker(p).recovery for p in reversed(self._order) if p != producer]
 
     def submit(self, producer: int, method: str, args: tuple[Any, ...]) -> Future:
         """Run a member's method (the in-memory hand-over): a push that need not wait

@@ -19,11 +19,11 @@
 Every chain is *closed*: a member that takes the output of another member hands all
 its own output to members. Recovery needs it. A chain restarts as a unit, and each
 member's determinants (how it joined batches into steps, its alphas) live at its
-consumers (:mod:`.recovery`): those of a member whose consumers all share its chain are
-lost with it. Its outputs after its consumers' checkpoints are then regenerated on
-another timeline, which is harmless inside the chain (each member restores what it held
-with the determinants of what it held) but not where a member's output reached a
-consumer outside, which holds pushes the restarted member must regenerate bit for bit.
+consumers and in its mates' checkpoints (:mod:`.recovery`, "Chains"); those it logged
+after the chain's last checkpoint are lost with it. Its outputs after that are then
+regenerated on another timeline, which is harmless inside the chain (no restored
+member holds them) but not where a member's output reached a consumer outside, which
+holds pushes the restarted member must regenerate bit for bit.
 ``"auto"`` closes its chains (merging a consumer's chain in, or, where that would join
 two partitions of a node, moving the member to a chain of its own); a plan that is not
 closed is refused.

@@ -61,6 +61,19 @@ dropped. Pushes carry the consumer's incarnation as the sender knows it: a stale
 answered at once with the new incarnation and the position held, which is what makes
 the sender resend.
 
+Chains. A chain (:mod:`.chain`) restarts as a unit, every member from its own last
+checkpoint, and members checkpoint at their own pace, so a consumer's checkpoint may
+hold pushes its producer in the chain made after the producer's checkpoint. The
+producer regenerates them from the consumer's log of its determinants; but the steps
+that made them took pushes of *its* producers in the chain, made after their
+checkpoints too, whose determinants were only in memory: regenerated on another
+timeline, they would change what the consumer holds. So a member's checkpoint also
+holds, read after its own state is fixed and downstream first, every mate's
+determinants since the mate's checkpoint. The latest checkpoint in the chain then
+covers every step whose output any restored member holds, each mate's log reaching at
+least as far as those of its consumers, and a restarted member plans from the longest
+log its consumers or its mates' checkpoints hold.
+
 Suspending. A run can end without flushing, to be resumed by a later run (a live
 watch stopped with Ctrl-C, started again on the same folder): the driver stops feeding
 and suspends the actors level by level, as it flushes them, but each one only takes
@@ -87,6 +100,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -272,18 +286,35 @@ class Determinants:
     """An actor's own determinants since its last checkpoint: for each batch taken from
     ``base`` on (``step`` batches taken in all), the sender and the alpha of its step
     (None: the batch joined the step of the batch before); and after a restart the
-    *plan*, the batches to take again, in the same steps."""
+    *plan*, the batches to take again, in the same steps. The actor's processing thread
+    logs and commits; other members of its chain read the log (:meth:`logged`)."""
 
     def __init__(self, step: int = 0) -> None:
         self.step = self.base = step
         self.senders: list[int] = []
         self.alphas: list[float | None] = []
         self.plan: deque[tuple[int, float | None]] = deque()
+        self._lock = threading.Lock()
 
     def log(self, sender: int, alpha: float | None) -> None:
-        self.senders.append(sender)
-        self.alphas.append(alpha)
-        self.step += 1
+        """A batch of ``sender`` is taken (the plan's next one while a plan is left)."""
+        with self._lock:
+            if self.plan:
+                self.plan.popleft()
+            self.senders.append(sender)
+            self.alphas.append(alpha)
+            self.step += 1
+
+    def logged(self) -> StepLog:
+        """From any thread: the log since the last checkpoint, followed by what is left
+        of the plan (steps of this timeline that a restored peer may hold the output
+        of, not taken again yet)."""
+        with self._lock:
+            senders, alphas = list(self.senders), list(self.alphas)
+            for sender, alpha in self.plan:
+                senders.append(sender)
+                alphas.append(alpha)
+            return StepLog(self.base, senders, alphas)
 
     def since(self, last: int) -> tuple[int, list[int], list[float | None], int]:
         """What a push carries: the determinants after batch ``last`` (the last one a
@@ -295,9 +326,10 @@ class Determinants:
 
     def committed(self) -> None:
         """A checkpoint covers every batch taken so far."""
-        self.base = self.step
-        self.senders.clear()
-        self.alphas.clear()
+        with self._lock:
+            self.base = self.step
+            self.senders.clear()
+            self.alphas.clear()
 
     def follow(self, logs: list[StepLog]) -> None:
         """Plan to take again what the longest of ``logs`` (this actor's determinants as
@@ -307,22 +339,26 @@ class Determinants:
             plan = log.plan(self.step)
             if plan is not None and len(plan[0]) > len(best[0]):
                 best = plan
-        self.plan = deque(zip(*best, strict=True))
+        with self._lock:
+            self.plan = deque(zip(*best, strict=True))
 
     def planned_step(self) -> list[int]:
-        """The senders of the plan's next step, in order ([]: no plan left)."""
+        """The senders of the plan's next step, in order ([]: no plan left, or only its
+        flush, which is dropped: the flush comes when asked)."""
         plan = self.plan
         step = [plan[0][0]] if plan else []
         while step and len(step) < len(plan) and plan[len(step)][1] is None:
             step.append(plan[len(step)][0])
+        if step == [-1]:
+            with self._lock:
+                plan.clear()
+            return []
         return step
 
-    def take_planned(self, n: int) -> float | None:
-        """The plan's next step, of ``n`` batches, is taken: returns its alpha."""
-        alpha = self.plan[0][1]
-        for _ in range(n):
-            self.plan.popleft()
-        return alpha
+    def planned_alpha(self) -> float | None:
+        """The alpha of the plan's next step (its batches leave the plan as they are
+        logged)."""
+        return self.plan[0][1]
 
 
 class StepLog:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import resource
 import threading
 import time
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -105,8 +106,9 @@ class DetectorWorker:
     the same instance (a restarted actor: Ray runs the constructor again) restores the
     last checkpoint and starts on its own. ``peers`` resolves the addresses in
     ``routes`` and ``producers`` (default :class:`~.channels.Peers`; a chain's resolves
-    its own members to in-memory handles, :mod:`.chain`), and ``chain`` names the chain
-    the worker runs in, for the report.
+    its own members to in-memory handles, :mod:`.chain`), ``chain`` names the chain
+    the worker runs in, for the report, and ``mates`` gives the recovery of the other
+    members of a chain of several, downstream first (:class:`~.actor_recovery.ActorRecovery`).
     """
 
     def __init__(self, instance: Instance, registry: TypeRegistry, max_in_flight: int = 4,
@@ -115,7 +117,8 @@ class DetectorWorker:
                  producers: list[tuple[int, Any]] | None = None,
                  checkpoints: Checkpoints | None = None,
                  step_events: int = STEP_EVENTS, peers: Peers | None = None,
-                 chain: str | None = None) -> None:
+                 chain: str | None = None,
+                 mates: Callable[[], Sequence[ActorRecovery]] | None = None) -> None:
         self.instance = instance
         self.step_events = step_events if instance.node.shedding is None else 0
         self.unit = instance.unit(registry)
@@ -150,7 +153,7 @@ class DetectorWorker:
         self.publisher = Publisher(max_in_flight, instance.producer, incarnation)
         self.recovery = ActorRecovery(instance.label, instance.producer, self.unit, self.output,
                                       self.publisher, self._cond, checkpoints=checkpoints,
-                                      store=store, incarnation=incarnation)
+                                      store=store, incarnation=incarnation, mates=mates)
         if incarnation > 0:
             restored = self.recovery.restore(lambda c: self.peers(self._consumers()[c]))
             if restored is not None:
@@ -301,12 +304,16 @@ class DetectorWorker:
 
     def halt(self) -> None:
         """Stop processing after the batch in hand, as a crash would (tests model a
-        restart with it, without Ray); pushes and flushes then fail."""
+        restart with it, without Ray): once it returns, the worker writes nothing more;
+        pushes and flushes then fail."""
         with self._cond:
             self._error = self._error or RuntimeError("halted")
             self._cond.notify_all()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(10)
+            self._thread.join(60)
+            if self._thread.is_alive():
+                raise RuntimeError(f"{self.instance.label}: the processing thread did not "
+                                   f"stop within 60 s of a halt")
 
     def _check(self) -> None:
         """Raise, in the caller's thread, the error the processing thread stopped on:
@@ -337,7 +344,7 @@ class DetectorWorker:
                     took = self._next_batch()
                 if isinstance(took, Step):
                     self._take(took)
-                    if self.recovery.batch_done():
+                    if self.recovery.batch_done() and self._error is None:  # not halted
                         self._checkpoint()
                 elif took is _Signal.END:
                     self._finish()
@@ -363,7 +370,7 @@ class DetectorWorker:
             step = self.recovery.planned_step()
             if step:
                 if self.inbox.holds(step):
-                    return self._pop(step, self.recovery.take_planned(len(step)))
+                    return self._pop(step, self.recovery.planned_alpha())
             elif len(self.inbox):
                 return self._pop(None, None)
             elif self._ending:

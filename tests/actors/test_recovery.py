@@ -4,6 +4,7 @@ retries a call on the restarted worker when the one it reached was halted."""
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 from naive import canonical, content
 
 from specula import InProcessRuntime
+from specula.actors.actor_recovery import ActorRecovery
 from specula.actors.channels import Route
 from specula.actors.inbox import Inbox
 from specula.actors.output_log import persisted_net
@@ -42,8 +44,10 @@ class CountingWorker(DetectorWorker):
 
 class LocalActor:
     """A worker behind ``.method.remote(...)`` calls that return futures. ``restart``
-    halts the worker (as a crash would) and makes a new one from the same arguments,
+    halts the worker (as a crash would) and makes a new one from ``build`` (its
+    arguments, made again: its handles on other actors belong to the new process),
     which restores the last checkpoint, as Ray reruns a restarted actor's constructor.
+    A call the crashed worker made that has not run yet is lost with it.
     :attr:`progress` is the most batches one of its workers had taken: a restarted one
     takes those after its checkpoint again before it passes it."""
 
@@ -52,29 +56,52 @@ class LocalActor:
         self.worker: DetectorWorker | None = None
         self.restarting = False
         self.progress = 0
+        self.generation = 0  # crashes so far
 
-    def make(self, *args, **kwargs) -> None:
-        self.args, self.kwargs = args, kwargs
+    def make(self, build) -> None:
+        self.build = build
+        args, kwargs = build()
         self.worker = CountingWorker(self, *args, **kwargs)
 
     def restart(self) -> None:
+        restart_together([self])
+
+    def crash(self) -> None:
+        """The process is gone: calls to it wait until :meth:`revive`, its own calls
+        fail; :meth:`halt` then waits for its worker to stop."""
         self.restarting = True
+        self.generation += 1
+
+    def halt(self) -> None:
         self.worker.halt()
-        self.worker = CountingWorker(self, *self.args, **self.kwargs)
+        self.worker = _Crashed()
+
+    def up(self, caller: LocalActor, generation: int) -> DetectorWorker:
+        """The worker, once it is not crashed or being made again, for the process
+        ``generation`` of ``caller`` (which fails if that process crashed)."""
+        while self.restarting:
+            if caller.generation != generation:
+                raise RuntimeError("its caller crashed")
+            time.sleep(0.005)
+        return self.worker
+
+    def revive(self) -> None:
+        """A new worker from the same arguments (it restores the last checkpoint)."""
+        args, kwargs = self.build()
+        self.worker = CountingWorker(self, *args, **kwargs)
         self.restarting = False
 
+    def handle(self, caller: LocalActor | None = None) -> _Handle:
+        """This actor as the current worker of ``caller`` (None: the driver) calls it."""
+        return _Handle(self, caller)
+
     def __getattr__(self, name: str):
-        actor = self
+        return getattr(self.handle(), name)
 
-        class Method:
-            @staticmethod
-            def remote(*args, **kwargs):
-                return actor.pool.submit(actor._call, name, args, kwargs)
-
-        return Method()
-
-    def _call(self, name, args, kwargs):
+    def _call(self, name, args, kwargs, caller=None, generation=0):
         while True:
+            if caller is not None and caller.generation != generation:
+                raise RuntimeError("its caller crashed")
             worker = self.worker
             try:
                 return getattr(worker, name)(*args, **kwargs)
@@ -84,11 +111,56 @@ class LocalActor:
                 time.sleep(0.01)  # it reached a halted worker: retry on the new one
 
 
-def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 5):
+class _Handle:
+    """An actor as one process of its caller sees it: calls go through
+    :meth:`LocalActor._call`, and those the caller's process made are dropped once it
+    crashed."""
+
+    def __init__(self, actor: LocalActor, caller: LocalActor | None) -> None:
+        self.actor, self.caller = actor, caller
+        self.generation = caller.generation if caller is not None else 0
+
+    def __getattr__(self, name: str):
+        handle = self
+
+        class Method:
+            @staticmethod
+            def remote(*args, **kwargs):
+                a = handle.actor
+                return a.pool.submit(a._call, name, args, kwargs, handle.caller,
+                                     handle.generation)
+
+        return Method()
+
+
+class _Crashed:
+    """What a crashed actor's calls reach until its new process is made."""
+
+    def __getattr__(self, name: str):
+        def call(*args, **kwargs):
+            raise RuntimeError("crashed")
+        return call
+
+
+def restart_together(actors: list[LocalActor]) -> None:
+    """Crash ``actors`` at once and make them again in order, as Ray restarts a chain
+    (its constructor makes the members in topological order; a member recovers, and
+    calls its neighbours, while the others are made)."""
+    for a in actors:
+        a.crash()
+    for a in actors:
+        a.halt()
+    for a in actors:
+        a.revive()
+
+
+def local_run(graph, raw, tmp_path, victim: str | list[str] | None, seed: int,
+              every: int = 5):
     """The Ray runtime's driver over local workers; the actor of ``victim`` (a label)
     is restarted at random points while the stream is fed: each time it got 1 to 6
     batches further than before its last restart (not at random times, which a fast
-    machine could outrun). A step takes at most four of the driver's batches, so that
+    machine could outrun). A list of labels restarts together, as a chain does, when
+    the first got that far. A step takes at most four of the driver's batches, so that
     every actor takes enough steps for several restarts."""
     rt = RayRuntime(graph)
     router = Router(graph)
@@ -98,25 +170,37 @@ def local_run(graph, raw, tmp_path, victim: str | None, seed: int, every: int = 
                               key=random_key())
     pool = ThreadPoolExecutor(256)
     actors = {i.producer: LocalActor(pool) for i in instances}
-    for i in instances:
+    victims = [victim] if isinstance(victim, str) else victim or []
+    group = [i.producer for i in instances if i.label in victims]
+
+    def mates(me: int, generation: int) -> list:
+        return [actors[p].up(actors[me], generation).recovery
+                for p in reversed(group) if p != me]
+
+    def build(i):
+        me = actors[i.producer]
         routes = [Route(n.name, n.partitions, [j.producer for j in of_node[n.name]],
-                        [actors[j.producer] for j in of_node[n.name]])
+                        [actors[j.producer].handle(me) for j in of_node[n.name]])
                   for n in graph.nodes.values() if router.hears(n.name, i.node.name)]
-        producers = [(j.producer, actors[j.producer]) for j in instances
+        producers = [(j.producer, actors[j.producer].handle(me)) for j in instances
                      if router.hears(i.node.name, j.node.name)]
-        actors[i.producer].make(i, graph.registry, 4, 200_000, router=router, routes=routes,
-                                producers=producers, checkpoints=checkpoints, step_events=600)
+        return (i, graph.registry, 4, 200_000), dict(
+            router=router, routes=routes, producers=producers, checkpoints=checkpoints,
+            step_events=600, mates=functools.partial(mates, i.producer, me.generation)
+            if len(group) > 1 and i.producer in group else None)
+
+    for i in instances:
+        actors[i.producer].make(functools.partial(build, i))
     done = threading.Event()
 
     def killer():
         rng = random.Random(seed)
-        target = next(a for i, a in actors.items()
-                      if next(j for j in instances if j.producer == i).label == victim)
+        together = [actors[p] for p in group]
         restart_at = rng.randint(1, 6)
         while not done.wait(0.002):
-            if target.progress >= restart_at:
-                target.restart()
-                restart_at = target.progress + rng.randint(1, 6)
+            if together[0].progress >= restart_at:
+                restart_together(together)
+                restart_at = together[0].progress + rng.randint(1, 6)
 
     thread = threading.Thread(target=killer)
     if victim is not None:
@@ -145,19 +229,19 @@ def stream():
 def count_steps(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts the steps that took several batches, and those a restart took again."""
     counts = {"joined": 0, "replayed": 0}
-    take, take_planned = Inbox.take, Determinants.take_planned
+    take, pop = Inbox.take, DetectorWorker._pop
 
     def spy_take(self, *args, **kwargs):
         taken = take(self, *args, **kwargs)
         counts["joined"] += len(taken) > 1
         return taken
 
-    def spy_take_planned(self, n):
-        counts["replayed"] += n > 1
-        return take_planned(self, n)
+    def spy_pop(self, senders, alpha):
+        counts["replayed"] += senders is not None and len(senders) > 1
+        return pop(self, senders, alpha)
 
     monkeypatch.setattr(Inbox, "take", spy_take)
-    monkeypatch.setattr(Determinants, "take_planned", spy_take_planned)
+    monkeypatch.setattr(DetectorWorker, "_pop", spy_pop)
     return counts
 
 
@@ -199,12 +283,51 @@ def test_a_restart_takes_the_batches_again_in_the_steps_that_took_them():
     short = StepLog(*dets.since(-1)[:1], [1, 2], [0.5, None])
     again = Determinants(step=0)
     again.follow([short, full])
-    assert again.planned_step() == [1, 2, 1] and again.take_planned(3) == 0.5
-    assert again.planned_step() == [2] and again.take_planned(1) == 0.7
-    assert again.planned_step() == [3] and again.take_planned(1) == 0.0
-    assert again.planned_step() == [-1]
+
+    def take(dets: Determinants, senders: list[int], alpha: float) -> None:
+        assert dets.planned_step() == senders and dets.planned_alpha() == alpha
+        for i, sender in enumerate(senders):
+            dets.log(sender, alpha if i == 0 else None)
+
+    take(again, [1, 2, 1], 0.5)
+    # what its chain mates' checkpoints read: the steps taken, then the rest of the plan
+    assert again.logged().as_list() == full.as_list()
+    take(again, [2], 0.7)
+    take(again, [3], 0.0)
+    assert again.planned_step() == [] and again.logged().as_list() == [
+        0, [1, 2, 1, 2, 3], [0.5, None, None, 0.7, 0.0]]  # the flush comes when asked
     later = Determinants(step=3)  # restored from a checkpoint after the first step
     later.follow([full])
     assert later.planned_step() == [2]
     dets.committed()
     assert (dets.base, dets.senders, dets.since(-1)) == (6, [], (6, [], [], 6))
+
+
+# A chain restarts as a unit (:mod:`specula.actors.chain`): every member from its own
+# last checkpoint, taken at its own pace. Three levels in one chain: a member's replay
+# needs the determinants of its producers in the chain for batches past their
+# checkpoints, not only its own. "staggered": the deeper a member, the more often it
+# checkpoints (every 9, 9, 4 and 1 batches), so consumers' checkpoints run ahead.
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("every", [2, 3, "staggered"])
+def test_a_chain_restarted_as_a_unit_leaves_the_net_output_of_a_crash_free_run(
+        stream, tmp_path, seed, every, monkeypatch):
+    graph, raw, reference = stream
+    chain = list(graph.nodes)
+    if every == "staggered":
+        due = dict(zip(chain, [9, 9, 4, 1], strict=True))
+
+        def batch_done(self) -> bool:
+            self._since += 1
+            return self._since >= due[self.label]
+
+        monkeypatch.setattr(ActorRecovery, "batch_done", batch_done)
+        every = 1
+    report, _, _ = local_run(graph, raw, tmp_path, chain, seed=seed, every=every)
+    restarts = report.restarts()
+    assert restarts[chain[0]] >= 2 and all(restarts[n] == restarts[chain[0]] for n in chain)
+    for name in graph.nodes:
+        assert len(report.late(name)) == len(reference.late(name)) == 0, name
+        got = report.net(name)
+        assert content(canonical(got)) == content(canonical(reference.net(name))), name
+    assert sum(d.recovery["divergent"] for d in report.detectors.values()) == 0
