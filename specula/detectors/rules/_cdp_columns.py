@@ -20,7 +20,7 @@ from specula.detectors.rules import _cdp_index as _ix
 from specula.detectors.rules import _cdp_kernels as _k
 from specula.events import fields_of
 
-__all__ = ["NO_INDEX", "Store", "convert", "encode", "encode_one"]
+__all__ = ["NO_INDEX", "Store", "convert", "encode", "encode_one", "same_fields", "take"]
 
 
 def encode(values: np.ndarray, is_float: bool) -> np.ndarray:
@@ -116,13 +116,13 @@ class Store:
             self._index(i, enc[row])
         self.end += r
 
-    def append_one(self, row: np.ndarray, ts: int, enc: list[int], num: list[float]) -> None:
-        """:meth:`append` of the one row ``row`` (an array of one row), whose time stamp,
-        keys and values are given as Python scalars: a live feed's step brings a row or
-        two to a column, where setting scalars costs a fraction of copying arrays."""
+    def append_one(self, row: tuple, ts: int, enc: list[int], num: list[float]) -> None:
+        """:meth:`append` of one row, its fields ``row`` (in the rows' dtype), time stamp,
+        keys and values given as Python scalars: a live feed's step brings a row or two
+        to a column, where setting scalars costs a fraction of copying arrays."""
         self._reserve(1)
         end = self.end
-        self.rows[end:end + 1] = row
+        self.rows[end] = row
         self.ts[end] = ts
         for r, key in enumerate(enc):
             self.enc[r, end] = key
@@ -208,6 +208,11 @@ def take(rows: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray
     if picker is not None:
         return rows.view(picker).take(positions).astype(dtype)
     return convert(rows.take(positions), dtype)
+
+
+def same_fields(source: np.dtype, target: np.dtype) -> bool:
+    """Whether rows of ``source`` hold every field of ``target`` with the same type."""
+    return source == target or _picker(source, target) is not None
 
 
 @functools.lru_cache(maxsize=64)

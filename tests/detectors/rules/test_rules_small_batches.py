@@ -1,8 +1,9 @@
 """A live feed hands a rule a few rows per step, and the engines take short cuts on such
 steps: the tie hold passes the usual steps without concatenating, CDP finds the rows of
-a type among a few with Python ints and converts them once for all its columns, and its
-general steps write into buffers kept between batches, a column given one row sets its
-keys and values as scalars, the position keys of a few rows are Python ints, and its
+a type among a few with Python ints and converts them once for all its columns, reads
+a batch of a few rows as Python scalars and sets each row's fields, keys and values in
+its columns one by one, its general steps write into buffers kept between batches, the
+position keys of a few rows are Python ints, and its
 matches come in the order composites are listed, so composing them sorts nothing, and
 all its steps run in one kernel call. Random streams in batches of a few rows
 (irrelevant rows among them, rows of a type apart or together, out of order for the tie
@@ -11,6 +12,8 @@ give what the general paths give."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import numpy as np
@@ -230,3 +233,98 @@ def test_all_steps_in_one_call_equal_one_step_at_a_time(monkeypatch, case: str, 
             found += len(got)
         assert composites(one_call.flush()) == composites(by_step.flush())
     assert found > 0
+
+
+class General(CDPEngine):
+    """The CPU engine without its path for batches of a few rows read as Python
+    scalars: every batch goes through the arrays, the reference for that path."""
+
+    def _few_layout(self, events: np.ndarray) -> None:
+        return None
+
+
+def reordered(batch: np.ndarray) -> np.ndarray:
+    """``batch`` in a dtype with its fields in reverse order (same types, same values):
+    another layout of the rows' fields."""
+    names = list(batch.dtype.names or ())
+    out = np.empty(len(batch), [(n, batch.dtype[n]) for n in reversed(names)])
+    for n in names:
+        out[n] = batch[n]
+    return out
+
+
+def outcome(engine: CDPEngine, batch: np.ndarray) -> tuple | None:
+    """What ``engine`` makes of ``batch``: its matches whole, or None when it refuses
+    the batch as going back in stream order."""
+    try:
+        found = engine.process(batch)
+    except ValueError as error:
+        assert "goes back" in str(error)
+        return None
+    return (found.terminator.tolist(), [e.tolist() for e in found.elements],
+            found.aggregates.tobytes(), found.negations.tolist())
+
+
+@pytest.mark.parametrize(("case", "scalars"), [
+    *((case, True) for case in ("stock", "stock_strict", "R5", "two_params", "pred_params",
+                                "nonstrict_same_type", "nonstrict_first_params",
+                                "window_mixed", "four_elements", "seconds", "agg_filter")),
+    # a column or the terminator takes some events of its type: only the arrays
+    *((case, False) for case in ("R4", "neg_between"))])
+def test_a_few_rows_as_scalars_equal_the_arrays(monkeypatch, case: str, scalars: bool):
+    """Batches of 0..8 rows through the path that reads them as Python scalars and
+    through the arrays: the same matches batch by batch, the same refusals of a batch
+    that goes back (an earlier batch again, or one in reverse), the same state. Between
+    batches the engine is pickled, deep-copied, or snapshotted and restored into a fresh
+    one, and some batches come in a dtype with their fields in another order."""
+    spec = CASES[case]
+    registry, rule = spec.registry(), spec.rule()
+    scalar_steps: list[int] = []
+    counted = CDPEngine._process_few
+
+    def counting(self: CDPEngine, events: np.ndarray, layout: Any) -> Any:
+        scalar_steps.append(len(events))
+        return counted(self, events, layout)
+
+    monkeypatch.setattr(CDPEngine, "_process_few", counting)
+    refused = 0
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        events = spec.events(registry, 120, seed)
+
+        def fresh(cls: type[CDPEngine]) -> CDPEngine:
+            return cls(rule, registry, ticks_per_second=spec.ticks_per_second)
+
+        few, arrays = fresh(CDPEngine), fresh(General)
+        done: list[np.ndarray] = []
+        for batch in random_batches(events, seed=seed, max_size=8):
+            draw = rng.random()
+            if draw < 0.1:
+                few = pickle.loads(pickle.dumps(few))
+            elif draw < 0.2:
+                few = copy.deepcopy(few)
+            elif draw < 0.3:
+                state = few.snapshot()
+                few = fresh(CDPEngine)
+                few.restore(state)
+            if done and rng.random() < 0.15:  # goes back, or not when no row is relevant
+                back = done[int(rng.integers(len(done)))] if rng.random() < 0.5 else batch[::-1]
+                got, want = outcome(few, back), outcome(arrays, back)
+                assert got == want
+                refused += want is None
+                if want is not None:
+                    continue  # taken: the batch itself would go back now
+            if rng.random() < 0.2:
+                batch = reordered(batch)
+            assert outcome(few, batch) == outcome(arrays, batch)
+            done.append(batch)
+        assert outcome_of_flush(few) == outcome_of_flush(arrays)
+        assert few.snapshot() == arrays.snapshot()
+    assert refused > 0
+    assert (len(scalar_steps) > 0) == scalars
+
+
+def outcome_of_flush(engine: CDPEngine) -> tuple:
+    found = engine.flush()
+    return (found.terminator.tolist(), [e.tolist() for e in found.elements],
+            found.aggregates.tobytes(), found.negations.tolist())
