@@ -29,6 +29,7 @@ loading: that wait is the run's start-up.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import threading
 import uuid
@@ -71,6 +72,19 @@ def _get_chain(name: str) -> tuple[str, dict[str, Any]] | None:
 
     found = ray_store.get(name)
     return None if found is None else cloudpickle.loads(found)
+
+
+def _settle_heap() -> None:
+    """Before a host builds a run's chain: collect what earlier runs left in cycles, then
+    move every object alive (Ray's worker, the imports, the loaded kernels, caches) to
+    the collector's permanent generation (:func:`gc.freeze`). A full collection scans
+    every tracked object, and a run triggers several as its net outputs and logs grow
+    (in-process, the same graph spent half its processor time in them with a heap of
+    ~115k objects); after the freeze it scans only what the runs made since. A frozen
+    object is still freed when its last reference goes; a cycle among frozen ones is
+    not, hence the collection first."""
+    gc.collect()
+    gc.freeze()
 
 
 def pool_key(chain: list[Instance], options: dict[str, Any]) -> Hashable | None:
@@ -116,6 +130,7 @@ class ChainHost:
         if spec is None or spec[0] == self._version:
             return
         version, kwargs = spec
+        _settle_heap()
         chain = ChainWorker(**kwargs)
         with self._opened:
             self._chain, self._version = chain, version
