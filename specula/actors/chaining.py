@@ -9,9 +9,10 @@
   split again into its connected groups (instances joined by a stream between them;
   splitting keeps it closed) and the groups packed, largest first, into the least
   loaded chain that stays closed: a group of raw-fed leaves no detector consumes gets a
-  CPU of its own instead of sharing the hierarchy's. An instance of a node that asks Ray
-  for CPUs or GPUs (``cpus=``, ``gpus``) or says ``chain=False`` runs in an actor of its
-  own.
+  CPU of its own instead of sharing the hierarchy's. Last, a head of the largest chain
+  whose consumers all wait on the smallest already moves there (:func:`_share_heads`).
+  An instance of a node that asks Ray for CPUs or GPUs (``cpus=``, ``gpus``) or says
+  ``chain=False`` runs in an actor of its own.
 * an explicit plan: a list of chains, each a list of instance labels (``"name"``, or
   ``"name[i]"`` for partition ``i``); every instance in exactly one, those of the nodes
   above alone, and closed (below). Tests use it to try any grouping.
