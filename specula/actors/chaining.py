@@ -9,9 +9,10 @@
   split again into its connected groups (instances joined by a stream between them;
   splitting keeps it closed) and the groups packed, largest first, into the least
   loaded chain that stays closed: a group of raw-fed leaves no detector consumes gets a
-  CPU of its own instead of sharing the hierarchy's. An instance of a node that asks Ray
-  for CPUs or GPUs (``cpus=``, ``gpus``) or says ``chain=False`` runs in an actor of its
-  own.
+  CPU of its own instead of sharing the hierarchy's. Last, a head of the largest chain
+  whose consumers all wait on the smallest already moves there (:func:`_share_heads`).
+  An instance of a node that asks Ray for CPUs or GPUs (``cpus=``, ``gpus``) or says
+  ``chain=False`` runs in an actor of its own.
 * an explicit plan: a list of chains, each a list of instance labels (``"name"``, or
   ``"name[i]"`` for partition ``i``); every instance in exactly one, those of the nodes
   above alone, and closed (below). Tests use it to try any grouping.
@@ -94,7 +95,8 @@ def _auto(graph: Graph, order: list[Instance], cpus: int) -> list[list[Instance]
     closed = close_chains(graph, [c for c in chains if c] + solo, keep_apart=True)
     shared = [c for c in closed if all(chainable(i.node) for i in c)]
     groups = [g for c in shared for g in _groups(graph, c)]
-    return _pack(graph, groups, len(chains)) + [c for c in closed if c not in shared]
+    packed = _share_heads(graph, _pack(graph, groups, len(chains)))
+    return packed + [c for c in closed if c not in shared]
 
 
 def _groups(graph: Graph, chain: list[Instance]) -> list[list[Instance]]:
@@ -130,6 +132,42 @@ def _pack(graph: Graph, groups: list[list[Instance]], target: int) -> list[list[
             chains.append(list(group))
     order = graph.instances().index
     return [sorted(c, key=order) for c in chains if c]
+
+
+def _share_heads(graph: Graph, chains: list[list[Instance]]) -> list[list[Instance]]:
+    """``chains`` evened out by moving heads: while the largest chain has at least two
+    members more than the smallest, a head of it (no chain-mate feeds it) whose consumers
+    all wait on the smallest chain already (each takes output of a member there) moves
+    there, if that one stays closed and keeps partitions apart. Such a consumer's
+    critical path crosses to the smallest chain either way, so the move takes work off
+    the largest chain and adds no crossing to a path that had none (ray_graph's
+    ``a_not_bc``, beside ``big_c``, both feeding ``d_then_e``); a head whose consumers
+    had all their inputs in its chain (the soccer hierarchy's) stays."""
+    chains = [list(c) for c in chains]
+    order = graph.instances().index
+    while len(chains) > 1:
+        big = max(range(len(chains)), key=lambda k: (len(chains[k]), -k))
+        small = min(range(len(chains)), key=lambda k: (len(chains[k]), k))
+        if len(chains[big]) - len(chains[small]) < 2:
+            break
+        head = next((h for h in chains[big] if _movable_head(graph, h, chains[big],
+                                                            chains[small])), None)
+        if head is None:
+            break
+        chains[big].remove(head)
+        chains[small] = sorted([*chains[small], head], key=order)
+    return chains
+
+
+def _movable_head(graph: Graph, head: Instance, chain: list[Instance],
+                  other: list[Instance]) -> bool:
+    """Whether ``head`` of ``chain`` may move to ``other`` (:func:`_share_heads`)."""
+    if any(_publishes(graph, p.node, head.node) for p in chain if p is not head):
+        return False
+    consumers = [c for c in graph.instances() if _publishes(graph, head.node, c.node)]
+    return bool(consumers) and all(
+        any(_publishes(graph, o.node, c.node) for o in other) for c in consumers
+    ) and _may_join(graph, [*other, head])
 
 
 def _may_join(graph: Graph, chain: list[Instance]) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -194,12 +195,23 @@ class DetectorDriver:
     def _records(self, rows: list[tuple[str, int, int, dict[str, Any]]]) -> np.ndarray:
         """The events a detector emitted one by one (type name, ts, key, payload), as
         records: filled column by column (a field of a record set one at a time costs
-        ~10x an item of a column), a payload field only in the rows that name it."""
+        ~10x an item of a column), a payload field only in the rows that name it. Rows
+        alike (one type; payloads naming the same fields, the usual case) take no Python
+        loop of ours: the columns are gathered by ``map`` at C speed."""
         out = np.zeros(len(rows), self.out_dtype)
         names, ts, key, payloads = zip(*rows, strict=True)
-        out["type"] = [self._output_id(name) for name in names]
+        if names.count(names[0]) == len(names):
+            out["type"] = self._output_id(names[0])
+        else:
+            ids = {name: self._output_id(name) for name in set(names)}
+            out["type"] = list(map(ids.__getitem__, names))
         out["ts"] = ts
         out["key"] = key
+        first = payloads[0].keys()
+        if all(map(first.__eq__, map(dict.keys, payloads))):  # stops at the first unlike
+            for f in first:
+                out[f] = list(map(itemgetter(f), payloads))
+            return out
         fields: dict[str, list[int]] = {}
         for i, payload in enumerate(payloads):
             for f in payload:

@@ -274,3 +274,16 @@ def test_auto_gives_raw_fed_leaves_a_chain_of_their_own():
     assert sorted([i.label for i in c] for c in plan_chains(g, "auto", 3)) == [
         ["leaf"], ["left", "right", "mid", "top"], ["other_leaf"]]
     assert len(plan_chains(g, "auto", 1)) == 1
+
+
+def test_auto_moves_a_head_to_the_chain_its_consumers_wait_on_already():
+    """``mid`` takes ``left``'s and ``right``'s output: placed with ``left``, it waits on
+    ``right``'s chain anyway, so ``left`` joins ``right`` there and the chain of ``mid``
+    and ``top`` loses a member (benchmarks/ray_graph.py's graph). A head whose
+    consumers take nothing from the other chain stays (the previous test's)."""
+    g = Graph(shape_registry(), sources=("A", "B"))
+    g.add("left", Echo(("A",), ("T0",))).add("right", Echo(("B",), ("T1",)))
+    g.add("mid", Echo(("T0", "T1"), ("T2",))).add("top", Echo(("T2",), ("T3",)))
+    labels = [[i.label for i in c] for c in plan_chains(g, "auto", 2)]
+    assert labels == [["mid", "top"], ["left", "right"]]
+    assert len(plan_chains(g, "auto", 1)) == 1
