@@ -45,10 +45,10 @@ last set holds (the paper reuses sets while the values are stable), and a set du
 only drops again the partial matches that aged into D's later time slices. The input
 filter of the last set holds while the detector asks for drops, also when a new set
 finds no partial match to pick from (the paper applies rho_I until the bound is met),
-and ends when it stops. The model adapts from the detector's record when a set is
-picked, the one use of its values (or once the record holds ``OBSERVE_VIEWS``): a
-delivery without a set pays for neither, so that the set's and the adaptation's work
-falls on the few deliveries where the decision changes. Everything per event is
+and ends when it stops. The model adapts from the detector's record in the batch
+after a set is picked, for the next set, the one use of its values (or once the record
+holds ``OBSERVE_VIEWS``): the set's and the adaptation's work fall on two batches of
+the few where the decision changes, and the others pay for neither. Everything per event is
 vectorised: the trees are NumPy tables, rho_I reads a table per cell of a grid on the
 newest event's values, and the knapsack has one item per (state, slice, class).
 """
@@ -74,8 +74,9 @@ Mode = Literal["input", "state", "hybrid"]
 #: assuming stable contribution and consumption values per class and time slice")
 STEADY_SHARE = 0.05
 
-#: The detector's watch record is handed to the model when a shedding set is picked
-#: (the values are read there only), or once it holds this many views.
+#: The detector's watch record is handed to the model in the batch after a shedding
+#: set is picked (the values are read by the next set only), or once it holds this many
+#: views.
 OBSERVE_VIEWS = 256
 
 
@@ -143,6 +144,7 @@ class HybridShedder(StateShedder):
         self.solves = {"dp": 0, "greedy": 0}  # shedding sets picked, by how
         self.skipped = 0  # shedding sets due but skipped, the share steady
         self._planned = -1.0  # the share of the last shedding set
+        self._adapt_next = False  # whether the next batch adapts the model (see keep)
         self._made: list = []  # the detector's watch record, not yet observed
         self._sheddable: set[int] = set()  # the states whose partial matches may go
 
@@ -171,6 +173,10 @@ class HybridShedder(StateShedder):
                 self._drop_aged()
             else:
                 self.plan(share)
+                self._adapt_next = self.adapt
+        elif self._adapt_next:  # the batch after a set: adapt for the next set
+            self._observe()
+            self._adapt_next = False
         self.filtering = share > 0 and bool(self.shed)
         if self.mode == "hybrid":
             self._test_births(self.filtering)
@@ -287,7 +293,6 @@ class HybridShedder(StateShedder):
                 for state, sm in zip(states, classes, strict=True)]
         if not any(h.any() for h in held) and not self._unmade:
             return 0  # nothing to pick from: rho_I goes on
-        self._observe()  # the values as adapted up to now (see the module)
         counts = [self._weighed(state, h) for state, h in zip(states, held, strict=True)]
         self._unmade, self._since = {}, self._now
         contribution, consumption, ratio = self._items()

@@ -625,10 +625,10 @@ def test_the_grid_table_answers_as_the_boxes(ds1_setup, seed):
                                   in_boxes(x, *sm.alive_boxes(shed))), density
 
 
-def test_the_model_adapts_when_a_set_is_picked_and_not_in_between(ds1_setup):
-    """The detector's record goes to the model when a shedding set is picked, where
-    its values are read: deliveries without a set leave the values as they were (no
-    adaptation's cost on them), and the set sees every record made before it."""
+def test_the_model_adapts_after_a_set_is_picked_and_not_in_between(ds1_setup):
+    """The detector's record goes to the model in the batch after a shedding set is
+    picked (for the next set, which reads the values): other batches leave the values
+    as they were (no adaptation's cost on them), and so does the set's own batch."""
     from specula.shedding.base import DropCommand
 
     reg, rule, model, _, _, events, _ = ds1_setup
@@ -641,5 +641,9 @@ def test_the_model_adapts_when_a_set_is_picked_and_not_in_between(ds1_setup):
         for e in det.engines():
             e.process(batch[shedder.keep(batch, DropCommand(0.0))])
     assert all((sm.contribution == before[s]).all() for s, sm in shedder.model.states.items())
-    shedder.plan(0.5)
+    batch = events[3000:3200]
+    shedder.keep(batch, DropCommand(0.5))  # the set
+    assert sum(shedder.solves.values()) == 1
+    assert all((sm.contribution == before[s]).all() for s, sm in shedder.model.states.items())
+    shedder.keep(batch, DropCommand(0.5))  # the batch after it
     assert any((sm.contribution != before[s]).any() for s, sm in shedder.model.states.items())
