@@ -369,9 +369,9 @@ class ShedHook:
         test, classifier = self.tests.get(k), self.classifiers.get(k)
         if test is None and classifier is None and not self.tombs.births:
             return None, None
-        # ``ts`` ascends (the anchors' order): a batch newer than every event processed
-        # and without dead ends, the usual case, takes the short way
-        if not len(ts) or (ts[0] > self.tombs.newest and (len(ids) < 2 or ids[1].min() >= 0)):
+        # a batch newer than every event processed and without dead ends, the usual
+        # case, takes the short way
+        if not len(ts) or (ts.min() > self.tombs.newest and (len(ids) < 2 or ids[1].min() >= 0)):
             return self._unborn_new(store, k, ids, ts, test, classifier)
         live = ids[1] >= 0 if len(ids) > 1 else np.ones(len(ts), bool)  # no dead end
         classes = None
@@ -411,7 +411,7 @@ class ShedHook:
                                  else self.features(store, k, ids)), bool)
         if not marked.any():
             return None, classes
-        self.tombs.add_birth(int(ts[-1]), k, self._identities(store, k, ids[:, marked]))
+        self.tombs.add_birth(int(ts.max()), k, self._identities(store, k, ids[:, marked]))
         return marked, classes
 
     def block(self, store, k: int, ids: np.ndarray, last_ts: np.ndarray,
