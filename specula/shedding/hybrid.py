@@ -39,11 +39,16 @@ rho_I and the drops at birth kept from forming since the last set, scaled to one
 empty and be shed again at every set, see ``_weighed``).
 
 A new shedding set is computed at most once per ``cooldown`` events (the paper's delay
-before state shedding is triggered again), and one in ``STEADY_SKIPS + 1`` only while
-the share asked stays within ``STEADY_SHARE`` of the last set's (the paper reuses sets
-while the values are stable); the input filter of the last set holds while the
-detector asks for drops, also when a new set finds no partial match to pick from (the
-paper applies rho_I until the bound is met), and ends when it stops. Everything per event is
+before state shedding is triggered again), and only when the controller's decision
+changes: while the share asked stays within ``STEADY_SHARE`` of the last set's, the
+last set holds (the paper reuses sets while the values are stable), and a set due then
+only drops again the partial matches that aged into D's later time slices. The input
+filter of the last set holds while the detector asks for drops, also when a new set
+finds no partial match to pick from (the paper applies rho_I until the bound is met),
+and ends when it stops. The model adapts from the detector's record in the batch
+after a set is picked, for the next set, the one use of its values (or once the record
+holds ``OBSERVE_VIEWS``): the set's and the adaptation's work fall on two batches of
+the few where the decision changes, and the others pay for neither. Everything per event is
 vectorised: the trees are NumPy tables, rho_I reads a table per cell of a grid on the
 newest event's values, and the knapsack has one item per (state, slice, class).
 """
@@ -68,13 +73,10 @@ Mode = Literal["input", "state", "hybrid"]
 #: set and its input filter hold on (the paper, sec. V-C: "shedding sets may be reused,
 #: assuming stable contribution and consumption values per class and time slice")
 STEADY_SHARE = 0.05
-#: Shedding sets due while the share is steady that are skipped in a row, at most: the
-#: state drops of the set wait that long, while rho_I goes on
-STEADY_SKIPS = 1
 
-#: The detector's watch record is handed to the model at the end of a recorded period,
-#: in a batch that picks no shedding set (each costs tens of µs: together they would
-#: make one batch's latency the 95th percentile), or once it holds this many views.
+#: The detector's watch record is handed to the model in the batch after a shedding
+#: set is picked (the values are read by the next set only), or once it holds this many
+#: views.
 OBSERVE_VIEWS = 256
 
 
@@ -142,7 +144,7 @@ class HybridShedder(StateShedder):
         self.solves = {"dp": 0, "greedy": 0}  # shedding sets picked, by how
         self.skipped = 0  # shedding sets due but skipped, the share steady
         self._planned = -1.0  # the share of the last shedding set
-        self._skips = 0  # sets skipped since the last one picked
+        self._adapt_next = False  # whether the next batch adapts the model (see keep)
         self._made: list = []  # the detector's watch record, not yet observed
         self._sheddable: set[int] = set()  # the states whose partial matches may go
 
@@ -166,10 +168,15 @@ class HybridShedder(StateShedder):
         if self.adapt and self.holder is not None and n:
             self._record(int(batch["ts"][0]))
         share = command.share
-        if self.due(n, share) and not self._steady(share):
-            self.plan(share)
-        elif self._made and not self._watching:
-            self._observe()  # a recorded period ended: adapt, in a batch without a set
+        if self.due(n, share):
+            if self._steady(share):
+                self._drop_aged()
+            else:
+                self.plan(share)
+                self._adapt_next = self.adapt
+        elif self._adapt_next:  # the batch after a set: adapt for the next set
+            self._observe()
+            self._adapt_next = False
         self.filtering = share > 0 and bool(self.shed)
         if self.mode == "hybrid":
             self._test_births(self.filtering)
@@ -231,15 +238,25 @@ class HybridShedder(StateShedder):
 
     def _steady(self, share: float) -> bool:
         """Whether a shedding set due now is skipped: the share is within
-        :data:`STEADY_SHARE` of the last set's, and fewer than :data:`STEADY_SKIPS`
-        were skipped since."""
-        if (self.shed and abs(share - self._planned) <= STEADY_SHARE
-                and self._skips < STEADY_SKIPS):
-            self._skips += 1
+        :data:`STEADY_SHARE` of the last set's (the decision has not changed)."""
+        if self.shed and abs(share - self._planned) <= STEADY_SHARE:
             self.skipped += 1
             return True
-        self._planned, self._skips = share, 0
+        self._planned = share
         return False
+
+    def _drop_aged(self) -> None:
+        """The last set's state drops again, for its items past time slice 0 only: the
+        partial matches that aged into them since (those of slice 0 rho_I and the drops
+        at birth keep from forming). Nothing to do with one time slice."""
+        if self.mode == "input" or self.model.slices <= 1:
+            return
+        holder = self.attached()
+        for state, d in self.shed.items():
+            if state in self._sheddable and d[:, 1:].any():
+                aged = d.copy()
+                aged[:, 0] = False
+                self.dropped += holder.drop_classes(state, aged, self.model.slice_len)
 
     def _record(self, ts: int) -> None:
         """Record what the detector makes while the period of ``ts`` is sampled; hand

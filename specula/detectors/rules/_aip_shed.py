@@ -369,6 +369,10 @@ class ShedHook:
         test, classifier = self.tests.get(k), self.classifiers.get(k)
         if test is None and classifier is None and not self.tombs.births:
             return None, None
+        # a batch newer than every event processed and without dead ends, the usual
+        # case, takes the short way
+        if not len(ts) or (ts.min() > self.tombs.newest and (len(ids) < 2 or ids[1].min() >= 0)):
+            return self._unborn_new(store, k, ids, ts, test, classifier)
         live = ids[1] >= 0 if len(ids) > 1 else np.ones(len(ts), bool)  # no dead end
         classes = None
         if classifier is not None:
@@ -390,6 +394,25 @@ class ShedHook:
                                      self._identities(store, k, ids[:, at[marked]]))
                 drop[at[marked]] = True
         return (drop if drop.any() else None), classes
+
+    def _unborn_new(self, store, k: int, ids: np.ndarray, ts: np.ndarray,
+                    test: Callable[[np.ndarray], np.ndarray] | None,
+                    classifier: Callable[[np.ndarray], np.ndarray] | None
+                    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """:meth:`unborn` of new instances, none a dead end: every one is classified
+        and put to the test, none is a replay's."""
+        if not len(ts):
+            return None, (None if classifier is None else np.zeros(0, np.int64))
+        classes = None if classifier is None else \
+            np.asarray(classifier(self.features(store, k, ids)), np.int64)
+        if test is None:
+            return None, classes
+        marked = np.asarray(test(classes if classes is not None
+                                 else self.features(store, k, ids)), bool)
+        if not marked.any():
+            return None, classes
+        self.tombs.add_birth(int(ts.max()), k, self._identities(store, k, ids[:, marked]))
+        return marked, classes
 
     def block(self, store, k: int, ids: np.ndarray, last_ts: np.ndarray,
               offset: int) -> PartialMatchBlock:
