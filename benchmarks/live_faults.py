@@ -27,19 +27,23 @@ machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINU
 (warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
 the resident memory of the watch's driver, its Spark JVMs, the executor's Python workers
 (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled every ~5 s,
-and once a minute (``--jvm-gc-every``) what the JVMs keep after a full collection. It
-prints three growth figures, least-squares slopes in MB per minute after warm-up:
-``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (the JVMs' RSS after a full
-collection less the free room of their heaps, :func:`jvm_after_full_gc`: their plain RSS
-follows G1's heaps, which grow towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth
-of ±400 MB whose slope over minutes changes sign between runs of the same code; what
-they keep is their live objects and their native memory, where a leak would show) and
-``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they are started
-again at every checkpoint, so their sum is a saw-tooth too; a segment's peak grows if
-they grow from one segment to the next). The plain slopes are printed beside them
-(``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
-memory it touched, the executor's Python workers', the Ray workers'; the samples are
-kept in ``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
+and every ``--jvm-gc-every`` seconds what the JVMs keep after a full collection (they
+run with Native Memory Tracking). It prints three growth figures, least-squares slopes
+in MB per minute after warm-up: ``driver_mb_per_min`` (the driver's RSS),
+``jvm_mb_per_min`` (what the JVMs keep, :func:`jvm_after_full_gc`: their live heaps
+after a full collection plus the memory they committed outside their heaps, the lowest
+of each three collections, :func:`window_minima`; their plain RSS follows G1's heaps,
+which grow towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth of ±400 MB whose
+slope over minutes changes sign between runs of the same code, and their RSS less the
+heaps' free room swung by ±150 MB between minutes: G1 takes its room back within seconds
+of the collection on a busy JVM) and ``actors_mb_per_min`` (the Ray workers' largest sum
+in each segment: they are started again at every checkpoint, so their sum is a saw-tooth
+too; a segment's peak grows if they grow from one segment to the next). The plain slopes
+are printed beside them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own
+memory and of the shared memory it touched, the executor's Python workers', the Ray
+workers'; the JVMs' live heaps, their memory outside the heaps and their RSS less the
+heaps' free room after each collection, ``jvm_*_mb_per_min``; the samples are kept in
+``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
 ``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
 shorter soak), ``events``, the segments and Ray worker processes after warm-up, and the
 machine's load average (1 minute; lowest and highest after warm-up). ``--quick``: 3
@@ -189,28 +193,71 @@ def last_checkpoint_id(out: Path) -> int:
     return max(ids, default=-1)
 
 
-def jvm_after_full_gc(driver: int) -> float:
-    """What the watch's JVMs keep, in MB: each one's RSS right after a full collection
-    (``jcmd PID GC.run``, which returns once it is done) less the free room of its heap
-    (G1's committed heap less what it holds, from ``GC.heap_info``): its live objects
-    and its native memory (code, metaspace, threads, G1's tables), not the room G1
-    takes, within ``-Xmx``, to collect less often, which it takes and gives back at
-    its own pace. 0 where ``jcmd`` is missing."""
+#: Native Memory Tracking in the soak's JVMs (summary: a few percent of their time).
+NMT_OPTION = "-XX:NativeMemoryTracking=summary"
+
+
+def jcmd_path() -> str | None:
+    """``jcmd`` of the ``JAVA_HOME`` the watch runs on, else the one on the path."""
     home = os.environ.get("JAVA_HOME")
-    jcmd = (shutil.which("jcmd", path=os.path.join(home, "bin")) if home else None
+    return (shutil.which("jcmd", path=os.path.join(home, "bin")) if home else None
             ) or shutil.which("jcmd")
+
+
+def jvm_kept(jcmd: str, pid: int) -> dict[str, float] | None:
+    """What JVM ``pid`` keeps, in MB, right after a full collection (``jcmd PID
+    GC.run``, which returns once it is done): ``live_heap``, what its heap holds
+    (``GC.heap_info``), and ``outside_heap``, the memory it committed outside the heap
+    (Native Memory Tracking's committed total less the heap's: code, metaspace,
+    threads, symbols, G1's tables); ``rss_kept``, its RSS less the heap's free room, for
+    a check. None where the JVM is gone or runs without Native Memory Tracking."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jcmd") as commands:
+        commands.write("GC.run\nGC.heap_info\nVM.native_memory summary\n")
+        commands.flush()  # one jcmd (a JVM's start) for the three
+        said = subprocess.run([jcmd, str(pid), "-f", commands.name], capture_output=True,
+                              text=True, timeout=180, check=False).stdout
+    heap = re.search(r"heap\s+total (\d+)K, used (\d+)K", said)
+    total = re.search(r"Total: reserved=\d+KB, committed=(\d+)KB", said)
+    java_heap = re.search(r"Java Heap \(reserved=\d+KB, committed=(\d+)KB\)", said)
+    if heap is None or total is None or java_heap is None:
+        return None
+    committed, used = int(heap[1]) / 1024, int(heap[2]) / 1024
+    return {"live_heap": used,
+            "outside_heap": (int(total[1]) - int(java_heap[1])) / 1024,
+            "rss_kept": rss_mb(pid) - (committed - used)}
+
+
+def jvm_after_full_gc(driver: int) -> dict[str, float] | None:
+    """:func:`jvm_kept` summed over the watch's JVMs, with ``kept``, their live heaps
+    and committed memory outside them: their growth is a leak's, not G1's heaps growing
+    and shrinking within ``-Xmx`` (the plain RSS: a saw-tooth of ±400 MB). None where
+    ``jcmd`` is missing or a JVM could not be read."""
+    jcmd = jcmd_path()
     if jcmd is None:
-        return 0.0
-    kept = 0.0
-    for pid in jvms(driver):
-        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=120,
-                       check=False)
-        info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True,
-                              text=True, timeout=120, check=False).stdout
-        heap = re.search(r"heap\s+total (\d+)K, used (\d+)K", info)
-        free_room = (int(heap[1]) - int(heap[2])) / 1024 if heap else 0.0
-        kept += rss_mb(pid) - free_room
-    return kept
+        return None
+    parts = [jvm_kept(jcmd, pid) for pid in jvms(driver)]
+    if not parts or None in parts:
+        return None
+    summed = {k: sum(p[k] for p in parts if p is not None) for k in
+              ("live_heap", "outside_heap", "rss_kept")}
+    return {"kept": summed["live_heap"] + summed["outside_heap"], **summed}
+
+
+def window_minima(points: list[tuple[float, float]], width: float
+                  ) -> tuple[list[float], list[float]]:
+    """The lowest of ``points`` (time in seconds, value) in each ``width`` seconds from
+    the first: what the JVMs keep after a full collection still counts the tasks in
+    flight at that moment (an executor's live heap went 118-317 MB between minutes);
+    the lowest of a few collections is what stays between them."""
+    if not points:
+        return [], []
+    first = points[0][0]
+    lowest: dict[int, tuple[float, float]] = {}
+    for t, v in points:
+        k = int((t - first) // width)
+        if k not in lowest or v < lowest[k][1]:
+            lowest[k] = (t, v)
+    return [lowest[k][0] for k in sorted(lowest)], [lowest[k][1] for k in sorted(lowest)]
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
@@ -257,10 +304,12 @@ def soak(args: argparse.Namespace) -> None:
            context.address_info["gcs_address"], "--checkpoint-interval",
            str(args.checkpoint_interval)]
     log = open(work / "watch.log", "w")  # noqa: SIM115 (closed with the watch)
+    env = {**os.environ, "JAVA_TOOL_OPTIONS": " ".join(
+        filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), NMT_OPTION]))}
     proc = subprocess.Popen([*cmd, "--idle-timeout", "0"], stdout=log,  # until stopped
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, env=env)
     samples: list[tuple[float, dict[str, float]]] = []
-    collected: list[tuple[float, float]] = []  # (time, the JVMs' RSS after a full GC)
+    collected: list[tuple[float, dict[str, float]]] = []  # the JVMs after a full GC
     at_5_min = 0
     began = time.time()
     try:
@@ -279,7 +328,9 @@ def soak(args: argparse.Namespace) -> None:
                 samples.append((time.time() - began, memory(proc.pid, out)))
                 if time.time() >= next_gc:
                     next_gc += args.jvm_gc_every
-                    collected.append((time.time() - began, jvm_after_full_gc(proc.pid)))
+                    kept = jvm_after_full_gc(proc.pid)
+                    if kept is not None:
+                        collected.append((time.time() - began, kept))
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
                 time.sleep(min(5.0, max(0.0, due - time.time())))
@@ -302,11 +353,15 @@ def soak(args: argparse.Namespace) -> None:
               for k in ("jvm", "driver", "driver_anon", "driver_shmem", "spark_python",
                         "actors")}
     gc_after = [(t, v) for t, v in collected if t >= warm]
+    slopes.update({f"jvm_{k}_mb_per_min": slope_per_min([t for t, _ in gc_after],
+                                                        [v[k] for _, v in gc_after])
+                   for k in ("live_heap", "outside_heap", "rss_kept")})
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
                       "first_batch_s": round(first_batch),
                       "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
-                      **rounded(measures(after, gc_after, slopes)),
+                      **rounded(measures(after, [(t, v["kept"]) for t, v in gc_after],
+                                         slopes, 3 * args.jvm_gc_every)),
                       **rounded(slopes),
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
                       "jvm_mb_max": round(max(m["jvm"] for _, m in after)) if after else None,
@@ -324,12 +379,14 @@ def soak(args: argparse.Namespace) -> None:
 
 
 def measures(after: list[tuple[float, dict[str, float]]], gc_after: list[tuple[float, float]],
-             slopes: dict[str, float | None]) -> dict[str, float | None]:
+             slopes: dict[str, float | None], jvm_window: float = 90.0
+             ) -> dict[str, float | None]:
     """The three growth figures of a soak, in MB per minute after warm-up: the driver's
-    RSS; the JVMs' RSS after a full collection (``gc_after``; their plain RSS is a
-    saw-tooth of G1's heaps within their ``-Xmx``); the Ray workers' peak per segment
-    (:func:`segment_peaks`)."""
-    jvm = slope_per_min([t for t, _ in gc_after], [v for _, v in gc_after])
+    RSS; what the JVMs keep after a full collection (``gc_after``, :func:`jvm_after_full_gc`:
+    their plain RSS is a saw-tooth of G1's heaps within their ``-Xmx``), the lowest in
+    each ``jvm_window`` seconds (:func:`window_minima`); the Ray workers' peak per
+    segment (:func:`segment_peaks`)."""
+    jvm = slope_per_min(*window_minima(gc_after, jvm_window))
     return {"jvm_mb_per_min": jvm, "driver_mb_per_min": slopes["driver_rss_mb_per_min"],
             "actors_mb_per_min": slope_per_min(*segment_peaks(after, "actors"))}
 
@@ -371,9 +428,9 @@ def main() -> None:
                         help="seconds of play per file")
     parser.add_argument("--warm-up", type=float, default=2.0, help="minutes")
     parser.add_argument("--checkpoint-interval", type=float, default=60.0)
-    parser.add_argument("--jvm-gc-every", type=float, default=60.0,
+    parser.add_argument("--jvm-gc-every", type=float, default=30.0,
                         help="seconds between full collections of the soak's JVMs before "
-                             "their RSS is read (0: none; jvm_mb_per_min is then None)")
+                             "what they keep is read (0: none; jvm_mb_per_min is then None)")
     args = parser.parse_args()
     if args.soak or args.quick:
         soak(args)

@@ -3,9 +3,18 @@ workers, started again at every segment, are measured by each segment's peak."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from benchmarks.live_faults import measures, segment_peaks, slope_per_min
+from benchmarks.live_faults import (
+    jvm_kept,
+    measures,
+    rss_mb,
+    segment_peaks,
+    slope_per_min,
+    window_minima,
+)
 
 
 def _saw_tooth(growth_per_segment: float, segments: int = 10) -> list[tuple[float, dict]]:
@@ -40,3 +49,45 @@ def test_the_jvms_growth_is_that_of_their_rss_after_full_collections():
     assert figures["jvm_mb_per_min"] == pytest.approx(3.0)
     assert figures["driver_mb_per_min"] == 1.5
     assert measures(_saw_tooth(0.0), [], {"driver_rss_mb_per_min": 1.5})["jvm_mb_per_min"] is None
+
+
+def test_the_lowest_collection_of_each_window_leaves_out_the_tasks_in_flight():
+    """Every 30 s a collection; one in three catches tasks in flight (300 MB in the
+    first window, 30 MB less in each after), at a different place in each window: the
+    lowest per 90 s is flat where all points are not, and a real growth still shows."""
+    spikes = [(300.0 - 30 * (k // 3)) * (k % 3 == k // 3 % 3) for k in range(30)]
+    flat = [(30.0 * k, 1000.0 + spike) for k, spike in enumerate(spikes)]
+    assert abs(slope_per_min([t for t, _ in flat], [v for _, v in flat])) > 1
+    assert slope_per_min(*window_minima(flat, 90.0)) == pytest.approx(0.0, abs=1e-6)
+    growing = [(t, v + 0.1 * t) for t, v in flat]  # 6 MB a minute
+    assert slope_per_min(*window_minima(growing, 90.0)) == pytest.approx(6.0, abs=0.5)
+    assert window_minima([], 90.0) == ([], [])
+
+
+_JCMD_SAYS = """{pid}:
+Command executed successfully
+{pid}:
+ garbage-first heap   total 524288K, used 153600K [0x00000000c0000000, 0x0000000100000000)
+  region size 1024K, 3 young (3072K), 0 survivors (0K)
+{pid}:
+
+Native Memory Tracking:
+
+Total: reserved=2457600KB, committed=870400KB
+-                 Java Heap (reserved=1048576KB, committed=524288KB)
+                            (mmap: reserved=1048576KB, committed=524288KB)
+"""
+
+
+def test_what_a_jvm_keeps_is_its_live_heap_and_what_it_committed_outside_it(tmp_path):
+    """A stand-in ``jcmd`` answers the three commands of a file as JDK 17's does."""
+    jcmd = tmp_path / "jcmd"
+    jcmd.write_text(f"#!/bin/sh\ncat <<'EOF'\n{_JCMD_SAYS.format(pid=os.getpid())}EOF\n")
+    jcmd.chmod(0o755)
+    kept = jvm_kept(str(jcmd), os.getpid())
+    assert kept is not None
+    assert kept["live_heap"] == 150.0  # used after the collection
+    assert kept["outside_heap"] == (870400 - 524288) / 1024  # NMT's committed less the heap
+    assert kept["rss_kept"] == pytest.approx(rss_mb(os.getpid()) - (512 - 150), abs=5)
+    jcmd.write_text("#!/bin/sh\necho 'Native memory tracking is not enabled'\n")
+    assert jvm_kept(str(jcmd), os.getpid()) is None
