@@ -69,11 +69,14 @@ def test_fixed_thresholds_map_large_blocks_apart_after_a_larger_one_was_freed():
 def test_steady_allocators_put_arrows_allocations_on_malloc(monkeypatch):
     import pyarrow as pa
 
-    fixed = []  # glibc's thresholds are process-wide: the test above checks them apart
-    monkeypatch.setattr(native_memory, "fix_malloc_thresholds", lambda: fixed.append(1) or True)
+    fixed = []  # glibc's settings are process-wide: the other tests check them apart
+    monkeypatch.setattr(native_memory, "fix_malloc_thresholds",
+                        lambda: fixed.append("thresholds") or True)
+    monkeypatch.setattr(native_memory, "bound_malloc_arenas",
+                        lambda: fixed.append("arenas") or True)
     before = pa.default_memory_pool()
     try:
-        assert native_memory.steady_allocators() and fixed == [1]
+        assert native_memory.steady_allocators() and fixed == ["thresholds", "arenas"]
         assert pa.default_memory_pool().backend_name == "system"
         table = pa.table({"x": list(range(100_000))})
         assert pa.system_memory_pool().bytes_allocated() >= table.nbytes
@@ -114,3 +117,40 @@ def test_a_checkpoint_releases_free_memory_after_its_commit(monkeypatch, tmp_pat
     assert record == "record"
     assert calls == ["commit", "forget", "release"]
     assert pending.committed == 2
+
+
+_ARENAS_MADE = """
+import sys, threading
+from specula.pipelines import native_memory
+
+if sys.argv[1] == "bounded":
+    assert native_memory.bound_malloc_arenas(1)
+
+def allocate():  # many small chunks at once from several threads: else an arena each
+    for _ in range(100):
+        held = [bytearray(200) for _ in range(2_000)]
+        del held
+
+threads = [threading.Thread(target=allocate) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+native_memory._libc().malloc_stats()  # to stderr: a line "Arena N:" per arena
+"""
+
+
+def _arenas_made(bounded: bool) -> int:
+    done = subprocess.run([sys.executable, "-c", _ARENAS_MADE,
+                           "bounded" if bounded else "free"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+@pytest.mark.skipif(native_memory._libc() is None, reason="not glibc")
+def test_bounded_arenas_keep_threads_in_the_main_arena():
+    """In fresh interpreters (the bound is process-wide): four threads allocating at
+    once make arenas of their own, and none once the arenas are bounded to one."""
+    assert _arenas_made(bounded=False) > 1
+    assert _arenas_made(bounded=True) == 1
