@@ -22,10 +22,13 @@ Nor is Arrow's pool (mimalloc) on the driver's threads: ``release_unused`` on th
 thread gave back less of what buffers made on another thread and freed on the main
 thread held (400 buffers of 1.6 MB: 676 MB resident, 26 MB after it; 2 MB when one
 thread made and freed them), and in a watch mimalloc's 1 GiB reservation grew from 19 to
-58 MB resident over 8 minutes with nothing allocated in it at the checkpoints. A watch's
-allocations through pyarrow's functions therefore go to ``malloc``
-(:func:`steady_allocators`); Arrow's own code (its readers and writers) still takes
-mimalloc's, which :func:`release_free_memory` releases too.
+58 MB resident over 8 minutes with nothing allocated in it at the checkpoints. Routing
+pyarrow's functions to ``malloc`` left Arrow's own code (the Parquet readers and writers
+of each checkpoint's compaction) on mimalloc, whose reservation still grew 14 → 44 MB
+over 5 minutes and was most of the driver's growth. Arrow picks its default pool once,
+from ``ARROW_DEFAULT_MEMORY_POOL``, when pyarrow is first imported: a watch sets it to
+``system`` before (:func:`steady_allocators`), so all of Arrow allocates from ``malloc``
+(the processes the watch starts inherit it).
 
 Nor does ``malloc_trim`` give back what a thread's arena holds between its live chunks:
 glibc gives a thread that allocates while others hold the arenas there are an arena of
@@ -40,12 +43,15 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 #: glibc's starting mmap and trim thresholds, kept by :func:`fix_malloc_thresholds`.
 MALLOC_THRESHOLD = 128 * 2**10
+#: What Arrow reads, when pyarrow is imported, for its default memory pool.
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 #: The arenas glibc may make (:func:`bound_malloc_arenas`): the main one only.
 MALLOC_ARENAS = 1
 # mallopt's parameters (malloc.h)
@@ -105,13 +111,25 @@ def release_free_memory() -> bool:
 def steady_allocators() -> bool:
     """Set a long-lived process's allocators up to give back what it frees (see the
     module): glibc's thresholds fixed (:func:`fix_malloc_thresholds`), its arenas
-    bounded (:func:`bound_malloc_arenas`) and Arrow's default pool, for the allocations
-    made through pyarrow, on ``malloc``. Whether glibc was set up. Call it once, at the
-    start."""
+    bounded (:func:`bound_malloc_arenas`) and Arrow on ``malloc``
+    (:func:`arrow_on_malloc`). Whether all three were set. Call it once, at the start,
+    before pyarrow is imported."""
+    arrow = arrow_on_malloc()
+    return fix_malloc_thresholds() and bound_malloc_arenas() and arrow
+
+
+def arrow_on_malloc() -> bool:
+    """Make ``malloc`` Arrow's default memory pool, for Arrow's own code too where
+    pyarrow is not imported yet (``ARROW_DEFAULT_MEMORY_POOL``, read at its import);
+    where it is, only for the allocations made through pyarrow's functions
+    (``pyarrow.set_memory_pool``). Whether all of Arrow's were set."""
+    os.environ[ARROW_POOL_ENV] = "system"
+    if "pyarrow" not in sys.modules:
+        return True
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
-    return fix_malloc_thresholds() and bound_malloc_arenas()
+    return False
 
 
 def _mallopt(parameter: int, value: int) -> bool:
