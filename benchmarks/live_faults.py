@@ -67,6 +67,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -210,7 +211,9 @@ def jvm_kept(jcmd: str, pid: int) -> dict[str, float] | None:
     (``GC.heap_info``), and ``outside_heap``, the memory it committed outside the heap
     (Native Memory Tracking's committed total less the heap's: code, metaspace,
     threads, symbols, G1's tables); ``rss_kept``, its RSS less the heap's free room, for
-    a check. None where the JVM is gone or runs without Native Memory Tracking."""
+    a check; ``nmt:CATEGORY``, what it committed in each of Native Memory Tracking's
+    categories, to tell which grows. None where the JVM is gone or runs without Native
+    Memory Tracking."""
     with tempfile.NamedTemporaryFile("w", suffix=".jcmd") as commands:
         commands.write("GC.run\nGC.heap_info\nVM.native_memory summary\n")
         commands.flush()  # one jcmd (a JVM's start) for the three
@@ -222,16 +225,19 @@ def jvm_kept(jcmd: str, pid: int) -> dict[str, float] | None:
     if heap is None or total is None or java_heap is None:
         return None
     committed, used = int(heap[1]) / 1024, int(heap[2]) / 1024
+    categories = re.findall(r"^-\s+(\S[^(]*?) \(reserved=\d+KB, committed=(\d+)KB", said,
+                            re.MULTILINE)
     return {"live_heap": used,
             "outside_heap": (int(total[1]) - int(java_heap[1])) / 1024,
-            "rss_kept": rss_mb(pid) - (committed - used)}
+            "rss_kept": rss_mb(pid) - (committed - used),
+            **{f"nmt:{name}": int(kb) / 1024 for name, kb in categories}}
 
 
-def jvm_after_full_gc(driver: int) -> dict[str, float] | None:
+def jvm_after_full_gc(driver: int) -> dict[str, Any] | None:
     """:func:`jvm_kept` summed over the watch's JVMs, with ``kept``, their live heaps
     and committed memory outside them: their growth is a leak's, not G1's heaps growing
-    and shrinking within ``-Xmx`` (the plain RSS: a saw-tooth of ±400 MB). None where
-    ``jcmd`` is missing or a JVM could not be read."""
+    and shrinking within ``-Xmx`` (the plain RSS: a saw-tooth of ±400 MB); each JVM's
+    own under ``jvms``. None where ``jcmd`` is missing or a JVM could not be read."""
     jcmd = jcmd_path()
     if jcmd is None:
         return None
@@ -240,7 +246,7 @@ def jvm_after_full_gc(driver: int) -> dict[str, float] | None:
         return None
     summed = {k: sum(p[k] for p in parts if p is not None) for k in
               ("live_heap", "outside_heap", "rss_kept")}
-    return {"kept": summed["live_heap"] + summed["outside_heap"], **summed}
+    return {"kept": summed["live_heap"] + summed["outside_heap"], **summed, "jvms": parts}
 
 
 def window_minima(points: list[tuple[float, float]], width: float

@@ -76,6 +76,9 @@ Native Memory Tracking:
 Total: reserved=2457600KB, committed=870400KB
 -                 Java Heap (reserved=1048576KB, committed=524288KB)
                             (mmap: reserved=1048576KB, committed=524288KB)
+
+-                     Class (reserved=1056768KB, committed=40960KB)
+                            (classes #12000)
 """
 
 
@@ -89,5 +92,6 @@ def test_what_a_jvm_keeps_is_its_live_heap_and_what_it_committed_outside_it(tmp_
     assert kept["live_heap"] == 150.0  # used after the collection
     assert kept["outside_heap"] == (870400 - 524288) / 1024  # NMT's committed less the heap
     assert kept["rss_kept"] == pytest.approx(rss_mb(os.getpid()) - (512 - 150), abs=5)
+    assert kept["nmt:Java Heap"] == 512.0 and kept["nmt:Class"] == 40.0
     jcmd.write_text("#!/bin/sh\necho 'Native memory tracking is not enabled'\n")
     assert jvm_kept(str(jcmd), os.getpid()) is None
