@@ -27,27 +27,27 @@ machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINU
 (warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
 the resident memory of the watch's driver, its Spark JVMs, the executor's Python workers
 (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled every ~5 s,
-and every ``--jvm-gc-every`` seconds what the JVMs keep after a full collection (they
-run with Native Memory Tracking). It prints three growth figures, least-squares slopes
-in MB per minute after warm-up: ``driver_mb_per_min`` (the driver's RSS),
-``jvm_mb_per_min`` (what the JVMs keep, :func:`jvm_after_full_gc`: their live heaps
-after a full collection plus the memory they committed outside their heaps, the lowest
-of each three collections, :func:`window_minima`; their plain RSS follows G1's heaps,
-which grow towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth of ±400 MB whose
-slope over minutes changes sign between runs of the same code, and their RSS less the
-heaps' free room swung by ±150 MB between minutes: G1 takes its room back within seconds
-of the collection on a busy JVM) and ``actors_mb_per_min`` (the Ray workers' largest sum
-in each segment: they are started again at every checkpoint, so their sum is a saw-tooth
-too; a segment's peak grows if they grow from one segment to the next). The plain slopes
-are printed beside them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own
-memory and of the shared memory it touched, the executor's Python workers', the Ray
-workers'; the JVMs' live heaps, their memory outside the heaps and their RSS less the
-heaps' free room after each collection, ``jvm_*_mb_per_min``; the samples are kept in
-``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
-``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
-shorter soak), ``events``, the segments and Ray worker processes after warm-up, and the
-machine's load average (1 minute; lowest and highest after warm-up). ``--quick``: 3
-minutes, 1 of warm-up.
+and every ``--jvm-gc-every`` seconds, right after the next micro-batch's commit (the
+JVMs between two batches), what the JVMs keep after a full collection (they run with
+Native Memory Tracking). It prints three growth figures, least-squares slopes in MB per
+minute after warm-up: ``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (what
+the JVMs keep, :func:`jvm_after_full_gc`: their live heaps after a full collection plus
+the memory they committed outside their heaps, the lowest of each three collections,
+:func:`window_minima`; their plain RSS follows G1's heaps, which grow towards ``-Xmx``
+and shrink at G1's own pace, a saw-tooth of ±400 MB whose slope over minutes changes
+sign between runs of the same code, and their RSS less the heaps' free room swung by
+±150 MB between minutes: G1 takes its room back within seconds of the collection on a
+busy JVM) and ``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they
+are started again at every checkpoint, so their sum is a saw-tooth too; a segment's peak
+grows if they grow from one segment to the next). The plain slopes are printed beside
+them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
+memory it touched, the executor's Python workers', the Ray workers'; the JVMs' live
+heaps, their memory outside the heaps and their RSS less the heaps' free room after each
+collection, ``jvm_*_mb_per_min``; the samples are kept in ``samples.json``), with
+``complex_files`` (files in ``OUT/complex`` at the end), ``complex_files_per_5_min``
+(the files it held after 5 minutes, or at the end of a shorter soak), ``events``, the
+segments and Ray worker processes after warm-up, and the machine's load average (1
+minute; lowest and highest after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -327,19 +327,28 @@ def soak(args: argparse.Namespace) -> None:
             time.sleep(1.0)
         first_batch, began = time.time() - began, time.time()
         next_gc = began + args.jvm_gc_every if args.jvm_gc_every else float("inf")
+        next_sample, gc_at = began, None  # gc_at: the micro-batch a collection waits for
         for i, part in enumerate(parts[1:], 1):
             due = began + i * args.every
             while time.time() < due:
                 check_running(proc, work)
-                samples.append((time.time() - began, memory(proc.pid, out)))
-                if time.time() >= next_gc:
-                    next_gc += args.jvm_gc_every
+                if time.time() >= next_sample:
+                    next_sample = time.time() + 5.0
+                    samples.append((time.time() - began, memory(proc.pid, out)))
+                if time.time() >= next_gc and gc_at is None:
+                    gc_at = committed(out) + 1
+                if gc_at is not None and (committed(out) >= gc_at
+                                          or time.time() >= next_gc + args.jvm_gc_every):
+                    # right after a micro-batch's commit: the JVMs between two batches
+                    gc_at = None
                     kept = jvm_after_full_gc(proc.pid)
                     if kept is not None:
                         collected.append((time.time() - began, kept))
+                    next_gc = time.time() + args.jvm_gc_every
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
-                time.sleep(min(5.0, max(0.0, due - time.time())))
+                time.sleep(max(0.0, min(0.5 if gc_at is not None else 5.0,
+                                        next_sample - time.time(), due - time.time())))
             land_part(staging, watched, i, part)
         files = len(list(Path(out, "complex").rglob("*.parquet")))
         proc.send_signal(signal.SIGINT)
