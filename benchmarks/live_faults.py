@@ -32,22 +32,23 @@ JVMs between two batches), what the JVMs keep after a full collection (they run 
 Native Memory Tracking). It prints three growth figures, least-squares slopes in MB per
 minute after warm-up: ``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (what
 the JVMs keep, :func:`jvm_after_full_gc`: their live heaps after a full collection plus
-the memory they committed outside their heaps, the lowest of each three collections,
-:func:`window_minima`; their plain RSS follows G1's heaps, which grow towards ``-Xmx``
-and shrink at G1's own pace, a saw-tooth of ±400 MB whose slope over minutes changes
-sign between runs of the same code, and their RSS less the heaps' free room swung by
-±150 MB between minutes: G1 takes its room back within seconds of the collection on a
-busy JVM) and ``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they
-are started again at every checkpoint, so their sum is a saw-tooth too; a segment's peak
-grows if they grow from one segment to the next). The plain slopes are printed beside
-them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
-memory it touched, the executor's Python workers', the Ray workers'; the JVMs' live
-heaps, their memory outside the heaps and their RSS less the heaps' free room after each
-collection, ``jvm_*_mb_per_min``; the samples are kept in ``samples.json``), with
-``complex_files`` (files in ``OUT/complex`` at the end), ``complex_files_per_5_min``
-(the files it held after 5 minutes, or at the end of a shorter soak), ``events``, the
-segments and Ray worker processes after warm-up, and the machine's load average (1
-minute; lowest and highest after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
+the memory they committed outside their heaps but for G1's tables, the lowest of each
+three collections, :func:`window_minima`; their plain RSS follows G1's heaps, which grow
+towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth of ±400 MB whose slope over
+minutes changes sign between runs of the same code, and their RSS less the heaps' free
+room swung by ±150 MB between minutes: G1 takes its room back within seconds of the
+collection on a busy JVM) and ``actors_mb_per_min`` (the Ray workers' largest sum in
+each segment: they are started again at every checkpoint, so their sum is a saw-tooth
+too; a segment's peak grows if they grow from one segment to the next). The plain slopes
+are printed beside them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own
+memory and of the shared memory it touched, the executor's Python workers', the Ray
+workers'; the JVMs' live heaps, their memory outside the heaps and their RSS less the
+heaps' free room after each collection, ``jvm_*_mb_per_min``; the samples are kept in
+``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
+``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
+shorter soak), ``events``, the segments and Ray worker processes after warm-up, and the
+machine's load average (1 minute; lowest and highest after warm-up). ``--quick``: 3
+minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -209,11 +210,12 @@ def jvm_kept(jcmd: str, pid: int) -> dict[str, float] | None:
     """What JVM ``pid`` keeps, in MB, right after a full collection (``jcmd PID
     GC.run``, which returns once it is done): ``live_heap``, what its heap holds
     (``GC.heap_info``), and ``outside_heap``, the memory it committed outside the heap
-    (Native Memory Tracking's committed total less the heap's: code, metaspace,
-    threads, symbols, G1's tables); ``rss_kept``, its RSS less the heap's free room, for
-    a check; ``nmt:CATEGORY``, what it committed in each of Native Memory Tracking's
-    categories, to tell which grows. None where the JVM is gone or runs without Native
-    Memory Tracking."""
+    (Native Memory Tracking's committed total less the heap's: code, metaspace, threads,
+    symbols), less G1's own tables (NMT's ``GC``: they follow the heap's committed size,
+    bounded as it is, and moved by ±12 MB between collections); ``rss_kept``, its RSS
+    less the heap's free room, for a check; ``nmt:CATEGORY``, what it committed in each
+    of Native Memory Tracking's categories, to tell which grows. None where the JVM is
+    gone or runs without Native Memory Tracking."""
     with tempfile.NamedTemporaryFile("w", suffix=".jcmd") as commands:
         commands.write("GC.run\nGC.heap_info\nVM.native_memory summary\n")
         commands.flush()  # one jcmd (a JVM's start) for the three
@@ -221,16 +223,15 @@ def jvm_kept(jcmd: str, pid: int) -> dict[str, float] | None:
                               text=True, timeout=180, check=False).stdout
     heap = re.search(r"heap\s+total (\d+)K, used (\d+)K", said)
     total = re.search(r"Total: reserved=\d+KB, committed=(\d+)KB", said)
-    java_heap = re.search(r"Java Heap \(reserved=\d+KB, committed=(\d+)KB\)", said)
-    if heap is None or total is None or java_heap is None:
+    categories = {f"nmt:{name}": int(kb) / 1024 for name, kb in re.findall(
+        r"^-\s+(\S[^(]*?) \(reserved=\d+KB, committed=(\d+)KB", said, re.MULTILINE)}
+    if heap is None or total is None or "nmt:Java Heap" not in categories:
         return None
     committed, used = int(heap[1]) / 1024, int(heap[2]) / 1024
-    categories = re.findall(r"^-\s+(\S[^(]*?) \(reserved=\d+KB, committed=(\d+)KB", said,
-                            re.MULTILINE)
     return {"live_heap": used,
-            "outside_heap": (int(total[1]) - int(java_heap[1])) / 1024,
-            "rss_kept": rss_mb(pid) - (committed - used),
-            **{f"nmt:{name}": int(kb) / 1024 for name, kb in categories}}
+            "outside_heap": int(total[1]) / 1024 - categories["nmt:Java Heap"]
+            - categories.get("nmt:GC", 0.0),
+            "rss_kept": rss_mb(pid) - (committed - used), **categories}
 
 
 def jvm_after_full_gc(driver: int) -> dict[str, Any] | None:

@@ -30,13 +30,10 @@ from ``ARROW_DEFAULT_MEMORY_POOL``, when pyarrow is first imported: a watch sets
 ``system`` before (:func:`steady_allocators`), so all of Arrow allocates from ``malloc``
 (the processes the watch starts inherit it).
 
-Nor does ``malloc_trim`` give back what a thread's arena holds between its live chunks:
-glibc gives a thread that allocates while others hold the arenas there are an arena of
-its own (up to eight per core), and the threads a watch starts per segment (its Ray
-connection's, Spark's callbacks) spread small long-lived chunks over several of them.
-Two such arenas of the driver grew 22 → 31 and 14 → 21 MB over three checkpoints. A
-watch bounds glibc to :data:`MALLOC_ARENAS` arenas (:func:`bound_malloc_arenas`, as
-``MALLOC_ARENA_MAX`` would): its threads then share them.
+Bounding glibc's arenas (``mallopt(M_ARENA_MAX, 1)``, which gathers the chunks of the
+driver's threads in one arena) was tried beside these and taken back: the driver's
+memory grew as much with it while Arrow still used mimalloc, and stayed as level
+without it once Arrow no longer did (docs/measurements.md, "The live watch").
 """
 
 from __future__ import annotations
@@ -52,10 +49,8 @@ from typing import Any
 MALLOC_THRESHOLD = 128 * 2**10
 #: What Arrow reads, when pyarrow is imported, for its default memory pool.
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
-#: The arenas glibc may make (:func:`bound_malloc_arenas`): the main one only.
-MALLOC_ARENAS = 1
 # mallopt's parameters (malloc.h)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 @functools.cache
@@ -110,12 +105,11 @@ def release_free_memory() -> bool:
 
 def steady_allocators() -> bool:
     """Set a long-lived process's allocators up to give back what it frees (see the
-    module): glibc's thresholds fixed (:func:`fix_malloc_thresholds`), its arenas
-    bounded (:func:`bound_malloc_arenas`) and Arrow on ``malloc``
-    (:func:`arrow_on_malloc`). Whether all three were set. Call it once, at the start,
-    before pyarrow is imported."""
+    module): glibc's thresholds fixed (:func:`fix_malloc_thresholds`) and Arrow on
+    ``malloc`` (:func:`arrow_on_malloc`). Whether both were set. Call it once, at the
+    start, before pyarrow is imported."""
     arrow = arrow_on_malloc()
-    return fix_malloc_thresholds() and bound_malloc_arenas() and arrow
+    return fix_malloc_thresholds() and arrow
 
 
 def arrow_on_malloc() -> bool:
@@ -141,15 +135,6 @@ def _mallopt(parameter: int, value: int) -> bool:
     mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(parameter, value))
-
-
-def bound_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
-    """Let glibc make no more than ``arenas`` arenas for the rest of the process
-    (``mallopt(M_ARENA_MAX)``): a thread that finds them all taken waits for one
-    instead of making another, so the small chunks that outlive a segment gather in
-    few arenas (see the module). Those made before the call stay. Whether it was set
-    (False where the C library is not glibc)."""
-    return _mallopt(_M_ARENA_MAX, arenas)
 
 
 def fix_malloc_thresholds(threshold: int = MALLOC_THRESHOLD) -> bool:
