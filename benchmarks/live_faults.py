@@ -195,6 +195,8 @@ def last_checkpoint_id(out: Path) -> int:
     return max(ids, default=-1)
 
 
+#: Seconds between the collection of Spark's driver JVM and the executor's.
+EXECUTOR_GC_DELAY_S = 3.0
 #: Native Memory Tracking in the soak's JVMs (summary: a few percent of their time).
 NMT_OPTION = "-XX:NativeMemoryTracking=summary"
 
@@ -242,7 +244,16 @@ def jvm_after_full_gc(driver: int) -> dict[str, Any] | None:
     jcmd = jcmd_path()
     if jcmd is None:
         return None
-    parts = [jvm_kept(jcmd, pid) for pid in jvms(driver)]
+    table = processes()
+    parts = []
+    # Spark's driver JVM first: its collection lets Spark's ContextCleaner drop the
+    # blocks of batches gone, which the executors then drop; the executors a few
+    # seconds later
+    for k, pid in enumerate(sorted(jvms(driver, table),
+                                   key=lambda p: "CoarseGrainedExecutorBackend" in table[p][1])):
+        if k:
+            time.sleep(EXECUTOR_GC_DELAY_S)
+        parts.append(jvm_kept(jcmd, pid))
     if not parts or None in parts:
         return None
     summed = {k: sum(p[k] for p in parts if p is not None) for k in
