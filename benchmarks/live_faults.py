@@ -31,24 +31,23 @@ and every ``--jvm-gc-every`` seconds, right after the next micro-batch's commit 
 JVMs between two batches), what the JVMs keep after a full collection (they run with
 Native Memory Tracking). It prints three growth figures, least-squares slopes in MB per
 minute after warm-up: ``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (what
-the JVMs keep, :func:`jvm_after_full_gc`: their live heaps after a full collection plus
-the memory they committed outside their heaps but for G1's tables, the lowest of each
-three collections, :func:`window_minima`; their plain RSS follows G1's heaps, which grow
-towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth of ±400 MB whose slope over
-minutes changes sign between runs of the same code, and their RSS less the heaps' free
-room swung by ±150 MB between minutes: G1 takes its room back within seconds of the
-collection on a busy JVM) and ``actors_mb_per_min`` (the Ray workers' largest sum in
-each segment: they are started again at every checkpoint, so their sum is a saw-tooth
-too; a segment's peak grows if they grow from one segment to the next). The plain slopes
-are printed beside them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own
-memory and of the shared memory it touched, the executor's Python workers', the Ray
-workers'; the JVMs' live heaps, their memory outside the heaps and their RSS less the
-heaps' free room after each collection, ``jvm_*_mb_per_min``; the samples are kept in
-``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
-``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
-shorter soak), ``events``, the segments and Ray worker processes after warm-up, and the
-machine's load average (1 minute; lowest and highest after warm-up). ``--quick``: 3
-minutes, 1 of warm-up.
+the JVMs keep, :func:`jvm_after_full_gc`: the memory they committed outside their heaps
+but for G1's tables, and the floor of each one's live heap after a full collection,
+:func:`jvm_growth`; their plain RSS follows G1's heaps, which grow towards ``-Xmx`` and
+shrink at G1's own pace, a saw-tooth of ±400 MB whose slope over minutes changes sign
+between runs of the same code, and their RSS less the heaps' free room swung by ±150 MB
+between minutes: G1 takes its room back within seconds of the collection on a busy JVM)
+and ``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they are
+started again at every checkpoint, so their sum is a saw-tooth too; a segment's peak
+grows if they grow from one segment to the next). The plain slopes are printed beside
+them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
+memory it touched, the executor's Python workers', the Ray workers'; the JVMs' live
+heaps, their memory outside the heaps and their RSS less the heaps' free room after each
+collection, ``jvm_*_mb_per_min``; the samples are kept in ``samples.json``), with
+``complex_files`` (files in ``OUT/complex`` at the end), ``complex_files_per_5_min``
+(the files it held after 5 minutes, or at the end of a shorter soak), ``events``, the
+segments and Ray worker processes after warm-up, and the machine's load average (1
+minute; lowest and highest after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -230,7 +229,7 @@ def jvm_kept(jcmd: str, pid: int) -> dict[str, float] | None:
     if heap is None or total is None or "nmt:Java Heap" not in categories:
         return None
     committed, used = int(heap[1]) / 1024, int(heap[2]) / 1024
-    return {"live_heap": used,
+    return {"pid": pid, "live_heap": used,
             "outside_heap": int(total[1]) / 1024 - categories["nmt:Java Heap"]
             - categories.get("nmt:GC", 0.0),
             "rss_kept": rss_mb(pid) - (committed - used), **categories}
@@ -264,9 +263,7 @@ def jvm_after_full_gc(driver: int) -> dict[str, Any] | None:
 def window_minima(points: list[tuple[float, float]], width: float
                   ) -> tuple[list[float], list[float]]:
     """The lowest of ``points`` (time in seconds, value) in each ``width`` seconds from
-    the first: what the JVMs keep after a full collection still counts the tasks in
-    flight at that moment (an executor's live heap went 118-317 MB between minutes);
-    the lowest of a few collections is what stays between them."""
+    the first, with its time (:func:`jvm_growth`)."""
     if not points:
         return [], []
     first = points[0][0]
@@ -276,6 +273,32 @@ def window_minima(points: list[tuple[float, float]], width: float
         if k not in lowest or v < lowest[k][1]:
             lowest[k] = (t, v)
     return [lowest[k][0] for k in sorted(lowest)], [lowest[k][1] for k in sorted(lowest)]
+
+
+def jvm_growth(gc_after: list[tuple[float, dict[str, Any]]], parts: int = 3
+               ) -> float | None:
+    """How fast what the JVMs keep (:func:`jvm_after_full_gc`, each one's under
+    ``jvms``) grows, in MB per minute: the slope of what they committed outside their
+    heaps, over every collection, plus each JVM's live-heap floor: the slope of its
+    lowest live heap after a collection in each of ``parts`` equal stretches of the
+    window. The floor because an executor's live heap after a collection sits at one of
+    a few levels (55, 113-119 or 166-177 MB in one run) for minutes at a time, by the
+    batches' tasks and blocks it holds, even right after a commit: the slope of every
+    collection, or of the lowest of each three, follows where those stretches fall
+    (-21 to +23 MB/min for the same code); a leak raises the floor. None with fewer
+    than three collections or stretches."""
+    if len(gc_after) < 3:
+        return None
+    growth = slope_per_min([t for t, _ in gc_after],
+                           [sum(j["outside_heap"] for j in v["jvms"]) for _, v in gc_after])
+    for pid in sorted({j["pid"] for _, v in gc_after for j in v["jvms"]}):
+        heap = [(t, j["live_heap"]) for t, v in gc_after for j in v["jvms"] if j["pid"] == pid]
+        width = (heap[-1][0] - heap[0][0]) / parts * (1 + 1e-9)
+        floor = slope_per_min(*window_minima(heap, width)) if width > 0 else None
+        if growth is None or floor is None:
+            return None
+        growth += floor
+    return growth
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
@@ -387,8 +410,7 @@ def soak(args: argparse.Namespace) -> None:
                       "first_batch_s": round(first_batch),
                       "samples_after_warm_up": len(after),
                       "files_landed": len(parts), "events": len(match.events),
-                      **rounded(measures(after, [(t, v["kept"]) for t, v in gc_after],
-                                         slopes, 3 * args.jvm_gc_every)),
+                      **rounded(measures(after, gc_after, slopes)),
                       **rounded(slopes),
                       "jvm_mb_end": round(after[-1][1]["jvm"]) if after else None,
                       "jvm_mb_max": round(max(m["jvm"] for _, m in after)) if after else None,
@@ -405,15 +427,14 @@ def soak(args: argparse.Namespace) -> None:
                       "samples": str(work / "samples.json")}))
 
 
-def measures(after: list[tuple[float, dict[str, float]]], gc_after: list[tuple[float, float]],
-             slopes: dict[str, float | None], jvm_window: float = 90.0
+def measures(after: list[tuple[float, dict[str, float]]],
+             gc_after: list[tuple[float, dict[str, Any]]], slopes: dict[str, float | None]
              ) -> dict[str, float | None]:
     """The three growth figures of a soak, in MB per minute after warm-up: the driver's
     RSS; what the JVMs keep after a full collection (``gc_after``, :func:`jvm_after_full_gc`:
-    their plain RSS is a saw-tooth of G1's heaps within their ``-Xmx``), the lowest in
-    each ``jvm_window`` seconds (:func:`window_minima`); the Ray workers' peak per
-    segment (:func:`segment_peaks`)."""
-    jvm = slope_per_min(*window_minima(gc_after, jvm_window))
+    their plain RSS is a saw-tooth of G1's heaps within their ``-Xmx``), by
+    :func:`jvm_growth`; the Ray workers' peak per segment (:func:`segment_peaks`)."""
+    jvm = jvm_growth(gc_after)
     return {"jvm_mb_per_min": jvm, "driver_mb_per_min": slopes["driver_rss_mb_per_min"],
             "actors_mb_per_min": slope_per_min(*segment_peaks(after, "actors"))}
 

@@ -43,24 +43,39 @@ def test_peaks_grow_with_the_segments_and_cut_segments_are_left_out():
     assert slope_per_min(times, peaks) == pytest.approx(10.0)
 
 
-def test_the_jvms_growth_is_that_of_their_rss_after_full_collections():
-    figures = measures(_saw_tooth(0.0), [(60.0 * k, 1000.0 + 3 * k) for k in range(6)],
-                       {"driver_rss_mb_per_min": 1.5})
-    assert figures["jvm_mb_per_min"] == pytest.approx(3.0)
+def _collections(outside_per_min: float, floor_per_min: float) -> list[tuple[float, dict]]:
+    """Every 30 s for 10 minutes, two JVMs: the driver JVM's live heap flat at 100 MB,
+    the executor's at one of three levels in streaks of 2 minutes (55, 170, 115 MB, the
+    lowest rising by ``floor_per_min``), what they committed outside their heaps rising
+    by ``outside_per_min``."""
+    levels = [0.0, 115.0, 60.0]
+    points = []
+    for k in range(20):
+        t = 30.0 * k
+        minutes = t / 60
+        executor = 55 + levels[(k // 4) % 3] + floor_per_min * minutes
+        points.append((t, {"jvms": [
+            {"pid": 1, "live_heap": 100.0, "outside_heap": 400 + outside_per_min * minutes},
+            {"pid": 2, "live_heap": executor, "outside_heap": 250.0}]}))
+    return points
+
+
+def test_the_jvms_growth_is_their_native_memorys_and_their_live_heaps_floors():
+    samples = _saw_tooth(0.0)
+    streaks = _collections(3.0, 0.0)
+    kept = [sum(j["live_heap"] + j["outside_heap"] for j in v["jvms"]) for _, v in streaks]
+    assert abs(slope_per_min([t for t, _ in streaks], kept) - 3.0) > 2  # the streaks' sway
+    figures = measures(samples, streaks, {"driver_rss_mb_per_min": 1.5})
+    assert figures["jvm_mb_per_min"] == pytest.approx(3.0, abs=0.5)
     assert figures["driver_mb_per_min"] == 1.5
-    assert measures(_saw_tooth(0.0), [], {"driver_rss_mb_per_min": 1.5})["jvm_mb_per_min"] is None
+    leaking = measures(samples, _collections(0.0, 8.0), {"driver_rss_mb_per_min": 1.5})
+    assert leaking["jvm_mb_per_min"] == pytest.approx(8.0, abs=1.5)
+    assert measures(samples, [], {"driver_rss_mb_per_min": 1.5})["jvm_mb_per_min"] is None
 
 
-def test_the_lowest_collection_of_each_window_leaves_out_the_tasks_in_flight():
-    """Every 30 s a collection; one in three catches tasks in flight (300 MB in the
-    first window, 30 MB less in each after), at a different place in each window: the
-    lowest per 90 s is flat where all points are not, and a real growth still shows."""
-    spikes = [(300.0 - 30 * (k // 3)) * (k % 3 == k // 3 % 3) for k in range(30)]
-    flat = [(30.0 * k, 1000.0 + spike) for k, spike in enumerate(spikes)]
-    assert abs(slope_per_min([t for t, _ in flat], [v for _, v in flat])) > 1
-    assert slope_per_min(*window_minima(flat, 90.0)) == pytest.approx(0.0, abs=1e-6)
-    growing = [(t, v + 0.1 * t) for t, v in flat]  # 6 MB a minute
-    assert slope_per_min(*window_minima(growing, 90.0)) == pytest.approx(6.0, abs=0.5)
+def test_window_minima_are_the_lowest_of_each_window_with_their_times():
+    points = [(0.0, 5.0), (30.0, 3.0), (60.0, 4.0), (95.0, 9.0), (150.0, 7.0)]
+    assert window_minima(points, 90.0) == ([30.0, 150.0], [3.0, 7.0])
     assert window_minima([], 90.0) == ([], [])
 
 
@@ -92,7 +107,7 @@ def test_what_a_jvm_keeps_is_its_live_heap_and_what_it_committed_besides(tmp_pat
     jcmd.chmod(0o755)
     kept = jvm_kept(str(jcmd), os.getpid())
     assert kept is not None
-    assert kept["live_heap"] == 150.0  # used after the collection
+    assert kept["pid"] == os.getpid() and kept["live_heap"] == 150.0  # after the collection
     # NMT's committed less the heap and less G1's tables, which follow the heap
     assert kept["outside_heap"] == (870400 - 524288 - 51200) / 1024
     assert kept["rss_kept"] == pytest.approx(rss_mb(os.getpid()) - (512 - 150), abs=5)
