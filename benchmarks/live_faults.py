@@ -27,23 +27,27 @@ machine) a file of ``--file-seconds`` of play every ``--every`` seconds for MINU
 (warm-up included: the first ``--warm-up`` minutes are left out of the slopes), while
 the resident memory of the watch's driver, its Spark JVMs, the executor's Python workers
 (``pyspark.daemon``) and the Ray workers (the detector actors) is sampled every ~5 s,
-and once a minute (``--jvm-gc-every``) what the JVMs keep after a full collection. It
-prints three growth figures, least-squares slopes in MB per minute after warm-up:
-``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (the JVMs' RSS after a full
-collection less the free room of their heaps, :func:`jvm_after_full_gc`: their plain RSS
-follows G1's heaps, which grow towards ``-Xmx`` and shrink at G1's own pace, a saw-tooth
-of ±400 MB whose slope over minutes changes sign between runs of the same code; what
-they keep is their live objects and their native memory, where a leak would show) and
-``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they are started
-again at every checkpoint, so their sum is a saw-tooth too; a segment's peak grows if
-they grow from one segment to the next). The plain slopes are printed beside them
-(``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
-memory it touched, the executor's Python workers', the Ray workers'; the samples are
-kept in ``samples.json``), with ``complex_files`` (files in ``OUT/complex`` at the end),
-``complex_files_per_5_min`` (the files it held after 5 minutes, or at the end of a
-shorter soak), ``events``, the segments and Ray worker processes after warm-up, and the
-machine's load average (1 minute; lowest and highest after warm-up). ``--quick``: 3
-minutes, 1 of warm-up.
+and every ``--jvm-gc-every`` seconds, right after the next micro-batch's commit (the
+JVMs between two batches), what the JVMs keep after a full collection (they run with
+Native Memory Tracking). It prints three growth figures, least-squares slopes in MB per
+minute after warm-up: ``driver_mb_per_min`` (the driver's RSS), ``jvm_mb_per_min`` (what
+the JVMs keep, :func:`jvm_after_full_gc`: the memory they committed outside their heaps
+but for G1's tables, and the floor of each one's live heap after a full collection,
+:func:`jvm_growth`; their plain RSS follows G1's heaps, which grow towards ``-Xmx`` and
+shrink at G1's own pace, a saw-tooth of ±400 MB whose slope over minutes changes sign
+between runs of the same code, and their RSS less the heaps' free room swung by ±150 MB
+between minutes: G1 takes its room back within seconds of the collection on a busy JVM)
+and ``actors_mb_per_min`` (the Ray workers' largest sum in each segment: they are
+started again at every checkpoint, so their sum is a saw-tooth too; a segment's peak
+grows if they grow from one segment to the next). The plain slopes are printed beside
+them (``*_rss_mb_per_min``: the JVMs', the driver's, of its own memory and of the shared
+memory it touched, the executor's Python workers', the Ray workers'; the JVMs' live
+heaps, their memory outside the heaps and their RSS less the heaps' free room after each
+collection, ``jvm_*_mb_per_min``; the samples are kept in ``samples.json``), with
+``complex_files`` (files in ``OUT/complex`` at the end), ``complex_files_per_5_min``
+(the files it held after 5 minutes, or at the end of a shorter soak), ``events``, the
+segments and Ray worker processes after warm-up, and the machine's load average (1
+minute; lowest and highest after warm-up). ``--quick``: 3 minutes, 1 of warm-up.
 
     python benchmarks/live_faults.py --soak 7               # >= 5 minutes after warm-up
     python benchmarks/live_faults.py --soak 3 --quick
@@ -63,6 +67,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -189,28 +194,111 @@ def last_checkpoint_id(out: Path) -> int:
     return max(ids, default=-1)
 
 
-def jvm_after_full_gc(driver: int) -> float:
-    """What the watch's JVMs keep, in MB: each one's RSS right after a full collection
-    (``jcmd PID GC.run``, which returns once it is done) less the free room of its heap
-    (G1's committed heap less what it holds, from ``GC.heap_info``): its live objects
-    and its native memory (code, metaspace, threads, G1's tables), not the room G1
-    takes, within ``-Xmx``, to collect less often, which it takes and gives back at
-    its own pace. 0 where ``jcmd`` is missing."""
+#: Seconds between the collection of Spark's driver JVM and the executor's.
+EXECUTOR_GC_DELAY_S = 3.0
+#: Native Memory Tracking in the soak's JVMs (summary: a few percent of their time).
+NMT_OPTION = "-XX:NativeMemoryTracking=summary"
+
+
+def jcmd_path() -> str | None:
+    """``jcmd`` of the ``JAVA_HOME`` the watch runs on, else the one on the path."""
     home = os.environ.get("JAVA_HOME")
-    jcmd = (shutil.which("jcmd", path=os.path.join(home, "bin")) if home else None
+    return (shutil.which("jcmd", path=os.path.join(home, "bin")) if home else None
             ) or shutil.which("jcmd")
+
+
+def jvm_kept(jcmd: str, pid: int) -> dict[str, float] | None:
+    """What JVM ``pid`` keeps, in MB, right after a full collection (``jcmd PID
+    GC.run``, which returns once it is done): ``live_heap``, what its heap holds
+    (``GC.heap_info``), and ``outside_heap``, the memory it committed outside the heap
+    (Native Memory Tracking's committed total less the heap's: code, metaspace, threads,
+    symbols), less G1's own tables (NMT's ``GC``: they follow the heap's committed size,
+    bounded as it is, and moved by ±12 MB between collections); ``rss_kept``, its RSS
+    less the heap's free room, for a check; ``nmt:CATEGORY``, what it committed in each
+    of Native Memory Tracking's categories, to tell which grows. None where the JVM is
+    gone or runs without Native Memory Tracking."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jcmd") as commands:
+        commands.write("GC.run\nGC.heap_info\nVM.native_memory summary\n")
+        commands.flush()  # one jcmd (a JVM's start) for the three
+        said = subprocess.run([jcmd, str(pid), "-f", commands.name], capture_output=True,
+                              text=True, timeout=180, check=False).stdout
+    heap = re.search(r"heap\s+total (\d+)K, used (\d+)K", said)
+    total = re.search(r"Total: reserved=\d+KB, committed=(\d+)KB", said)
+    categories = {f"nmt:{name}": int(kb) / 1024 for name, kb in re.findall(
+        r"^-\s+(\S[^(]*?) \(reserved=\d+KB, committed=(\d+)KB", said, re.MULTILINE)}
+    if heap is None or total is None or "nmt:Java Heap" not in categories:
+        return None
+    committed, used = int(heap[1]) / 1024, int(heap[2]) / 1024
+    return {"pid": pid, "live_heap": used,
+            "outside_heap": int(total[1]) / 1024 - categories["nmt:Java Heap"]
+            - categories.get("nmt:GC", 0.0),
+            "rss_kept": rss_mb(pid) - (committed - used), **categories}
+
+
+def jvm_after_full_gc(driver: int) -> dict[str, Any] | None:
+    """:func:`jvm_kept` summed over the watch's JVMs, with ``kept``, their live heaps
+    and committed memory outside them: their growth is a leak's, not G1's heaps growing
+    and shrinking within ``-Xmx`` (the plain RSS: a saw-tooth of ±400 MB); each JVM's
+    own under ``jvms``. None where ``jcmd`` is missing or a JVM could not be read."""
+    jcmd = jcmd_path()
     if jcmd is None:
-        return 0.0
-    kept = 0.0
-    for pid in jvms(driver):
-        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=120,
-                       check=False)
-        info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True,
-                              text=True, timeout=120, check=False).stdout
-        heap = re.search(r"heap\s+total (\d+)K, used (\d+)K", info)
-        free_room = (int(heap[1]) - int(heap[2])) / 1024 if heap else 0.0
-        kept += rss_mb(pid) - free_room
-    return kept
+        return None
+    table = processes()
+    parts = []
+    # Spark's driver JVM first: its collection lets Spark's ContextCleaner drop the
+    # blocks of batches gone, which the executors then drop; the executors a few
+    # seconds later
+    for k, pid in enumerate(sorted(jvms(driver, table),
+                                   key=lambda p: "CoarseGrainedExecutorBackend" in table[p][1])):
+        if k:
+            time.sleep(EXECUTOR_GC_DELAY_S)
+        parts.append(jvm_kept(jcmd, pid))
+    if not parts or None in parts:
+        return None
+    summed = {k: sum(p[k] for p in parts if p is not None) for k in
+              ("live_heap", "outside_heap", "rss_kept")}
+    return {"kept": summed["live_heap"] + summed["outside_heap"], **summed, "jvms": parts}
+
+
+def window_minima(points: list[tuple[float, float]], width: float
+                  ) -> tuple[list[float], list[float]]:
+    """The lowest of ``points`` (time in seconds, value) in each ``width`` seconds from
+    the first, with its time (:func:`jvm_growth`)."""
+    if not points:
+        return [], []
+    first = points[0][0]
+    lowest: dict[int, tuple[float, float]] = {}
+    for t, v in points:
+        k = int((t - first) // width)
+        if k not in lowest or v < lowest[k][1]:
+            lowest[k] = (t, v)
+    return [lowest[k][0] for k in sorted(lowest)], [lowest[k][1] for k in sorted(lowest)]
+
+
+def jvm_growth(gc_after: list[tuple[float, dict[str, Any]]], parts: int = 3
+               ) -> float | None:
+    """How fast what the JVMs keep (:func:`jvm_after_full_gc`, each one's under
+    ``jvms``) grows, in MB per minute: the slope of what they committed outside their
+    heaps, over every collection, plus each JVM's live-heap floor: the slope of its
+    lowest live heap after a collection in each of ``parts`` equal stretches of the
+    window. The floor because an executor's live heap after a collection sits at one of
+    a few levels (55, 113-119 or 166-177 MB in one run) for minutes at a time, by the
+    batches' tasks and blocks it holds, even right after a commit: the slope of every
+    collection, or of the lowest of each three, follows where those stretches fall
+    (-21 to +23 MB/min for the same code); a leak raises the floor. None with fewer
+    than three collections or stretches."""
+    if len(gc_after) < 3:
+        return None
+    growth = slope_per_min([t for t, _ in gc_after],
+                           [sum(j["outside_heap"] for j in v["jvms"]) for _, v in gc_after])
+    for pid in sorted({j["pid"] for _, v in gc_after for j in v["jvms"]}):
+        heap = [(t, j["live_heap"]) for t, v in gc_after for j in v["jvms"] if j["pid"] == pid]
+        width = (heap[-1][0] - heap[0][0]) / parts * (1 + 1e-9)
+        floor = slope_per_min(*window_minima(heap, width)) if width > 0 else None
+        if growth is None or floor is None:
+            return None
+        growth += floor
+    return growth
 
 
 def slope_per_min(times: list[float], values: list[float]) -> float | None:
@@ -257,10 +345,12 @@ def soak(args: argparse.Namespace) -> None:
            context.address_info["gcs_address"], "--checkpoint-interval",
            str(args.checkpoint_interval)]
     log = open(work / "watch.log", "w")  # noqa: SIM115 (closed with the watch)
+    env = {**os.environ, "JAVA_TOOL_OPTIONS": " ".join(
+        filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), NMT_OPTION]))}
     proc = subprocess.Popen([*cmd, "--idle-timeout", "0"], stdout=log,  # until stopped
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, env=env)
     samples: list[tuple[float, dict[str, float]]] = []
-    collected: list[tuple[float, float]] = []  # (time, the JVMs' RSS after a full GC)
+    collected: list[tuple[float, dict[str, float]]] = []  # the JVMs after a full GC
     at_5_min = 0
     began = time.time()
     try:
@@ -272,17 +362,28 @@ def soak(args: argparse.Namespace) -> None:
             time.sleep(1.0)
         first_batch, began = time.time() - began, time.time()
         next_gc = began + args.jvm_gc_every if args.jvm_gc_every else float("inf")
+        next_sample, gc_at = began, None  # gc_at: the micro-batch a collection waits for
         for i, part in enumerate(parts[1:], 1):
             due = began + i * args.every
             while time.time() < due:
                 check_running(proc, work)
-                samples.append((time.time() - began, memory(proc.pid, out)))
-                if time.time() >= next_gc:
-                    next_gc += args.jvm_gc_every
-                    collected.append((time.time() - began, jvm_after_full_gc(proc.pid)))
+                if time.time() >= next_sample:
+                    next_sample = time.time() + 5.0
+                    samples.append((time.time() - began, memory(proc.pid, out)))
+                if time.time() >= next_gc and gc_at is None:
+                    gc_at = committed(out) + 1
+                if gc_at is not None and (committed(out) >= gc_at
+                                          or time.time() >= next_gc + args.jvm_gc_every):
+                    # right after a micro-batch's commit: the JVMs between two batches
+                    gc_at = None
+                    kept = jvm_after_full_gc(proc.pid)
+                    if kept is not None:
+                        collected.append((time.time() - began, kept))
+                    next_gc = time.time() + args.jvm_gc_every
                 if time.time() - began <= 300:
                     at_5_min = len(list(Path(out, "complex").rglob("*.parquet")))
-                time.sleep(min(5.0, max(0.0, due - time.time())))
+                time.sleep(max(0.0, min(0.5 if gc_at is not None else 5.0,
+                                        next_sample - time.time(), due - time.time())))
             land_part(staging, watched, i, part)
         files = len(list(Path(out, "complex").rglob("*.parquet")))
         proc.send_signal(signal.SIGINT)
@@ -302,6 +403,9 @@ def soak(args: argparse.Namespace) -> None:
               for k in ("jvm", "driver", "driver_anon", "driver_shmem", "spark_python",
                         "actors")}
     gc_after = [(t, v) for t, v in collected if t >= warm]
+    slopes.update({f"jvm_{k}_mb_per_min": slope_per_min([t for t, _ in gc_after],
+                                                        [v[k] for _, v in gc_after])
+                   for k in ("live_heap", "outside_heap", "rss_kept")})
     print(json.dumps({"minutes": round(watched_min, 1), "warm_up_minutes": args.warm_up,
                       "first_batch_s": round(first_batch),
                       "samples_after_warm_up": len(after),
@@ -323,13 +427,14 @@ def soak(args: argparse.Namespace) -> None:
                       "samples": str(work / "samples.json")}))
 
 
-def measures(after: list[tuple[float, dict[str, float]]], gc_after: list[tuple[float, float]],
-             slopes: dict[str, float | None]) -> dict[str, float | None]:
+def measures(after: list[tuple[float, dict[str, float]]],
+             gc_after: list[tuple[float, dict[str, Any]]], slopes: dict[str, float | None]
+             ) -> dict[str, float | None]:
     """The three growth figures of a soak, in MB per minute after warm-up: the driver's
-    RSS; the JVMs' RSS after a full collection (``gc_after``; their plain RSS is a
-    saw-tooth of G1's heaps within their ``-Xmx``); the Ray workers' peak per segment
-    (:func:`segment_peaks`)."""
-    jvm = slope_per_min([t for t, _ in gc_after], [v for _, v in gc_after])
+    RSS; what the JVMs keep after a full collection (``gc_after``, :func:`jvm_after_full_gc`:
+    their plain RSS is a saw-tooth of G1's heaps within their ``-Xmx``), by
+    :func:`jvm_growth`; the Ray workers' peak per segment (:func:`segment_peaks`)."""
+    jvm = jvm_growth(gc_after)
     return {"jvm_mb_per_min": jvm, "driver_mb_per_min": slopes["driver_rss_mb_per_min"],
             "actors_mb_per_min": slope_per_min(*segment_peaks(after, "actors"))}
 
@@ -371,9 +476,9 @@ def main() -> None:
                         help="seconds of play per file")
     parser.add_argument("--warm-up", type=float, default=2.0, help="minutes")
     parser.add_argument("--checkpoint-interval", type=float, default=60.0)
-    parser.add_argument("--jvm-gc-every", type=float, default=60.0,
+    parser.add_argument("--jvm-gc-every", type=float, default=30.0,
                         help="seconds between full collections of the soak's JVMs before "
-                             "their RSS is read (0: none; jvm_mb_per_min is then None)")
+                             "what they keep is read (0: none; jvm_mb_per_min is then None)")
     args = parser.parse_args()
     if args.soak or args.quick:
         soak(args)

@@ -22,23 +22,35 @@ Nor is Arrow's pool (mimalloc) on the driver's threads: ``release_unused`` on th
 thread gave back less of what buffers made on another thread and freed on the main
 thread held (400 buffers of 1.6 MB: 676 MB resident, 26 MB after it; 2 MB when one
 thread made and freed them), and in a watch mimalloc's 1 GiB reservation grew from 19 to
-58 MB resident over 8 minutes with nothing allocated in it at the checkpoints. A watch's
-allocations through pyarrow's functions therefore go to ``malloc``
-(:func:`steady_allocators`); Arrow's own code (its readers and writers) still takes
-mimalloc's, which :func:`release_free_memory` releases too.
+58 MB resident over 8 minutes with nothing allocated in it at the checkpoints. Routing
+pyarrow's functions to ``malloc`` left Arrow's own code (the Parquet readers and writers
+of each checkpoint's compaction) on mimalloc, whose reservation still grew 14 → 44 MB
+over 5 minutes and was most of the driver's growth. Arrow picks its default pool once,
+from ``ARROW_DEFAULT_MEMORY_POOL``, when pyarrow is first imported: a watch sets it to
+``system`` before (:func:`steady_allocators`), so all of Arrow allocates from ``malloc``
+(the processes the watch starts inherit it).
+
+Bounding glibc's arenas (``mallopt(M_ARENA_MAX, 1)``, which gathers the chunks of the
+driver's threads in one arena) was tried beside these and taken back: the driver's
+memory grew as much with it while Arrow still used mimalloc, and stayed as level
+without it once Arrow no longer did (docs/measurements.md, "The live watch").
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 #: glibc's starting mmap and trim thresholds, kept by :func:`fix_malloc_thresholds`.
 MALLOC_THRESHOLD = 128 * 2**10
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
+#: What Arrow reads, when pyarrow is imported, for its default memory pool.
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+# mallopt's parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 @functools.cache
@@ -93,13 +105,36 @@ def release_free_memory() -> bool:
 
 def steady_allocators() -> bool:
     """Set a long-lived process's allocators up to give back what it frees (see the
-    module): glibc's thresholds fixed (:func:`fix_malloc_thresholds`) and Arrow's
-    default pool, for the allocations made through pyarrow, on ``malloc``. Whether
-    glibc's thresholds were set. Call it once, at the start."""
+    module): glibc's thresholds fixed (:func:`fix_malloc_thresholds`) and Arrow on
+    ``malloc`` (:func:`arrow_on_malloc`). Whether both were set. Call it once, at the
+    start, before pyarrow is imported."""
+    arrow = arrow_on_malloc()
+    return fix_malloc_thresholds() and arrow
+
+
+def arrow_on_malloc() -> bool:
+    """Make ``malloc`` Arrow's default memory pool, for Arrow's own code too where
+    pyarrow is not imported yet (``ARROW_DEFAULT_MEMORY_POOL``, read at its import);
+    where it is, only for the allocations made through pyarrow's functions
+    (``pyarrow.set_memory_pool``). Whether all of Arrow's were set."""
+    os.environ[ARROW_POOL_ENV] = "system"
+    if "pyarrow" not in sys.modules:
+        return True
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
-    return fix_malloc_thresholds()
+    return False
+
+
+def _mallopt(parameter: int, value: int) -> bool:
+    """glibc's ``mallopt(parameter, value)``: whether it was set (False where the C
+    library is not glibc)."""
+    libc = _libc()
+    if libc is None:
+        return False
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(parameter, value))
 
 
 def fix_malloc_thresholds(threshold: int = MALLOC_THRESHOLD) -> bool:
@@ -110,10 +145,4 @@ def fix_malloc_thresholds(threshold: int = MALLOC_THRESHOLD) -> bool:
     (False where the C library is not glibc). A long-lived process calls it once, at
     its start; a block mapped apart costs a system call, the event arrays it applies
     to are hundreds of kilobytes and more."""
-    libc = _libc()
-    if libc is None:
-        return False
-    mallopt = libc.mallopt
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, threshold)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, threshold))
+    return _mallopt(_M_MMAP_THRESHOLD, threshold) and _mallopt(_M_TRIM_THRESHOLD, threshold)

@@ -128,6 +128,7 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     from specula.cluster.spark import spark_session
     from specula.pipelines.delays import DelayModel
     from specula.pipelines.log_files import is_small_log
+    from specula.pipelines.native_memory import steady_allocators
 
     if config.ray_address and not config.in_process:
         from specula.cluster import check_joinable
@@ -142,6 +143,8 @@ def replay(config: ReplayConfig, kind: LogKind) -> ReplayResult:
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     run = next_run(out) if config.watch else None
+    if run is not None:  # a long-lived driver: before Spark, Ray and pyarrow start
+        steady_allocators()
     with JobProgress(config.progress) as progress, contextlib.ExitStack() as spark_open:
         # before Spark and Ray start, so that every process they start carries its tag
         start = _start_watch(out, run, graph, config.in_process, progress.say) \
@@ -315,14 +318,9 @@ def _watch(spark: Any, config: ReplayConfig, kind: LogKind, graph: Graph, log: s
     """A watch of ``log`` from ``start``: segments of the graph's run on Ray, each
     ended by a suspension and a checkpoint at the checkpoint interval, until the watch
     is stopped (a last suspension) or idle (a flush). Returns the last segment's
-    report, the counts of the whole watch and the summary's watch entries. The driver's
-    allocators are set up to give back what it frees
-    (:func:`~specula.pipelines.native_memory.steady_allocators`): else its memory grew
-    at every segment."""
-    from specula.pipelines.native_memory import steady_allocators
+    report, the counts of the whole watch and the summary's watch entries."""
     from specula.pipelines.spark_stream import WatchCounts, counts_as_ingested, stop_on_signals
 
-    steady_allocators()
     last = start.checkpoint
     if last is not None:
         annotations.restore(last.annotations)
