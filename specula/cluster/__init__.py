@@ -150,6 +150,18 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
         yield
     finally:
         ray.shutdown()
+        reinstall_sigterm_handler()
+
+
+def reinstall_sigterm_handler() -> None:
+    """Install Python's SIGTERM handler again after ``ray.shutdown``: Ray's core worker
+    puts the signal's default action back in native code as the driver disconnects,
+    behind Python's back (``signal.getsignal`` still names the handler), so a SIGTERM
+    after it (Spark persisting a run's output) ended the process on the spot, its
+    clean-up undone."""
+    handler = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is threading.main_thread() and handler is not None:
+        signal.signal(signal.SIGTERM, handler)
 
 
 def joining(address: str) -> AbstractContextManager[None]:

@@ -22,7 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specula.cluster import ClusterError, check_reachable, keep_sigterm_handler
+from specula.cluster import (
+    ClusterError,
+    check_reachable,
+    keep_sigterm_handler,
+    reinstall_sigterm_handler,
+)
 from specula.cluster.java import ensure_java
 
 if TYPE_CHECKING:
@@ -232,6 +237,7 @@ def ray_on_spark(spark: SparkSession, *, worker_nodes: int | None = None,
 
                 with _output_to(log):
                     ray.shutdown()
+                    reinstall_sigterm_handler()
                     with contextlib.suppress(Exception):
                         shutdown_ray_cluster()
                 _kill_workers_of(address)

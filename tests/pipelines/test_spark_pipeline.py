@@ -406,3 +406,46 @@ def test_clear_errors_for_a_missing_log_and_a_wrong_table(tmp_path):
     assert "not a DEBS 2013 position table: missing columns ts, x" in done.stderr
     _assert_no_strays(before)  # raised with Spark up: its JVM and workers are gone
 
+
+
+def _interrupt_when(proc: subprocess.Popen, ready, signum: int) -> str:
+    """Send ``signum`` to ``proc`` once ``ready()`` holds; its output once it exited."""
+    deadline = time.time() + 240
+    try:
+        while not ready():
+            assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return output
+
+
+# Each phase of `specula replay` told from the files it writes (with its output piped,
+# the progress lines print at the end): the match log not written yet (generation, of
+# a 60 s match), written but no quarantine yet (Spark starting; Ray on Spark's start has
+# tests of its own), the quarantine written and the arrival stream being written
+# (ingestion), the complex events being written (persistence).
+@pytest.mark.parametrize(("phase", "signum"), [
+    ("generation", signal.SIGINT), ("spark", signal.SIGTERM),
+    ("ingestion", signal.SIGINT), ("persistence", signal.SIGTERM)])
+def test_an_interrupt_in_any_phase_exits_at_once_and_leaves_nothing(tmp_path, phase,
+                                                                    signum):
+    before = _strays()
+    out = tmp_path / "run"
+    ready = {"generation": lambda: (out / "logs").exists(),
+             "spark": lambda: (out / "input" / "match.parquet").exists(),
+             "ingestion": lambda: (out / "quarantine" / "_SUCCESS").exists(),
+             "persistence": lambda: (out / "complex").exists()}[phase]
+    seconds = "60" if phase == "generation" else "3"
+    proc = subprocess.Popen([*SPECULA, "replay", "--seconds", seconds, "--no-delays",
+                             "--out", str(out), "--no-progress", "--no-plots"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t0 = time.perf_counter()
+    output = _interrupt_when(proc, ready, signum)
+    print(f"{phase}: exited {proc.returncode} after the run's {time.perf_counter() - t0:.1f} s")
+    assert proc.returncode == 130, output
+    assert "interrupted" in output, output
+    _assert_no_strays(before)
