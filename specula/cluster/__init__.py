@@ -69,8 +69,7 @@ def keep_sigterm_handler() -> Iterator[None]:
         yield
     finally:
         utils.set_sigterm_handler = install
-        if threading.current_thread() is threading.main_thread() and handler is not None:
-            signal.signal(signal.SIGTERM, handler)
+        _install_sigterm(handler)
 
 
 def follow_ray_auth_mode() -> None:
@@ -159,7 +158,11 @@ def reinstall_sigterm_handler() -> None:
     behind Python's back (``signal.getsignal`` still names the handler), so a SIGTERM
     after it (Spark persisting a run's output) ended the process on the spot, its
     clean-up undone."""
-    handler = signal.getsignal(signal.SIGTERM)
+    _install_sigterm(signal.getsignal(signal.SIGTERM))
+
+
+def _install_sigterm(handler: Any) -> None:
+    """Make ``handler`` SIGTERM's (only the main thread may; None: not Python's, left)."""
     if threading.current_thread() is threading.main_thread() and handler is not None:
         signal.signal(signal.SIGTERM, handler)
 
