@@ -513,6 +513,7 @@ def test_idle_chain_processes_that_died_or_restarted_are_replaced(local_ray, cra
     dead, restarted = list(hosts)[:2]
     ray.kill(dead, no_restart=True)
     ray.kill(restarted, no_restart=False)
+    _wait_until_killed(dead, restarted)
     runtime = RayRuntime(graph)
     used: set = set()
     report = runtime.run(raw, batch_rows=200,
@@ -521,6 +522,20 @@ def test_idle_chain_processes_that_died_or_restarted_are_replaced(local_ray, cra
     for name in graph.nodes:
         assert_net_equals(report, reference, name)
     assert not {dead, restarted} & set(POOL.idle_hosts())
+
+
+def _wait_until_killed(dead, restarted, timeout_s: float = 60.0) -> None:
+    """Until ``dead`` answers no call and ``restarted`` answers from the process Ray
+    made again: ``ray.kill`` returns before the process ends, and the old one may still
+    answer that it serves."""
+    deadline = time.monotonic() + timeout_s
+    with pytest.raises(ray.exceptions.RayActorError):
+        while time.monotonic() < deadline:
+            ray.get(dead.serves.remote(), timeout=timeout_s)
+            time.sleep(0.05)
+    while ray.get(restarted.serves.remote(), timeout=timeout_s):
+        assert time.monotonic() < deadline, "the killed host was not made again"
+        time.sleep(0.05)
 
 
 def test_prestarted_hosts_are_taken_by_a_run_with_their_options_only(local_ray):
