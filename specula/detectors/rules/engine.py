@@ -181,9 +181,9 @@ class TieHold:
             if low >= newest or high < newest:
                 self.held = rows[len(rows):] if high < newest else rows
                 return (rows, causes) if high < newest else (rows[:0], causes[:0])
-        elif low >= newest and _span(held["ts"], newest)[1] < newest:  # a live feed's step
-            self.held = rows
-            cause = int(batch_ts.searchsorted(int(held["ts"][0]), side="right"))
+        elif low >= newest and int((held_ts := held["ts"])[-1]) < newest:  # a live feed's
+            self.held = rows  # step (held rows are in stream order: the last is the newest)
+            cause = int(batch_ts.searchsorted(int(held_ts[0]), side="right"))
             return held, np.array([cause] * len(held), np.int64)
         if len(held):
             rows = concat_records([held, rows])
@@ -300,11 +300,24 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
         kept = kept[np.lexsort(keys[::-1])]
     dtypes = _attribute_dtypes(rule)
     assigned = dict(rule.assignments)
+    if every and matches.ordered:  # kept is every match in order: no indexing
+        return kept, {a: _column(rule, matches, assigned.get(a), dtype)
+                      for a, dtype in dtypes.items()}
     columns = {a: (_per_match(evaluate(rule, matches, assigned[a]), n)[kept].astype(
                        dtype, copy=False)  # indexing made a copy already
                    if a in assigned else np.zeros(len(kept), dtype))
                for a, dtype in dtypes.items()}
     return kept, columns
+
+
+def _column(rule: Rule, matches: Matches, expr: Expr | None, dtype: np.dtype) -> np.ndarray:
+    """The values of ``expr`` (None: not assigned, zeros) for every match, as a new
+    array of ``dtype``; an attribute copied in one ``astype``."""
+    if expr is None:
+        return np.zeros(len(matches), dtype)
+    if isinstance(expr, AttrRef):
+        return matches.elements[expr.element][expr.attr].astype(dtype)
+    return _per_match(evaluate(rule, matches, expr), len(matches)).astype(dtype)
 
 
 _DTYPES: dict[str, np.dtype] = {}

@@ -127,7 +127,7 @@ from typing import Any
 
 import numpy as np
 
-from specula.detectors.rules._cdp_columns import take
+from specula.detectors.rules._cdp_columns import convert, take
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     AttrRef,
@@ -747,8 +747,14 @@ class Union:
                 kept_all.append(np.zeros(0, np.int64))
                 continue
             kept_all.append(kept)
-            terminators = take(matches.elements[0], kept, _TERMINATOR)
-            causes = matches.terminator[kept]
+            if len(kept) == len(matches) and matches.ordered:  # every match, in order
+                first = matches.elements[0]
+                terminators = (first.copy() if first.dtype == _TERMINATOR
+                               else convert(first, _TERMINATOR))
+                causes = matches.terminator
+            else:
+                terminators = take(matches.elements[0], kept, _TERMINATOR)
+                causes = matches.terminator[kept]
             if self._origin is not None:  # a row of the batch with the merger's copies
                 causes = self._origin[causes]
             parts.append(Composites(terminators, causes, columns))
