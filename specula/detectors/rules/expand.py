@@ -641,7 +641,10 @@ class Union:
             self._union([e.process(events) for e in self.engines])
             return self._released(events["ts"])
         if self.consumer is None:
-            return self._union([e.process(events) for e in self.engines])[0]
+            found = [e.process(events) for e in self.engines]
+            if not any(map(len, found)):  # the usual live step: nothing to compose
+                return self._none
+            return self._union(found)[0]
         rows = self.consumer.relevant(events)
         events = events[rows]
         parts = []
