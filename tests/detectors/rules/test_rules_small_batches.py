@@ -218,9 +218,10 @@ def composites(found: Any) -> list[tuple]:
                                   "conjunction_nonstrict", "no_params", "strings"])
 def test_all_steps_in_one_call_equal_one_step_at_a_time(monkeypatch, case: str, room: int):
     """Batches of 0..8 rows, with the engine's state snapshotted and restored into a
-    fresh one between some of them: the one kernel call for every step finds, batch by
-    batch, the composites the steps one at a time find; ``room`` 1 makes the call grow
-    the buffers of the complete sequences and call again."""
+    fresh one, or the engine pickled or deep-copied (the arrays it keeps for its kernel
+    fetched anew), between some of them: the one kernel call for every step finds,
+    batch by batch, the composites the steps one at a time find; ``room`` 1 makes the
+    call grow the buffers of the complete sequences and call again."""
     monkeypatch.setattr(cdp, "_ROOM", room)
     spec = CASES[case]
     registry, rule = spec.registry(), spec.rule()
@@ -234,10 +235,15 @@ def test_all_steps_in_one_call_equal_one_step_at_a_time(monkeypatch, case: str, 
 
         one_call, by_step = union(CDPEngine), union(StepByStep)
         for batch in random_batches(events, seed=seed, max_size=8):
-            if rng.random() < 0.2:
+            draw = rng.random()
+            if draw < 0.2:
                 state = one_call.snapshot()
                 one_call = union(CDPEngine)
                 one_call.restore(state)
+            elif draw < 0.25:
+                one_call = pickle.loads(pickle.dumps(one_call))
+            elif draw < 0.3:
+                one_call = copy.deepcopy(one_call)
             got, want = one_call.process(batch), by_step.process(batch)
             assert composites(got) == composites(want)
             found += len(got)
