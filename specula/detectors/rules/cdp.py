@@ -71,6 +71,9 @@ Rule R4 and the columns of Fig. 5 (windows in ticks instead of minutes):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import itemgetter
+
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
@@ -174,6 +177,8 @@ class CDPEngine:
         self._columns_of: list[Store] | None = None
         self._columns: tuple[tuple[np.ndarray, ...], ...] = ()
         self._found = _found_buffers(len(self._plan.steps), len(self._plan.params), _ROOM)
+        self._live = np.zeros((len(self._plan.steps), 3), np.int64)  # each step's live part
+        self._rows_are_elements = self._plan.row_dtype == self.dtype
         self._step_stores = [st.store for st in self._plan.steps]
         self._step_index = [_index_at(self._plan.stores[st.store], st) for st in
                             self._plan.steps]
@@ -250,7 +255,7 @@ class CDPEngine:
         self._last = last
         terminators, causes = [], []
         for i, values in relevant:
-            row = tuple([values[j] for j in pick])
+            row = pick(values)
             stores, ends = self._few_types[values[type_at]]
             for si in stores:
                 self._stores[si].append_one(row, *self._derive_one(si, row))
@@ -290,8 +295,9 @@ class CDPEngine:
             self._layouts[dtype] = (
                 None if not self._few_types or self._lacking[dtype]
                 or not same_fields(dtype, row_dtype)
-                else (tuple(names.index(n) for n in fields_of(row_dtype)), names.index("type"),
-                      names.index("ts"), names.index("producer"), names.index("seq")))
+                else (_picker_of([names.index(n) for n in fields_of(row_dtype)]),
+                      names.index("type"), names.index("ts"), names.index("producer"),
+                      names.index("seq")))
         return self._layouts[dtype]
 
     def _release(self, batch_ts: np.ndarray) -> Matches:
@@ -457,11 +463,11 @@ class CDPEngine:
         if not picks.shape[1]:
             return self._empty()
         which = picks[0]
-        elements = [take(trows, which, self.dtype)]
+        elements = [self._elements(trows, which)]
         times = [trows["ts"][which]] if plan.reductions else []  # what reductions read
         for st, pick in zip(plan.steps, picks[1:], strict=True):
             store = self._stores[st.store]
-            elements.append(take(store.live_rows, pick, self.dtype))
+            elements.append(self._elements(store.live_rows, pick))
             if plan.reductions:
                 times.append(store.live_ts[pick])
         m = len(which)
@@ -487,6 +493,10 @@ class CDPEngine:
         found = Matches(tidx[which], tuple(elements), aggregates, negations, ordered=True)
         return found if self._floored else found.within(plan.rule, self.ticks_per_second)
 
+    def _elements(self, rows: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The rows ``at`` of ``rows`` (in the columns' dtype) as elements of matches."""
+        return rows.take(at) if self._rows_are_elements else take(rows, at, self.dtype)
+
     def __getstate__(self) -> dict[str, object]:
         """The engine without the column arrays :meth:`_run_steps` keeps for its kernel:
         some are views (an index's row of links), which a copy (pickled, deep-copied)
@@ -510,8 +520,9 @@ class CDPEngine:
         for q, attr in plan.terminator.fills:
             ctx[:, q] = trows[attr]
         stores = [self._stores[si] for si in self._step_stores]
-        live = np.array([x for s in stores for x in (s.start, s.end, s.base)],
-                        np.int64).reshape(-1, 3)
+        live = self._live
+        for d, s in enumerate(stores):  # item by item: cheaper than an array from a list
+            live[d, 0], live[d, 1], live[d, 2] = s.start, s.end, s.base
         versions = [s.version for s in stores]
         if versions != self._versions or self._columns_of is not self._stores:
             self._columns = _scanned(stores, self._step_index)
@@ -628,9 +639,18 @@ class CDPEngine:
         """Called after :meth:`restore` replaced every column."""
 
 
-_Layout = tuple[tuple[int, ...], int, int, int, int]
+_Layout = tuple[Callable[[tuple], tuple], int, int, int, int]
 """Where the fields of a batch's rows are, as :meth:`CDPEngine._few_layout` gives them:
-the positions of the columns' fields, then of ``type``, ``ts``, ``producer``, ``seq``."""
+what picks the columns' fields of a row (a tuple of its fields), then the positions of
+``type``, ``ts``, ``producer``, ``seq``."""
+
+
+def _picker_of(positions: list[int]) -> Callable[[tuple], tuple]:
+    """What picks the fields at ``positions`` of a row, as a tuple, at C speed (and
+    pickles with the engine). The columns keep at least the core fields, so there are
+    several positions and ``itemgetter`` gives a tuple."""
+    assert len(positions) > 1, "the columns' dtype has the core fields"
+    return itemgetter(*positions)
 
 _NO_ROWS = np.zeros(0, np.int64)
 

@@ -213,6 +213,7 @@ class RuleDetector(Detector):
         self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
         self.num_gpus = 1.0 if engine == "gpu" else 0.0
         self._unions: list[Union | AbsenceUnion] | None = None
+        self._absent: list[AbsenceUnion] = []  # the unions with absence at the end
         self._holding: list[tuple[int, Any]] | None = None  # see _holders
 
     def check_node_options(self, options: Mapping[str, Any], where: str) -> None:
@@ -244,15 +245,15 @@ class RuleDetector(Detector):
             cls = engine_class(self.engine)
             self._unions = [(AbsenceUnion if rule.absences else Union)(
                 rule, cls, self.registry, self.ticks_per_second) for rule in self.rules]
+            self._absent = [u for u in self._unions if isinstance(u, AbsenceUnion)]
         return self._unions
 
     def time_hold(self) -> int | None:
         """The earliest deadline of a composite that waits for event time to pass it
         (absence at the end, :mod:`~specula.detectors.rules.absence`); None: none."""
-        if self._unions is None:
+        if not self._absent:  # the unit asks at every step: most rules have none
             return None
-        holds = [h for u in self._unions if isinstance(u, AbsenceUnion)
-                 if (h := u.time_hold()) is not None]
+        holds = [h for u in self._absent if (h := u.time_hold()) is not None]
         return min(holds) if holds else None
 
     def engines(self) -> list[Engine]:

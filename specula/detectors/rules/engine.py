@@ -181,9 +181,9 @@ class TieHold:
             if low >= newest or high < newest:
                 self.held = rows[len(rows):] if high < newest else rows
                 return (rows, causes) if high < newest else (rows[:0], causes[:0])
-        elif low >= newest and _span(held["ts"], newest)[1] < newest:  # a live feed's step
-            self.held = rows
-            cause = int(batch_ts.searchsorted(int(held["ts"][0]), side="right"))
+        elif low >= newest and int((held_ts := held["ts"])[-1]) < newest:  # a live feed's
+            self.held = rows  # step (held rows are in stream order: the last is the newest)
+            cause = int(batch_ts.searchsorted(int(held_ts[0]), side="right"))
             return held, np.array([cause] * len(held), np.int64)
         if len(held):
             rows = concat_records([held, rows])
@@ -273,14 +273,29 @@ def register_composite(rule: Rule, registry: TypeRegistry) -> None:
                                     for a, k in rule.attributes})
 
 
-def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+class Defines:
+    """The attributes of a rule's ``define`` as :func:`compose` evaluates them, worked
+    out once per rule: each attribute's name, dtype and expression (None: not assigned,
+    zeros)."""
+
+    __slots__ = ("attributes",)
+
+    def __init__(self, rule: Rule) -> None:
+        assigned = dict(rule.assignments)
+        self.attributes = tuple((a, dtype, assigned.get(a))
+                                for a, dtype in _attribute_dtypes(rule).items())
+
+
+def compose(rule: Rule, matches: Matches, defines: Defines | None = None
+            ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Composite events of ``matches``: the kept match indices and the attribute columns.
 
     Drops matches with an undefined aggregate, a violated negation or a failed filter,
     orders the rest as the rule semantics says (terminator, then element positions),
     and evaluates ``where``. Returns ``(kept, columns)``: ``kept`` indexes ``matches``
     (so ``matches.terminator[kept]`` are the causes) and ``columns`` maps each
-    attribute of ``define`` to its values.
+    attribute of ``define`` to its values. ``defines``: the rule's, when the caller
+    keeps them (made here otherwise).
     """
     n = len(matches)
     if n and (matches.aggregates.shape[1] or matches.negations.shape[1] or rule.filters):
@@ -298,13 +313,24 @@ def compose(rule: Rule, matches: Matches) -> tuple[np.ndarray, dict[str, np.ndar
             keys += ([element["ts"], order_key(element)] if every
                      else [element["ts"][kept], _order_key_at(element, kept)])
         kept = kept[np.lexsort(keys[::-1])]
-    dtypes = _attribute_dtypes(rule)
-    assigned = dict(rule.assignments)
-    columns = {a: (_per_match(evaluate(rule, matches, assigned[a]), n)[kept].astype(
+    attributes = (defines or Defines(rule)).attributes
+    if every and matches.ordered:  # kept is every match in order: no indexing
+        return kept, {a: _column(rule, matches, expr, dtype) for a, dtype, expr in attributes}
+    columns = {a: (_per_match(evaluate(rule, matches, expr), n)[kept].astype(
                        dtype, copy=False)  # indexing made a copy already
-                   if a in assigned else np.zeros(len(kept), dtype))
-               for a, dtype in dtypes.items()}
+                   if expr is not None else np.zeros(len(kept), dtype))
+               for a, dtype, expr in attributes}
     return kept, columns
+
+
+def _column(rule: Rule, matches: Matches, expr: Expr | None, dtype: np.dtype) -> np.ndarray:
+    """The values of ``expr`` (None: not assigned, zeros) for every match, as a new
+    array of ``dtype``; an attribute copied in one ``astype``."""
+    if expr is None:
+        return np.zeros(len(matches), dtype)
+    if isinstance(expr, AttrRef):
+        return matches.elements[expr.element][expr.attr].astype(dtype)
+    return _per_match(evaluate(rule, matches, expr), len(matches)).astype(dtype)
 
 
 _DTYPES: dict[str, np.dtype] = {}

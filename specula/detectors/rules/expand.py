@@ -127,7 +127,7 @@ from typing import Any
 
 import numpy as np
 
-from specula.detectors.rules._cdp_columns import take
+from specula.detectors.rules._cdp_columns import convert, take
 from specula.detectors.rules.ast import (
     ATTRIBUTE_TYPES,
     AttrRef,
@@ -147,7 +147,7 @@ from specula.detectors.rules.ast import (
 )
 from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.disjunctions import Merger, check_selected, merged, selected
-from specula.detectors.rules.engine import Matches, compose, order_key
+from specula.detectors.rules.engine import Defines, Matches, compose, order_key
 from specula.detectors.rules.skip import Skipper, marks
 from specula.detectors.rules.strings import check_strings, encode
 from specula.detectors.rules.unbounded import Growth
@@ -612,6 +612,7 @@ class Union:
         self.merger = Merger(rule, registry) if selected(rule) else None
         self._origin: np.ndarray | None = None  # per row the engines read: the batch's row
         self.expansions = expand(rule, ticks_per_second)
+        self._defines = [Defines(r) for r in self.expansions]
         self.engines = [engine_class(r, self._engine_registry, ticks_per_second=ticks_per_second)
                         for r in self.expansions]
         self.greed = next(((i, s.greed) for i, s in enumerate(rule.steps, start=1)
@@ -641,7 +642,10 @@ class Union:
             self._union([e.process(events) for e in self.engines])
             return self._released(events["ts"])
         if self.consumer is None:
-            return self._union([e.process(events) for e in self.engines])[0]
+            found = [e.process(events) for e in self.engines]
+            if not any(map(len, found)):  # the usual live step: nothing to compose
+                return self._none
+            return self._union(found)[0]
         rows = self.consumer.relevant(events)
         events = events[rows]
         parts = []
@@ -725,6 +729,7 @@ class Union:
                     engine.process(history)  # its old matches are not new
             engines.append(engine)
         self.expansions, self.engines, self.longest = expansions, engines, needed
+        self._defines = [Defines(r) for r in expansions]
         self._placed = placements(self.rule, needed) if self.greed else []
 
     def _released(self, batch_ts: np.ndarray | None) -> Composites:
@@ -737,8 +742,8 @@ class Union:
         """The composites of the engines' matches, and per expansion the matches kept;
         under a skip strategy they go to the skipper (with their marks)."""
         parts, kept_all, found_marks = [], [], []
-        composed = [compose(rule, m) if len(m) else (np.zeros(0, np.int64), {})
-                    for rule, m in zip(self.expansions, found, strict=True)]
+        composed = [compose(rule, m, d) if len(m) else (np.zeros(0, np.int64), {})
+                    for rule, m, d in zip(self.expansions, found, self._defines, strict=True)]
         if self.greed is not None:
             composed = self._greedy(found, composed)
         for rule, matches, (kept, columns) in zip(self.expansions, found, composed,
@@ -747,8 +752,14 @@ class Union:
                 kept_all.append(np.zeros(0, np.int64))
                 continue
             kept_all.append(kept)
-            terminators = take(matches.elements[0], kept, _TERMINATOR)
-            causes = matches.terminator[kept]
+            if len(kept) == len(matches) and matches.ordered:  # every match, in order
+                first = matches.elements[0]
+                terminators = (first.copy() if first.dtype == _TERMINATOR
+                               else convert(first, _TERMINATOR))
+                causes = matches.terminator
+            else:
+                terminators = take(matches.elements[0], kept, _TERMINATOR)
+                causes = matches.terminator[kept]
             if self._origin is not None:  # a row of the batch with the merger's copies
                 causes = self._origin[causes]
             parts.append(Composites(terminators, causes, columns))

@@ -129,9 +129,13 @@ def test_stock_rule_live_and_out_of_order_through_the_runtime(step_ticks: int):
                                   "neg_between", "agg_inline"])
 def test_cdp_matches_come_in_compose_order(case: str):
     """Every batch's matches, in batches of 0..8 rows, compose alike whether or not
-    ``compose`` sorts them: CDP's claim that they come in order holds."""
+    ``compose`` sorts them: CDP's claim that they come in order holds, and the short
+    cuts for matches in order (every match kept: columns copied without indexing, the
+    union's terminators and causes taken whole) give what the general path gives."""
     spec = CASES[case]
     registry, rule = spec.registry(), spec.rule()
+    union = Union(rule, CDPEngine, registry, spec.ticks_per_second)
+    assert len(union.engines) == 1
     matched = 0
     for seed in range(2):
         engine = CDPEngine(rule, registry, ticks_per_second=spec.ticks_per_second)
@@ -140,11 +144,17 @@ def test_cdp_matches_come_in_compose_order(case: str):
             found = engine.process(batch) if batch is not None else engine.flush()
             assert found.ordered or not len(found)
             kept, columns = compose(rule, found)
+            composites = union._union([found])[0]
             found.ordered = False  # the general path: sorted
             kept_sorted, columns_sorted = compose(rule, found)
             assert kept.tolist() == kept_sorted.tolist()
-            assert {a: c.tolist() for a, c in columns.items()} == {
-                a: c.tolist() for a, c in columns_sorted.items()}
+            assert {a: (c.dtype, c.tolist()) for a, c in columns.items()} == {
+                a: (c.dtype, c.tolist()) for a, c in columns_sorted.items()}
+            general = union._union([found])[0]
+            assert composites.terminators.tolist() == general.terminators.tolist()
+            assert composites.causes.tolist() == general.causes.tolist()
+            assert {a: (c.dtype, c.tolist()) for a, c in composites.columns.items()} == {
+                a: (c.dtype, c.tolist()) for a, c in general.columns.items()}
             matched += len(kept)
     assert matched > 0
 
@@ -208,9 +218,10 @@ def composites(found: Any) -> list[tuple]:
                                   "conjunction_nonstrict", "no_params", "strings"])
 def test_all_steps_in_one_call_equal_one_step_at_a_time(monkeypatch, case: str, room: int):
     """Batches of 0..8 rows, with the engine's state snapshotted and restored into a
-    fresh one between some of them: the one kernel call for every step finds, batch by
-    batch, the composites the steps one at a time find; ``room`` 1 makes the call grow
-    the buffers of the complete sequences and call again."""
+    fresh one, or the engine pickled or deep-copied (the arrays it keeps for its kernel
+    fetched anew), between some of them: the one kernel call for every step finds,
+    batch by batch, the composites the steps one at a time find; ``room`` 1 makes the
+    call grow the buffers of the complete sequences and call again."""
     monkeypatch.setattr(cdp, "_ROOM", room)
     spec = CASES[case]
     registry, rule = spec.registry(), spec.rule()
@@ -224,10 +235,15 @@ def test_all_steps_in_one_call_equal_one_step_at_a_time(monkeypatch, case: str, 
 
         one_call, by_step = union(CDPEngine), union(StepByStep)
         for batch in random_batches(events, seed=seed, max_size=8):
-            if rng.random() < 0.2:
+            draw = rng.random()
+            if draw < 0.2:
                 state = one_call.snapshot()
                 one_call = union(CDPEngine)
                 one_call.restore(state)
+            elif draw < 0.25:
+                one_call = pickle.loads(pickle.dumps(one_call))
+            elif draw < 0.3:
+                one_call = copy.deepcopy(one_call)
             got, want = one_call.process(batch), by_step.process(batch)
             assert composites(got) == composites(want)
             found += len(got)
