@@ -145,7 +145,7 @@ def digest(batch: np.ndarray) -> int:
     """
     h = hashlib.blake2b(digest_size=8)
     for f in DIGEST_FIELDS:
-        h.update(np.ascontiguousarray(batch[f]).data)
+        h.update(batch[f].tobytes())
     return int.from_bytes(h.digest(), "little")
 
 
