@@ -123,8 +123,9 @@ from specula.detectors.graph import Graph
 #: Layout version of an actor checkpoint (3: late events in the output segments, the
 #: output's base: :mod:`.output_log`; 4: a step takes several batches, the determinants
 #: of a batch that joined a step have no alpha; 5: the digests of the pushes taken, per
-#: sender, and the count of divergent ones). A checkpoint of another layout is refused
-#: (:func:`unpack_checkpoint`): a run suspended by an older version starts afresh.
+#: sender, and the count of divergent ones). A checkpoint of another layout is refused,
+#: before anything starts (:func:`verify_run`, :class:`CheckpointLayoutError`): a watch
+#: suspended by another version resumes only with that version, or starts afresh.
 CHECKPOINT_VERSION = 5
 
 #: Pushes per sender whose digest a worker keeps (and checkpoints), to check duplicates
@@ -181,12 +182,22 @@ class Checkpoints:
         return Store(self.uri, f"{self.run}/{label}", self.key)
 
 
+class CheckpointLayoutError(ValueError):
+    """An actor's checkpoint of another layout than :data:`CHECKPOINT_VERSION`'s (another
+    version of Specula wrote it): refused, not read with fields missing or misread."""
+
+
 def verify_run(checkpoints: Checkpoints, graph: Graph) -> None:
     """Check the signature of every object the actors of ``graph`` stored in the run
-    folder of ``checkpoints`` (``UntrustedCheckpointError`` naming the first that fails):
-    before a resume starts anything."""
+    folder of ``checkpoints`` (``UntrustedCheckpointError`` naming the first that fails),
+    and the layout of their checkpoints (:class:`CheckpointLayoutError` naming the
+    actor): before a resume starts anything."""
     for instance in graph.instances():
-        checkpoints.store(instance.label).verify_all()
+        store = checkpoints.store(instance.label)
+        store.verify_all()
+        data = store.read("checkpoint")
+        if data is not None:
+            unpack_checkpoint(data, instance.label)
 
 
 @dataclass(frozen=True)
@@ -430,10 +441,17 @@ def pack_checkpoint(state: dict[str, Any]) -> bytes:
 
 
 def unpack_checkpoint(data: bytes, label: str) -> dict[str, Any]:
-    state = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    if state.get("v") != CHECKPOINT_VERSION:
-        raise ValueError(f"{label}: checkpoint layout {state.get('v')!r} is not "
-                         f"{CHECKPOINT_VERSION}, the one this version reads")
+    """The state in an actor's checkpoint (``label`` names the actor), refused
+    (:class:`CheckpointLayoutError`) if another layout than this version's."""
+    try:
+        state = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except ValueError as exc:  # msgpack's errors of format
+        raise CheckpointLayoutError(f"{label}: its checkpoint is not msgpack ({exc})") from None
+    layout = state.get("v") if isinstance(state, dict) else None
+    if layout != CHECKPOINT_VERSION:
+        raise CheckpointLayoutError(
+            f"{label}: checkpoint layout {layout!r} is not {CHECKPOINT_VERSION}, "
+            "the one this version of Specula reads")
     return state
 
 

@@ -8,6 +8,7 @@ import functools
 import itertools
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -26,19 +27,23 @@ from specula.actors.output_log import persisted_net
 from specula.actors.ray_runtime import Delivery, RayRuntime
 from specula.actors.recovery import (
     CHECKPOINT_VERSION,
+    CheckpointLayoutError,
     Checkpoints,
     Determinants,
     StepLog,
+    Suspension,
     digest,
+    graph_shape,
     pack_checkpoint,
     unpack_checkpoint,
 )
 from specula.actors.routing import Router
-from specula.actors.signing import random_key
+from specula.actors.signing import random_key, run_key
 from specula.actors.sources import Pace
 from specula.actors.worker import DetectorWorker
 from specula.detectors.examples import RunningCount, SlowThreshold, example_registry
-from specula.detectors.graph import Graph
+from specula.detectors.graph import Graph, GraphError
+from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -450,10 +455,34 @@ def test_a_digest_is_the_same_in_every_process():
     assert digest(other) != here
 
 
-def test_a_checkpoint_of_another_layout_is_refused_naming_the_actor():
-    """A checkpoint written by another version (an older layout, without the digests)
-    is refused with the actor's label, not read with fields missing."""
-    old = pack_checkpoint({"v": CHECKPOINT_VERSION - 1})
-    with pytest.raises(ValueError, match=f"d_then_e: checkpoint layout "
-                                         f"{CHECKPOINT_VERSION - 1} is not {CHECKPOINT_VERSION}"):
-        unpack_checkpoint(old, "d_then_e")
+def test_a_checkpoint_of_another_layout_is_refused_before_a_watch_resumes(tmp_path):
+    """A watch suspended by a version whose actor checkpoints have another layout (here
+    the one before the digests) is refused before anything starts, naming the folder,
+    the actor and what to do; the actor itself refuses it too, not reading it with
+    fields missing."""
+    registry = example_registry()
+    graph = Graph(registry, sources=("C",)).add("big", SlowThreshold(), alpha=0.5, k0=5)
+    out, run = tmp_path / "out", "0123456789ab"
+    checkpoints = Checkpoints(str(state_dir(out)), run, key=run_key(run))
+    worker = DetectorWorker(graph.instances()[0], registry, router=Router(graph),
+                            checkpoints=checkpoints)
+    worker.start()
+    raw = abc_stream(registry, 200, seed=4)
+    raw = raw[raw["type"] == registry.id("C")]
+    worker.push(raw, 0, 0)
+    worker.suspend({0: 1})
+    worker.halt()
+    save_suspension(out, Suspension(run, {0: 1}, {}, graph_shape(graph)))
+    assert suspended_watch(out, graph) is not None  # this version's layout resumes
+    store = checkpoints.store(graph.instances()[0].label)
+    old = unpack_checkpoint(store.read("checkpoint"), "big")
+    old["v"] = CHECKPOINT_VERSION - 1
+    del old["digests"], old["divergent"]
+    store.write("checkpoint", pack_checkpoint(old))
+    layout = f"checkpoint layout {CHECKPOINT_VERSION - 1} is not {CHECKPOINT_VERSION}"
+    with pytest.raises(GraphError, match=f"{re.escape(str(state_dir(out)))}: big: {layout}"
+                                         ".*or remove that folder to start afresh"):
+        suspended_watch(out, graph)
+    with pytest.raises(CheckpointLayoutError, match=f"big: {layout}"):
+        DetectorWorker(graph.instances()[0], registry, router=Router(graph),
+                       checkpoints=checkpoints)
