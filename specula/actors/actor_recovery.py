@@ -320,7 +320,7 @@ class ActorRecovery:
         with self._lock:
             self._dets.follow(logs)
         for (c, a), held in zip(consumers, answers, strict=True):
-            self.publisher.channel(c, a)
+            self.publisher.channel(c, a)  # made if its checkpoint had none
             # tagged with the consumer's incarnation from now on: a regenerated push it
             # holds is then checked as a duplicate, not bounced for a stale epoch
             self.publisher.resend(c, held[5], held[3])
