@@ -246,6 +246,7 @@ class ActorRecovery:
         channels = self.publisher.state()
         with self._lock:
             logs = [[p, *log.as_list()] for p, log in self._logs.items()]
+            digests = self._taken_digests()
         # after this actor's state is fixed, downstream first (module notes, "Chains")
         mates = [[m.producer, *m.own_log().as_list()] for m in self._mates()] \
             if self._mates is not None else []
@@ -255,7 +256,8 @@ class ActorRecovery:
                  "logs": logs, "mates": mates, "published": loop.published,
                  "output": self.output.state(),
                  "settled": self.unit.settled_seq,
-                 "ended": loop.ended, "duplicates": self.duplicates, "clock": loop.clock,
+                 "ended": loop.ended, "duplicates": self.duplicates,
+                 "divergent": self.divergent, "digests": digests, "clock": loop.clock,
                  "checkpoints": [self.stats.count + 1, self.stats.seconds]}
         data = pack_checkpoint(state)
         store.write("checkpoint", data)
@@ -268,6 +270,15 @@ class ActorRecovery:
             self.stats.seconds += time.perf_counter() - t0
             self.stats.bytes = len(data)
             self._lock.notify_all()
+
+    def _taken_digests(self) -> list[list[Any]]:
+        """With the lock held: per sender, the push numbers and digests of the pushes
+        taken (those a checkpoint holds; the others come again, resent), msgpack-ready."""
+        kept = []
+        for sender, seen in self._digests.items():
+            taken = [n for n in seen if n < self._taken.get(sender, 0)]
+            kept.append([sender, taken, [seen[n] for n in taken]])
+        return kept
 
     def restore(self, consumer_actor: Callable[[int], Any]) -> LoopPosition | None:
         """A restarted actor: back to the last checkpoint; returns the loop's part of it
@@ -287,7 +298,9 @@ class ActorRecovery:
         self._mate_logs = {int(p): StepLog(base, senders, alphas)
                            for p, base, senders, alphas in state.get("mates", [])}
         self.output.restore(state["output"])
-        self.duplicates = state["duplicates"]
+        self.duplicates, self.divergent = state["duplicates"], state["divergent"]
+        self._digests = {int(s): dict(zip(ns, ds, strict=True))
+                         for s, ns, ds in state["digests"]}
         self.stats.count, self.stats.seconds = state["checkpoints"]
         clock = state["clock"]
         return LoopPosition(state["published"], state["ended"], (clock[0], clock[1]))
@@ -307,8 +320,10 @@ class ActorRecovery:
         with self._lock:
             self._dets.follow(logs)
         for (c, a), held in zip(consumers, answers, strict=True):
-            ch = self.publisher.channel(c, a)
-            self.publisher.resend(c, ch.epoch, held[3])
+            self.publisher.channel(c, a)  # made if its checkpoint had none
+            # tagged with the consumer's incarnation from now on: a regenerated push it
+            # holds is then checked as a duplicate, not bounced for a stale epoch
+            self.publisher.resend(c, held[5], held[3])
         for producer, actor in producers:
             actor.resend.remote(self.producer, self.incarnation, self._next.get(producer, 0))
 

@@ -8,7 +8,8 @@ arrays as ``.npy`` bytes, the detector's states as its ``snapshot`` returns them
 * the ordering unit's whole state (:mod:`specula.ordering.checkpoint`): buffer,
   snapshots, clock, K, counters, the versions a replay may revise (its late events
   go to the output segments);
-* the input position: per sender, the pushes taken (processed), and the step count;
+* the input position: per sender, the pushes taken (processed), their digests (the
+  last :data:`DIGESTS_KEPT`), and the step count;
 * the emission position: per consumer, the pushes numbered so far, the last step whose
   determinants went out, the consumer's incarnation as known, and the pushes the
   consumer's own checkpoint does not cover yet (to resend if it restarts);
@@ -25,7 +26,13 @@ its next push, when the restarted consumer asks, or when the runtime flushes it)
 Pushes are numbered per (sender, consumer), so a push numbered below what the consumer
 holds is a duplicate: dropped and counted. Event ``(producer, seq)`` pairs cannot name
 a message, since updates, revocations and retractions reuse the pair of what they
-revise; the push number names every message a producer sent to a consumer.
+revise; the push number names every message a producer sent to a consumer. A consumer
+keeps the :func:`digest` of its last :data:`DIGESTS_KEPT` pushes of each sender, those
+taken in its checkpoint too, and counts a duplicate unlike the push it holds as
+*divergent* (a regeneration that broke the promise below), also when the consumer
+restarted with its producer (a chain): a restarted producer tags what it regenerates
+with its consumers' incarnations as they answered its recovery, so their duplicates
+are checked, not bounced as stale.
 
 Why the net output is exact. A restarted actor re-publishes from its checkpoint's
 emission position, and downstream drops the pushes it already has, so the restarted
@@ -98,6 +105,7 @@ without duplicates but its output after a restart is what its replayed shedding 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -114,17 +122,32 @@ from specula.detectors.graph import Graph
 
 #: Layout version of an actor checkpoint (3: late events in the output segments, the
 #: output's base: :mod:`.output_log`; 4: a step takes several batches, the determinants
-#: of a batch that joined a step have no alpha).
-CHECKPOINT_VERSION = 4
+#: of a batch that joined a step have no alpha; 5: the digests of the pushes taken, per
+#: sender, and the count of divergent ones). A checkpoint of another layout is refused,
+#: before anything starts (:func:`verify_run`, :class:`CheckpointLayoutError`): a watch
+#: suspended by another version resumes only with that version, or starts afresh.
+CHECKPOINT_VERSION = 5
 
-#: Pushes per sender whose digest a worker keeps, to check duplicates against.
+#: Pushes per sender whose digest a worker keeps (and checkpoints), to check duplicates
+#: against.
 DIGESTS_KEPT = 1_024
+
+#: The fields a push's digest covers: a regenerated push repeats them (arrival times,
+#: K+ and payloads aside).
+DIGEST_FIELDS = ("type", "ts", "key", "producer", "seq", "flags")
 
 
 def digest(batch: np.ndarray) -> int:
-    """A push's content, arrival stamps aside: what its regeneration must repeat."""
-    return hash(tuple(batch[f].tobytes() for f in ("type", "ts", "key", "producer", "seq",
-                                                   "flags")))
+    """A push's content, arrival stamps aside: what its regeneration must repeat.
+
+    An 8-byte BLAKE2b of :data:`DIGEST_FIELDS`, the same in every process (Python's
+    ``hash`` of bytes is salted per process): a consumer checks a duplicate against
+    the digest its checkpoint kept, in a process that restarted since.
+    """
+    h = hashlib.blake2b(digest_size=8)
+    for f in DIGEST_FIELDS:
+        h.update(batch[f].tobytes())
+    return int.from_bytes(h.digest(), "little")
 
 
 @dataclass(frozen=True)
@@ -159,12 +182,22 @@ class Checkpoints:
         return Store(self.uri, f"{self.run}/{label}", self.key)
 
 
+class CheckpointLayoutError(ValueError):
+    """An actor's checkpoint of another layout than :data:`CHECKPOINT_VERSION`'s (another
+    version of Specula wrote it): refused, not read with fields missing or misread."""
+
+
 def verify_run(checkpoints: Checkpoints, graph: Graph) -> None:
     """Check the signature of every object the actors of ``graph`` stored in the run
-    folder of ``checkpoints`` (``UntrustedCheckpointError`` naming the first that fails):
-    before a resume starts anything."""
+    folder of ``checkpoints`` (``UntrustedCheckpointError`` naming the first that fails),
+    and the layout of their checkpoints (:class:`CheckpointLayoutError` naming the
+    actor): before a resume starts anything."""
     for instance in graph.instances():
-        checkpoints.store(instance.label).verify_all()
+        store = checkpoints.store(instance.label)
+        store.verify_all()
+        data = store.read("checkpoint")
+        if data is not None:
+            unpack_checkpoint(data, instance.label)
 
 
 @dataclass(frozen=True)
@@ -408,10 +441,17 @@ def pack_checkpoint(state: dict[str, Any]) -> bytes:
 
 
 def unpack_checkpoint(data: bytes, label: str) -> dict[str, Any]:
-    state = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    if state.get("v") != CHECKPOINT_VERSION:
-        raise ValueError(f"{label}: checkpoint layout {state.get('v')!r} is not "
-                         f"{CHECKPOINT_VERSION}, the one this version reads")
+    """The state in an actor's checkpoint (``label`` names the actor), refused
+    (:class:`CheckpointLayoutError`) if another layout than this version's."""
+    try:
+        state = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except ValueError as exc:  # msgpack's errors of format
+        raise CheckpointLayoutError(f"{label}: its checkpoint is not msgpack ({exc})") from None
+    layout = state.get("v") if isinstance(state, dict) else None
+    if layout != CHECKPOINT_VERSION:
+        raise CheckpointLayoutError(
+            f"{label}: checkpoint layout {layout!r} is not {CHECKPOINT_VERSION}, "
+            "the one this version of Specula reads")
     return state
 
 

@@ -24,7 +24,7 @@ import json
 import shutil
 from pathlib import Path
 
-from specula.actors.recovery import Checkpoints, Suspension, verify_run
+from specula.actors.recovery import CheckpointLayoutError, Checkpoints, Suspension, verify_run
 from specula.actors.signing import run_key
 from specula.detectors.graph import Graph, GraphError
 
@@ -54,7 +54,8 @@ def read_suspension(out: Path) -> Suspension | None:
 def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspension | None:
     """The suspended watch a watch on ``out`` resumes, or None; refused (``GraphError``
     naming the folder and why) when ``graph`` is not the suspended one or the watch
-    runs in-process, which cannot resume, and (``UntrustedCheckpointError`` naming the file)
+    runs in-process, which cannot resume, or an actor's checkpoint has another layout
+    (written by another version), and (``UntrustedCheckpointError`` naming the file)
     when an actor's file in it is not signed with the run's key."""
     suspension = read_suspension(out)
     if suspension is None:
@@ -67,8 +68,12 @@ def suspended_watch(out: Path, graph: Graph, in_process: bool = False) -> Suspen
         suspension.check(graph)
     except ValueError as exc:
         raise GraphError(f"{state_dir(out)}: {exc} (remove that folder)") from None
-    verify_run(Checkpoints(str(state_dir(out)), suspension.run, key=run_key(suspension.run)),
-               graph)
+    try:
+        verify_run(Checkpoints(str(state_dir(out)), suspension.run,
+                               key=run_key(suspension.run)), graph)
+    except CheckpointLayoutError as exc:
+        raise GraphError(f"{state_dir(out)}: {exc}: resume it with the version that "
+                         "suspended it, or remove that folder to start afresh") from None
     return suspension
 
 

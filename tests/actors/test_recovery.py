@@ -5,7 +5,12 @@ retries a call on the restarted worker when the one it reached was halted."""
 from __future__ import annotations
 
 import functools
+import itertools
+import os
 import random
+import re
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,12 +25,25 @@ from specula.actors.channels import Route
 from specula.actors.inbox import Inbox
 from specula.actors.output_log import persisted_net
 from specula.actors.ray_runtime import Delivery, RayRuntime
-from specula.actors.recovery import Checkpoints, Determinants, StepLog
+from specula.actors.recovery import (
+    CHECKPOINT_VERSION,
+    CheckpointLayoutError,
+    Checkpoints,
+    Determinants,
+    StepLog,
+    Suspension,
+    digest,
+    graph_shape,
+    pack_checkpoint,
+    unpack_checkpoint,
+)
 from specula.actors.routing import Router
-from specula.actors.signing import random_key
+from specula.actors.signing import random_key, run_key
 from specula.actors.sources import Pace
 from specula.actors.worker import DetectorWorker
-from specula.detectors.examples import example_registry
+from specula.detectors.examples import RunningCount, SlowThreshold, example_registry
+from specula.detectors.graph import Graph, GraphError
+from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.synthetic import abc_stream, example_graph
 
 
@@ -155,13 +173,14 @@ def restart_together(actors: list[LocalActor]) -> None:
 
 
 def local_run(graph, raw, tmp_path, victim: str | list[str] | None, seed: int,
-              every: int = 5):
+              every: int = 5, paced_by: str | None = None):
     """The Ray runtime's driver over local workers; the actor of ``victim`` (a label)
     is restarted at random points while the stream is fed: each time it got 1 to 6
     batches further than before its last restart (not at random times, which a fast
     machine could outrun). A list of labels restarts together, as a chain does, when
-    the first got that far. A step takes at most four of the driver's batches, so that
-    every actor takes enough steps for several restarts."""
+    the first (or the one labelled ``paced_by``) got that far. A step takes at most
+    four of the driver's batches, so that every actor takes enough steps for several
+    restarts."""
     rt = RayRuntime(graph)
     router = Router(graph)
     instances = graph.instances()
@@ -196,11 +215,13 @@ def local_run(graph, raw, tmp_path, victim: str | list[str] | None, seed: int,
     def killer():
         rng = random.Random(seed)
         together = [actors[p] for p in group]
+        pace = together[0] if paced_by is None else actors[
+            next(i.producer for i in instances if i.label == paced_by)]
         restart_at = rng.randint(1, 6)
         while not done.wait(0.002):
-            if together[0].progress >= restart_at:
+            if pace.progress >= restart_at:
                 restart_together(together)
-                restart_at = together[0].progress + rng.randint(1, 6)
+                restart_at = pace.progress + rng.randint(1, 6)
 
     thread = threading.Thread(target=killer)
     if victim is not None:
@@ -224,6 +245,33 @@ def stream():
     raw = abc_stream(example_registry(), 6_000, seed=11, max_delay=20)
     reference = InProcessRuntime(graph).run(raw, step_ticks=50)
     return graph, raw, reference
+
+
+def count_duplicates(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the duplicate pushes, and those unlike the push held, over every process
+    of every actor (a report has the last process's counts, restored from its last
+    checkpoint)."""
+    counts = {"duplicates": 0, "divergent": 0}
+    duplicate = ActorRecovery._duplicate
+
+    def spy(self, *args) -> None:
+        before = self.divergent
+        duplicate(self, *args)
+        counts["duplicates"] += 1
+        counts["divergent"] += self.divergent - before
+
+    monkeypatch.setattr(ActorRecovery, "_duplicate", spy)
+    return counts
+
+
+def staggered(monkeypatch: pytest.MonkeyPatch, every: dict[str, int]) -> None:
+    """Each actor checkpoints after its own number of batches (``every``, by label)."""
+
+    def batch_done(self) -> bool:
+        self._since += 1
+        return self._since >= every[self.label]
+
+    monkeypatch.setattr(ActorRecovery, "batch_done", batch_done)
 
 
 def count_steps(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
@@ -252,6 +300,7 @@ def test_restarts_at_random_points_leave_the_net_output_of_a_crash_free_run(
     take several at once; a restart takes them again in the same steps."""
     graph, raw, reference = stream
     steps = count_steps(monkeypatch)
+    seen = count_duplicates(monkeypatch)
     report, checkpoints, _ = local_run(graph, raw, tmp_path, victim, seed=1)
     restarts = report.restarts()
     print(f"restarts {restarts[victim]}, steps of several batches: {steps['joined']}, "
@@ -270,6 +319,7 @@ def test_restarts_at_random_points_leave_the_net_output_of_a_crash_free_run(
         assert persisted.tobytes() == got.tobytes(), name
     assert report.detectors[victim].recovery["checkpoints"] > 0
     assert sum(d.recovery["divergent"] for d in report.detectors.values()) == 0
+    assert seen["divergent"] == 0, seen
 
 
 def test_a_restart_takes_the_batches_again_in_the_steps_that_took_them():
@@ -315,19 +365,124 @@ def test_a_chain_restarted_as_a_unit_leaves_the_net_output_of_a_crash_free_run(
     graph, raw, reference = stream
     chain = list(graph.nodes)
     if every == "staggered":
-        due = dict(zip(chain, [9, 9, 4, 1], strict=True))
-
-        def batch_done(self) -> bool:
-            self._since += 1
-            return self._since >= due[self.label]
-
-        monkeypatch.setattr(ActorRecovery, "batch_done", batch_done)
-        every = 1
-    report, _, _ = local_run(graph, raw, tmp_path, chain, seed=seed, every=every)
+        staggered(monkeypatch, dict(zip(chain, [9, 9, 4, 1], strict=True)))
+    seen = count_duplicates(monkeypatch)
+    report, _, _ = local_run(graph, raw, tmp_path, chain, seed=seed,
+                             every=1 if every == "staggered" else every)
     restarts = report.restarts()
     assert restarts[chain[0]] >= 2 and all(restarts[n] == restarts[chain[0]] for n in chain)
+    # every member restarts with its consumers: each duplicate is checked against a
+    # digest that a consumer's checkpoint kept, or that it took after its restart (a
+    # regenerated push unlike it is counted: the test with a salted detector below)
+    print(f"duplicates {seen['duplicates']}")
+    assert seen["divergent"] == 0, seen
     for name in graph.nodes:
         assert len(report.late(name)) == len(reference.late(name)) == 0, name
         got = report.net(name)
         assert content(canonical(got)) == content(canonical(reference.net(name))), name
     assert sum(d.recovery["divergent"] for d in report.detectors.values()) == 0
+
+
+_copies = itertools.count(1)
+
+
+class SaltedThreshold(SlowThreshold):
+    """A :class:`SlowThreshold` that is deliberately not deterministic: each copy (each
+    process's, a restarted one's too) adds its own salt to the keys it emits, and its
+    snapshot leaves the salt out, so a restarted actor regenerates other pushes than
+    the ones its consumers hold. Slow, so that its consumer keeps up with it."""
+
+    def __init__(self, limit: int = 50, seconds_per_event: float = 1e-4) -> None:
+        super().__init__(limit, seconds_per_event)
+        self.salt = 1_000 * next(_copies)
+
+    def __deepcopy__(self, memo: dict) -> SaltedThreshold:
+        return SaltedThreshold(self.limit, self.seconds_per_event)
+
+    def on_batch(self, events, type_names, emit) -> None:
+        salted = events.copy()
+        salted["key"] += self.salt
+        super().on_batch(salted, type_names, emit)
+
+    def snapshot(self) -> int:
+        return self.limit
+
+    def restore(self, state: int) -> None:
+        self.limit = state
+
+
+class CountE(RunningCount):
+    """A :class:`RunningCount` of E events: big_c's only consumer here."""
+
+    inputs = ("E",)
+
+
+def test_a_regenerated_push_unlike_the_one_held_is_divergent_across_the_consumers_restart(
+        stream, tmp_path, monkeypatch):
+    """big_c's detector regenerates other pushes after each restart, and big_c restarts
+    together with its consumer, which checkpoints after every batch while big_c never
+    does (it regenerates all its pushes): the consumer compares those it holds with
+    the digests its checkpoint kept, which a restart must not lose. Counted over all
+    processes: the report holds the last one's count."""
+    _, raw, _ = stream
+    graph = Graph(example_registry(), sources=("A", "B", "C"))
+    graph.add("big_c", SaltedThreshold(), alpha=0.0, k0=3_000)
+    graph.add("count_e", CountE(), alpha=0.0, k0=3_000)
+    staggered(monkeypatch, {"big_c": 10**9, "count_e": 1})
+    seen = count_duplicates(monkeypatch)
+    report, _, _ = local_run(graph, raw, tmp_path, ["big_c", "count_e"], seed=2, every=1,
+                             paced_by="count_e")
+    print(report.restarts(), seen)
+    assert report.restarts()["count_e"] >= 2
+    assert seen["duplicates"] > 0 and seen["divergent"] > 0
+
+
+def test_a_digest_is_the_same_in_every_process():
+    """Consumer and producer restart in other processes, each with its own
+    PYTHONHASHSEED: the digest of one batch must not depend on it."""
+    code = ("from specula.actors.recovery import digest\n"
+            "from specula.detectors.examples import example_registry\n"
+            "from specula.pipelines.synthetic import abc_stream\n"
+            "print(digest(abc_stream(example_registry(), 300, seed=5)))\n")
+    here = digest(abc_stream(example_registry(), 300, seed=5))
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        assert int(out) == here, seed
+    other = abc_stream(example_registry(), 300, seed=5)
+    other["key"][17] += 1
+    assert digest(other) != here
+
+
+def test_a_checkpoint_of_another_layout_is_refused_before_a_watch_resumes(tmp_path):
+    """A watch suspended by a version whose actor checkpoints have another layout (here
+    the one before the digests) is refused before anything starts, naming the folder,
+    the actor and what to do; the actor itself refuses it too, not reading it with
+    fields missing."""
+    registry = example_registry()
+    graph = Graph(registry, sources=("C",)).add("big", SlowThreshold(), alpha=0.5, k0=5)
+    out, run = tmp_path / "out", "0123456789ab"
+    checkpoints = Checkpoints(str(state_dir(out)), run, key=run_key(run))
+    worker = DetectorWorker(graph.instances()[0], registry, router=Router(graph),
+                            checkpoints=checkpoints)
+    worker.start()
+    raw = abc_stream(registry, 200, seed=4)
+    raw = raw[raw["type"] == registry.id("C")]
+    worker.push(raw, 0, 0)
+    worker.suspend({0: 1})
+    worker.halt()
+    save_suspension(out, Suspension(run, {0: 1}, {}, graph_shape(graph)))
+    assert suspended_watch(out, graph) is not None  # this version's layout resumes
+    store = checkpoints.store(graph.instances()[0].label)
+    old = unpack_checkpoint(store.read("checkpoint"), "big")
+    old["v"] = CHECKPOINT_VERSION - 1
+    del old["digests"], old["divergent"]
+    store.write("checkpoint", pack_checkpoint(old))
+    layout = f"checkpoint layout {CHECKPOINT_VERSION - 1} is not {CHECKPOINT_VERSION}"
+    with pytest.raises(GraphError, match=f"{re.escape(str(state_dir(out)))}: big: {layout}"
+                                         ".*or remove that folder to start afresh"):
+        suspended_watch(out, graph)
+    with pytest.raises(CheckpointLayoutError, match=f"big: {layout}"):
+        DetectorWorker(graph.instances()[0], registry, router=Router(graph),
+                       checkpoints=checkpoints)

@@ -16,7 +16,15 @@ import pytest
 
 from specula import Graph
 from specula.actors.ray_runtime import RayRuntime
-from specula.actors.recovery import Checkpoints, Store, Suspension, graph_shape, verify_run
+from specula.actors.recovery import (
+    CHECKPOINT_VERSION,
+    Checkpoints,
+    Store,
+    Suspension,
+    graph_shape,
+    pack_checkpoint,
+    verify_run,
+)
 from specula.actors.routing import Router
 from specula.actors.signing import (
     KEY_ENV,
@@ -184,7 +192,7 @@ def test_a_resume_checks_every_file_of_every_actor(tmp_path):
     checkpoints = Checkpoints(str(tmp_path), RUN, key=random_key())
     for i in graph.instances():
         store = checkpoints.store(i.label)
-        store.write("checkpoint", b"state")
+        store.write("checkpoint", pack_checkpoint({"v": CHECKPOINT_VERSION}))
         store.write("net-000000", b"segment")
     verify_run(checkpoints, graph)
     segment = tmp_path / RUN / graph.instances()[1].label / "net-000000"
