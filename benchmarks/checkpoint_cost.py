@@ -1,12 +1,16 @@
 """What checkpoints cost one detector worker, without Ray: a speculative unit (A!BC,
 alpha 0) takes 200,000 generated events in batches of 1,000 and checkpoints every
 ``--every`` batches to a local directory; the run without checkpoints between (only the
-final one) is the baseline.
+final one) is the baseline. Beside them, what a push's digest costs (the consumer keeps
+one per numbered push while it checkpoints, :func:`specula.actors.recovery.digest`) per
+push of 1 to 10,000 events, its share of a push of 1,000, and the bytes the digests of
+one sender add to a checkpoint (``DIGESTS_KEPT`` at most).
 
     python benchmarks/checkpoint_cost.py --every 5
 
 The last line printed is one JSON object: the wall seconds of both runs, the
-checkpoints written, their mean cost in milliseconds and the size of the largest.
+checkpoints written, their mean cost in milliseconds, the size of the largest, and the
+digest's figures.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import argparse
 import json
 import tempfile
 import time
+import timeit
 
+import msgpack
 import numpy as np
 
-from specula.actors.recovery import Checkpoints
+from specula.actors.recovery import DIGESTS_KEPT, Checkpoints, digest
 from specula.actors.routing import Router
 from specula.actors.signing import random_key
 from specula.actors.worker import DetectorWorker
@@ -40,6 +46,27 @@ def run(raw: np.ndarray, every: int) -> tuple[float, dict]:
         return time.perf_counter() - t0, worker.report()["checkpoints"]
 
 
+def digest_us(batch: np.ndarray) -> float:
+    """Microseconds per :func:`digest` of ``batch`` (best of 5 repeats)."""
+    number = max(20, 200_000 // max(len(batch), 1))
+    return min(timeit.repeat(lambda: digest(batch), number=number, repeat=5)) / number * 1e6
+
+
+def digest_figures(push_s: float, pushes: int) -> dict[str, float]:
+    """The digest's cost per push of 1 to 10,000 events, its share of one push of the
+    run (``pushes`` pushes of 1,000 events in ``push_s``), and the checkpoint bytes of
+    one sender's digests."""
+    registry = example_registry()
+    figures = {f"digest_us_{rows}": round(digest_us(abc_stream(registry, rows, seed=1)), 2)
+               for rows in (1, 150, 1_000, 10_000)}
+    figures["digest_share_of_push"] = round(
+        figures["digest_us_1000"] / (push_s / pushes * 1e6), 4)
+    kept = msgpack.packb([1, list(range(DIGESTS_KEPT)),
+                          [digest(abc_stream(registry, 2, seed=s)) for s in range(DIGESTS_KEPT)]])
+    figures["digest_bytes_per_sender"] = len(kept)
+    return figures
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--every", type=int, default=5, help="batches between checkpoints")
@@ -52,7 +79,8 @@ def main() -> None:
                       "wall_s_without": round(base_s, 2), "wall_s_with": round(wall_s, 2),
                       "checkpoints": st["count"],
                       "checkpoint_mean_ms": round(st["seconds"] / st["count"] * 1e3, 2),
-                      "checkpoint_bytes_last": st["bytes"]}))
+                      "checkpoint_bytes_last": st["bytes"],
+                      **digest_figures(wall_s, len(raw) // 1_000)}))
 
 
 if __name__ == "__main__":
