@@ -609,19 +609,24 @@ def test_rho_i_drops_what_its_definition_drops(ds1_setup, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_the_grid_table_answers_as_the_boxes(ds1_setup, seed):
     """rho_I's table per grid cell gives, for any value (the bounds themselves, values
-    between and beyond them, NaN, +inf), what testing the boxes gives."""
+    between and beyond them, NaN, +inf), what testing the boxes gives, and for the
+    first element, whose partial matches are its events, the class the tree gives."""
     model = ds1_setup[2]
     rng = np.random.default_rng(seed)
     for sm in model.states.values():
-        if sm.grid_in_box is None or len(sm.own) == len(sm.names):
+        if sm.grid_in_box is None:
             continue
         edges = np.concatenate(sm.grid_edges)
         pool = np.concatenate([edges, edges + 1e-7, edges - 1e-7, [np.nan, np.inf],
                                rng.uniform(edges.min() - 2, edges.max() + 2, 50)])
         x = rng.choice(pool, (400, len(sm.own)))
+        if len(sm.own) == len(sm.names):
+            assert sm.cell_class is not None
+            assert np.array_equal(sm.cell_class[sm.cells(x)], sm.classify(x))
+            continue
         for density in (0.0, 0.3, 0.7, 1.0):
             shed = rng.random(sm.contribution.shape) < density
-            assert np.array_equal(sm.alive_cells(shed)[sm.cells(list(x.T))],
+            assert np.array_equal(sm.alive_cells(shed)[sm.cells(x)],
                                   in_boxes(x, *sm.alive_boxes(shed))), density
 
 
