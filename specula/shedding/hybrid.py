@@ -47,10 +47,11 @@ picked before for the same step of the share is taken again while the model's va
 are within ``REUSE_RTOL`` of those it was picked with (no count, no knapsack). The input
 filter of the last set holds while the detector asks for drops, also when a new set
 finds no partial match to pick from (the paper applies rho_I until the bound is met),
-and ends when it stops. The model adapts from the detector's record in the batch
-after a set is picked, for the next set, the one use of its values (or once the record
-holds ``OBSERVE_VIEWS``): the set's and the adaptation's work fall on two batches of
-the few where the decision changes, and the others pay for neither. Everything per event is
+and ends when it stops. The model adapts from the detector's record once it holds
+``OBSERVE_VIEWS`` views, all its periods in one call (the values are those of adapting
+at the end of each period; a set reads them as of the last call): the adaptation's
+work falls on one batch in hundreds, not on the batch after each set, where under a
+tight bound it put a second batch over it. Everything per event is
 vectorised: the trees are NumPy tables, rho_I reads a table per cell of a grid on the
 newest event's values, and the knapsack has one item per (state, slice, class).
 """
@@ -80,9 +81,7 @@ STEADY_SHARE = 0.05
 #: contribution to consumption is within this of the one it was picked with
 REUSE_RTOL = 0.1
 
-#: The detector's watch record is handed to the model in the batch after a shedding
-#: set is picked (the values are read by the next set only), or once it holds this many
-#: views.
+#: The detector's watch record is handed to the model once it holds this many views
 OBSERVE_VIEWS = 256
 
 
@@ -153,7 +152,6 @@ class HybridShedder(StateShedder):
         # per step of STEADY_SHARE: the set picked there and the values it was picked with
         self._picked: dict[int, tuple[dict[int, np.ndarray], np.ndarray]] = {}
         self._planned = -1.0  # the share of the last shedding set
-        self._adapt_next = False  # whether the next batch adapts the model (see keep)
         self._made: list = []  # the detector's watch record, not yet observed
         self._sheddable: set[int] = set()  # the states whose partial matches may go
 
@@ -182,9 +180,6 @@ class HybridShedder(StateShedder):
                 self._drop_aged()
             else:
                 self._change_set(share)
-        elif self._adapt_next:  # the batch after a set: adapt for the next set
-            self._observe()
-            self._adapt_next = False
         self.filtering = share > 0 and bool(self.shed)
         if self.mode == "hybrid":
             self._test_births(self.filtering)
@@ -257,9 +252,8 @@ class HybridShedder(StateShedder):
         """A new shedding set for ``share``: the one picked before for the same step of
         :data:`STEADY_SHARE` while the model's values are within :data:`REUSE_RTOL` of
         those it was picked with (the paper, sec. V-C, reuses sets while the values are
-        stable), else a new one (:meth:`plan`), after which the model adapts. A share
-        that swings between two steps then costs the listing, the knapsack and the
-        adaptation once per step, not at every swing."""
+        stable), else a new one (:meth:`plan`). A share that swings between two steps
+        then costs the counts and the knapsack once per step, not at every swing."""
         key = round(share / STEADY_SHARE)
         cached = self._picked.get(key)
         if cached is not None and np.allclose(self._items()[2], cached[1], rtol=REUSE_RTOL,
@@ -271,7 +265,6 @@ class HybridShedder(StateShedder):
         self.plan(share)
         if sum(self.solves.values()) > solves:  # a set was picked (see plan)
             self._picked[key] = (self.shed, self._items()[2])
-            self._adapt_next = self.adapt
 
     def _reuse(self, shed: dict[int, np.ndarray]) -> None:
         """Take ``shed``, picked before, as the set again: rho_I's and the births'
