@@ -75,7 +75,7 @@ Mode = Literal["input", "state", "hybrid"]
 #: A share within this of the one the last shedding set was picked for is steady: the
 #: set and its input filter hold on (the paper, sec. V-C: "shedding sets may be reused,
 #: assuming stable contribution and consumption values per class and time slice")
-STEADY_SHARE = 0.05
+STEADY_SHARE = 0.1
 
 #: A set picked for a step of the share is taken again while every item's ratio of
 #: contribution to consumption is within this of the one it was picked with
