@@ -659,3 +659,32 @@ def test_the_model_adapts_once_its_record_is_full_not_at_a_set(ds1_setup, monkey
     assert sum(shedder.solves.values()) >= 2
     assert observed and all(n >= 8 for n in observed)
     assert any((sm.contribution != before[s]).any() for s, sm in shedder.model.states.items())
+
+
+def test_a_set_picked_for_a_step_of_the_share_is_taken_again(ds1_setup):
+    """A share that comes back to a step of STEADY_SHARE takes the set picked there
+    again (no counts, no knapsack) while the model's values are as they were, and the
+    rho_I and birth tests follow it; going up to a larger set drops the partial
+    matches held of the classes it adds, and counts them."""
+    from specula.shedding.base import DropCommand
+
+    reg, rule, model, _, _, events, _ = ds1_setup
+    shedder = HybridShedder(deepcopy(model), "hybrid", cooldown=200, adapt=False)
+    det = RuleDetector(rule, reg)
+    shedder.attach(det)
+    shares = [0.0] * 5 + [0.3, 0.8, 0.3, 0.8, 0.3]
+    picked, dropped = [], []
+    for i, share in enumerate(shares):
+        batch = events[200 * i:200 * (i + 1)]
+        before = shedder.dropped  # by the sets, not at birth
+        for e in det.engines():
+            e.process(batch[shedder.keep(batch, DropCommand(share))])
+        picked.append({s: d.copy() for s, d in shedder.shed.items()})
+        dropped.append(shedder.dropped - before)
+    assert sum(shedder.solves.values()) == 2 and shedder.reused == 3
+    low, high = picked[5], picked[6]
+    assert any((high[s] & ~low[s]).any() for s in high)  # 0.8 sheds more classes
+    for i, want in ((7, low), (8, high), (9, low)):
+        assert all(np.array_equal(picked[i][s], want[s]) for s in want), i
+    assert dropped[8] > 0 and dropped[9] == 0  # up: the added classes' held ones go
+    assert not shedder.input_filter(events[2000:2200]).all()
