@@ -673,4 +673,6 @@ def _key(expr: Expr, count: int, values: Callable[[int, str], np.ndarray]) -> np
     """The keys of one side of a keyed equality (see
     :func:`~specula.detectors.rules._aip_plan.plan_keyed`) for ``count`` rows: its
     float64 value, as a predicate computes it, encoded as a float parameter's key."""
-    return encode(np.broadcast_to(predicate_value(expr, values), (count,)), True)
+    value = predicate_value(expr, values)
+    return encode(value if isinstance(value, np.ndarray) and value.ndim
+                  else np.full(count, value, np.float64), True)
