@@ -15,7 +15,7 @@ per batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,8 +35,8 @@ from specula.detectors.rules.engine import predicates_hold, resolved_predicates
 from specula.events import TypeRegistry
 
 __all__ = ["Column", "Filter", "Predicates", "Scan", "ScanCode", "StoreRows", "column_spec",
-           "mentions_of", "plan_bound", "plan_columns", "plan_horizons", "plan_keyed",
-           "plan_predicates", "plan_scans", "scan_code"]
+           "mentions_of", "plan_bound", "plan_columns", "plan_horizons", "plan_predicates",
+           "plan_scans", "scan_code"]
 
 _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
@@ -60,9 +60,6 @@ class Scan:
     has not seen (a predicate reading one through a parameter, or under ``ties
     nonstrict`` an element of the same type that may share the anchor's time stamp);
     the scan keeps every candidate and the choice is checked at the terminator.
-    ``keyed``: equalities between a value of the instance (``left``, reading elements
-    ``k`` and after) and one of the anchor (``right``), checked as keys (see
-    :func:`plan_keyed`).
     """
 
     k: int
@@ -76,7 +73,11 @@ class Scan:
     inclusive: bool = False
     own: tuple[int, ...] = ()
     deferred: bool = False
-    keyed: tuple[Comparison, ...] = ()
+
+    @property
+    def tested(self) -> bool:
+        """Whether a row must be read to know if its event is a candidate."""
+        return bool(self.known or self.near or 0 in self.own)
 
 
 @dataclass(frozen=True)
@@ -104,56 +105,6 @@ def plan_predicates(rule: Rule) -> Predicates:
         near.append(tuple(sorted_[1]))
         late.append(tuple(sorted_[2]))
     return Predicates(tuple(own), tuple(near), tuple(late))
-
-
-def plan_keyed(rule: Rule, predicates: Predicates, scans: tuple[Scan | None, ...]
-               ) -> tuple[tuple[Scan | None, ...], Predicates]:
-    """Move the late equalities that an ``each`` scan can decide into its keys.
-
-    A late predicate ``L = R`` of an ``each`` step whose one side (``L``) reads only
-    elements ``k`` and after and whose other side (``R``) reads only element ``k - 1``
-    is known on both sides when an event of element ``k - 1`` scans state ``k``, if
-    step ``k`` is ``each`` too: the instance's side is computed once as it is made, the
-    anchor's once per anchor, and the scan compares them as float64 keys (the bits, as
-    :func:`~specula.detectors.rules._cdp_columns.encode` gives them: ``-0.0`` is
-    ``0.0``, NaN equals nothing), which is the float64 comparison of
-    :func:`~specula.detectors.rules.engine.predicates_hold`. The sequences it keeps
-    out would fail the predicate at acceptance, and under ``each`` no other choice
-    depends on them; an anchor they all fail leaves the dead end of an anchor without
-    candidates, which blocks a ``last``/``first`` scan as its failing instances did.
-    Returns the scans with their ``keyed`` equalities and the predicates without them
-    (``scans`` must not be deferred: a deferred choice reads the late predicates)."""
-    n = len(rule.chain)
-    keyed: list[list[Comparison]] = [[] for _ in range(n)]
-    late = []
-    for i, predicates_i in enumerate(predicates.late):
-        rest = []
-        for c in predicates_i:
-            placed = _key_scan(rule, c) if rule.steps[i - 1].selection == "each" else None
-            if placed is None:
-                rest.append(c)
-            else:
-                keyed[placed[0]].append(placed[1])
-        late.append(tuple(rest))
-    scans = tuple(None if s is None else replace(s, keyed=tuple(keyed[s.k])) for s in scans)
-    return scans, Predicates(predicates.own, predicates.near, tuple(late))
-
-
-def _key_scan(rule: Rule, c: Comparison) -> tuple[int, Comparison] | None:
-    """The scan ``k`` that can decide the late equality ``c`` as a key, with ``c`` as
-    (instance side) = (anchor side); None if none can."""
-    if c.op != "=":
-        return None
-    n = len(rule.chain)
-    for mine, theirs in ((c.left, c.right), (c.right, c.left)):
-        anchor = _reads(theirs)
-        if len(anchor) != 1:
-            continue
-        k = anchor.pop() + 1
-        if (k < n and _reads(mine) <= set(range(k, n))
-                and rule.steps[k - 1].selection == "each"):
-            return k, Comparison(mine, "=", theirs)
-    return None
 
 
 def _refs(expr: Expr) -> list[AttrRef]:
@@ -293,9 +244,7 @@ class ScanCode:
     instances, the parameter keys (``state_keys``: attribute, float; the checked ones,
     then the unknown ones) and the values its predicates read (``state_values``); of
     each anchor, the parameter keys (``anchor_keys``: the checked ones, then those of
-    the deeper checks) and the values its predicates read (``anchor_values``). The
-    keys of the ``keyed`` equalities come first in both (the instance's ``left``, the
-    anchor's ``right``), the first of them the one the kernel searches."""
+    the deeper checks) and the values its predicates read (``anchor_values``)."""
 
     cfg: np.ndarray
     checks: np.ndarray
@@ -308,7 +257,6 @@ class ScanCode:
     state_values: tuple[str, ...]
     anchor_keys: tuple[tuple[str, bool], ...]
     anchor_values: tuple[str, ...]
-    keyed: tuple[Comparison, ...] = ()
 
 
 _SELECTION = {"each": EACH, "last": LAST, "first": FIRST}
@@ -322,8 +270,7 @@ def scan_code(scan: Scan, store: StoreRows, out_dead: bool) -> ScanCode:
     for column, attr, theirs, f in scan.deeper:
         if (theirs, f) not in anchor_keys:
             anchor_keys.append((theirs, f))
-        deeper.append((column, store.key_row(attr, f),
-                       len(scan.keyed) + anchor_keys.index((theirs, f)), f))
+        deeper.append((column, store.key_row(attr, f), anchor_keys.index((theirs, f)), f))
     values: list[str] = []
 
     def value_row(attr: str) -> int:
@@ -338,15 +285,12 @@ def scan_code(scan: Scan, store: StoreRows, out_dead: bool) -> ScanCode:
     per_value = every and scan.selection != "each" and not scan.deferred
     cfg = (scan.window, _SELECTION[scan.selection], scan.inclusive, every, per_value,
            len(scan.unknown), 0 in scan.own, scan.dead_ends, out_dead)
-    return ScanCode(np.array(cfg, np.int64),
-                    np.arange(len(scan.keyed) + len(scan.known), dtype=np.int64),
-                    np.array([True] * len(scan.keyed) + [f for _, _, f in scan.known],
-                             np.bool_),
+    return ScanCode(np.array(cfg, np.int64), np.arange(len(scan.known), dtype=np.int64),
+                    np.array([f for _, _, f in scan.known], np.bool_),
                     np.array(deeper, np.int64).reshape(-1, 4),
                     np.array([c for c in scan.own if c], np.int64), ops, consts,
                     tuple((mine, f) for mine, _, f in scan.known) + scan.unknown,
-                    tuple(values), tuple(anchor_keys), tuple(attr for _, attr in slots),
-                    scan.keyed)
+                    tuple(values), tuple(anchor_keys), tuple(attr for _, attr in slots))
 
 
 def mentions_of(pattern: Pattern) -> dict[str, list[str]]:

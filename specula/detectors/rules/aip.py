@@ -119,7 +119,6 @@ from specula.detectors.rules._aip_plan import (
     plan_bound,
     plan_columns,
     plan_horizons,
-    plan_keyed,
     plan_predicates,
     plan_scans,
     scan_code,
@@ -133,14 +132,9 @@ from specula.detectors.rules._aip_shed import (
 from specula.detectors.rules._aip_tables import Table, restore_tables, snapshot_tables
 from specula.detectors.rules._aip_ties import Held
 from specula.detectors.rules._cdp_columns import encode
-from specula.detectors.rules.ast import Expr, Rule
+from specula.detectors.rules.ast import Rule
 from specula.detectors.rules.detector import check_rule, element_dtype
-from specula.detectors.rules.engine import (
-    Matches,
-    float_params,
-    predicate_value,
-    predicates_hold,
-)
+from specula.detectors.rules.engine import Matches, float_params, predicates_hold
 from specula.events import TypeRegistry, fields_of
 
 __all__ = ["AIPEngine", "PartialMatchBlock", "StateSheddingError"]
@@ -193,7 +187,7 @@ class AIPEngine:
         self.ticks_per_second = ticks_per_second
         chain = rule.chain
         self._n = n = len(chain)
-        predicates = plan_predicates(rule)
+        self._predicates = predicates = plan_predicates(rule)
         self._filters = tuple(Filter.of(p, registry, predicates.own[i])
                               for i, p in enumerate(chain))
         self._windows = (0, *(s.within.ticks(ticks_per_second) for s in rule.steps))
@@ -201,9 +195,6 @@ class AIPEngine:
         floats = float_params(rule, registry)
         mentions = tuple(mentions_of(p) for p in chain)
         self._scans = plan_scans(rule, mentions, self._windows, predicates, floats)
-        if not any(s is not None and s.deferred for s in self._scans):
-            self._scans, predicates = plan_keyed(rule, predicates, self._scans)
-        self._predicates = predicates
         self._deferred = tuple(self._scan_of(k) for k in range(1, n)
                                if self._scan_of(k).deferred)
         self._late = any(predicates.late)
@@ -224,8 +215,7 @@ class AIPEngine:
         # key and value tables have at least one row (of zeros) so that they are 2-D
         self._states: list[Table | None] = [None, *(
             Table((("ts", np.dtype(np.int64), 0), ("ids", np.dtype(np.int64), n - k),
-                   ("keys", np.dtype(np.int64), max(1, len(self._code(k).keyed)
-                                                    + len(self._code(k).state_keys))),
+                   ("keys", np.dtype(np.int64), max(1, len(self._code(k).state_keys))),
                    ("values", np.dtype(np.float64), max(1, len(self._code(k).state_values))),
                    ("cls", np.dtype(np.int64), 0)))  # the class a shedder gave (-1: none)
             for k in range(1, n))]
@@ -384,13 +374,9 @@ class AIPEngine:
         """State ``k`` scanned for the ``anchors`` (rows of element ``k - 1``): the anchor
         of each new instance of state ``k - 1`` and the instance's ids."""
         code, table, store = self._code(k), self._state(k), self._store
-        first = len(code.keyed)
-        keys = np.empty((len(anchors), first + len(code.anchor_keys)), np.int64)
-        for c, equality in enumerate(code.keyed):  # the anchor's sides (element k - 1)
-            keys[:, c] = _key(equality.right, len(anchors), lambda _, attr: rows[attr][
-                anchors].astype(self._dtype[attr], copy=False))
+        keys = np.empty((len(anchors), len(code.anchor_keys)), np.int64)
         for c, (attr, is_float) in enumerate(code.anchor_keys):
-            keys[:, first + c] = encode(rows[attr][anchors], is_float)
+            keys[:, c] = encode(rows[attr][anchors], is_float)
         values = np.empty((len(anchors), len(code.anchor_values)), np.float64)
         for c, attr in enumerate(code.anchor_values):
             values[:, c] = rows[attr][anchors]
@@ -417,10 +403,7 @@ class AIPEngine:
         cols = table.cols
         cols["ts"][live] = rows["ts"][events]
         cols["ids"][:, live] = ids
-        _fill_keys(cols["keys"], live, code.state_keys, rows, events, len(code.keyed))
-        for r, equality in enumerate(code.keyed):  # the instances' sides (elements >= k)
-            cols["keys"][r, live] = _key(equality.left, len(events), lambda element, attr: (
-                self._store.cols[attr][ids[element - k] - self._store.base]))
+        _fill_keys(cols["keys"], live, code.state_keys, rows, events)
         cols["values"][:, live] = 0
         for r, attr in enumerate(code.state_values):
             cols["values"][r, live] = rows[attr][events]
@@ -660,19 +643,9 @@ def _any(masks: list[np.ndarray]) -> np.ndarray:
 
 
 def _fill_keys(keys: np.ndarray, live: slice, attrs: tuple[tuple[str, bool], ...] | list,
-               events: np.ndarray, rows: np.ndarray, first: int = 0) -> None:
+               events: np.ndarray, rows: np.ndarray) -> None:
     """Fill columns ``live`` of the key rows ``keys`` with the keys of ``attrs``
-    (attribute, float) of ``events[rows]``, from row ``first`` on; the other rows are
-    zeros."""
+    (attribute, float) of ``events[rows]``; rows beyond them are zeros."""
     keys[:, live] = 0
     for r, (attr, is_float) in enumerate(attrs):
-        keys[first + r, live] = encode(events[attr][rows], is_float)
-
-
-def _key(expr: Expr, count: int, values: Callable[[int, str], np.ndarray]) -> np.ndarray:
-    """The keys of one side of a keyed equality (see
-    :func:`~specula.detectors.rules._aip_plan.plan_keyed`) for ``count`` rows: its
-    float64 value, as a predicate computes it, encoded as a float parameter's key."""
-    value = predicate_value(expr, values)
-    return encode(value if isinstance(value, np.ndarray) and value.ndim
-                  else np.full(count, value, np.float64), True)
+        keys[r, live] = encode(events[attr][rows], is_float)
