@@ -167,6 +167,23 @@ def _in_a_box(x, lo, hi):  # pragma: no cover - jit
     return out
 
 
+@njit(cache=True, nogil=True)
+def _grid_cells(x, edges, starts, dims):  # pragma: no cover - jit
+    """The grid cell (raveled, C order) of each row of ``x``: per column ``c``, the
+    count of the edges ``edges[starts[c]:starts[c + 1]]`` below its value compared in
+    float32 (``searchsorted`` left), NaN past the last."""
+    out = np.empty(x.shape[0], np.int64)
+    for i in range(x.shape[0]):
+        cell = 0
+        for c in range(x.shape[1]):
+            v = np.float64(np.float32(x[i, c]))
+            lo, hi = starts[c], starts[c + 1]
+            j = hi - lo if v != v else np.searchsorted(edges[lo:hi], v)
+            cell = cell * dims[c] + j
+        out[i] = cell
+    return out
+
+
 #: The most cells of a state's grid on its newest event's columns (see
 #: :meth:`StateModel.cells`) times its boxes; beyond, rho_I tests the boxes event by
 #: event
@@ -195,6 +212,8 @@ class StateModel:
     grid_edges: list[np.ndarray] = field(init=False)
     grid_shape: tuple[int, ...] = field(init=False)
     grid_in_box: np.ndarray | None = field(init=False)
+    cell_class: np.ndarray | None = field(init=False)
+    _grid: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False)
 
     def __post_init__(self) -> None:
         # the online counts of the period under way
@@ -224,6 +243,16 @@ class StateModel:
             lo, hi = (b[:, None, :] for b in self.own_boxes)
             inside = (lo < points[None]) & (points[None] <= hi)
             self.grid_in_box = np.all(inside, axis=2).astype(np.float64)
+        self._grid = (np.concatenate([np.zeros(0), *self.grid_edges]),
+                      np.cumsum([0, *map(len, self.grid_edges)]).astype(np.int64),
+                      np.asarray(self.grid_shape, np.int64))
+        # a state of the first element holds its events alone: each cell lies in one
+        # leaf whole, so its class answers rho_I's test too
+        self.cell_class = None
+        if self.grid_in_box is not None and len(self.own) == len(self.names):
+            feats = np.zeros((points.shape[0], len(self.names)))
+            feats[:, list(self.own)] = points
+            self.cell_class = self.classify(feats)
 
     def classify(self, features: np.ndarray) -> np.ndarray:
         """The class of every row of ``features`` (the state's columns first)."""
@@ -237,13 +266,11 @@ class StateModel:
             return None
         return self._alive_box_mask(shed) @ self.grid_in_box > 0
 
-    def cells(self, columns: Sequence[np.ndarray]) -> np.ndarray:
+    def cells(self, x: np.ndarray) -> np.ndarray:
         """The grid cell of each event whose values of the newest event's columns are
-        ``columns`` (one array each), compared as :func:`in_boxes` compares (float32,
-        NaN as +inf: the last cell)."""
-        at = [np.searchsorted(e, np.asarray(x, np.float32).astype(np.float64), "left")
-              for e, x in zip(self.grid_edges, columns, strict=True)]
-        return np.ravel_multi_index(at, self.grid_shape)
+        the rows of ``x`` (``(events, columns)``), compared as :func:`in_boxes` compares
+        (float32, NaN as +inf: the last cell); one compiled pass."""
+        return _grid_cells(x, *self._grid)
 
     def alive_boxes(self, shed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The boxes, on the newest event's columns, of the leaves whose class is not

@@ -42,13 +42,16 @@ A new shedding set is computed at most once per ``cooldown`` events (the paper's
 before state shedding is triggered again), and only when the controller's decision
 changes: while the share asked stays within ``STEADY_SHARE`` of the last set's, the
 last set holds (the paper reuses sets while the values are stable), and a set due then
-only drops again the partial matches that aged into D's later time slices. The input
+only drops again the partial matches that aged into D's later time slices; a set
+picked before for the same step of the share is taken again while the model's values
+are within ``REUSE_RTOL`` of those it was picked with (no count, no knapsack). The input
 filter of the last set holds while the detector asks for drops, also when a new set
 finds no partial match to pick from (the paper applies rho_I until the bound is met),
-and ends when it stops. The model adapts from the detector's record in the batch
-after a set is picked, for the next set, the one use of its values (or once the record
-holds ``OBSERVE_VIEWS``): the set's and the adaptation's work fall on two batches of
-the few where the decision changes, and the others pay for neither. Everything per event is
+and ends when it stops. The model adapts from the detector's record once it holds
+``OBSERVE_VIEWS`` views, all its periods in one call (the values are those of adapting
+at the end of each period; a set reads them as of the last call): the adaptation's
+work falls on one batch in hundreds, not on the batch after each set, where under a
+tight bound it put a second batch over it. Everything per event is
 vectorised: the trees are NumPy tables, rho_I reads a table per cell of a grid on the
 newest event's values, and the knapsack has one item per (state, slice, class).
 """
@@ -72,11 +75,13 @@ Mode = Literal["input", "state", "hybrid"]
 #: A share within this of the one the last shedding set was picked for is steady: the
 #: set and its input filter hold on (the paper, sec. V-C: "shedding sets may be reused,
 #: assuming stable contribution and consumption values per class and time slice")
-STEADY_SHARE = 0.05
+STEADY_SHARE = 0.1
 
-#: The detector's watch record is handed to the model in the batch after a shedding
-#: set is picked (the values are read by the next set only), or once it holds this many
-#: views.
+#: A set picked for a step of the share is taken again while every item's ratio of
+#: contribution to consumption is within this of the one it was picked with
+REUSE_RTOL = 0.1
+
+#: The detector's watch record is handed to the model once it holds this many views
 OBSERVE_VIEWS = 256
 
 
@@ -124,10 +129,10 @@ class HybridShedder(StateShedder):
         self.resolution = resolution
         # the model's values per item, all states in a row (see _items), until adapted
         self._values: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        # rho_I's boxes per (state, its classes shed at slice 0), as use_set makes them
+        # rho_I's tests per (state, its classes shed at slice 0), as use_set makes them
         self._boxes: dict[tuple[int, bytes], np.ndarray | tuple | None] = {}
         self.shed: dict[int, np.ndarray] = {}  # state -> (classes, slices) in D
-        self._alive: dict[int, np.ndarray | tuple | None] = {}  # where rho_I keeps events
+        self._alive: dict[int, np.ndarray | tuple | None] = {}  # rho_I's test per state
         # the event fields rho_I reads per state: its newest event's attributes
         self._fields = {state: tuple(sm.names[c].rsplit(".", 1)[1] for c in sm.own)
                         for state, sm in model.states.items()}
@@ -143,8 +148,10 @@ class HybridShedder(StateShedder):
         self._now = 0  # the time stamp of the first event of the batch being taken
         self.solves = {"dp": 0, "greedy": 0}  # shedding sets picked, by how
         self.skipped = 0  # shedding sets due but skipped, the share steady
+        self.reused = 0  # shedding sets taken again (see _change_set)
+        # per step of STEADY_SHARE: the set picked there and the values it was picked with
+        self._picked: dict[int, tuple[dict[int, np.ndarray], np.ndarray]] = {}
         self._planned = -1.0  # the share of the last shedding set
-        self._adapt_next = False  # whether the next batch adapts the model (see keep)
         self._made: list = []  # the detector's watch record, not yet observed
         self._sheddable: set[int] = set()  # the states whose partial matches may go
 
@@ -172,11 +179,7 @@ class HybridShedder(StateShedder):
             if self._steady(share):
                 self._drop_aged()
             else:
-                self.plan(share)
-                self._adapt_next = self.adapt
-        elif self._adapt_next:  # the batch after a set: adapt for the next set
-            self._observe()
-            self._adapt_next = False
+                self._change_set(share)
         self.filtering = share > 0 and bool(self.shed)
         if self.mode == "hybrid":
             self._test_births(self.filtering)
@@ -244,6 +247,38 @@ class HybridShedder(StateShedder):
             return True
         self._planned = share
         return False
+
+    def _change_set(self, share: float) -> None:
+        """A new shedding set for ``share``: the one picked before for the same step of
+        :data:`STEADY_SHARE` while the model's values are within :data:`REUSE_RTOL` of
+        those it was picked with (the paper, sec. V-C, reuses sets while the values are
+        stable), else a new one (:meth:`plan`). A share that swings between two steps
+        then costs the counts and the knapsack once per step, not at every swing."""
+        key = round(share / STEADY_SHARE)
+        cached = self._picked.get(key)
+        if cached is not None and np.allclose(self._items()[2], cached[1], rtol=REUSE_RTOL,
+                                              atol=0.0):
+            self.reused += 1
+            self._reuse(cached[0])
+            return
+        solves = sum(self.solves.values())
+        self.plan(share)
+        if sum(self.solves.values()) > solves:  # a set was picked (see plan)
+            self._picked[key] = (self.shed, self._items()[2])
+
+    def _reuse(self, shed: dict[int, np.ndarray]) -> None:
+        """Take ``shed``, picked before, as the set again: rho_I's and the births'
+        tests follow it, and the partial matches held of the classes it adds to the
+        set of the moment are dropped (those of the classes both hold are gone)."""
+        before = self.shed
+        self.use_set(shed)
+        if self.mode == "input":
+            return
+        holder = self.attached()
+        for state, d in shed.items():
+            old = before.get(state)
+            if state in self._sheddable and (d & ~old if old is not None else d).any():
+                self.dropped += holder.drop_classes(state, d, self.model.slice_len)
 
     def _drop_aged(self) -> None:
         """The last set's state drops again, for its items past time slice 0 only: the
@@ -329,22 +364,28 @@ class HybridShedder(StateShedder):
         self.shed = shed
         # rho_I's tests: a first element's class, else the leaves whose class is not
         # shed at slice 0 (a new partial match's)
-        self._alive = {state: self._alive_boxes(state, d[:, :1]) for state, d in shed.items()}
+        self._alive = {state: self._alive_test(state, d[:, :1]) for state, d in shed.items()}
         # whether rho_I can drop an event at all: a class in D at slice 0 (a tree's
         # leaves cover every value, so an event always reaches some leaf)
         self._drops_events = any(d[:, 0].any() for d in shed.values())
 
-    def _alive_boxes(self, state: int, shed: np.ndarray) -> np.ndarray | tuple | None:
-        """Where rho_I keeps ``state``'s events, its classes ``shed`` at slice 0: per
-        cell of the state's grid (:meth:`~._hybrid_model.StateModel.alive_cells`), or
-        the boxes where there is no grid; None: the state's partial matches are its
-        events alone. Made once per set."""
+    def _alive_test(self, state: int, shed: np.ndarray) -> np.ndarray | tuple | None:
+        """rho_I's test of ``state``'s events, its classes ``shed`` at slice 0: whether
+        each cell of the state's grid is dropped (:meth:`~._hybrid_model.StateModel.
+        cells`; for the first element, whose partial matches are its events, a cell's
+        class says it), or where there is no grid the boxes of the leaves kept, or None
+        for the first element's classes. Made once per set."""
         key = (state, shed.tobytes())
         if key not in self._boxes:
             sm = self.model.states[state]
-            cells = None if len(sm.own) == len(sm.names) else sm.alive_cells(shed)
-            self._boxes[key] = (None if len(sm.own) == len(sm.names) else
-                                cells if cells is not None else sm.alive_boxes(shed))
+            first = len(sm.own) == len(sm.names)
+            test: np.ndarray | tuple | None
+            if first:
+                test = None if sm.cell_class is None else shed[sm.cell_class, 0]
+            else:
+                cells = sm.alive_cells(shed)
+                test = ~cells if cells is not None else sm.alive_boxes(shed)
+            self._boxes[key] = test
         return self._boxes[key]
 
     def _items(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -374,17 +415,22 @@ class HybridShedder(StateShedder):
             if sm is None or shed is None or not shed[:, 0].any():
                 protect[rows] = True  # terminators, states without a model or a drop
                 continue
-            # the newest event's values, one column each (contiguous)
-            columns = [batch[field][rows] for field in self._fields[state]]
-            alive = self._alive[state]  # None: the first element, a match of one event
-            if alive is None:
-                classes = sm.classify(np.stack(columns, axis=1))
+            # the newest event's values, a column each
+            x = np.empty((len(rows), len(self._fields[state])))
+            for c, field in enumerate(self._fields[state]):
+                x[:, c] = batch[field][rows]
+            test = self._alive[state]
+            if isinstance(test, np.ndarray):  # per grid cell: dropped
+                cells = sm.cells(x)
+                out = test[cells]
+                if sm.cell_class is not None:  # the first element
+                    self._kept_from_forming(state, sm.cell_class[cells[out]])
+            elif test is None:  # the first element without a grid: by class
+                classes = sm.classify(x)
                 out = shed[classes, 0]
                 self._kept_from_forming(state, classes[out])
-            elif isinstance(alive, np.ndarray):  # a table per grid cell
-                out = ~alive[sm.cells(columns)]
             else:
-                out = ~in_boxes(np.stack(columns, axis=1), *alive)
+                out = ~in_boxes(x, *test)
             drop[rows[out]] = True
             protect[rows[~out]] = True
         keep = ~(drop & ~protect)

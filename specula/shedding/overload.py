@@ -442,9 +442,10 @@ class OverloadDetector:
         """The latency trigger's share: the level, corrected by the measurements since
         the last command, and at least the violation of the moment (see the module and
         :func:`latency_level`)."""
-        mu, theta = self.mu_s, self.config.latency_bound_s
+        theta = self.config.latency_bound_s
         if self.tracker is not None:
             return self._quantile_level(theta)
+        mu = self.mu_s
         if self._fresh:
             gain = min(self._fresh / self.config.smoothing, 1.0)
             self.level = latency_level(self.level, mu, theta, gain)

@@ -609,41 +609,82 @@ def test_rho_i_drops_what_its_definition_drops(ds1_setup, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_the_grid_table_answers_as_the_boxes(ds1_setup, seed):
     """rho_I's table per grid cell gives, for any value (the bounds themselves, values
-    between and beyond them, NaN, +inf), what testing the boxes gives."""
+    between and beyond them, NaN, +inf), what testing the boxes gives, and for the
+    first element, whose partial matches are its events, the class the tree gives."""
     model = ds1_setup[2]
     rng = np.random.default_rng(seed)
     for sm in model.states.values():
-        if sm.grid_in_box is None or len(sm.own) == len(sm.names):
+        if sm.grid_in_box is None:
             continue
         edges = np.concatenate(sm.grid_edges)
         pool = np.concatenate([edges, edges + 1e-7, edges - 1e-7, [np.nan, np.inf],
                                rng.uniform(edges.min() - 2, edges.max() + 2, 50)])
         x = rng.choice(pool, (400, len(sm.own)))
+        if len(sm.own) == len(sm.names):
+            assert sm.cell_class is not None
+            assert np.array_equal(sm.cell_class[sm.cells(x)], sm.classify(x))
+            continue
         for density in (0.0, 0.3, 0.7, 1.0):
             shed = rng.random(sm.contribution.shape) < density
-            assert np.array_equal(sm.alive_cells(shed)[sm.cells(list(x.T))],
+            assert np.array_equal(sm.alive_cells(shed)[sm.cells(x)],
                                   in_boxes(x, *sm.alive_boxes(shed))), density
 
 
-def test_the_model_adapts_after_a_set_is_picked_and_not_in_between(ds1_setup):
-    """The detector's record goes to the model in the batch after a shedding set is
-    picked (for the next set, which reads the values): other batches leave the values
-    as they were (no adaptation's cost on them), and so does the set's own batch."""
+def test_the_model_adapts_once_its_record_is_full_not_at_a_set(ds1_setup, monkeypatch):
+    """The detector's record goes to the model once it holds OBSERVE_VIEWS views,
+    with or without sets in between: a set's batch and the batch after it pay for no
+    adaptation of a record not yet full, and the values do change once it is."""
+    import specula.shedding.hybrid as hybrid_module
     from specula.shedding.base import DropCommand
 
+    monkeypatch.setattr(hybrid_module, "OBSERVE_VIEWS", 8)
     reg, rule, model, _, _, events, _ = ds1_setup
-    shedder = HybridShedder(deepcopy(model), "hybrid", cooldown=10**9, adapt_every=2)
+    shedder = HybridShedder(deepcopy(model), "hybrid", cooldown=400, adapt_every=2)
     det = RuleDetector(rule, reg)
     shedder.attach(det)
     before = {s: sm.contribution.copy() for s, sm in shedder.model.states.items()}
-    for lo in range(0, 3000, 200):  # no set due: recorded, not observed
+    observed: list[int] = []
+    adapt = shedder.model.observe
+
+    def observe(made: list) -> None:
+        observed.append(len(made))
+        adapt(made)
+
+    shedder.model.observe = observe  # type: ignore[method-assign]
+    for i, lo in enumerate(range(0, 6000, 200)):  # sets at shares that move
         batch = events[lo:lo + 200]
+        command = DropCommand(0.0 if i < 5 else 0.3 + 0.2 * (i % 3))
         for e in det.engines():
-            e.process(batch[shedder.keep(batch, DropCommand(0.0))])
-    assert all((sm.contribution == before[s]).all() for s, sm in shedder.model.states.items())
-    batch = events[3000:3200]
-    shedder.keep(batch, DropCommand(0.5))  # the set
-    assert sum(shedder.solves.values()) == 1
-    assert all((sm.contribution == before[s]).all() for s, sm in shedder.model.states.items())
-    shedder.keep(batch, DropCommand(0.5))  # the batch after it
+            e.process(batch[shedder.keep(batch, command)])
+    assert sum(shedder.solves.values()) >= 2
+    assert observed and all(n >= 8 for n in observed)
     assert any((sm.contribution != before[s]).any() for s, sm in shedder.model.states.items())
+
+
+def test_a_set_picked_for_a_step_of_the_share_is_taken_again(ds1_setup):
+    """A share that comes back to a step of STEADY_SHARE takes the set picked there
+    again (no counts, no knapsack) while the model's values are as they were, and the
+    rho_I and birth tests follow it; going up to a larger set drops the partial
+    matches held of the classes it adds, and counts them."""
+    from specula.shedding.base import DropCommand
+
+    reg, rule, model, _, _, events, _ = ds1_setup
+    shedder = HybridShedder(deepcopy(model), "hybrid", cooldown=200, adapt=False)
+    det = RuleDetector(rule, reg)
+    shedder.attach(det)
+    shares = [0.0] * 5 + [0.3, 0.8, 0.3, 0.8, 0.3]
+    picked, dropped = [], []
+    for i, share in enumerate(shares):
+        batch = events[200 * i:200 * (i + 1)]
+        before = shedder.dropped  # by the sets, not at birth
+        for e in det.engines():
+            e.process(batch[shedder.keep(batch, DropCommand(share))])
+        picked.append({s: d.copy() for s, d in shedder.shed.items()})
+        dropped.append(shedder.dropped - before)
+    assert sum(shedder.solves.values()) == 2 and shedder.reused == 3
+    low, high = picked[5], picked[6]
+    assert any((high[s] & ~low[s]).any() for s in high)  # 0.8 sheds more classes
+    for i, want in ((7, low), (8, high), (9, low)):
+        assert all(np.array_equal(picked[i][s], want[s]) for s in want), i
+    assert dropped[8] > 0 and dropped[9] == 0  # up: the added classes' held ones go
+    assert not shedder.input_filter(events[2000:2200]).all()

@@ -425,8 +425,15 @@ class AIPEngine:
         of element ``k``; a terminator's matches get ``causes[row]`` as index (``row``
         itself by default)."""
         rule = self.rule
-        elements = [_as_elements(events[local], self._dtype)]
         store = self._store
+        early = self._late and not self._deferred  # most candidates fail them: first
+        if early:
+            hold = self._late_hold(events, local, deeper)
+            if not hold.all():
+                local, deeper = local[hold], deeper[:, hold]
+                if not len(local):
+                    return self._empty()
+        elements = [_as_elements(events[local], self._dtype)]
         for k in range(1, self._n):
             refs = deeper[k - 1] - store.base
             rows = np.zeros(len(refs), self._dtype)
@@ -437,8 +444,9 @@ class AIPEngine:
         # the row number stands in for the terminator until the filters have run
         matches = Matches(np.arange(count), tuple(elements), np.zeros((count, n_agg)),
                           np.zeros((count, len(rule.negations)), np.int64))
-        matches = matches.within(rule, self.ticks_per_second)
-        if self._late or self._deferred:
+        if not early:
+            matches = matches.within(rule, self.ticks_per_second)
+        if self._deferred:  # and the late predicates with them (see _accepted)
             pick = matches.terminator
             matches = matches.select(self._accepted(
                 matches, np.vstack([ids[local[pick]], deeper[:, pick]]).T))
@@ -455,6 +463,29 @@ class AIPEngine:
             else:
                 matches.negations[:, c - n_agg] = values
         return matches
+
+    def _late_hold(self, events: np.ndarray, local: np.ndarray, deeper: np.ndarray
+                   ) -> np.ndarray:
+        """Which sequences (terminator rows ``local``, store ids ``deeper``) lie inside
+        the pattern window (:meth:`Matches.within`) and hold the predicates that read
+        elements before their anchor, read from the batch and the store as the
+        matches' rows would hold them, before those rows are made (checks per row, so
+        their order does not matter)."""
+        base = self._store.base
+
+        def value(element: int, attr: str) -> np.ndarray:
+            if element == 0:
+                return events[attr][local].astype(self._dtype[attr], copy=False)
+            return self._store.cols[attr][deeper[element - 1] - base]
+
+        keep = np.ones(len(local), bool)
+        if self.rule.within is not None:
+            oldest = value(self._n - 1, "ts")
+            keep &= oldest >= value(0, "ts") - self.rule.within.ticks(self.ticks_per_second)
+        for late in self._predicates.late:
+            if late:
+                keep &= predicates_hold(late, value)
+        return keep
 
     def _accepted(self, matches: Matches, ids: np.ndarray) -> np.ndarray:
         """Which sequences hold the predicates that read elements before their anchor
