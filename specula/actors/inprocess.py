@@ -174,26 +174,33 @@ class InProcessRuntime:
         produced: list[tuple[str | None, np.ndarray]] = [(None, raw)] if len(raw) else []
         for inst in self.instances:
             unit = units[inst.producer]
-            name = inst.node.name
-            inbox = []
-            for source, batch in produced:
-                inbox.append(self.router.piece(inst, source, batch))
-            inbox = [b if b.dtype == unit.in_dtype else ev.conform(b, unit.in_dtype, drop=True)
-                     for b in inbox if len(b)]
+            inbox = self._inbox(inst, unit, produced)
             before = unit.stats.work() if self.cost_model else ()
-            out = [unit.push(inbox[0] if len(inbox) == 1 else ev.concat_records(inbox), now)] \
-                if inbox else []
+            out = unit.push(inbox, now) if inbox is not None else unit.driver.take_output()
             if flush:
-                out.append(unit.flush(now))
+                end = unit.flush(now)
+                if len(end):
+                    out = ev.concat_records([out, end]) if len(out) else end
             if self.cost_model and unit.controller is not None:
                 unit.controller.add_busy(self.cost_model.busy(before, unit.stats.work(),
-                                                              name))
-            out = [o for o in out if len(o)]
-            batch = (out[0] if len(out) == 1 else ev.concat_records(out)) if out \
-                else np.empty(0, unit.out_dtype)
-            batch = self.hand_on(inst, unit, nets[inst.producer], batch, now)
-            if len(batch) and name in self._heard:
-                produced.append((name, batch))
+                                                              inst.node.name))
+            out = self.hand_on(inst, unit, nets[inst.producer], out, now)
+            if len(out) and inst.node.name in self._heard:
+                produced.append((inst.node.name, out))
+
+    def _inbox(self, inst: Instance, unit: OrderingUnit,
+               produced: list[tuple[str | None, np.ndarray]]) -> np.ndarray | None:
+        """What ``inst`` takes of the batches ``produced`` so far in a step (None:
+        nothing), in the unit's input dtype, as one batch."""
+        pieces = []
+        for source, batch in produced:
+            piece = self.router.piece(inst, source, batch)
+            if len(piece):
+                pieces.append(piece if piece.dtype == unit.in_dtype
+                              else ev.conform(piece, unit.in_dtype, drop=True))
+        if len(pieces) > 1:
+            return ev.concat_records(pieces)
+        return pieces[0] if pieces else None
 
     def hand_on(self, inst: Instance, unit: OrderingUnit, net: NetOutput, out: np.ndarray,
                 now: int) -> np.ndarray:

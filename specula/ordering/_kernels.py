@@ -398,3 +398,43 @@ def max_seq_per_producer(tb, shift):  # pragma: no cover - jit
         if s > largest[at]:
             largest[at] = s
     return producers[:k], largest[:k]
+
+
+@njit(cache=True, nogil=True)
+def _put_int(buf, at, value, size):  # pragma: no cover - jit
+    """Write ``value`` as a little-endian integer of ``size`` bytes at ``buf[at]``."""
+    for i in range(size):
+        buf[at + i] = np.uint8((value >> (8 * i)) & 0xFF)
+
+
+@njit(cache=True, nogil=True)
+def stamp(out, layout, cause, in_origin, origin, kplus, producer, now, seq,
+          number):  # pragma: no cover - jit
+    """Stamp generated events (``out``, rows of a batch dtype as bytes) with what their
+    causes give them, in one pass.
+
+    ``layout`` holds the row width and the byte offsets of ``producer`` (int32), ``seq``,
+    ``kplus``, ``origin`` and ``ats`` (int64). Row ``r`` was caused by input
+    ``cause[r]``; it gets ``producer``, the input's K+ (``kplus[cause[r]]``; none given:
+    left as it is), the largest origin of ``origin`` and the inputs up to its cause
+    (``in_origin``; none given: ``origin``), arrival ``now`` and, if ``number``, the
+    counter ``seq + r``. Returns the largest origin over ``origin`` and every input.
+    """
+    n_in = in_origin.shape[0]
+    running = np.empty(n_in, np.int64)
+    for i in range(n_in):
+        if in_origin[i] > origin:
+            origin = in_origin[i]
+        running[i] = origin
+    width = layout[0]
+    for r in range(cause.shape[0]):
+        c = cause[r]
+        base = r * width
+        _put_int(out, base + layout[1], producer, 4)
+        if number:
+            _put_int(out, base + layout[2], seq + r, 8)
+        if kplus.shape[0] > 0:
+            _put_int(out, base + layout[3], kplus[c], 8)
+        _put_int(out, base + layout[4], running[c] if n_in else origin, 8)
+        _put_int(out, base + layout[5], now, 8)
+    return origin

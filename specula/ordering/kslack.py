@@ -16,7 +16,7 @@ import numpy as np
 from specula import events as ev
 from specula.ordering import _kernels
 from specula.ordering._buffer import BufferBase, Contents, LatePolicy
-from specula.ordering._records import TIEBREAK_SHIFT, max_per_producer, tiebreak
+from specula.ordering._records import TIEBREAK_SHIFT, layout, max_per_producer, tiebreak
 from specula.ordering.clock import ClockSource, EventClock, proposals, punctuate
 from specula.ordering.driver import DetectorDriver, Snapshot
 from specula.ordering.state import UnitState
@@ -51,7 +51,7 @@ class KSlackBuffer(BufferBase):
                  in_dtype: np.dtype, late_policy: LatePolicy) -> None:
         super().__init__(state, driver, clock, in_dtype=in_dtype, late_policy=late_policy)
         self._raw = np.dtype((np.void, in_dtype.itemsize))  # rows moved as bytes
-        self._layout = _layout(in_dtype)
+        self._layout = layout(in_dtype, _READ)
         # an event clock proposes by type, which the kernel reads itself
         self._by_type = isinstance(clock, EventClock)
         self._clock_types = np.ascontiguousarray(clock.clock_types(), np.bool_)
@@ -266,15 +266,3 @@ class KSlackBuffer(BufferBase):
                     st.note("emit", r)
             self.driver.process(out, None, now, update=False)
 
-
-def _layout(dtype: np.dtype) -> np.ndarray:
-    """The row width of ``dtype`` and the byte offsets of the fields the K-slack kernel
-    reads (:data:`_READ`), for :func:`~specula.ordering._kernels.kslack_step`."""
-    fields = dtype.fields
-    offsets = [dtype.itemsize]
-    for name, kind in _READ:
-        if fields is None or name not in fields or fields[name][0] != np.dtype(kind).newbyteorder("<"):
-            raise TypeError(f"a K-slack buffer needs the core field {name!r} as "
-                            f"little-endian {np.dtype(kind)} in its dtype, got {dtype}")
-        offsets.append(fields[name][1])
-    return np.array(offsets, np.int64)
