@@ -63,15 +63,15 @@ class KSlackBuffer(BufferBase):
     @property
     def _buf_ix(self) -> np.ndarray:
         """Store indices of the buffered events, in key order (a view)."""
-        return self._ix[self._head:self._tail]
+        return self._keys[0, self._head:self._tail]
 
     @property
     def _buf_ts(self) -> np.ndarray:
-        return self._ts[self._head:self._tail]
+        return self._keys[1, self._head:self._tail]
 
     @property
     def _buf_tb(self) -> np.ndarray:
-        return self._tb[self._head:self._tail]
+        return self._keys[2, self._head:self._tail]
 
     def _hold(self, ix: np.ndarray, ts: np.ndarray, tb: np.ndarray, room: int = 0) -> None:
         """Make ``ix, ts, tb`` the buffer's keys, in arrays with ``room`` to spare and
@@ -79,18 +79,19 @@ class KSlackBuffer(BufferBase):
         cap = max(256, 2 * (len(ix) + room))
         # rows: store indices, time stamps, tie-breaks; then the kernel's emitted and
         # late store indices (at most the buffer and the arrivals: within the capacity)
-        # and its heap's three arrays
+        # and its heap's three arrays (one array, no views of it kept: a copy or a
+        # pickle of the buffer would make them arrays of their own)
         self._keys = np.empty((8, cap), np.int64)
-        self._ix, self._ts, self._tb = self._keys[0], self._keys[1], self._keys[2]
         self._head, self._tail = 0, len(ix)
-        self._ix[:len(ix)], self._ts[:len(ix)], self._tb[:len(ix)] = ix, ts, tb
+        self._keys[0, :len(ix)], self._keys[1, :len(ix)], self._keys[2, :len(ix)] = ix, ts, tb
 
     def _make_room(self, n: int) -> None:
         """Room for ``n`` more keys behind the buffer."""
-        if self._tail + n <= len(self._ix):
+        cap = self._keys.shape[1]
+        if self._tail + n <= cap:
             return
         size = self._tail - self._head
-        if size + n <= len(self._ix) // 2:  # move to the front
+        if size + n <= cap // 2:  # move to the front
             keys = self._keys[:3]
             keys[:, :size] = keys[:, self._head:self._tail]
             self._head, self._tail = 0, size
