@@ -21,6 +21,8 @@ latencies include the waits (:mod:`specula.actors.queueing`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Unpack
@@ -134,10 +136,10 @@ class InProcessRuntime:
             if step_ticks is None:
                 step_ticks = int(DEFAULT_STEP_SECONDS * self.ticks_per_second)
             seconds = [played_seconds(raw, self.ticks_per_second)]
-            steps: Iterable[tuple[np.ndarray, int]] = _steps(prepare_raw(raw, table),
-                                                             step_ticks, batch_rows)
+            steps: Iterable[tuple[np.ndarray, int]] = _steps(
+                self._own_dtype(prepare_raw(raw, table)), step_ticks, batch_rows)
         else:
-            steps = _batch_steps(raw, table)
+            steps = ((self._own_dtype(b), now) for b, now in _batch_steps(raw, table))
         stations = {i.producer: Station(i, self, units[i.producer]) for i in self.instances} \
             if self.queueing else None
 
@@ -149,17 +151,25 @@ class InProcessRuntime:
 
         n_raw, now, by_batch = 0, 0, not isinstance(raw, np.ndarray)
         pace = Pace(speed, self.ticks_per_second)
-        for batch, now in steps:
-            if speed is not None:
-                pace.wait(int(batch["ts"].min()))
-            step(batch, now, flush=False)
-            n_raw += len(batch)
-            if by_batch:
-                seconds.append(played_seconds(batch, self.ticks_per_second))
-        step(np.zeros(0, self.graph.registry.dtype()), now, flush=True)
+        with _frozen_heap():
+            for batch, now in steps:
+                if speed is not None:
+                    pace.wait(int(batch["ts"].min()))
+                step(batch, now, flush=False)
+                n_raw += len(batch)
+                if by_batch:
+                    seconds.append(played_seconds(batch, self.ticks_per_second))
+            step(np.zeros(0, self.graph.registry.dtype()), now, flush=True)
         report = self._report(units, nets, n_raw, time.perf_counter() - t0, stations)
         report.played_seconds = len(union(seconds))
         return report
+
+    def _own_dtype(self, raw: np.ndarray) -> np.ndarray:
+        """``raw`` viewed with the graph registry's own dtype of its sources when that is
+        the same layout, as events made with another registry often have: the units'
+        checks then find the dtype they take by identity, not field by field."""
+        dtype = self.graph.registry.dtype(self.graph.sources)
+        return raw.view(dtype) if raw.dtype is not dtype and raw.dtype == dtype else raw
 
     def _unit(self, instance: Instance, clock: ManualClock) -> OrderingUnit:
         controller = None
@@ -196,8 +206,8 @@ class InProcessRuntime:
         for source, batch in produced:
             piece = self.router.piece(inst, source, batch)
             if len(piece):
-                pieces.append(piece if piece.dtype == unit.in_dtype
-                              else ev.conform(piece, unit.in_dtype, drop=True))
+                same = piece.dtype is unit.in_dtype or piece.dtype == unit.in_dtype
+                pieces.append(piece if same else ev.conform(piece, unit.in_dtype, drop=True))
         if len(pieces) > 1:
             return ev.concat_records(pieces)
         return pieces[0] if pieces else None
@@ -244,6 +254,28 @@ class InProcessRuntime:
                          units=by_node)
 
 
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """Keep the objects alive before a run out of the collector's full collections
+    while it runs (:func:`gc.freeze`), and hand them back after it (:func:`gc.unfreeze`).
+
+    A full collection scans every object tracked, and a run triggers several as its net
+    outputs grow: the imports, loaded kernels, the graph and the stream, scanned again
+    each time, cost the 4-level graph of ``benchmarks/ray_graph.py`` about a quarter of
+    its processor time in-process (docs/measurements.md, "the step around the
+    detector"); the Ray chain hosts freeze likewise (:mod:`specula.actors.pool`).
+    Nothing is frozen for good: where objects are frozen already (a host that freezes
+    its own), this leaves the collector as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     """Raw events in arrival order, numbered if they carry no counter, with their origin
     (the arrival of the newest raw event a detection depends on) set to their arrival,
@@ -273,7 +305,8 @@ def _steps(raw: np.ndarray, step_ticks: int, batch_rows: int | None
            ) -> Sequence[tuple[np.ndarray, int]]:
     """``raw`` (in arrival order) in steps, each at the arrival of its newest event."""
     ats = np.ascontiguousarray(raw["ats"])
-    return [(raw[i:j], int(ats[j - 1])) for i, j in arrival_steps(ats, step_ticks, batch_rows)]
+    arrivals = ats.tolist()  # Python ints: read one by one
+    return [(raw[i:j], arrivals[j - 1]) for i, j in arrival_steps(ats, step_ticks, batch_rows)]
 
 
 def _batch_steps(batches: Iterable[np.ndarray], table: np.ndarray | None

@@ -170,11 +170,20 @@ def _heap_pop(h_ts, h_tb, h_ix, size):  # pragma: no cover - jit
 def _int_at(buf, at, size):  # pragma: no cover - jit
     """The signed little-endian integer of ``size`` bytes (4 or 8) at ``buf[at]``."""
     v = np.int64(0)
+    at = np.uint64(at)  # unsigned: no check for negative indices, so the loads combine
     for i in range(size - 1, -1, -1):
-        v = (v << 8) | np.int64(buf[at + i])
+        v = (v << 8) | np.int64(buf[at + np.uint64(i)])
     if size == 4 and v >= 2**31:
         v -= 2**32
     return v
+
+
+@njit(cache=True, nogil=True)
+def _copy(src, at, dst, to, size):  # pragma: no cover - jit
+    """``dst[to:to + size] = src[at:at + size]`` for byte arrays, with unsigned indices."""
+    a, t = np.uint64(at), np.uint64(to)
+    for i in range(np.uint64(size)):
+        dst[t + i] = src[a + i]
 
 
 @njit(cache=True, nogil=True)
@@ -214,9 +223,9 @@ def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal,
     """
     width = layout[0]
     n = run.shape[0] // width
-    base = first * width
-    for i in range(n * width):
-        store[base + i] = run[i]
+    # unsigned indices here and below: no check for negative ones, so the byte loops
+    # vectorise (slices and signed indices copy a byte at a time, ten times slower)
+    _copy(run, 0, store, first * width, n * width)
     m_ix, m_ts, m_tb, emitted, late = keys[0], keys[1], keys[2], keys[3], keys[4]
     p_ts, p_tb, p_ix = keys[5], keys[6], keys[7]  # the heap of out-of-order arrivals
     by_type = is_clock.shape[0] > 0
@@ -271,10 +280,7 @@ def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal,
             ne += 1
     rows = np.empty(ne * width, np.uint8)
     for i in range(ne):
-        src = emitted[i] * width
-        dst = i * width
-        for b in range(width):
-            rows[dst + b] = store[src + b]
+        _copy(store, emitted[i] * width, rows, i * width, width)
     if hs:
         tail = _merge_heap(m_ix, m_ts, m_tb, head, tail, p_ts, p_tb, p_ix, hs)
     return rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb
@@ -403,8 +409,9 @@ def max_seq_per_producer(tb, shift):  # pragma: no cover - jit
 @njit(cache=True, nogil=True)
 def _put_int(buf, at, value, size):  # pragma: no cover - jit
     """Write ``value`` as a little-endian integer of ``size`` bytes at ``buf[at]``."""
+    at = np.uint64(at)  # unsigned: no check for negative indices, so the stores combine
     for i in range(size):
-        buf[at + i] = np.uint8((value >> (8 * i)) & 0xFF)
+        buf[at + np.uint64(i)] = np.uint8((value >> (8 * i)) & 0xFF)
 
 
 @njit(cache=True, nogil=True)

@@ -236,8 +236,8 @@ class KSlackBuffer(BufferBase):
         an event clock's, read by type in the kernel), K, late events, emission."""
         st = self.state
         n = len(run)
-        if run.dtype != self._store.dtype:
-            raise TypeError(f"a run of {run.dtype} for a K-slack buffer of {self._store.dtype}")
+        if run.dtype is not self.in_dtype and run.dtype != self.in_dtype:
+            raise TypeError(f"a run of {run.dtype} for a K-slack buffer of {self.in_dtype}")
         first = self._reserve(n)
         self._make_room(n)
         if not run.flags.c_contiguous:
