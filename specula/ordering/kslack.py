@@ -2,9 +2,9 @@
 
 An event is emitted and purged at once when ``ts + K <= clk``, so nothing emitted stays
 buffered and no snapshot is ever taken. Each run of data events goes through one call of
-:func:`specula.ordering._kernels.kslack_step`, which also stores the run, advances the
-unit's clock and K event by event and gathers the rows it emits; control messages are handled by
-:class:`~specula.ordering._buffer.BufferBase`.
+:func:`specula.ordering._kernels.kslack_step` over the rows' bytes, which stores the run,
+advances the unit's clock and K event by event and gathers the rows it emits; control
+messages are handled by :class:`~specula.ordering._buffer.BufferBase`.
 """
 
 from __future__ import annotations
