@@ -21,6 +21,8 @@ latencies include the waits (:mod:`specula.actors.queueing`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Unpack
@@ -134,10 +136,10 @@ class InProcessRuntime:
             if step_ticks is None:
                 step_ticks = int(DEFAULT_STEP_SECONDS * self.ticks_per_second)
             seconds = [played_seconds(raw, self.ticks_per_second)]
-            steps: Iterable[tuple[np.ndarray, int]] = _steps(prepare_raw(raw, table),
-                                                             step_ticks, batch_rows)
+            steps: Iterable[tuple[np.ndarray, int]] = _steps(
+                self._own_dtype(prepare_raw(raw, table)), step_ticks, batch_rows)
         else:
-            steps = _batch_steps(raw, table)
+            steps = ((self._own_dtype(b), now) for b, now in _batch_steps(raw, table))
         stations = {i.producer: Station(i, self, units[i.producer]) for i in self.instances} \
             if self.queueing else None
 
@@ -149,17 +151,25 @@ class InProcessRuntime:
 
         n_raw, now, by_batch = 0, 0, not isinstance(raw, np.ndarray)
         pace = Pace(speed, self.ticks_per_second)
-        for batch, now in steps:
-            if speed is not None:
-                pace.wait(int(batch["ts"].min()))
-            step(batch, now, flush=False)
-            n_raw += len(batch)
-            if by_batch:
-                seconds.append(played_seconds(batch, self.ticks_per_second))
-        step(np.zeros(0, self.graph.registry.dtype()), now, flush=True)
+        with _frozen_heap():
+            for batch, now in steps:
+                if speed is not None:
+                    pace.wait(int(batch["ts"].min()))
+                step(batch, now, flush=False)
+                n_raw += len(batch)
+                if by_batch:
+                    seconds.append(played_seconds(batch, self.ticks_per_second))
+            step(np.zeros(0, self.graph.registry.dtype()), now, flush=True)
         report = self._report(units, nets, n_raw, time.perf_counter() - t0, stations)
         report.played_seconds = len(union(seconds))
         return report
+
+    def _own_dtype(self, raw: np.ndarray) -> np.ndarray:
+        """``raw`` viewed with the graph registry's own dtype of its sources when that is
+        the same layout, as events made with another registry often have: the units'
+        checks then find the dtype they take by identity, not field by field."""
+        dtype = self.graph.registry.dtype(self.graph.sources)
+        return raw.view(dtype) if raw.dtype is not dtype and raw.dtype == dtype else raw
 
     def _unit(self, instance: Instance, clock: ManualClock) -> OrderingUnit:
         controller = None
@@ -174,26 +184,33 @@ class InProcessRuntime:
         produced: list[tuple[str | None, np.ndarray]] = [(None, raw)] if len(raw) else []
         for inst in self.instances:
             unit = units[inst.producer]
-            name = inst.node.name
-            inbox = []
-            for source, batch in produced:
-                inbox.append(self.router.piece(inst, source, batch))
-            inbox = [b if b.dtype == unit.in_dtype else ev.conform(b, unit.in_dtype, drop=True)
-                     for b in inbox if len(b)]
+            inbox = self._inbox(inst, unit, produced)
             before = unit.stats.work() if self.cost_model else ()
-            out = [unit.push(inbox[0] if len(inbox) == 1 else ev.concat_records(inbox), now)] \
-                if inbox else []
+            out = unit.push(inbox, now) if inbox is not None else unit.driver.take_output()
             if flush:
-                out.append(unit.flush(now))
+                end = unit.flush(now)
+                if len(end):
+                    out = ev.concat_records([out, end]) if len(out) else end
             if self.cost_model and unit.controller is not None:
                 unit.controller.add_busy(self.cost_model.busy(before, unit.stats.work(),
-                                                              name))
-            out = [o for o in out if len(o)]
-            batch = (out[0] if len(out) == 1 else ev.concat_records(out)) if out \
-                else np.empty(0, unit.out_dtype)
-            batch = self.hand_on(inst, unit, nets[inst.producer], batch, now)
-            if len(batch) and name in self._heard:
-                produced.append((name, batch))
+                                                              inst.node.name))
+            out = self.hand_on(inst, unit, nets[inst.producer], out, now)
+            if len(out) and inst.node.name in self._heard:
+                produced.append((inst.node.name, out))
+
+    def _inbox(self, inst: Instance, unit: OrderingUnit,
+               produced: list[tuple[str | None, np.ndarray]]) -> np.ndarray | None:
+        """What ``inst`` takes of the batches ``produced`` so far in a step (None:
+        nothing), in the unit's input dtype, as one batch."""
+        pieces = []
+        for source, batch in produced:
+            piece = self.router.piece(inst, source, batch)
+            if len(piece):
+                same = piece.dtype is unit.in_dtype or piece.dtype == unit.in_dtype
+                pieces.append(piece if same else ev.conform(piece, unit.in_dtype, drop=True))
+        if len(pieces) > 1:
+            return ev.concat_records(pieces)
+        return pieces[0] if pieces else None
 
     def hand_on(self, inst: Instance, unit: OrderingUnit, net: NetOutput, out: np.ndarray,
                 now: int) -> np.ndarray:
@@ -237,6 +254,28 @@ class InProcessRuntime:
                          units=by_node)
 
 
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """Keep the objects alive before a run out of the collector's full collections
+    while it runs (:func:`gc.freeze`), and hand them back after it (:func:`gc.unfreeze`).
+
+    A full collection scans every object tracked, and a run triggers several as its net
+    outputs grow: the imports, loaded kernels, the graph and the stream, scanned again
+    each time, cost the 4-level graph of ``benchmarks/ray_graph.py`` about a quarter of
+    its processor time in-process (docs/measurements.md, "the step around the
+    detector"); the Ray chain hosts freeze likewise (:mod:`specula.actors.pool`).
+    Nothing is frozen for good: where objects are frozen already (a host that freezes
+    its own), this leaves the collector as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def prepare_raw(raw: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     """Raw events in arrival order, numbered if they carry no counter, with their origin
     (the arrival of the newest raw event a detection depends on) set to their arrival,
@@ -266,7 +305,8 @@ def _steps(raw: np.ndarray, step_ticks: int, batch_rows: int | None
            ) -> Sequence[tuple[np.ndarray, int]]:
     """``raw`` (in arrival order) in steps, each at the arrival of its newest event."""
     ats = np.ascontiguousarray(raw["ats"])
-    return [(raw[i:j], int(ats[j - 1])) for i, j in arrival_steps(ats, step_ticks, batch_rows)]
+    arrivals = ats.tolist()  # Python ints: read one by one
+    return [(raw[i:j], arrivals[j - 1]) for i, j in arrival_steps(ats, step_ticks, batch_rows)]
 
 
 def _batch_steps(batches: Iterable[np.ndarray], table: np.ndarray | None

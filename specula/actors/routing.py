@@ -17,6 +17,7 @@ from specula.ordering.unit import OrderingUnit
 _BROADCAST = ev.RETRACTION | ev.PROGRESS
 # no time stamp: below every real one
 _NO_TS = -(2**62)
+_FEW = 8  # batches of up to this many rows are routed through Python ints
 
 
 class Router:
@@ -41,6 +42,8 @@ class Router:
             return out
 
         self._wanted = {n.name: mask(n.inputs) for n in graph.nodes.values()}
+        self._wanted_ids = {n.name: frozenset(reg.id(t) for t in n.inputs)
+                            for n in graph.nodes.values()}
         self._sources = mask(graph.sources)
         # of each node clocked by raw events that is partitioned or has idle_after: its
         # raw clock types; and the idle_after of those that have one
@@ -104,13 +107,12 @@ class Router:
         clocks = self._clocks[node.name]
         newest = _NO_TS
         if node.partitions > 1 and len(part):
-            newest = _newest(part, clocks.take(part["type"], mode="clip"))
+            newest = _newest(part, clocks)
         idle = self._idle.get(node.name)
         if idle is not None:
-            stream = _newest(batch, self._sources.take(batch["type"], mode="clip"))
+            stream = _newest(batch, self._sources)
             newest = max(newest, stream - idle)
-        if newest <= _NO_TS or (len(own) and _newest(
-                own, clocks.take(own["type"], mode="clip")) >= newest):
+        if newest <= _NO_TS or (len(own) and _newest(own, clocks) >= newest):
             return own
         ats = batch["ats"]
         arrival = int(ats[0]) if len(ats) == 1 else int(ats.max())
@@ -122,6 +124,12 @@ class Router:
             return batch[:0]
         if source is not None and self._whole[node, source]:
             return batch
+        if len(batch) <= _FEW:  # a live step's few rows: Python ints cost less
+            types, wanted = batch["type"].tolist(), self._wanted_ids[node]
+            if wanted.issuperset(types):  # the usual case
+                return batch
+            if source is None and wanted.isdisjoint(types):  # raw rows carry no flags
+                return batch[:0]
         keep = self._wanted[node].take(batch["type"], mode="clip")
         if source is not None:
             keep |= (batch["flags"] & _BROADCAST) > 0
@@ -213,10 +221,15 @@ def _progress_template(dtype: np.dtype) -> tuple[tuple, tuple[int, int, int, int
             (at("producer"), at("ts"), at("flags"), at("ats"), at("origin")))
 
 
-def _newest(rows: np.ndarray, clock: np.ndarray) -> int:
-    """The newest time stamp of the plain events of ``rows`` where ``clock``; else
-    ``_NO_TS``."""
-    if len(clock) == 1:  # one row: scalars cost less
-        return int(rows["ts"][0]) if clock[0] and not rows["flags"][0] else _NO_TS
-    clock = clock & (rows["flags"] == 0)
+def _newest(rows: np.ndarray, types: np.ndarray) -> int:
+    """The newest time stamp of the plain events of ``rows`` whose type ``types`` marks
+    (a mask over type ids; ids beyond it clipped into it); else ``_NO_TS``."""
+    if len(rows) <= _FEW:  # a few rows: Python ints cost less than NumPy's calls
+        last, newest = len(types) - 1, _NO_TS
+        for t, f, ts in zip(rows["type"].tolist(), rows["flags"].tolist(),
+                            rows["ts"].tolist(), strict=True):
+            if not f and ts > newest and types[min(max(t, 0), last)]:
+                newest = ts
+        return newest
+    clock = types.take(rows["type"], mode="clip") & (rows["flags"] == 0)
     return int(rows["ts"][clock].max()) if np.count_nonzero(clock) else _NO_TS

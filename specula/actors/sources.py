@@ -324,9 +324,10 @@ def arrival_steps(ats: np.ndarray, step_ticks: int | None, batch_rows: int | Non
     ([(0, 2), (2, 3)], [(0, 2), (2, 3)])
     """
     n, cuts, i = len(ats), [], 0
-    ends = _window_ends(ats, step_ticks)
+    found = _window_ends(ats, step_ticks)
+    ends = None if found is None else found.tolist()  # Python ints: read one by one
     while i < n:
-        j = n if ends is None else int(ends[i])
+        j = n if ends is None else ends[i]
         if batch_rows is not None:
             j = min(j, i + batch_rows)
         cuts.append((i, j))

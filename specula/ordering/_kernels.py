@@ -167,46 +167,84 @@ def _heap_pop(h_ts, h_tb, h_ix, size):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def kslack_order(m_ix, m_ts, m_tb, head, tail, ts, producer, seq, kplus, proposal, immediate,
-                 clk, k, pending, h_ts, h_tb, process_late, first_ix,
-                 shift):  # pragma: no cover - jit
-    """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order.
+def _int_at(buf, at, size):  # pragma: no cover - jit
+    """The signed little-endian integer of ``size`` bytes (4 or 8) at ``buf[at]``."""
+    v = np.int64(0)
+    at = np.uint64(at)  # unsigned: no check for negative indices, so the loads combine
+    for i in range(size - 1, -1, -1):
+        v = (v << 8) | np.int64(buf[at + np.uint64(i)])
+    if size == 4 and v >= 2**31:
+        v -= 2**32
+    return v
 
-    The buffer is ``m_*[head:tail]``, sorted by (time stamp ``m_ts``, tie-break ``m_tb``),
-    with its events' store indices ``m_ix``; the arrays have room for every arrival
-    behind ``tail`` and are updated in place. The arriving events have store indices
-    ``first_ix + j``, above every buffered one (store indices break ties of equal keys:
-    arrival order). Per arrival: the clock and K advance as in :func:`advance_clock`
-    (``proposal``, ``immediate``); the event is late if its key is below the horizon
-    ``(h_ts, h_tb)`` (the key of the last emitted event); then every buffered event with
-    ``ts + K <= clk`` is emitted and purged, smallest key first (equal keys in arrival
-    order).
+
+@njit(cache=True, nogil=True)
+def _copy(src, at, dst, to, size):  # pragma: no cover - jit
+    """``dst[to:to + size] = src[at:at + size]`` for byte arrays, with unsigned indices."""
+    a, t = np.uint64(at), np.uint64(to)
+    for i in range(np.uint64(size)):
+        dst[t + i] = src[a + i]
+
+
+@njit(cache=True, nogil=True)
+def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal, immediate,
+                clk, k, pending, h_ts, h_tb, process_late, shift):  # pragma: no cover - jit
+    """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order:
+    one call per run, which stores the run, orders it and gathers what it emits.
+
+    The events are rows of a batch dtype as bytes: ``run`` the arrivals, ``store`` the
+    buffer's store, into which the run is copied at row ``first``; ``layout`` holds the
+    row width and the byte offsets of ``ts``, ``type``, ``producer``, ``seq`` and
+    ``kplus`` (core fields: int64, int32, int32, int64, int64).
+
+    ``keys`` has eight rows of one capacity: the buffer is ``keys[0:3, head:tail]``
+    (store indices, time stamps, tie-breaks), sorted by (time stamp, tie-break), with
+    room for every arrival behind ``tail``; rows 3 and 4 take the store indices of the
+    emitted and of the late events, rows 5 to 7 hold the heap below (the capacity is at
+    least ``tail + n``). The
+    arriving events have store indices ``first + j``, above every buffered one (store
+    indices break ties of equal keys: arrival order). Per arrival: the clock proposal is
+    the event's time stamp if ``is_clock`` marks its type (ids clipped into the mask),
+    else none; with an empty ``is_clock`` it is ``proposal[j]``. The clock and K advance
+    as in :func:`advance_clock` (``immediate``); the event is late if its key is below
+    the horizon ``(h_ts, h_tb)`` (the key of the last emitted event); then every
+    buffered event with ``ts + K <= clk`` is emitted and purged, smallest key first
+    (equal keys in arrival order).
 
     In-order arrivals extend the sorted run at its tail in O(1); arrivals that belong
     further back wait in a binary heap (O(log n)) and are merged into the run at the
     end, from the back, so a call costs what it adds and emits plus the part of the
     buffer behind its earliest out-of-order arrival, never a copy of the whole buffer.
 
-    Returns ``(emitted, n_emitted, late, n_late, head, tail, clk, k, pending, h_ts,
-    h_tb)``; ``emitted[:n_emitted]`` are store indices in emission order (late events
-    processed out of order included, when ``process_late``) and ``late[:n_late]`` the
-    late ones; the buffer is ``m_*[head:tail]`` again.
+    Returns ``(rows, n_emitted, n_late, head, tail, clk, k, pending, h_ts, h_tb)``:
+    ``rows`` the emitted events' bytes in emission order (late events processed out of
+    order included, when ``process_late``), whose store indices are
+    ``keys[3, :n_emitted]``; the late ones' are ``keys[4, :n_late]``.
     """
-    n = ts.shape[0]
-    p_ts = np.empty(n, np.int64)
-    p_tb = np.empty(n, np.int64)
-    p_ix = np.empty(n, np.int64)
+    width = layout[0]
+    n = run.shape[0] // width
+    # unsigned indices here and below: no check for negative ones, so the byte loops
+    # vectorise (slices and signed indices copy a byte at a time, ten times slower)
+    _copy(run, 0, store, first * width, n * width)
+    m_ix, m_ts, m_tb, emitted, late = keys[0], keys[1], keys[2], keys[3], keys[4]
+    p_ts, p_tb, p_ix = keys[5], keys[6], keys[7]  # the heap of out-of-order arrivals
+    by_type = is_clock.shape[0] > 0
+    last_type = is_clock.shape[0] - 1
     hs = 0
-    emitted = np.empty(tail - head + n, np.int64)
     ne = 0
-    late = np.empty(n, np.int64)
     nl = 0
     for j in range(n):
-        t = ts[j]
-        b = (np.int64(producer[j]) << shift) | seq[j]
-        x = first_ix + j
-        clk, k, pending = clock_step(kplus[j] - t, True, proposal[j], immediate, clk, k,
-                                     pending)
+        at = j * width
+        t = _int_at(run, at + layout[1], 8)
+        b = (_int_at(run, at + layout[3], 4) << shift) | _int_at(run, at + layout[4], 8)
+        x = first + j
+        if by_type:
+            c = min(max(_int_at(run, at + layout[2], 4), 0), last_type)
+            p = t if is_clock[c] else NO_CLOCK
+        else:
+            p = proposal[j]
+        clk, k, pending = clock_step(_int_at(run, at + layout[5], 8) - t, True, p, immediate,
+                                     clk, k, pending)
         if _behind(t, b, h_ts, h_tb):
             late[nl] = x
             nl += 1
@@ -240,10 +278,19 @@ def kslack_order(m_ix, m_ts, m_tb, head, tail, ts, producer, seq, kplus, proposa
             else:
                 break
             ne += 1
-    if hs == 0:
-        return emitted, ne, late, nl, head, tail, clk, k, pending, h_ts, h_tb
-    # the heap, drained in order, merged into the sorted run from the back (in place:
-    # the run has room behind its tail for every arrival)
+    rows = np.empty(ne * width, np.uint8)
+    for i in range(ne):
+        _copy(store, emitted[i] * width, rows, i * width, width)
+    if hs:
+        tail = _merge_heap(m_ix, m_ts, m_tb, head, tail, p_ts, p_tb, p_ix, hs)
+    return rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb
+
+
+@njit(cache=True, nogil=True)
+def _merge_heap(m_ix, m_ts, m_tb, head, tail, p_ts, p_tb, p_ix, hs):  # pragma: no cover - jit
+    """The heap, drained in order, merged into the sorted run ``m_*[head:tail]`` from the
+    back (in place: the run has room behind its tail for every arrival); returns the
+    run's new tail."""
     s_ts = np.empty(hs, np.int64)
     s_tb = np.empty(hs, np.int64)
     s_ix = np.empty(hs, np.int64)
@@ -268,7 +315,7 @@ def kslack_order(m_ix, m_ts, m_tb, head, tail, ts, producer, seq, kplus, proposa
             m_ix[w] = s_ix[j]
             j -= 1
         w -= 1
-    return emitted, ne, late, nl, head, tail + nh, clk, k, pending, h_ts, h_tb
+    return tail + nh
 
 
 @njit(cache=True, nogil=True)
@@ -357,3 +404,44 @@ def max_seq_per_producer(tb, shift):  # pragma: no cover - jit
         if s > largest[at]:
             largest[at] = s
     return producers[:k], largest[:k]
+
+
+@njit(cache=True, nogil=True)
+def _put_int(buf, at, value, size):  # pragma: no cover - jit
+    """Write ``value`` as a little-endian integer of ``size`` bytes at ``buf[at]``."""
+    at = np.uint64(at)  # unsigned: no check for negative indices, so the stores combine
+    for i in range(size):
+        buf[at + np.uint64(i)] = np.uint8((value >> (8 * i)) & 0xFF)
+
+
+@njit(cache=True, nogil=True)
+def stamp(out, layout, cause, in_origin, origin, kplus, producer, now, seq,
+          number):  # pragma: no cover - jit
+    """Stamp generated events (``out``, rows of a batch dtype as bytes) with what their
+    causes give them, in one pass.
+
+    ``layout`` holds the row width and the byte offsets of ``producer`` (int32), ``seq``,
+    ``kplus``, ``origin`` and ``ats`` (int64). Row ``r`` was caused by input
+    ``cause[r]``; it gets ``producer``, the input's K+ (``kplus[cause[r]]``; none given:
+    left as it is), the largest origin of ``origin`` and the inputs up to its cause
+    (``in_origin``; none given: ``origin``), arrival ``now`` and, if ``number``, the
+    counter ``seq + r``. Returns the largest origin over ``origin`` and every input.
+    """
+    n_in = in_origin.shape[0]
+    running = np.empty(n_in, np.int64)
+    for i in range(n_in):
+        if in_origin[i] > origin:
+            origin = in_origin[i]
+        running[i] = origin
+    width = layout[0]
+    for r in range(cause.shape[0]):
+        c = cause[r]
+        base = r * width
+        _put_int(out, base + layout[1], producer, 4)
+        if number:
+            _put_int(out, base + layout[2], seq + r, 8)
+        if kplus.shape[0] > 0:
+            _put_int(out, base + layout[3], kplus[c], 8)
+        _put_int(out, base + layout[4], running[c] if n_in else origin, 8)
+        _put_int(out, base + layout[5], now, 8)
+    return origin

@@ -53,3 +53,17 @@ def max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:
         m = int(seq[prod == p].max())
         if m > into.get(p, -1):
             into[p] = m
+
+
+def layout(dtype: np.dtype, fields: tuple[tuple[str, type[np.generic]], ...]) -> np.ndarray:
+    """The row width of ``dtype`` and the byte offsets of ``fields`` in it, for kernels
+    that read or write rows as bytes; each field must have its little-endian type."""
+    found = dtype.fields
+    offsets = [dtype.itemsize]
+    for name, kind in fields:
+        little = np.dtype(kind).newbyteorder("<")
+        if found is None or name not in found or found[name][0] != little:
+            raise TypeError(f"rows read as bytes need the core field {name!r} as "
+                            f"little-endian {np.dtype(kind)}, got {dtype}")
+        offsets.append(found[name][1])
+    return np.array(offsets, np.int64)

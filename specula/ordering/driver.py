@@ -12,6 +12,7 @@ the detector's state.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from operator import itemgetter
@@ -21,9 +22,17 @@ import numpy as np
 
 from specula import events as ev
 from specula.events import concat_records
+from specula.ordering import _kernels
+from specula.ordering._records import layout
 from specula.ordering._sent import Revision, SentLog, causes
 from specula.ordering.emitter import Emitter
 from specula.ordering.state import UnitState
+
+_NO_KPLUS = np.zeros(0, np.int64)  # every input's K+ is 0
+_NO_ORIGINS = np.zeros(0, np.int64)  # the output's origin is the unit's
+# the fields a stamp writes, in its layout's order
+_STAMPED = (("producer", np.int32), ("seq", np.int64), ("kplus", np.int64),
+            ("origin", np.int64), ("ats", np.int64))
 
 
 class DrivenDetector(Protocol):
@@ -113,14 +122,10 @@ class DetectorDriver:
                 f"{type(exc).__name__}: {exc}") from exc
         st.stats.emitted += len(events)
         if len(emit):
-            origins = np.maximum.accumulate(np.maximum(events["origin"], st.origin))
-            kp = None if kplus is None else np.asarray(kplus, np.int64)
-            self._stamp(emit, kp, origins, now, update, events)
-            st.origin = int(origins[-1])
-        elif len(events) == 1:
-            o = int(events["origin"][0])
-            if o > st.origin:
-                st.origin = o
+            kp = _NO_KPLUS if kplus is None else np.asarray(kplus, np.int64)
+            st.origin = self._stamp(emit, kp, events["origin"], now, update, events)
+        elif len(events) <= 16:  # a few: Python ints cost less than NumPy's max
+            st.origin = max([st.origin, *events["origin"].tolist()])
         else:
             st.origin = max(st.origin, int(events["origin"].max()))
 
@@ -134,8 +139,7 @@ class DetectorDriver:
             raise DetectorError(f"detector {self.name!r} failed at the end of the stream: "
                                 f"{type(exc).__name__}: {exc}") from exc
         if len(emit):
-            self._stamp(emit, None, np.array([self.state.origin], np.int64),
-                        now, update=False)
+            self._stamp(emit, _NO_KPLUS, _NO_ORIGINS, now, update=False)
 
     def time_passed(self, time: int, now: int) -> None:
         """Event time has reached ``time``: let the detector emit what that decides,
@@ -150,15 +154,15 @@ class DetectorDriver:
             raise DetectorError(f"detector {self.name!r} failed as event time reached "
                                 f"{time}: {type(exc).__name__}: {exc}") from exc
         if len(emit):
-            self._stamp(emit, None, np.array([self.state.origin], np.int64),
-                        now, update=False, time=time)
+            self._stamp(emit, _NO_KPLUS, _NO_ORIGINS, now, update=False, time=time)
 
-    def _stamp(self, emit: Emitter, kplus: np.ndarray | None, origins: np.ndarray, now: int,
+    def _stamp(self, emit: Emitter, kplus: np.ndarray, origins: np.ndarray, now: int,
                update: bool, events: np.ndarray | None = None, time: int | None = None
-               ) -> None:
+               ) -> int:
         """Number what the detector emitted for ``events`` (None: at the end, or as event
-        time reached ``time``) and queue it; ``kplus`` of each input (None: all 0). On an
-        on-demand replay (``update``) the sent log holds it until the revision."""
+        time reached ``time``) and queue it; ``kplus`` and ``origins`` of each input
+        (empty: K+ 0 and the unit's origin). On an on-demand replay (``update``) the sent
+        log holds it until the revision. Returns the unit's origin after the inputs."""
         parts = []
         if emit.rows:
             parts.append((self._records(emit.rows), np.asarray(emit.causes, np.int64)))
@@ -176,21 +180,26 @@ class DetectorDriver:
             order = np.argsort(cause, kind="stable")
             out, cause = np.take(out, order), cause[order]
         n = len(out)
-        out["producer"] = self.producer
-        if kplus is not None:  # else 0, as out was made
-            out["kplus"] = kplus[cause]
-        out["origin"] = origins[cause]
-        out["ats"] = now
         st = self.state
+        # producer, K+, origin, arrival and (without a sent log) counters in one call
+        origin = _kernels.stamp(
+            np.frombuffer(out, np.uint8), self._layout, np.ascontiguousarray(cause, np.int64),
+            np.ascontiguousarray(origins, np.int64), st.origin, kplus, self.producer, now,
+            st.seq, self.sent is None)
         if self.sent is not None:  # labels, logged with the outputs' causes
             st.seq = self.sent.take(out, causes(events, cause, time), st.seq, update)
             if update:
-                return
+                return origin
         else:
-            out["seq"] = np.arange(st.seq, st.seq + n)
             st.seq += n
         st.stats.generated += n
         self._out.append(out)
+        return origin
+
+    @functools.cached_property
+    def _layout(self) -> np.ndarray:
+        """Where :func:`~specula.ordering._kernels.stamp` writes in a row of the output."""
+        return layout(self.out_dtype, _STAMPED)
 
     def _records(self, rows: list[tuple[str, int, int, dict[str, Any]]]) -> np.ndarray:
         """The events a detector emitted one by one (type name, ts, key, payload), as

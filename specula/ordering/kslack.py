@@ -2,9 +2,9 @@
 
 An event is emitted and purged at once when ``ts + K <= clk``, so nothing emitted stays
 buffered and no snapshot is ever taken. Each run of data events goes through one call of
-:func:`specula.ordering._kernels.kslack_order`, which also advances the unit's clock and
-K event by event; control messages are handled by
-:class:`~specula.ordering._buffer.BufferBase`.
+:func:`specula.ordering._kernels.kslack_step` over the rows' bytes, which stores the run,
+advances the unit's clock and K event by event and gathers the rows it emits; control
+messages are handled by :class:`~specula.ordering._buffer.BufferBase`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,18 @@ import numpy as np
 from specula import events as ev
 from specula.ordering import _kernels
 from specula.ordering._buffer import BufferBase, Contents, LatePolicy
-from specula.ordering._records import TIEBREAK_SHIFT, max_per_producer, tiebreak
-from specula.ordering.clock import ClockSource, proposals, punctuate
+from specula.ordering._records import TIEBREAK_SHIFT, layout, max_per_producer, tiebreak
+from specula.ordering.clock import ClockSource, EventClock, proposals, punctuate
 from specula.ordering.driver import DetectorDriver, Snapshot
 from specula.ordering.state import UnitState
 
 _NO_SNAPSHOTS = np.empty(0, object)
+_NO_TYPES = np.zeros(0, np.bool_)  # the kernel then takes the proposals given
+_NO_PROPOSALS = np.zeros(0, np.int64)
+# the fields the kernel reads from a row's bytes, in its layout's order, and their types
+_READ = (("ts", np.int64), ("type", np.int32), ("producer", np.int32), ("seq", np.int64),
+         ("kplus", np.int64))
+_NO_CLOCK = int(_kernels.NO_CLOCK)
 
 
 class KSlackBuffer(BufferBase):
@@ -45,6 +51,10 @@ class KSlackBuffer(BufferBase):
                  in_dtype: np.dtype, late_policy: LatePolicy) -> None:
         super().__init__(state, driver, clock, in_dtype=in_dtype, late_policy=late_policy)
         self._raw = np.dtype((np.void, in_dtype.itemsize))  # rows moved as bytes
+        self._layout = layout(in_dtype, _READ)
+        # an event clock proposes by type, which the kernel reads itself
+        self._by_type = isinstance(clock, EventClock)
+        self._clock_types = np.ascontiguousarray(clock.clock_types(), np.bool_)
         self._load(np.empty(0, in_dtype), np.empty(0, np.int64), np.empty(0, np.int64))
 
     def __len__(self) -> int:
@@ -53,32 +63,37 @@ class KSlackBuffer(BufferBase):
     @property
     def _buf_ix(self) -> np.ndarray:
         """Store indices of the buffered events, in key order (a view)."""
-        return self._ix[self._head:self._tail]
+        return self._keys[0, self._head:self._tail]
 
     @property
     def _buf_ts(self) -> np.ndarray:
-        return self._ts[self._head:self._tail]
+        return self._keys[1, self._head:self._tail]
 
     @property
     def _buf_tb(self) -> np.ndarray:
-        return self._tb[self._head:self._tail]
+        return self._keys[2, self._head:self._tail]
 
     def _hold(self, ix: np.ndarray, ts: np.ndarray, tb: np.ndarray, room: int = 0) -> None:
         """Make ``ix, ts, tb`` the buffer's keys, in arrays with ``room`` to spare and
         at least as much again."""
         cap = max(256, 2 * (len(ix) + room))
-        self._ix, self._ts, self._tb = (np.empty(cap, np.int64) for _ in range(3))
+        # rows: store indices, time stamps, tie-breaks; then the kernel's emitted and
+        # late store indices (at most the buffer and the arrivals: within the capacity)
+        # and its heap's three arrays (one array, no views of it kept: a copy or a
+        # pickle of the buffer would make them arrays of their own)
+        self._keys = np.empty((8, cap), np.int64)
         self._head, self._tail = 0, len(ix)
-        self._ix[:len(ix)], self._ts[:len(ix)], self._tb[:len(ix)] = ix, ts, tb
+        self._keys[0, :len(ix)], self._keys[1, :len(ix)], self._keys[2, :len(ix)] = ix, ts, tb
 
     def _make_room(self, n: int) -> None:
         """Room for ``n`` more keys behind the buffer."""
-        if self._tail + n <= len(self._ix):
+        cap = self._keys.shape[1]
+        if self._tail + n <= cap:
             return
         size = self._tail - self._head
-        if size + n <= len(self._ix) // 2:  # move to the front
-            for a in (self._ix, self._ts, self._tb):
-                a[:size] = a[self._head:self._tail]
+        if size + n <= cap // 2:  # move to the front
+            keys = self._keys[:3]
+            keys[:, :size] = keys[:, self._head:self._tail]
             self._head, self._tail = 0, size
         else:
             self._hold(self._buf_ix, self._buf_ts, self._buf_tb, n)  # copied out of the old arrays
@@ -94,18 +109,16 @@ class KSlackBuffer(BufferBase):
         self._used = len(rows)
         self._hold(np.arange(len(rows), dtype=np.int64), ts, tb)
 
-    def _append(self, run: np.ndarray) -> int:
-        """Write ``run`` behind the store's rows (compacting the store when it is full);
-        returns the store index of its first row."""
-        n, raw = len(run), self._raw
+    def _reserve(self, n: int) -> int:
+        """Room for ``n`` rows behind the store's rows (compacting the store when it is
+        full); returns the store index of the first of them."""
         if self._used + n > len(self._store):
             live = np.take(self._store, self._buf_ix)
             store = np.empty(max(256, 2 * (len(live) + n)), self._store.dtype)
-            store.view(raw)[:len(live)] = live.view(raw)
+            store.view(self._raw)[:len(live)] = live.view(self._raw)
             self._store, self._used = store, len(live)
             self._buf_ix[:] = np.arange(len(live), dtype=np.int64)
         first = self._used
-        self._store.view(raw)[first:first + n] = np.ascontiguousarray(run).view(raw)
         self._used += n
         return first
 
@@ -167,19 +180,27 @@ class KSlackBuffer(BufferBase):
             self.driver.process(out, None, now, update=False)
 
     def _begin(self, batch: np.ndarray, flags: np.ndarray) -> Any:
-        return proposals(self.clock, batch, flags), flags
+        # an event clock's proposals are read in the kernel (data events) or when a
+        # punctuation comes; a channel clock's take the batch's punctuations in first
+        return batch, flags, None if self._by_type else proposals(self.clock, batch, flags)
 
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
         """After a punctuation: a clock update as in the kernel (an event clock measures
         the delays pending against it); release what is ready if the clock moved."""
-        proposal, flags = ctx
-        if (flags[c] & ev.PROGRESS and proposal[c] != _kernels.NO_CLOCK
-                and punctuate(self.clock, self.state, int(proposal[c]))):
+        batch, flags, proposal = ctx
+        if not flags[c] & ev.PROGRESS:
+            return
+        if proposal is None:  # an event clock: the raw stream's clock proposes
+            p = int(batch["ts"][c]) if int(batch["producer"][c]) == 0 else _NO_CLOCK
+        else:
+            p = int(proposal[c])
+        if p != _NO_CLOCK and punctuate(self.clock, self.state, p):
             self._release(now)
 
     # ------------------------------------------------------------ storage
     def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
-        self._order(batch[start:end], ctx[0][start:end], now)
+        proposal = ctx[2]
+        self._order(batch[start:end], None if proposal is None else proposal[start:end], now)
 
     def _find(self, producer: int, seq: int) -> int | None:
         ix = self._buf_ix
@@ -203,40 +224,46 @@ class KSlackBuffer(BufferBase):
 
     def _replace(self, i: int, row: np.ndarray, key: tuple[int, int], now: int) -> None:
         self._drop(i, now)
-        self._order(row, proposals(self.clock, row, row["flags"]), now)
+        self._order(row, None if self._by_type else proposals(self.clock, row, row["flags"]),
+                    now)
 
     def _keep(self, keep: np.ndarray) -> None:
         self._hold(self._buf_ix[keep], self._buf_ts[keep], self._buf_tb[keep])
 
     # ------------------------------------------------------------ the kernel
-    def _order(self, run: np.ndarray, proposal: np.ndarray, now: int) -> None:
-        """A run of data events through the kernel: clock (``proposal`` per event), K,
-        late events, emission."""
+    def _order(self, run: np.ndarray, proposal: np.ndarray | None, now: int) -> None:
+        """A run of data events through the kernel: clock (``proposal`` per event; None:
+        an event clock's, read by type in the kernel), K, late events, emission."""
         st = self.state
-        first = self._append(run)
-        store = self._store
+        n = len(run)
+        if run.dtype is not self.in_dtype and run.dtype != self.in_dtype:
+            raise TypeError(f"a run of {run.dtype} for a K-slack buffer of {self.in_dtype}")
+        first = self._reserve(n)
+        self._make_room(n)
+        if not run.flags.c_contiguous:
+            run = np.ascontiguousarray(run)
         process_late = self.late_policy == "process"
-        self._make_room(len(run))
         # scalars as Python ints: Numba types them as int64 as it does NumPy's, for less
-        (emitted, ne, late, nl, head, tail, clk, k, pending, h_ts,
-         h_tb) = _kernels.kslack_order(
-            self._ix, self._ts, self._tb, self._head, self._tail,
-            run["ts"], run["producer"], run["seq"], run["kplus"],
-            np.ascontiguousarray(proposal), self.clock.immediate, st.clk, st.k,
-            st.pending, self._horizon[0], self._horizon[1],
-            process_late, first, TIEBREAK_SHIFT)
+        rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb = _kernels.kslack_step(
+            self._keys, self._head, self._tail, np.frombuffer(self._store, np.uint8), first,
+            np.frombuffer(run, np.uint8), self._layout,
+            self._clock_types if proposal is None else _NO_TYPES,
+            _NO_PROPOSALS if proposal is None else np.ascontiguousarray(proposal),
+            self.clock.immediate, st.clk, st.k, st.pending, self._horizon[0],
+            self._horizon[1], process_late, TIEBREAK_SHIFT)
         st.clk, st.k, st.pending = clk, k, pending
         self._head, self._tail = head, tail
         self._horizon = (h_ts, h_tb)
         if nl:
-            st.to_late(np.take(store, late[:nl]))
+            st.to_late(np.take(self._store, self._keys[4, :nl]))
             if process_late:
                 st.stats.late_processed += nl
         if ne:
-            out = store.take(emitted[:ne])
+            out = np.frombuffer(rows, self.in_dtype)
             st.stats.purged += ne - (nl if process_late else 0)
             max_per_producer(out, self._purged_seq)
             if st.trace is not None:
                 for r in out:
                     st.note("emit", r)
             self.driver.process(out, None, now, update=False)
+

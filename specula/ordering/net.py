@@ -10,6 +10,8 @@ import numpy as np
 from specula import events as ev
 from specula.ordering._records import same_event
 
+_FEW = 8  # batches of up to this many rows are read as Python ints
+
 
 class NetParts(NamedTuple):
     """What a :class:`NetOutput` holds: the batches applied and when, and per producer
@@ -64,11 +66,16 @@ class NetOutput:
         self._chunks.append(batch)
         self._times.append(now)
         self.applied += len(batch)
-        producers = batch["producer"]
         seqs = batch["seq"].tolist()
-        if not np.count_nonzero(batch["flags"]) and not np.count_nonzero(
-                producers != producers[0]):
-            p = int(producers[0])
+        if len(seqs) <= _FEW:  # a live step's few rows: Python ints cost less
+            producers, flags = batch["producer"].tolist(), batch["flags"].tolist()
+            plain = not any(flags) and producers.count(producers[0]) == len(producers)
+        else:
+            pa = batch["producer"]
+            plain = not np.count_nonzero(batch["flags"]) and not np.count_nonzero(pa != pa[0])
+            producers, flags = [int(pa[0])], []  # the rest read below, if needed
+        if plain:
+            p = producers[0]
             live = self._live.setdefault(p, {})
             if seqs[0] > self._bound.get(p, -1) and _ascending(seqs, batch["seq"]):  # common
                 live.update(zip(seqs, zip(itertools.repeat(ci), range(len(seqs)),
@@ -78,8 +85,9 @@ class NetOutput:
             for i, s in enumerate(seqs):
                 self._put(p, live, s, (ci, i, now))
             return
-        flags = batch["flags"].tolist()
-        for i, (p, s, f) in enumerate(zip(producers.tolist(), seqs, flags, strict=True)):
+        if len(seqs) > _FEW:
+            producers, flags = batch["producer"].tolist(), batch["flags"].tolist()
+        for i, (p, s, f) in enumerate(zip(producers, seqs, flags, strict=True)):
             live = self._live.setdefault(p, {})
             if f & ev.RETRACTION:
                 self._retract(p, live, s)

@@ -116,6 +116,7 @@ RetractionMode = Literal["full", "on-demand"]
 # the kernels' markers as Python ints: a comparison with a NumPy scalar costs more
 _NO_CLOCK = int(_kernels.NO_CLOCK)
 _END_OF_TIME = int(_kernels.END_OF_TIME)
+_FEW = 8  # batches of up to this many rows are checked through Python ints
 
 
 class OrderingUnit:
@@ -192,6 +193,7 @@ class OrderingUnit:
             type_names[t.id] = t.name
         self._is_input = np.zeros(len(type_names), bool)
         self._is_input[[registry.id(n) for n in inputs]] = True
+        self._input_ids = frozenset(registry.id(n) for n in inputs)
         is_clock = np.zeros(len(type_names), bool)
         is_clock[[registry.id(n) for n in clock]] = True
         self.clock_source: EventClock | ChannelClock = (
@@ -382,14 +384,18 @@ class OrderingUnit:
 
     # --------------------------------------------------------------- plumbing
     def _accept(self, batch: np.ndarray) -> np.ndarray:
-        if batch.dtype != self.in_dtype:
+        if batch.dtype is not self.in_dtype and batch.dtype != self.in_dtype:
             batch = ev.conform(batch, self.in_dtype, drop=True)
-        if len(batch) == 1:  # one row (often a punctuation alone): scalars cost less
-            last = len(self._is_input) - 1
-            if (self._is_input[min(max(int(batch["type"][0]), 0), last)]
-                    or int(batch["flags"][0]) & (ev.CONTROL | ev.PROGRESS)):
+        if len(batch) <= _FEW:  # a live step's few rows: Python ints cost less
+            types = batch["type"].tolist()
+            if self._input_ids.issuperset(types):  # the usual case
                 return batch
-            return batch[:0]
+            if len(types) == 1:  # often a punctuation alone
+                last = len(self._is_input) - 1
+                if (self._is_input[min(max(types[0], 0), last)]
+                        or int(batch["flags"][0]) & (ev.CONTROL | ev.PROGRESS)):
+                    return batch
+                return batch[:0]
         # count_nonzero, not all(): a step's batch is a few rows, where all() costs
         # five times as much
         keep = self._is_input.take(batch["type"], mode="clip")

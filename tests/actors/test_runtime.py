@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 from naive import canonical, content
@@ -255,3 +257,35 @@ def test_on_demand_replay_runs_past_every_change_of_an_update():
     for name in g.nodes:
         assert len(res.late(name)) == 0
         assert content(canonical(res.net(name))) == content(ref[name]), name
+
+
+_FROZEN_SEEN: list[int] = []  # runs copy their detectors: the counts go here
+
+
+class Freezes(Detector):
+    """Records the collector's frozen count as it sees each batch."""
+
+    inputs = ("A",)
+    outputs = ("D",)
+
+    def on_batch(self, events, type_names, emit):
+        _FROZEN_SEEN.append(gc.get_freeze_count())
+
+
+def test_a_run_freezes_the_heap_only_while_it_runs_and_never_undoes_another_freeze():
+    raw = abc_stream(example_registry(), 200, seed=1)
+    _FROZEN_SEEN.clear()
+    graph = Graph(example_registry(), sources=("A", "B", "C")).add("f", Freezes())
+    before = gc.get_freeze_count()  # another test's chain host may have frozen some
+    InProcessRuntime(graph).run(raw)
+    assert gc.get_freeze_count() == before  # none left frozen, none handed back
+    if before:
+        return
+    assert _FROZEN_SEEN and min(_FROZEN_SEEN) > 0  # frozen while it ran
+    gc.freeze()  # another's freeze (a chain host's) is left as it is
+    try:
+        frozen = gc.get_freeze_count()
+        InProcessRuntime(graph).run(raw)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
