@@ -477,17 +477,19 @@ def _put(parent, chosen, k, cap, s, j):  # pragma: no cover - jit
 # ---------------------------------------------------------- every step in one call
 
 S_WINDOW, S_SELECTION, S_POS_ROW, S_FLOOR = 0, 1, 2, 3
-S_CHK, S_BIND, S_OPS, S_CONSTS, S_FILL = 4, 6, 8, 10, 12
-S_WIDTH = 14
-"""Columns of a chain's step table (see :func:`sequences`): the window, selection,
-position-key row (-1: none) and floor flag of a step, then the ``[start, stop)`` of its
-checks, binds, program rows, constants and context fills in the flat arrays."""
+S_CHK_COL, S_CHK_PAR, S_CHK_NAN, S_BIND_COL, S_BIND_PAR = 4, 6, 8, 10, 12
+S_OPS, S_CONSTS, S_FILL_SLOT, S_FILL_ROW = 14, 16, 18, 20
+S_WIDTH = 22
+"""Columns of a step's row in a chain's step table (see :func:`sequences`): the window,
+selection, position-key row (-1: none) and floor flag of a step, then the ``[start,
+stop)`` of each of its arrays: the checks' columns and parameters, binds' columns and
+parameters, program (two entries a row) and context fills in the table itself, the
+checks' NaN flags in ``nan``, the program's constants in ``consts``."""
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, chk_col, chk_par,
-              chk_nan, bind_col, bind_par, ops, consts, fill_slot, fill_row, anchor, bound,
-              ctx, producer, seq, shift, window, strict, picks, bound_out
+def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, nan, consts, anchor,
+              bound, ctx, producer, seq, shift, window, strict, picks, bound_out
               ):  # pragma: no cover - jit
     """Every step of a chain (Alg. 2, all levels) from the terminators' sequences, in
     one call: a step's dispatch from Python costs more than the step itself on the
@@ -496,14 +498,16 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, chk_col, ch
     Step ``d`` scans the column ``ts_t[d]``, ``enc_t[d]``, ``num_t[d]`` (whole arrays;
     the live part is ``live[d, 0]:live[d, 1]``, the first live event's absolute position
     ``live[d, 2] + live[d, 0]``), with the equality index ``key_t[d]``, ``pos_t[d]``,
-    ``link_t[d]`` (empty keys: none), as :func:`step_general` does with the row ``d`` of
-    the step table ``steps`` (see :data:`S_WIDTH`). A step that is not general in the
-    plan is the general step with no floor, program or fill, ``strict`` ties and no
-    position row, which chooses the same events as :func:`step`. The terminators'
-    sequences are ``anchor`` (their time stamps), ``bound`` and ``ctx``; under ``ties
-    nonstrict`` each holds its terminator's position key ``producer << shift | seq``.
-    ``window`` is the pattern window (negative: none), which floors the steps whose
-    floor flag is set.
+    ``link_t[d]`` (empty keys: none), as :func:`step_general` does with row ``d`` of the
+    step table: ``steps[d * S_WIDTH:(d + 1) * S_WIDTH]`` (see :data:`S_WIDTH`; the
+    steps' arrays follow the rows in ``steps``, the NaN flags and constants are in
+    ``nan`` and ``consts``: three arrays for the chain, as each array passed costs the
+    call its dispatch). A step that is not general in the plan is the general step with
+    no floor, program or fill, ``strict`` ties and no position row, which chooses the
+    same events as :func:`step`. The terminators' sequences are ``anchor`` (their time
+    stamps), ``bound`` and ``ctx``; under ``ties nonstrict`` each holds its terminator's
+    position key ``producer << shift | seq``. ``window`` is the pattern window
+    (negative: none), which floors the steps whose floor flag is set.
 
     Writes ``picks`` (row 0: the terminator of each complete sequence, row ``d + 1``:
     the live index of the event step ``d`` chose for it) and the complete sequences'
@@ -512,7 +516,7 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, chk_col, ch
     (the caller grows them and calls again). The sequences come ordered by terminator,
     then by each step's choices in position order, as the steps one at a time give them.
     """
-    n_steps = steps.shape[0]
+    n_steps = live.shape[0]
     m = anchor.shape[0]
     carried = np.empty(m, np.int64)
     taken = np.zeros((m, 1), np.int64)
@@ -527,7 +531,8 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, chk_col, ch
     partials = 0
     for d in range(n_steps):
         start, end, off = live[d, 0], live[d, 1], live[d, 2] + live[d, 0]
-        row = steps[d]
+        row = steps[d * S_WIDTH:(d + 1) * S_WIDTH]
+        ops = steps[row[S_OPS]:row[S_OPS + 1]]
         if no_floor.shape[0] < m:
             no_floor = np.full(m, NO_FLOOR, np.int64)
         floor = carried if row[S_FLOOR] else no_floor[:m]
@@ -544,12 +549,14 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, chk_col, ch
             new_taken = np.empty((cap, taken.shape[1] + 1), np.int64)
             k = step_general(
                 ts_t[d][start:end], enc_t[d][:, start:end], num_t[d][:, start:end], anchor,
-                floor, bound, ctx, taken, chk_col[row[S_CHK]:row[S_CHK + 1]],
-                chk_par[row[S_CHK]:row[S_CHK + 1]], chk_nan[row[S_CHK]:row[S_CHK + 1]],
-                bind_col[row[S_BIND]:row[S_BIND + 1]], bind_par[row[S_BIND]:row[S_BIND + 1]],
+                floor, bound, ctx, taken, steps[row[S_CHK_COL]:row[S_CHK_COL + 1]],
+                steps[row[S_CHK_PAR]:row[S_CHK_PAR + 1]], nan[row[S_CHK_NAN]:row[S_CHK_NAN + 1]],
+                steps[row[S_BIND_COL]:row[S_BIND_COL + 1]],
+                steps[row[S_BIND_PAR]:row[S_BIND_PAR + 1]],
                 row[S_WINDOW], row[S_SELECTION], strict, row[S_POS_ROW],
-                ops[row[S_OPS]:row[S_OPS + 1]], consts[row[S_CONSTS]:row[S_CONSTS + 1]],
-                fill_slot[row[S_FILL]:row[S_FILL + 1]], fill_row[row[S_FILL]:row[S_FILL + 1]],
+                ops.reshape((ops.shape[0] // 2, 2)), consts[row[S_CONSTS]:row[S_CONSTS + 1]],
+                steps[row[S_FILL_SLOT]:row[S_FILL_SLOT + 1]],
+                steps[row[S_FILL_ROW]:row[S_FILL_ROW + 1]],
                 key_t[d], pos_t[d], link_t[d][start:end], off, parent, chosen, new_bound,
                 new_anchor, new_floor, new_ctx, new_taken)
         partials += k

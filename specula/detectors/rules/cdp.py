@@ -689,30 +689,30 @@ def _scan_args(st: Step) -> tuple:
             st.fill_row)
 
 
-def _chain_table(steps: list[Step]) -> tuple[np.ndarray, ...]:
-    """The steps as :func:`~._cdp_kernels.sequences` takes them: the step table (see
-    :data:`~._cdp_kernels.S_WIDTH`) and the flat arrays of checks, binds, programs,
-    constants and context fills its rows point into."""
-    table = np.zeros((len(steps), _k.S_WIDTH), np.int64)
-    parts: list[list[np.ndarray]] = [[] for _ in range(9)]
-    sizes = [0] * 5
+def _chain_table(steps: list[Step]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The steps as :func:`~._cdp_kernels.sequences` takes them, in three arrays (each
+    array passed costs the call its dispatch): int64, the step table (a row of
+    :data:`~._cdp_kernels.S_WIDTH` entries a step) followed by the steps' checks, binds,
+    programs and context fills, which its rows point into; the checks' NaN flags; the
+    programs' constants."""
+    table = np.zeros(len(steps) * _k.S_WIDTH, np.int64)
+    parts: tuple[list[np.ndarray], ...] = ([table], [], [])  # int64, NaN flags, constants
+    sizes = [len(table), 0, 0]
     for d, st in enumerate(steps):
-        table[d, :_k.S_CHK] = (st.window, st.selection, st.pos_row, st.floor)
-        groups = ((st.chk_col, st.chk_par, st.chk_nan), (st.bind_col, st.bind_par), (st.ops,),
-                  (st.consts,), (st.fill_slot, st.fill_row))
-        at = 0
-        for g, arrays in enumerate(groups):
-            table[d, _k.S_CHK + 2 * g] = sizes[g]
-            sizes[g] += len(arrays[0])
-            table[d, _k.S_CHK + 2 * g + 1] = sizes[g]
-            for a in arrays:
-                parts[at].append(a)
-                at += 1
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.bool_),
-             np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 2), np.int64),
-             np.zeros(0, np.float64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return (table, *(np.ascontiguousarray(np.concatenate([e, *p]).astype(e.dtype))
-                     for e, p in zip(empty, parts, strict=True)))
+        row = table[d * _k.S_WIDTH:(d + 1) * _k.S_WIDTH]
+        row[:_k.S_CHK_COL] = (st.window, st.selection, st.pos_row, st.floor)
+        for at, array, into in ((_k.S_CHK_COL, st.chk_col, 0), (_k.S_CHK_PAR, st.chk_par, 0),
+                                (_k.S_CHK_NAN, st.chk_nan, 1), (_k.S_BIND_COL, st.bind_col, 0),
+                                (_k.S_BIND_PAR, st.bind_par, 0), (_k.S_OPS, st.ops.ravel(), 0),
+                                (_k.S_CONSTS, st.consts, 2), (_k.S_FILL_SLOT, st.fill_slot, 0),
+                                (_k.S_FILL_ROW, st.fill_row, 0)):
+            row[at], row[at + 1] = sizes[into], sizes[into] + len(array)
+            sizes[into] += len(array)
+            parts[into].append(array)
+    ints, nan, consts = parts
+    return (np.concatenate(ints).astype(np.int64),
+            np.concatenate([np.zeros(0, np.bool_), *nan]).astype(np.bool_),
+            np.concatenate([np.zeros(0, np.float64), *consts]).astype(np.float64))
 
 
 def _scanned(stores: list[Store], index: list[int]) -> tuple[tuple[np.ndarray, ...], ...]:
