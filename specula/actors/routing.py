@@ -10,6 +10,7 @@ import numpy as np
 from specula import events as ev
 from specula.detectors.graph import Graph, Instance, Node
 from specula.events import fields_of
+from specula.events.batches import FEW_ROWS
 from specula.events.hashing import partition_of
 from specula.ordering.unit import OrderingUnit
 
@@ -17,7 +18,6 @@ from specula.ordering.unit import OrderingUnit
 _BROADCAST = ev.RETRACTION | ev.PROGRESS
 # no time stamp: below every real one
 _NO_TS = -(2**62)
-_FEW = 8  # batches of up to this many rows are routed through Python ints
 
 
 class Router:
@@ -124,7 +124,7 @@ class Router:
             return batch[:0]
         if source is not None and self._whole[node, source]:
             return batch
-        if len(batch) <= _FEW:  # a live step's few rows: Python ints cost less
+        if len(batch) <= FEW_ROWS:  # a live step's few rows: Python ints cost less
             types, wanted = batch["type"].tolist(), self._wanted_ids[node]
             if wanted.issuperset(types):  # the usual case
                 return batch
@@ -224,7 +224,7 @@ def _progress_template(dtype: np.dtype) -> tuple[tuple, tuple[int, int, int, int
 def _newest(rows: np.ndarray, types: np.ndarray) -> int:
     """The newest time stamp of the plain events of ``rows`` whose type ``types`` marks
     (a mask over type ids; ids beyond it clipped into it); else ``_NO_TS``."""
-    if len(rows) <= _FEW:  # a few rows: Python ints cost less than NumPy's calls
+    if len(rows) <= FEW_ROWS:  # a few rows: Python ints cost less than NumPy's calls
         last, newest = len(types) - 1, _NO_TS
         for t, f, ts in zip(rows["type"].tolist(), rows["flags"].tolist(),
                             rows["ts"].tolist(), strict=True):

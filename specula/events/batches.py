@@ -10,6 +10,10 @@ import numpy as np
 from specula.events.core import _MAX_FLAGS, CORE_DTYPE, InvalidEvent, fields_of
 from specula.events.registry import TypeRegistry
 
+#: A batch of up to this many rows (a live feed's step) is read through Python ints
+#: (``tolist``) on the per-step paths: a NumPy call costs more than a loop over so few.
+FEW_ROWS = 8
+
 __all__ = ["check_raw", "concat", "concat_records", "conform", "distinct", "empty",
            "select_records", "validate_batch", "validate_raw"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from specula import events as ev
+from specula.events.batches import FEW_ROWS
 from specula.ordering import _kernels
 
 TIEBREAK_SHIFT = 40
@@ -37,12 +38,11 @@ def fold_max(into: dict[int, int], tb: np.ndarray) -> None:
             into[p] = m
 
 
-_FEW = 8  # up to this many rows are read as Python ints
 
 
 def max_per_producer(rows: np.ndarray, into: dict[int, int]) -> None:
     """Fold ``max(seq)`` per generated-event producer of ``rows`` into ``into``."""
-    if len(rows) <= _FEW and not any(rows["producer"].tolist()):  # a few raw events: none
+    if len(rows) <= FEW_ROWS and not any(rows["producer"].tolist()):  # a few raw events: none
         return
     gen = rows["producer"] != 0
     if not np.count_nonzero(gen):

@@ -39,13 +39,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from specula import events as ev
+from specula.events.batches import FEW_ROWS
 from specula.ordering import _kernels
 from specula.ordering.state import UnitState
 
 NO_CLOCK = _kernels.NO_CLOCK
 _NO_CLOCK = int(NO_CLOCK)  # as a Python int, which the kernels take faster
 _NOT_DATA = ev.CONTROL | ev.PROGRESS
-_FEW = 8  # batches of up to this many arrivals propose through Python scalars
 
 
 class EventClock:
@@ -58,7 +58,7 @@ class EventClock:
         self._is_clock_type = is_clock_type
 
     def proposals(self, batch: np.ndarray, is_data: np.ndarray) -> np.ndarray:
-        if len(is_data) <= _FEW:
+        if len(is_data) <= FEW_ROWS:
             return self.few_proposals(batch, is_data.tolist())
         clock = self._is_clock_type.take(batch["type"], mode="clip") & is_data
         if np.count_nonzero(is_data) < len(is_data):  # punctuations may propose too
@@ -140,7 +140,7 @@ ClockSource = EventClock | ChannelClock
 def proposals(source: ClockSource, batch: np.ndarray, flags: np.ndarray) -> np.ndarray:
     """The clock each arrival of ``batch`` (its ``flags``) proposes; call once per pushed
     batch: a channel clock takes the punctuations in."""
-    if len(flags) <= _FEW and isinstance(source, EventClock):
+    if len(flags) <= FEW_ROWS and isinstance(source, EventClock):
         return source.few_proposals(batch, [not f & _NOT_DATA for f in flags.tolist()])
     return source.proposals(batch, (flags & _NOT_DATA) == 0)
 

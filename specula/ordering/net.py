@@ -8,9 +8,8 @@ from typing import NamedTuple
 import numpy as np
 
 from specula import events as ev
+from specula.events.batches import FEW_ROWS
 from specula.ordering._records import same_event
-
-_FEW = 8  # batches of up to this many rows are read as Python ints
 
 
 class NetParts(NamedTuple):
@@ -67,7 +66,7 @@ class NetOutput:
         self._times.append(now)
         self.applied += len(batch)
         seqs = batch["seq"].tolist()
-        if len(seqs) <= _FEW:  # a live step's few rows: Python ints cost less
+        if len(seqs) <= FEW_ROWS:  # a live step's few rows: Python ints cost less
             producers, flags = batch["producer"].tolist(), batch["flags"].tolist()
             plain = not any(flags) and producers.count(producers[0]) == len(producers)
         else:
@@ -85,7 +84,7 @@ class NetOutput:
             for i, s in enumerate(seqs):
                 self._put(p, live, s, (ci, i, now))
             return
-        if len(seqs) > _FEW:
+        if len(seqs) > FEW_ROWS:
             producers, flags = batch["producer"].tolist(), batch["flags"].tolist()
         for i, (p, s, f) in enumerate(zip(producers, seqs, flags, strict=True)):
             live = self._live.setdefault(p, {})

@@ -84,6 +84,7 @@ import numpy as np
 
 from specula import events as ev
 from specula.events import concat_records
+from specula.events.batches import FEW_ROWS
 from specula.options import DEFAULT_K0_SECONDS, MemoryLimit, check_option
 from specula.ordering import _kernels
 from specula.ordering._buffer import Buffer, LatePolicy
@@ -116,7 +117,6 @@ RetractionMode = Literal["full", "on-demand"]
 # the kernels' markers as Python ints: a comparison with a NumPy scalar costs more
 _NO_CLOCK = int(_kernels.NO_CLOCK)
 _END_OF_TIME = int(_kernels.END_OF_TIME)
-_FEW = 8  # batches of up to this many rows are checked through Python ints
 
 
 class OrderingUnit:
@@ -386,7 +386,7 @@ class OrderingUnit:
     def _accept(self, batch: np.ndarray) -> np.ndarray:
         if batch.dtype is not self.in_dtype and batch.dtype != self.in_dtype:
             batch = ev.conform(batch, self.in_dtype, drop=True)
-        if len(batch) <= _FEW:  # a live step's few rows: Python ints cost less
+        if len(batch) <= FEW_ROWS:  # a live step's few rows: Python ints cost less
             types = batch["type"].tolist()
             if self._input_ids.issuperset(types):  # the usual case
                 return batch

@@ -104,6 +104,7 @@ from specula.detectors.rules.engine import (
     predicates_hold,
 )
 from specula.events import TypeRegistry, fields_of
+from specula.events.batches import FEW_ROWS
 
 __all__ = ["CDPEngine"]
 
@@ -112,7 +113,6 @@ _COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal
 _CORE_ROW = (("ts", np.int64), ("key", np.int64), ("producer", np.int32), ("seq", np.int64))
 _PRUNE_EVERY = 256  # relevant events between two runs of deleteOldEvents
 _NO_TS = -(2**63)
-_FEW = 8  # batches of up to this many relevant rows are checked row by row
 _ROOM = 64  # the partial sequences a general step's buffers hold at first
 _BACKWARDS = ("{}.process: events must come in stream order, ascending (ts, producer << 40 | "
               "seq), within and across batches; this batch goes back")
@@ -213,7 +213,7 @@ class CDPEngine:
             One row per match; ``terminator`` indexes ``events``.
         """
         self._check_dtype(events)
-        layout = self._few_layout(events) if len(events) <= _FEW else None
+        layout = self._few_layout(events) if len(events) <= FEW_ROWS else None
         if layout is not None:  # a live feed's usual step: its rows as Python scalars
             return self._process_few(events, layout)
         plan = self._plan
@@ -388,7 +388,7 @@ class CDPEngine:
 
     def _check_order(self, events: np.ndarray, ridx: np.ndarray) -> None:
         """Raise unless the rows ``ridx`` continue the stream order; remember the last."""
-        if len(ridx) <= _FEW:  # a few rows: their keys as Python ints, compared in turn
+        if len(ridx) <= FEW_ROWS:  # a few rows: their keys as Python ints, compared in turn
             self._last = _check_few(events, ridx.tolist(), self._last, type(self).__name__)
             return
         ts = events["ts"][ridx]
@@ -767,7 +767,7 @@ class _Relevant:
         self._converted: np.ndarray | None = None
         self._types = events["type"][index]
         self._at: dict[int, Rows] = {}
-        if len(index) <= _FEW:  # every type's rows at once, in one pass of Python ints
+        if len(index) <= FEW_ROWS:  # every type's rows at once, in one pass of Python ints
             groups: dict[int, list[int]] = {}
             for i, t in enumerate(self._types.tolist()):
                 groups.setdefault(t, []).append(i)
