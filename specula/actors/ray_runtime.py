@@ -455,10 +455,11 @@ class RayRuntime:
                         [actors[i.producer] for i in of_node[n.name]])
                   for n in self.graph.nodes.values() if router.hears(n.name, None)]
         feeder = Feeder(router, routes, publisher, table, self.graph.ticks_per_second)
-        for batch in _batches(raw, delivery):
+        own = isinstance(raw, np.ndarray)  # cut from the driver's prepared copy
+        for batch in _batches(raw, table, delivery):
             if delivery.pace.speed is not None and len(batch):
                 delivery.pace.wait(int(batch["ts"].min()))
-            feeder.feed(batch)
+            feeder.feed(batch, own=own)
             if on_fed is not None:
                 on_fed(len(batch))
         publisher.drain()
@@ -625,11 +626,13 @@ class Delivery:
     pace: Pace
 
 
-def _batches(raw: np.ndarray | Iterable[np.ndarray], delivery: Delivery) -> Iterable[np.ndarray]:
-    """What the driver feeds: an array in arrival order cut into steps
-    (:func:`~.sources.arrival_steps`), an iterable's batches as they come."""
+def _batches(raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
+             delivery: Delivery) -> Iterable[np.ndarray]:
+    """What the driver feeds: an array prepared once (:func:`~.inprocess.prepare_raw`: a
+    copy, its type ids read through ``table`` and checked) in arrival order cut into
+    steps (:func:`~.sources.arrival_steps`), an iterable's batches as they come."""
     if isinstance(raw, np.ndarray):
-        raw = prepare_raw(raw)
+        raw = prepare_raw(raw, table)
         ats = np.ascontiguousarray(raw["ats"])
         for i, j in arrival_steps(ats, delivery.step_ticks, delivery.batch_rows):
             yield raw[i:j]

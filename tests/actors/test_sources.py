@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from naive import assert_net_equals, content
 
 from specula import InProcessRuntime
+from specula.actors import sources
 from specula.actors.inprocess import prepare_raw
 from specula.actors.sources import ArrayPart, Sources, step_cuts
 from specula.detectors.examples import example_registry
@@ -232,3 +233,24 @@ def test_a_run_fed_by_sources_cannot_be_suspended(tmp_path):
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path))
     with pytest.raises(ValueError, match="cannot be suspended or resumed"):
         runtime.run(Sources([ArrayPart(np.zeros(0, graph.registry.dtype()))]), suspend=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(batches=st.lists(st.lists(st.integers(-3_000, 3_000), max_size=40), max_size=12),
+       pending=st.integers(1, 50), tps=st.sampled_from([1, 7, 1_000]))
+def test_a_feeder_counts_the_seconds_of_every_batch_fed(batches, pending, tps):
+    """The played seconds are the distinct seconds of every event fed, whenever the
+    feeder makes the seconds it holds distinct (a small SECONDS_PENDING: often)."""
+    reg = example_registry()
+    feeder = sources.Feeder(None, [], None, None, tps)  # no routes: nothing is sent
+    fed = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sources, "SECONDS_PENDING", pending)
+        for ts in batches:
+            batch = np.zeros(len(ts), reg.dtype(("A", "B", "C")))
+            batch["ts"], batch["type"] = ts, reg.id("A")
+            feeder.feed(batch, own=True)
+            fed += ts
+    expected = sorted({t // tps for t in fed})
+    assert feeder.played_seconds.tolist() == expected
+    assert feeder.played_seconds.tolist() == expected  # asked again: the same
