@@ -261,9 +261,9 @@ class HybridShedder(StateShedder):
             self.reused += 1
             self._reuse(cached[0])
             return
-        solves = sum(self.solves.values())
+        before = self.shed
         self.plan(share)
-        if sum(self.solves.values()) > solves:  # a set was picked (see plan)
+        if self.shed is not before:  # a set was picked (plan found partial matches)
             self._picked[key] = (self.shed, self._items()[2])
 
     def _reuse(self, shed: dict[int, np.ndarray]) -> None:
