@@ -129,16 +129,28 @@ def selections(depth: int):
         stack = cuda.local.array(depth, float64)
         return _holds(ops, consts, nops, stack, ts, num, phys, ctx, s)
 
+    @cuda.jit(device=True)
+    def _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk, ops,
+                 consts, nops, strict, pos_row, at_anchor, at_taken,
+                 n_taken):  # pragma: no cover - device code
+        # This thread's candidate of sequence ``s``: its logical index when it lies in
+        # the sequence's range and passes, else -1.
+        j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        if j < seqs[s, _HI] and _passes(ts, enc, num, (head + j) % cap, seqs, s, ctx,
+                                        chk_col, chk_par, nchk, ops, consts, nops, strict,
+                                        pos_row, at_anchor, at_taken, n_taken):
+            return j
+        return -1
+
     @cuda.jit
     def multi_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
                      consts, nops, strict, pos_row, at_anchor, at_taken, n_taken, counter,
                      out):  # pragma: no cover - device code
         s = cuda.blockIdx.y
         while s < m:
-            j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-            if j < seqs[s, _HI] and _passes(ts, enc, num, (head + j) % cap, seqs, s, ctx,
-                                            chk_col, chk_par, nchk, ops, consts, nops,
-                                            strict, pos_row, at_anchor, at_taken, n_taken):
+            j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk, ops,
+                         consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
+            if j >= 0:
                 k = cuda.atomic.add(counter, 0, 1)
                 out[k, 0] = s
                 out[k, 1] = j
@@ -150,10 +162,9 @@ def selections(depth: int):
                       last):  # pragma: no cover - device code
         s = cuda.blockIdx.y
         while s < m:
-            j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-            if j < seqs[s, _HI] and _passes(ts, enc, num, (head + j) % cap, seqs, s, ctx,
-                                            chk_col, chk_par, nchk, ops, consts, nops,
-                                            strict, pos_row, at_anchor, at_taken, n_taken):
+            j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk, ops,
+                         consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
+            if j >= 0:
                 if last:
                     cuda.atomic.max(seqs, (s, _RESULT), j)
                 else:
