@@ -31,6 +31,7 @@ import numpy as np
 
 from specula.actors.addresses import InstanceHandle, Member
 from specula.actors.recovery import pack_dets
+from specula.actors.tally import Tally
 from specula.ordering.checkpoint import pack_array, unpack_array
 
 
@@ -150,13 +151,15 @@ class Publisher:
     One lock guards the channels: the processing thread sends, Ray's threads resend.
     """
 
-    def __init__(self, max_in_flight: int, sender: int = 0, incarnation: int = 0) -> None:
+    def __init__(self, max_in_flight: int, sender: int = 0, incarnation: int = 0,
+                 tally: Tally | None = None) -> None:
         self.max_in_flight = max_in_flight
         self.sender = sender
         self.incarnation = incarnation
         self.channels: dict[int, Channel] = {}
         self.sent_batches = 0
-        self.resent_batches = 0
+        #: counts the pushes resent, over all processes of the sender (:mod:`.tally`)
+        self.tally = tally if tally is not None else Tally()
         self._lock = threading.RLock()
 
     def channel(self, consumer: int, actor: Any) -> Channel:
@@ -307,5 +310,7 @@ class Publisher:
         ch.queue.clear()
         again = [(i, batch, dets, True) for i, batch, dets in ch.kept if i >= position]
         ch.queue.extend(again)
-        self.resent_batches += len(again)
+        if again:  # stored before they go (the caller sends them once it has the lock)
+            self.tally.add("resent", len(again))
+            self.tally.persist()
         return len(again)

@@ -105,12 +105,14 @@ without duplicates but its output after a restart is what its replayed shedding 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
 import threading
 import uuid
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,35 +121,65 @@ import numpy as np
 
 from specula.actors.signing import sign, verify
 from specula.detectors.graph import Graph
+from specula.events import fields_of
 
 #: Layout version of an actor checkpoint (3: late events in the output segments, the
 #: output's base: :mod:`.output_log`; 4: a step takes several batches, the determinants
 #: of a batch that joined a step have no alpha; 5: the digests of the pushes taken, per
-#: sender, and the count of divergent ones). A checkpoint of another layout is refused,
-#: before anything starts (:func:`verify_run`, :class:`CheckpointLayoutError`): a watch
-#: suspended by another version resumes only with that version, or starts afresh.
-CHECKPOINT_VERSION = 5
+#: sender, and the count of divergent ones; 6: digests of every field but the arrival
+#: stamps, payloads included, and the recovery counts out of the checkpoint, in
+#: :class:`~.tally.Tally`). A checkpoint of another layout is refused, before anything
+#: starts (:func:`verify_run`, :class:`CheckpointLayoutError`): a watch suspended by
+#: another version resumes only with that version, or starts afresh.
+CHECKPOINT_VERSION = 6
 
 #: Pushes per sender whose digest a worker keeps (and checkpoints), to check duplicates
 #: against.
 DIGESTS_KEPT = 1_024
 
-#: The fields a push's digest covers: a regenerated push repeats them (arrival times,
-#: K+ and payloads aside).
-DIGEST_FIELDS = ("type", "ts", "key", "producer", "seq", "flags")
+#: The fields a push's digest leaves out: its arrival stamps, the wall clock of the
+#: receiving unit and of the source (a source that regenerates its part stamps it again).
+#: Every other field, payload columns included, is what a regenerated push repeats.
+DIGEST_SKIPS = ("ats", "origin")
 
 
 def digest(batch: np.ndarray) -> int:
     """A push's content, arrival stamps aside: what its regeneration must repeat.
 
-    An 8-byte BLAKE2b of :data:`DIGEST_FIELDS`, the same in every process (Python's
-    ``hash`` of bytes is salted per process): a consumer checks a duplicate against
-    the digest its checkpoint kept, in a process that restarted since.
+    An 8-byte BLAKE2b, the same in every process (Python's ``hash`` of bytes is salted
+    per process: a consumer checks a duplicate against the digest its checkpoint kept, in
+    a process that restarted since), of the batch's field names and types and of the
+    bytes of every field but :data:`DIGEST_SKIPS`: one update per run of adjacent such
+    fields (two for a batch of core fields and payloads), not one per event or field.
     """
-    h = hashlib.blake2b(digest_size=8)
-    for f in DIGEST_FIELDS:
-        h.update(batch[f].tobytes())
+    ranges, h = _digest_layout(batch.dtype)
+    h = h.copy()
+    rows = np.frombuffer(np.ascontiguousarray(batch), np.uint8).reshape(
+        len(batch), batch.dtype.itemsize)
+    for lo, hi in ranges:
+        h.update(np.ascontiguousarray(rows[:, lo:hi]))
     return int.from_bytes(h.digest(), "little")
+
+
+@functools.lru_cache(maxsize=64)
+def _digest_layout(dtype: np.dtype) -> tuple[tuple[tuple[int, int], ...], Any]:
+    """For a batch dtype: the byte ranges of a record that its digest covers (adjacent
+    fields merged; padding and :data:`DIGEST_SKIPS` left out), and a BLAKE2b that holds
+    the names and types of those fields (copied for each digest)."""
+    ranges: list[list[int]] = []
+    names: list[str] = []
+    fields: Mapping[str, Any] = dtype.fields or {}
+    for name in fields_of(dtype):
+        if name in DIGEST_SKIPS:
+            continue
+        sub, offset = fields[name][:2]
+        names.append(f"{name}:{sub.str}")
+        if ranges and ranges[-1][1] == offset:
+            ranges[-1][1] = offset + sub.itemsize
+        else:
+            ranges.append([offset, offset + sub.itemsize])
+    head = hashlib.blake2b(",".join(names).encode(), digest_size=8)
+    return tuple((lo, hi) for lo, hi in ranges), head
 
 
 @dataclass(frozen=True)

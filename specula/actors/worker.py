@@ -51,6 +51,7 @@ from specula.actors.recovery import Checkpoints
 from specula.actors.report import CpuTimes, process_memory
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
+from specula.actors.tally import Tally
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
 from specula.options import RUNTIME_OPTIONS
@@ -150,10 +151,12 @@ class DetectorWorker:
         store = checkpoints.store(instance.label) if checkpoints else None
         self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, store)
         incarnation = store.next_incarnation() if store else 0
-        self.publisher = Publisher(max_in_flight, instance.producer, incarnation)
+        tally = Tally(store, incarnation)  # dropped and resent pushes, over all processes
+        self.publisher = Publisher(max_in_flight, instance.producer, incarnation, tally)
         self.recovery = ActorRecovery(instance.label, instance.producer, self.unit, self.output,
                                       self.publisher, self._cond, checkpoints=checkpoints,
-                                      store=store, incarnation=incarnation, mates=mates)
+                                      store=store, incarnation=incarnation, tally=tally,
+                                      mates=mates)
         if incarnation > 0:
             restored = self.recovery.restore(lambda c: self.peers(self._consumers()[c]))
             if restored is not None:
@@ -197,18 +200,20 @@ class DetectorWorker:
                 self._check()
                 turn = rec.turn(sender, n, incarnation, epoch, batch)
                 if turn is Turn.DROP:
-                    return rec.reply(sender)
-                if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
+                    reply = rec.reply(sender)
                     break
+                if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
+                    now = time.monotonic_ns()
+                    self.inbox.push(batch, now, sender, force=resend)
+                    self.gate.arrived(len(batch), now)
+                    rec.received(sender, n, batch, dets)
+                    self._cond.notify_all()
+                    return rec.reply(sender)
                 if not wait:
                     return None
                 self._cond.wait()
-            now = time.monotonic_ns()
-            self.inbox.push(batch, now, sender, force=resend)
-            self.gate.arrived(len(batch), now)
-            rec.received(sender, n, batch, dets)
-            self._cond.notify_all()
-            return rec.reply(sender)
+        rec.tally.persist()  # the drop's count is stored before it is answered
+        return reply
 
     def flush(self, expected: dict[int, int] | None = None) -> dict[str, Any]:
         """End of stream: wait until the inbox is empty, emit everything buffered, publish
@@ -295,8 +300,7 @@ class DetectorWorker:
                 "alpha": c.history if c is not None else [], "series": list(self.series),
                 "cpu": self.cpu.summary(), "k": self.unit.k,
                 "inbox": self.gate.report(self.inbox), "restarts": rec.incarnation,
-                "duplicates": rec.duplicates, "divergent": rec.divergent,
-                "resent": self.publisher.resent_batches,
+                **rec.tally.totals(),
                 "checkpoints": rec.stats.as_dict(), "host": this_host(),
                 "clock": self._clock, "chain": self.chain,
                 "first_event_ns": self._first_event_ns,
