@@ -65,6 +65,8 @@ class LoopPosition(NamedTuple):
     ended: int | None
     #: this host's clock minus the driver's, and the error of that estimate, ns
     clock: tuple[int, int]
+    #: what the gate shed (:meth:`~.inbox.Gate.counts`)
+    shed: list[Any]
 
 
 @dataclass
@@ -265,6 +267,7 @@ class ActorRecovery:
                  "output": self.output.state(),
                  "settled": self.unit.settled_seq,
                  "ended": loop.ended, "digests": digests, "clock": loop.clock,
+                 "shed": loop.shed,
                  "checkpoints": [self.stats.count + 1, self.stats.seconds]}
         data = pack_checkpoint(state)
         store.write("checkpoint", data)
@@ -309,7 +312,8 @@ class ActorRecovery:
                          for s, ns, ds in state["digests"]}
         self.stats.count, self.stats.seconds = state["checkpoints"]
         clock = state["clock"]
-        return LoopPosition(state["published"], state["ended"], (clock[0], clock[1]))
+        return LoopPosition(state["published"], state["ended"], (clock[0], clock[1]),
+                            state["shed"])
 
     def recover(self, consumers: list[tuple[int, Any]],
                 producers: list[tuple[int, Any]]) -> None:

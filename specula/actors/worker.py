@@ -160,7 +160,8 @@ class DetectorWorker:
         if incarnation > 0:
             restored = self.recovery.restore(lambda c: self.peers(self._consumers()[c]))
             if restored is not None:
-                self._published, self._ended, self._clock = restored
+                self._published, self._ended, self._clock = restored[:3]
+                self.gate.restore_counts(restored.shed)
             self.start()
 
     def start(self, clock: tuple[int, int] | None = None) -> None:
@@ -473,5 +474,6 @@ class DetectorWorker:
     def _checkpoint(self, ended: int | None = None) -> None:
         """Checkpoint (:meth:`.ActorRecovery.checkpoint`), counting its processor time."""
         c0 = time.thread_time()
-        self.recovery.checkpoint(LoopPosition(self._published, ended, self._clock))
+        self.recovery.checkpoint(LoopPosition(self._published, ended, self._clock,
+                                              self.gate.counts()))
         self.cpu.add(checkpoint=time.thread_time() - c0)

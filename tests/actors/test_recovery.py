@@ -23,7 +23,7 @@ from naive import canonical, content
 from specula import InProcessRuntime
 from specula.actors.actor_recovery import ActorRecovery
 from specula.actors.channels import Publisher, Route
-from specula.actors.inbox import Inbox
+from specula.actors.inbox import Gate, Inbox
 from specula.actors.output_log import persisted_net
 from specula.actors.ray_runtime import Delivery, RayRuntime
 from specula.actors.recovery import (
@@ -43,10 +43,11 @@ from specula.actors.signing import random_key, run_key
 from specula.actors.sources import Pace
 from specula.actors.tally import COUNTS
 from specula.actors.worker import DetectorWorker
-from specula.detectors.examples import RunningCount, SlowThreshold, example_registry
+from specula.detectors.examples import RunningCount, SlowThreshold, Threshold, example_registry
 from specula.detectors.graph import Graph, GraphError
 from specula.pipelines.resume import save_suspension, state_dir, suspended_watch
 from specula.pipelines.synthetic import abc_stream, example_graph
+from specula.shedding import DropCommand, Shedding
 
 
 class CountingWorker(DetectorWorker):
@@ -375,6 +376,32 @@ def test_producer_and_consumer_restarted_apart_count_every_drop_and_resend_once(
         assert content(canonical(got)) == content(canonical(reference.net(name))), name
     assert seen["divergent"] == 0 and seen["duplicates"] + seen["stale"] > 0, seen
     assert_counted_as_seen(report, seen)
+
+
+@pytest.mark.parametrize("seed", range(8) if SOAK else [5])
+def test_a_restarted_shedding_node_counts_what_its_timeline_shed(
+        stream, tmp_path, seed, monkeypatch):
+    """A node told to drop a fifth of its input at every step, restarted at random
+    points (with SPECULA_SOAK=1, eight seeds): every C it took in the timeline its net
+    output comes from reached its unit or is counted as shed, once. The shed counts go
+    back with the checkpoint, as the unit's, and the steps taken again count again: a
+    restart neither forgets what the steps before its checkpoint shed nor counts the
+    later ones twice."""
+    _, raw, _ = stream
+    graph = Graph(example_registry(), sources=("A", "B", "C"))
+    graph.add("big_c", Threshold(), alpha=0.0, k0=3_000,
+              shedding=Shedding(latency_bound_s=1.0))
+    graph.add("count_e", CountE(), alpha=0.0, k0=3_000)
+    command = Gate.command
+    monkeypatch.setattr(Gate, "command", lambda self, q: DropCommand(0.2, q)
+                        if self.shedder is not None else command(self, q))
+    report, _, _ = local_run(graph, raw, tmp_path, "big_c", seed=seed)
+    restarts, shed = report.restarts()["big_c"], report.shed("big_c")
+    inbox = report.summary()["detectors"]["big_c"]["inbox"]
+    print(f"restarts {restarts}, shed {shed}, overloaded {inbox['overloaded_batches']}")
+    assert restarts >= 2 and shed["C"] > 0
+    cs = int((raw["type"] == example_registry().id("C")).sum())
+    assert report.stats("big_c").events_in + shed["C"] == cs
 
 
 def test_a_restart_takes_the_batches_again_in_the_steps_that_took_them():
