@@ -1,15 +1,25 @@
 """What recovery did at one actor, counted over all its processes: pushes dropped and
 pushes resent.
 
-An actor's counters are of two kinds. Those of its *timeline* (a unit's events in,
-emitted, late; the net output) go back with a restart to its last checkpoint, and the
-restarted process counts the work after it again as it takes its inputs again: they
-count what the one timeline of a crash-free run holds. Those of *recovery* count what
-happened to its processes, which a restart does not do again: a push dropped as a
-duplicate by a process that then died may never come again, or come again and be
-dropped again. They add up over the processes, as Flink's ``numRestarts`` does over a
-job's attempts (its tasks' own metrics start again from zero with each attempt, which
-leaves a reader with less than happened). This module keeps the second kind:
+An actor's report has three kinds of figures, and a restart treats each its own way.
+
+* Counts of its *timeline*: its unit's (events in, emitted, late, replayed), its net
+  output and late events, what its gate shed (:meth:`~.inbox.Gate.counts`). They go
+  back with a restart to the last checkpoint, and the restarted process counts the
+  steps after it again as it takes them again: they are the counts of the one
+  timeline its net output comes from, as a crash-free run's (an event shed by a
+  process that died is taken again, and counted once, as shed or not).
+* Counts of *recovery*, which this module keeps: what happened to its processes, which
+  a restart does not do again (a push dropped as a duplicate by a process that then
+  died may never come again, or come again and be dropped again). They add up over
+  all processes, as Flink's ``numRestarts`` does over a job's attempts, where a task's
+  own metrics start from zero with each attempt and leave a reader with less than
+  happened. ``restarts`` (the incarnation) and the checkpoints written are in storage
+  too, and count over all processes.
+* Measurements of the last process: inbox waits and latencies, rows pushed and
+  processed, CPU, memory (Flink's per-attempt metrics).
+
+The counts of recovery:
 
 * ``duplicates``: pushes answered as duplicates (numbered below what the actor held);
   a push dropped by two processes, the second time after a restart, counts twice;
