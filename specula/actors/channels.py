@@ -304,13 +304,14 @@ class Publisher:
 
     def _resend(self, ch: Channel, epoch: int, position: int) -> int:
         """Under the lock: tag pushes with ``epoch`` from now on and queue the kept pushes
-        from ``position`` on again (the answers to older pushes no longer matter)."""
+        from ``position`` on again (the answers to older pushes no longer matter), their
+        count stored first (:mod:`.tally`)."""
         ch.epoch = epoch
         ch.pending.clear()
         ch.queue.clear()
         again = [(i, batch, dets, True) for i, batch, dets in ch.kept if i >= position]
         ch.queue.extend(again)
-        if again:  # stored before they go (the caller sends them once it has the lock)
+        if again:  # the count is stored before they go: they are sent under this lock
             self.tally.add("resent", len(again))
             self.tally.persist()
         return len(again)

@@ -35,10 +35,9 @@ revise; the push number names every message a producer sent to a consumer. A con
 keeps the :func:`digest` of its last :data:`DIGESTS_KEPT` pushes of each sender (every
 field, payloads included, but the arrival stamps), those taken in its checkpoint too,
 and counts a duplicate unlike the push it holds as *divergent* (a regeneration that
-broke the promise below), also when the consumer
-restarted with its producer (a chain): a restarted producer tags what it regenerates
-with its consumers' incarnations as they answered its recovery, so their duplicates
-are checked, not bounced as stale.
+broke the promise below), also when the consumer restarted with its producer (a
+chain): a restarted producer tags what it regenerates with its consumers' incarnations
+as they answered its recovery, so their duplicates are checked, not bounced as stale.
 
 Why the net output is exact. A restarted actor re-publishes from its checkpoint's
 emission position, and downstream drops the pushes it already has, so the restarted
@@ -106,7 +105,8 @@ actor's files before anything starts (:func:`verify_run`).
 
 Limits: one failure at a time (two restarting neighbours may wait on each other);
 shedding decisions depend on timing and are not replayed, so a shedding node recovers
-without duplicates but its output after a restart is what its replayed shedding keeps.
+without duplicates but its output after a restart is what its replayed shedding keeps
+(and its shed counts are that output's).
 """
 
 from __future__ import annotations
