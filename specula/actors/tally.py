@@ -56,7 +56,25 @@ COUNTS = ("duplicates", "divergent", "fenced", "stale", "resent")
 
 class Tally:
     """The recovery counts of one process (``incarnation``) of an actor, stored in
-    ``store`` (None: kept in memory only)."""
+    ``store`` (None: kept in memory only).
+
+    Examples
+    --------
+    A process drops a duplicate and stores the count before it answers; it dies, and
+    the restarted one drops two more:
+
+    >>> import tempfile
+    >>> from specula.actors.recovery import Checkpoints
+    >>> from specula.actors.signing import random_key
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     store = Checkpoints(folder, "run", key=random_key()).store("a_not_bc-0")
+    ...     first, restarted = Tally(store, 0), Tally(store, 1)
+    ...     first.add("duplicates")
+    ...     first.persist()
+    ...     restarted.add("duplicates", 2)
+    ...     print(restarted.count("duplicates"), restarted.totals()["duplicates"])
+    2 3
+    """
 
     def __init__(self, store: Store | None = None, incarnation: int = 0) -> None:
         self.store, self.incarnation = store, incarnation
