@@ -71,8 +71,9 @@ class LoopPosition(NamedTuple):
 
 @dataclass
 class CheckpointStats:
-    """Checkpoints written by the actor (over its restarts), their seconds in all and the
-    size of the last one."""
+    """Checkpoints written by the actor (over its restarts: each holds its number), their
+    seconds in all (those of the one a restarted process went back to, which it holds
+    from before it was written, aside) and the size of the last one."""
 
     count: int = 0
     seconds: float = 0.0
