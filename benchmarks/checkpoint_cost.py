@@ -4,13 +4,15 @@ alpha 0) takes 200,000 generated events in batches of 1,000 and checkpoints ever
 final one) is the baseline. Beside them, what a push's digest costs (the consumer keeps
 one per numbered push while it checkpoints, :func:`specula.actors.recovery.digest`) per
 push of 1 to 10,000 events, its share of a push of 1,000, and the bytes the digests of
-one sender add to a checkpoint (``DIGESTS_KEPT`` at most).
+one sender add to a checkpoint (``DIGESTS_KEPT`` at most); and what storing a count of
+recovery costs a dropped push before it is answered (:mod:`specula.actors.tally`: one
+write to the local store, when no other is on its way).
 
     python benchmarks/checkpoint_cost.py --every 5
 
 The last line printed is one JSON object: the wall seconds of both runs, the
-checkpoints written, their mean cost in milliseconds, the size of the largest, and the
-digest's figures.
+checkpoints written, their mean cost in milliseconds, the size of the largest, the
+digest's figures and the tally's.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from specula.actors.recovery import DIGESTS_KEPT, Checkpoints, digest
 from specula.actors.routing import Router
 from specula.actors.signing import random_key
+from specula.actors.tally import Tally
 from specula.actors.worker import DetectorWorker
 from specula.detectors.examples import example_registry
 from specula.pipelines.synthetic import abc_stream, example_graph
@@ -67,6 +70,20 @@ def digest_figures(push_s: float, pushes: int) -> dict[str, float]:
     return figures
 
 
+def tally_persist_us(writes: int = 300) -> float:
+    """Microseconds to count a drop and store the count (:meth:`Tally.persist`) in a
+    local directory, median of ``writes``."""
+    with tempfile.TemporaryDirectory() as folder:
+        tally = Tally(Checkpoints(folder, "bench", key=random_key()).store("a"), 0)
+        times = []
+        for _ in range(writes):
+            t0 = time.perf_counter()
+            tally.add("duplicates")
+            tally.persist()
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times) * 1e6)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--every", type=int, default=5, help="batches between checkpoints")
@@ -80,7 +97,8 @@ def main() -> None:
                       "checkpoints": st["count"],
                       "checkpoint_mean_ms": round(st["seconds"] / st["count"] * 1e3, 2),
                       "checkpoint_bytes_last": st["bytes"],
-                      **digest_figures(wall_s, len(raw) // 1_000)}))
+                      **digest_figures(wall_s, len(raw) // 1_000),
+                      "tally_persist_us": round(tally_persist_us(), 1)}))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from specula.actors.recovery import (
     pack_checkpoint,
     unpack_checkpoint,
 )
+from specula.actors.tally import Tally
 from specula.ordering.checkpoint import restore_unit, unit_state
 from specula.ordering.unit import OrderingUnit
 
@@ -64,12 +65,15 @@ class LoopPosition(NamedTuple):
     ended: int | None
     #: this host's clock minus the driver's, and the error of that estimate, ns
     clock: tuple[int, int]
+    #: what the gate shed (:meth:`~.inbox.Gate.counts`)
+    shed: list[Any]
 
 
 @dataclass
 class CheckpointStats:
-    """Checkpoints written by the actor (over its restarts), their seconds in all and the
-    size of the last one."""
+    """Checkpoints written by the actor (over its restarts: each holds its number), their
+    seconds in all (those of the one a restarted process went back to, which it holds
+    from before it was written, aside) and the size of the last one."""
 
     count: int = 0
     seconds: float = 0.0
@@ -84,7 +88,9 @@ class ActorRecovery:
     ``unit``, ``output`` and ``publisher``; ``lock`` is the actor's.
 
     ``store`` (opened from ``checkpoints``) is where it checkpoints, None for none; the
-    actor's ``incarnation`` is the one the store gave this process (0 without one).
+    actor's ``incarnation`` is the one the store gave this process (0 without one), and
+    ``tally`` counts the pushes it drops (and its publisher's resends) over all its
+    processes (:mod:`.tally`).
     ``mates`` gives the recovery of the other members of its chain, downstream first
     (None outside a chain of several): a checkpoint holds their determinants too.
     """
@@ -92,7 +98,7 @@ class ActorRecovery:
     def __init__(self, label: str, producer: int, unit: OrderingUnit, output: ActorOutput,
                  publisher: Publisher, lock: threading.Condition, *,
                  checkpoints: Checkpoints | None = None, store: Store | None = None,
-                 incarnation: int = 0,
+                 incarnation: int = 0, tally: Tally,
                  mates: Callable[[], Sequence[ActorRecovery]] | None = None) -> None:
         self.label, self.producer = label, producer
         self.unit, self.output, self.publisher = unit, output, publisher
@@ -108,7 +114,7 @@ class ActorRecovery:
         self._dets = Determinants()
         self._mates = mates
         self._mate_logs: dict[int, StepLog] = {}  # chain mates' determinants, restored
-        self.duplicates = self.divergent = 0  # pushes dropped as held; of them, unlike it
+        self.tally = tally
         self.stats = CheckpointStats()
         self._since, self._last = 0, time.monotonic()  # batches, time since the last one
 
@@ -122,8 +128,13 @@ class ActorRecovery:
              batch: np.ndarray) -> Turn:
         """With the lock held: whether push ``n`` of ``sender`` (from its process
         ``incarnation``, to this actor's ``epoch`` as it knows it) is dropped, waits
-        for an earlier one, or is next. A duplicate is counted here."""
-        if incarnation < self._fence.get(sender, 0) or epoch < self.incarnation:
+        for an earlier one, or is next. A drop is counted here (:mod:`.tally`: the
+        caller stores the count before it answers)."""
+        if incarnation < self._fence.get(sender, 0):
+            self.tally.add("fenced")
+            return Turn.DROP
+        if epoch < self.incarnation:
+            self.tally.add("stale")
             return Turn.DROP
         held = self._next.get(sender, 0)
         if n is not None and n < held:
@@ -168,10 +179,10 @@ class ActorRecovery:
     def _duplicate(self, sender: int, n: int, batch: np.ndarray) -> None:
         """Count push ``n`` of ``sender``, held already, and count it as divergent if it
         differs from the push held (a regenerated push must be the same)."""
-        self.duplicates += 1
+        self.tally.add("duplicates")
         held = self._digests.get(sender, {}).get(n)
         if held is not None and held != digest(batch):
-            self.divergent += 1
+            self.tally.add("divergent")
 
     # ------------------------------------------------------------ steps (processing thread)
     @property
@@ -256,8 +267,8 @@ class ActorRecovery:
                  "logs": logs, "mates": mates, "published": loop.published,
                  "output": self.output.state(),
                  "settled": self.unit.settled_seq,
-                 "ended": loop.ended, "duplicates": self.duplicates,
-                 "divergent": self.divergent, "digests": digests, "clock": loop.clock,
+                 "ended": loop.ended, "digests": digests, "clock": loop.clock,
+                 "shed": loop.shed,
                  "checkpoints": [self.stats.count + 1, self.stats.seconds]}
         data = pack_checkpoint(state)
         store.write("checkpoint", data)
@@ -298,12 +309,12 @@ class ActorRecovery:
         self._mate_logs = {int(p): StepLog(base, senders, alphas)
                            for p, base, senders, alphas in state.get("mates", [])}
         self.output.restore(state["output"])
-        self.duplicates, self.divergent = state["duplicates"], state["divergent"]
         self._digests = {int(s): dict(zip(ns, ds, strict=True))
                          for s, ns, ds in state["digests"]}
         self.stats.count, self.stats.seconds = state["checkpoints"]
         clock = state["clock"]
-        return LoopPosition(state["published"], state["ended"], (clock[0], clock[1]))
+        return LoopPosition(state["published"], state["ended"], (clock[0], clock[1]),
+                            state["shed"])
 
     def recover(self, consumers: list[tuple[int, Any]],
                 producers: list[tuple[int, Any]]) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 
 from specula.actors.addresses import InstanceHandle, Member
 from specula.actors.recovery import pack_dets
+from specula.actors.tally import Tally
 from specula.ordering.checkpoint import pack_array, unpack_array
 
 
@@ -150,13 +151,15 @@ class Publisher:
     One lock guards the channels: the processing thread sends, Ray's threads resend.
     """
 
-    def __init__(self, max_in_flight: int, sender: int = 0, incarnation: int = 0) -> None:
+    def __init__(self, max_in_flight: int, sender: int = 0, incarnation: int = 0,
+                 tally: Tally | None = None) -> None:
         self.max_in_flight = max_in_flight
         self.sender = sender
         self.incarnation = incarnation
         self.channels: dict[int, Channel] = {}
         self.sent_batches = 0
-        self.resent_batches = 0
+        #: counts the pushes resent, over all processes of the sender (:mod:`.tally`)
+        self.tally = tally if tally is not None else Tally()
         self._lock = threading.RLock()
 
     def channel(self, consumer: int, actor: Any) -> Channel:
@@ -301,11 +304,14 @@ class Publisher:
 
     def _resend(self, ch: Channel, epoch: int, position: int) -> int:
         """Under the lock: tag pushes with ``epoch`` from now on and queue the kept pushes
-        from ``position`` on again (the answers to older pushes no longer matter)."""
+        from ``position`` on again (the answers to older pushes no longer matter), their
+        count stored first (:mod:`.tally`)."""
         ch.epoch = epoch
         ch.pending.clear()
         ch.queue.clear()
         again = [(i, batch, dets, True) for i, batch, dets in ch.kept if i >= position]
         ch.queue.extend(again)
-        self.resent_batches += len(again)
+        if again:  # the count is stored before they go: they are sent under this lock
+            self.tally.add("resent", len(again))
+            self.tally.persist()
         return len(again)

@@ -294,6 +294,7 @@ class Gate:
         self.unit = unit
         self._sheds_held = getattr(self.shedder, "sheds_held", False) and unit is not None
         self._share = 0.0  # the share of the last command
+        self._restored: tuple[dict[str, int], int] = ({}, 0)  # pairs, partial matches
         if detector is not None and self.shedder is not None and hasattr(self.shedder,
                                                                           "attach"):
             self.shedder.attach(detector)
@@ -390,13 +391,34 @@ class Gate:
     def shed_total(self) -> int:
         return int(self._shed.sum())
 
-    def report(self, inbox: Inbox) -> InboxStats:
-        """The stats so far, with the inbox's waits and high-water mark."""
+    def counts(self) -> list[Any]:
+        """What it shed over the steps taken, msgpack-ready, for the actor's checkpoint:
+        events by type id, of them those the unit held, batches taken overloaded, the
+        bound's violations, and what the detector or state shedder dropped (pairs by
+        type name, partial matches). A restarted actor goes back to them with its
+        timeline and counts the steps it takes again (:mod:`.tally`)."""
+        s = self.report(None)
+        return [self._shed.tolist(), s.shed_held, s.overloaded_batches, s.violations,
+                s.shed_pairs, s.shed_partial_matches]
+
+    def restore_counts(self, counts: list[Any]) -> None:
+        """Go back to the :meth:`counts` of a checkpoint; the shedder's own, which a new
+        process's starts from zero, are added to what it counts from now on."""
+        s = self.stats
+        shed, s.shed_held, s.overloaded_batches, s.violations, pairs, partial = counts
+        self._shed[:len(shed)] = shed
+        self._restored = ({str(t): int(n) for t, n in pairs.items()}, int(partial))
+
+    def report(self, inbox: Inbox | None) -> InboxStats:
+        """The stats so far, with the inbox's waits and high-water mark (None: without)."""
         s = self.stats
         s.shed = {self._names.get(i, "?"): int(n) for i, n in enumerate(self._shed) if n}
+        pairs, partial = self._restored
         if isinstance(self.shedder, DetectorShedding):
-            s.shed_pairs = self.shedder.pairs_shed()
+            now = self.shedder.pairs_shed()
+            s.shed_pairs = {t: pairs.get(t, 0) + now.get(t, 0) for t in {*pairs, *now}}
         if isinstance(self.shedder, StateShedder):
-            s.shed_partial_matches = self.shedder.partial_matches_dropped
-        s.waits, s.max_events, s.pushed = inbox.waits, inbox.max_events, inbox.pushed
+            s.shed_partial_matches = partial + self.shedder.partial_matches_dropped
+        if inbox is not None:
+            s.waits, s.max_events, s.pushed = inbox.waits, inbox.max_events, inbox.pushed
         return s

@@ -66,6 +66,7 @@ from specula.actors.sources import (
     restartable,
     union,
 )
+from specula.actors.tally import COUNTS
 from specula.cluster import ray_session
 from specula.detectors.graph import Graph, Instance
 from specula.options import RayOptions, runtime_options
@@ -641,16 +642,15 @@ def _batches(raw: np.ndarray | Iterable[np.ndarray], table: np.ndarray | None,
 
 
 def recovery_summary(reports: list[dict]) -> dict[str, Any]:
-    """What one node's instances say about restarts and checkpoints: restarts, pushes
-    dropped as duplicates (and of them those unlike the push held: 0 unless a restarted
-    producer regenerated another timeline), pushes resent, checkpoints written (count,
-    seconds, last size in bytes) and the largest resident memory of an instance's
-    process, in MB."""
+    """What one node's instances say about restarts and checkpoints: restarts, the
+    pushes they dropped and resent over all their processes (:data:`~.tally.COUNTS`:
+    duplicates, of them divergent, i.e. unlike the push held: 0 unless a restarted
+    producer regenerated another timeline; fenced off, stale), checkpoints written
+    (count, seconds, last size in bytes) and the largest resident memory of an
+    instance's process, in MB."""
     cps = [r["checkpoints"] for r in reports]
     return {"restarts": sum(r["restarts"] for r in reports),
-            "duplicates": sum(r["duplicates"] for r in reports),
-            "divergent": sum(r["divergent"] for r in reports),
-            "resent": sum(r["resent"] for r in reports),
+            **{name: sum(r[name] for r in reports) for name in COUNTS},
             "checkpoints": sum(c["count"] for c in cps),
             "checkpoint_s": sum(c["seconds"] for c in cps),
             "checkpoint_bytes": max((c["bytes"] for c in cps), default=0),

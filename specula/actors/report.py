@@ -151,7 +151,8 @@ class DetectorReport:
     #: its inboxes' waits, latencies, shed events and bound violations (None: the
     #: in-process runtime without queueing, which has no inboxes)
     inbox: InboxStats | None = None
-    #: on Ray: restarts, duplicate pushes dropped, pushes resent, checkpoints (count,
+    #: on Ray: restarts, pushes dropped (duplicates, divergent, fenced, stale) and
+    #: resent, over all processes (:mod:`~specula.actors.tally`), checkpoints (count,
     #: seconds, bytes of the last) and peak resident memory per instance in MB
     #: (:func:`~specula.actors.ray_runtime.recovery_summary`); None in-process
     recovery: dict[str, Any] | None = None

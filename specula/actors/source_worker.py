@@ -29,6 +29,7 @@ from specula.actors.placement import this_host
 from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
 from specula.actors.sources import SOURCE_SENDERS, Feeder, RawPart, next_batch, step_cuts
+from specula.actors.tally import Tally
 
 
 class SourceWorker:
@@ -46,7 +47,8 @@ class SourceWorker:
         self.batch_rows = batch_rows
         store = checkpoints.store(f"source-{index}") if checkpoints else None
         self.incarnation = store.next_incarnation() if store else 0
-        self.publisher = Publisher(max_in_flight, self.sender, self.incarnation)
+        self.publisher = Publisher(max_in_flight, self.sender, self.incarnation,
+                                   Tally(store, self.incarnation))
         self.actor = Peers()  # a consumer's actor, by handle or name
         self.feeder = Feeder(router, routes, self.publisher, table, ticks_per_second,
                              actor=self.actor)
@@ -99,7 +101,8 @@ class SourceWorker:
                 "sent": {c: ch.sent for c, ch in self.publisher.channels.items()},
                 "events": self.feeder.events,
                 "seconds": self.feeder.played_seconds,
-                "restarts": self.incarnation, "resent": self.publisher.resent_batches,
+                "restarts": self.incarnation,
+                "resent": self.publisher.tally.totals()["resent"],
                 "host": this_host()}
 
     def resend(self, consumer: int, epoch: int, position: int) -> int:

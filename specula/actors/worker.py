@@ -51,6 +51,7 @@ from specula.actors.recovery import Checkpoints
 from specula.actors.report import CpuTimes, process_memory
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
+from specula.actors.tally import Tally
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
 from specula.options import RUNTIME_OPTIONS
@@ -150,14 +151,17 @@ class DetectorWorker:
         store = checkpoints.store(instance.label) if checkpoints else None
         self.output = ActorOutput(self.unit.out_dtype, self.unit.in_dtype, store)
         incarnation = store.next_incarnation() if store else 0
-        self.publisher = Publisher(max_in_flight, instance.producer, incarnation)
+        tally = Tally(store, incarnation)  # dropped and resent pushes, over all processes
+        self.publisher = Publisher(max_in_flight, instance.producer, incarnation, tally)
         self.recovery = ActorRecovery(instance.label, instance.producer, self.unit, self.output,
                                       self.publisher, self._cond, checkpoints=checkpoints,
-                                      store=store, incarnation=incarnation, mates=mates)
+                                      store=store, incarnation=incarnation, tally=tally,
+                                      mates=mates)
         if incarnation > 0:
             restored = self.recovery.restore(lambda c: self.peers(self._consumers()[c]))
             if restored is not None:
-                self._published, self._ended, self._clock = restored
+                self._published, self._ended, self._clock = restored[:3]
+                self.gate.restore_counts(restored.shed)
             self.start()
 
     def start(self, clock: tuple[int, int] | None = None) -> None:
@@ -197,18 +201,20 @@ class DetectorWorker:
                 self._check()
                 turn = rec.turn(sender, n, incarnation, epoch, batch)
                 if turn is Turn.DROP:
-                    return rec.reply(sender)
-                if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
+                    reply = rec.reply(sender)
                     break
+                if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
+                    now = time.monotonic_ns()
+                    self.inbox.push(batch, now, sender, force=resend)
+                    self.gate.arrived(len(batch), now)
+                    rec.received(sender, n, batch, dets)
+                    self._cond.notify_all()
+                    return rec.reply(sender)
                 if not wait:
                     return None
                 self._cond.wait()
-            now = time.monotonic_ns()
-            self.inbox.push(batch, now, sender, force=resend)
-            self.gate.arrived(len(batch), now)
-            rec.received(sender, n, batch, dets)
-            self._cond.notify_all()
-            return rec.reply(sender)
+        rec.tally.persist()  # the drop's count is stored before it is answered
+        return reply
 
     def flush(self, expected: dict[int, int] | None = None) -> dict[str, Any]:
         """End of stream: wait until the inbox is empty, emit everything buffered, publish
@@ -295,8 +301,7 @@ class DetectorWorker:
                 "alpha": c.history if c is not None else [], "series": list(self.series),
                 "cpu": self.cpu.summary(), "k": self.unit.k,
                 "inbox": self.gate.report(self.inbox), "restarts": rec.incarnation,
-                "duplicates": rec.duplicates, "divergent": rec.divergent,
-                "resent": self.publisher.resent_batches,
+                **rec.tally.totals(),
                 "checkpoints": rec.stats.as_dict(), "host": this_host(),
                 "clock": self._clock, "chain": self.chain,
                 "first_event_ns": self._first_event_ns,
@@ -469,5 +474,6 @@ class DetectorWorker:
     def _checkpoint(self, ended: int | None = None) -> None:
         """Checkpoint (:meth:`.ActorRecovery.checkpoint`), counting its processor time."""
         c0 = time.thread_time()
-        self.recovery.checkpoint(LoopPosition(self._published, ended, self._clock))
+        self.recovery.checkpoint(LoopPosition(self._published, ended, self._clock,
+                                              self.gate.counts()))
         self.cpu.add(checkpoint=time.thread_time() - c0)
