@@ -328,9 +328,16 @@ def _column(rule: Rule, matches: Matches, expr: Expr | None, dtype: np.dtype) ->
     array of ``dtype``; an attribute copied in one ``astype``."""
     if expr is None:
         return np.zeros(len(matches), dtype)
+    return attribute_values(rule, matches, expr).astype(dtype)
+
+
+def attribute_values(rule: Rule, matches: Matches, expr: Expr) -> np.ndarray:
+    """The values of the ``define`` expression ``expr`` for every match, one per match,
+    in the type the expression gives (an attribute: the element's field itself, not a
+    copy); the composite's attribute is these cast to its type."""
     if isinstance(expr, AttrRef):
-        return matches.elements[expr.element][expr.attr].astype(dtype)
-    return _per_match(evaluate(rule, matches, expr), len(matches)).astype(dtype)
+        return matches.elements[expr.element][expr.attr]
+    return _per_match(evaluate(rule, matches, expr), len(matches))
 
 
 _DTYPES: dict[str, np.dtype] = {}
