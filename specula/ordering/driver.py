@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
@@ -25,7 +25,7 @@ from specula.events import concat_records
 from specula.ordering import _kernels
 from specula.ordering._records import layout
 from specula.ordering._sent import Revision, SentLog, causes
-from specula.ordering.emitter import Emitter
+from specula.ordering.emitter import Emitter, Records
 from specula.ordering.state import UnitState
 
 _NO_KPLUS = np.zeros(0, np.int64)  # every input's K+ is 0
@@ -80,6 +80,7 @@ class DetectorDriver:
         self._emit = Emitter()
         self._out: list[np.ndarray] = []
         self._nothing = np.empty(0, out_dtype)  # what most pushes return, made once
+        self._same_dtype: np.dtype | None = None  # see _is_output
 
     # ------------------------------------------------------------ snapshots
     def snapshot(self) -> Snapshot:
@@ -167,11 +168,7 @@ class DetectorDriver:
         if emit.rows:
             parts.append((self._records(emit.rows), np.asarray(emit.causes, np.int64)))
         for name, columns, cause in emit.column_batches:
-            out = np.zeros(len(cause), self.out_dtype)
-            out["type"] = self._output_id(name)
-            for f, v in columns.items():
-                out[f] = v
-            parts.append((out, cause))
+            parts.append((self._batch(name, columns, len(cause)), cause))
         out = parts[0][0] if len(parts) == 1 else concat_records([o for o, _ in parts])
         cause = parts[0][1] if len(parts) == 1 else np.concatenate([c for _, c in parts])
         # counters follow the input order, however the detector grouped its output, so
@@ -195,6 +192,30 @@ class DetectorDriver:
         st.stats.generated += n
         self._out.append(out)
         return origin
+
+    def _batch(self, name: str, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        """The ``n`` events of type ``name`` a detector emitted as ``columns``, as rows of
+        the output: the rows themselves when it built them whole in the output's dtype
+        (:meth:`Emitter.records`), else new rows filled column by column."""
+        if (isinstance(columns, Records) and self._is_output(columns.rows.dtype)
+                and columns.rows.flags.c_contiguous):
+            out = columns.rows
+        else:
+            out = np.zeros(n, self.out_dtype)
+            for f, v in columns.items():
+                out[f] = v
+        out["type"] = self._output_id(name)
+        return out
+
+    def _is_output(self, dtype: np.dtype) -> bool:
+        """Is ``dtype`` the output's? Equal dtypes are remembered by identity: comparing
+        two apart field by field costs more than the rest of a few rows' stamp."""
+        if dtype is self.out_dtype or dtype is self._same_dtype:
+            return True
+        if dtype != self.out_dtype:
+            return False
+        self._same_dtype = dtype
+        return True
 
     @functools.cached_property
     def _layout(self) -> np.ndarray:

@@ -8,9 +8,12 @@ of the event being processed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
+
+from specula.events import CORE_FIELDS
 
 
 class Columns(dict):
@@ -82,7 +85,7 @@ class Emitter:
         self._n = 0
         self.rows: list[tuple[str, int, int, dict[str, Any]]] = []
         self.causes: list[int] = []
-        self.column_batches: list[tuple[str, dict[str, np.ndarray], np.ndarray]] = []
+        self.column_batches: list[tuple[str, Mapping[str, np.ndarray], np.ndarray]] = []
 
     @property
     def cause(self) -> int:
@@ -112,6 +115,20 @@ class Emitter:
         self.column_batches.append((type_name, columns, cause))
         self._n += len(cause)
 
+    def records(self, type_name: str, rows: np.ndarray, cause: np.ndarray) -> None:
+        """Emit ``rows``, events of one type built whole: a structured batch with the
+        core fields of :mod:`specula.events`, of which ``ts`` and ``key`` are set (the
+        unit writes type, producer, counter, K+, origin and arrival), and the payload
+        fields; ``cause[i]`` is the input index behind row i.
+
+        The rows become the emitter's: where their dtype is the unit's output dtype the
+        unit stamps them in place and hands them on, with no copy. They read as the
+        columns :meth:`many` gives (``ts``, ``key`` and the payload, see
+        :class:`Records`).
+        """
+        self.column_batches.append((type_name, Records(rows), cause))
+        self._n += len(cause)
+
     def clear(self) -> None:
         if self._n:
             self.rows.clear()
@@ -129,3 +146,32 @@ def _column(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     (the common case, where ``broadcast_to`` would cost more than the rest of ``many``),
     else a scalar broadcast."""
     return values if values.shape == shape else np.broadcast_to(values, shape)
+
+
+class Records(Mapping[str, np.ndarray]):
+    """Events a detector built whole (:meth:`Emitter.records`), read as the columns
+    :meth:`Emitter.many` gives: ``ts``, ``key`` and the payload fields; ``rows`` are
+    the events themselves."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        if field not in self._fields():
+            raise KeyError(field)
+        return self.rows[field]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields())
+
+    def __len__(self) -> int:
+        return len(self._fields())
+
+    def _fields(self) -> tuple[str, ...]:
+        names = self.rows.dtype.names or ()
+        return ("ts", "key", *(n for n in names if n not in _CORE))
+
+
+_CORE = frozenset(name for name, _ in CORE_FIELDS)

@@ -376,6 +376,22 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     sequences). Returns ``k``, or ``-k`` when ``k`` is more than the buffers hold: the
     caller grows them and calls again (the inputs are only read).
     """
+    return _extend(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, chk_nan,
+                   bind_col, bind_par, (window, selection, strict, pos_row), ops, consts,
+                   fill_slot, fill_row, slot_key, slot_pos, link, off, parent, chosen,
+                   new_bound, new_anchor, new_floor, new_ctx, new_taken)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _extend(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, chk_nan,
+            bind_col, bind_par, how, ops, consts, fill_slot, fill_row, slot_key, slot_pos,
+            link, off, parent, chosen, new_bound, new_anchor, new_floor, new_ctx,
+            new_taken):  # pragma: no cover - jit
+    """:func:`step_general`, its window, selection, ties policy and position row in
+    ``how``: fewer than 31 parameters, so that Python passes them one by one and Numba
+    can inline it into :func:`sequences`, where a call would count every array it
+    passes up and down (atomic reference counts, ~1 us a detection)."""
+    window, selection, strict, pos_row = how
     m = anchor.shape[0]
     n = ts.shape[0]
     cap = parent.shape[0]
@@ -547,13 +563,13 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, nan, consts
             new_floor = np.empty(cap, np.int64)
             new_ctx = np.empty((cap, ctx.shape[1]), np.float64)
             new_taken = np.empty((cap, taken.shape[1] + 1), np.int64)
-            k = step_general(
+            k = _extend(
                 ts_t[d][start:end], enc_t[d][:, start:end], num_t[d][:, start:end], anchor,
                 floor, bound, ctx, taken, steps[row[S_CHK_COL]:row[S_CHK_COL + 1]],
                 steps[row[S_CHK_PAR]:row[S_CHK_PAR + 1]], nan[row[S_CHK_NAN]:row[S_CHK_NAN + 1]],
                 steps[row[S_BIND_COL]:row[S_BIND_COL + 1]],
                 steps[row[S_BIND_PAR]:row[S_BIND_PAR + 1]],
-                row[S_WINDOW], row[S_SELECTION], strict, row[S_POS_ROW],
+                (row[S_WINDOW], row[S_SELECTION], strict, row[S_POS_ROW]),
                 ops.reshape((ops.shape[0] // 2, 2)), consts[row[S_CONSTS]:row[S_CONSTS + 1]],
                 steps[row[S_FILL_SLOT]:row[S_FILL_SLOT + 1]],
                 steps[row[S_FILL_ROW]:row[S_FILL_ROW + 1]],

@@ -42,7 +42,7 @@ from specula.detectors.rules.ast import (
     Rule,
 )
 from specula.detectors.rules.engine import Engine, float_params, order_key
-from specula.detectors.rules.expand import Composites, Union
+from specula.detectors.rules.expand import Composites, Union, as_events
 from specula.events import TypeRegistry, distinct
 from specula.events.strings import string_code
 
@@ -146,6 +146,12 @@ class AbsenceUnion:
         self._waiting = waiting[alive & ~fire]
         fired, causes = waiting[fire], rows[at[fire]]
         return self._composites(fired, causes)
+
+    def events(self, events: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`process` with the composites as events of ``dtype`` (see
+        :func:`~specula.detectors.rules.expand.as_events`), and their causes."""
+        composites = self.process(events)
+        return as_events(composites, dtype), composites.causes
 
     def pass_time(self, now: int) -> Composites:
         """Event time has reached ``now``: every input up to it has been processed, so

@@ -32,7 +32,7 @@ from specula.detectors.rules.ast import (
 )
 from specula.detectors.rules.disjunctions import engine_registry
 from specula.detectors.rules.engine import Engine, register_composite
-from specula.detectors.rules.expand import Composites, Union, expand
+from specula.detectors.rules.expand import Composites, Union, as_events, expand
 from specula.detectors.rules.strings import check_strings
 from specula.events import TypeRegistry
 from specula.options import OptionError
@@ -209,6 +209,8 @@ class RuleDetector(Detector):
         for rule in self.rules:
             register_composite(rule, registry)
         self.registry = registry
+        # each rule's composites as events of its type (see Emitter.records)
+        self._dtypes = [registry.dtype([rule.name]) for rule in self.rules]
         self.inputs = tuple(dict.fromkeys(t for r in self.rules for t in r.input_types))
         self.outputs = tuple(dict.fromkeys(r.name for r in self.rules))
         self.num_gpus = 1.0 if engine == "gpu" else 0.0
@@ -263,21 +265,23 @@ class RuleDetector(Detector):
     def on_batch(self, events: np.ndarray, type_names: Sequence[str], emit: Emitter) -> None:
         """Run every rule's engines on the batch and emit its composite events, each caused
         by its terminator."""
-        for union in self.unions():
-            _emit(union.rule, union.process(events), emit)
+        for union, dtype in zip(self.unions(), self._dtypes, strict=True):
+            rows, causes = union.events(events, dtype)
+            if len(causes):
+                emit.records(union.rule.name, rows, causes)
 
     def on_end(self, emit: Emitter) -> None:
         """End of stream: the matches of terminators an engine still holds (rules with
         ``ties nonstrict`` wait for the time stamp after theirs)."""
-        for union in self.unions():
-            _emit(union.rule, union.flush(), emit)
+        for union, dtype in zip(self.unions(), self._dtypes, strict=True):
+            _emit(union.rule, union.flush(), emit, dtype)
 
     def on_time(self, now: int, emit: Emitter) -> None:
         """Event time has reached ``now``: the absences whose deadline it reached fire,
         also when the rule's own input is quiet."""
-        for union in self.unions():
+        for union, dtype in zip(self.unions(), self._dtypes, strict=True):
             if isinstance(union, AbsenceUnion):
-                _emit(union.rule, union.pass_time(now), emit)
+                _emit(union.rule, union.pass_time(now), emit, dtype)
 
     def snapshot(self) -> tuple[bytes, ...]:
         """One snapshot per engine, and the history of each consuming rule (pickled
@@ -391,11 +395,10 @@ def _offset(blocks: list[PartialMatchBlock], offset: int) -> list[PartialMatchBl
     return [dataclasses.replace(b, state=b.state + offset) for b in blocks]
 
 
-def _emit(rule: Rule, composites: Composites, emit: Emitter) -> None:
-    """Emit ``composites``, each caused by its terminator."""
+def _emit(rule: Rule, composites: Composites, emit: Emitter, dtype: np.dtype) -> None:
+    """Emit ``composites`` as events of ``dtype``, each caused by its terminator."""
     if len(composites):
-        emit.many(rule.name, ts=composites.terminators["ts"], cause=composites.causes,
-                  key=composites.terminators["key"], **composites.columns)
+        emit.records(rule.name, as_events(composites, dtype), composites.causes)
 
 
 class _Pickled(bytes):

@@ -197,6 +197,30 @@ class TieHold:
         self.held = np.take(rows, np.flatnonzero(~done))  # rows whole, not field by field
         return np.take(rows, np.flatnonzero(done)), causes[done]
 
+    def take_few(self, rows: np.ndarray, ts: list[int], index: list[int],
+                 batch_ts: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`take` of a few ``rows``, their time stamps ``ts``, their positions
+        ``index`` and the time stamps of the batch (not empty) given as Python ints: a
+        live feed's usual steps, every new row waiting and every held one complete, or
+        nothing held and the new rows all waiting or all complete, are decided without
+        NumPy's calls on a row or two."""
+        newest = batch_ts[-1]
+        held = self.held
+        waiting = all(t >= newest for t in ts)
+        if not len(held):
+            if waiting:
+                self.held = rows
+                return rows[:0], _NO_CAUSES
+            if all(t < newest for t in ts):
+                return rows, np.array(index, np.int64)
+        elif waiting:
+            held_ts = held["ts"].tolist()
+            if held_ts[-1] < newest:  # held rows are in stream order: the last is the newest
+                self.held = rows
+                cause = next(i for i, t in enumerate(batch_ts) if t > held_ts[0])
+                return held, np.array([cause] * len(held_ts), np.int64)
+        return self.take(rows, np.array(index, np.int64), np.array(batch_ts, np.int64))
+
     def flush(self) -> np.ndarray:
         """Everything held; the stream has ended."""
         rows, self.held = self.held, self.held[:0]
@@ -328,9 +352,16 @@ def _column(rule: Rule, matches: Matches, expr: Expr | None, dtype: np.dtype) ->
     array of ``dtype``; an attribute copied in one ``astype``."""
     if expr is None:
         return np.zeros(len(matches), dtype)
+    return attribute_values(rule, matches, expr).astype(dtype)
+
+
+def attribute_values(rule: Rule, matches: Matches, expr: Expr) -> np.ndarray:
+    """The values of the ``define`` expression ``expr`` for every match, one per match,
+    in the type the expression gives (an attribute: the element's field itself, not a
+    copy); the composite's attribute is these cast to its type."""
     if isinstance(expr, AttrRef):
-        return matches.elements[expr.element][expr.attr].astype(dtype)
-    return _per_match(evaluate(rule, matches, expr), len(matches)).astype(dtype)
+        return matches.elements[expr.element][expr.attr]
+    return _per_match(evaluate(rule, matches, expr), len(matches))
 
 
 _DTYPES: dict[str, np.dtype] = {}

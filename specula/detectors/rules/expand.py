@@ -147,7 +147,13 @@ from specula.detectors.rules.ast import (
 )
 from specula.detectors.rules.consumption import Consumer
 from specula.detectors.rules.disjunctions import Merger, check_selected, merged, selected
-from specula.detectors.rules.engine import Defines, Matches, compose, order_key
+from specula.detectors.rules.engine import (
+    Defines,
+    Matches,
+    attribute_values,
+    compose,
+    order_key,
+)
 from specula.detectors.rules.skip import Skipper, marks
 from specula.detectors.rules.strings import check_strings, encode
 from specula.detectors.rules.unbounded import Growth
@@ -585,6 +591,18 @@ class Composites:
         return len(self.causes)
 
 
+def as_events(composites: Composites, dtype: np.dtype) -> np.ndarray:
+    """``composites`` as events of ``dtype`` (their rule's composite type): each one's
+    terminator's ``ts`` and ``key`` and the attributes of ``define``; the other core
+    fields zero, for the ordering unit to stamp."""
+    rows = np.zeros(len(composites), dtype)
+    rows["ts"] = composites.terminators["ts"]
+    rows["key"] = composites.terminators["key"]
+    for attr, values in composites.columns.items():
+        rows[attr] = values
+    return rows
+
+
 class Union:
     """One rule run as the union of its expansions, each on its own engine.
 
@@ -624,6 +642,9 @@ class Union:
                         if rule.skip.strategy != "none" else None)
         self._none = Composites(np.zeros(0, _TERMINATOR), np.zeros(0, np.int64), {
             a: np.zeros(0, ATTRIBUTE_TYPES[k]) for a, k in rule.attributes})
+        self._direct_dtype: np.dtype | None = None  # see events
+        self._direct: tuple[tuple[str, Expr], ...] | None = None
+        self._no_rows = np.zeros(0, _TERMINATOR)
 
     def process(self, events: np.ndarray) -> Composites:
         """The composites whose terminators are complete after ``events``."""
@@ -658,6 +679,52 @@ class Union:
             parts.append(Composites(composites.terminators, rows[composites.causes + start],
                                     composites.columns))
         return _concatenated(parts, self._none)
+
+    def events(self, events: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`process` with the composites as events of ``dtype`` (see
+        :func:`as_events`), and their causes.
+
+        A plain rule (one engine; between its matches and the composites only
+        composing, which keeps every match) whose engine found the matches in the
+        order composites are listed writes the attributes straight into the events,
+        with no columns in between: a live feed's usual step."""
+        if dtype is not self._direct_dtype:
+            self._direct_dtype, self._direct = dtype, self._direct_of(dtype)
+            self._no_rows = np.zeros(0, dtype)
+        if self._direct is None:
+            composites = self.process(events)
+            return as_events(composites, dtype), composites.causes
+        found = self.engines[0].process(events)
+        if not len(found):  # most live steps
+            return self._no_rows, found.terminator
+        if not found.ordered:
+            composites = self._union([found])[0]
+            return as_events(composites, dtype), composites.causes
+        rows = np.zeros(len(found), dtype)
+        first = found.elements[0]
+        rows["ts"] = first["ts"]
+        rows["key"] = first["key"]
+        for attr, expr in self._direct:
+            rows[attr] = attribute_values(self.expansions[0], found, expr)
+        return rows, found.terminator
+
+    def _direct_of(self, dtype: np.dtype) -> tuple[tuple[str, Expr], ...] | None:
+        """The attributes :meth:`events` writes straight into events of ``dtype``, with
+        the expression of each (those not assigned stay zero), or None when it cannot:
+        the rule is not plain, composing it checks matches (aggregates, negations,
+        filters), or an attribute of ``dtype`` is not of the type composing gives."""
+        if (self.growth is not None or self.merger is not None or self.skipper is not None
+                or self.consumer is not None or self.greed is not None
+                or len(self.engines) != 1):
+            return None
+        rule = self.expansions[0]
+        if rule.aggregates or rule.negations or rule.filters:
+            return None
+        names = dtype.names or ()
+        attributes = self._defines[0].attributes
+        if any(a not in names or dtype[a] != kind for a, kind, _ in attributes):
+            return None
+        return tuple((a, expr) for a, _, expr in attributes if expr is not None)
 
     def flush(self) -> Composites:
         """End of stream: the composites of terminators the engines still hold."""

@@ -49,14 +49,16 @@ def held_by_definition(held: np.ndarray, rows: np.ndarray, index: np.ndarray,
     return rows[done], causes[done], rows[~done]
 
 
+@pytest.mark.parametrize("few", [False, True])
 @pytest.mark.parametrize("seed", range(12))
-def test_tie_hold_takes_what_its_definition_says(seed: int):
+def test_tie_hold_takes_what_its_definition_says(seed: int, few: bool):
+    """``take``, and ``take_few`` (Python ints, batches of 1..8 rows) alike."""
     rng = np.random.default_rng(seed)
     hold, held = TieHold(_ROW), np.zeros(0, _ROW)
     now = seq = 0
     paths = set()
     for _ in range(80):
-        size = int(rng.integers(0, 6))
+        size = int(rng.integers(1 if few else 0, 9 if few else 6))
         batch_ts = np.sort(now + rng.integers(0, 3, size))
         now = int(batch_ts[-1]) if size else now
         index = np.sort(rng.choice(size, int(rng.integers(0, size + 1)), replace=False))
@@ -66,7 +68,11 @@ def test_tie_hold_takes_what_its_definition_says(seed: int):
         rows["ts"], rows["seq"] = batch_ts[index], seq + np.arange(len(index))
         seq += len(index)
         want_rows, want_causes, held = held_by_definition(held, rows, index, batch_ts)
-        got_rows, got_causes = hold.take(rows, index.astype(np.int64), batch_ts)
+        got_rows, got_causes = (
+            hold.take_few(rows, rows["ts"].tolist(), index.tolist(), batch_ts.tolist()) if few
+            else hold.take(rows, index.astype(np.int64), batch_ts))
+        if rng.random() < 0.2:  # a copy between batches holds the same
+            hold = pickle.loads(pickle.dumps(hold))
         assert got_rows.tolist() == want_rows.tolist()
         assert got_causes.tolist() == want_causes.tolist()
         assert hold.held.tolist() == held.tolist()
