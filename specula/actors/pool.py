@@ -133,19 +133,29 @@ class ChainHost:
 
     def close(self) -> bool:
         """The run has ended: drop its chain. Returns whether this host may serve
-        another run (it was not restarted)."""
+        another run (it was not restarted). What the run left is collected on
+        :meth:`collect`, once this answer is sent: a collection holds the interpreter's
+        lock for tens of milliseconds, and the answer would wait for it."""
         with self._opened:
             chain, self._chain, self._version = self._chain, None, None
         if chain is not None:
             chain.close()
-            del chain
+        return not self.restarted
+
+    def collect(self) -> None:
+        """Collect, on a thread of its own, what the last run left, then freeze what
+        lives (:func:`_collect`); the next run's chain is built once it is done
+        (:meth:`_settled`). The driver asks it after :meth:`close` has answered and does
+        not wait; a host that runs a chain already (a call come late) skips it."""
+        with self._opened:
+            if self._chain is not None or self._settling is not None:
+                return
             self._settling = threading.Thread(target=_collect, name="specula-gc", daemon=True)
             self._settling.start()
-        return not self.restarted
 
     def _settled(self) -> None:
         """Before a run's chain is built: wait for the collection after the last run
-        (:meth:`close`), then move every object alive to the collector's permanent
+        (:meth:`collect`), then move every object alive to the collector's permanent
         generation (:func:`gc.freeze`, at once): Ray's worker, the imports, the loaded
         kernels. A full collection scans every object tracked, and a run triggers several
         as its net outputs and logs grow (in-process, this graph of benchmarks/ray_graph.py
@@ -153,9 +163,10 @@ class ChainHost:
         host's own objects are no longer scanned. A frozen object is still freed when its
         last reference goes; a cycle among frozen ones is not, hence the collection
         before each freeze of a pooled host (a first freeze takes the imports' few)."""
-        if self._settling is not None:
-            self._settling.join()
-            self._settling = None
+        with self._opened:
+            settling, self._settling = self._settling, None
+        if settling is not None:
+            settling.join()
         gc.freeze()
 
     def serves(self) -> bool:
@@ -259,6 +270,8 @@ class HostPool:
             closing = [h.close.remote() for _, _, h in poolable]
             kept = [host for host, ref in zip(poolable, closing, strict=True)
                     if _closed(ref)]
+            for _, _, handle in kept:  # the collection after the run, not waited for
+                handle.collect.remote()
         names = {n for _, n, _ in kept}
         for _, name, _ in kept:  # a host Ray restarts while it waits builds no chain
             _put_chain(name, None)

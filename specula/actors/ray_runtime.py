@@ -50,7 +50,8 @@ from specula.actors.output_log import HandedOn
 from specula.actors.placement import chain_options, check_fits
 from specula.actors.pool import POOL, ChainHost, pool_key
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape, verify_run
-from specula.actors.report import CpuTimes, DetectorReport, RunReport, merge_nets, sum_stats
+from specula.actors.report import CpuTimes, DetectorReport, RunReport, sum_stats
+from specula.actors.reported_net import ReportedNet
 from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
 from specula.actors.signing import random_key, run_key
@@ -407,6 +408,7 @@ class RayRuntime:
                 expected.setdefault(c, {})[source["sender"]] = sent
         settled: dict[int, int] = {}
         segments: dict[int, int] = {}
+        reports = Reports(self.graph, router, actors)
         for node in self.graph.topological_order():
             for i in of_node[node.name]:
                 done = self._flush(i, everyone, expected, fed[0].get("publisher"), suspend)
@@ -415,13 +417,13 @@ class RayRuntime:
                 if suspend:
                     settled[i.producer] = done["settled"]
                     segments[i.producer] = done["segments"]
+                reports.flushed(i.producer)
         if suspend:
             self.suspension = Suspension(self._run_checkpoints().run,
                                          {c: e[0] for c, e in expected.items() if 0 in e},
                                          settled, graph_shape(self.graph), segments)
         wall, ended_ns = time.perf_counter() - t0, time.time_ns()
-        refs = [a.report.remote() for a in actors.values()]
-        return fed, wall, ended_ns, [answer(r) for r in refs]
+        return fed, wall, ended_ns, reports.collect()
 
     @staticmethod
     def _flush(instance: Instance, actors: dict[int, Any], expected: dict[int, dict[int, int]],
@@ -511,7 +513,7 @@ class RayRuntime:
             dtype = self.graph.registry.dtype(node.inputs)
             detectors[name] = DetectorReport(
                 name=name,
-                net=merge_nets([r["net"] for r in mine]),
+                net=ReportedNet.merge([r["net"] for r in mine]),
                 handed_on=HandedOn.total([r["handed_on"] for r in mine]),
                 stats=sum_stats([r["stats"] for r in mine]),
                 late=ev.concat([r["late"] for r in mine], dtype),
@@ -613,6 +615,36 @@ def actor_concurrency(graph: Graph, router: Router, instance: Instance,
                   if n.name != name and router.hears(name, n.name))
     senders += sources if router.hears(name, None) else 0
     return max_in_flight * senders + 6
+
+
+class Reports:
+    """The instances' reports, each asked as soon as it is final: once the instance and
+    every instance it publishes to have flushed (or suspended), so that nothing asks it
+    to resend any more (its counters are final). A report is asked while the instances
+    below still flush, and its actor builds it meanwhile."""
+
+    def __init__(self, graph: Graph, router: Router, actors: dict[int, Any]) -> None:
+        instances = graph.instances()
+        self._actors = actors
+        #: per instance, those it publishes to that have not flushed yet
+        self._waiting = {i.producer: {j.producer for j in instances
+                                      if router.hears(j.node.name, i.node.name)}
+                         for i in instances}
+        self._flushed: list[int] = []
+        self._asked: dict[int, Any] = {}
+
+    def flushed(self, producer: int) -> None:
+        """Instance ``producer`` has flushed: ask the reports that became final."""
+        self._flushed.append(producer)
+        for waiting in self._waiting.values():
+            waiting.discard(producer)
+        for p in self._flushed:
+            if not self._waiting[p] and p not in self._asked:
+                self._asked[p] = self._actors[p].report.remote()
+
+    def collect(self) -> list[dict]:
+        """Every instance's report (every instance has flushed), in the actors' order."""
+        return [answer(self._asked[p]) for p in self._actors]
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
 from specula.actors.recovery import Checkpoints
 from specula.actors.report import CpuTimes, process_memory
+from specula.actors.reported_net import ReportedNet
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
 from specula.detectors.graph import Instance
@@ -289,7 +290,8 @@ class DetectorWorker:
     def report(self) -> dict[str, Any]:
         c, rec = self.unit.controller, self.recovery
         return {"producer": self.instance.producer, "label": self.instance.label,
-                "net": self.output.net, "handed_on": self.output.handed, "stats": self.unit.stats,
+                "net": ReportedNet.of(self.output.net), "handed_on": self.output.handed,
+                "stats": self.unit.stats,
                 "late": ev.concat_records([self.output.late(), self.unit.late_events()]),
                 "memory": self.unit.memory.figures(),
                 "alpha": c.history if c is not None else [], "series": list(self.series),
