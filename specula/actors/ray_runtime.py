@@ -43,11 +43,11 @@ from specula.actors.addresses import InstanceHandle, Member
 from specula.actors.chain import ChainMember, local_edges
 from specula.actors.chaining import plan_chains
 from specula.actors.channels import Publisher, Route, answer
-from specula.actors.clocks import estimate_offset
+from specula.actors.clocks import estimate_offset, same_clock
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.output_log import HandedOn
-from specula.actors.placement import chain_options, check_fits
+from specula.actors.placement import chain_options, check_fits, this_host
 from specula.actors.pool import POOL, ChainHost, pool_key
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape, verify_run
 from specula.actors.report import CpuTimes, DetectorReport, RunReport, sum_stats
@@ -382,12 +382,15 @@ class RayRuntime:
         def clock_of(actor: Any) -> Callable[[], int]:
             return lambda: int(answer(actor.status.remote())["clock_ns"])
 
-        # a clock per process: the instances of a chain share their actor's
+        # a clock per process: the instances of a chain share their actor's; a process
+        # on the driver's host reads the driver's clock (:func:`~.clocks.same_clock`)
+        here = this_host()
         offsets: dict[int, tuple[int, int]] = {}
         for a in everyone.values():
             process = a.actor if isinstance(a, InstanceHandle) else a
             if id(process) not in offsets:
-                offsets[id(process)] = estimate_offset(clock_of(a))
+                offsets[id(process)] = same_clock(answer(a.status.remote())["host"], here) \
+                    or estimate_offset(clock_of(a))
         clocks = {p: offsets[id(a.actor if isinstance(a, InstanceHandle) else a)]
                   for p, a in everyone.items()}
         for ref in [a.start.remote(clocks[p]) for p, a in everyone.items()]:

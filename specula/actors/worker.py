@@ -282,10 +282,11 @@ class DetectorWorker:
             return stats.count
 
     def status(self) -> dict[str, Any]:
-        """Incarnation, batches taken, whether it ended, and the host's wall clock (for
-        the driver's estimate of its offset)."""
+        """Incarnation, batches taken, whether it ended, its host and the host's wall
+        clock (for the driver's estimate of its offset, :mod:`.clocks`)."""
         return {"incarnation": self.recovery.incarnation, "step": self.recovery.step,
-                "ended": self._ended is not None, "clock_ns": time.time_ns()}
+                "ended": self._ended is not None, "clock_ns": time.time_ns(),
+                "host": this_host()}
 
     def report(self) -> dict[str, Any]:
         c, rec = self.unit.controller, self.recovery
