@@ -96,10 +96,11 @@ def pool_key(chain: list[Instance], options: dict[str, Any]) -> Hashable | None:
 
 class ChainHost:
     """The Ray actor called ``name`` that runs a chain: the chain the key-value store
-    holds for it (:func:`_get_chain`), built at once; :meth:`call`, :meth:`push_all`
-    and :meth:`status` are the chain's (:class:`~.chain.ChainWorker`). A host started
-    before its run (``warm``: the instances of the chain it is meant for, and their
-    registry) loads their kernels instead, when the store holds no chain for it yet."""
+    holds for it (:func:`_get_chain`), built at once; :meth:`call`, :meth:`push_all`,
+    :meth:`deliver` and :meth:`status` are the chain's (:class:`~.chain.ChainWorker`).
+    A host started before its run (``warm``: the instances of the chain it is meant
+    for, and their registry) loads their kernels instead, when the store holds no
+    chain for it yet."""
 
     def __init__(self, name: str,
                  warm: tuple[list[Instance], TypeRegistry] | None = None) -> None:
@@ -180,6 +181,9 @@ class ChainHost:
     def push_all(self, members: list[tuple[int, int, int]], batch: np.ndarray, sender: int,
                  incarnation: int) -> list[Reply]:
         return self._running().push_all(members, batch, sender, incarnation)
+
+    def deliver(self, pushes: list[tuple[int, tuple[Any, ...]]]) -> list[Reply]:
+        return self._running().deliver(pushes)
 
     def status(self) -> dict[str, Any]:
         return self._running().status()

@@ -303,10 +303,15 @@ class RayRuntime:
         graph = self.graph
         # per hand-over inside the chain: its window of pushes, a resend and a
         # recover_producer call of a restarted member; per member that hears raw types,
-        # the window of each raw sender's push_all (threads start as needed)
+        # the window of each raw sender's push_all; per instance of another chain that
+        # publishes to a member, the window of its pushes delivered (threads start as
+        # needed)
         hear_raw = sum(1 for i in chain if router.hears(i.node.name, None))
+        others = [i for i in graph.instances() if i not in chain]
+        delivered = sum(1 for c in chain for p in others if router.hears(c.node.name,
+                                                                          p.node.name))
         threads = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4 \
-            + self.max_in_flight * max(1, parts) * hear_raw
+            + self.max_in_flight * (max(1, parts) * hear_raw + delivered)
         return {"name": name,
                 "members": [chain_member(graph, router, address, i, sources) for i in chain],
                 "registry": graph.registry, "max_in_flight": self.max_in_flight,

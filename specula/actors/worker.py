@@ -108,8 +108,9 @@ class DetectorWorker:
     last checkpoint and starts on its own. ``peers`` resolves the addresses in
     ``routes`` and ``producers`` (default :class:`~.channels.Peers`; a chain's resolves
     its own members to in-memory handles, :mod:`.chain`), ``chain`` names the chain
-    the worker runs in, for the report, and ``mates`` gives the recovery of the other
-    members of a chain of several, downstream first (:class:`~.actor_recovery.ActorRecovery`).
+    the worker runs in, for the report, ``mates`` gives the recovery of the other
+    members of a chain of several, downstream first (:class:`~.actor_recovery.ActorRecovery`),
+    and ``stepping`` is told when each step begins (True) and ends (False).
     """
 
     def __init__(self, instance: Instance, registry: TypeRegistry, max_in_flight: int = 4,
@@ -119,7 +120,8 @@ class DetectorWorker:
                  checkpoints: Checkpoints | None = None,
                  step_events: int = STEP_EVENTS, peers: Peers | None = None,
                  chain: str | None = None,
-                 mates: Callable[[], Sequence[ActorRecovery]] | None = None) -> None:
+                 mates: Callable[[], Sequence[ActorRecovery]] | None = None,
+                 stepping: Callable[[bool], None] | None = None) -> None:
         self.instance = instance
         self.step_events = step_events if instance.node.shedding is None else 0
         self.unit = instance.unit(registry)
@@ -137,6 +139,7 @@ class DetectorWorker:
         # a consumer's or producer's actor, by its address
         self.peers = peers if peers is not None else Peers()
         self.chain = chain
+        self._stepping = stepping
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._ending = False                # flush asked: drain, flush the unit, stop
@@ -346,7 +349,7 @@ class DetectorWorker:
                 with self._cond:
                     took = self._next_batch()
                 if isinstance(took, Step):
-                    self._take(took)
+                    self._step(took)
                     if self.recovery.batch_done() and self._error is None:  # not halted
                         self._checkpoint()
                 elif took is _Signal.END:
@@ -388,6 +391,18 @@ class DetectorWorker:
         command = self.gate.command(q_size)
         self._cond.notify_all()  # room for a waiting push
         return Step(taken, now, command, alpha)
+
+    def _step(self, step: Step) -> None:
+        """Take a step, telling ``stepping`` (a chain's outboxes wait for the pushes of
+        a member in a step, :mod:`.outbox`) when it begins and ends."""
+        if self._stepping is None:
+            self._take(step)
+            return
+        self._stepping(True)
+        try:
+            self._take(step)
+        finally:
+            self._stepping(False)
 
     def _take(self, step: Step) -> None:
         """Run a step through the gate, the unit and the publisher."""
