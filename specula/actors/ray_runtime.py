@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -414,24 +415,49 @@ class RayRuntime:
         for source in fed:
             for c, sent in source["sent"].items():
                 expected.setdefault(c, {})[source["sender"]] = sent
-        settled: dict[int, int] = {}
-        segments: dict[int, int] = {}
-        reports = Reports(self.graph, router, actors)
-        for node in self.graph.topological_order():
-            for i in of_node[node.name]:
-                done = self._flush(i, everyone, expected, fed[0].get("publisher"), suspend)
-                for c, sent in done["sent"].items():
-                    expected.setdefault(c, {})[i.producer] = sent
-                if suspend:
-                    settled[i.producer] = done["settled"]
-                    segments[i.producer] = done["segments"]
-                reports.flushed(i.producer)
+        flushed = self._flush_all(router, everyone, expected, fed[0].get("publisher"), suspend)
         if suspend:
+            settled = {p: flushed[p]["settled"] for p in sorted(flushed)}
+            segments = {p: flushed[p]["segments"] for p in sorted(flushed)}
             self.suspension = Suspension(self._run_checkpoints().run,
                                          {c: e[0] for c, e in expected.items() if 0 in e},
                                          settled, graph_shape(self.graph), segments)
         wall, ended_ns = time.perf_counter() - t0, time.time_ns()
-        return fed, wall, ended_ns, reports.collect()
+        refs = [a.report.remote() for a in actors.values()]
+        return fed, wall, ended_ns, [answer(r) for r in refs]
+
+    def _flush_all(self, router: Router, actors: dict[int, Any],
+                   expected: dict[int, dict[int, int]], publisher: Publisher | None,
+                   suspend: bool) -> dict[int, dict[str, Any]]:
+        """Flush (or suspend) every instance (:meth:`_flush`), each once every instance
+        that publishes to it has: those of a level, and of branches apart, at once (a
+        flush waits for its actor's inbox to drain, its last output to be taken and its
+        last checkpoint; one after another, they added up). ``expected`` (pushes sent
+        to each instance, per sender) gains what each flush says it sent. Returns each
+        flush's answer, by producer id."""
+        instances = {i.producer: i for i in self.graph.instances()}
+        producers = {p: {j for j, other in instances.items()
+                         if router.hears(i.node.name, other.node.name)}
+                     for p, i in instances.items()}
+        done: dict[int, dict[str, Any]] = {}
+        running: dict[Future, int] = {}
+        pool = ThreadPoolExecutor(len(instances), thread_name_prefix="specula-flush")
+        try:
+            while len(done) < len(instances):
+                for p, waits in producers.items():
+                    if p not in done and p not in running.values() and waits <= done.keys():
+                        running[pool.submit(self._flush, instances[p], actors,
+                                            {p: dict(expected.get(p, {}))}, publisher,
+                                            suspend)] = p
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    p = running.pop(future)
+                    done[p] = future.result()
+                    for c, sent in done[p]["sent"].items():
+                        expected.setdefault(c, {})[p] = sent
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        return done
 
     @staticmethod
     def _flush(instance: Instance, actors: dict[int, Any], expected: dict[int, dict[int, int]],
@@ -623,36 +649,6 @@ def actor_concurrency(graph: Graph, router: Router, instance: Instance,
                   if n.name != name and router.hears(name, n.name))
     senders += sources if router.hears(name, None) else 0
     return max_in_flight * senders + 6
-
-
-class Reports:
-    """The instances' reports, each asked as soon as it is final: once the instance and
-    every instance it publishes to have flushed (or suspended), so that nothing asks it
-    to resend any more (its counters are final). A report is asked while the instances
-    below still flush, and its actor builds it meanwhile."""
-
-    def __init__(self, graph: Graph, router: Router, actors: dict[int, Any]) -> None:
-        instances = graph.instances()
-        self._actors = actors
-        #: per instance, those it publishes to that have not flushed yet
-        self._waiting = {i.producer: {j.producer for j in instances
-                                      if router.hears(j.node.name, i.node.name)}
-                         for i in instances}
-        self._flushed: list[int] = []
-        self._asked: dict[int, Any] = {}
-
-    def flushed(self, producer: int) -> None:
-        """Instance ``producer`` has flushed: ask the reports that became final."""
-        self._flushed.append(producer)
-        for waiting in self._waiting.values():
-            waiting.discard(producer)
-        for p in self._flushed:
-            if not self._waiting[p] and p not in self._asked:
-                self._asked[p] = self._actors[p].report.remote()
-
-    def collect(self) -> list[dict]:
-        """Every instance's report (every instance has flushed), in the actors' order."""
-        return [answer(self._asked[p]) for p in self._actors]
 
 
 @dataclass(frozen=True)
