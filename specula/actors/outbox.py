@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specula.actors.addresses import InstanceHandle
+from specula.actors.channels import answer
 
 __all__ = ["WAIT_S", "ChainSteps", "Outbox", "OutboxHandle"]
 
@@ -78,8 +79,6 @@ class _Delivery:
         self._error = error
 
     def result(self) -> Any:
-        from specula.actors.channels import answer
-
         self._outbox.wait_sent(self)
         if self._error is not None:
             raise self._error
