@@ -13,7 +13,9 @@ instance's method as a threaded actor of its own would; a raw batch for several 
 comes in one call, :meth:`ChainWorker.push_all`. The hand-over keeps the semantics of a
 Ray call (a push that waits does so on another thread, in any order among the
 concurrent ones, and the answer is a future), so the push protocol and its recovery
-work unchanged inside a chain.
+work unchanged inside a chain. A member's pushes to another chain's members go
+through an :class:`~.outbox.Outbox` per other chain, which sends the pushes of members
+that step together in one call, :meth:`ChainWorker.deliver`.
 
 A chain restarts as a unit: Ray runs the constructor again after a crash, and each
 instance restores its own last checkpoint and recovers as a restarted actor of its own
@@ -34,6 +36,7 @@ import numpy as np
 from specula.actors.actor_recovery import ActorRecovery
 from specula.actors.addresses import Member
 from specula.actors.channels import Peers, Reply, Route
+from specula.actors.outbox import ChainSteps, Outbox, OutboxHandle
 from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
 from specula.actors.worker import DetectorWorker
@@ -106,13 +109,18 @@ class ChainWorker:
         self._cond = threading.Condition()
         self._workers: dict[int, DetectorWorker] = {}
         self._order = [m.instance.producer for m in members]
+        self._steps = ChainSteps()
+        self._outboxes: dict[str, Outbox] = {}  # by the other chain's address
+        self._chains = Peers()  # other chain actors, by name
         for m in members:
-            mates = functools.partial(self._mates, m.instance.producer) \
-                if len(members) > 1 else None
+            p = m.instance.producer
+            mates = functools.partial(self._mates, p) if len(members) > 1 else None
             worker = DetectorWorker(m.instance, registry, max_in_flight, inbox_events,
                                     router=router, routes=m.routes, producers=m.producers,
                                     checkpoints=checkpoints, step_events=step_events,
-                                    peers=Peers(self._local), chain=name, mates=mates)
+                                    peers=Peers(functools.partial(self._handle, p)),
+                                    chain=name, mates=mates,
+                                    stepping=functools.partial(self._steps.stepping, p))
             with self._cond:
                 self._workers[m.instance.producer] = worker
                 self._cond.notify_all()
@@ -136,6 +144,14 @@ class ChainWorker:
                    for p, n, epoch in members]
         return [f.result() for f in futures]
 
+    def deliver(self, pushes: list[tuple[int, tuple[Any, ...]]]) -> list[Reply]:
+        """Pushes from the members of another chain (its :class:`~.outbox.Outbox`), each
+        given as (producer id of the member it is for, the arguments of its
+        :meth:`~.worker.DetectorWorker.push`): each runs as a call of its own would, on
+        the pool where it waits (:meth:`submit`); returns their replies, in order."""
+        futures = [self.submit(p, "push", args) for p, args in pushes]
+        return [f.result() for f in futures]
+
     def status(self) -> dict[str, Any]:
         """The chain's name, its members' labels and its incarnation (its members
         restart together; without checkpoints it stays 0)."""
@@ -148,6 +164,10 @@ class ChainWorker:
         """The run has ended (every member flushed or suspended, its thread stopped):
         stop the pool's threads, for a process that goes on to another run
         (:mod:`.pool`)."""
+        with self._cond:
+            outboxes = list(self._outboxes.values())
+        for outbox in outboxes:
+            outbox.close()
         self._pool.shutdown(wait=False)
 
     def worker(self, producer: int) -> DetectorWorker:
@@ -187,9 +207,19 @@ class ChainWorker:
     def _run(self, producer: int, method: str, args: tuple[Any, ...]) -> Any:
         return getattr(self.worker(producer), method)(*args)
 
-    def _local(self, member: Member) -> LocalHandle | None:
-        """The in-memory handle of ``member`` if it lives in this chain, else None."""
-        return LocalHandle(self, member.producer) if member.chain == self.address else None
+    def _handle(self, sender: int, member: Member) -> LocalHandle | OutboxHandle:
+        """``member`` as member ``sender`` reaches it: in memory if it lives in this
+        chain, else through the outbox to its chain (:mod:`.outbox`)."""
+        if member.chain == self.address:
+            return LocalHandle(self, member.producer)
+        with self._cond:
+            outbox = self._outboxes.get(member.chain)
+            if outbox is None:
+                outbox = self._outboxes[member.chain] = Outbox(
+                    functools.partial(self._chains, member.chain), self._steps)
+        outbox.sender(sender)
+        return OutboxHandle(outbox, functools.partial(self._chains, member.chain),
+                            member.producer)
 
 
 def local_edges(members: list[Instance], hears: Any) -> int:

@@ -96,10 +96,11 @@ def pool_key(chain: list[Instance], options: dict[str, Any]) -> Hashable | None:
 
 class ChainHost:
     """The Ray actor called ``name`` that runs a chain: the chain the key-value store
-    holds for it (:func:`_get_chain`), built at once; :meth:`call`, :meth:`push_all`
-    and :meth:`status` are the chain's (:class:`~.chain.ChainWorker`). A host started
-    before its run (``warm``: the instances of the chain it is meant for, and their
-    registry) loads their kernels instead, when the store holds no chain for it yet."""
+    holds for it (:func:`_get_chain`), built at once; :meth:`call`, :meth:`push_all`,
+    :meth:`deliver` and :meth:`status` are the chain's (:class:`~.chain.ChainWorker`).
+    A host started before its run (``warm``: the instances of the chain it is meant
+    for, and their registry) loads their kernels instead, when the store holds no
+    chain for it yet."""
 
     def __init__(self, name: str,
                  warm: tuple[list[Instance], TypeRegistry] | None = None) -> None:
@@ -133,19 +134,29 @@ class ChainHost:
 
     def close(self) -> bool:
         """The run has ended: drop its chain. Returns whether this host may serve
-        another run (it was not restarted)."""
+        another run (it was not restarted). What the run left is collected on
+        :meth:`collect`, once this answer is sent: a collection holds the interpreter's
+        lock for tens of milliseconds, and the answer would wait for it."""
         with self._opened:
             chain, self._chain, self._version = self._chain, None, None
         if chain is not None:
             chain.close()
-            del chain
+        return not self.restarted
+
+    def collect(self) -> None:
+        """Collect, on a thread of its own, what the last run left, then freeze what
+        lives (:func:`_collect`); the next run's chain is built once it is done
+        (:meth:`_settled`). The driver asks it after :meth:`close` has answered and does
+        not wait; a host that runs a chain already (a call come late) skips it."""
+        with self._opened:
+            if self._chain is not None or self._settling is not None:
+                return
             self._settling = threading.Thread(target=_collect, name="specula-gc", daemon=True)
             self._settling.start()
-        return not self.restarted
 
     def _settled(self) -> None:
         """Before a run's chain is built: wait for the collection after the last run
-        (:meth:`close`), then move every object alive to the collector's permanent
+        (:meth:`collect`), then move every object alive to the collector's permanent
         generation (:func:`gc.freeze`, at once): Ray's worker, the imports, the loaded
         kernels. A full collection scans every object tracked, and a run triggers several
         as its net outputs and logs grow (in-process, this graph of benchmarks/ray_graph.py
@@ -153,9 +164,10 @@ class ChainHost:
         host's own objects are no longer scanned. A frozen object is still freed when its
         last reference goes; a cycle among frozen ones is not, hence the collection
         before each freeze of a pooled host (a first freeze takes the imports' few)."""
-        if self._settling is not None:
-            self._settling.join()
-            self._settling = None
+        with self._opened:
+            settling, self._settling = self._settling, None
+        if settling is not None:
+            settling.join()
         gc.freeze()
 
     def serves(self) -> bool:
@@ -169,6 +181,9 @@ class ChainHost:
     def push_all(self, members: list[tuple[int, int, int]], batch: np.ndarray, sender: int,
                  incarnation: int) -> list[Reply]:
         return self._running().push_all(members, batch, sender, incarnation)
+
+    def deliver(self, pushes: list[tuple[int, tuple[Any, ...]]]) -> list[Reply]:
+        return self._running().deliver(pushes)
 
     def status(self) -> dict[str, Any]:
         return self._running().status()
@@ -259,6 +274,8 @@ class HostPool:
             closing = [h.close.remote() for _, _, h in poolable]
             kept = [host for host, ref in zip(poolable, closing, strict=True)
                     if _closed(ref)]
+            for _, _, handle in kept:  # the collection after the run, not waited for
+                handle.collect.remote()
         names = {n for _, n, _ in kept}
         for _, name, _ in kept:  # a host Ray restarts while it waits builds no chain
             _put_chain(name, None)

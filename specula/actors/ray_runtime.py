@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,14 +44,15 @@ from specula.actors.addresses import InstanceHandle, Member
 from specula.actors.chain import ChainMember, local_edges
 from specula.actors.chaining import plan_chains
 from specula.actors.channels import Publisher, Route, answer
-from specula.actors.clocks import estimate_offset
+from specula.actors.clocks import estimate_offset, same_clock
 from specula.actors.inbox import InboxStats
 from specula.actors.inprocess import prepare_raw
 from specula.actors.output_log import HandedOn
-from specula.actors.placement import chain_options, check_fits
+from specula.actors.placement import chain_options, check_fits, this_host
 from specula.actors.pool import POOL, ChainHost, pool_key
 from specula.actors.recovery import Checkpoints, Suspension, graph_shape, verify_run
-from specula.actors.report import CpuTimes, DetectorReport, RunReport, merge_nets, sum_stats
+from specula.actors.report import CpuTimes, DetectorReport, RunReport, sum_stats
+from specula.actors.reported_net import ReportedNet
 from specula.actors.routing import Router, raw_type_table
 from specula.actors.settled import Settled, SettledTail
 from specula.actors.signing import random_key, run_key
@@ -303,10 +305,15 @@ class RayRuntime:
         graph = self.graph
         # per hand-over inside the chain: its window of pushes, a resend and a
         # recover_producer call of a restarted member; per member that hears raw types,
-        # the window of each raw sender's push_all (threads start as needed)
+        # the window of each raw sender's push_all; per instance of another chain that
+        # publishes to a member, the window of its pushes delivered (threads start as
+        # needed)
         hear_raw = sum(1 for i in chain if router.hears(i.node.name, None))
+        others = [i for i in graph.instances() if i not in chain]
+        delivered = sum(1 for c in chain for p in others if router.hears(c.node.name,
+                                                                          p.node.name))
         threads = (self.max_in_flight + 2) * local_edges(chain, router.hears) + 4 \
-            + self.max_in_flight * max(1, parts) * hear_raw
+            + self.max_in_flight * (max(1, parts) * hear_raw + delivered)
         return {"name": name,
                 "members": [chain_member(graph, router, address, i, sources) for i in chain],
                 "registry": graph.registry, "max_in_flight": self.max_in_flight,
@@ -382,12 +389,15 @@ class RayRuntime:
         def clock_of(actor: Any) -> Callable[[], int]:
             return lambda: int(answer(actor.status.remote())["clock_ns"])
 
-        # a clock per process: the instances of a chain share their actor's
+        # a clock per process: the instances of a chain share their actor's; a process
+        # on the driver's host reads the driver's clock (:func:`~.clocks.same_clock`)
+        here = this_host()
         offsets: dict[int, tuple[int, int]] = {}
         for a in everyone.values():
             process = a.actor if isinstance(a, InstanceHandle) else a
             if id(process) not in offsets:
-                offsets[id(process)] = estimate_offset(clock_of(a))
+                offsets[id(process)] = same_clock(answer(a.status.remote())["host"], here) \
+                    or estimate_offset(clock_of(a))
         clocks = {p: offsets[id(a.actor if isinstance(a, InstanceHandle) else a)]
                   for p, a in everyone.items()}
         for ref in [a.start.remote(clocks[p]) for p, a in everyone.items()]:
@@ -406,23 +416,49 @@ class RayRuntime:
         for source in fed:
             for c, sent in source["sent"].items():
                 expected.setdefault(c, {})[source["sender"]] = sent
-        settled: dict[int, int] = {}
-        segments: dict[int, int] = {}
-        for node in self.graph.topological_order():
-            for i in of_node[node.name]:
-                done = self._flush(i, everyone, expected, fed[0].get("publisher"), suspend)
-                for c, sent in done["sent"].items():
-                    expected.setdefault(c, {})[i.producer] = sent
-                if suspend:
-                    settled[i.producer] = done["settled"]
-                    segments[i.producer] = done["segments"]
+        flushed = self._flush_all(router, everyone, expected, fed[0].get("publisher"), suspend)
         if suspend:
+            settled = {p: flushed[p]["settled"] for p in sorted(flushed)}
+            segments = {p: flushed[p]["segments"] for p in sorted(flushed)}
             self.suspension = Suspension(self._run_checkpoints().run,
                                          {c: e[0] for c, e in expected.items() if 0 in e},
                                          settled, graph_shape(self.graph), segments)
         wall, ended_ns = time.perf_counter() - t0, time.time_ns()
         refs = [a.report.remote() for a in actors.values()]
         return fed, wall, ended_ns, [answer(r) for r in refs]
+
+    def _flush_all(self, router: Router, actors: dict[int, Any],
+                   expected: dict[int, dict[int, int]], publisher: Publisher | None,
+                   suspend: bool) -> dict[int, dict[str, Any]]:
+        """Flush (or suspend) every instance (:meth:`_flush`), each once every instance
+        that publishes to it has: those of a level, and of branches apart, at once (a
+        flush waits for its actor's inbox to drain, its last output to be taken and its
+        last checkpoint; one after another, they added up). ``expected`` (pushes sent
+        to each instance, per sender) gains what each flush says it sent. Returns each
+        flush's answer, by producer id."""
+        instances = {i.producer: i for i in self.graph.instances()}
+        producers = {p: {j for j, other in instances.items()
+                         if router.hears(i.node.name, other.node.name)}
+                     for p, i in instances.items()}
+        done: dict[int, dict[str, Any]] = {}
+        running: dict[Future, int] = {}
+        pool = ThreadPoolExecutor(len(instances), thread_name_prefix="specula-flush")
+        try:
+            while len(done) < len(instances):
+                for p, waits in producers.items():
+                    if p not in done and p not in running.values() and waits <= done.keys():
+                        running[pool.submit(self._flush, instances[p], actors,
+                                            {p: dict(expected.get(p, {}))}, publisher,
+                                            suspend)] = p
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    p = running.pop(future)
+                    done[p] = future.result()
+                    for c, sent in done[p]["sent"].items():
+                        expected.setdefault(c, {})[p] = sent
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        return done
 
     @staticmethod
     def _flush(instance: Instance, actors: dict[int, Any], expected: dict[int, dict[int, int]],
@@ -512,7 +548,7 @@ class RayRuntime:
             dtype = self.graph.registry.dtype(node.inputs)
             detectors[name] = DetectorReport(
                 name=name,
-                net=merge_nets([r["net"] for r in mine]),
+                net=ReportedNet.merge([r["net"] for r in mine]),
                 handed_on=HandedOn.total([r["handed_on"] for r in mine]),
                 stats=sum_stats([r["stats"] for r in mine]),
                 late=ev.concat([r["late"] for r in mine], dtype),

@@ -15,6 +15,7 @@ import numpy as np
 
 from specula.actors.inbox import Histogram, InboxStats
 from specula.actors.output_log import HandedOn
+from specula.actors.reported_net import NetView
 from specula.ordering.adaptation import AlphaSample
 from specula.ordering.net import NetOutput
 from specula.ordering.unit import OrderingUnit, UnitStats
@@ -138,7 +139,8 @@ class DetectorReport:
     """One detector, all its partitions together."""
 
     name: str
-    net: NetOutput
+    #: its net output (in-process) or what its actors reported of theirs (on Ray)
+    net: NetView
     stats: UnitStats
     late: np.ndarray
     alpha: dict[str, list[AlphaSample]] = field(default_factory=dict)

@@ -66,8 +66,9 @@ class SourceWorker:
             self.feeder.clock_offset = int(clock[0])
 
     def status(self) -> dict[str, Any]:
-        """The source's incarnation and its host's wall clock (:mod:`.clocks`)."""
-        return {"incarnation": self.incarnation, "clock_ns": time.time_ns()}
+        """The source's incarnation, its host and its host's wall clock (:mod:`.clocks`)."""
+        return {"incarnation": self.incarnation, "clock_ns": time.time_ns(),
+                "host": this_host()}
 
     def next_arrival(self) -> int | None:
         """The arrival (``ats``) of the part's next event to send; None at its end."""

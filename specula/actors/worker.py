@@ -49,6 +49,7 @@ from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
 from specula.actors.recovery import Checkpoints
 from specula.actors.report import CpuTimes, process_memory
+from specula.actors.reported_net import ReportedNet
 from specula.actors.routing import Router, punctuate, split_by_key
 from specula.actors.sources import raw_sender
 from specula.actors.tally import Tally
@@ -108,8 +109,9 @@ class DetectorWorker:
     last checkpoint and starts on its own. ``peers`` resolves the addresses in
     ``routes`` and ``producers`` (default :class:`~.channels.Peers`; a chain's resolves
     its own members to in-memory handles, :mod:`.chain`), ``chain`` names the chain
-    the worker runs in, for the report, and ``mates`` gives the recovery of the other
-    members of a chain of several, downstream first (:class:`~.actor_recovery.ActorRecovery`).
+    the worker runs in, for the report, ``mates`` gives the recovery of the other
+    members of a chain of several, downstream first (:class:`~.actor_recovery.ActorRecovery`),
+    and ``stepping`` is told when each step begins (True) and ends (False).
     """
 
     def __init__(self, instance: Instance, registry: TypeRegistry, max_in_flight: int = 4,
@@ -119,7 +121,8 @@ class DetectorWorker:
                  checkpoints: Checkpoints | None = None,
                  step_events: int = STEP_EVENTS, peers: Peers | None = None,
                  chain: str | None = None,
-                 mates: Callable[[], Sequence[ActorRecovery]] | None = None) -> None:
+                 mates: Callable[[], Sequence[ActorRecovery]] | None = None,
+                 stepping: Callable[[bool], None] | None = None) -> None:
         self.instance = instance
         self.step_events = step_events if instance.node.shedding is None else 0
         self.unit = instance.unit(registry)
@@ -137,6 +140,7 @@ class DetectorWorker:
         # a consumer's or producer's actor, by its address
         self.peers = peers if peers is not None else Peers()
         self.chain = chain
+        self._stepping = stepping
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._ending = False                # flush asked: drain, flush the unit, stop
@@ -287,15 +291,17 @@ class DetectorWorker:
             return stats.count
 
     def status(self) -> dict[str, Any]:
-        """Incarnation, batches taken, whether it ended, and the host's wall clock (for
-        the driver's estimate of its offset)."""
+        """Incarnation, batches taken, whether it ended, its host and the host's wall
+        clock (for the driver's estimate of its offset, :mod:`.clocks`)."""
         return {"incarnation": self.recovery.incarnation, "step": self.recovery.step,
-                "ended": self._ended is not None, "clock_ns": time.time_ns()}
+                "ended": self._ended is not None, "clock_ns": time.time_ns(),
+                "host": this_host()}
 
     def report(self) -> dict[str, Any]:
         c, rec = self.unit.controller, self.recovery
         return {"producer": self.instance.producer, "label": self.instance.label,
-                "net": self.output.net, "handed_on": self.output.handed, "stats": self.unit.stats,
+                "net": ReportedNet.of(self.output.net), "handed_on": self.output.handed,
+                "stats": self.unit.stats,
                 "late": ev.concat_records([self.output.late(), self.unit.late_events()]),
                 "memory": self.unit.memory.figures(),
                 "alpha": c.history if c is not None else [], "series": list(self.series),
@@ -348,7 +354,7 @@ class DetectorWorker:
                 with self._cond:
                     took = self._next_batch()
                 if isinstance(took, Step):
-                    self._take(took)
+                    self._step(took)
                     if self.recovery.batch_done() and self._error is None:  # not halted
                         self._checkpoint()
                 elif took is _Signal.END:
@@ -390,6 +396,18 @@ class DetectorWorker:
         command = self.gate.command(q_size)
         self._cond.notify_all()  # room for a waiting push
         return Step(taken, now, command, alpha)
+
+    def _step(self, step: Step) -> None:
+        """Take a step, telling ``stepping`` (a chain's outboxes wait for the pushes of
+        a member in a step, :mod:`.outbox`) when it begins and ends."""
+        if self._stepping is None:
+            self._take(step)
+            return
+        self._stepping(True)
+        try:
+            self._take(step)
+        finally:
+            self._stepping(False)
 
     def _take(self, step: Step) -> None:
         """Run a step through the gate, the unit and the publisher."""

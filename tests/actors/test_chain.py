@@ -57,11 +57,21 @@ class ThreadedChain:
     def push_all(self) -> _PushAll:
         return _PushAll(self)
 
+    @property
+    def deliver(self) -> _Deliver:
+        return _Deliver(self)
+
 
 class _PushAll(_Call):
     def remote(self, *args: Any) -> Future:
         assert self.actor.worker is not None
         return self.actor.pool.submit(self.actor.worker.push_all, *args)
+
+
+class _Deliver(_Call):
+    def remote(self, *args: Any) -> Future:
+        assert self.actor.worker is not None
+        return self.actor.pool.submit(self.actor.worker.deliver, *args)
 
 
 def random_plan(graph: Graph, rng: random.Random) -> list[list[str]]:
@@ -99,6 +109,9 @@ def chained_run(graph: Graph, raw: Any, plan: Any, monkeypatch: pytest.MonkeyPat
         fed, wall, _, reports = rt._drive(raw, None, router, of_node, handles, {},
                                           Delivery(None, batch_rows, Pace(None, 1.0)))
     finally:
+        for chain in actors.values():
+            if chain.worker is not None:
+                chain.worker.close()
         pool.shutdown(wait=False, cancel_futures=True)
     return rt._report(reports, fed, wall)
 
