@@ -15,9 +15,8 @@ import numpy as np
 
 from specula.actors.inbox import Histogram, InboxStats
 from specula.actors.output_log import HandedOn
-from specula.actors.reported_net import NetView
 from specula.ordering.adaptation import AlphaSample
-from specula.ordering.net import NetOutput
+from specula.ordering.net import NetOutput, NetReads
 from specula.ordering.unit import OrderingUnit, UnitStats
 
 
@@ -140,7 +139,7 @@ class DetectorReport:
 
     name: str
     #: its net output (in-process) or what its actors reported of theirs (on Ray)
-    net: NetView
+    net: NetReads
     stats: UnitStats
     late: np.ndarray
     alpha: dict[str, list[AlphaSample]] = field(default_factory=dict)

@@ -24,7 +24,72 @@ class NetParts(NamedTuple):
     odd: dict[int, set[int]]
 
 
-class NetOutput:
+class NetReads:
+    """What a net output answers about what it holds: its live events, and the batches
+    applied and when. A :class:`NetOutput` answers as it applies more; a report's
+    (:class:`~specula.actors.reported_net.ReportedNet`) holds the same in arrays. Each
+    says which batches it applied (:meth:`applied_batches`) and where its live events
+    are (:meth:`live_refs`); the reads are the same for both."""
+
+    dtype: np.dtype
+    #: rows applied (events, updates and counter messages)
+    applied: int
+
+    def applied_batches(self) -> tuple[list[np.ndarray], list[int]]:
+        """The batches applied, in order, and the time each was applied at."""
+        raise NotImplementedError
+
+    def live_refs(self) -> np.ndarray:
+        """The live events as rows (batch index, row in that batch, first emission
+        time), int64, by producer and each producer's in the order held."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.live_refs())
+
+    def emissions(self, since: int | None = None) -> np.ndarray:
+        """Everything received, in the order applied: events, updates and retractions
+        (those applied at time ``since`` or later, if given)."""
+        chunks, times = self.applied_batches()
+        chunks = [c for c, t in zip(chunks, times, strict=True) if since is None or t >= since]
+        if not chunks:
+            return np.empty(0, self.dtype)
+        return ev.concat([c if c.dtype == self.dtype else ev.conform(c, self.dtype, drop=True)
+                          for c in chunks], self.dtype)
+
+    def net(self) -> np.ndarray:
+        """The live events in order of (ts, producer, seq); arrival fields zeroed."""
+        return net_rows(self._gather()[0])
+
+    def timeline(self) -> tuple[np.ndarray, np.ndarray]:
+        """(first emission time, latency) of every live event, in emission order."""
+        rows, times = self._gather()
+        order = np.argsort(times, kind="stable")
+        return times[order], (times - rows["origin"])[order]
+
+    def latencies(self) -> np.ndarray:
+        """For every live event: first emission of its final version minus its origin."""
+        rows, times = self._gather()
+        return times - rows["origin"]
+
+    def _gather(self) -> tuple[np.ndarray, np.ndarray]:
+        """The live events' rows and first emission times, batch by batch."""
+        refs = self.live_refs()
+        if not len(refs):
+            return np.empty(0, self.dtype), np.empty(0, np.int64)
+        chunks = self.applied_batches()[0]
+        order = np.argsort(refs[:, 0], kind="stable")
+        chunk, row = refs[order, 0], refs[order, 1]
+        cuts = (np.flatnonzero(np.diff(chunk)) + 1).tolist()
+        parts = []
+        for start, end in zip([0, *cuts], [*cuts, len(chunk)], strict=True):
+            part = np.take(chunks[int(chunk[start])], row[start:end])
+            parts.append(part if part.dtype == self.dtype
+                         else ev.conform(part, self.dtype, drop=True))
+        return ev.concat_records(parts), refs[order, 2]
+
+
+class NetOutput(NetReads):
     """Apply a stream of generated events, updates and counter messages; keep the net events.
 
     This is what a sink sees: an event is live from its emission until a counter message
@@ -197,48 +262,13 @@ class NetOutput:
     def __len__(self) -> int:
         return sum(len(e) for e in self._live.values())
 
-    def emissions(self, since: int | None = None) -> np.ndarray:
-        """Everything received, in the order applied: events, updates and retractions
-        (those applied at time ``since`` or later, if given)."""
-        chunks = [c for c, t in zip(self._chunks, self._times, strict=True)
-                  if since is None or t >= since]
-        if not chunks:
-            return np.empty(0, self.dtype)
-        return ev.concat([c if c.dtype == self.dtype else ev.conform(c, self.dtype, drop=True)
-                          for c in chunks], self.dtype)
+    def applied_batches(self) -> tuple[list[np.ndarray], list[int]]:
+        return self._chunks, self._times
 
-    def _gather(self) -> tuple[np.ndarray, np.ndarray]:
-        refs = [ref for e in self._live.values() for ref in e.values()]
-        if not refs:
-            return np.empty(0, self.dtype), np.empty(0, np.int64)
-        chunk = np.array([c for c, _, _ in refs])
-        row = np.array([r for _, r, _ in refs])
-        times = np.array([t for _, _, t in refs], np.int64)
-        parts, order = [], []
-        for c in ev.distinct(chunk).tolist():
-            sel = np.flatnonzero(chunk == c)
-            part = np.take(self._chunks[c], row[sel])
-            if part.dtype != self.dtype:
-                part = ev.conform(part, self.dtype, drop=True)
-            parts.append(part)
-            order.append(sel)
-        rows = ev.concat_records(parts)
-        return rows, times[np.concatenate(order)]
-
-    def net(self) -> np.ndarray:
-        """The live events in order of (ts, producer, seq); arrival fields zeroed."""
-        return net_rows(self._gather()[0])
-
-    def timeline(self) -> tuple[np.ndarray, np.ndarray]:
-        """(first emission time, latency) of every live event, in emission order."""
-        rows, times = self._gather()
-        order = np.argsort(times, kind="stable")
-        return times[order], (times - rows["origin"])[order]
-
-    def latencies(self) -> np.ndarray:
-        """For every live event: first emission of its final version minus its origin."""
-        rows, times = self._gather()
-        return times - rows["origin"]
+    def live_refs(self) -> np.ndarray:
+        flat = itertools.chain.from_iterable(
+            itertools.chain.from_iterable(live.values() for live in self._live.values()))
+        return np.fromiter(flat, np.int64, 3 * len(self)).reshape(-1, 3)
 
 
 def _ascending(values: list[int], array: np.ndarray) -> bool:
