@@ -32,8 +32,10 @@ Pushes are numbered per (sender, consumer), so a push numbered below what the co
 holds is a duplicate: dropped and counted. Event ``(producer, seq)`` pairs cannot name
 a message, since updates, revocations and retractions reuse the pair of what they
 revise; the push number names every message a producer sent to a consumer. A consumer
-keeps the :func:`digest` of its last :data:`DIGESTS_KEPT` pushes of each sender (every
-field, payloads included, but the arrival stamps), those taken in its checkpoint too,
+keeps the :func:`digest` of its last :data:`DIGESTS_KEPT` pushes of each sender but the
+driver (every field, payloads included, but the arrival stamps; the driver never restarts
+and resends the very batch it kept: :data:`~.sources.DRIVER`), those taken in its
+checkpoint too,
 and counts a duplicate unlike the push it holds as *divergent* (a regeneration that
 broke the promise below), also when the consumer restarted with its producer (a
 chain): a restarted producer tags what it regenerates with its consumers' incarnations
