@@ -158,12 +158,13 @@ _SLICED_ROWS = 4
 def digest(batch: np.ndarray) -> int:
     """A push's content, arrival stamps aside: what its regeneration must repeat.
 
-    The first 8 bytes of a SHA-256, the same in every process (Python's ``hash`` of bytes is salted
-    per process: a consumer checks a duplicate against the digest its checkpoint kept, in
-    a process that restarted since), of the batch's field names and types and of the
-    bytes of every field but :data:`DIGEST_SKIPS`, run by run of adjacent such fields
-    (two runs for a batch of core fields and payloads), each run's bytes over all rows
-    in one update, not one per event or field.
+    The first 8 bytes of a SHA-256, the same in every process (Python's ``hash`` of
+    bytes is salted per process: a consumer checks a duplicate against the digest its
+    checkpoint kept, in a process that restarted since), of the batch's field names and
+    types and of the bytes of every field but :data:`DIGEST_SKIPS`, run by run of
+    adjacent such fields (two runs for a batch of core fields and payloads), each run's
+    bytes over all rows in one update, not one per event or field. SHA-256, not BLAKE2b:
+    on processors with SHA extensions (recent x86, ARMv8) it hashes ~1.5-1.8x faster.
     """
     ranges, h = _digest_layout(batch.dtype)
     h = h.copy()
