@@ -38,6 +38,7 @@ from specula.actors.recovery import (
     pack_checkpoint,
     unpack_checkpoint,
 )
+from specula.actors.sources import DRIVER
 from specula.actors.tally import Tally
 from specula.ordering.checkpoint import restore_unit, unit_state
 from specula.ordering.unit import OrderingUnit
@@ -149,7 +150,7 @@ class ActorRecovery:
             self._next[sender] = n + 1
         if dets is not None:
             self._logs.setdefault(sender, StepLog()).extend(*dets)
-        if n is not None and self.store is not None:
+        if n is not None and self.store is not None and sender != DRIVER:
             seen = self._digests.setdefault(sender, {})
             seen[n] = digest(batch)
             if len(seen) > DIGESTS_KEPT:

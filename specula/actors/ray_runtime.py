@@ -59,6 +59,7 @@ from specula.actors.signing import random_key, run_key
 from specula.actors.source_worker import SourceWorker
 from specula.actors.sources import (
     DEFAULT_SOURCE_STEP_SECONDS,
+    DRIVER,
     SOURCE_SENDERS,
     Feeder,
     Pace,
@@ -474,7 +475,7 @@ class RayRuntime:
             if "missing" not in done:
                 return done
             for sender, position in done["missing"].items():
-                if sender == 0:
+                if sender == DRIVER:
                     if publisher is None:
                         raise RuntimeError(f"{instance.label} lost pushes of the driver, "
                                            "which did not feed this run")

@@ -32,8 +32,10 @@ Pushes are numbered per (sender, consumer), so a push numbered below what the co
 holds is a duplicate: dropped and counted. Event ``(producer, seq)`` pairs cannot name
 a message, since updates, revocations and retractions reuse the pair of what they
 revise; the push number names every message a producer sent to a consumer. A consumer
-keeps the :func:`digest` of its last :data:`DIGESTS_KEPT` pushes of each sender (every
-field, payloads included, but the arrival stamps), those taken in its checkpoint too,
+keeps the :func:`digest` of its last :data:`DIGESTS_KEPT` pushes of each sender but the
+driver (every field, payloads included, but the arrival stamps; the driver never restarts
+and resends the very batch it kept: :data:`~.sources.DRIVER`), those taken in its
+checkpoint too,
 and counts a duplicate unlike the push it holds as *divergent* (a regeneration that
 broke the promise below), also when the consumer restarted with its producer (a
 chain): a restarted producer tags what it regenerates with its consumers' incarnations
@@ -134,10 +136,10 @@ from specula.events import fields_of
 #: of a batch that joined a step have no alpha; 5: the digests of the pushes taken, per
 #: sender, and the count of divergent ones; 6: digests of every field but the arrival
 #: stamps, payloads included, and the recovery counts out of the checkpoint, in
-#: :class:`~.tally.Tally`). A checkpoint of another layout is refused, before anything
-#: starts (:func:`verify_run`, :class:`CheckpointLayoutError`): a watch suspended by
-#: another version resumes only with that version, or starts afresh.
-CHECKPOINT_VERSION = 6
+#: :class:`~.tally.Tally`; 7: digests by SHA-256). A checkpoint of another layout is
+#: refused, before anything starts (:func:`verify_run`, :class:`CheckpointLayoutError`):
+#: a watch suspended by another version resumes only with that version, or starts afresh.
+CHECKPOINT_VERSION = 7
 
 #: Pushes per sender whose digest a worker keeps (and checkpoints), to check duplicates
 #: against.
@@ -156,12 +158,13 @@ _SLICED_ROWS = 4
 def digest(batch: np.ndarray) -> int:
     """A push's content, arrival stamps aside: what its regeneration must repeat.
 
-    An 8-byte BLAKE2b, the same in every process (Python's ``hash`` of bytes is salted
-    per process: a consumer checks a duplicate against the digest its checkpoint kept, in
-    a process that restarted since), of the batch's field names and types and of the
-    bytes of every field but :data:`DIGEST_SKIPS`, run by run of adjacent such fields
-    (two runs for a batch of core fields and payloads), each run's bytes over all rows
-    in one update, not one per event or field.
+    The first 8 bytes of a SHA-256, the same in every process (Python's ``hash`` of
+    bytes is salted per process: a consumer checks a duplicate against the digest its
+    checkpoint kept, in a process that restarted since), of the batch's field names and
+    types and of the bytes of every field but :data:`DIGEST_SKIPS`, run by run of
+    adjacent such fields (two runs for a batch of core fields and payloads), each run's
+    bytes over all rows in one update, not one per event or field. SHA-256, not BLAKE2b:
+    on processors with SHA extensions (recent x86, ARMv8) it hashes ~1.5-1.8x faster.
     """
     ranges, h = _digest_layout(batch.dtype)
     h = h.copy()
@@ -175,13 +178,13 @@ def digest(batch: np.ndarray) -> int:
         rows = np.ascontiguousarray(batch).view(np.uint8).reshape(len(batch), size)
         for lo, hi in ranges:
             h.update(np.ascontiguousarray(rows[:, lo:hi]))
-    return int.from_bytes(h.digest(), "little")
+    return int.from_bytes(h.digest()[:8], "little")
 
 
 @functools.lru_cache(maxsize=64)
 def _digest_layout(dtype: np.dtype) -> tuple[tuple[tuple[int, int], ...], Any]:
     """For a batch dtype: the byte ranges of a record that its digest covers (adjacent
-    fields merged; padding and :data:`DIGEST_SKIPS` left out), and a BLAKE2b that holds
+    fields merged; padding and :data:`DIGEST_SKIPS` left out), and a SHA-256 that holds
     the names and types of those fields (copied for each digest)."""
     ranges: list[list[int]] = []
     names: list[str] = []
@@ -195,7 +198,7 @@ def _digest_layout(dtype: np.dtype) -> tuple[tuple[tuple[int, int], ...], Any]:
             ranges[-1][1] = offset + sub.itemsize
         else:
             ranges.append([offset, offset + sub.itemsize])
-    head = hashlib.blake2b(",".join(names).encode(), digest_size=8)
+    head = hashlib.sha256(",".join(names).encode())
     return tuple((lo, hi) for lo, hi in ranges), head
 
 

@@ -44,8 +44,14 @@ from specula.actors.routing import Router
 from specula.options import OptionError, runtime_options
 
 #: Sender ids of source actors: ``SOURCE_SENDERS + j`` for the j-th (the driver, as a
-#: source, is sender 0; instances of the graph count from 1).
+#: source, is :data:`DRIVER`; instances of the graph count from 1).
 SOURCE_SENDERS = 1 << 40
+
+#: The driver's sender id. It never restarts within a run and resends a push as the very
+#: batch it kept (:class:`~.channels.Publisher`), so a duplicate of its pushes cannot
+#: differ from the one held: consumers keep no digests of them (a source actor, which
+#: restarts and regenerates its part, is checked as any producer).
+DRIVER = 0
 
 
 @runtime_checkable
@@ -156,7 +162,7 @@ def next_batch(stream: Iterator[np.ndarray]) -> np.ndarray | None:
 def raw_sender(sender: int) -> bool:
     """Is ``sender`` a feeder of raw batches (the driver, 0, or a source actor)? Their
     pushes hold a whole raw batch, of which each consumer takes its part."""
-    return sender == 0 or sender >= SOURCE_SENDERS
+    return sender == DRIVER or sender >= SOURCE_SENDERS
 
 
 #: Ray passes an argument up to this size inline with a call and puts a larger one into
