@@ -17,10 +17,12 @@ prefix (at most twice what is needed) rather than slicing to the exact length.
   row each: ``[lo, hi, result, parameters..., extra...]`` (a step's extra columns: the
   anchor and the position keys of the elements), copied to the device in one transfer;
   single selections write their result into the ``result`` column, which comes back
-  with the same buffer. :class:`Context` holds the values of earlier elements that the
-  predicate programs read, one row per sequence.
-* :class:`Pairs` is the output of multiple selections: an atomic counter and
-  ``(sequence, event)`` pairs, copied back together.
+  with the same buffer; for a multiple selection it holds the sequence's first slot.
+  :class:`Context` holds the values of earlier elements that the predicate programs
+  read, one row per sequence.
+* :class:`Pairs` is the output of multiple selections: the counts of passing events
+  per slot of a window, their total and the ``(sequence, event)`` pairs, which come
+  back with the total.
 * :class:`Partials` holds the per-block results of the reductions, block-major, so
   that the final results are the first row.
 """
@@ -222,7 +224,7 @@ class Sequences:
         self._classes: dict[tuple[int, int], tuple[np.ndarray, Any]] = {}  # device: untyped
 
     def upload(self, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray,
-               result: int = 0, extra: np.ndarray | None = None):
+               result: int | np.ndarray = 0, extra: np.ndarray | None = None):
         """Copy the sequences to the device; returns ``(host, device)`` buffers of at
         least ``len(lo)`` rows (the host one is valid until the next upload)."""
         m = len(lo)
@@ -274,27 +276,29 @@ def _pair(classes: dict, shape: tuple[int, int], dtype, stream) -> tuple[np.ndar
 
 
 class Pairs:
-    """Output of a multiple selection: ``(sequence, event)`` pairs and their counter.
+    """Output of a multiple selection: the per-slot counts of passing events (which the
+    scan turns into offsets), their total and the ``(sequence, event)`` pairs.
 
-    The pairs come back with the counter, in one wait for the GPU, whenever they fit in
+    The pairs come back with the total, in one wait for the GPU, whenever they fit in
     the prefix that held the previous launch's pairs (a stream's selectivity changes
     slowly); a second copy fetches the rest when they do not."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
-        self.counter = cuda.device_array(1, np.int64, stream=stream)
-        self._zero = cuda.pinned_array(1, np.int64)
-        self._zero[0] = 0
-        self._count = cuda.pinned_array(1, np.int64)
-        self.capacity = 0
+        self.total = cuda.device_array(1, np.int64, stream=stream)
+        self._total = cuda.pinned_array(1, np.int64)
+        self.capacity = self.slots = 0
         self.expected = _MIN_ROWS
-        """Pairs copied back with the counter (a power of two)."""
+        """Pairs copied back with the total (a power of two)."""
         self.waits = 0
         """Times :meth:`download` waited for the GPU."""
-        self.grow(1)
+        self.grow(1, 1)
 
-    def grow(self, n: int) -> None:
-        """Make room for at least ``n`` pairs."""
+    def grow(self, n: int, slots: int) -> None:
+        """Make room for at least ``n`` pairs and the counts of ``slots`` slots."""
+        if slots > self.slots:
+            self.slots = size_class(slots, 1024)
+            self.counts = cuda.device_array(self.slots, np.int64, stream=self.stream)
         if n <= self.capacity:
             return
         self.capacity = size_class(n, 1024)
@@ -302,17 +306,14 @@ class Pairs:
         self._host = cuda.pinned_array((self.capacity, 2), np.int64)
         self._prefix = _Prefixes(self.out)
 
-    def reset(self) -> None:
-        self.counter.copy_to_device(self._zero, stream=self.stream)
-
     def download(self) -> np.ndarray:
-        """The pairs found since :meth:`reset`, as an ``(n, 2)`` array (a copy)."""
-        self.counter.copy_to_host(self._count, stream=self.stream)
+        """The pairs of the last selection, as an ``(n, 2)`` array (a copy)."""
+        self.total.copy_to_host(self._total, stream=self.stream)
         view, size = self._prefix(self.expected)
         view.copy_to_host(self._host[:size], stream=self.stream)
         self.stream.synchronize()
         self.waits += 1
-        n = int(self._count[0])
+        n = int(self._total[0])
         if n > self.capacity:
             raise AssertionError("more pairs than the output holds")  # sized by the windows
         if n > size:

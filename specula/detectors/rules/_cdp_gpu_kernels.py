@@ -93,11 +93,12 @@ def stack_depth(ops: np.ndarray) -> int:
 
 
 @cache
-def selections(depth: int):
-    """The two selection kernels for predicate programs whose stack holds ``depth``
-    values (a local array, so its size is fixed when the kernel compiles).
+def selections(depth: int, tpb: int):
+    """The selection kernels for predicate programs whose stack holds ``depth`` values
+    (a local array, so its size is fixed when the kernel compiles), in blocks of ``tpb``
+    threads (a power of two: the size of their shared arrays).
 
-    Both take the column (``ts``, ``enc``, ``num`` rings), the sequences (``seqs``, and
+    Each takes the column (``ts``, ``enc``, ``num`` rings), the sequences (``seqs``, and
     ``ctx``: the values the program reads from earlier elements), the checks, the program
     (``ops``, ``consts``, ``nops`` rows in use) and the ties policy: with ``strict``
     false a candidate at the sequence's anchor time stamp (``seqs[s, at_anchor]``) is
@@ -106,12 +107,18 @@ def selections(depth: int):
     the checks, the ties rule and the program, as in
     :func:`~specula.detectors.rules._cdp_kernels.step_general`.
 
-    ``multi_select`` (``each``) gives every passing (sequence, event) pair the next free
-    row of ``out`` from ``counter`` (atomic add; the caller sizes ``out`` for every
-    event of every window, so no pair is lost). ``single_select`` makes
-    ``seqs[s, result]`` the greatest (``last``, atomic max over -1) or smallest (atomic
-    min over a sentinel) passing event of sequence ``s``.
+    A multiple selection (``each``) writes every passing ``(sequence, event)`` pair in
+    the order of the CPU engine (by sequence, then event), with no sort and no atomics,
+    in three launches. The windows are cut in *slots* of ``tpb`` events: sequence ``s``
+    has ``ceil((hi - lo) / tpb)`` of them, from slot ``seqs[s, result]`` on (the caller
+    numbers them). ``count_select`` writes each slot's number of passing events to
+    ``counts``; :func:`scans`' kernel turns the counts into offsets and their total;
+    ``write_select`` writes each passing pair to ``out`` at its slot's offset plus its
+    rank among the slot's passing events. ``single_select`` makes ``seqs[s, result]``
+    the greatest (``last``, atomic max over -1) or smallest (atomic min over a
+    sentinel) passing event of sequence ``s``.
     """
+    _before = _block_scan(tpb)
 
     @cuda.jit(device=True)
     def _passes(ts, enc, num, phys, seqs, s, ctx, chk_col, chk_par, nchk, ops, consts,
@@ -142,18 +149,40 @@ def selections(depth: int):
             return j
         return -1
 
+    @cuda.jit(device=True)
+    def _in_window(seqs, s):  # pragma: no cover - device code
+        # Whether this block's slot of sequence ``s`` holds events (the same for all of
+        # the block's threads, so they all take the same branch to the barriers).
+        return cuda.blockIdx.x * cuda.blockDim.x < seqs[s, _HI] - seqs[s, _LO]
+
     @cuda.jit
-    def multi_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
-                     consts, nops, strict, pos_row, at_anchor, at_taken, n_taken, counter,
-                     out):  # pragma: no cover - device code
+    def count_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
+                     consts, nops, strict, pos_row, at_anchor, at_taken, n_taken,
+                     counts):  # pragma: no cover - device code
         s = cuda.blockIdx.y
         while s < m:
-            j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk, ops,
-                         consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
-            if j >= 0:
-                k = cuda.atomic.add(counter, 0, 1)
-                out[k, 0] = s
-                out[k, 1] = j
+            if _in_window(seqs, s):
+                j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk,
+                             ops, consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
+                n = cuda.syncthreads_count(j >= 0)
+                if cuda.threadIdx.x == 0:
+                    counts[seqs[s, _RESULT] + cuda.blockIdx.x] = n
+            s += cuda.gridDim.y
+
+    @cuda.jit
+    def write_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
+                     consts, nops, strict, pos_row, at_anchor, at_taken, n_taken, offsets,
+                     out):  # pragma: no cover - device code
+        ranks = cuda.shared.array(tpb, int64)
+        s = cuda.blockIdx.y
+        while s < m:
+            if _in_window(seqs, s):
+                j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk,
+                             ops, consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
+                k = offsets[seqs[s, _RESULT] + cuda.blockIdx.x] + _before(ranks, 1 if j >= 0 else 0)
+                if j >= 0:
+                    out[k, 0] = s
+                    out[k, 1] = j
             s += cuda.gridDim.y
 
     @cuda.jit
@@ -171,7 +200,61 @@ def selections(depth: int):
                     cuda.atomic.min(seqs, (s, _RESULT), j)
             s += cuda.gridDim.y
 
-    return multi_select, single_select
+    return count_select, write_select, single_select
+
+
+@cache
+def _block_scan(tpb: int):
+    """A device function ``before(shared, value)``: the sum of ``value`` over the
+    block's threads before this one (an exclusive scan, Hillis and Steele's doubling, in
+    the ``tpb`` slots of ``shared``). Every thread of the block must call it."""
+
+    @cuda.jit(device=True)
+    def before(shared, value):  # pragma: no cover - device code
+        tx = cuda.threadIdx.x
+        shared[tx] = value
+        cuda.syncthreads()
+        step = 1
+        while step < tpb:
+            add = shared[tx - step] if tx >= step else 0
+            cuda.syncthreads()
+            shared[tx] += add
+            cuda.syncthreads()
+            step *= 2
+        out = shared[tx] - value
+        cuda.syncthreads()
+        return out
+
+    return before
+
+
+@cache
+def scans(tpb: int):
+    """A kernel ``exclusive_scan(values, n, total)`` for one block of ``tpb`` threads:
+    ``values[i]`` becomes the sum of ``values[:i]`` for ``i < n`` and ``total[0]`` the
+    sum of all ``n``. Each thread adds up a contiguous chunk, the block scans the chunks'
+    sums, and each thread writes its chunk's offsets."""
+    before = _block_scan(tpb)
+
+    @cuda.jit
+    def exclusive_scan(values, n, total):  # pragma: no cover - device code
+        sums = cuda.shared.array(tpb, int64)
+        tx = cuda.threadIdx.x
+        chunk = (n + tpb - 1) // tpb
+        a = min(tx * chunk, n)
+        b = min(a + chunk, n)
+        acc = 0
+        for i in range(a, b):
+            acc += values[i]
+        run = before(sums, acc)
+        if tx == tpb - 1:
+            total[0] = run + acc
+        for i in range(a, b):
+            v = values[i]
+            values[i] = run
+            run += v
+
+    return exclusive_scan
 
 
 _holds = cuda.jit(device=True)(run_program)

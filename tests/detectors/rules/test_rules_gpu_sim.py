@@ -165,8 +165,9 @@ def _resync_cases(seed: int) -> list[str]:
 
 
 def _one_launch_per_step() -> list[str]:
-    """A batch's terminators share each step's launch: the steps of a batch with many
-    terminators launch as often as those of a batch with one."""
+    """A batch's terminators share each step's launches: the steps of a batch with many
+    terminators launch as often as those of a batch with one (one for ``last``; three
+    for ``each``: counts, their scan, the pairs)."""
     from specula.detectors.rules.cdp_gpu import GPUCDPEngine
     from specula.detectors.rules.parser import parse_rule
     from specula.events import TypeRegistry
@@ -189,14 +190,37 @@ def _one_launch_per_step() -> list[str]:
         found = engine.process(events[n - 3 * terminators:])
         counts.append((engine.launches - before, len(found)))
     (one, found_one), (many, found_many) = counts
-    if not (one == many == 2 and 0 < found_one < found_many):
+    if not (one == many == 4 and 0 < found_one < found_many):
         return [f"launches per batch: {one} for one terminator ({found_one} matches), "
-                f"{many} for {n // 3} ({found_many} matches); 2 each expected"]
+                f"{many} for {n // 3} ({found_many} matches); 4 each expected"]
     return []
 
 
+def _scan_cases(seed: int) -> list[str]:
+    """The device's exclusive scan against numpy's, for lengths around the block's and
+    chunk sizes (empty, one, fewer values than threads, uneven chunks)."""
+    from numba import cuda
+
+    from specula.detectors.rules._cdp_gpu_kernels import scans
+
+    rng = np.random.default_rng(seed)
+    problems = []
+    for tpb in (1, 4, 8):
+        for n in (0, 1, 3, tpb, tpb + 1, 5 * tpb - 1, 37):
+            values = rng.integers(0, 9, n + 2)
+            want = np.concatenate([[0], np.cumsum(values[:n])])
+            got, total = cuda.to_device(values), cuda.to_device(np.full(1, -1, np.int64))
+            scans(tpb)[1, tpb](got, n, total)
+            got_values = got.copy_to_host()
+            if (got_values[:n].tolist() != want[:n].tolist() or total.copy_to_host()[0] != want[n]
+                    or got_values[n:].tolist() != values[n:].tolist()):
+                problems.append(f"scan of {n} values with {tpb} threads: "
+                                f"{got_values.tolist()}, total {total.copy_to_host()[0]}")
+    return problems
+
+
 def _pairs_cases() -> list[str]:
-    """A multiple selection's pairs come back with their count in one wait when they fit
+    """A multiple selection's pairs come back with their total in one wait when they fit
     the previous launch's size, in two when they do not, and whole either way."""
     from numba import cuda
 
@@ -205,11 +229,11 @@ def _pairs_cases() -> list[str]:
     pairs = Pairs(cuda.stream())
     problems = []
     for n, waits in ((10, 1), (12, 1), (3000, 2), (2500, 1), (0, 1)):
-        pairs.grow(n)
+        pairs.grow(n, 1)
         want = np.arange(2 * n, dtype=np.int64).reshape(n, 2)
         if n:
             pairs.out[:n].copy_to_device(want)
-        pairs.counter.copy_to_device(np.array([n], np.int64))
+        pairs.total.copy_to_device(np.array([n], np.int64))
         before = pairs.waits
         got = pairs.download()
         if not np.array_equal(got, want) or pairs.waits - before != waits:
@@ -238,7 +262,7 @@ def _main() -> None:
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
     problems = (_compare(2, 0) + _resync_cases(0) + _resync_cases(1)
-                + _one_launch_per_step() + _pairs_cases())
+                + _one_launch_per_step() + _scan_cases(0) + _pairs_cases())
     problems += _compare(8, 2, min_gpu_work=40)  # larger blocks, device and CPU steps mixed
     print(json.dumps(problems))
 
