@@ -869,9 +869,11 @@ class _Sequences:
     def follow(self, parent: np.ndarray) -> None:
         """Carry the per-sequence values to the sequences a plain step made from
         ``parent``."""
-        self.floor = self.floor[parent]
-        self.ctx = self.ctx[parent]
-        self.taken = np.column_stack([self.taken[parent], np.zeros(len(parent), np.int64)])
+        self.floor = self.floor.take(parent)
+        self.ctx = self.ctx.take(parent, axis=0)
+        taken = np.zeros((len(parent), self.taken.shape[1] + 1), np.int64)
+        taken[:, :-1] = self.taken.take(parent, axis=0)
+        self.taken = taken
 
 
 class _Space:

@@ -244,10 +244,8 @@ class GPUCDPEngine(CDPEngine):
         if len(anchor) * width < self.min_gpu_work:
             return super()._step(st, anchor, bound)
         parent, chosen = self._select(st, _Scan(lo, hi, bound), width)
-        new_bound = bound[parent]
-        for col, par in zip(st.bind_col, st.bind_par, strict=True):
-            new_bound[:, par] = store.live_enc[col, chosen]
-        return parent, chosen, new_bound, ts[chosen]
+        return (parent, chosen, _bound(st, store.live_enc, parent, chosen, bound),
+                ts.take(chosen))
 
     def _general_step(self, seqs: _Sequences, depth: int, st: Step, anchor: np.ndarray,
                       bound: np.ndarray):
@@ -264,11 +262,12 @@ class GPUCDPEngine(CDPEngine):
         width = int((hi - lo).max()) if len(anchor) else 0
         if width and len(anchor) * width < self.min_gpu_work:
             return super()._general_step(seqs, depth, st, anchor, bound)
+        carry = depth + 1 < len(self._plan.steps)  # the last step's sequences carry nothing
         if width == 0:
             none = np.zeros(0, np.int64)
-            return _advance(seqs, st, store, none, none, bound)
+            return _advance(seqs, st, store, none, none, bound, carry)
         scan = _Scan(lo, hi, bound, np.column_stack([anchor, seqs.taken]), seqs.ctx)
-        return _advance(seqs, st, store, *self._select(st, scan, width), bound)
+        return _advance(seqs, st, store, *self._select(st, scan, width), bound, carry)
 
     def _select(self, st: Step, scan: _Scan, width: int) -> tuple[np.ndarray, np.ndarray]:
         """The chosen ``(parent, chosen)`` pairs of a step, ordered as on the CPU."""
@@ -404,19 +403,32 @@ class _Scan:
 
 
 def _advance(seqs: _Sequences, st: Step, store: Store, parent: np.ndarray,
-             chosen: np.ndarray, bound: np.ndarray):
+             chosen: np.ndarray, bound: np.ndarray, carry: bool = True):
     """The sequences a general step made, as :func:`~._cdp_kernels.step_general` writes
-    them: parameters bound, anchors, and what ``seqs`` carries (the floor, the context
-    slots the chosen event fills, its position key)."""
+    them: parameters bound, anchors, and, when ``carry`` (a later step reads them), what
+    ``seqs`` carries (the floor, the context slots the chosen event fills, its position
+    key). Rows are gathered with ``take``, which numpy runs about ten times faster than
+    indexing a 2-D array with an array."""
     ts, enc, num = store.live_ts, store.live_enc, store.live_num
-    new_bound = bound[parent]
+    new_bound = _bound(st, enc, parent, chosen, bound)
+    if carry:
+        seqs.floor = seqs.floor.take(parent)
+        ctx = seqs.ctx.take(parent, axis=0)
+        for slot, row in zip(st.fill_slot, st.fill_row, strict=True):
+            ctx[:, slot] = ts.take(chosen) if row < 0 else num[row].take(chosen)
+        seqs.ctx = ctx
+        taken = np.empty((len(parent), seqs.taken.shape[1] + 1), np.int64)
+        taken[:, :-1] = seqs.taken.take(parent, axis=0)
+        taken[:, -1] = enc[st.pos_row].take(chosen) if st.pos_row >= 0 else 0
+        seqs.taken = taken
+    return parent, chosen, new_bound, ts.take(chosen)
+
+
+def _bound(st: Step, enc: np.ndarray, parent: np.ndarray, chosen: np.ndarray,
+           bound: np.ndarray) -> np.ndarray:
+    """The parameters of the sequences a step made: their parents', with the ones the
+    step binds read from the chosen events' keys."""
+    new_bound = bound.take(parent, axis=0)
     for col, par in zip(st.bind_col, st.bind_par, strict=True):
-        new_bound[:, par] = enc[col, chosen]
-    seqs.floor = seqs.floor[parent]
-    ctx = seqs.ctx[parent]
-    for slot, row in zip(st.fill_slot, st.fill_row, strict=True):
-        ctx[:, slot] = ts[chosen] if row < 0 else num[row, chosen]
-    seqs.ctx = ctx
-    key = enc[st.pos_row, chosen] if st.pos_row >= 0 else np.zeros(len(chosen), np.int64)
-    seqs.taken = np.column_stack([seqs.taken[parent], key])
-    return parent, chosen, new_bound, ts[chosen]
+        new_bound[:, par] = enc[col].take(chosen)
+    return new_bound
