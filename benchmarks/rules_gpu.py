@@ -362,9 +362,11 @@ def crossover(reg, args: argparse.Namespace) -> dict[str, Any]:
         rows = sweep_kind(reg, selection, text, sizes, args)
         out["crossover"][kind] = rows
         out[f"min_gpu_work_{kind}"] = first_win(rows)
-    print(f"suggested constants ({device}, {today}; benchmarks/rules_gpu.py --crossover):")
+    print(f"suggested constants:\n# (sequence, event) pairs from which a step on the device "
+          f"was faster than on the CPU,\n# per kind: benchmarks/rules_gpu.py --crossover "
+          f"on {device}, {today}")
     for kind in KINDS:
-        print("  " + constant_line(kind, out[f"min_gpu_work_{kind}"], out["crossover"][kind]))
+        print(constant_line(kind, out[f"min_gpu_work_{kind}"], out["crossover"][kind]))
     out.update(device=device, date=today, repeat=args.crossover_repeat,
                max_terminators=MAX_TERMINATORS)
     return out
