@@ -40,20 +40,21 @@ kind of step (:data:`KINDS`): ``indexed_last``, a plain ``last`` step bound by e
 (``C(att=$x)``, ``B(att=$x)``: the CPU engine looks it up in an equality index);
 ``scan_last`` and ``scan_each``, one step of selective inequality, ``last`` (``B(att >
 c.att + 49500)``, about one fit in 20,000 pairs) and ``each`` (``+ 49800``, one in
-125,000, so that its composites stay few); ``reduce``, one
-``Sum`` over a column without an equality. A step's work is its *pairs*, the
-terminators of a batch times the events in their window (what the engine compares with
-``min_gpu_work``); the sweep sets both (:func:`crossover_sizes`, from
-``--crossover-min-pairs`` to ``--crossover-max-pairs``, 1e3 to 1e8 by default, three
-sizes a decade) in a stream of B and C alternating, after a prefill of the window's B events.
-Per size the GPU engine with every step on the device (``min_gpu_work=0``) and the CPU
+125,000, so that its composites stay few); ``reduce``, one ``Sum`` over a column without
+an equality. A step's work is its *pairs*, the terminators of a batch times the events
+in their window (what the engine compares with ``min_gpu_work``); the sweep sets both
+(:func:`crossover_sizes`: ``--crossover-min-pairs`` to ``--crossover-max-pairs``, 1e3 to
+1e8 by default, ``--crossover-per-decade`` sizes a decade, 3) in a stream of B and C
+alternating after a prefill of the window's B events (:func:`crossover_stream`). Per
+size the GPU engine with every step on the device (``min_gpu_work=0``) and the CPU
 engine get the same events (``measure``: medians of ``--crossover-repeat`` interleaved
 repeats, composites compared); the table gives the time per batch and CPU time over GPU
 time. ``min_gpu_work_<kind>`` is the smallest size from which the device was faster at
 that size and every larger one measured (None: never at the largest); a kind's sweep
-stops after the device has won three sizes in a row, which bounds the CPU's share (about
-4 minutes in all on an H200). The run ends with a block of constants to paste, stamped
-with the device and the date.
+stops after the device has won three sizes in a row, which bounds the CPU's share (the
+larger one: the CPU engine alone took 19 s over the default sizes of all four kinds on a
+shared 2-core machine, the device never stopping it). The run ends with a block of
+constants to paste, stamped with the device and the date.
 
 The figures need a CUDA GPU. Without one it says so, prints a JSON line with
 ``"measured": false`` and the reason, and exits with status 3 ("nothing measured"), so
@@ -61,8 +62,8 @@ that a script running it can tell a skipped benchmark from a passed one (0) and 
 failed one (1). Numba's CUDA simulator is not a GPU: it is refused unless
 ``--simulator`` is given, which only checks that the script runs (timings meaningless;
 give it small sizes, e.g. ``--window 300 --events 300 --stock-quotes 2000``, or
-``--crossover --crossover-max-pairs 300 --crossover-repeat 1``; there a repeat is one
-batch).
+``--crossover --crossover-min-pairs 100 --crossover-max-pairs 1000 --crossover-repeat 1``;
+there a repeat is one batch).
 """
 
 from __future__ import annotations
@@ -165,11 +166,18 @@ def main() -> int:
                    help="accept Numba's CUDA simulator (to check the script only)")
     p.add_argument("--crossover", action="store_true",
                    help="only the work per step from which the device is faster, per kind")
-    p.add_argument("--crossover-min-pairs", type=float, default=1e3)
-    p.add_argument("--crossover-max-pairs", type=float, default=1e8)
+    p.add_argument("--crossover-min-pairs", type=float, default=1e3,
+                   help="the smallest work per step swept (terminators x window events)")
+    p.add_argument("--crossover-max-pairs", type=float, default=1e8,
+                   help="the largest work per step swept")
     p.add_argument("--crossover-per-decade", type=int, default=3, help="sizes a decade")
-    p.add_argument("--crossover-repeat", type=int, default=5)
+    p.add_argument("--crossover-repeat", type=int, default=5,
+                   help="interleaved repeats per size (the median is reported)")
     args = p.parse_args()
+    if not 0 < args.crossover_min_pairs <= args.crossover_max_pairs:
+        p.error("--crossover-min-pairs must be positive and at most --crossover-max-pairs")
+    if min(args.crossover_per_decade, args.crossover_repeat) < 1:
+        p.error("--crossover-per-decade and --crossover-repeat must be at least 1")
     why = _no_gpu(args.simulator)
     if why:
         print(f"rules_gpu: these figures need a CUDA GPU: {why}; nothing measured")
@@ -368,7 +376,7 @@ def crossover(reg, args: argparse.Namespace) -> dict[str, Any]:
     for kind in KINDS:
         print(constant_line(kind, out[f"min_gpu_work_{kind}"], out["crossover"][kind]))
     out.update(device=device, date=today, repeat=args.crossover_repeat,
-               max_terminators=MAX_TERMINATORS)
+               sizes_per_decade=args.crossover_per_decade, max_terminators=MAX_TERMINATORS)
     return out
 
 
@@ -410,7 +418,8 @@ def sweep_kind(reg, selection: str, text: str, sizes: list[tuple[int, int]],
     """One kind's table: per size the CPU and GPU engine's milliseconds per batch (each
     repeat enough batches for about 1e7 pairs, one in the simulator), until the device
     has won :data:`WINS_TO_STOP` sizes in a row."""
-    t, width = sizes[0]  # compile the kernels
+    # compile the kernels, over a window wide enough that a reduction takes two passes
+    t, width = sizes[0][0], max(sizes[0][1], min(sizes[-1][1], 1_024))
     measure(_pair(selection, 2 * width, reg, args.threads, text),
             crossover_stream(reg, t, width, 2, seed=99), width, 2 * t, 1, 2 * t, 0)
     rows: list[dict[str, float]] = []
