@@ -367,6 +367,7 @@ def crossover(reg, args: argparse.Namespace) -> dict[str, Any]:
           "interleaved repeats; ms per batch")
     out: dict[str, Any] = {"crossover": {}}
     for kind, (selection, text) in KINDS.items():
+        print(f"{kind}: {text.format(sel=selection, w='W')}")
         rows = sweep_kind(reg, selection, text, sizes, args)
         out["crossover"][kind] = rows
         out[f"min_gpu_work_{kind}"] = first_win(rows)
@@ -423,8 +424,7 @@ def sweep_kind(reg, selection: str, text: str, sizes: list[tuple[int, int]],
     measure(_pair(selection, 2 * width, reg, args.threads, text),
             crossover_stream(reg, t, width, 2, seed=99), width, 2 * t, 1, 2 * t, 0)
     rows: list[dict[str, float]] = []
-    print(f"{text.format(sel=selection, w='W')}\n"
-          f"  {'pairs':>11} {'per batch':>9} {'window':>7} {'CPU ms':>9} {'GPU ms':>9} "
+    print(f"  {'pairs':>11} {'C/batch':>7} {'window':>7} {'CPU ms':>9} {'GPU ms':>9} "
           f"{'CPU/GPU':>7} {'composites':>10}")
     for t, width in sizes:
         batches = 1 if config.ENABLE_CUDASIM else min(20, max(1, 10**7 // (t * width)))
@@ -435,7 +435,7 @@ def sweep_kind(reg, selection: str, text: str, sizes: list[tuple[int, int]],
         rows.append({"pairs": t * width, "terminators": t, "window": width,
                      "cpu_ms": round(cpu, 4), "gpu_ms": round(gpu, 4),
                      "cpu_vs_gpu": round(cpu / gpu, 3), "composites": got["composites"]})
-        print(f"  {t * width:>11,} {t:>9,} {width:>7,} {cpu:>9.3f} {gpu:>9.3f} "
+        print(f"  {t * width:>11,} {t:>7,} {width:>7,} {cpu:>9.3f} {gpu:>9.3f} "
               f"{cpu / gpu:>7.2f} {got['composites']:>10,}")
         if len(rows) >= WINS_TO_STOP and all(r["cpu_vs_gpu"] > 1
                                              for r in rows[-WINS_TO_STOP:]):
