@@ -4,6 +4,7 @@ Fig. 10.
 
     python benchmarks/rules_gpu.py --quick      # the three headline ratios only
     python benchmarks/rules_gpu.py
+    python benchmarks/rules_gpu.py --crossover  # the constants of the placement only
 
 Headline ratios, CPU time over GPU time of the GPU engine as deployed (``auto``, below),
 batches of ``--batch`` events, composites compared between the engines:
@@ -34,18 +35,43 @@ steps only a scan can check: ``SCAN``, selective inequalities between the elemen
 terminator (the C events of the first window are turned into A and B), so that filling
 the columns costs no scans. The last line printed is one JSON object.
 
+``--crossover`` measures, instead of all the above, where the device starts to pay, per
+kind of step (:data:`KINDS`): ``indexed_last``, a plain ``last`` step bound by equality
+(``C(att=$x)``, ``B(att=$x)``: the CPU engine looks it up in an equality index);
+``scan_last`` and ``scan_each``, one step of selective inequality, ``last`` (``B(att >
+c.att + 49500)``, about one fit in 20,000 pairs) and ``each`` (``+ 49800``, one in
+125,000, so that its composites stay few); ``reduce``, one ``Sum`` over a column without
+an equality. A step's work is its *pairs*, the terminators of a batch times the events
+in their window (what the engine compares with ``min_gpu_work``); the sweep sets both
+(:func:`crossover_sizes`: ``--crossover-min-pairs`` to ``--crossover-max-pairs``, 1e3 to
+1e8 by default, ``--crossover-per-decade`` sizes a decade, 3) in a stream of B and C
+alternating after a prefill of the window's B events (:func:`crossover_stream`). Per
+size the GPU engine with every step on the device (``min_gpu_work=0``) and the CPU
+engine get the same events (``measure``: medians of ``--crossover-repeat`` interleaved
+repeats, composites compared); the table gives the time per batch and CPU time over GPU
+time. ``min_gpu_work_<kind>`` is the smallest size from which the device was faster at
+that size and every larger one measured (None: never at the largest); a kind's sweep
+stops after the device has won three sizes in a row, which bounds the CPU's share (the
+larger one: the CPU engine alone took 19 s over the default sizes of all four kinds on a
+shared 2-core machine, the device never stopping it). The run ends with a block of
+constants to paste, stamped with the device and the date.
+
 The figures need a CUDA GPU. Without one it says so, prints a JSON line with
 ``"measured": false`` and the reason, and exits with status 3 ("nothing measured"), so
 that a script running it can tell a skipped benchmark from a passed one (0) and from a
 failed one (1). Numba's CUDA simulator is not a GPU: it is refused unless
 ``--simulator`` is given, which only checks that the script runs (timings meaningless;
-give it small sizes, e.g. ``--window 300 --events 300 --stock-quotes 2000``).
+give it small sizes, e.g. ``--window 300 --events 300 --stock-quotes 2000``, or
+``--crossover --crossover-min-pairs 100 --crossover-max-pairs 1000 --crossover-repeat 1``;
+there a repeat is one batch).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import math
 import statistics
 import sys
 import time
@@ -69,6 +95,22 @@ R5_INEQ = ("define CE(att1: int, att2: int) from C(att=$x) as c "
            "and {sel} B(att >= c.att and att <= c.att) as b within {w} from c "
            "and {sel} A(att >= b.att and att <= b.att) as a within {w} from b "
            "where att1=$x and att2=Sum(A(att=$x).value within {w} from b)")
+
+KINDS = {  # kind of step: (selection, rule template) of the crossover sweep
+    "indexed_last": ("last", "define CE(att1: int, att2: int) from C(att=$x) as c "
+                             "and {sel} B(att=$x) as b within {w} from c "
+                             "where att1=$x and att2=b.value"),
+    "scan_last": ("last", "define CE(att1: int, att2: int) from C() as c "
+                          "and {sel} B(att > c.att + 49500) as b within {w} from c "
+                          "where att1=c.att and att2=b.att"),
+    "scan_each": ("each", "define CE(att1: int, att2: int) from C() as c "
+                          "and {sel} B(att > c.att + 49800) as b within {w} from c "
+                          "where att1=c.att and att2=b.att"),
+    "reduce": ("last", "define CE(att1: int, att2: int) from C() as c "
+                       "where att1=c.att and att2=Sum(B().value within {w} from c)"),
+}
+MAX_TERMINATORS = 1_000  # per batch in the crossover sweep (then the window grows)
+WINS_TO_STOP = 3  # sizes in a row the device must win for a kind's sweep to stop
 
 
 def engines_for(selection: str, window: int, reg, threads: int | None, text: str = ""):
@@ -122,12 +164,28 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--simulator", action="store_true",
                    help="accept Numba's CUDA simulator (to check the script only)")
+    p.add_argument("--crossover", action="store_true",
+                   help="only the work per step from which the device is faster, per kind")
+    p.add_argument("--crossover-min-pairs", type=float, default=1e3,
+                   help="the smallest work per step swept (terminators x window events)")
+    p.add_argument("--crossover-max-pairs", type=float, default=1e8,
+                   help="the largest work per step swept")
+    p.add_argument("--crossover-per-decade", type=int, default=3, help="sizes a decade")
+    p.add_argument("--crossover-repeat", type=int, default=5,
+                   help="interleaved repeats per size (the median is reported)")
     args = p.parse_args()
+    if not 0 < args.crossover_min_pairs <= args.crossover_max_pairs:
+        p.error("--crossover-min-pairs must be positive and at most --crossover-max-pairs")
+    if min(args.crossover_per_decade, args.crossover_repeat) < 1:
+        p.error("--crossover-per-decade and --crossover-repeat must be at least 1")
     why = _no_gpu(args.simulator)
     if why:
         print(f"rules_gpu: these figures need a CUDA GPU: {why}; nothing measured")
         print(json.dumps({"measured": False, "reason": why}))
         return NOTHING_MEASURED
+    if args.crossover:
+        print(json.dumps({"measured": True, **crossover(registry(), args)}))
+        return 0
     n = args.events or (20_000 if args.quick else 100_000)
     reg = registry()
     print(f"{_device()}; headline: stock rule over {args.stock_quotes:,} quotes (60 min), "
@@ -294,6 +352,126 @@ def scan_sweep(reg, windows: list[int], n: int, args: argparse.Namespace
         print(f"  window {w:>7,}: " + "  ".join(f"{k} {v}" for k, v in row.items()))
         out[str(w)] = row
     return out
+
+
+def crossover(reg, args: argparse.Namespace) -> dict[str, Any]:
+    """Per kind of step (:data:`KINDS`) the table of CPU and GPU time per batch over the
+    sizes of :func:`crossover_sizes`, and ``min_gpu_work_<kind>`` (the module's
+    docstring); prints the tables and a block of constants."""
+    sizes = crossover_sizes(args.crossover_min_pairs, args.crossover_max_pairs,
+                            args.crossover_per_decade)
+    device, today = _device(), datetime.datetime.now(datetime.UTC).date().isoformat()
+    print(f"{device}; crossover: pairs = terminators per batch x B events in their window, "
+          f"{len(sizes)} sizes from {sizes[0][0] * sizes[0][1]:,} to "
+          f"{sizes[-1][0] * sizes[-1][1]:,}; medians of {args.crossover_repeat} "
+          "interleaved repeats; ms per batch")
+    out: dict[str, Any] = {"crossover": {}}
+    for kind, (selection, text) in KINDS.items():
+        print(f"{kind}: {text.format(sel=selection, w='W')}")
+        rows = sweep_kind(reg, selection, text, sizes, args)
+        out["crossover"][kind] = rows
+        out[f"min_gpu_work_{kind}"] = first_win(rows)
+    print(f"suggested constants:\n# (sequence, event) pairs from which a step on the device "
+          f"was faster than on the CPU,\n# per kind: benchmarks/rules_gpu.py --crossover "
+          f"on {device}, {today}")
+    for kind in KINDS:
+        print(constant_line(kind, out[f"min_gpu_work_{kind}"], out["crossover"][kind]))
+    out.update(device=device, date=today, repeat=args.crossover_repeat,
+               sizes_per_decade=args.crossover_per_decade, max_terminators=MAX_TERMINATORS)
+    return out
+
+
+def crossover_sizes(low: float, high: float, per_decade: int) -> list[tuple[int, int]]:
+    """(terminators per batch, events in their window) for pairs from ``low`` to
+    ``high``, ``per_decade`` sizes a decade: the window ten times the terminators until
+    the batch holds :data:`MAX_TERMINATORS` of them, then the window alone grows."""
+    sizes: list[tuple[int, int]] = []
+    steps = math.floor(per_decade * math.log10(high / low) + 1e-9)
+    for i in range(steps + 1):
+        pairs = low * 10 ** (i / per_decade)
+        t = min(MAX_TERMINATORS, max(1, round(math.sqrt(pairs / 10))))
+        size = (t, max(1, round(pairs / t)))
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
+
+
+def crossover_stream(reg, terminators: int, width: int, batches: int, seed: int
+                     ) -> np.ndarray:
+    """``width`` B events at the even ticks before the measured part, then ``batches``
+    batches of ``2 * terminators`` events alternating B (even ticks) and C (odd): the
+    window of ``2 * width`` ticks before each C holds ``width`` B events."""
+    rng = np.random.default_rng(seed)
+    measured = 2 * terminators * batches
+    n = width + measured
+    out = np.zeros(n, reg.dtype())
+    out["ts"] = np.concatenate([2 * np.arange(width), 2 * width + np.arange(measured)])
+    out["seq"] = np.arange(n)
+    out["type"] = reg.id("B")
+    out["type"][width + 1::2] = reg.id("C")
+    for attr in ("att", "value", "other"):
+        out[attr] = rng.integers(1, VALUES + 1, n)
+    return out
+
+
+def sweep_kind(reg, selection: str, text: str, sizes: list[tuple[int, int]],
+               args: argparse.Namespace) -> list[dict[str, float]]:
+    """One kind's table: per size the CPU and GPU engine's milliseconds per batch (each
+    repeat enough batches for about 1e7 pairs, one in the simulator), until the device
+    has won :data:`WINS_TO_STOP` sizes in a row."""
+    # compile the kernels, over a window wide enough that a reduction takes two passes
+    t, width = sizes[0][0], max(sizes[0][1], min(sizes[-1][1], 1_024))
+    measure(_pair(selection, 2 * width, reg, args.threads, text),
+            crossover_stream(reg, t, width, 2, seed=99), width, 2 * t, 1, 2 * t, 0)
+    rows: list[dict[str, float]] = []
+    print(f"  {'pairs':>11} {'C/batch':>7} {'window':>7} {'CPU ms':>9} {'GPU ms':>9} "
+          f"{'CPU/GPU':>7} {'composites':>10}")
+    for t, width in sizes:
+        batches = 1 if config.ENABLE_CUDASIM else min(20, max(1, 10**7 // (t * width)))
+        events = crossover_stream(reg, t, width, batches * args.crossover_repeat, args.seed)
+        got = measure(_pair(selection, 2 * width, reg, args.threads, text), events, width,
+                      2 * t * batches, args.crossover_repeat, 2 * t, 0)
+        cpu, gpu = got["cdp_ms"] * 2 * t, got["gpu_ms"] * 2 * t
+        rows.append({"pairs": t * width, "terminators": t, "window": width,
+                     "cpu_ms": round(cpu, 4), "gpu_ms": round(gpu, 4),
+                     "cpu_vs_gpu": round(cpu / gpu, 3), "composites": got["composites"]})
+        print(f"  {t * width:>11,} {t:>7,} {width:>7,} {cpu:>9.3f} {gpu:>9.3f} "
+              f"{cpu / gpu:>7.2f} {got['composites']:>10,}")
+        if len(rows) >= WINS_TO_STOP and all(r["cpu_vs_gpu"] > 1
+                                             for r in rows[-WINS_TO_STOP:]):
+            break
+    return rows
+
+
+def _pair(selection: str, window: int, reg, threads: int | None, text: str) -> dict:
+    """The GPU engine with every step on the device, and the CPU engine."""
+    engines = engines_for(selection, window, reg, threads, text)
+    del engines["auto"]
+    return engines
+
+
+def first_win(rows: list[dict[str, float]]) -> int | None:
+    """The smallest pairs from which the device was faster at every size measured (None
+    if it was not at the largest)."""
+    since = None
+    for row in reversed(rows):
+        if row["cpu_vs_gpu"] <= 1:
+            break
+        since = int(row["pairs"])
+    return since
+
+
+def constant_line(kind: str, pairs: int | None, rows: list[dict[str, float]]) -> str:
+    """A line of Python setting ``MIN_GPU_WORK_<KIND>`` to ``pairs``, with what it rests
+    on."""
+    name = f"MIN_GPU_WORK_{kind.upper()} = "
+    top = rows[-1]
+    if pairs is None:
+        return (f"{name}None  # the CPU was faster up to {top['pairs']:,} pairs "
+                f"(CPU/GPU {top['cpu_vs_gpu']:.2f} there)")
+    at = next(r for r in rows if r["pairs"] == pairs)
+    return (f"{name}{pairs:_}  # the device faster from {pairs:,} pairs (CPU/GPU "
+            f"{at['cpu_vs_gpu']:.2f}) to {top['pairs']:,} ({top['cpu_vs_gpu']:.2f})")
 
 
 def _device() -> str:
