@@ -23,9 +23,9 @@ The rest (not with ``--quick``) uses the scenario, stream and method of
 then the measured events in batches and one per call, medians of interleaved repeats,
 composites compared between the engines); ratios are CPU time over GPU time. ``gpu``
 launches a kernel for every step (the paper's engine: what the sweep reproduces);
-``auto`` is the engine as deployed, which runs steps with less work than
-``MIN_GPU_WORK`` on the CPU. ``restore_ms_*`` is a rollback by one batch, as a
-speculative ordering unit does it.
+``auto`` is the engine as deployed, which runs steps with less work than the bar
+of their kind (``MIN_GPU_WORK_INDEXED`` and the others in ``cdp_gpu``) on the CPU.
+``restore_ms_*`` is a rollback by one batch, as a speculative ordering unit does it.
 
 R5 binds ``$x`` by equality, so the CPU engine looks each sequence's events up in the
 column's equality index and the GPU's full scan competes with a lookup. The *scan
@@ -36,7 +36,7 @@ terminator (the C events of the first window are turned into A and B), so that f
 the columns costs no scans. The last line printed is one JSON object.
 
 ``--crossover`` measures, instead of all the above, where the device starts to pay, per
-kind of step (:data:`KINDS`): ``indexed_last``, a plain ``last`` step bound by equality
+kind of step (:data:`KINDS`): ``indexed``, a plain ``last`` step bound by equality
 (``C(att=$x)``, ``B(att=$x)``: the CPU engine looks it up in an equality index);
 ``scan_last`` and ``scan_each``, one step of selective inequality, ``last`` (``B(att >
 c.att + 49500)``, about one fit in 20,000 pairs) and ``each`` (``+ 49800``, one in
@@ -97,7 +97,7 @@ R5_INEQ = ("define CE(att1: int, att2: int) from C(att=$x) as c "
            "where att1=$x and att2=Sum(A(att=$x).value within {w} from b)")
 
 KINDS = {  # kind of step: (selection, rule template) of the crossover sweep
-    "indexed_last": ("last", "define CE(att1: int, att2: int) from C(att=$x) as c "
+    "indexed": ("last", "define CE(att1: int, att2: int) from C(att=$x) as c "
                              "and {sel} B(att=$x) as b within {w} from c "
                              "where att1=$x and att2=b.value"),
     "scan_last": ("last", "define CE(att1: int, att2: int) from C() as c "

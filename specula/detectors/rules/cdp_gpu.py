@@ -42,9 +42,12 @@ Readings chosen here:
   GPU once: a multiple selection's pairs come back with their count when they fit the
   size of the previous launch's (else a second wait fetches the rest).
   :mod:`~specula.detectors.rules._cdp_gpu_buffers` holds the buffers.
-* A step or reduction with little work (fewer pairs to check than ``min_gpu_work``)
-  runs on the CPU copy with the CPU engine's kernels: a launch has a fixed cost of tens
-  of microseconds that a scan of a few thousand events does not repay. The device
+* A step or reduction with little work (fewer pairs to check than the bar of its
+  kind: :data:`MIN_GPU_WORK_INDEXED`, :data:`MIN_GPU_WORK_SCAN_LAST`,
+  :data:`MIN_GPU_WORK_SCAN_EACH`, :data:`MIN_GPU_WORK_REDUCE`) runs on the CPU copy with
+  the CPU engine's kernels: a step on the device has a fixed cost of a tenth of a
+  millisecond or more that a scan of a few thousand events does not repay, and the CPU
+  engine answers a lookup in an equality index faster than any scan. The device
   columns catch up with their CPU copies only before a launch, in one transfer.
 * A multiple selection is launched over runs of sequences whose windows hold at most
   :data:`_MAX_PAIRS` events together, so its output always has room and no launch is
@@ -78,20 +81,33 @@ from specula.events import TypeRegistry
 if TYPE_CHECKING:  # what a general step advances (see CDPEngine._general_step)
     from specula.detectors.rules.cdp import _Sequences
 
-__all__ = ["MIN_GPU_WORK", "GPUCDPEngine"]
+__all__ = ["MIN_GPU_WORK_INDEXED", "MIN_GPU_WORK_REDUCE", "MIN_GPU_WORK_SCAN_EACH",
+           "MIN_GPU_WORK_SCAN_LAST", "GPUCDPEngine"]
 
 _MAX_GRID_Y = 65535
 _RING_CAPACITY = 1024  # events a device column holds before its first reallocation
 _MAX_PAIRS = 1 << 22  # pairs one multiple-selection launch may output (64 MiB)
-MIN_GPU_WORK = 1 << 23
-"""(sequence, event) pairs a step must check to be worth a launch. On one H100 a step on
-the device costs a fixed few hundred microseconds (launches, transfers, waiting for the
-result) while the CPU kernel stops a single selection at its first fit: with rule R5 the
-CPU was 4.5 times faster at 333 sequences over windows of 1,333 events (4.4e5 pairs)
-and the two were even at 333 over 33,333 (1.1e7 pairs); one event per call (3.3e4 pairs)
-took 0.1 ms on the CPU and 0.56 ms on the device. See docs/architecture.md, facts measured
-on a lent GPU. Steps with predicates use the same bar until ``benchmarks/rules_gpu.py``
-measures theirs on a device."""
+MIN_GPU_WORK_INDEXED: int | None = None
+"""(sequence, event) pairs a step or reduction whose first check the CPU engine looks up
+in an equality index must check to be worth a launch; None: it never is. Measured with
+R5 on one H100 (2026-11-27): since the CPU engine's equality index, the device took 4 to
+10 times the CPU's time at every window from 1,000 to 500,000 events (333 sequences
+over 167,000 events, 5.6e7 pairs, at the widest), so these stay on the CPU copy."""
+MIN_GPU_WORK_SCAN_LAST: int | None = 1 << 15
+"""The same for a ``last`` or ``first`` step only a scan can check (inequalities,
+arithmetic, no equality index). An estimate until ``benchmarks/rules_gpu.py
+--crossover`` runs on a device: a step on the device costs a fixed 0.1 to 0.2 ms
+(launches through Numba, transfers, the wait; one event per call of R5 took 0.37 ms for
+three device steps on one H200, 2026-11-26), the CPU engine about 6 ns a pair on a
+selective inequality (``--crossover``'s CPU side, 2026-11-30)."""
+MIN_GPU_WORK_SCAN_EACH: int | None = 1 << 15
+"""The same for an ``each`` step only a scan can check (the CPU engine scans every
+event of every window, as for ``last``; an estimate, as :data:`MIN_GPU_WORK_SCAN_LAST`)."""
+MIN_GPU_WORK_REDUCE: int | None = 1 << 18
+"""The same for an aggregate or negation without an equality index: the CPU engine adds
+a column up at about 0.5 ns a pair (``--crossover``'s CPU side, 2026-11-30), so the
+device's fixed cost takes about twelve times the pairs to repay (an estimate, as
+:data:`MIN_GPU_WORK_SCAN_LAST`)."""
 
 
 def _padded(a: np.ndarray) -> np.ndarray:
@@ -116,7 +132,8 @@ class GPUCDPEngine(CDPEngine):
     min_gpu_work : int, optional
         Steps and reductions that check fewer (sequence, event) pairs than this (the
         number of sequences times the widest window) run on the CPU's copy of the
-        columns instead; default :data:`MIN_GPU_WORK` on a GPU, 0 in the simulator.
+        columns instead. By default 0 in the simulator and, on a GPU, the bar of each
+        step's kind (:data:`MIN_GPU_WORK_INDEXED` and the others).
 
     Attributes
     ----------
@@ -157,9 +174,7 @@ class GPUCDPEngine(CDPEngine):
             raise ValueError(f"threads_per_block must be a power of two from 1 to 1024, "
                              f"got {threads_per_block}")
         self.threads_per_block = threads_per_block
-        if min_gpu_work is None:
-            min_gpu_work = 0 if simulated else MIN_GPU_WORK
-        self.min_gpu_work = min_gpu_work
+        self.min_gpu_work = 0 if min_gpu_work is None and simulated else min_gpu_work
         self._stream = cuda.stream()
         super().__init__(rule, registry, ticks_per_second)
         self._reduce_column, self._reduce_partials = _gk.reductions(threads_per_block)
@@ -225,6 +240,13 @@ class GPUCDPEngine(CDPEngine):
             hi[blocked] = lo[blocked]
         return lo.astype(np.int64), hi.astype(np.int64)
 
+    def _on_device(self, x: Step | Reduction, pairs: int) -> bool:
+        """Whether a step or reduction that checks ``pairs`` pairs is worth a launch."""
+        if self.min_gpu_work is not None:
+            return pairs >= self.min_gpu_work
+        bar = _bar(x, self._stores[x.store])
+        return bar is not None and pairs >= bar
+
     def _grid(self, width: int, m: int) -> tuple[int, int]:
         return math.ceil(width / self.threads_per_block), min(m, _MAX_GRID_Y)
 
@@ -241,7 +263,7 @@ class GPUCDPEngine(CDPEngine):
         if width == 0:
             empty = np.zeros(0, np.int64)
             return empty, empty, bound[:0], empty
-        if len(anchor) * width < self.min_gpu_work:
+        if not self._on_device(st, len(anchor) * width):
             return super()._step(st, anchor, bound)
         parent, chosen = self._select(st, _Scan(lo, hi, bound), width)
         return (parent, chosen, _bound(st, store.live_enc, parent, chosen, bound),
@@ -260,7 +282,7 @@ class GPUCDPEngine(CDPEngine):
         high = anchor if self._plan.strict else anchor + 1
         lo, hi = self._windows(store.live_ts, low, high, bound, st.chk_par, st.chk_nan)
         width = int((hi - lo).max()) if len(anchor) else 0
-        if width and len(anchor) * width < self.min_gpu_work:
+        if width and not self._on_device(st, len(anchor) * width):
             return super()._general_step(seqs, depth, st, anchor, bound)
         carry = depth + 1 < len(self._plan.steps)  # the last step's sequences carry nothing
         if width == 0:
@@ -351,7 +373,7 @@ class GPUCDPEngine(CDPEngine):
         if width == 0:
             neutral = {_k.MIN: np.inf, _k.MAX: -np.inf}.get(red.op, 0.0)
             return np.full(m, neutral), np.zeros(m, np.int64)
-        if m * width < self.min_gpu_work:
+        if not self._on_device(red, m * width):
             return super()._reduce(red, start, stop, bound)
         ring = self._ring(red.store)
         chk_col, chk_par, nchk = self._device_checks[id(red)]
@@ -375,6 +397,15 @@ class GPUCDPEngine(CDPEngine):
             self.launches += 1
             which = 1 - which
         return partials.download(which, m)
+
+
+def _bar(x: Step | Reduction, store: Store) -> int | None:
+    """The work from which a step or reduction of ``x``'s kind is worth a launch."""
+    if len(x.chk_col) and int(x.chk_col[0]) in store.indexed:
+        return MIN_GPU_WORK_INDEXED
+    if isinstance(x, Reduction):
+        return MIN_GPU_WORK_REDUCE
+    return MIN_GPU_WORK_SCAN_EACH if x.selection == _k.EACH else MIN_GPU_WORK_SCAN_LAST
 
 
 class _Program:

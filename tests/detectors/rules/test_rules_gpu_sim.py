@@ -196,6 +196,50 @@ def _one_launch_per_step() -> list[str]:
     return []
 
 
+def _bars_case() -> list[str]:
+    """With the default bars, steps and reductions the CPU engine looks up in an
+    equality index stay on the CPU copy (their bar is None) while scans above their bar
+    launch; the answers are the CPU engine's either way."""
+    from specula.detectors.rules import cdp_gpu
+    from specula.detectors.rules.cdp import CDPEngine
+    from specula.detectors.rules.parser import parse_rule
+    from specula.events import TypeRegistry
+
+    reg = TypeRegistry()
+    for name in "ABCD":
+        reg.register(name, p="i8", v="i8", f="f8")
+    rng = np.random.default_rng(5)
+    n = 90
+    events = np.zeros(n, reg.dtype())
+    events["type"] = rng.integers(1, 5, n)
+    events["ts"] = events["seq"] = np.arange(n)
+    events["p"] = rng.integers(0, 2, n)
+    events["v"] = rng.integers(0, 4, n)
+    bars = {"MIN_GPU_WORK_INDEXED": None, "MIN_GPU_WORK_SCAN_LAST": 20,
+            "MIN_GPU_WORK_SCAN_EACH": 20, "MIN_GPU_WORK_REDUCE": 20}
+    saved = {name: getattr(cdp_gpu, name) for name in bars}
+    problems = []
+    try:
+        for name, value in bars.items():
+            setattr(cdp_gpu, name, value)
+        for name, launch in (("r5_last", False), ("r5_each", False), ("inequalities", True),
+                             ("aggregates", True)):
+            rule = parse_rule(RULES[name])
+            gpu = cdp_gpu.GPUCDPEngine(rule, reg, threads_per_block=4)
+            gpu.min_gpu_work = None  # the bars of the kinds, as on a GPU
+            cpu = CDPEngine(rule, reg)
+            for a in range(0, n, 30):
+                why = _difference(cpu.process(events[a:a + 30]), gpu.process(events[a:a + 30]))
+                if why:
+                    problems.append(f"bars, {name}: {why}")
+            if (gpu.launches > 0) != launch:
+                problems.append(f"bars, {name}: {gpu.launches} launches")
+    finally:
+        for name, value in saved.items():
+            setattr(cdp_gpu, name, value)
+    return problems
+
+
 def _scan_cases(seed: int) -> list[str]:
     """The device's exclusive scan against numpy's, for lengths around the block's and
     chunk sizes (empty, one, fewer values than threads, uneven chunks)."""
@@ -262,7 +306,7 @@ def _main() -> None:
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
     problems = (_compare(2, 0) + _resync_cases(0) + _resync_cases(1)
-                + _one_launch_per_step() + _scan_cases(0) + _pairs_cases())
+                + _one_launch_per_step() + _scan_cases(0) + _pairs_cases() + _bars_case())
     problems += _compare(8, 2, min_gpu_work=40)  # larger blocks, device and CPU steps mixed
     print(json.dumps(problems))
 
