@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: run test test-quick bench clean
+.PHONY: run test test-quick bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,19 @@ test-quick: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ordering.py --quick
+
+# on a machine with a CUDA GPU (never in CI): the GPU engine against the reference with
+# every step on the device, the rule detector's tests on it, then the GPU benchmark's
+# headline ratios and the crossover of each kind of step (docs/measurements.md, "Rule
+# engines on a lent GPU"); GPU_PYTHON is a Python that imports the project
+GPU_PYTHON ?= $(BIN)/python
+gpu-check:
+	NUMBA_ENABLE_CUDASIM=0 $(GPU_PYTHON) tests/detectors/rules/rules_reference.py \
+		--engine gpu --min-gpu-work 0 --n 120 --max-batch 40
+	NUMBA_ENABLE_CUDASIM=0 $(GPU_PYTHON) -m pytest -q -p no:cacheprovider \
+		tests/detectors/rules/test_rules_detector.py
+	$(GPU_PYTHON) benchmarks/rules_gpu.py --quick
+	$(GPU_PYTHON) benchmarks/rules_gpu.py --crossover
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -14,7 +14,9 @@ Run as a script it checks an engine against the reference and exits non-zero wit
 diff on mismatch; the GPU engine is checked that way, in a process started with
 ``NUMBA_ENABLE_CUDASIM=1``::
 
-    NUMBA_ENABLE_CUDASIM=1 python tests/rules_reference.py --engine gpu --n 60
+    NUMBA_ENABLE_CUDASIM=1 python tests/detectors/rules/rules_reference.py --engine gpu --n 60
+
+On a GPU, ``--min-gpu-work 0`` runs every step on the device (``make gpu-check``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import permutations, product
 from pathlib import Path
 from typing import Any
@@ -1085,9 +1088,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=60, help="events per stream")
     parser.add_argument("--max-batch", type=int, default=16, help="largest batch fed")
     parser.add_argument("--json", help="also write {case: diff or ''} to this file")
+    parser.add_argument("--min-gpu-work", type=int, default=None,
+                        help="the GPU engine's min_gpu_work (0: every step on the device; "
+                             "default: its bars, which keep these small streams on the CPU copy)")
     args = parser.parse_args(argv)
     module, name = ENGINES[args.engine].split(":")
     engine_class = getattr(importlib.import_module(module), name)
+    if args.min_gpu_work is not None:
+        if args.engine != "gpu":
+            parser.error("--min-gpu-work is an option of the GPU engine")
+        engine_class = partial(engine_class, min_gpu_work=args.min_gpu_work)
     results = {}
     for case_name in args.cases.split(","):
         diffs = [check_case(engine_class, CASES[case_name], seed=seed, n=args.n,
