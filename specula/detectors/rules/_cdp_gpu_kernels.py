@@ -10,10 +10,13 @@ and read ``(head + j) % cap``. The CPU has already found, by binary search on it
 of the column, the window ``[lo, hi)`` of every partial sequence ``s`` (the step's
 window and the pattern window's floor both narrow it): row ``s`` of ``seqs`` is
 ``[lo, hi, result, parameters..., anchor, taken...]`` (see :mod:`._cdp_gpu_buffers`),
-and only its first ``m`` rows are in use. A thread checks parameters, ``enc[chk_col[c]]``
-against parameter ``chk_par[c]`` of its sequence, for ``c < nchk`` (check arrays are
-padded to length 1, so ``nchk`` may be 0), then, in a step, the ties rule and the
-step's predicate program: the program of
+and only its first ``m`` rows are in use. What a kernel needs of its step or reduction
+that stays the same from launch to launch is one int64 array uploaded once per rule,
+its *spec* (:func:`step_spec`, :func:`reduction_spec`), so that a launch passes few
+arguments: Numba converts every argument of every launch in Python, at several
+microseconds an array. A thread checks parameters, ``enc[chk_col[c]]`` against
+parameter ``chk_par[c]`` of its sequence for each check ``c`` of the spec, then, in a
+step, the ties rule and the step's predicate program: the program of
 :func:`~specula.detectors.rules._cdp_plan.program`, uploaded once per rule and
 interpreted on a stack in the thread's local memory, as the CPU kernels interpret it.
 
@@ -42,11 +45,37 @@ from specula.detectors.rules._cdp_kernels import (
 
 _LO, _HI, _RESULT, _PARAMS = 0, 1, 2, 3  # the columns of a row of ``seqs``
 
+# a spec: [nchk, then a step's or a reduction's own values, then at CHECKS the nchk
+# checked rows of the column and the nchk parameters they are checked against]
+_NCHK = 0
+_NOPS, _STRICT, _POS_ROW, _AT_ANCHOR, _AT_TAKEN, _N_TAKEN = 1, 2, 3, 4, 5, 6  # a step's
+_VROW, _OP = 1, 2  # a reduction's
+_CHECKS = 7
+
+
+def step_spec(chk_col: np.ndarray, chk_par: np.ndarray, nops: int, strict: bool,
+              pos_row: int, at_anchor: int, at_taken: int, n_taken: int) -> np.ndarray:
+    """The spec of a step (see the module's docstring and :func:`selections`).
+
+    >>> step_spec(np.array([4]), np.array([0]), 3, True, 2, 5, 6, 1).tolist()
+    [1, 3, 1, 2, 5, 6, 1, 4, 0]
+    """
+    head = [len(chk_col), nops, int(strict), pos_row, at_anchor, at_taken, n_taken]
+    return np.array([*head, *chk_col, *chk_par], np.int64)
+
+
+def reduction_spec(chk_col: np.ndarray, chk_par: np.ndarray, vrow: int, op: int
+                   ) -> np.ndarray:
+    """The spec of a reduction (see :func:`reductions`)."""
+    head = [len(chk_col), vrow, op, 0, 0, 0, 0]
+    return np.array([*head, *chk_col, *chk_par], np.int64)
+
 
 @cuda.jit(device=True)
-def _fits(enc, phys, seqs, s, chk_col, chk_par, nchk):  # pragma: no cover - device code
-    for c in range(nchk):  # noqa: SIM110 - device code: no generators
-        if enc[chk_col[c], phys] != seqs[s, _PARAMS + chk_par[c]]:
+def _fits(enc, phys, seqs, s, spec):  # pragma: no cover - device code
+    nchk = spec[_NCHK]
+    for c in range(nchk):
+        if enc[spec[_CHECKS + c], phys] != seqs[s, _PARAMS + spec[_CHECKS + nchk + c]]:
             return False
     return True
 
@@ -99,12 +128,13 @@ def selections(depth: int, tpb: int):
     threads (a power of two: the size of their shared arrays).
 
     Each takes the column (``ts``, ``enc``, ``num`` rings), the sequences (``seqs``, and
-    ``ctx``: the values the program reads from earlier elements), the checks, the program
-    (``ops``, ``consts``, ``nops`` rows in use) and the ties policy: with ``strict``
-    false a candidate at the sequence's anchor time stamp (``seqs[s, at_anchor]``) is
-    refused when its position key (``enc[pos_row]``) is among the ``n_taken`` keys of
-    the sequence's elements (``seqs[s, at_taken:]``). A candidate passes when it passes
-    the checks, the ties rule and the program, as in
+    ``ctx``: the values the program reads from earlier elements), the step's spec
+    (:func:`step_spec`: its checks, ``nops`` rows of ``ops`` in use, the ties policy)
+    and its program (``ops``, ``consts``). With ``strict`` false a candidate at the
+    sequence's anchor time stamp (``seqs[s, at_anchor]``) is refused when its position
+    key (``enc[pos_row]``) is among the ``n_taken`` keys of the sequence's elements
+    (``seqs[s, at_taken:]``). A candidate passes when it passes the checks, the ties
+    rule and the program, as in
     :func:`~specula.detectors.rules._cdp_kernels.step_general`.
 
     A multiple selection (``each``) writes every passing ``(sequence, event)`` pair in
@@ -121,31 +151,30 @@ def selections(depth: int, tpb: int):
     _before = _block_scan(tpb)
 
     @cuda.jit(device=True)
-    def _passes(ts, enc, num, phys, seqs, s, ctx, chk_col, chk_par, nchk, ops, consts,
-                nops, strict, pos_row, at_anchor, at_taken,
-                n_taken):  # pragma: no cover - device code
-        if not _fits(enc, phys, seqs, s, chk_col, chk_par, nchk):
+    def _passes(ts, enc, num, phys, seqs, s, ctx, spec, ops,
+                consts):  # pragma: no cover - device code
+        if not _fits(enc, phys, seqs, s, spec):
             return False
-        if not strict and ts[phys] == seqs[s, at_anchor]:
-            key = enc[pos_row, phys]
-            for q in range(n_taken):
+        if not spec[_STRICT] and ts[phys] == seqs[s, spec[_AT_ANCHOR]]:
+            key = enc[spec[_POS_ROW], phys]
+            at_taken = spec[_AT_TAKEN]
+            for q in range(spec[_N_TAKEN]):
                 if seqs[s, at_taken + q] == key:
                     return False
+        nops = spec[_NOPS]
         if nops == 0:
             return True
         stack = cuda.local.array(depth, float64)
         return _holds(ops, consts, nops, stack, ts, num, phys, ctx, s)
 
     @cuda.jit(device=True)
-    def _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk, ops,
-                 consts, nops, strict, pos_row, at_anchor, at_taken,
-                 n_taken):  # pragma: no cover - device code
+    def _passing(ts, enc, num, head, cap, seqs, s, ctx, spec, ops,
+                 consts):  # pragma: no cover - device code
         # This thread's candidate of sequence ``s``: its logical index when it lies in
         # the sequence's range and passes, else -1.
         j = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        if j < seqs[s, _HI] and _passes(ts, enc, num, (head + j) % cap, seqs, s, ctx,
-                                        chk_col, chk_par, nchk, ops, consts, nops, strict,
-                                        pos_row, at_anchor, at_taken, n_taken):
+        if j < seqs[s, _HI] and _passes(ts, enc, num, (head + j) % cap, seqs, s, ctx, spec,
+                                        ops, consts):
             return j
         return -1
 
@@ -156,29 +185,25 @@ def selections(depth: int, tpb: int):
         return cuda.blockIdx.x * cuda.blockDim.x < seqs[s, _HI] - seqs[s, _LO]
 
     @cuda.jit
-    def count_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
-                     consts, nops, strict, pos_row, at_anchor, at_taken, n_taken,
+    def count_select(ts, enc, num, head, cap, seqs, m, ctx, spec, ops, consts,
                      counts):  # pragma: no cover - device code
         s = cuda.blockIdx.y
         while s < m:
             if _in_window(seqs, s):
-                j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk,
-                             ops, consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
+                j = _passing(ts, enc, num, head, cap, seqs, s, ctx, spec, ops, consts)
                 n = cuda.syncthreads_count(j >= 0)
                 if cuda.threadIdx.x == 0:
                     counts[seqs[s, _RESULT] + cuda.blockIdx.x] = n
             s += cuda.gridDim.y
 
     @cuda.jit
-    def write_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
-                     consts, nops, strict, pos_row, at_anchor, at_taken, n_taken, offsets,
+    def write_select(ts, enc, num, head, cap, seqs, m, ctx, spec, ops, consts, offsets,
                      out):  # pragma: no cover - device code
         ranks = cuda.shared.array(tpb, int64)
         s = cuda.blockIdx.y
         while s < m:
             if _in_window(seqs, s):
-                j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk,
-                             ops, consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
+                j = _passing(ts, enc, num, head, cap, seqs, s, ctx, spec, ops, consts)
                 k = offsets[seqs[s, _RESULT] + cuda.blockIdx.x] + _before(ranks, 1 if j >= 0 else 0)
                 if j >= 0:
                     out[k, 0] = s
@@ -186,13 +211,11 @@ def selections(depth: int, tpb: int):
             s += cuda.gridDim.y
 
     @cuda.jit
-    def single_select(ts, enc, num, head, cap, seqs, m, ctx, chk_col, chk_par, nchk, ops,
-                      consts, nops, strict, pos_row, at_anchor, at_taken, n_taken,
+    def single_select(ts, enc, num, head, cap, seqs, m, ctx, spec, ops, consts,
                       last):  # pragma: no cover - device code
         s = cuda.blockIdx.y
         while s < m:
-            j = _passing(ts, enc, num, head, cap, seqs, s, ctx, chk_col, chk_par, nchk, ops,
-                         consts, nops, strict, pos_row, at_anchor, at_taken, n_taken)
+            j = _passing(ts, enc, num, head, cap, seqs, s, ctx, spec, ops, consts)
             if j >= 0:
                 if last:
                     cuda.atomic.max(seqs, (s, _RESULT), j)
@@ -281,7 +304,8 @@ def scatter(stage_ts, stage_enc, n_enc, stage_num, n_num, w, ring_ts, ring_enc, 
 def reductions(tpb: int):
     """The two reduction kernels for blocks of ``tpb`` threads (a power of two).
 
-    ``reduce_column`` gives one partial ``(value, count)`` per block and sequence: each
+    ``reduce_column`` gives one partial ``(value, count)`` per block and sequence (its
+    spec, :func:`reduction_spec`, names the checks, the value's row and the operation): each
     thread reads events ``x`` and ``x + tpb`` of its block's ``2 * tpb``, the fitting
     ones enter the tree in shared memory, and thread 0 writes the block's result.
     ``reduce_partials`` folds the first ``n`` partials the same way; the caller applies
@@ -310,11 +334,12 @@ def reductions(tpb: int):
             out_count[cuda.blockIdx.x, s] = count[0]
 
     @cuda.jit
-    def reduce_column(enc, num, vrow, head, cap, seqs, m, chk_col, chk_par, nchk, op,
-                      out_value, out_count):  # pragma: no cover - device code
+    def reduce_column(enc, num, head, cap, seqs, m, spec, out_value,
+                      out_count):  # pragma: no cover - device code
         value = cuda.shared.array(tpb, float64)
         count = cuda.shared.array(tpb, int64)
         tx = cuda.threadIdx.x
+        vrow, op = spec[_VROW], spec[_OP]
         s = cuda.blockIdx.y
         while s < m:
             acc = _neutral(op)
@@ -323,7 +348,7 @@ def reductions(tpb: int):
             for _ in range(2):
                 if j < seqs[s, _HI]:
                     phys = (head + j) % cap
-                    if _fits(enc, phys, seqs, s, chk_col, chk_par, nchk):
+                    if _fits(enc, phys, seqs, s, spec):
                         c += 1
                         if vrow >= 0:
                             acc = _combine(op, acc, num[vrow, phys])

@@ -110,11 +110,6 @@ device's fixed cost takes about twelve times the pairs to repay (an estimate, as
 :data:`MIN_GPU_WORK_SCAN_LAST`)."""
 
 
-def _padded(a: np.ndarray) -> np.ndarray:
-    """``a`` with at least one element (device arrays of size 0 are avoided)."""
-    return a if len(a) else np.zeros(1, a.dtype)
-
-
 class GPUCDPEngine(CDPEngine):
     """Column-based detection (CDP) of one rule with the scans on a CUDA GPU.
 
@@ -185,13 +180,17 @@ class GPUCDPEngine(CDPEngine):
         self._no_context = cuda.to_device(np.zeros((1, 1)), stream=self._stream)
         self._pairs = _b.Pairs(self._stream)
         self._partials = _b.Partials(self._stream)
-        checked: list[Step | Reduction] = [*self._plan.steps, *self._plan.reductions]
-        self._device_checks = {
-            id(x): (cuda.to_device(_padded(x.chk_col), stream=self._stream),
-                    cuda.to_device(_padded(x.chk_par), stream=self._stream), len(x.chk_col))
-            for x in checked}
-        self._programs = {id(st): _Program(st, self._stream, threads_per_block)
-                          for st in self._plan.steps}
+        at_anchor = self._sequences.extra_at  # a general step's anchor, then its taken keys
+        self._programs = {
+            id(st): _Program(st, _gk.step_spec(
+                st.chk_col, st.chk_par, len(st.ops) if st.general else 0,
+                self._plan.strict or not st.general, max(0, st.pos_row), at_anchor,
+                at_anchor + 1, depth + 1 if st.general else 0), self._stream, threads_per_block)
+            for depth, st in enumerate(self._plan.steps)}
+        self._reduction_specs = {
+            id(red): cuda.to_device(_gk.reduction_spec(red.chk_col, red.chk_par, red.vrow,
+                                                       red.op), stream=self._stream)
+            for red in self._plan.reductions}
         self._scan = _gk.scans(threads_per_block)
         self._previous: list[Store] | None = None  # the columns before a restore
         self.uploaded = 0
@@ -299,17 +298,12 @@ class GPUCDPEngine(CDPEngine):
         return self._select_one(st, ring, scan, width)
 
     def _arguments(self, st: Step, scan: _Scan, run: slice) -> tuple:
-        """The selection kernels' arguments from ``ctx`` to ``n_taken`` (see
+        """The selection kernels' arguments from ``ctx`` to ``consts`` (see
         :func:`~specula.detectors.rules._cdp_gpu_kernels.selections`) for the sequences
-        ``run`` of ``scan``; a plain step (no ``extra``) runs no program and strictly."""
+        ``run`` of ``scan``."""
         program = self._programs[id(st)]
-        general = scan.extra is not None
-        at = self._sequences.extra_at
         ctx = self._no_context if scan.ctx is None else self._context.upload(scan.ctx[run])
-        return (ctx, *self._device_checks[id(st)], program.ops, program.consts,
-                program.nops if general else 0, self._plan.strict or not general,
-                max(0, st.pos_row), at, at + 1,
-                scan.extra.shape[1] - 1 if scan.extra is not None else 0)
+        return ctx, program.spec, program.ops, program.consts
 
     def _select_one(self, st: Step, ring: _b.Ring, scan: _Scan, width: int):
         """``last``/``first``: one launch; the result comes back in the sequences' rows."""
@@ -376,7 +370,6 @@ class GPUCDPEngine(CDPEngine):
         if not self._on_device(red, m * width):
             return super()._reduce(red, start, stop, bound)
         ring = self._ring(red.store)
-        chk_col, chk_par, nchk = self._device_checks[id(red)]
         tpb = self.threads_per_block
         per_block = 2 * tpb
         blocks = math.ceil(width / per_block)
@@ -385,8 +378,8 @@ class GPUCDPEngine(CDPEngine):
         _, dev = self._sequences.upload(lo, hi, bound)
         grid_y = min(m, _MAX_GRID_Y)
         self._reduce_column[(blocks, grid_y), tpb, self._stream](
-            ring.enc, ring.num, red.vrow, ring.head, ring.capacity, dev, m, chk_col, chk_par,
-            nchk, red.op, partials.value[0], partials.count[0])
+            ring.enc, ring.num, ring.head, ring.capacity, dev, m,
+            self._reduction_specs[id(red)], partials.value[0], partials.count[0])
         self.launches += 1
         which = 0
         while blocks > 1:
@@ -409,14 +402,16 @@ def _bar(x: Step | Reduction, store: Store) -> int | None:
 
 
 class _Program:
-    """A step's predicate program on the device, uploaded once per rule, and the
-    selection kernels compiled for its stack depth and the engine's block size."""
+    """What a step's kernels read that stays the same from launch to launch, uploaded
+    once per rule: its spec (:func:`~._cdp_gpu_kernels.step_spec`) and predicate
+    program; and the selection kernels compiled for the program's stack depth and the
+    engine's block size."""
 
-    def __init__(self, st: Step, stream, tpb: int) -> None:
+    def __init__(self, st: Step, spec: np.ndarray, stream, tpb: int) -> None:
+        self.spec = cuda.to_device(spec, stream=stream)
         self.ops = cuda.to_device(st.ops if len(st.ops) else np.zeros((1, 2), np.int64),
                                   stream=stream)
         self.consts = cuda.to_device(st.consts, stream=stream)
-        self.nops = len(st.ops)
         self.count, self.write, self.single = _gk.selections(_gk.stack_depth(st.ops), tpb)
 
 
