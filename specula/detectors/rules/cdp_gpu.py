@@ -191,7 +191,10 @@ class GPUCDPEngine(CDPEngine):
             id(red): cuda.to_device(_gk.reduction_spec(red.chk_col, red.chk_par, red.vrow,
                                                        red.op), stream=self._stream)
             for red in self._plan.reductions}
-        self._scan = _gk.scans(threads_per_block)
+        # the scan of a multiple selection's counts runs in one block: as wide as a GPU
+        # allows (1,024 threads), and narrow in the simulator, which makes a thread each
+        self._scan_threads = threads_per_block if simulated else 1024
+        self._scan = _gk.scans(self._scan_threads)
         self._previous: list[Store] | None = None  # the columns before a restore
         self.uploaded = 0
         self.launches = 0
@@ -349,7 +352,7 @@ class GPUCDPEngine(CDPEngine):
                     *self._arguments(st, scan, run))
             counts = self._pairs.counts
             program.count[grid, tpb, self._stream](*args, counts)
-            self._scan[1, tpb, self._stream](counts, n_slots, self._pairs.total)
+            self._scan[1, self._scan_threads, self._stream](counts, n_slots, self._pairs.total)
             program.write[grid, tpb, self._stream](*args, counts, self._pairs.out)
             self.launches += 3
             pairs = self._pairs.download()
