@@ -20,9 +20,9 @@ prefix (at most twice what is needed) rather than slicing to the exact length.
   with the same buffer; for a multiple selection it holds the sequence's first slot.
   :class:`Context` holds the values of earlier elements that the predicate programs
   read, one row per sequence.
-* :class:`Pairs` is the output of multiple selections: the counts of passing events
-  per slot of a window, their total and the ``(sequence, event)`` pairs, which come
-  back with the total.
+* :class:`Pairs` is the output of multiple selections: a flag per event of every slot
+  of the windows, the slots' offsets, their total and the ``(sequence, event)`` pairs,
+  which come back with the total.
 * :class:`Partials` holds the per-block results of the reductions, block-major, so
   that the final results are the first row.
 """
@@ -276,8 +276,8 @@ def _pair(classes: dict, shape: tuple[int, int], dtype, stream) -> tuple[np.ndar
 
 
 class Pairs:
-    """Output of a multiple selection: the per-slot counts of passing events (which the
-    scan turns into offsets), their total and the ``(sequence, event)`` pairs.
+    """Output of a multiple selection: a flag per event of every slot of the windows,
+    the slots' offsets, their total and the ``(sequence, event)`` pairs.
 
     The pairs come back with the total, in one wait for the GPU, whenever they fit in
     the prefix that held the previous launch's pairs (a stream's selectivity changes
@@ -292,13 +292,17 @@ class Pairs:
         """Pairs copied back with the total (a power of two)."""
         self.waits = 0
         """Times :meth:`download` waited for the GPU."""
-        self.grow(1, 1)
+        self.flagged = 0
+        self.grow(1, 1, 1)
 
-    def grow(self, n: int, slots: int) -> None:
-        """Make room for at least ``n`` pairs and the counts of ``slots`` slots."""
+    def grow(self, n: int, slots: int, width: int) -> None:
+        """Make room for at least ``n`` pairs and ``slots`` slots of ``width`` events."""
         if slots > self.slots:
             self.slots = size_class(slots, 1024)
-            self.counts = cuda.device_array(self.slots, np.int64, stream=self.stream)
+            self.offsets = cuda.device_array(self.slots, np.int64, stream=self.stream)
+        if slots * width > self.flagged:
+            self.flagged = size_class(slots * width, 1024)
+            self.flags = cuda.device_array(self.flagged, np.int32, stream=self.stream)
         if n <= self.capacity:
             return
         self.capacity = size_class(n, 1024)

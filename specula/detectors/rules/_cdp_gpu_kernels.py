@@ -122,10 +122,9 @@ def stack_depth(ops: np.ndarray) -> int:
 
 
 @cache
-def selections(depth: int, tpb: int):
+def selections(depth: int):
     """The selection kernels for predicate programs whose stack holds ``depth`` values
-    (a local array, so its size is fixed when the kernel compiles), in blocks of ``tpb``
-    threads (a power of two: the size of their shared arrays).
+    (a local array, so its size is fixed when the kernel compiles).
 
     Each takes the column (``ts``, ``enc``, ``num`` rings), the sequences (``seqs``, and
     ``ctx``: the values the program reads from earlier elements), the step's spec
@@ -138,17 +137,17 @@ def selections(depth: int, tpb: int):
     :func:`~specula.detectors.rules._cdp_kernels.step_general`.
 
     A multiple selection (``each``) writes every passing ``(sequence, event)`` pair in
-    the order of the CPU engine (by sequence, then event), with no sort and no atomics,
-    in three launches. The windows are cut in *slots* of ``tpb`` events: sequence ``s``
-    has ``ceil((hi - lo) / tpb)`` of them, from slot ``seqs[s, result]`` on (the caller
-    numbers them). ``count_select`` writes each slot's number of passing events to
-    ``counts``; :func:`scans`' kernel turns the counts into offsets and their total;
-    ``write_select`` writes each passing pair to ``out`` at its slot's offset plus its
-    rank among the slot's passing events. ``single_select`` makes ``seqs[s, result]``
+    the order of the CPU engine (by sequence, then event), with no sort, no atomics and
+    no barrier, in three launches. The windows are cut in *slots* of a block's ``tpb``
+    events: sequence ``s`` has ``ceil((hi - lo) / tpb)`` of them, from slot
+    ``seqs[s, result]`` on (the caller numbers them). ``flag_select`` sets
+    ``flags[slot * tpb + t]`` to whether the slot's ``t``-th event passes;
+    :func:`scans`' kernel turns the slots' counts into offsets and their total;
+    :func:`write_pairs` writes each passing pair at its slot's offset plus the number of
+    passing events before it in the slot. ``single_select`` makes ``seqs[s, result]``
     the greatest (``last``, atomic max over -1) or smallest (atomic min over a
     sentinel) passing event of sequence ``s``.
     """
-    _before = _block_scan(tpb)
 
     @cuda.jit(device=True)
     def _passes(ts, enc, num, phys, seqs, s, ctx, spec, ops,
@@ -178,36 +177,14 @@ def selections(depth: int, tpb: int):
             return j
         return -1
 
-    @cuda.jit(device=True)
-    def _in_window(seqs, s):  # pragma: no cover - device code
-        # Whether this block's slot of sequence ``s`` holds events (the same for all of
-        # the block's threads, so they all take the same branch to the barriers).
-        return cuda.blockIdx.x * cuda.blockDim.x < seqs[s, _HI] - seqs[s, _LO]
-
     @cuda.jit
-    def count_select(ts, enc, num, head, cap, seqs, m, ctx, spec, ops, consts,
-                     counts):  # pragma: no cover - device code
+    def flag_select(ts, enc, num, head, cap, seqs, m, ctx, spec, ops, consts,
+                    flags):  # pragma: no cover - device code
         s = cuda.blockIdx.y
         while s < m:
             if _in_window(seqs, s):
                 j = _passing(ts, enc, num, head, cap, seqs, s, ctx, spec, ops, consts)
-                n = cuda.syncthreads_count(j >= 0)
-                if cuda.threadIdx.x == 0:
-                    counts[seqs[s, _RESULT] + cuda.blockIdx.x] = n
-            s += cuda.gridDim.y
-
-    @cuda.jit
-    def write_select(ts, enc, num, head, cap, seqs, m, ctx, spec, ops, consts, offsets,
-                     out):  # pragma: no cover - device code
-        ranks = cuda.shared.array(tpb, int64)
-        s = cuda.blockIdx.y
-        while s < m:
-            if _in_window(seqs, s):
-                j = _passing(ts, enc, num, head, cap, seqs, s, ctx, spec, ops, consts)
-                k = offsets[seqs[s, _RESULT] + cuda.blockIdx.x] + _before(ranks, 1 if j >= 0 else 0)
-                if j >= 0:
-                    out[k, 0] = s
-                    out[k, 1] = j
+                flags[_flag_at(seqs, s)] = 1 if j >= 0 else 0
             s += cuda.gridDim.y
 
     @cuda.jit
@@ -223,7 +200,38 @@ def selections(depth: int, tpb: int):
                     cuda.atomic.min(seqs, (s, _RESULT), j)
             s += cuda.gridDim.y
 
-    return count_select, write_select, single_select
+    return flag_select, single_select
+
+
+@cuda.jit(device=True)
+def _in_window(seqs, s):  # pragma: no cover - device code
+    """Whether this block's slot of sequence ``s`` holds events."""
+    return cuda.blockIdx.x * cuda.blockDim.x < seqs[s, _HI] - seqs[s, _LO]
+
+
+@cuda.jit(device=True)
+def _flag_at(seqs, s):  # pragma: no cover - device code
+    """This thread's place in the flags: its block's slot of ``s``, then its own."""
+    return (seqs[s, _RESULT] + cuda.blockIdx.x) * cuda.blockDim.x + cuda.threadIdx.x
+
+
+@cuda.jit
+def write_pairs(seqs, m, flags, offsets, out):  # pragma: no cover - device code
+    """Write each passing ``(sequence, event)`` pair flagged by ``flag_select`` (see
+    :func:`selections`) to ``out``, at its slot's offset plus the passing events before
+    it in the slot; launched on the grid of ``flag_select``."""
+    s = cuda.blockIdx.y
+    while s < m:
+        if _in_window(seqs, s):
+            at = _flag_at(seqs, s)
+            if flags[at]:
+                slot_start = at - cuda.threadIdx.x
+                k = offsets[at // cuda.blockDim.x]
+                for t in range(slot_start, at):
+                    k += flags[t]
+                out[k, 0] = s
+                out[k, 1] = seqs[s, _LO] + cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        s += cuda.gridDim.y
 
 
 @cache
@@ -234,6 +242,8 @@ def _block_scan(tpb: int):
 
     @cuda.jit(device=True)
     def before(shared, value):  # pragma: no cover - device code
+        if tpb == 1:
+            return 0
         tx = cuda.threadIdx.x
         shared[tx] = value
         cuda.syncthreads()
@@ -253,14 +263,17 @@ def _block_scan(tpb: int):
 
 @cache
 def scans(tpb: int):
-    """A kernel ``exclusive_scan(values, n, total)`` for one block of ``tpb`` threads:
-    ``values[i]`` becomes the sum of ``values[:i]`` for ``i < n`` and ``total[0]`` the
-    sum of all ``n``. Each thread adds up a contiguous chunk, the block scans the chunks'
-    sums, and each thread writes its chunk's offsets."""
+    """A kernel ``slot_offsets(flags, width, n, offsets, total)`` for one block of
+    ``tpb`` threads: slot ``i < n`` counts the ``width`` flags (int32, so that the
+    simulator's NumPy arithmetic cannot overflow them) from ``flags[i * width]`` on;
+    ``offsets[i]`` becomes the sum of the counts of the slots before it and ``total[0]``
+    the sum of all ``n`` (with ``width`` 1, an exclusive scan of ``flags``).
+    Each thread counts a contiguous chunk of slots, the block scans the chunks' sums,
+    and each thread writes its chunk's offsets."""
     before = _block_scan(tpb)
 
     @cuda.jit
-    def exclusive_scan(values, n, total):  # pragma: no cover - device code
+    def slot_offsets(flags, width, n, offsets, total):  # pragma: no cover - device code
         sums = cuda.shared.array(tpb, int64)
         tx = cuda.threadIdx.x
         chunk = (n + tpb - 1) // tpb
@@ -268,16 +281,20 @@ def scans(tpb: int):
         b = min(a + chunk, n)
         acc = 0
         for i in range(a, b):
-            acc += values[i]
+            count = 0
+            for f in range(i * width, (i + 1) * width):
+                count += flags[f]
+            offsets[i] = count
+            acc += count
         run = before(sums, acc)
         if tx == tpb - 1:
             total[0] = run + acc
         for i in range(a, b):
-            v = values[i]
-            values[i] = run
-            run += v
+            count = offsets[i]
+            offsets[i] = run
+            run += count
 
-    return exclusive_scan
+    return slot_offsets
 
 
 _holds = cuda.jit(device=True)(run_program)

@@ -22,13 +22,14 @@ elements (``b.open > c.open``, arithmetic, time stamps): each step's predicate p
 is uploaded once per rule and interpreted by the selection kernels, which are compiled
 once per stack depth. What a sequence carries for later predicates (the context values
 of its elements, their position keys, its floor) follows on the CPU, a gather per step.
-Multiple selection (``each``) counts the passing events of every slot of ``tpb``
-events of each window, scans the counts into offsets on the device, and writes every
-passing pair at its slot's offset plus its rank in the slot: the pairs come out ordered
-by sequence, then event, as the CPU engine makes them, with no sort on the CPU (sorting
-the pairs there took 11 ms for 84,000 of them, more than the CPU engine's whole batch of
-the stock rule). Single selection keeps one index per sequence,
-raised by ``cuda.atomic.max`` (``last``, from -1) or lowered by ``cuda.atomic.min``
+Multiple selection (``each``) flags every event of every window that passes, counts
+and scans the flags of each slot of ``tpb`` events into offsets on the device, and
+writes every passing pair at its slot's offset plus the passing events before it in the
+slot: the pairs come out ordered by sequence, then event, as the CPU engine makes them,
+with no sort on the CPU (sorting the pairs there took 11 ms for 84,000 of them, more
+than the CPU engine's whole batch of the stock rule). Single selection keeps one index
+per sequence, raised by ``cuda.atomic.max`` (``last``, from -1) or lowered by
+``cuda.atomic.min``
 (``first``, from a sentinel). Aggregates and negations are reduced per match in shared
 memory, block by block and then over the blocks' results until one value is left
 (sec. 5.4); a negation is a count.
@@ -185,16 +186,16 @@ class GPUCDPEngine(CDPEngine):
             id(st): _Program(st, _gk.step_spec(
                 st.chk_col, st.chk_par, len(st.ops) if st.general else 0,
                 self._plan.strict or not st.general, max(0, st.pos_row), at_anchor,
-                at_anchor + 1, depth + 1 if st.general else 0), self._stream, threads_per_block)
+                at_anchor + 1, depth + 1 if st.general else 0), self._stream)
             for depth, st in enumerate(self._plan.steps)}
         self._reduction_specs = {
             id(red): cuda.to_device(_gk.reduction_spec(red.chk_col, red.chk_par, red.vrow,
                                                        red.op), stream=self._stream)
             for red in self._plan.reductions}
-        # the scan of a multiple selection's counts runs in one block: as wide as a GPU
-        # allows (1,024 threads), and narrow in the simulator, which makes a thread each
-        self._scan_threads = threads_per_block if simulated else 1024
-        self._scan = _gk.scans(self._scan_threads)
+        # a multiple selection's slots are counted and scanned in one block: as wide as a
+        # GPU allows; one thread in the simulator, where a barrier takes milliseconds
+        self._scan_threads = 1 if simulated else 1024
+        self._slot_offsets = _gk.scans(self._scan_threads)
         self._previous: list[Store] | None = None  # the columns before a restore
         self.uploaded = 0
         self.launches = 0
@@ -325,39 +326,44 @@ class GPUCDPEngine(CDPEngine):
 
     def _select_each(self, st: Step, ring: _b.Ring, scan: _Scan):
         """``each``: launches over runs of sequences whose windows hold at most
-        :data:`_MAX_PAIRS` events together, so the output always has room; each run's
-        pairs come in the CPU engine's order (see :func:`~._cdp_gpu_kernels.selections`:
-        counts per slot, their scan, the pairs written at their offsets)."""
+        :data:`_MAX_PAIRS` events together (and as many flags), so the output always has
+        room; each run's pairs come in the CPU engine's order (see
+        :func:`~._cdp_gpu_kernels.selections`: a flag per event, the slots' offsets, the
+        pairs written at their places)."""
         lo, hi = scan.lo, scan.hi
         tpb = self.threads_per_block
         sizes = hi - lo
-        ends = np.cumsum(sizes)
+        slots = -(-sizes // tpb)  # the slots of tpb events of each window
+        ends, slot_ends = np.cumsum(sizes), np.cumsum(slots)
         program = self._programs[id(st)]
+        pairs = self._pairs
         parents: list[np.ndarray] = []
         choices: list[np.ndarray] = []
         first = 0
         while first < len(lo):
-            base = ends[first - 1] if first else 0
-            last = max(first + 1, int(np.searchsorted(ends, base + _MAX_PAIRS, side="right")))
+            base, slot_base = (ends[first - 1], slot_ends[first - 1]) if first else (0, 0)
+            last = max(first + 1, min(
+                int(np.searchsorted(ends, base + _MAX_PAIRS, side="right")),
+                int(np.searchsorted(slot_ends, slot_base + _MAX_PAIRS // tpb, side="right"))))
             run = slice(first, last)
-            slots = -(-sizes[run] // tpb)  # the slots of tpb events of each window
-            n_slots = int(slots.sum())
-            self._pairs.grow(int(ends[last - 1] - base), n_slots)
+            n_slots = int(slot_ends[last - 1] - slot_base)
+            pairs.grow(int(ends[last - 1] - base), n_slots, tpb)
             m = last - first
             _, dev = self._sequences.upload(lo[run], hi[run], scan.bound[run],
-                                            np.cumsum(slots) - slots,
+                                            slot_ends[run] - slots[run] - slot_base,
                                             None if scan.extra is None else scan.extra[run])
             grid = self._grid(int(sizes[run].max()), m)
-            args = (ring.ts, ring.enc, ring.num, ring.head, ring.capacity, dev, m,
-                    *self._arguments(st, scan, run))
-            counts = self._pairs.counts
-            program.count[grid, tpb, self._stream](*args, counts)
-            self._scan[1, self._scan_threads, self._stream](counts, n_slots, self._pairs.total)
-            program.write[grid, tpb, self._stream](*args, counts, self._pairs.out)
+            program.flag[grid, tpb, self._stream](
+                ring.ts, ring.enc, ring.num, ring.head, ring.capacity, dev, m,
+                *self._arguments(st, scan, run), pairs.flags)
+            self._slot_offsets[1, self._scan_threads, self._stream](
+                pairs.flags, tpb, n_slots, pairs.offsets, pairs.total)
+            _gk.write_pairs[grid, tpb, self._stream](dev, m, pairs.flags, pairs.offsets,
+                                                     pairs.out)
             self.launches += 3
-            pairs = self._pairs.download()
-            parents.append(pairs[:, 0] + first)
-            choices.append(pairs[:, 1])
+            found = pairs.download()
+            parents.append(found[:, 0] + first)
+            choices.append(found[:, 1])
             first = last
         return np.concatenate(parents), np.concatenate(choices)
 
@@ -407,15 +413,14 @@ def _bar(x: Step | Reduction, store: Store) -> int | None:
 class _Program:
     """What a step's kernels read that stays the same from launch to launch, uploaded
     once per rule: its spec (:func:`~._cdp_gpu_kernels.step_spec`) and predicate
-    program; and the selection kernels compiled for the program's stack depth and the
-    engine's block size."""
+    program; and the selection kernels compiled for the program's stack depth."""
 
-    def __init__(self, st: Step, spec: np.ndarray, stream, tpb: int) -> None:
+    def __init__(self, st: Step, spec: np.ndarray, stream) -> None:
         self.spec = cuda.to_device(spec, stream=stream)
         self.ops = cuda.to_device(st.ops if len(st.ops) else np.zeros((1, 2), np.int64),
                                   stream=stream)
         self.consts = cuda.to_device(st.consts, stream=stream)
-        self.count, self.write, self.single = _gk.selections(_gk.stack_depth(st.ops), tpb)
+        self.flag, self.single = _gk.selections(_gk.stack_depth(st.ops))
 
 
 @dataclass(frozen=True)

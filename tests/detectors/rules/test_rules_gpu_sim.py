@@ -241,8 +241,9 @@ def _bars_case() -> list[str]:
 
 
 def _scan_cases(seed: int) -> list[str]:
-    """The device's exclusive scan against numpy's, for lengths around the block's and
-    chunk sizes (empty, one, fewer values than threads, uneven chunks)."""
+    """The device's count and scan of slots against numpy's, for lengths around the
+    block's and chunk sizes (empty, one, fewer slots than threads, uneven chunks) and
+    slots of one and of three flags."""
     from numba import cuda
 
     from specula.detectors.rules._cdp_gpu_kernels import scans
@@ -250,16 +251,19 @@ def _scan_cases(seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
     problems = []
     for tpb in (1, 4, 8):
-        for n in (0, 1, 3, tpb, tpb + 1, 5 * tpb - 1, 37):
-            values = rng.integers(0, 9, n + 2)
-            want = np.concatenate([[0], np.cumsum(values[:n])])
-            got, total = cuda.to_device(values), cuda.to_device(np.full(1, -1, np.int64))
-            scans(tpb)[1, tpb](got, n, total)
-            got_values = got.copy_to_host()
-            if (got_values[:n].tolist() != want[:n].tolist() or total.copy_to_host()[0] != want[n]
-                    or got_values[n:].tolist() != values[n:].tolist()):
-                problems.append(f"scan of {n} values with {tpb} threads: "
-                                f"{got_values.tolist()}, total {total.copy_to_host()[0]}")
+        for width in (1, 3, 100):  # 100: counts beyond a byte's
+            for n in (0, 1, 3, tpb, tpb + 1, 5 * tpb - 1, 37):
+                flags = rng.integers(0, 2, (n + 2) * width).astype(np.int32)
+                counts = flags[:n * width].reshape(n, width).sum(axis=1)
+                want = np.concatenate([[0], np.cumsum(counts)])
+                offsets = cuda.to_device(np.full(n + 2, -1, np.int64))
+                total = cuda.to_device(np.full(1, -1, np.int64))
+                scans(tpb)[1, tpb](cuda.to_device(flags), width, n, offsets, total)
+                got, got_total = offsets.copy_to_host(), total.copy_to_host()[0]
+                if (got[:n].tolist() != want[:n].tolist() or got_total != want[n]
+                        or got[n:].tolist() != [-1, -1]):
+                    problems.append(f"scan of {n} slots of {width} with {tpb} threads: "
+                                    f"{got.tolist()}, total {got_total}")
     return problems
 
 
@@ -273,7 +277,7 @@ def _pairs_cases() -> list[str]:
     pairs = Pairs(cuda.stream())
     problems = []
     for n, waits in ((10, 1), (12, 1), (3000, 2), (2500, 1), (0, 1)):
-        pairs.grow(n, 1)
+        pairs.grow(n, 1, 1)
         want = np.arange(2 * n, dtype=np.int64).reshape(n, 2)
         if n:
             pairs.out[:n].copy_to_device(want)
