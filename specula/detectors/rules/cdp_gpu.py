@@ -136,9 +136,9 @@ class GPUCDPEngine(CDPEngine):
     uploaded : int
         Events copied to the device columns so far.
     launches : int
-        Kernel launches of steps and reductions so far (a step launches once for all
-        the terminators of a batch, unless its sequences' windows hold more than
-        :data:`_MAX_PAIRS` events together).
+        Kernel launches of steps and reductions so far (a step's launches serve all the
+        terminators of a batch: one for ``last`` or ``first``, three for ``each``, more
+        only when its sequences' windows hold over :data:`_MAX_PAIRS` events together).
 
     Raises
     ------
