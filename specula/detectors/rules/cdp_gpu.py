@@ -63,7 +63,7 @@ the same kernels on the CPU, for tests; there the default block is 8 threads.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -325,32 +325,24 @@ class GPUCDPEngine(CDPEngine):
         return parent, found[parent]
 
     def _select_each(self, st: Step, ring: _b.Ring, scan: _Scan):
-        """``each``: launches over runs of sequences whose windows hold at most
-        :data:`_MAX_PAIRS` events together (and as many flags), so the output always has
-        room; each run's pairs come in the CPU engine's order (see
+        """``each``: launches over runs of sequences (:func:`_runs`), so the output always
+        has room; each run's pairs come in the CPU engine's order (see
         :func:`~._cdp_gpu_kernels.selections`: a flag per event, the slots' offsets, the
         pairs written at their places)."""
-        lo, hi = scan.lo, scan.hi
         tpb = self.threads_per_block
-        sizes = hi - lo
+        sizes = scan.hi - scan.lo
         slots = -(-sizes // tpb)  # the slots of tpb events of each window
-        ends, slot_ends = np.cumsum(sizes), np.cumsum(slots)
+        first_slot = np.cumsum(slots) - slots
         program = self._programs[id(st)]
         pairs = self._pairs
         parents: list[np.ndarray] = []
         choices: list[np.ndarray] = []
-        first = 0
-        while first < len(lo):
-            base, slot_base = (ends[first - 1], slot_ends[first - 1]) if first else (0, 0)
-            last = max(first + 1, min(
-                int(np.searchsorted(ends, base + _MAX_PAIRS, side="right")),
-                int(np.searchsorted(slot_ends, slot_base + _MAX_PAIRS // tpb, side="right"))))
-            run = slice(first, last)
-            n_slots = int(slot_ends[last - 1] - slot_base)
-            pairs.grow(int(ends[last - 1] - base), n_slots, tpb)
-            m = last - first
-            _, dev = self._sequences.upload(lo[run], hi[run], scan.bound[run],
-                                            slot_ends[run] - slots[run] - slot_base,
+        for run in _runs(sizes, slots, tpb):
+            m = run.stop - run.start
+            n_slots = int(slots[run].sum())
+            pairs.grow(int(sizes[run].sum()), n_slots, tpb)
+            _, dev = self._sequences.upload(scan.lo[run], scan.hi[run], scan.bound[run],
+                                            first_slot[run] - first_slot[run.start],
                                             None if scan.extra is None else scan.extra[run])
             grid = self._grid(int(sizes[run].max()), m)
             program.flag[grid, tpb, self._stream](
@@ -362,9 +354,8 @@ class GPUCDPEngine(CDPEngine):
                                                      pairs.out)
             self.launches += 3
             found = pairs.download()
-            parents.append(found[:, 0] + first)
+            parents.append(found[:, 0] + run.start)
             choices.append(found[:, 1])
-            first = last
         return np.concatenate(parents), np.concatenate(choices)
 
     def _reduce(self, red: Reduction, start: np.ndarray, stop: np.ndarray,
@@ -408,6 +399,26 @@ def _bar(x: Step | Reduction, store: Store) -> int | None:
     if isinstance(x, Reduction):
         return MIN_GPU_WORK_REDUCE
     return MIN_GPU_WORK_SCAN_EACH if x.selection == _k.EACH else MIN_GPU_WORK_SCAN_LAST
+
+
+def _runs(sizes: np.ndarray, slots: np.ndarray, tpb: int) -> Iterator[slice]:
+    """Consecutive runs of the sequences whose windows hold ``sizes`` events in
+    ``slots`` slots of ``tpb``: each run's windows hold at most :data:`_MAX_PAIRS`
+    events together and its slots at most as many flags, or it is one sequence.
+
+    >>> sizes = np.array([3, 0, _MAX_PAIRS, 2])
+    >>> [(r.start, r.stop) for r in _runs(sizes, -(-sizes // 4), 4)]
+    [(0, 2), (2, 3), (3, 4)]
+    """
+    ends, slot_ends = np.cumsum(sizes), np.cumsum(slots)
+    first = 0
+    while first < len(sizes):
+        base, slot_base = (ends[first - 1], slot_ends[first - 1]) if first else (0, 0)
+        last = max(first + 1, min(
+            int(np.searchsorted(ends, base + _MAX_PAIRS, side="right")),
+            int(np.searchsorted(slot_ends, slot_base + _MAX_PAIRS // tpb, side="right"))))
+        yield slice(first, last)
+        first = last
 
 
 class _Program:
