@@ -196,7 +196,7 @@ SLABS_HELD = 2
 class RawSlice:
     """What a raw push of the driver carries instead of its rows, when they would go
     through Ray's object store anyway: rows ``start:end`` of ``slab`` (Ray's reference
-    to a run of the driver's prepared stream, put once, :class:`PreparedStream`), and
+    to a run of the driver's stream, put once, :class:`PreparedStream`), and
     the time they arrived at, ``stamp`` (ns; each consumer stamps its piece). A batch put
     into the object store per push cost the driver a put of ~1.2 MB and Ray a new object
     to track and free for each. The slice is a few numbers: a resend is the same push,
@@ -255,8 +255,9 @@ def forget_slabs() -> None:
 
 
 class PreparedStream:
-    """The driver's stream in memory (:func:`~.inprocess.prepare_raw`'s copy: type ids
-    translated and checked), fed by ranges of rows (:meth:`Feeder.feed_range`). A range
+    """The driver's stream in memory, in arrival order, its type ids the graph's and
+    checked (the caller's array, or :func:`~.inprocess.prepare_raw`'s copy of it; never
+    written to), fed by ranges of rows (:meth:`Feeder.feed_range`). A range
     larger than :data:`SHARE_BYTES` goes as a :class:`RawSlice` of a slab put into Ray's
     object store once; a smaller one (a live step's rows) goes inline, stamped."""
 
