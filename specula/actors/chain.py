@@ -39,6 +39,7 @@ from specula.actors.channels import Peers, Reply, Route
 from specula.actors.outbox import ChainSteps, Outbox, OutboxHandle
 from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
+from specula.actors.sources import forget_slabs
 from specula.actors.worker import DetectorWorker
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
@@ -162,12 +163,14 @@ class ChainWorker:
 
     def close(self) -> None:
         """The run has ended (every member flushed or suspended, its thread stopped):
-        stop the pool's threads, for a process that goes on to another run
+        let go of the driver's slabs and stop the pool's threads, for a process that goes
+        on to another run
         (:mod:`.pool`)."""
         with self._cond:
             outboxes = list(self._outboxes.values())
         for outbox in outboxes:
             outbox.close()
+        forget_slabs()
         self._pool.shutdown(wait=False)
 
     def worker(self, producer: int) -> DetectorWorker:
@@ -190,9 +193,11 @@ class ChainWorker:
         call would deliver it. The answer is a future either way."""
         if method != "push":
             return self._pool.submit(self._run, producer, method, args)
-        batch = args[0].view()
-        batch.flags.writeable = False
-        args = (batch, *args[1:])
+        batch = args[0]
+        if isinstance(batch, np.ndarray):  # not a RawSlice of the driver's stream
+            batch = batch.view()
+            batch.flags.writeable = False
+            args = (batch, *args[1:])
         done: Future = Future()
         try:
             reply = self.worker(producer).push(*args, wait=False)

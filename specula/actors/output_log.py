@@ -5,7 +5,8 @@ then forgot, so that an actor of a stream that never ends holds bounded memory.
 
 On storage (the actor's :class:`~.recovery.Store`), every checkpoint writes a
 *segment*, ``net-<i>``: the batches the net output applied since the previous one
-(rows, lengths, emission times) and the late events the unit set aside meanwhile.
+(rows, lengths, emission times) and the late events the unit set aside meanwhile, as
+:mod:`.frames` (each batch's bytes written from where they lie, not joined first).
 Segments are immutable and numbered; replaying them in order rebuilds the net output
 and the late side output. A reader beside the running actor (the driver's
 :class:`~.settled.SettledTail`) follows them.
@@ -27,10 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from specula import events as ev
+from specula.actors.frames import frames, read_frames
 from specula.actors.inbox import Histogram
 from specula.actors.recovery import Checkpoints, Store, unpack_checkpoint
 from specula.ordering.checkpoint import pack_array, unpack_array
@@ -107,11 +108,10 @@ class Segment:
 def write_segment(store: Store, index: int, net: NetOutput, start: int,
                   late: np.ndarray) -> None:
     """Segment ``index``: what ``net`` applied from its ``start``-th batch on, and
-    ``late``."""
-    rows, lengths, times = net.log(start)
-    store.write(f"net-{index:06d}", msgpack.packb(
-        [pack_array(rows), pack_array(lengths), pack_array(times), pack_array(late)],
-        use_bin_type=True))
+    ``late``, as :mod:`.frames` (the batches written one by one)."""
+    chunks, lengths, times = net.log(start)
+    store.write(f"net-{index:06d}", *frames(None, [
+        chunks or [np.empty(0, net.dtype)], [lengths], [times], [late]]))
 
 
 def read_segment(store: Store, index: int) -> Segment:
@@ -119,7 +119,7 @@ def read_segment(store: Store, index: int) -> Segment:
     data = store.read(f"net-{index:06d}")
     if data is None:
         raise FileNotFoundError(f"{store.path}: output segment {index} is missing")
-    return Segment(*(unpack_array(b) for b in msgpack.unpackb(data, raw=False)))
+    return Segment(*read_frames(data)[1])
 
 
 class ActorOutput:
@@ -233,11 +233,13 @@ class Base:
 
 
 def write_base(store: Store, base: Base) -> None:
-    rows, lengths, times = base.net.log()
-    store.write(f"base-{base.index:06d}", msgpack.packb(
-        [pack_array(rows), pack_array(lengths), pack_array(times),
-         [i for i, _ in base.late], [pack_array(r) for _, r in base.late],
-         base.handed.state(), list(base.forgotten)], use_bin_type=True))
+    """Base ``base.index``, as :mod:`.frames`: the net output's batches, lengths and
+    times, then each kept segment's late events."""
+    chunks, lengths, times = base.net.log()
+    store.write(f"base-{base.index:06d}", *frames(
+        [[i for i, _ in base.late], base.handed.state(), list(base.forgotten)],
+        [chunks or [np.empty(0, base.net.dtype)], [lengths], [times],
+         *([r] for _, r in base.late)]))
 
 
 def read_base(store: Store, index: int, dtype: np.dtype) -> Base:
@@ -248,9 +250,9 @@ def read_base(store: Store, index: int, dtype: np.dtype) -> Base:
     data = store.read(f"base-{index:06d}")
     if data is None:
         raise FileNotFoundError(f"{store.path}: output base {index} is missing")
-    rows, lengths, times, late_at, late, handed, forgotten = msgpack.unpackb(data, raw=False)
-    net.reapply(unpack_array(rows), unpack_array(lengths), unpack_array(times))
-    return Base(index, net, [(i, unpack_array(r)) for i, r in zip(late_at, late, strict=True)],
+    (late_at, handed, forgotten), (rows, lengths, times, *late) = read_frames(data)
+    net.reapply(rows, lengths, times)
+    return Base(index, net, list(zip(late_at, late, strict=True)),
                 HandedOn.from_state(handed), (int(forgotten[0]), int(forgotten[1])))
 
 

@@ -3,7 +3,8 @@ of a run with restarts is exactly the crash-free one. One actor's part in it is
 :class:`~.actor_recovery.ActorRecovery`.
 
 What a checkpoint holds (one msgpack object per actor, written atomically; NumPy
-arrays as ``.npy`` bytes, the detector's states as its ``snapshot`` returns them):
+arrays as their dtype, shape and bytes, the detector's states as its ``snapshot``
+returns them):
 
 * the ordering unit's whole state (:mod:`specula.ordering.checkpoint`): buffer,
   snapshots, clock, K, counters, the versions a replay may revise (its late events
@@ -127,7 +128,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from specula.actors.signing import sign, verify
+from specula.actors.signing import signed_head, verify
 from specula.detectors.graph import Graph
 from specula.events import fields_of
 
@@ -136,10 +137,12 @@ from specula.events import fields_of
 #: of a batch that joined a step have no alpha; 5: the digests of the pushes taken, per
 #: sender, and the count of divergent ones; 6: digests of every field but the arrival
 #: stamps, payloads included, and the recovery counts out of the checkpoint, in
-#: :class:`~.tally.Tally`; 7: digests by SHA-256). A checkpoint of another layout is
+#: :class:`~.tally.Tally`; 7: digests by SHA-256; 8: arrays as description, shape and
+#: bytes (:func:`~specula.ordering.checkpoint.pack_array`), output segments and bases as
+#: :mod:`.frames`). A checkpoint of another layout is
 #: refused, before anything starts (:func:`verify_run`, :class:`CheckpointLayoutError`):
 #: a watch suspended by another version resumes only with that version, or starts afresh.
-CHECKPOINT_VERSION = 7
+CHECKPOINT_VERSION = 8
 
 #: Pushes per sender whose digest a worker keeps (and checkpoints), to check duplicates
 #: against.
@@ -328,10 +331,15 @@ class Store:
         self.path = f"{root.rstrip('/')}/{prefix}"
         self.fs.create_dir(self.path, recursive=True)
 
-    def write(self, name: str, data: bytes) -> None:
+    def write(self, name: str, *parts: bytes | memoryview) -> None:
+        """Store the object ``name`` whose bytes are ``parts`` in order (an object of
+        several parts, such as :mod:`.frames` makes, is signed and written part by
+        part, not joined in memory first)."""
         tmp = f"{self.path}/.{name}.{uuid.uuid4().hex}"
         with self.fs.open_output_stream(tmp) as out:
-            out.write(sign(self.key, f"{self.prefix}/{name}", data))
+            out.write(signed_head(self.key, f"{self.prefix}/{name}", *parts))
+            for part in parts:
+                out.write(part)
         self.fs.move(tmp, f"{self.path}/{name}")
 
     def read(self, name: str) -> bytes | None:

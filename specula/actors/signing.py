@@ -101,14 +101,17 @@ def random_key() -> bytes:
     return secrets.token_bytes(_KEY_BYTES)
 
 
-def sign(key: bytes, name: str, data: bytes) -> bytes:
-    """``data``, stored as ``name``, with its signature in front."""
-    return MAGIC + _tag(key, name, data) + data
+def signed_head(key: bytes, name: str, *parts: bytes | memoryview) -> bytes:
+    """What an object stored as ``name`` starts with, before its bytes ``parts`` (in
+    order): the signature of their concatenation, computed part by part, so that an
+    object written in several parts is never joined into one buffer first."""
+    return MAGIC + _tag(key, name, *parts)
 
 
 def verify(key: bytes, name: str, signed: bytes, where: str) -> bytes:
-    """The data :func:`sign` signed, if ``signed`` is what it made of it for ``name``
-    under ``key``; else ``UntrustedCheckpointError`` naming the file ``where``."""
+    """The data after :func:`signed_head` in ``signed``, if its head is the one made for
+    that data as ``name`` under ``key``; else ``UntrustedCheckpointError`` naming the
+    file ``where``."""
     head = len(MAGIC) + _TAG_BYTES
     if not signed.startswith(MAGIC) or len(signed) < head:
         raise UntrustedCheckpointError(
@@ -125,7 +128,8 @@ def verify(key: bytes, name: str, signed: bytes, where: str) -> bytes:
     return data
 
 
-def _tag(key: bytes, name: str, data: bytes) -> bytes:
+def _tag(key: bytes, name: str, *parts: bytes | memoryview) -> bytes:
     mac = hmac.new(key, name.encode() + b"\0", "sha256")
-    mac.update(data)
+    for part in parts:
+        mac.update(part)
     return mac.digest()

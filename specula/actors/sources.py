@@ -31,8 +31,9 @@ arrived within ``step_ticks`` of the step's first, of at most ``batch_rows`` eve
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -182,6 +183,105 @@ def shared(batch: np.ndarray) -> Any:
     return ray.put(batch) if ray.is_initialized() else batch
 
 
+#: The driver puts a stream it feeds into Ray's object store in slabs of at most this
+#: many bytes (a slab is put when the feeding reaches it, and freed once no push kept
+#: for resending names it).
+SLAB_BYTES = 64 << 20
+
+#: Slabs a process keeps resolved (:func:`_slab`): the one being fed and the one before.
+SLABS_HELD = 2
+
+
+@dataclass(frozen=True)
+class RawSlice:
+    """What a raw push of the driver carries instead of its rows, when they would go
+    through Ray's object store anyway: rows ``start:end`` of ``slab`` (Ray's reference
+    to a run of the driver's stream, put once, :class:`PreparedStream`), and
+    the time they arrived at, ``stamp`` (ns; each consumer stamps its piece). A batch put
+    into the object store per push cost the driver a put of ~1.2 MB and Ray a new object
+    to track and free for each. The slice is a few numbers: a resend is the same push,
+    byte for byte."""
+
+    slab: Any
+    start: int
+    end: int
+    stamp: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def take(self, cut: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The consumer's part: ``cut`` of the rows (read-only, unstamped), stamped with
+        their arrival (copied first if ``cut`` kept them as they lie in the slab)."""
+        piece = cut(_slab(self.slab)[self.start:self.end])
+        if not piece.flags.writeable:
+            piece = piece.copy()
+        piece["ats"] = piece["origin"] = self.stamp
+        return piece
+
+
+def take_raw(batch: np.ndarray | RawSlice, cut: Callable[[np.ndarray], np.ndarray]
+             ) -> np.ndarray:
+    """The part ``cut`` gives of a raw push's ``batch``, rows or a :class:`RawSlice`."""
+    return batch.take(cut) if isinstance(batch, RawSlice) else cut(batch)
+
+
+_slabs: dict[bytes, np.ndarray] = {}  # this process's slabs resolved, oldest first
+_slabs_lock = threading.Lock()
+
+
+def _slab(ref: Any) -> np.ndarray:
+    """The rows of a slab (read-only, in the object store's shared memory), got from Ray
+    once per process and kept while it is one of the last :data:`SLABS_HELD`."""
+    key = ref.binary()
+    with _slabs_lock:
+        found = _slabs.get(key)
+    if found is None:
+        import ray
+
+        found = ray.get(ref)
+        with _slabs_lock:
+            _slabs[key] = found
+            while len(_slabs) > SLABS_HELD:
+                del _slabs[next(iter(_slabs))]
+    return found
+
+
+def forget_slabs() -> None:
+    """Let go of the slabs this process resolved (its run ended): the object store may
+    free them once the driver does."""
+    with _slabs_lock:
+        _slabs.clear()
+
+
+class PreparedStream:
+    """The driver's stream in memory, in arrival order, its type ids the graph's and
+    checked (the caller's array, or :func:`~.inprocess.prepare_raw`'s copy of it; never
+    written to), fed by ranges of rows (:meth:`Feeder.feed_range`). A range
+    larger than :data:`SHARE_BYTES` goes as a :class:`RawSlice` of a slab put into Ray's
+    object store once; a smaller one (a live step's rows) goes inline, stamped."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self._slab: Any = None
+        self._first = self._end = 0  # the rows the slab holds
+
+    def share(self, start: int, end: int, stamp: int) -> np.ndarray | RawSlice:
+        """Rows ``start:end`` arrived at ``stamp``, as a push carries them."""
+        rows = self.rows[start:end]
+        import ray
+
+        if rows.nbytes <= SHARE_BYTES or not ray.is_initialized():
+            rows = rows.copy()
+            rows["ats"] = rows["origin"] = stamp
+            return rows
+        if not self._first <= start < end <= self._end:
+            per = max(SLAB_BYTES // self.rows.itemsize, end - start)
+            self._first, self._end = start, min(len(self.rows), start + per)
+            self._slab = ray.put(self.rows[start:self._end])
+        return RawSlice(self._slab, start - self._first, end - self._first, stamp)
+
+
 #: A part whose pickle is at most this size goes to its source actor by value: inline in
 #: the actor's creation task, which Ray keeps for the actor's restarts (a Parquet file's
 #: path, a few events). Ray puts a larger argument (over :data:`SHARE_BYTES`) into its
@@ -207,7 +307,8 @@ class Feeder:
     """Routes raw batches to the level-1 actors through a :class:`~.channels.Publisher`:
     type ids read through ``table``, arrival and origin stamped on the driver's clock
     (this host's minus ``clock_offset`` ns). Each batch goes whole (:func:`shared`: put
-    once into Ray's object store if large) to every instance of every node that
+    once into Ray's object store if large; a range of the driver's stream, a
+    :class:`RawSlice` of it put once for many batches) to every instance of every node that
     subscribes to one of its types, in one call per chain actor
     (:meth:`~.channels.Publisher.send_all`); the instance takes its part on arrival
     (:meth:`~.routing.Router.piece`): a piece cut here per instance would be serialised
@@ -228,26 +329,39 @@ class Feeder:
         self._seconds: list[np.ndarray] = []  # per batch, its events' seconds
         self._pending = 0  # seconds added since the last union
 
-    def feed(self, batch: np.ndarray, own: bool = False) -> None:
-        """Push ``batch`` (raw events in arrival order) to its subscribers. A batch that
-        is the caller's (``own``), translated through :attr:`table` and checked already (a slice of
-        :func:`~.inprocess.prepare_raw`'s copy), is stamped in place; any other is copied
-        first (the driver spent ~5 % of its processor time on that second copy of the
-        stream)."""
+    def feed(self, batch: np.ndarray) -> None:
+        """Push ``batch`` (raw events in arrival order, the caller's: copied, its type ids
+        read through :attr:`table` and checked, then stamped) to its subscribers."""
         if not len(batch):
             return
-        if not own:
-            batch = ev.translate_types(batch, self.table)  # a copy
-            ev.check_raw(batch)
-        batch["ats"] = batch["origin"] = time.time_ns() - self.clock_offset
-        self.events += len(batch)
-        self._add_seconds(batch["ts"] // self.ticks_per_second)
-        types = present(batch["type"])
+        batch = ev.translate_types(batch, self.table)  # a copy
+        ev.check_raw(batch)
+        batch["ats"] = batch["origin"] = self._now()
+        self._route(batch, lambda: shared(batch))
+
+    def feed_range(self, stream: PreparedStream, start: int, end: int) -> None:
+        """Push rows ``start:end`` of ``stream`` (prepared once: no copy here, no
+        check again) to their subscribers, stamped with their arrival
+        (:meth:`PreparedStream.share`)."""
+        if end > start:
+            stamp = self._now()
+            self._route(stream.rows[start:end], lambda: stream.share(start, end, stamp))
+
+    def _now(self) -> int:
+        """The driver's clock, ns (this host's less :attr:`clock_offset`)."""
+        return time.time_ns() - self.clock_offset
+
+    def _route(self, rows: np.ndarray, push: Callable[[], Any]) -> None:
+        """Count ``rows`` and send what ``push`` makes of them to every instance of the
+        nodes that take one of their types."""
+        self.events += len(rows)
+        self._add_seconds(rows["ts"] // self.ticks_per_second)
+        types = present(rows["type"])
         chs = [self.publisher.channel(consumer, self._actor(actor))
                for route in self.routes if self.router.takes_any(route.node, types)
                for consumer, actor in zip(route.consumers, route.actors, strict=True)]
         if chs:
-            self.publisher.send_all(chs, shared(batch))
+            self.publisher.send_all(chs, push())
 
     def _add_seconds(self, seconds: np.ndarray) -> None:
         """Keep a batch's ``seconds`` of event time, made distinct later, once for many

@@ -32,12 +32,13 @@ checkpoints and recovers after a restart. The protocol and why it is exact are i
 
 from __future__ import annotations
 
+import functools
 import resource
 import threading
 import time
 from collections.abc import Callable, Sequence
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -51,7 +52,7 @@ from specula.actors.recovery import Checkpoints
 from specula.actors.report import CpuTimes, process_memory
 from specula.actors.reported_net import ReportedNet
 from specula.actors.routing import Router, punctuate, split_by_key
-from specula.actors.sources import raw_sender
+from specula.actors.sources import RawSlice, raw_sender, take_raw
 from specula.actors.tally import Tally
 from specula.detectors.graph import Instance
 from specula.events import TypeRegistry
@@ -181,7 +182,7 @@ class DetectorWorker:
                 self._thread.start()
 
     # ------------------------------------------------------------------ calls
-    def push(self, batch: np.ndarray, sender: int = 0, n: int | None = None,
+    def push(self, batch: np.ndarray | RawSlice, sender: int = 0, n: int | None = None,
              incarnation: int = 0, epoch: int = 0, dets: Any = None,
              resend: bool = False, *, wait: bool = True) -> Reply | None:
         """Append a batch of arrivals to the inbox, waiting while it is full; returns a
@@ -195,23 +196,26 @@ class DetectorWorker:
         sender's, ``epoch`` this actor's as the sender knows it: a push of a fenced-off
         sender process is dropped, one with a stale epoch is answered at once (the
         sender then resends). ``dets`` are the sender's determinants; a ``resend`` does
-        not wait for room. A raw feeder's batch comes whole: the instance takes its part.
+        not wait for room. A raw feeder's batch comes whole (or as a
+        :class:`~.sources.RawSlice` of the driver's stream): the instance takes its part.
         """
         if raw_sender(sender) and self.router is not None:
-            batch = self.router.piece(self.instance, None, batch)
+            rows = take_raw(batch, functools.partial(self.router.piece, self.instance, None))
+        else:
+            rows = cast(np.ndarray, batch)  # a slice comes only from the driver
         rec = self.recovery
         with self._cond:
             while True:
                 self._check()
-                turn = rec.turn(sender, n, incarnation, epoch, batch)
+                turn = rec.turn(sender, n, incarnation, epoch, rows)
                 if turn is Turn.DROP:
                     reply = rec.reply(sender)
                     break
-                if turn is Turn.READY and (resend or self.inbox.has_room(len(batch))):
+                if turn is Turn.READY and (resend or self.inbox.has_room(len(rows))):
                     now = time.monotonic_ns()
-                    self.inbox.push(batch, now, sender, force=resend)
-                    self.gate.arrived(len(batch), now)
-                    rec.received(sender, n, batch, dets)
+                    self.inbox.push(rows, now, sender, force=resend)
+                    self.gate.arrived(len(rows), now)
+                    rec.received(sender, n, rows, dets)
                     self._cond.notify_all()
                     return rec.reply(sender)
                 if not wait:

@@ -8,7 +8,8 @@ clocks, the alpha controller's state and the detector's current state. :func:`re
 fresh unit (same node, same registry) into that state; from there it processes exactly
 as the unit it was taken from would have.
 
-Record arrays travel as ``.npy`` bytes (:func:`pack_array`, read back without pickle).
+Record arrays travel as their dtype's ``.npy`` description, shape and bytes
+(:func:`pack_array`, read back without pickle).
 The detector's state is whatever :meth:`~specula.detectors.base.Detector.snapshot`
 returns, so it is the one thing pickled here; a snapshot shared by several buffer
 positions is written once and shared again after the restore. Since unpickling runs
@@ -26,11 +27,11 @@ True
 
 from __future__ import annotations
 
-import io
 import pickle
 from typing import Any
 
 import numpy as np
+from numpy.lib.format import descr_to_dtype, dtype_to_descr
 
 from specula.ordering._buffer import Contents
 from specula.ordering._records import is_set
@@ -38,20 +39,21 @@ from specula.ordering.clock import ChannelClock
 from specula.ordering.driver import Snapshot
 from specula.ordering.unit import OrderingUnit
 
-#: Version of the layout below; a checkpoint of another version is refused.
-STATE_VERSION = 3
+#: Version of the layout below; a checkpoint of another version is refused (4: arrays
+#: as description, shape and bytes, not ``.npy`` bytes).
+STATE_VERSION = 4
 
 
-def pack_array(a: np.ndarray) -> bytes:
-    """``a`` as ``.npy`` bytes (dtype, shape and data; no pickle)."""
-    out = io.BytesIO()
-    np.save(out, np.ascontiguousarray(a), allow_pickle=False)
-    return out.getvalue()
+def pack_array(a: np.ndarray) -> list[Any]:
+    """``a`` as msgpack-ready data: its dtype as ``.npy`` files describe it, its shape
+    and its bytes (one copy of the data; no pickle)."""
+    return [dtype_to_descr(a.dtype), list(a.shape), np.ascontiguousarray(a).tobytes()]
 
 
-def unpack_array(data: bytes) -> np.ndarray:
+def unpack_array(data: list[Any]) -> np.ndarray:
     """The array :func:`pack_array` packed (writable, own memory)."""
-    return np.load(io.BytesIO(data), allow_pickle=False).copy()
+    descr, shape, raw = data
+    return np.frombuffer(raw, descr_to_dtype(descr)).reshape(shape).copy()
 
 
 def unit_state(unit: OrderingUnit) -> dict[str, Any]:

@@ -227,12 +227,14 @@ class NetOutput(NetReads):
         """Batches applied so far."""
         return len(self._chunks)
 
-    def log(self, start: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def log(self, start: int = 0) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """What was applied from the ``start``-th batch on, to apply again elsewhere
-        (:meth:`reapply`): the rows, each batch's length and each batch's time."""
-        chunks = self._chunks[start:]
-        rows = (ev.concat(chunks, self.dtype) if chunks else np.empty(0, self.dtype))
-        return (rows, np.array([len(c) for c in chunks], np.int64),
+        (:meth:`reapply`, given the batches' rows one after the other): the batches
+        (of this output's dtype; not concatenated, a writer stores them one by one),
+        each batch's length and each batch's time."""
+        chunks = [c if c.dtype == self.dtype else ev.conform(c, self.dtype)
+                  for c in self._chunks[start:]]
+        return (chunks, np.array([len(c) for c in chunks], np.int64),
                 np.array(self._times[start:], np.int64))
 
     def reapply(self, rows: np.ndarray, lengths: np.ndarray, times: np.ndarray) -> None:

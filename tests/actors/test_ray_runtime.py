@@ -295,13 +295,17 @@ def crash_stream():
 
 
 # a level-1 actor (fed by the driver) and a mid-level one (fed by two actors and the
-# driver, feeding the level above): killed at random points of a ~6 s replay
-@pytest.mark.parametrize("victim", ["a_not_bc", "d_then_e"])
+# driver, feeding the level above): killed at random points of a ~6 s replay; the
+# level-1 one with every raw batch a slice of the stream put once (sources.RawSlice,
+# resent as it was sent), the other with the batches inline
+@pytest.mark.parametrize(("victim", "share_bytes"), [("a_not_bc", 0),
+                                                     ("d_then_e", sources.SHARE_BYTES)])
 def test_killed_actors_restart_and_the_net_output_is_the_crash_free_one(
-        local_ray, crash_stream, tmp_path, victim):
+        local_ray, crash_stream, tmp_path, monkeypatch, victim, share_bytes):
 
     from specula.actors.output_log import persisted_net
 
+    monkeypatch.setattr(sources, "SHARE_BYTES", share_bytes)
     graph, raw, reference = crash_stream
     # one actor per instance: the victim restarts alone (a chain restarts as a unit)
     runtime = RayRuntime(graph, checkpoint_uri=str(tmp_path), checkpoint_every_batches=10,
@@ -373,11 +377,12 @@ def assert_handed_on_once(got: list[Settled], name: str, want: np.ndarray) -> No
 # killed at random points: the chain restarts as a unit, each member from its own
 # checkpoint. The plans: "auto"'s (its producer big_c in the other chain), d_then_e with
 # its consumer count (both its producers outside), and a random
-# closed one (:mod:`specula.actors.chaining`): here, all in one chain.
+# closed one (:mod:`specula.actors.chaining`): here, all in one chain. In the first, the
+# raw batches come as slices of the stream put once (sources.RawSlice).
 @pytest.mark.parametrize("plan", [[["a_not_bc", "d_then_e", "count"], ["big_c"]],
                                   [["a_not_bc"], ["big_c"], ["d_then_e", "count"]], 2])
 def test_a_killed_chain_restarts_as_a_unit_and_the_net_output_is_the_crash_free_one(
-        local_ray, crash_stream, tmp_path, plan):
+        local_ray, crash_stream, tmp_path, monkeypatch, plan):
     import random
 
     from test_chain import random_plan
@@ -385,6 +390,8 @@ def test_a_killed_chain_restarts_as_a_unit_and_the_net_output_is_the_crash_free_
     from specula.actors.chaining import plan_chains
     from specula.actors.output_log import persisted_net
 
+    if plan == [["a_not_bc", "d_then_e", "count"], ["big_c"]]:
+        monkeypatch.setattr(sources, "SHARE_BYTES", 0)
     graph, raw, reference = crash_stream
     if isinstance(plan, int):
         plan = random_plan(graph, random.Random(plan))

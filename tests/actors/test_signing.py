@@ -32,7 +32,7 @@ from specula.actors.signing import (
     UntrustedCheckpointError,
     random_key,
     run_key,
-    sign,
+    signed_head,
     user_key,
 )
 from specula.actors.worker import DetectorWorker
@@ -90,7 +90,7 @@ def forge(path, marker, how: str) -> None:
     data = msgpack.packb(state, use_bin_type=True)
     path.write_bytes({"keep the signature": signed[:head] + data,
                       "unsigned, as before signing": data,
-                      "signed with another key": sign(random_key(), "x", data)}[how])
+                      "signed with another key": signed_head(random_key(), "x", data) + data}[how])
 
 
 HOW = ["keep the signature", "unsigned, as before signing", "signed with another key"]

@@ -249,7 +249,7 @@ def test_a_feeder_counts_the_seconds_of_every_batch_fed(batches, pending, tps):
         for ts in batches:
             batch = np.zeros(len(ts), reg.dtype(("A", "B", "C")))
             batch["ts"], batch["type"] = ts, reg.id("A")
-            feeder.feed(batch, own=True)
+            feeder.feed(batch)
             fed += ts
     expected = sorted({t // tps for t in fed})
     assert feeder.played_seconds.tolist() == expected

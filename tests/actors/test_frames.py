@@ -1,0 +1,99 @@
+"""Arrays stored as frames (:mod:`specula.actors.frames`) and the driver's raw pushes as
+slices of its stream (:class:`specula.actors.sources.RawSlice`): what comes back is
+what went in, for random pieces, dtypes, slices and subscriptions."""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specula.actors import sources
+from specula.actors.frames import frames, read_frames
+from specula.actors.recovery import Store
+from specula.actors.routing import Router
+from specula.actors.signing import random_key
+from specula.detectors.examples import ANotBCBatch, CountPerKey, Threshold, example_registry
+from specula.detectors.graph import Graph
+from specula.pipelines.synthetic import abc_stream
+
+#: Dtypes of every shape a stored array has: events with payloads, plain integers, and
+#: records with padding and a subarray (as ``np.save`` would describe them).
+DTYPES = [example_registry().dtype(), example_registry().dtype(["D"]), np.dtype("<i8"),
+          np.dtype({"names": ["a", "b"], "formats": ["<i8", "u1"], "offsets": [0, 11],
+                    "itemsize": 24}),
+          np.dtype([("a", "<i4", (3,)), ("b", [("x", "<f8"), ("y", "u1")])])]
+
+
+def _piece(rng: np.random.Generator, dtype: np.dtype, rows: int) -> np.ndarray:
+    raw = rng.integers(0, 256, rows * dtype.itemsize, dtype=np.uint8)
+    piece = raw.view(dtype)
+    return piece[::2] if rng.random() < 0.3 else piece  # some not contiguous
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), arrays=st.integers(1, 4))
+def test_frames_written_through_a_store_read_back_as_the_pieces_joined(seed, arrays):
+    rng = np.random.default_rng(seed)
+    want, given_arrays = [], []
+    for _ in range(arrays):
+        dtype = DTYPES[rng.integers(len(DTYPES))]
+        pieces = [_piece(rng, dtype, int(rng.integers(0, 6))) for _ in range(rng.integers(1, 4))]
+        given_arrays.append(pieces)
+        # the rows one after the other, in the dtype given (concatenate would drop padding)
+        want.append(np.frombuffer(b"".join(np.ascontiguousarray(p).tobytes() for p in pieces),
+                                  dtype))
+    meta = {"seed": seed, "list": [1, [2, 3]]}
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(folder, "run/a", random_key())
+        store.write("obj", *frames(meta, given_arrays))
+        data = store.read("obj")
+    assert data is not None
+    got_meta, got = read_frames(data)
+    assert got_meta == meta
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and len(g) == len(w)
+        for name in g.dtype.names or [None]:  # field by field: padding holds anything
+            assert (g if name is None else g[name]).tobytes() == \
+                (w if name is None else w[name]).tobytes()
+        assert g.flags.writeable and g.flags.owndata
+
+
+def test_frames_refuse_bytes_that_do_not_add_up():
+    data = b"".join(frames(None, [[np.arange(3)]]))
+    with pytest.raises(ValueError, match="frames of"):
+        read_frames(data + b"\0")
+    with pytest.raises(ValueError, match="differ in dtype"):
+        frames(None, [[np.arange(2), np.arange(2, dtype="i4")]])
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), partitions=st.integers(1, 3))
+def test_a_raw_slice_gives_each_instance_the_piece_of_the_stamped_rows(seed, partitions):
+    """An instance's piece of a RawSlice (cut from the unstamped slab, then stamped) is
+    its piece of the batch stamped first, as the driver sent it before."""
+    rng = np.random.default_rng(seed)
+    graph = Graph(example_registry(), sources=("A", "B", "C"))
+    graph.add("a_not_bc", ANotBCBatch(), k0=50)
+    graph.add("big_c", Threshold(limit=int(rng.integers(0, 100))), k0=50)
+    graph.add("per_key", CountPerKey(), k0=50, partitions=partitions, idle_after=5)
+    router = Router(graph)
+    slab = abc_stream(example_registry(), int(rng.integers(1, 400)), seed=seed, keys=5)
+    slab.flags.writeable = False  # as Ray's object store gives it
+    start = int(rng.integers(0, len(slab)))
+    end = int(rng.integers(start, len(slab) + 1))
+    stamp = int(rng.integers(1, 2**62))
+    sent = sources.RawSlice(slab, start, end, stamp)
+    stamped = slab[start:end].copy()
+    stamped["ats"] = stamped["origin"] = stamp
+    for instance in graph.instances():
+        with pytest.MonkeyPatch.context() as mp:  # the slab itself, not Ray's reference
+            mp.setattr(sources, "_slab", lambda ref: ref)
+            got = sources.take_raw(sent, lambda rows, i=instance: router.piece(i, None, rows))
+        want = router.piece(instance, None, stamped)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), instance.label
+        assert got.flags.writeable
+    assert len(sent) == end - start
