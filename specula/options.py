@@ -489,6 +489,13 @@ RUNTIME_OPTIONS: dict[str, Option] = {o.name: o for o in (
                isinstance(v, (list, tuple)) and all(
                    isinstance(g, (list, tuple)) and all(isinstance(x, str) for x in g)
                    for g in v))),
+    Option("buffer_timeout_s", 0.02,
+           "Seconds a push from one chain to another waits at most, before its Ray call, "
+           "for the chain-mates that are in the middle of a step to end it, so that "
+           "their pushes go in the same call (Flink's buffer timeout): 0 sends at once "
+           "(lowest latency, more calls); more trades latency for fewer calls. A push "
+           "whose answer is waited for (a full window, a drain) never waits.",
+           valid="a number of seconds >= 0", accepts=lambda v: _is_number(v) and v >= 0),
     Option("max_restarts", 5,
            "How often Ray restarts each actor after a crash (0: never; the run then "
            "fails).",
@@ -502,7 +509,7 @@ RUNTIME_ARGUMENTS: dict[str, tuple[str, ...]] = {
                          "queueing"),
     "RayRuntime": ("address", "max_in_flight", "inbox_events", "step_events",
                    "checkpoint_uri", "checkpoint_every_batches", "checkpoint_every_s",
-                   "max_restarts", "chaining"),
+                   "max_restarts", "chaining", "buffer_timeout_s"),
     "run": ("step_ticks", "batch_rows", "speed"),
 }
 
@@ -552,3 +559,4 @@ class RayOptions(TypedDict, total=False):
     checkpoint_every_s: float
     max_restarts: int
     chaining: Literal["auto", "none"] | list[list[str]]
+    buffer_timeout_s: float

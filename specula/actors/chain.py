@@ -36,7 +36,7 @@ import numpy as np
 from specula.actors.actor_recovery import ActorRecovery
 from specula.actors.addresses import Member
 from specula.actors.channels import Peers, Reply, Route
-from specula.actors.outbox import ChainSteps, Outbox, OutboxHandle
+from specula.actors.outbox import WAIT_S, ChainSteps, Outbox, OutboxHandle
 from specula.actors.recovery import Checkpoints
 from specula.actors.routing import Router
 from specula.actors.sources import forget_slabs
@@ -103,7 +103,7 @@ class ChainWorker:
     def __init__(self, name: str, address: str, members: list[ChainMember],
                  registry: TypeRegistry, max_in_flight: int, inbox_events: int, *,
                  router: Router, checkpoints: Checkpoints | None = None, step_events: int,
-                 threads: int) -> None:
+                 threads: int, buffer_timeout_s: float = WAIT_S) -> None:
         self.name = name
         self.address = address
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix=f"specula-{name}")
@@ -111,6 +111,7 @@ class ChainWorker:
         self._workers: dict[int, DetectorWorker] = {}
         self._order = [m.instance.producer for m in members]
         self._steps = ChainSteps()
+        self._buffer_timeout_s = buffer_timeout_s
         self._outboxes: dict[str, Outbox] = {}  # by the other chain's address
         self._chains = Peers()  # other chain actors, by name
         for m in members:
@@ -221,7 +222,8 @@ class ChainWorker:
             outbox = self._outboxes.get(member.chain)
             if outbox is None:
                 outbox = self._outboxes[member.chain] = Outbox(
-                    functools.partial(self._chains, member.chain), self._steps)
+                    functools.partial(self._chains, member.chain), self._steps,
+                    self._buffer_timeout_s)
         outbox.sender(sender)
         return OutboxHandle(outbox, functools.partial(self._chains, member.chain),
                             member.producer)

@@ -10,7 +10,8 @@ dispatches them in memory as the calls of their own would have been) from a thre
 its own: every push queued when it sends goes in one call. It waits, before it sends,
 for the members of its chain that were in the middle of a step when the first of those
 pushes was queued (:class:`ChainSteps`) to end that step, so that their pushes go in the
-same call; at most :data:`WAIT_S`, and not at all once a push's answer is waited for
+same call; at most its ``wait_s`` (the ``buffer_timeout_s`` option, by default
+:data:`WAIT_S`), and not at all once a push's answer is waited for
 (a window full, a drain). Every push keeps its number, sender, epoch and answer: the
 push protocol (:mod:`.channels`, :mod:`.recovery`) sees the calls it saw before.
 """
@@ -24,11 +25,13 @@ from typing import Any
 
 from specula.actors.addresses import InstanceHandle
 from specula.actors.channels import answer
+from specula.options import RUNTIME_OPTIONS
 
 __all__ = ["WAIT_S", "ChainSteps", "Outbox", "OutboxHandle"]
 
-#: Seconds a push waits at most for the pushes of its chain's members in a step.
-WAIT_S = 0.02
+#: Seconds a push waits at most for the pushes of its chain's members in a step, by
+#: default (the ``buffer_timeout_s`` option).
+WAIT_S: float = RUNTIME_OPTIONS["buffer_timeout_s"].default
 
 
 class ChainSteps:
@@ -92,11 +95,14 @@ class _Delivery:
 class Outbox:
     """The pushes of one chain's members to another chain's (``actor()``: its Ray
     handle, looked up when first needed), sent together from a thread of its own (see
-    the module); ``steps`` are its own chain's."""
+    the module); ``steps`` are its own chain's, and a push waits for them at most
+    ``wait_s`` seconds."""
 
-    def __init__(self, actor: Callable[[], Any], steps: ChainSteps) -> None:
+    def __init__(self, actor: Callable[[], Any], steps: ChainSteps,
+                 wait_s: float = WAIT_S) -> None:
         self._actor = actor
         self._steps = steps
+        self._wait_s = wait_s
         self._cond = steps.cond
         self._queue: list[tuple[int, tuple[Any, ...], _Delivery]] = []
         self._senders: set[int] = set()  # members that push through this outbox
@@ -153,7 +159,7 @@ class Outbox:
                 if not self._queue:
                     return
                 while not (self._urgent or self._steps.done(self._waits)):
-                    left = self._since + WAIT_S - time.monotonic()
+                    left = self._since + self._wait_s - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)

@@ -94,7 +94,8 @@ class RayRuntime:
     every actor's files before Ray starts), and ``max_restarts`` (restarts of an actor
     after a crash), and ``chaining`` (which instances share an actor process: "none",
     one actor each; "auto"; or an explicit plan, :mod:`.chaining`; inside a chain
-    batches are handed over in memory, :mod:`.chain`).
+    batches are handed over in memory, :mod:`.chain`), and ``buffer_timeout_s`` (how
+    long a push to another chain waits for its chain-mates' pushes, :mod:`.outbox`).
     """
 
     def __init__(self, graph: Graph, **options: Unpack[RayOptions]) -> None:
@@ -110,6 +111,7 @@ class RayRuntime:
         self.checkpoint_every_s: float = given["checkpoint_every_s"]
         self.max_restarts: int = given["max_restarts"]
         self.chaining: str | list[list[str]] = given["chaining"]
+        self.buffer_timeout_s: float = given["buffer_timeout_s"]
         if not isinstance(self.chaining, str):  # an explicit plan: checked now
             plan_chains(graph, self.chaining, 1)
         #: the last run's checkpoint settings (its folder: ``checkpoints.run``)
@@ -321,7 +323,7 @@ class RayRuntime:
                 "registry": graph.registry, "max_in_flight": self.max_in_flight,
                 "inbox_events": self.inbox_events, "router": router,
                 "checkpoints": self.checkpoints, "step_events": self.step_events,
-                "threads": threads}
+                "buffer_timeout_s": self.buffer_timeout_s, "threads": threads}
 
     def _lasting_uri(self) -> str:
         """The checkpoint URI that outlives a run, which suspending or resuming needs."""

@@ -37,9 +37,10 @@ class _Chain:
         return done
 
 
-def _box(chain: _Chain, senders=(1, 2)) -> tuple[ob.Outbox, ob.ChainSteps]:
+def _box(chain: _Chain, senders=(1, 2), wait_s: float = ob.WAIT_S
+         ) -> tuple[ob.Outbox, ob.ChainSteps]:
     steps = ob.ChainSteps()
-    box = ob.Outbox(lambda: chain, steps)
+    box = ob.Outbox(lambda: chain, steps, wait_s)
     for s in senders:
         box.sender(s)
     return box, steps
@@ -49,10 +50,9 @@ def _args(sender: int, n: int) -> tuple[Any, ...]:
     return (None, sender, n, 0, 0, None, False)
 
 
-def test_the_pushes_of_members_stepping_together_go_in_one_call(monkeypatch):
-    monkeypatch.setattr(ob, "WAIT_S", 30.0)  # only the step's end sends
+def test_the_pushes_of_members_stepping_together_go_in_one_call():
     chain = _Chain()
-    box, steps = _box(chain)
+    box, steps = _box(chain, wait_s=30.0)  # only the step's end sends
     try:
         for n in range(3):
             steps.stepping(1, True)
@@ -68,31 +68,44 @@ def test_the_pushes_of_members_stepping_together_go_in_one_call(monkeypatch):
         box.close()
 
 
-def test_a_lone_push_goes_at_once_and_an_awaited_one_is_not_held_back(monkeypatch):
-    monkeypatch.setattr(ob, "WAIT_S", 30.0)
+def test_a_lone_push_goes_at_once_and_an_awaited_one_is_not_held_back():
     chain = _Chain()
-    box, steps = _box(chain)
+    box, steps = _box(chain, wait_s=30.0)
     try:
         t0 = time.monotonic()
         assert answer(box.push(7, _args(1, 0))) == Reply(0, 0, 1)  # nobody in a step
         steps.stepping(2, True)  # a sibling in a long step
         assert answer(box.push(7, _args(1, 1))) == Reply(0, 0, 2)  # awaited: sent now
         assert time.monotonic() - t0 < 10
-        monkeypatch.setattr(ob, "WAIT_S", 0.05)
-        waiting = box.push(7, _args(1, 2))  # not awaited: sent after WAIT_S at most
-        deadline = time.monotonic() + 10
-        while len(chain.calls) < 3 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert len(chain.calls) == 3 and answer(waiting) == Reply(0, 0, 3)
         steps.stepping(2, False)
     finally:
         box.close()
 
 
-def test_every_push_of_a_failed_call_raises_its_error(monkeypatch):
-    monkeypatch.setattr(ob, "WAIT_S", 30.0)
+@pytest.mark.parametrize("wait_s", [0.0, 0.05])
+def test_a_push_waits_for_a_sibling_in_a_step_at_most_its_wait(wait_s):
+    """Not awaited, a push waits for a sibling in a long step at most ``wait_s`` (the
+    ``buffer_timeout_s`` option): 0 sends it at once."""
+    chain = _Chain()
+    box, steps = _box(chain, wait_s=wait_s)
+    try:
+        steps.stepping(2, True)  # a sibling in a long step
+        t0 = time.monotonic()
+        waiting = box.push(7, _args(1, 0))
+        deadline = t0 + 10
+        while not chain.calls and time.monotonic() < deadline:
+            time.sleep(0.001)
+        sent_after = time.monotonic() - t0
+        assert len(chain.calls) == 1 and answer(waiting) == Reply(0, 0, 1)
+        assert sent_after < wait_s + 2 and (wait_s == 0 or sent_after >= wait_s)
+        steps.stepping(2, False)
+    finally:
+        box.close()
+
+
+def test_every_push_of_a_failed_call_raises_its_error():
     error = RuntimeError("the other chain is gone")
-    box, steps = _box(_Chain(error))
+    box, steps = _box(_Chain(error), wait_s=30.0)
     try:
         steps.stepping(2, True)
         pushes = [box.push(7, _args(1, 0)), box.push(8, _args(1, 1))]
