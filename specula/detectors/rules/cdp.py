@@ -514,9 +514,10 @@ class CDPEngine:
         view of a buffer kept for the next detection)."""
         stores = [self._stores[si] for si in self._step_stores]
         live = self._live
+        versions = []
         for d, s in enumerate(stores):  # item by item: cheaper than an array from a list
             live[d, 0], live[d, 1], live[d, 2] = s.start, s.end, s.base
-        versions = [s.version for s in stores]
+            versions.append(s.version)
         if versions != self._versions or self._columns_of is not self._stores:
             self._columns = _scanned(stores, self._step_index)
             self._versions, self._columns_of = versions, self._stores
