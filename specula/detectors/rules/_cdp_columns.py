@@ -37,7 +37,8 @@ def encode(values: np.ndarray, is_float: bool) -> np.ndarray:
 def encode_one(value: float, is_float: bool) -> int:
     """:func:`encode` of one value, as a Python int."""
     if not is_float:
-        return int(value)
+        key = int(value)
+        return key - (1 << 64) if key >= 1 << 63 else key  # uint64 wraps, as in encode
     f = float(value)
     if f != f:  # NaN
         return int(_k.NAN_KEY)

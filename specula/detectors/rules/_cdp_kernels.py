@@ -22,6 +22,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from specula.detectors.rules._cdp_bytes import (
+    KIND_I4,
+    KIND_I8,
+    bits_of,
+    copy_bytes,
+    float_at,
+    int_at,
+)
 from specula.detectors.rules._cdp_index import head
 
 EACH, LAST, FIRST = 0, 1, 2
@@ -492,54 +500,86 @@ def _put(parent, chosen, k, cap, s, j):  # pragma: no cover - jit
 
 # ---------------------------------------------------------- every step in one call
 
+T_ROW, T_ELEMENT, T_TS, T_PRODUCER, T_SEQ, T_SHIFT, T_WINDOW, T_STRICT = 0, 1, 2, 3, 4, 5, 6, 7
+T_SLOTS, T_BINDS, T_FILLS = 8, 9, 11
+T_WIDTH = 13
+"""Entries of a chain's head in its step table (see :func:`sequences`): the width of a
+row of the columns and of an element, the byte offsets of ``ts``, ``producer`` (int32)
+and ``seq`` in a row, the shift of a position key, the pattern window (negative: none),
+whether ties are strict, the number of context slots, and the ``[start, stop)`` of the
+terminator's binds (rows of :data:`BIND_WIDTH`: byte offset, kind, float flag,
+parameter) and context fills (rows of :data:`FILL_WIDTH`: byte offset, kind, slot) in
+the table."""
+BIND_WIDTH, FILL_WIDTH = 4, 3
+
 S_WINDOW, S_SELECTION, S_POS_ROW, S_FLOOR = 0, 1, 2, 3
 S_CHK_COL, S_CHK_PAR, S_CHK_NAN, S_BIND_COL, S_BIND_PAR = 4, 6, 8, 10, 12
 S_OPS, S_CONSTS, S_FILL_SLOT, S_FILL_ROW = 14, 16, 18, 20
 S_WIDTH = 22
-"""Columns of a step's row in a chain's step table (see :func:`sequences`): the window,
-selection, position-key row (-1: none) and floor flag of a step, then the ``[start,
-stop)`` of each of its arrays: the checks' columns and parameters, binds' columns and
-parameters, program (two entries a row) and context fills in the table itself, the
-checks' NaN flags in ``nan``, the program's constants in ``consts``."""
+"""Columns of a step's row in a chain's step table (see :func:`sequences`; row ``d``
+starts at ``T_WIDTH + d * S_WIDTH``): the window, selection, position-key row (-1: none)
+and floor flag of a step, then the ``[start, stop)`` of each of its arrays: the checks'
+columns and parameters, binds' columns and parameters, program (two entries a row) and
+context fills in the table itself, the checks' NaN flags in ``nan``, the program's
+constants in ``consts``."""
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, nan, consts, anchor,
-              bound, ctx, producer, seq, shift, window, strict, picks, bound_out
-              ):  # pragma: no cover - jit
-    """Every step of a chain (Alg. 2, all levels) from the terminators' sequences, in
-    one call: a step's dispatch from Python costs more than the step itself on the
-    few sequences of a live feed's terminator.
+def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, rows_t, live, steps, nan, consts,
+              terms, tidx, term_out, elements, bound_out):  # pragma: no cover - jit
+    """A detection: every step of a chain (Alg. 2, all levels) from the terminators, in
+    one call that also writes the matches' elements: a step's dispatch from Python, or a
+    NumPy call on a match's few rows, costs more than the step itself on the few
+    sequences of a live feed's terminator.
 
     Step ``d`` scans the column ``ts_t[d]``, ``enc_t[d]``, ``num_t[d]`` (whole arrays;
     the live part is ``live[d, 0]:live[d, 1]``, the first live event's absolute position
     ``live[d, 2] + live[d, 0]``), with the equality index ``key_t[d]``, ``pos_t[d]``,
     ``link_t[d]`` (empty keys: none), as :func:`step_general` does with row ``d`` of the
-    step table: ``steps[d * S_WIDTH:(d + 1) * S_WIDTH]`` (see :data:`S_WIDTH`; the
-    steps' arrays follow the rows in ``steps``, the NaN flags and constants are in
-    ``nan`` and ``consts``: three arrays for the chain, as each array passed costs the
-    call its dispatch). A step that is not general in the plan is the general step with
-    no floor, program or fill, ``strict`` ties and no position row, which chooses the
-    same events as :func:`step`. The terminators' sequences are ``anchor`` (their time
-    stamps), ``bound`` and ``ctx``; under ``ties nonstrict`` each holds its terminator's
-    position key ``producer << shift | seq``. ``window`` is the pattern window
-    (negative: none), which floors the steps whose floor flag is set.
+    step table (see :data:`S_WIDTH`; the steps' arrays follow the rows in ``steps``, the
+    NaN flags and constants are in ``nan`` and ``consts``: three arrays for the chain, as
+    each array passed costs the call its dispatch). A step that is not general in the
+    plan is the general step with no floor, program or fill, ``strict`` ties and no
+    position row, which chooses the same events as :func:`step`. ``rows_t[d]`` holds the
+    column's rows as bytes.
 
-    Writes ``picks`` (row 0: the terminator of each complete sequence, row ``d + 1``:
-    the live index of the event step ``d`` chose for it) and the complete sequences'
-    parameters ``bound_out``, and returns their number ``m`` and the number of partial
-    sequences made, all steps together; ``-m`` when the buffers hold fewer than ``m``
-    (the caller grows them and calls again). The sequences come ordered by terminator,
-    then by each step's choices in position order, as the steps one at a time give them.
+    The terminators are ``terms``, their rows as bytes (the columns' row dtype), found at
+    ``tidx`` of the batch; the table's head (see :data:`T_WIDTH`) says where their time
+    stamp, position, parameters and context values are. Under ``ties nonstrict`` each
+    sequence holds its terminator's position key ``producer << shift | seq``. The pattern
+    window floors the steps whose floor flag is set.
+
+    Writes, for each complete sequence ``r``: ``term_out[r]``, its terminator's index in
+    the batch; ``elements[e, r * w:(r + 1) * w]``, the first ``w`` bytes (an element's
+    width) of the row chosen for element ``e`` (0: the terminator); ``bound_out[r]``, its
+    parameters. Returns their number ``m`` and the number of partial sequences made, all
+    steps together; ``-m`` when the buffers hold fewer than ``m`` (the caller grows them
+    and calls again). The sequences come ordered by terminator, then by each step's
+    choices in position order, as the steps one at a time give them.
     """
     n_steps = live.shape[0]
-    m = anchor.shape[0]
+    row_w, el_w = steps[T_ROW], steps[T_ELEMENT]
+    shift, window, strict = steps[T_SHIFT], steps[T_WINDOW], steps[T_STRICT] != 0
+    m = terms.shape[0] // row_w
+    anchor = np.empty(m, np.int64)
+    bound = np.zeros((m, bound_out.shape[1]), np.int64)
+    ctx = np.zeros((m, steps[T_SLOTS]), np.float64)
     carried = np.empty(m, np.int64)
     taken = np.zeros((m, 1), np.int64)
     for s in range(m):
+        at = s * row_w
+        anchor[s] = int_at(terms, at + steps[T_TS], KIND_I8)
+        for b in range(steps[T_BINDS], steps[T_BINDS + 1], BIND_WIDTH):
+            if steps[b + 2]:
+                bound[s, steps[b + 3]] = float_key(float_at(terms, at + steps[b], steps[b + 1]))
+            else:
+                bound[s, steps[b + 3]] = int_at(terms, at + steps[b], steps[b + 1])
+        for f in range(steps[T_FILLS], steps[T_FILLS + 1], FILL_WIDTH):
+            ctx[s, steps[f + 2]] = float_at(terms, at + steps[f], steps[f + 1])
         carried[s] = anchor[s] - window if window >= 0 else NO_FLOOR
         if not strict:
-            taken[s, 0] = (np.int64(producer[s]) << shift) | seq[s]
+            taken[s, 0] = ((int_at(terms, at + steps[T_PRODUCER], KIND_I4) << shift)
+                           | int_at(terms, at + steps[T_SEQ], KIND_I8))
     no_floor = np.full(max(16, m), NO_FLOOR, np.int64)
     links_parent = np.empty(max(16, m * n_steps), np.int64)
     links_chosen = np.empty(links_parent.shape[0], np.int64)
@@ -547,7 +587,7 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, nan, consts
     partials = 0
     for d in range(n_steps):
         start, end, off = live[d, 0], live[d, 1], live[d, 2] + live[d, 0]
-        row = steps[d * S_WIDTH:(d + 1) * S_WIDTH]
+        row = steps[T_WIDTH + d * S_WIDTH:T_WIDTH + (d + 1) * S_WIDTH]
         ops = steps[row[S_OPS]:row[S_OPS + 1]]
         if no_floor.shape[0] < m:
             no_floor = np.full(m, NO_FLOOR, np.int64)
@@ -589,14 +629,25 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, live, steps, nan, consts
         m = k
         if k == 0:
             break
-    if m > picks.shape[1] or m > bound_out.shape[0]:
+    if m > term_out.shape[0]:
         return -m, partials
     for r in range(m):
         q = r
         for d in range(n_steps - 1, -1, -1):
-            picks[d + 1, r] = links_chosen[first[d] + q]
+            j = live[d, 0] + links_chosen[first[d] + q]
+            copy_bytes(rows_t[d], j * row_w, elements[d + 1], r * el_w, el_w)
             q = links_parent[first[d] + q]
-        picks[0, r] = q
+        term_out[r] = tidx[q]
+        copy_bytes(terms, q * row_w, elements[0], r * el_w, el_w)
         for p in range(bound.shape[1]):
             bound_out[r, p] = bound[r, p]
     return m, partials
+
+
+@njit(cache=True, nogil=True)
+def float_key(f):  # pragma: no cover - jit
+    """The parameter key of the float ``f`` (see :data:`NAN_KEY`), as ``encode`` of
+    :mod:`~specula.detectors.rules._cdp_columns` gives it."""
+    if f != f:
+        return NAN_KEY
+    return bits_of(f + 0.0)  # + 0.0 folds -0.0 into 0.0

@@ -77,6 +77,9 @@ from operator import itemgetter
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
+from specula.detectors.rules._cdp_bytes import KIND_I4 as _KIND_I4
+from specula.detectors.rules._cdp_bytes import KIND_I8 as _KIND_I8
+from specula.detectors.rules._cdp_bytes import kind_of
 from specula.detectors.rules._cdp_columns import (
     NO_INDEX,
     Store,
@@ -172,14 +175,17 @@ class CDPEngine:
         self._scans = [_scan_args(st) for st in self._plan.steps]  # see _Sequences.step
         # what _run_steps passes its kernel: the steps, their columns' arrays (kept
         # until a column replaces one, see Store.version), the buffers it writes
-        self._chain = _chain_table(self._plan.steps)
+        self._chain = _chain_table(self._plan)
         self._window = -1 if self._plan.window is None else self._plan.window
         self._versions: list[int] = []
         self._columns_of: list[Store] | None = None
         self._columns: tuple[tuple[np.ndarray, ...], ...] = ()
-        self._found = _found_buffers(len(self._plan.steps), len(self._plan.params), _ROOM)
+        self._found = _found_buffers(self._plan, _ROOM)
+        # an engine that runs its steps its own way gets its detections through them
+        self._steps_apart = type(self)._run_steps is not CDPEngine._run_steps
         self._live = np.zeros((len(self._plan.steps), 3), np.int64)  # each step's live part
         self._rows_are_elements = self._plan.row_dtype == self.dtype
+        assert _leads(self._plan.row_dtype, self.dtype), "a row begins with its element"
         self._step_stores = [st.store for st in self._plan.steps]
         self._step_index = [_index_at(self._plan.stores[st.store], st) for st in
                             self._plan.steps]
@@ -467,26 +473,20 @@ class CDPEngine:
     # -------------------------------------------------------------------- detection
 
     def _detect(self, tidx: np.ndarray, trows: np.ndarray) -> Matches:
+        """The matches of the complete terminators ``trows`` (rows in the columns'
+        dtype), found at ``tidx`` of the batch."""
         plan = self._plan
-        bound = np.zeros((len(tidx), len(plan.params)), np.int64)
-        for attr, is_float, p in plan.terminator.binds:
-            bound[:, p] = encode(trows[attr], is_float)
-        anchor = trows["ts"].astype(np.int64)
-        picks, bound = self._run_steps(trows, anchor, bound)
-        if not picks.shape[1]:
+        if plan.steps and not self._steps_apart:
+            terminator, elements, bound = self._in_one_call(tidx, trows)
+        else:
+            terminator, elements, bound = self._by_steps(tidx, trows)
+        m = len(terminator)
+        if not m:
             return self._empty()
-        which = picks[0]
-        elements = [self._elements(trows, which)]
-        times = [trows["ts"][which]] if plan.reductions else []  # what reductions read
-        for st, pick in zip(plan.steps, picks[1:], strict=True):
-            store = self._stores[st.store]
-            elements.append(self._elements(store.live_rows, pick))
-            if plan.reductions:
-                times.append(store.live_ts[pick])
-        m = len(which)
         n_agg = len(plan.rule.aggregates)
         aggregates = np.empty((m, n_agg), np.float64)
         negations = np.empty((m, len(plan.rule.negations)), np.int64)
+        times = [e["ts"] for e in elements] if plan.reductions else []  # what reductions read
         for k, red in enumerate(plan.reductions):
             stop = times[red.anchor]
             if red.window is not None:
@@ -503,8 +503,54 @@ class CDPEngine:
         # steps extend the sequences in order, each by its candidates in position order
         # (their output is ordered by parent, then chosen event), from terminators in
         # stream order: the matches come in the order compose lists them
-        found = Matches(tidx[which], tuple(elements), aggregates, negations, ordered=True)
+        found = Matches(terminator, elements, aggregates, negations, ordered=True)
         return found if self._floored else found.within(plan.rule, self.ticks_per_second)
+
+    def _in_one_call(self, tidx: np.ndarray, trows: np.ndarray
+                     ) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+        """The complete sequences from the terminators ``trows`` at ``tidx``, every step
+        and their elements in one compiled call (:func:`~._cdp_kernels.sequences`):
+        their terminators' indexes, their elements (new arrays) and their parameters (a
+        view of a buffer kept for the next detection)."""
+        stores = [self._stores[si] for si in self._step_stores]
+        live = self._live
+        versions = []
+        for d, s in enumerate(stores):  # item by item: cheaper than an array from a list
+            live[d, 0], live[d, 1], live[d, 2] = s.start, s.end, s.base
+            versions.append(s.version)
+        if versions != self._versions or self._columns_of is not self._stores:
+            self._columns = _scanned(stores, self._step_index)
+            self._versions, self._columns_of = versions, self._stores
+        args: tuple[object, ...] = (*self._columns, live, *self._chain, _bytes_of(trows), tidx)
+        found, partials = _k.sequences(*(args + self._found))
+        if found < 0:  # more complete sequences than the buffers hold: grow them
+            self._found = _found_buffers(self._plan, -found)
+            found, partials = _k.sequences(*(args + self._found))
+        self.partials += partials
+        terminator, elements, bound = self._found
+        if not found:
+            return _NO_ROWS, (), bound[:0]
+        # the elements' bytes copied, read as rows (a view would cost NumPy's checks of a
+        # structured view, a copy of structured rows more than their bytes' copy)
+        rows = np.ndarray((len(elements), found), self.dtype,
+                          elements[:, :found * self.dtype.itemsize].copy())
+        return terminator[:found].copy(), tuple(rows), bound[:found]
+
+    def _by_steps(self, tidx: np.ndarray, trows: np.ndarray
+                  ) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+        """:meth:`_in_one_call` through the hook :meth:`_run_steps` (a chain of one
+        element, or an engine that runs its steps its own way), the elements taken
+        from the rows it picks."""
+        plan = self._plan
+        bound = np.zeros((len(tidx), len(plan.params)), np.int64)
+        for attr, is_float, p in plan.terminator.binds:
+            bound[:, p] = encode(trows[attr], is_float)
+        picks, bound = self._run_steps(trows, trows["ts"].astype(np.int64), bound)
+        which = picks[0]
+        elements = [self._elements(trows, which)]
+        for st, pick in zip(plan.steps, picks[1:], strict=True):
+            elements.append(self._elements(self._stores[st.store].live_rows, pick))
+        return tidx[which], tuple(elements), bound
 
     def _elements(self, rows: np.ndarray, at: np.ndarray) -> np.ndarray:
         """The rows ``at`` of ``rows`` (in the columns' dtype) as elements of matches."""
@@ -522,34 +568,13 @@ class CDPEngine:
                    ) -> tuple[np.ndarray, np.ndarray]:
         """The complete sequences from the terminators ``trows`` (time stamps ``anchor``,
         parameters ``bound``): ``picks`` (row 0 the terminator of each, row ``d + 1``
-        the live index of the event step ``d`` chose) and their parameters, views of
-        buffers kept for the next detection. Every step runs in one compiled call
-        (:func:`~._cdp_kernels.sequences`)."""
-        plan = self._plan
-        m = len(trows)
-        if not plan.steps:
-            return np.arange(m).reshape(1, m), bound
-        ctx = np.zeros((m, len(plan.slots)), np.float64)
-        for q, attr in plan.terminator.fills:
-            ctx[:, q] = trows[attr]
-        stores = [self._stores[si] for si in self._step_stores]
-        live = self._live
-        for d, s in enumerate(stores):  # item by item: cheaper than an array from a list
-            live[d, 0], live[d, 1], live[d, 2] = s.start, s.end, s.base
-        versions = [s.version for s in stores]
-        if versions != self._versions or self._columns_of is not self._stores:
-            self._columns = _scanned(stores, self._step_index)
-            self._versions, self._columns_of = versions, self._stores
-        args: tuple[object, ...] = (*self._columns, live, *self._chain, anchor, bound, ctx,
-                                    trows["producer"], trows["seq"], ORDER_SHIFT,
-                                    self._window, plan.strict)
-        found, partials = _k.sequences(*(args + self._found))
-        if found < 0:  # more complete sequences than the buffers hold: grow them
-            self._found = _found_buffers(len(plan.steps), len(plan.params), -found)
-            found, partials = _k.sequences(*(args + self._found))
-        self.partials += partials
-        picks, bound = self._found
-        return picks[:, :found], bound[:found]
+        the live index of the event step ``d`` chose) and their parameters.
+
+        A hook: the engine itself runs a chain's steps in one call with its elements
+        (:meth:`_in_one_call`) and comes here only for a chain of one element; an engine
+        that overrides it (the GPU engine, which places each step) gets every detection
+        through it."""
+        return self._step_by_step(trows, anchor, bound)
 
     def _step_by_step(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
@@ -702,17 +727,36 @@ def _scan_args(st: Step) -> tuple:
             st.fill_row)
 
 
-def _chain_table(steps: list[Step]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The steps as :func:`~._cdp_kernels.sequences` takes them, in three arrays (each
-    array passed costs the call its dispatch): int64, the step table (a row of
-    :data:`~._cdp_kernels.S_WIDTH` entries a step) followed by the steps' checks, binds,
-    programs and context fills, which its rows point into; the checks' NaN flags; the
-    programs' constants."""
-    table = np.zeros(len(steps) * _k.S_WIDTH, np.int64)
+def _chain_table(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The chain as :func:`~._cdp_kernels.sequences` takes it, in three arrays (each
+    array passed costs the call its dispatch): int64, the step table (its head of
+    :data:`~._cdp_kernels.T_WIDTH` entries, then a row of :data:`~._cdp_kernels.S_WIDTH`
+    entries a step) followed by the terminator's binds and fills and the steps' checks,
+    binds, programs and context fills, which the head and rows point into; the checks'
+    NaN flags; the programs' constants."""
+    steps = plan.steps
+    table = np.zeros(_k.T_WIDTH + len(steps) * _k.S_WIDTH, np.int64)
+    row_dtype = plan.row_dtype
+    fields = row_dtype.fields
+    assert fields is not None  # a structured dtype
+    assert [kind_of(fields[f][0]) for f in ("ts", "producer", "seq")] == [
+        _KIND_I8, _KIND_I4, _KIND_I8], "the kernel reads the core fields as int64, int32, int64"
+    term = plan.terminator
+    binds = [(fields[a][1], kind_of(fields[a][0]), is_float, p) for a, is_float, p in term.binds]
+    fills = [(fields[a][1], kind_of(fields[a][0]), q) for q, a in term.fills]
+    table[:_k.T_BINDS] = (row_dtype.itemsize, plan.dtype.itemsize, fields["ts"][1],
+                          fields["producer"][1], fields["seq"][1], ORDER_SHIFT,
+                          -1 if plan.window is None else plan.window, plan.strict,
+                          len(plan.slots))
     parts: tuple[list[np.ndarray], ...] = ([table], [], [])  # int64, NaN flags, constants
     sizes = [len(table), 0, 0]
+    for at, entries in ((_k.T_BINDS, binds), (_k.T_FILLS, fills)):
+        flat = np.array(entries, np.int64).ravel()
+        table[at], table[at + 1] = sizes[0], sizes[0] + len(flat)
+        sizes[0] += len(flat)
+        parts[0].append(flat)
     for d, st in enumerate(steps):
-        row = table[d * _k.S_WIDTH:(d + 1) * _k.S_WIDTH]
+        row = table[_k.T_WIDTH + d * _k.S_WIDTH:_k.T_WIDTH + (d + 1) * _k.S_WIDTH]
         row[:_k.S_CHK_COL] = (st.window, st.selection, st.pos_row, st.floor)
         for at, array, into in ((_k.S_CHK_COL, st.chk_col, 0), (_k.S_CHK_PAR, st.chk_par, 0),
                                 (_k.S_CHK_NAN, st.chk_nan, 1), (_k.S_BIND_COL, st.bind_col, 0),
@@ -731,19 +775,38 @@ def _chain_table(steps: list[Step]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def _scanned(stores: list[Store], index: list[int]) -> tuple[tuple[np.ndarray, ...], ...]:
     """The arrays :func:`~._cdp_kernels.sequences` scans, one per step (the column
-    ``stores[d]``): time stamps, keys, values, and the links and table of the equality
-    index ``index[d]`` of the step's first check (-1: empty arrays, it scans)."""
+    ``stores[d]``): time stamps, keys, values, the links and table of the equality
+    index ``index[d]`` of the step's first check (-1: empty arrays, it scans), and the
+    rows as bytes."""
     tables = [(s.link[i], *s.tables[i][:2]) if i >= 0 else _NO_LINK
               for s, i in zip(stores, index, strict=True)]
     return (tuple(s.ts for s in stores), tuple(s.enc for s in stores),
             tuple(s.num for s in stores), tuple(x[0] for x in tables),
-            tuple(x[1] for x in tables), tuple(x[2] for x in tables))
+            tuple(x[1] for x in tables), tuple(x[2] for x in tables),
+            tuple(s.rows.view(np.uint8) for s in stores))
 
 
-def _found_buffers(steps: int, params: int, room: int) -> tuple[np.ndarray, np.ndarray]:
-    """The buffers :func:`~._cdp_kernels.sequences` writes the complete sequences into,
-    for ``room`` of them: their picks and parameters."""
-    return np.empty((steps + 1, room), np.int64), np.empty((room, params), np.int64)
+def _found_buffers(plan: Plan, room: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The buffers :func:`~._cdp_kernels.sequences` writes ``room`` complete sequences
+    into: their terminators' indexes, their elements' rows as bytes (a row of the
+    buffer per element) and their parameters."""
+    return (np.empty(room, np.int64),
+            np.empty((len(plan.steps) + 1, room * plan.dtype.itemsize), np.uint8),
+            np.empty((room, len(plan.params)), np.int64))
+
+
+def _bytes_of(rows: np.ndarray) -> np.ndarray:
+    """The bytes of ``rows`` as a uint8 array: a view when they are contiguous."""
+    return np.frombuffer(rows if rows.flags.c_contiguous else np.ascontiguousarray(rows),
+                         np.uint8)
+
+
+def _leads(row_dtype: np.dtype, dtype: np.dtype) -> bool:
+    """Whether a row of ``row_dtype`` begins with the bytes of a row of ``dtype``: the
+    kernel takes an element as its row's first ``dtype.itemsize`` bytes."""
+    rows, elements = row_dtype.fields, dtype.fields
+    assert rows is not None and elements is not None  # structured dtypes
+    return all(rows.get(name) == field for name, field in elements.items())
 
 
 def _index_at(spec: StoreSpec, st: Step) -> int:

@@ -9,6 +9,7 @@ and lives here, in :func:`compose`, so the engines differ only in how they find 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -217,7 +218,7 @@ class TieHold:
             held_ts = held["ts"].tolist()
             if held_ts[-1] < newest:  # held rows are in stream order: the last is the newest
                 self.held = rows
-                cause = next(i for i, t in enumerate(batch_ts) if t > held_ts[0])
+                cause = bisect_right(batch_ts, held_ts[0])  # the batch is in stream order
                 return held, np.array([cause] * len(held_ts), np.int64)
         return self.take(rows, np.array(index, np.int64), np.array(batch_ts, np.int64))
 

@@ -18,13 +18,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rules_reference import CASES, engine_output, random_batches
+from rules_reference import CASES, engine_output, random_batches, random_events
 from stock import STOCK_RULE, SYMBOLS, quotes, skip_till_any_match, stock_registry
 
 from specula import InProcessRuntime
 from specula.detectors.graph import Graph
 from specula.detectors.rules import RuleDetector, cdp
+from specula.detectors.rules._cdp_bytes import KINDS, float_at, int_at
 from specula.detectors.rules._cdp_columns import encode, encode_one
+from specula.detectors.rules._cdp_kernels import float_key
 from specula.detectors.rules.cdp import CDPEngine
 from specula.detectors.rules.engine import ORDER_SHIFT, TieHold, compose, order_key
 from specula.detectors.rules.expand import Union
@@ -255,6 +257,99 @@ def test_all_steps_in_one_call_equal_one_step_at_a_time(monkeypatch, case: str, 
             found += len(got)
         assert composites(one_call.flush()) == composites(by_step.flush())
     assert found > 0
+
+
+def test_fields_read_as_bytes_equal_numpy():
+    """Every kind of field, at an odd byte offset of its row, read by the kernels'
+    readers: the values of NumPy's ``astype`` (int64 of integers and bools, float64 of
+    all), and a float's parameter key that of :func:`encode` (-0.0 as 0.0, every NaN
+    one key)."""
+    rng = np.random.default_rng(0)
+    specials = [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-300, -2.5, 65504.0, 1e-7]
+    for kind, name in enumerate(KINDS):
+        dtype = np.dtype(name)
+        if dtype.kind == "b":
+            values = rng.integers(0, 2, 200).astype(dtype)
+        elif dtype.kind == "f":
+            values = np.concatenate([np.array(specials).astype(dtype),
+                                     np.frombuffer(rng.bytes(200 * dtype.itemsize), dtype)])
+        else:
+            values = np.frombuffer(rng.bytes(200 * dtype.itemsize), dtype)
+        rows = np.zeros(len(values), [("pad", "u1"), ("x", dtype)])
+        rows["x"] = values
+        data = np.frombuffer(rows, np.uint8)
+        at = [r * rows.itemsize + 1 for r in range(len(rows))]
+        with np.errstate(invalid="ignore", over="ignore"):
+            floats = values.astype(np.float64)
+        assert np.array_equal([float_at(data, a, kind) for a in at], floats, equal_nan=True)
+        if dtype.kind in "biu":
+            assert [int_at(data, a, kind) for a in at] == values.astype(np.int64).tolist()
+        else:
+            assert [float_key(f) for f in floats.tolist()] == encode(values, True).tolist()
+
+
+def kinds_registry() -> TypeRegistry:
+    """Types C and A whose fields have each kind a row read as bytes may hold."""
+    registry = TypeRegistry()
+    for name in "CA":
+        registry.register(name, k1="i1", k2="u2", k3="u8", k4="?", h="f2", f="f4",
+                          d="f8", n="i8")
+    return registry
+
+
+def kinds_events(registry: TypeRegistry, n: int, seed: int) -> np.ndarray:
+    """Random C and A events whose fields hold each kind's edge values: negative
+    int8, the top of uint16, uint64 past int64, bools, -0.0 beside 0.0 and NaN."""
+    events = random_events(registry, ("C", "A"), n, seed=seed, max_gap=1, serial="n",
+                           ranges={"k1": (-1, 1), "k2": (0, 2), "k3": (0, 2), "k4": (0, 2),
+                                   "h": (-1, 2), "f": (0, 2), "d": (-1, 2)})
+    rng = np.random.default_rng(seed)
+    events["k2"][events["k2"] == 1] = 65535
+    events["k3"][events["k3"] == 1] = 2**63 + 5
+    f = events["f"]
+    f[(f == 0) & (rng.random(n) < 0.5)] = -0.0
+    f[rng.random(n) < 0.1] = np.nan
+    return events
+
+
+@pytest.mark.parametrize("ties", ["", "ties nonstrict"])
+def test_terminator_fields_of_every_kind_in_one_call(ties: str):
+    """A terminator that binds parameters from fields of every kind (int8, uint64 past
+    int64, bool, float32 with -0.0 and NaN) and whose later steps read its float16,
+    uint16 and float64 fields, in batches of 0..8 rows with the engine pickled or
+    restored between some: the one kernel call, which reads the terminators as bytes,
+    finds what the steps one at a time find from the fields NumPy converts."""
+    registry = kinds_registry()
+    rule = parse_rule(f"""define K(c: int, a: int)
+        from C(k1=$p and k3=$q and k4=$r and f=$s) as c
+          and each A(k1=$p and k3=$q and k4=$r and f=$s and h >= c.h and k2 <= c.k2
+                     and d > c.d - 1) as a within 6 from c
+        {ties}
+        where c=c.n and a=a.n""")
+    found = 0
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        events = kinds_events(registry, 150, seed)
+        one_call, by_step = CDPEngine(rule, registry), StepByStep(rule, registry)
+        for batch in random_batches(events, seed=seed, max_size=8):
+            draw = rng.random()
+            if draw < 0.15:
+                state = one_call.snapshot()
+                one_call = CDPEngine(rule, registry)
+                one_call.restore(state)
+            elif draw < 0.3:
+                one_call = pickle.loads(pickle.dumps(one_call))
+            got, want = one_call.process(batch), by_step.process(batch)
+            assert outcome_of(got) == outcome_of(want)
+            found += len(got)
+        assert outcome_of(one_call.flush()) == outcome_of(by_step.flush())
+    assert found > 20
+
+
+def outcome_of(found: Any) -> tuple:
+    """Matches whole, comparable across engines."""
+    return (found.terminator.tolist(), [e.tobytes() for e in found.elements],
+            found.aggregates.tobytes(), found.negations.tolist())
 
 
 class General(CDPEngine):
