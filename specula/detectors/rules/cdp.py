@@ -73,6 +73,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import itemgetter
+from typing import ClassVar
 
 import numpy as np
 
@@ -149,6 +150,10 @@ class CDPEngine:
     ``ValueError`` on a batch that goes back in that order.
     """
 
+    _steps_apart: ClassVar[bool] = False
+    """Whether detections run their steps one at a time through :meth:`_run_steps`
+    (the GPU engine, which places each step) rather than in one compiled call."""
+
     def __init__(self, rule: Rule, registry: TypeRegistry,
                  ticks_per_second: float | None = None) -> None:
         self.rule = rule
@@ -181,8 +186,6 @@ class CDPEngine:
         self._columns_of: list[Store] | None = None
         self._columns: tuple[tuple[np.ndarray, ...], ...] = ()
         self._found = _found_buffers(self._plan, _ROOM)
-        # an engine that runs its steps its own way gets its detections through them
-        self._steps_apart = type(self)._run_steps is not CDPEngine._run_steps
         self._live = np.zeros((len(self._plan.steps), 3), np.int64)  # each step's live part
         self._rows_are_elements = self._plan.row_dtype == self.dtype
         assert _leads(self._plan.row_dtype, self.dtype), "a row begins with its element"
@@ -570,10 +573,10 @@ class CDPEngine:
         parameters ``bound``): ``picks`` (row 0 the terminator of each, row ``d + 1``
         the live index of the event step ``d`` chose) and their parameters.
 
-        A hook: the engine itself runs a chain's steps in one call with its elements
+        The engine itself runs a chain's steps in one call with its elements
         (:meth:`_in_one_call`) and comes here only for a chain of one element; an engine
-        that overrides it (the GPU engine, which places each step) gets every detection
-        through it."""
+        whose :attr:`_steps_apart` is set (the GPU engine, which places each step in its
+        hooks :meth:`_step` and :meth:`_general_step`) gets every detection here."""
         return self._step_by_step(trows, anchor, bound)
 
     def _step_by_step(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray

@@ -151,6 +151,8 @@ class GPUCDPEngine(CDPEngine):
     :mod:`specula.detectors.rules.cdp_gpu` for how sums may differ).
     """
 
+    _steps_apart = True  # one step at a time: each goes to the device or stays on the CPU
+
     def __init__(self, rule: Rule, registry: TypeRegistry,
                  ticks_per_second: float | None = None, *,
                  threads_per_block: int | None = None,
@@ -252,11 +254,6 @@ class GPUCDPEngine(CDPEngine):
 
     def _grid(self, width: int, m: int) -> tuple[int, int]:
         return math.ceil(width / self.threads_per_block), min(m, _MAX_GRID_Y)
-
-    def _run_steps(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-        """One step at a time: each step goes to the device or stays on the CPU."""
-        return self._step_by_step(trows, anchor, bound)
 
     def _step(self, st: Step, anchor: np.ndarray, bound: np.ndarray):
         store = self._stores[st.store]
