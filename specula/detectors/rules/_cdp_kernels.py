@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from specula.detectors.rules._cdp_bytes import (
+from specula.detectors.rules._cdp_index import head
+from specula.events.row_bytes import (
     KIND_I4,
     KIND_I8,
     bits_of,
@@ -30,7 +31,6 @@ from specula.detectors.rules._cdp_bytes import (
     float_at,
     int_at,
 )
-from specula.detectors.rules._cdp_index import head
 
 EACH, LAST, FIRST = 0, 1, 2
 """Selection codes of :func:`step`."""

@@ -78,9 +78,6 @@ from typing import ClassVar
 import numpy as np
 
 from specula.detectors.rules import _cdp_kernels as _k
-from specula.detectors.rules._cdp_bytes import KIND_I4 as _KIND_I4
-from specula.detectors.rules._cdp_bytes import KIND_I8 as _KIND_I8
-from specula.detectors.rules._cdp_bytes import kind_of
 from specula.detectors.rules._cdp_columns import (
     NO_INDEX,
     Store,
@@ -109,6 +106,9 @@ from specula.detectors.rules.engine import (
 )
 from specula.events import TypeRegistry, fields_of
 from specula.events.batches import FEW_ROWS
+from specula.events.row_bytes import KIND_I4 as _KIND_I4
+from specula.events.row_bytes import KIND_I8 as _KIND_I8
+from specula.events.row_bytes import kind_of
 
 __all__ = ["CDPEngine"]
 

@@ -24,7 +24,6 @@ from stock import STOCK_RULE, SYMBOLS, quotes, skip_till_any_match, stock_regist
 from specula import InProcessRuntime
 from specula.detectors.graph import Graph
 from specula.detectors.rules import RuleDetector, cdp
-from specula.detectors.rules._cdp_bytes import KINDS, float_at, int_at
 from specula.detectors.rules._cdp_columns import encode, encode_one
 from specula.detectors.rules._cdp_kernels import float_key
 from specula.detectors.rules.cdp import CDPEngine
@@ -32,6 +31,7 @@ from specula.detectors.rules.engine import ORDER_SHIFT, TieHold, compose, order_
 from specula.detectors.rules.expand import Union
 from specula.detectors.rules.parser import parse_rule
 from specula.events import TypeRegistry
+from specula.events.row_bytes import KINDS, float_at, int_at
 
 _ROW = np.dtype([("ts", np.int64), ("seq", np.int64)])
 

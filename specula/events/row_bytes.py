@@ -1,10 +1,11 @@
-"""Fields of event rows read as bytes inside the CDP kernels.
+"""Fields of event rows read from their bytes inside compiled kernels.
 
-The CPU engine hands its kernel a detection's terminators as the bytes of their rows
-(one array instead of their time stamps, positions, parameter keys and context values
-apart, each of which costs the call its dispatch). A field is read at its byte offset by
-its *kind*, a code for its dtype (:func:`kind_of`): every dtype a payload field may have
-(bool, integers and floats of at most 64 bits) and the core fields.
+A kernel that takes rows as their bytes (one array, instead of each field apart, each
+of which costs a compiled call its dispatch) reads a field at its byte offset by its
+*kind*, a code for its dtype (:func:`kind_of`): every dtype a payload field may have
+(bool, integers and floats of at most 64 bits) and the core fields. The CDP engine
+hands its detection kernel the terminators this way, and the ordering unit's K-slack
+kernel its run of rows.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["KINDS", "KIND_I4", "KIND_I8", "bits_of", "copy_bytes", "float_at", "int_at", "kind_of"]
+__all__ = ["KINDS", "KIND_I4", "KIND_I8", "bits_at", "bits_of", "copy_bytes", "float_at", "int_at",
+           "kind_of"]
 
 KINDS = ("b1", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f2", "f4", "f8")
 """The dtypes a field read as bytes may have; its kind is its place in this tuple."""
@@ -56,7 +58,7 @@ def _f32_of_bits(typingctx, bits):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _bits_at(buf, at, size):  # pragma: no cover - jit
+def bits_at(buf, at, size):  # pragma: no cover - jit
     """The ``size`` bytes at ``buf[at]`` as an unsigned little-endian integer, in int64."""
     v = np.int64(0)
     at = np.uint64(at)  # unsigned: no check for negative indices, so the loads combine
@@ -82,13 +84,13 @@ def float_at(buf, at, kind):  # pragma: no cover - jit
     """The field of ``kind`` at ``buf[at]`` as float64, as NumPy's
     ``astype(np.float64)`` gives it."""
     if kind == _F8:
-        return _f64_of_bits(_bits_at(buf, at, 8))
+        return _f64_of_bits(bits_at(buf, at, 8))
     if kind == _F4:
-        return np.float64(_f32_of_bits(np.int32(_bits_at(buf, at, 4))))
+        return np.float64(_f32_of_bits(np.int32(bits_at(buf, at, 4))))
     if kind == _F2:
-        return _half(_bits_at(buf, at, 2))
+        return _half(bits_at(buf, at, 2))
     if kind == _U8:
-        return np.float64(np.uint64(_bits_at(buf, at, 8)))
+        return np.float64(np.uint64(bits_at(buf, at, 8)))
     return np.float64(_integer_at(buf, at, kind))
 
 
@@ -96,7 +98,7 @@ def float_at(buf, at, kind):  # pragma: no cover - jit
 def _integer_at(buf, at, kind):  # pragma: no cover - jit
     """The bool or integer field of ``kind`` at ``buf[at]`` as int64."""
     size = _SIZE[kind]
-    v = _bits_at(buf, at, size)
+    v = bits_at(buf, at, size)
     if kind >= _I1 and size < 8 and v >= np.int64(1) << (8 * size - 1):
         v -= np.int64(1) << (8 * size)
     return v
