@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from specula.events.row_bytes import bits_at, copy_bytes
+
 NO_CLOCK = np.int64(-(2**62))
 NO_DELAY = np.int64(-(2**62))
 #: The clock of a stream that has ended: every input is in, nothing later will come.
@@ -169,21 +171,10 @@ def _heap_pop(h_ts, h_tb, h_ix, size):  # pragma: no cover - jit
 @njit(cache=True, nogil=True)
 def _int_at(buf, at, size):  # pragma: no cover - jit
     """The signed little-endian integer of ``size`` bytes (4 or 8) at ``buf[at]``."""
-    v = np.int64(0)
-    at = np.uint64(at)  # unsigned: no check for negative indices, so the loads combine
-    for i in range(size - 1, -1, -1):
-        v = (v << 8) | np.int64(buf[at + np.uint64(i)])
+    v = bits_at(buf, at, size)
     if size == 4 and v >= 2**31:
         v -= 2**32
     return v
-
-
-@njit(cache=True, nogil=True)
-def _copy(src, at, dst, to, size):  # pragma: no cover - jit
-    """``dst[to:to + size] = src[at:at + size]`` for byte arrays, with unsigned indices."""
-    a, t = np.uint64(at), np.uint64(to)
-    for i in range(np.uint64(size)):
-        dst[t + i] = src[a + i]
 
 
 @njit(cache=True, nogil=True)
@@ -225,7 +216,7 @@ def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal,
     n = run.shape[0] // width
     # unsigned indices here and below: no check for negative ones, so the byte loops
     # vectorise (slices and signed indices copy a byte at a time, ten times slower)
-    _copy(run, 0, store, first * width, n * width)
+    copy_bytes(run, 0, store, first * width, n * width)
     m_ix, m_ts, m_tb, emitted, late = keys[0], keys[1], keys[2], keys[3], keys[4]
     p_ts, p_tb, p_ix = keys[5], keys[6], keys[7]  # the heap of out-of-order arrivals
     by_type = is_clock.shape[0] > 0
@@ -280,7 +271,7 @@ def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal,
             ne += 1
     rows = np.empty(ne * width, np.uint8)
     for i in range(ne):
-        _copy(store, emitted[i] * width, rows, i * width, width)
+        copy_bytes(store, emitted[i] * width, rows, i * width, width)
     if hs:
         tail = _merge_heap(m_ix, m_ts, m_tb, head, tail, p_ts, p_tb, p_ix, hs)
     return rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb
