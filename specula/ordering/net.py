@@ -144,9 +144,13 @@ class NetOutput(NetReads):
         if plain:
             p = producers[0]
             live = self._live.setdefault(p, {})
-            if seqs[0] > self._bound.get(p, -1) and _ascending(seqs, batch["seq"]):  # common
-                live.update(zip(seqs, zip(itertools.repeat(ci), range(len(seqs)),
-                                          itertools.repeat(now)), strict=True))
+            if seqs[0] > self._bound.get(p, -1) and _ascending(seqs, batch):  # common
+                if len(seqs) <= FEW_ROWS:  # an item at a time: zip's iterators cost more
+                    for i, s in enumerate(seqs):
+                        live[s] = (ci, i, now)
+                else:
+                    live.update(zip(seqs, zip(itertools.repeat(ci), range(len(seqs)),
+                                              itertools.repeat(now)), strict=True))
                 self._bound[p] = seqs[-1]
                 return
             for i, s in enumerate(seqs):
@@ -276,12 +280,12 @@ class NetOutput(NetReads):
         return np.fromiter(flat, np.int64, 3 * len(self)).reshape(-1, 3)
 
 
-def _ascending(values: list[int], array: np.ndarray) -> bool:
-    """Is every value (a list, and the same as an array) above the one before it? A
+def _ascending(values: list[int], batch: np.ndarray) -> bool:
+    """Is every value (the list of ``batch``'s counters) above the one before it? A
     few are compared in Python, which costs less than NumPy's calls."""
     if len(values) <= 16:
         return all(a < b for a, b in itertools.pairwise(values))
-    return bool(np.count_nonzero(np.diff(array) <= 0) == 0)
+    return bool(np.count_nonzero(np.diff(batch["seq"]) <= 0) == 0)
 
 
 def ranked(rows: np.ndarray) -> np.ndarray:

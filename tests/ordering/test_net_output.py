@@ -147,3 +147,36 @@ def test_gather_joins_the_batches_in_the_order_of_a_take_per_batch(batches, wide
     assert rows.dtype == DTYPE
     assert rows.tobytes() == want_rows.tobytes()
     assert times.tolist() == want_times.tolist()
+
+
+@st.composite
+def plain_runs(draw) -> list[list[tuple]]:
+    """Batches of a producer's new counters ascending (the usual case: 1 to 16 rows, a
+    few and many), between them now and then a retraction or old counters again."""
+    top = {1: 0, 2: 0}
+    batches = []
+    for now in range(draw(st.integers(1, 20))):
+        p = draw(st.integers(1, 2))
+        if draw(st.integers(0, 4)) == 0:  # a retraction, or a counter sent again
+            kind = draw(st.sampled_from(("retraction", "event")))
+            batches.append([(kind, p, draw(st.integers(0, top[p])), 1, now)])
+            continue
+        batch = []
+        for _ in range(draw(st.integers(1, 16))):
+            top[p] += draw(st.integers(1, 2))
+            batch.append(("event", p, top[p], draw(st.integers(0, 2)), now))
+        batches.append(batch)
+    return batches
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=plain_runs())
+def test_plain_runs_of_a_few_rows_and_many_equal_the_model(batches):
+    net = NetOutput(DTYPE)
+    for b in batches:
+        net.apply(as_rows(b), b[0][4])
+    rows, times = net._gather()
+    got = {(int(r["producer"]), int(r["seq"])): (int(r["count"]), int(t))
+           for r, t in zip(rows, times, strict=True)}
+    assert got == model(batches)
+    assert len(net) == len(got)
