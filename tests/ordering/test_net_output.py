@@ -116,3 +116,67 @@ def test_split_at_hands_on_what_is_below_the_bound_and_the_rest_goes_on_alike(
            for r, t in zip(rows, times, strict=True)}
     want = {k: v for k, v in model(before + after).items() if k[1] >= bound}
     assert got == want
+
+
+WIDER = np.dtype([*DTYPE.descr, ("extra", "<i8")])
+
+
+def gathered_batch_by_batch(net: NetOutput) -> tuple[np.ndarray, np.ndarray]:
+    """The live rows and their first emission times as a ``take`` per applied batch
+    would give them: ordered by batch, then as the live set lists them."""
+    refs = net.live_refs()
+    chunks = net.applied_batches()[0]
+    order = np.argsort(refs[:, 0], kind="stable")
+    parts = [ev.conform(chunks[c][r:r + 1], DTYPE, drop=True) for c, r in refs[order, :2]]
+    rows = ev.concat_records(parts) if parts else np.empty(0, DTYPE)
+    return rows, refs[order, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=streams(), wide=st.booleans())
+def test_gather_joins_the_batches_in_the_order_of_a_take_per_batch(batches, wide):
+    """The live rows taken in one call from the batches joined: same rows, same order,
+    same times as a row at a time from each batch, also with batches in a dtype with
+    a field more than the output's (conformed)."""
+    net = NetOutput(DTYPE)
+    for b in batches:
+        rows = as_rows(b)
+        net.apply(ev.conform(rows, WIDER) if wide else rows, b[0][4])
+    rows, times = net._gather()
+    want_rows, want_times = gathered_batch_by_batch(net)
+    assert rows.dtype == DTYPE
+    assert rows.tobytes() == want_rows.tobytes()
+    assert times.tolist() == want_times.tolist()
+
+
+@st.composite
+def plain_runs(draw) -> list[list[tuple]]:
+    """Batches of a producer's new counters ascending (the usual case: 1 to 16 rows, a
+    few and many), between them now and then a retraction or old counters again."""
+    top = {1: 0, 2: 0}
+    batches = []
+    for now in range(draw(st.integers(1, 20))):
+        p = draw(st.integers(1, 2))
+        if draw(st.integers(0, 4)) == 0:  # a retraction, or a counter sent again
+            kind = draw(st.sampled_from(("retraction", "event")))
+            batches.append([(kind, p, draw(st.integers(0, top[p])), 1, now)])
+            continue
+        batch = []
+        for _ in range(draw(st.integers(1, 16))):
+            top[p] += draw(st.integers(1, 2))
+            batch.append(("event", p, top[p], draw(st.integers(0, 2)), now))
+        batches.append(batch)
+    return batches
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=plain_runs())
+def test_plain_runs_of_a_few_rows_and_many_equal_the_model(batches):
+    net = NetOutput(DTYPE)
+    for b in batches:
+        net.apply(as_rows(b), b[0][4])
+    rows, times = net._gather()
+    got = {(int(r["producer"]), int(r["seq"])): (int(r["count"]), int(t))
+           for r, t in zip(rows, times, strict=True)}
+    assert got == model(batches)
+    assert len(net) == len(got)
