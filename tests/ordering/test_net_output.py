@@ -85,11 +85,7 @@ def test_net_output_equals_the_plain_model(batches, split):
         net = NetOutput(DTYPE)
         for b in batches:
             net.apply(as_rows(b), b[0][4])
-    rows, times = net._gather()
-    got = {(int(r["producer"]), int(r["seq"])): (int(r["count"]), int(t))
-           for r, t in zip(rows, times, strict=True)}
-    assert got == model(batches)
-    assert len(net) == len(got)
+    assert_equals_model(net, batches)
 
 
 @settings(max_examples=50, deadline=None)
@@ -175,6 +171,11 @@ def test_plain_runs_of_a_few_rows_and_many_equal_the_model(batches):
     net = NetOutput(DTYPE)
     for b in batches:
         net.apply(as_rows(b), b[0][4])
+    assert_equals_model(net, batches)
+
+
+def assert_equals_model(net: NetOutput, batches) -> None:
+    """The live rows ``net`` gathers, with their times, are the model's of ``batches``."""
     rows, times = net._gather()
     got = {(int(r["producer"]), int(r["seq"])): (int(r["count"]), int(t))
            for r, t in zip(rows, times, strict=True)}
