@@ -534,11 +534,14 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, rows_t, live, steps, nan
 
     Step ``d`` scans the column ``ts_t[d]``, ``enc_t[d]``, ``num_t[d]`` (whole arrays;
     the live part is ``live[d, 0]:live[d, 1]``, the first live event's absolute position
-    ``live[d, 2] + live[d, 0]``), with the equality index ``key_t[d]``, ``pos_t[d]``,
-    ``link_t[d]`` (empty keys: none), as :func:`step_general` does with row ``d`` of the
-    step table (see :data:`S_WIDTH`; the steps' arrays follow the rows in ``steps``, the
-    NaN flags and constants are in ``nan`` and ``consts``: three arrays for the chain, as
-    each array passed costs the call its dispatch). A step that is not general in the
+    ``live[d, 2] + live[d, 0]``; ``live[d, 3]`` is the most sequences the step has made
+    in a call, kept by the caller and raised here: its buffers start that large, so that
+    a step which makes many more sequences than it extends is not run twice), with the
+    equality index ``key_t[d]``, ``pos_t[d]``, ``link_t[d]`` (empty keys: none), as
+    :func:`step_general` does with row ``d`` of the step table (see :data:`S_WIDTH`; the
+    steps' arrays follow the rows in ``steps``, the NaN flags and constants are in
+    ``nan`` and ``consts``: three arrays for the chain, as each array passed costs the
+    call its dispatch). A step that is not general in the
     plan is the general step with no floor, program or fill, ``strict`` ties and no
     position row, which chooses the same events as :func:`step`. ``rows_t[d]`` holds the
     column's rows as bytes.
@@ -581,7 +584,7 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, rows_t, live, steps, nan
             taken[s, 0] = ((int_at(terms, at + steps[T_PRODUCER], KIND_I4) << shift)
                            | int_at(terms, at + steps[T_SEQ], KIND_I8))
     no_floor = np.full(max(16, m), NO_FLOOR, np.int64)
-    links_parent = np.empty(max(16, m * n_steps), np.int64)
+    links_parent = np.empty(max(16, m * n_steps, live[:, 3].sum()), np.int64)
     links_chosen = np.empty(links_parent.shape[0], np.int64)
     first = np.zeros(n_steps + 1, np.int64)
     partials = 0
@@ -592,7 +595,7 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, rows_t, live, steps, nan
         if no_floor.shape[0] < m:
             no_floor = np.full(m, NO_FLOOR, np.int64)
         floor = carried if row[S_FLOOR] else no_floor[:m]
-        cap = max(16, m)
+        cap = max(16, m, live[d, 3])
         k = -cap
         while k < 0:
             cap = max(cap, -k)
@@ -616,6 +619,7 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, rows_t, live, steps, nan
                 key_t[d], pos_t[d], link_t[d][start:end], off, parent, chosen, new_bound,
                 new_anchor, new_floor, new_ctx, new_taken)
         partials += k
+        live[d, 3] = max(live[d, 3], k)
         if first[d] + k > links_parent.shape[0]:
             links_parent = _grow(links_parent, 2 * (first[d] + k))
             links_chosen = _grow(links_chosen, links_parent.shape[0])

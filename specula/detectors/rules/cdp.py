@@ -186,7 +186,8 @@ class CDPEngine:
         self._columns_of: list[Store] | None = None
         self._columns: tuple[tuple[np.ndarray, ...], ...] = ()
         self._found = _found_buffers(self._plan, _ROOM)
-        self._live = np.zeros((len(self._plan.steps), 3), np.int64)  # each step's live part
+        # each step's live part and the room its sequences take (see _k.sequences)
+        self._live = np.zeros((len(self._plan.steps), 4), np.int64)
         self._rows_are_elements = self._plan.row_dtype == self.dtype
         assert _leads(self._plan.row_dtype, self.dtype), "a row begins with its element"
         self._step_stores = [st.store for st in self._plan.steps]
@@ -526,8 +527,8 @@ class CDPEngine:
             self._versions, self._columns_of = versions, self._stores
         args: tuple[object, ...] = (*self._columns, live, *self._chain, _bytes_of(trows), tidx)
         found, partials = _k.sequences(*(args + self._found))
-        if found < 0:  # more complete sequences than the buffers hold: grow them
-            self._found = _found_buffers(self._plan, -found)
+        if found < 0:  # more complete sequences than the buffers hold: double them
+            self._found = _found_buffers(self._plan, max(-found, 2 * len(self._found[0])))
             found, partials = _k.sequences(*(args + self._found))
         self.partials += partials
         terminator, elements, bound = self._found
