@@ -73,7 +73,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import itemgetter
-from typing import ClassVar
 
 import numpy as np
 
@@ -150,9 +149,6 @@ class CDPEngine:
     ``ValueError`` on a batch that goes back in that order.
     """
 
-    _steps_apart: ClassVar[bool] = False
-    """Whether detections run their steps one at a time through :meth:`_run_steps`
-    (the GPU engine, which places each step) rather than in one compiled call."""
 
     def __init__(self, rule: Rule, registry: TypeRegistry,
                  ticks_per_second: float | None = None) -> None:
@@ -480,7 +476,7 @@ class CDPEngine:
         """The matches of the complete terminators ``trows`` (rows in the columns'
         dtype), found at ``tidx`` of the batch."""
         plan = self._plan
-        if plan.steps and not self._steps_apart:
+        if plan.steps and not self._steps_apart():
             terminator, elements, bound = self._in_one_call(tidx, trows)
         else:
             terminator, elements, bound = self._by_steps(tidx, trows)
@@ -576,9 +572,15 @@ class CDPEngine:
 
         The engine itself runs a chain's steps in one call with its elements
         (:meth:`_in_one_call`) and comes here only for a chain of one element; an engine
-        whose :attr:`_steps_apart` is set (the GPU engine, which places each step in its
+        whose :meth:`_steps_apart` holds (the GPU engine, which places each step in its
         hooks :meth:`_step` and :meth:`_general_step`) gets every detection here."""
         return self._step_by_step(trows, anchor, bound)
+
+    def _steps_apart(self) -> bool:
+        """Whether detections run their steps one at a time through :meth:`_run_steps`
+        (the GPU engine, when a step may go to the device) rather than in one compiled
+        call."""
+        return False
 
     def _step_by_step(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:

@@ -48,8 +48,10 @@ Readings chosen here:
   :data:`MIN_GPU_WORK_SCAN_EACH`, :data:`MIN_GPU_WORK_REDUCE`) runs on the CPU copy with
   the CPU engine's kernels: a step on the device has a fixed cost of a tenth of a
   millisecond or more that a scan of a few thousand events does not repay, and the CPU
-  engine answers a lookup in an equality index faster than any scan. The device
-  columns catch up with their CPU copies only before a launch, in one transfer.
+  engine answers a lookup in an equality index faster than any scan. A chain none of
+  whose steps can reach its bar (every one looked up in an equality index) runs in the
+  CPU engine's one call for all steps. The device columns catch up with their CPU
+  copies only before a launch, in one transfer.
 * A multiple selection is launched over runs of sequences whose windows hold at most
   :data:`_MAX_PAIRS` events together, so its output always has room and no launch is
   repeated.
@@ -151,8 +153,6 @@ class GPUCDPEngine(CDPEngine):
     :mod:`specula.detectors.rules.cdp_gpu` for how sums may differ).
     """
 
-    _steps_apart = True  # one step at a time: each goes to the device or stays on the CPU
-
     def __init__(self, rule: Rule, registry: TypeRegistry,
                  ticks_per_second: float | None = None, *,
                  threads_per_block: int | None = None,
@@ -198,6 +198,9 @@ class GPUCDPEngine(CDPEngine):
         # GPU allows; one thread in the simulator, where a barrier takes milliseconds
         self._scan_threads = 1 if simulated else 1024
         self._slot_offsets = _gk.scans(self._scan_threads)
+        # whether, under the bars of the kinds, some step can be worth a launch
+        self._device_steps = any(_bar(st, self._stores[st.store]) is not None
+                                for st in self._plan.steps)
         self._previous: list[Store] | None = None  # the columns before a restore
         self.uploaded = 0
         self.launches = 0
@@ -211,6 +214,12 @@ class GPUCDPEngine(CDPEngine):
             super().restore(state)
         finally:
             self._previous = None
+
+    def _steps_apart(self) -> bool:
+        """One step at a time, each placed on the device or the CPU copy, when a step
+        can go to the device; otherwise the CPU engine's one call for every step (under
+        the default bars, a chain the CPU looks up in equality indexes, as R5's)."""
+        return self.min_gpu_work is not None or self._device_steps
 
     # ----------------------------------------------------------- device columns
 
