@@ -385,7 +385,7 @@ def step_general(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_pa
     caller grows them and calls again (the inputs are only read).
     """
     return _extend(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, chk_nan,
-                   bind_col, bind_par, (window, selection, strict, pos_row), ops, consts,
+                   bind_col, bind_par, (window, selection, strict, pos_row, True), ops, consts,
                    fill_slot, fill_row, slot_key, slot_pos, link, off, parent, chosen,
                    new_bound, new_anchor, new_floor, new_ctx, new_taken)
 
@@ -398,8 +398,11 @@ def _extend(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, ch
     """:func:`step_general`, its window, selection, ties policy and position row in
     ``how``: fewer than 31 parameters, so that Python passes them one by one and Numba
     can inline it into :func:`sequences`, where a call would count every array it
-    passes up and down (atomic reference counts, ~1 us a detection)."""
-    window, selection, strict, pos_row = how
+    passes up and down (atomic reference counts, ~1 us a detection). The last entry of
+    ``how``, ``carry``, says whether a later step reads the new sequences' anchors,
+    floors, context values and position keys; without it only ``parent``, ``chosen``
+    and ``new_bound`` are written (the last step of a chain)."""
+    window, selection, strict, pos_row, carry = how
     m = anchor.shape[0]
     n = ts.shape[0]
     cap = parent.shape[0]
@@ -476,6 +479,8 @@ def _extend(ts, enc, num, anchor, floor, bound, ctx, taken, chk_col, chk_par, ch
             new_bound[r, q] = bound[p, q]
         for b in range(bind_col.shape[0]):
             new_bound[r, bind_par[b]] = enc[bind_col[b], c]
+        if not carry:
+            continue
         new_anchor[r] = ts[c]
         new_floor[r] = floor[p]
         for q in range(ctx.shape[1]):
@@ -612,7 +617,7 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, rows_t, live, steps, nan
                 steps[row[S_CHK_PAR]:row[S_CHK_PAR + 1]], nan[row[S_CHK_NAN]:row[S_CHK_NAN + 1]],
                 steps[row[S_BIND_COL]:row[S_BIND_COL + 1]],
                 steps[row[S_BIND_PAR]:row[S_BIND_PAR + 1]],
-                (row[S_WINDOW], row[S_SELECTION], strict, row[S_POS_ROW]),
+                (row[S_WINDOW], row[S_SELECTION], strict, row[S_POS_ROW], d + 1 < n_steps),
                 ops.reshape((ops.shape[0] // 2, 2)), consts[row[S_CONSTS]:row[S_CONSTS + 1]],
                 steps[row[S_FILL_SLOT]:row[S_FILL_SLOT + 1]],
                 steps[row[S_FILL_ROW]:row[S_FILL_ROW + 1]],
@@ -626,7 +631,9 @@ def sequences(ts_t, enc_t, num_t, link_t, key_t, pos_t, rows_t, live, steps, nan
         for r in range(k):
             links_parent[first[d] + r] = parent[r]
             links_chosen[first[d] + r] = chosen[r]
-            new_floor[r] = carried[parent[r]]  # the window's floor follows every sequence
+        if d + 1 < n_steps:
+            for r in range(k):  # the window's floor follows every sequence
+                new_floor[r] = carried[parent[r]]
         first[d + 1] = first[d] + k
         anchor, carried, bound = new_anchor[:k], new_floor[:k], new_bound[:k]
         ctx, taken = new_ctx[:k], new_taken[:k]
