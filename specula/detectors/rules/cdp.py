@@ -476,7 +476,7 @@ class CDPEngine:
         """The matches of the complete terminators ``trows`` (rows in the columns'
         dtype), found at ``tidx`` of the batch."""
         plan = self._plan
-        if plan.steps and not self._steps_apart():
+        if plan.steps and not self._steps_apart(len(tidx)):
             terminator, elements, bound = self._in_one_call(tidx, trows)
         else:
             terminator, elements, bound = self._by_steps(tidx, trows)
@@ -576,10 +576,10 @@ class CDPEngine:
         hooks :meth:`_step` and :meth:`_general_step`) gets every detection here."""
         return self._step_by_step(trows, anchor, bound)
 
-    def _steps_apart(self) -> bool:
-        """Whether detections run their steps one at a time through :meth:`_run_steps`
-        (the GPU engine, when a step may go to the device) rather than in one compiled
-        call."""
+    def _steps_apart(self, terminators: int) -> bool:
+        """Whether a detection from ``terminators`` terminators runs its steps one at a
+        time through :meth:`_run_steps` (the GPU engine, when a step may go to the
+        device) rather than in one compiled call."""
         return False
 
     def _step_by_step(self, trows: np.ndarray, anchor: np.ndarray, bound: np.ndarray

@@ -48,10 +48,11 @@ Readings chosen here:
   :data:`MIN_GPU_WORK_SCAN_EACH`, :data:`MIN_GPU_WORK_REDUCE`) runs on the CPU copy with
   the CPU engine's kernels: a step on the device has a fixed cost of a tenth of a
   millisecond or more that a scan of a few thousand events does not repay, and the CPU
-  engine answers a lookup in an equality index faster than any scan. A chain none of
-  whose steps can reach its bar (every one looked up in an equality index) runs in the
-  CPU engine's one call for all steps. The device columns catch up with their CPU
-  copies only before a launch, in one transfer.
+  engine answers a lookup in an equality index faster than any scan. A detection none
+  of whose steps can reach its bar (bounded by the columns' sizes: a live feed's few
+  terminators, or a chain looked up in equality indexes) runs in the CPU engine's one
+  call for all steps. The device columns catch up with their CPU copies only before a
+  launch, in one transfer.
 * A multiple selection is launched over runs of sequences whose windows hold at most
   :data:`_MAX_PAIRS` events together, so its output always has room and no launch is
   repeated.
@@ -198,9 +199,6 @@ class GPUCDPEngine(CDPEngine):
         # GPU allows; one thread in the simulator, where a barrier takes milliseconds
         self._scan_threads = 1 if simulated else 1024
         self._slot_offsets = _gk.scans(self._scan_threads)
-        # whether, under the bars of the kinds, some step can be worth a launch
-        self._device_steps = any(_bar(st, self._stores[st.store]) is not None
-                                for st in self._plan.steps)
         self._previous: list[Store] | None = None  # the columns before a restore
         self.uploaded = 0
         self.launches = 0
@@ -215,11 +213,26 @@ class GPUCDPEngine(CDPEngine):
         finally:
             self._previous = None
 
-    def _steps_apart(self) -> bool:
+    def _steps_apart(self, terminators: int) -> bool:
         """One step at a time, each placed on the device or the CPU copy, when a step
-        can go to the device; otherwise the CPU engine's one call for every step (under
-        the default bars, a chain the CPU looks up in equality indexes, as R5's)."""
-        return self.min_gpu_work is not None or self._device_steps
+        of this detection may reach its bar; otherwise the CPU engine's one call for
+        every step (a chain the CPU looks up in equality indexes, as R5's, or a live
+        feed's few terminators).
+
+        A step checks at most its sequences times its column's live events, and makes
+        at most one sequence per pair checked (one per sequence for ``last`` and
+        ``first``): bounds that only overestimate the work :meth:`_on_device` compares
+        with the bar."""
+        sequences = terminators
+        for st in self._plan.steps:
+            store = self._stores[st.store]
+            bar = self.min_gpu_work if self.min_gpu_work is not None else _bar(st, store)
+            pairs = sequences * len(store)
+            if bar is not None and pairs >= bar:
+                return True
+            if st.selection == _k.EACH:
+                sequences = pairs
+        return False
 
     # ----------------------------------------------------------- device columns
 

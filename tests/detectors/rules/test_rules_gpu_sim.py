@@ -243,6 +243,75 @@ def _bars_case() -> list[str]:
     return problems
 
 
+def _one_call_case() -> list[str]:
+    """Under the bars of the kinds, a detection in which no step may reach its bar runs
+    in the CPU engine's one call: in batches of one event and of 30, at bars from 2 to
+    30 pairs, it costs exactly the launches the steps one at a time cost (none), and the
+    answers are the CPU engine's."""
+    from specula.detectors.rules import cdp_gpu
+    from specula.detectors.rules.cdp import CDPEngine
+    from specula.detectors.rules.parser import parse_rule
+    from specula.events import TypeRegistry
+
+    class Placed(cdp_gpu.GPUCDPEngine):  # records how each detection ran
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.apart: list[bool] = []
+
+        def _steps_apart(self, terminators: int) -> bool:
+            self.apart.append(super()._steps_apart(terminators))
+            return self.apart[-1]
+
+    class Apart(cdp_gpu.GPUCDPEngine):  # every detection step by step
+        def _steps_apart(self, terminators: int) -> bool:
+            return True
+
+    reg = TypeRegistry()
+    for name in "ABCD":
+        reg.register(name, p="i8", v="i8", f="f8")
+    rng = np.random.default_rng(6)
+    n = 90
+    events = np.zeros(n, reg.dtype())
+    events["type"] = rng.integers(1, 5, n)
+    events["ts"] = events["seq"] = np.arange(n)
+    events["p"] = rng.integers(0, 2, n)
+    events["v"] = rng.integers(0, 4, n)
+    sizes = [1] * 10 + [30, 30] + [1] * 5 + [0, 15]
+    rules = {"inequalities": RULES["inequalities"], "no_params": RULES["no_params"],
+             "wide_each": "define X() from C() as c and each B(v >= c.v) as b within 30 "
+                          "from c and last A(v > b.v) as a within 30 from b"}
+    kinds = ("MIN_GPU_WORK_SCAN_LAST", "MIN_GPU_WORK_SCAN_EACH", "MIN_GPU_WORK_REDUCE")
+    saved = {name: getattr(cdp_gpu, name) for name in kinds}
+    problems, ways = [], set()
+    try:
+        for bar in (2, 5, 12, 30):
+            for name in kinds:
+                setattr(cdp_gpu, name, bar)
+            for name, text in rules.items():
+                rule = parse_rule(text)
+                placed, apart = Placed(rule, reg, threads_per_block=4), Apart(rule, reg)
+                placed.min_gpu_work = apart.min_gpu_work = None  # the bars, as on a GPU
+                cpu, at = CDPEngine(rule, reg), 0
+                for size in sizes:
+                    part = events[at:at + size]
+                    at += size
+                    want = cpu.process(part)
+                    for engine in (placed, apart):
+                        why = _difference(want, engine.process(part))
+                        if why:
+                            problems.append(f"one call, {name}, bar {bar}: {why}")
+                    if placed.launches != apart.launches:
+                        problems.append(f"one call, {name}, bar {bar}: {placed.launches} "
+                                        f"launches, {apart.launches} step by step")
+                ways.update(placed.apart)
+    finally:
+        for name, value in saved.items():
+            setattr(cdp_gpu, name, value)
+    if ways != {False, True}:
+        problems.append(f"one call: detections apart {ways}, both expected")
+    return problems
+
+
 def _scan_cases(seed: int) -> list[str]:
     """The device's count and scan of slots against numpy's, for lengths around the
     block's and chunk sizes (empty, one, fewer slots than threads, uneven chunks) and
@@ -313,7 +382,8 @@ def _main() -> None:
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
     problems = (_compare(2, 0) + _resync_cases(0) + _resync_cases(1)
-                + _one_launch_per_step() + _scan_cases(0) + _pairs_cases() + _bars_case())
+                + _one_launch_per_step() + _scan_cases(0) + _pairs_cases() + _bars_case()
+                + _one_call_case())
     problems += _compare(2, 1, max_pairs=6)  # multiple selections in runs of 6 pairs
     problems += _compare(8, 2, min_gpu_work=40)  # larger blocks, device and CPU steps mixed
     print(json.dumps(problems))
