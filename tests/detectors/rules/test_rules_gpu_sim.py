@@ -199,6 +199,23 @@ def _one_launch_per_step() -> list[str]:
     return []
 
 
+def _abcd_stream(n: int, seed: int):
+    """Types A to D with parameters ``p`` (two values) and ``v`` (four), ``n`` events
+    of random types, one per tick."""
+    from specula.events import TypeRegistry
+
+    reg = TypeRegistry()
+    for name in "ABCD":
+        reg.register(name, p="i8", v="i8", f="f8")
+    rng = np.random.default_rng(seed)
+    events = np.zeros(n, reg.dtype())
+    events["type"] = rng.integers(1, 5, n)
+    events["ts"] = events["seq"] = np.arange(n)
+    events["p"] = rng.integers(0, 2, n)
+    events["v"] = rng.integers(0, 4, n)
+    return reg, events
+
+
 def _bars_case() -> list[str]:
     """With the default bars, steps and reductions the CPU engine looks up in an
     equality index stay on the CPU copy (their bar is None) while scans above their bar
@@ -206,18 +223,9 @@ def _bars_case() -> list[str]:
     from specula.detectors.rules import cdp_gpu
     from specula.detectors.rules.cdp import CDPEngine
     from specula.detectors.rules.parser import parse_rule
-    from specula.events import TypeRegistry
 
-    reg = TypeRegistry()
-    for name in "ABCD":
-        reg.register(name, p="i8", v="i8", f="f8")
-    rng = np.random.default_rng(5)
-    n = 90
-    events = np.zeros(n, reg.dtype())
-    events["type"] = rng.integers(1, 5, n)
-    events["ts"] = events["seq"] = np.arange(n)
-    events["p"] = rng.integers(0, 2, n)
-    events["v"] = rng.integers(0, 4, n)
+    reg, events = _abcd_stream(90, seed=5)
+    n = len(events)
     bars = {"MIN_GPU_WORK_INDEXED": None, "MIN_GPU_WORK_SCAN_LAST": 20,
             "MIN_GPU_WORK_SCAN_EACH": 20, "MIN_GPU_WORK_REDUCE": 20}
     saved = {name: getattr(cdp_gpu, name) for name in bars}
@@ -251,7 +259,6 @@ def _one_call_case() -> list[str]:
     from specula.detectors.rules import cdp_gpu
     from specula.detectors.rules.cdp import CDPEngine
     from specula.detectors.rules.parser import parse_rule
-    from specula.events import TypeRegistry
 
     class Placed(cdp_gpu.GPUCDPEngine):  # records how each detection ran
         def __init__(self, *args, **kwargs) -> None:
@@ -266,16 +273,7 @@ def _one_call_case() -> list[str]:
         def _steps_apart(self, terminators: int) -> bool:
             return True
 
-    reg = TypeRegistry()
-    for name in "ABCD":
-        reg.register(name, p="i8", v="i8", f="f8")
-    rng = np.random.default_rng(6)
-    n = 90
-    events = np.zeros(n, reg.dtype())
-    events["type"] = rng.integers(1, 5, n)
-    events["ts"] = events["seq"] = np.arange(n)
-    events["p"] = rng.integers(0, 2, n)
-    events["v"] = rng.integers(0, 4, n)
+    reg, events = _abcd_stream(90, seed=6)
     sizes = [1] * 10 + [30, 30] + [1] * 5 + [0, 15]
     rules = {"inequalities": RULES["inequalities"], "no_params": RULES["no_params"],
              "wide_each": "define X() from C() as c and each B(v >= c.v) as b within 30 "
