@@ -210,20 +210,25 @@ class RawSlice:
     def __len__(self) -> int:
         return self.end - self.start
 
-    def take(self, cut: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """The consumer's part: ``cut`` of the rows (read-only, unstamped), stamped with
-        their arrival (copied first if ``cut`` kept them as they lie in the slab)."""
+    def take(self, cut: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int | None]:
+        """The consumer's part, ``cut`` of the rows (read-only, unstamped), and the
+        arrival still to stamp it with: a part cut into rows of its own is stamped here
+        (None); one ``cut`` kept as the rows lie in the slab stays there, read-only, and
+        the consumer's ordering unit stamps it where it copies it
+        (:meth:`~specula.ordering.unit.OrderingUnit.push`): a copy here to stamp it
+        would copy every row twice."""
         piece = cut(_slab(self.slab)[self.start:self.end])
         if not piece.flags.writeable:
-            piece = piece.copy()
-        piece["ats"] = piece["origin"] = self.stamp
-        return piece
+            return piece, self.stamp
+        ev.stamp_arrival(piece, self.stamp)
+        return piece, None
 
 
 def take_raw(batch: np.ndarray | RawSlice, cut: Callable[[np.ndarray], np.ndarray]
-             ) -> np.ndarray:
-    """The part ``cut`` gives of a raw push's ``batch``, rows or a :class:`RawSlice`."""
-    return batch.take(cut) if isinstance(batch, RawSlice) else cut(batch)
+             ) -> tuple[np.ndarray, int | None]:
+    """The part ``cut`` gives of a raw push's ``batch``, rows or a :class:`RawSlice`, and
+    the arrival still to stamp it with (None: it carries its own)."""
+    return batch.take(cut) if isinstance(batch, RawSlice) else (cut(batch), None)
 
 
 _slabs: dict[bytes, np.ndarray] = {}  # this process's slabs resolved, oldest first
@@ -273,7 +278,7 @@ class PreparedStream:
 
         if rows.nbytes <= SHARE_BYTES or not ray.is_initialized():
             rows = rows.copy()
-            rows["ats"] = rows["origin"] = stamp
+            ev.stamp_arrival(rows, stamp)
             return rows
         if not self._first <= start < end <= self._end:
             per = max(SLAB_BYTES // self.rows.itemsize, end - start)
@@ -336,7 +341,7 @@ class Feeder:
             return
         batch = ev.translate_types(batch, self.table)  # a copy
         ev.check_raw(batch)
-        batch["ats"] = batch["origin"] = self._now()
+        ev.stamp_arrival(batch, self._now())
         self._route(batch, lambda: shared(batch))
 
     def feed_range(self, stream: PreparedStream, start: int, end: int) -> None:
