@@ -8,6 +8,7 @@ import tempfile
 
 import numpy as np
 import pytest
+import ray
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -184,3 +185,49 @@ def test_raw_slices_stamped_where_the_unit_copies_them_give_what_stamped_rows_gi
         assert fed.flush(len(steps) + 1).tobytes() == stamped.flush(len(steps) + 1).tobytes()
         assert fed.late_events().tobytes() == stamped.late_events().tobytes(), instance.label
     assert slab.tobytes() == before
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), slab_pushes=st.integers(1, 5),
+       slab_rows=st.integers(1, 400))
+def test_the_driver_s_slabs_hold_a_few_pushes_and_each_slice_is_its_rows(
+        seed, slab_pushes, slab_rows):
+    """Pushes of random sizes cut from a prepared stream: each slice read from its slab
+    (again after later slabs were put, as a resend reads it) is its rows of the
+    stream, stamped by the consumer; a slab is put only when a push runs past the one
+    before, and holds at most the rows of ``SLAB_PUSHES`` pushes the size of the one
+    that put it and :data:`~specula.actors.sources.SLAB_BYTES` (unless that push is
+    larger)."""
+    rng = np.random.default_rng(seed)
+    rows = abc_stream(example_registry(), int(rng.integers(1, 600)), seed=seed)
+    rows.flags.writeable = False
+    stream = sources.PreparedStream(rows)
+    puts: list[np.ndarray] = []
+    sent = []
+    with pytest.MonkeyPatch.context() as mp:  # a slab is the rows put, not Ray's reference
+        mp.setattr(sources, "SHARE_BYTES", 0)
+        mp.setattr(sources, "SLAB_PUSHES", slab_pushes)
+        mp.setattr(sources, "SLAB_BYTES", slab_rows * rows.itemsize)
+        mp.setattr(sources, "_slab", lambda ref: ref)
+        mp.setattr(ray, "is_initialized", lambda: True)
+        mp.setattr(ray, "put", lambda part: puts.append(part) or part)
+        start = slab_end = 0
+        while start < len(rows):
+            end = min(len(rows), start + int(rng.integers(1, 60)))
+            put_before = len(puts)
+            push = stream.share(start, end, start + 1)
+            assert isinstance(push, sources.RawSlice) and len(push) == end - start
+            if len(puts) > put_before:  # only a push past the slab before puts one
+                assert len(puts) == put_before + 1 and end > slab_end
+                assert push.slab is puts[-1]
+                assert puts[-1].tobytes() == rows[start:start + len(puts[-1])].tobytes()
+                assert len(puts[-1]) <= max(end - start,
+                                            min(slab_rows, slab_pushes * (end - start)))
+                slab_end = start + len(puts[-1])
+            else:
+                assert push.slab is sent[-1][0].slab and end <= slab_end
+            sent.append((push, start, end))
+            start = end
+        for push, start, end in sent:
+            got, stamp = push.take(lambda r: r)
+            assert stamp == start + 1 and got.tobytes() == rows[start:end].tobytes()
