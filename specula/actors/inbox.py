@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -111,6 +111,20 @@ class Histogram:
         self.max = max(self.max, other.max)
 
 
+class Queued(NamedTuple):
+    """A batch in an inbox, as it is taken."""
+
+    #: its rows
+    batch: np.ndarray
+    #: when it arrived, ticks
+    arrival: float
+    #: who pushed it
+    sender: int
+    #: the arrival its raw rows are still to be stamped with (None: they carry theirs;
+    #: :meth:`~specula.ordering.unit.OrderingUnit.push`)
+    stamp: int | None
+
+
 class InboxFullError(RuntimeError):
     """A push into an inbox without room; the caller should have waited."""
 
@@ -128,7 +142,7 @@ class Inbox:
             raise ValueError(f"an inbox holds at least one event; got capacity {capacity}")
         self.capacity = capacity
         self.seconds_per_tick = seconds_per_tick
-        self._queue: deque[tuple[np.ndarray, float, int]] = deque()
+        self._queue: deque[Queued] = deque()
         self.events = 0           # rows now in the inbox
         self.max_events = 0       # the most it ever held
         self.pushed = 0           # rows ever pushed
@@ -143,13 +157,14 @@ class Inbox:
         return self.capacity is None or self.events == 0 or self.events + n <= self.capacity
 
     def push(self, batch: np.ndarray, arrival: float, sender: int = 0, *,
-             force: bool = False) -> None:
-        """Append ``batch`` from ``sender``, arrived at ``arrival`` ticks;
-        :class:`InboxFullError` if no room (unless ``force``: a resent batch)."""
+             force: bool = False, stamp: int | None = None) -> None:
+        """Append ``batch`` from ``sender``, arrived at ``arrival`` ticks (its raw rows to
+        be stamped with ``stamp``, if given); :class:`InboxFullError` if no room (unless
+        ``force``: a resent batch)."""
         if not force and not self.has_room(len(batch)):
             raise InboxFullError(f"{len(batch)} events do not fit: {self.events} of "
                             f"{self.capacity} taken")
-        self._queue.append((batch, arrival, sender))
+        self._queue.append(Queued(batch, arrival, sender, stamp))
         self.events += len(batch)
         self.pushed += len(batch)
         self.max_events = max(self.max_events, self.events)
@@ -157,41 +172,38 @@ class Inbox:
     @property
     def head_arrival(self) -> float:
         """Arrival time of the oldest batch (the inbox must not be empty)."""
-        return self._queue[0][1]
+        return self._queue[0].arrival
 
     def holds(self, senders: list[int]) -> bool:
         """Are batches of all ``senders`` waiting (of a sender named k times, k)?"""
-        waiting = Counter(s for _, _, s in self._queue)
+        waiting = Counter(q.sender for q in self._queue)
         return all(waiting[s] >= n for s, n in Counter(senders).items())
 
     def take(self, now: float, senders: list[int] | None = None, max_events: int = 0
-             ) -> list[tuple[np.ndarray, float, int]]:
-        """The batches of one step, as ``(batch, arrival, sender)``: the oldest batch of
-        each of ``senders`` in turn; or (None) the oldest batch and those behind it
-        while their rows stay within ``max_events``."""
+             ) -> list[Queued]:
+        """The batches of one step: the oldest batch of each of ``senders`` in turn; or
+        (None) the oldest batch and those behind it while their rows stay within
+        ``max_events``."""
         if senders is not None:
-            return [(*self.pop(now, s), s) for s in senders]
-        taken: list[tuple[np.ndarray, float, int]] = []
+            return [self.pop(now, s) for s in senders]
+        taken: list[Queued] = []
         rows = 0
-        while self._queue and (not taken or rows + len(self._queue[0][0]) <= max_events):
-            sender = self._queue[0][2]
-            batch, arrival = self.pop(now)
-            taken.append((batch, arrival, sender))
-            rows += len(batch)
+        while self._queue and (not taken or rows + len(self._queue[0].batch) <= max_events):
+            taken.append(self.pop(now))
+            rows += len(taken[-1].batch)
         return taken
 
-    def pop(self, now: float, sender: int | None = None) -> tuple[np.ndarray, float]:
-        """Take the oldest batch (of ``sender``, if given) at ``now`` ticks: returns it
-        and its arrival time."""
+    def pop(self, now: float, sender: int | None = None) -> Queued:
+        """Take the oldest batch (of ``sender``, if given) at ``now`` ticks."""
         if sender is None:
-            batch, arrival, _ = self._queue.popleft()
+            got = self._queue.popleft()
         else:
-            i = next(i for i, (_, _, s) in enumerate(self._queue) if s == sender)
-            batch, arrival, _ = self._queue[i]
+            i = next(i for i, q in enumerate(self._queue) if q.sender == sender)
+            got = self._queue[i]
             del self._queue[i]
-        self.events -= len(batch)
-        self.waits.add(max(0.0, now - arrival) * self.seconds_per_tick, len(batch))
-        return batch, arrival
+        self.events -= len(got.batch)
+        self.waits.add(max(0.0, now - got.arrival) * self.seconds_per_tick, len(got.batch))
+        return got
 
 
 @dataclass

@@ -108,7 +108,7 @@ def _serve(rt: InProcessRuntime, inst: Instance, station: Station, unit: Orderin
         if start > now and not drain:
             break
         q_size = inbox.events
-        batch, arrival = inbox.pop(start)
+        batch, arrival, _, _ = inbox.pop(start)
         kept = gate.admit(batch, gate.command(q_size))
         before, work = unit.stats.work(), station.detector.work_done()
         first = unit.stats.handed()

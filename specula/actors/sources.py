@@ -183,9 +183,16 @@ def shared(batch: np.ndarray) -> Any:
     return ray.put(batch) if ray.is_initialized() else batch
 
 
-#: The driver puts a stream it feeds into Ray's object store in slabs of at most this
-#: many bytes (a slab is put when the feeding reaches it, and freed once no push kept
-#: for resending names it).
+#: The driver puts a stream it feeds into Ray's object store in slabs, each put when the
+#: feeding reaches it and freed once no push kept for resending names it: a slab holds
+#: the rows of this many pushes the size of the one that reaches it (at most
+#: :data:`SLAB_BYTES`). A consumer on another node fetches a whole slab with its first
+#: push from it, and a push kept for resending holds its whole slab in the store, so
+#: both stay within a few pushes' rows; each slab is a put of its own (a few ms), and
+#: 16 pushes of 20,000 rows make a 1M-event stream 4 puts (docs/measurements.md).
+SLAB_PUSHES = 16
+
+#: The most bytes a slab holds (unless one push is larger).
 SLAB_BYTES = 64 << 20
 
 #: Slabs a process keeps resolved (:func:`_slab`): the one being fed and the one before.
@@ -210,20 +217,25 @@ class RawSlice:
     def __len__(self) -> int:
         return self.end - self.start
 
-    def take(self, cut: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """The consumer's part: ``cut`` of the rows (read-only, unstamped), stamped with
-        their arrival (copied first if ``cut`` kept them as they lie in the slab)."""
+    def take(self, cut: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int | None]:
+        """The consumer's part, ``cut`` of the rows (read-only, unstamped), and the
+        arrival still to stamp it with: a part cut into rows of its own is stamped here
+        (None); one ``cut`` kept as the rows lie in the slab stays there, read-only, and
+        the consumer's ordering unit stamps it where it copies it
+        (:meth:`~specula.ordering.unit.OrderingUnit.push`): a copy here to stamp it
+        would copy every row twice."""
         piece = cut(_slab(self.slab)[self.start:self.end])
         if not piece.flags.writeable:
-            piece = piece.copy()
-        piece["ats"] = piece["origin"] = self.stamp
-        return piece
+            return piece, self.stamp
+        ev.stamp_arrival(piece, self.stamp)
+        return piece, None
 
 
 def take_raw(batch: np.ndarray | RawSlice, cut: Callable[[np.ndarray], np.ndarray]
-             ) -> np.ndarray:
-    """The part ``cut`` gives of a raw push's ``batch``, rows or a :class:`RawSlice`."""
-    return batch.take(cut) if isinstance(batch, RawSlice) else cut(batch)
+             ) -> tuple[np.ndarray, int | None]:
+    """The part ``cut`` gives of a raw push's ``batch``, rows or a :class:`RawSlice`, and
+    the arrival still to stamp it with (None: it carries its own)."""
+    return batch.take(cut) if isinstance(batch, RawSlice) else (cut(batch), None)
 
 
 _slabs: dict[bytes, np.ndarray] = {}  # this process's slabs resolved, oldest first
@@ -273,10 +285,11 @@ class PreparedStream:
 
         if rows.nbytes <= SHARE_BYTES or not ray.is_initialized():
             rows = rows.copy()
-            rows["ats"] = rows["origin"] = stamp
+            ev.stamp_arrival(rows, stamp)
             return rows
         if not self._first <= start < end <= self._end:
-            per = max(SLAB_BYTES // self.rows.itemsize, end - start)
+            per = max(min(SLAB_BYTES // self.rows.itemsize, SLAB_PUSHES * (end - start)),
+                      end - start)
             self._first, self._end = start, min(len(self.rows), start + per)
             self._slab = ray.put(self.rows[start:self._end])
         return RawSlice(self._slab, start - self._first, end - self._first, stamp)
@@ -336,7 +349,7 @@ class Feeder:
             return
         batch = ev.translate_types(batch, self.table)  # a copy
         ev.check_raw(batch)
-        batch["ats"] = batch["origin"] = self._now()
+        ev.stamp_arrival(batch, self._now())
         self._route(batch, lambda: shared(batch))
 
     def feed_range(self, stream: PreparedStream, start: int, end: int) -> None:

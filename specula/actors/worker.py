@@ -45,7 +45,7 @@ import numpy as np
 from specula import events as ev
 from specula.actors.actor_recovery import ActorRecovery, LoopPosition, Turn
 from specula.actors.channels import Peers, Publisher, Reply, Route
-from specula.actors.inbox import Gate, Inbox
+from specula.actors.inbox import Gate, Inbox, Queued
 from specula.actors.output_log import ActorOutput
 from specula.actors.placement import this_host
 from specula.actors.recovery import Checkpoints
@@ -88,8 +88,8 @@ class _Signal(Enum):
 class Step(NamedTuple):
     """The batches of one step, as the processing thread took them from the inbox."""
 
-    #: (batch, arrival ns, sender) of each batch, in the order taken
-    taken: list[tuple[np.ndarray, float, int]]
+    #: each batch (its arrival in ns), in the order taken
+    taken: list[Queued]
     #: when the step was taken, ns of this process's monotonic clock
     start: int
     #: the gate's drop command for the step (shedding)
@@ -199,8 +199,10 @@ class DetectorWorker:
         not wait for room. A raw feeder's batch comes whole (or as a
         :class:`~.sources.RawSlice` of the driver's stream): the instance takes its part.
         """
+        stamp = None  # the arrival a raw piece left where it lies is still to be stamped with
         if raw_sender(sender) and self.router is not None:
-            rows = take_raw(batch, functools.partial(self.router.piece, self.instance, None))
+            rows, stamp = take_raw(batch, functools.partial(self.router.piece, self.instance,
+                                                            None))
         else:
             rows = cast(np.ndarray, batch)  # a slice comes only from the driver
         rec = self.recovery
@@ -213,7 +215,7 @@ class DetectorWorker:
                     break
                 if turn is Turn.READY and (resend or self.inbox.has_room(len(rows))):
                     now = time.monotonic_ns()
-                    self.inbox.push(rows, now, sender, force=resend)
+                    self.inbox.push(rows, now, sender, force=resend, stamp=stamp)
                     self.gate.arrived(len(rows), now)
                     rec.received(sender, n, rows, dets)
                     self._cond.notify_all()
@@ -416,15 +418,13 @@ class DetectorWorker:
     def _take(self, step: Step) -> None:
         """Run a step through the gate, the unit and the publisher."""
         taken = step.taken
-        for i, (_, _, sender) in enumerate(taken):
-            self.recovery.log_step(sender, step.alpha, joined=i > 0)
-        kept = [self.gate.admit(b, step.command) for b, _, _ in taken]
-        dtype = self.unit.in_dtype
-        batch = kept[0] if len(kept) == 1 else ev.concat_records(
-            [b if b.dtype == dtype else ev.conform(b, dtype, drop=True) for b in kept])
+        for i, q in enumerate(taken):
+            self.recovery.log_step(q.sender, step.alpha, joined=i > 0)
+        kept = [self.gate.admit(q.batch, step.command) for q in taken]
+        batch, arrived = joined(kept, [q.stamp for q in taken], self.unit.in_dtype)
         first = self.unit.stats.handed()
         t0, c0 = time.perf_counter(), time.thread_time()
-        out = self.unit.push(batch, self._now()) if len(batch) \
+        out = self.unit.push(batch, self._now(), arrived) if len(batch) \
             else np.empty(0, self.unit.out_dtype)
         busy, c1 = time.perf_counter() - t0, time.thread_time()
         if self._first_event_ns is None and len(batch):
@@ -433,11 +433,11 @@ class DetectorWorker:
         self._publish(out, self._now())
         self.cpu.add(unit=c1 - c0, publish=time.thread_time() - c1)
         done = time.monotonic_ns()
-        for (_, arrival, sender), k in zip(taken, kept, strict=True):
-            self.recovery.took(sender)
+        for q, k in zip(taken, kept, strict=True):
+            self.recovery.took(q.sender)
             share = len(k) / max(1, len(batch))
-            self.gate.done(len(k), busy * share, (done - arrival) * 1e-9, handed * share)
-        self._sample((step.start - taken[0][1]) * 1e-9)
+            self.gate.done(len(k), busy * share, (done - q.arrival) * 1e-9, handed * share)
+        self._sample((step.start - taken[0].arrival) * 1e-9)
 
     def _finish(self) -> None:
         """End of stream: flush the unit, publish, wait for the answers, checkpoint."""
@@ -499,3 +499,23 @@ class DetectorWorker:
         self.recovery.checkpoint(LoopPosition(self._published, ended, self._clock,
                                               self.gate.counts()))
         self.cpu.add(checkpoint=time.thread_time() - c0)
+
+
+def joined(kept: list[np.ndarray], stamps: list[int | None], dtype: np.dtype
+           ) -> tuple[np.ndarray, int | None]:
+    """A step's batches (``kept``, each with the arrival its raw rows are still to be
+    stamped with, or None) as one batch of ``dtype`` for the ordering unit, and the
+    arrival still to stamp it with: one batch goes as it is, its stamp to the unit,
+    which stamps the rows as it copies them
+    (:meth:`~specula.ordering.unit.OrderingUnit.push`); several are copied into one,
+    each stamped there."""
+    if len(kept) == 1:
+        return kept[0], stamps[0]
+    batch = ev.concat_records(
+        [b if b.dtype == dtype else ev.conform(b, dtype, drop=True) for b in kept])
+    at = 0
+    for b, stamp in zip(kept, stamps, strict=True):
+        if stamp is not None:
+            ev.stamp_arrival(batch[at:at + len(b)], stamp)
+        at += len(b)
+    return batch, None

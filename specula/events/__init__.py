@@ -54,6 +54,7 @@ from specula.events.batches import (
     distinct,
     empty,
     select_records,
+    stamp_arrival,
     validate_batch,
     validate_raw,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "encode_event",
     "fields_of",
     "select_records",
+    "stamp_arrival",
     "translate_types",
     "type_table",
     "validate_batch",

@@ -15,7 +15,7 @@ from specula.events.registry import TypeRegistry
 FEW_ROWS = 8
 
 __all__ = ["check_raw", "concat", "concat_records", "conform", "distinct", "empty",
-           "select_records", "validate_batch", "validate_raw"]
+           "select_records", "stamp_arrival", "validate_batch", "validate_raw"]
 
 
 def validate_batch(
@@ -220,6 +220,12 @@ def select_records(batch: np.ndarray, keep: np.ndarray) -> np.ndarray:
     if keep.dtype == np.bool_:
         keep = np.flatnonzero(keep)
     return np.take(batch, keep)
+
+
+def stamp_arrival(rows: np.ndarray, arrived: int) -> None:
+    """Stamp raw ``rows`` (writable) with their arrival, ``arrived``: their ``ats``, and
+    their ``origin``, which for a raw event is its own arrival."""
+    rows["ats"] = rows["origin"] = arrived
 
 
 def concat(batches: Sequence[np.ndarray], dtype: np.dtype | None = None) -> np.ndarray:

@@ -15,7 +15,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = ["KINDS", "KIND_I4", "KIND_I8", "bits_at", "bits_of", "copy_bytes", "float_at", "int_at",
-           "kind_of"]
+           "kind_of", "put_int8"]
 
 KINDS = ("b1", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f2", "f4", "f8")
 """The dtypes a field read as bytes may have; its kind is its place in this tuple."""
@@ -123,3 +123,12 @@ def copy_bytes(src, at, dst, to, size):  # pragma: no cover - jit
     a, t = np.uint64(at), np.uint64(to)
     for i in range(np.uint64(size)):
         dst[t + i] = src[a + i]
+
+
+@njit(cache=True, nogil=True)
+def put_int8(buf, at, value):  # pragma: no cover - jit
+    """``buf[at:at + 8]`` = the int64 ``value``, little-endian, with unsigned indices."""
+    a, v = np.uint64(at), np.uint64(value)
+    for i in range(np.uint64(8)):
+        buf[a + i] = np.uint8(v & np.uint64(0xFF))
+        v >>= np.uint64(8)

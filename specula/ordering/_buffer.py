@@ -61,8 +61,10 @@ class Buffer(Protocol):
     def __len__(self) -> int:
         """Events held."""
 
-    def push(self, batch: np.ndarray, flags: np.ndarray, now: int) -> None:
-        """Take accepted arrivals (their ``flags``), in arrival order."""
+    def push(self, batch: np.ndarray, flags: np.ndarray, now: int,
+             arrived: int | None = None) -> None:
+        """Take accepted arrivals (their ``flags``), in arrival order; ``arrived``: the
+        arrival to stamp them with as they are stored (None: they carry theirs)."""
 
     def flush(self, now: int) -> None:
         """End of stream (the unit's clock is already at its end): emit and purge."""
@@ -138,9 +140,12 @@ class BufferBase(ABC):
         pure K-slack emits only what is final, so everything so far."""
         return self.state.seq
 
-    def push(self, batch: np.ndarray, flags: np.ndarray, now: int) -> None:
+    def push(self, batch: np.ndarray, flags: np.ndarray, now: int,
+             arrived: int | None = None) -> None:
         """Take accepted arrivals: each run of data events between control messages goes
-        to the storage at once, each control message is handled on its own."""
+        to the storage at once, each control message is handled on its own. With
+        ``arrived``, the rows (read-only, unstamped) are stamped with it as they are
+        stored: a run by the storage, a control message as a copy of its row."""
         ctx = self._begin(batch, flags)
         n = len(batch)
         if n == 1:  # a step's batch is often one row, a punctuation alone among them
@@ -150,9 +155,12 @@ class BufferBase(ABC):
         start = 0
         for c in [*cuts, n]:
             if c > start:
-                self._run(batch, ctx, start, c, now)
+                self._run(batch, ctx, start, c, now, arrived)
             if c < n:
                 msg = batch[c:c + 1]
+                if arrived is not None:
+                    msg = msg.copy()
+                    ev.stamp_arrival(msg, arrived)
                 kind = msg["flags"][0]
                 if kind & ev.RETRACTION:
                     self._on_retraction(msg, now)
@@ -250,8 +258,10 @@ class BufferBase(ABC):
         return None
 
     @abstractmethod
-    def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
-        """Take the run of data events ``batch[start:end]``: insert, emit, purge."""
+    def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int,
+             arrived: int | None) -> None:
+        """Take the run of data events ``batch[start:end]``, stamped with ``arrived`` if
+        given: insert, emit, purge."""
 
     def _after_control(self, ctx: Any, c: int, now: int) -> None:
         """After the control message or punctuation ``batch[c]`` was handled."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from specula.events.row_bytes import bits_at, copy_bytes
+from specula.events.row_bytes import bits_at, copy_bytes, put_int8
 
 NO_CLOCK = np.int64(-(2**62))
 NO_DELAY = np.int64(-(2**62))
@@ -178,15 +178,18 @@ def _int_at(buf, at, size):  # pragma: no cover - jit
 
 
 @njit(cache=True, nogil=True)
-def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal, immediate,
-                clk, k, pending, h_ts, h_tb, process_late, shift):  # pragma: no cover - jit
+def kslack_step(keys, head, tail, store, first, run, layout, stamp, arrived, is_clock,
+                proposal, immediate, clk, k, pending, h_ts, h_tb, process_late,
+                shift):  # pragma: no cover - jit
     """Pure K-slack (alpha = 1) over a run of data events, event by event in arrival order:
     one call per run, which stores the run, orders it and gathers what it emits.
 
     The events are rows of a batch dtype as bytes: ``run`` the arrivals, ``store`` the
-    buffer's store, into which the run is copied at row ``first``; ``layout`` holds the
-    row width and the byte offsets of ``ts``, ``type``, ``producer``, ``seq`` and
-    ``kplus`` (core fields: int64, int32, int32, int64, int64).
+    buffer's store, into which the run is copied at row ``first`` (with ``stamp``, each
+    copied row's ``ats`` and ``origin`` set to ``arrived``: raw rows stamped with their
+    arrival as they are stored); ``layout`` holds the row width and the byte offsets of
+    ``ts``, ``type``, ``producer``, ``seq``, ``kplus``, ``ats`` and ``origin`` (core
+    fields: int64, int32, int32, int64, int64, int64, int64).
 
     ``keys`` has eight rows of one capacity: the buffer is ``keys[0:3, head:tail]``
     (store indices, time stamps, tie-breaks), sorted by (time stamp, tie-break), with
@@ -217,6 +220,10 @@ def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal,
     # unsigned indices here and below: no check for negative ones, so the byte loops
     # vectorise (slices and signed indices copy a byte at a time, ten times slower)
     copy_bytes(run, 0, store, first * width, n * width)
+    if stamp:
+        for j in range(n):
+            put_int8(store, (first + j) * width + layout[6], arrived)
+            put_int8(store, (first + j) * width + layout[7], arrived)
     m_ix, m_ts, m_tb, emitted, late = keys[0], keys[1], keys[2], keys[3], keys[4]
     p_ts, p_tb, p_ix = keys[5], keys[6], keys[7]  # the heap of out-of-order arrivals
     by_type = is_clock.shape[0] > 0

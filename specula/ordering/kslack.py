@@ -26,9 +26,11 @@ _NO_SNAPSHOTS = np.empty(0, object)
 # dispatcher types a bool array in Python, ~0.2 us a call
 _NO_TYPES = np.zeros(0, np.uint8)
 _NO_PROPOSALS = np.zeros(0, np.int64)
-# the fields the kernel reads from a row's bytes, in its layout's order, and their types
+# the fields the kernel reads from a row's bytes, then those it stamps with an arrival,
+# in its layout's order, and their types
 _READ = (("ts", np.int64), ("type", np.int32), ("producer", np.int32), ("seq", np.int64),
          ("kplus", np.int64))
+_STAMPED = (("ats", np.int64), ("origin", np.int64))
 _NO_CLOCK = int(_kernels.NO_CLOCK)
 
 
@@ -53,7 +55,7 @@ class KSlackBuffer(BufferBase):
                  in_dtype: np.dtype, late_policy: LatePolicy) -> None:
         super().__init__(state, driver, clock, in_dtype=in_dtype, late_policy=late_policy)
         self._raw = np.dtype((np.void, in_dtype.itemsize))  # rows moved as bytes
-        self._layout = layout(in_dtype, _READ)
+        self._layout = layout(in_dtype, _READ + _STAMPED)
         # an event clock proposes by type, which the kernel reads itself
         self._by_type = isinstance(clock, EventClock)
         self._clock_types = np.ascontiguousarray(clock.clock_types(), np.uint8)
@@ -200,9 +202,11 @@ class KSlackBuffer(BufferBase):
             self._release(now)
 
     # ------------------------------------------------------------ storage
-    def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
+    def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int,
+             arrived: int | None) -> None:
         proposal = ctx[2]
-        self._order(batch[start:end], None if proposal is None else proposal[start:end], now)
+        self._order(batch[start:end], None if proposal is None else proposal[start:end], now,
+                    arrived)
 
     def _find(self, producer: int, seq: int) -> int | None:
         ix = self._buf_ix
@@ -233,9 +237,12 @@ class KSlackBuffer(BufferBase):
         self._hold(self._buf_ix[keep], self._buf_ts[keep], self._buf_tb[keep])
 
     # ------------------------------------------------------------ the kernel
-    def _order(self, run: np.ndarray, proposal: np.ndarray | None, now: int) -> None:
+    def _order(self, run: np.ndarray, proposal: np.ndarray | None, now: int,
+               arrived: int | None = None) -> None:
         """A run of data events through the kernel: clock (``proposal`` per event; None:
-        an event clock's, read by type in the kernel), K, late events, emission."""
+        an event clock's, read by type in the kernel), K, late events, emission. The
+        kernel stores the run, stamped with ``arrived`` if given (raw rows read-only
+        where they lie, :meth:`~specula.ordering.unit.OrderingUnit.push`)."""
         st = self.state
         n = len(run)
         if run.dtype is not self.in_dtype and run.dtype != self.in_dtype:
@@ -248,7 +255,8 @@ class KSlackBuffer(BufferBase):
         # scalars as Python ints: Numba types them as int64 as it does NumPy's, for less
         rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb = _kernels.kslack_step(
             self._keys, self._head, self._tail, np.frombuffer(self._store, np.uint8), first,
-            np.frombuffer(run, np.uint8), self._layout,
+            np.frombuffer(run, np.uint8), self._layout, arrived is not None,
+            0 if arrived is None else arrived,
             self._clock_types if proposal is None else _NO_TYPES,
             _NO_PROPOSALS if proposal is None else np.ascontiguousarray(proposal),
             self.clock.immediate, st.clk, st.k, st.pending, self._horizon[0],

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from specula import events as ev
 from specula.ordering import _kernels
 from specula.ordering._buffer import AFTER_EVERY_KEY, BufferBase, Contents, LatePolicy
 from specula.ordering._records import fold_max, is_set, tiebreak
@@ -207,14 +208,21 @@ class SpeculativeBuffer(BufferBase):
         return (batch["ts"].astype(np.int64), tiebreak(batch["producer"], batch["seq"]),
                 is_clock, clk_after, k_after)
 
-    def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int) -> None:
+    def _run(self, batch: np.ndarray, ctx: Any, start: int, end: int, now: int,
+             arrived: int | None) -> None:
         """Speculative step per run of data events between control messages: insert the
         whole run, replay once from the earliest disturbed snapshot, then emit and purge
         with the clock and K after the run. A run of one event is exactly one arrival of
         the paper's algorithm; longer runs take the same decisions once per run, so a
-        vectorised detector sees runs of events rather than single ones."""
+        vectorised detector sees runs of events rather than single ones. A run to stamp
+        (``arrived``) is stamped as a copy first: its rows go several ways from here
+        (inserted, set aside late, processed late)."""
         ts, tb, clocks, clks, ks = ctx
-        self._insert_run(batch[start:end], ts[start:end], tb[start:end], now)
+        run = batch[start:end]
+        if arrived is not None:
+            run = run.copy()
+            ev.stamp_arrival(run, arrived)
+        self._insert_run(run, ts[start:end], tb[start:end], now)
         st = self.state
         st.clk, st.k = int(clks[end - 1]), int(ks[end - 1])
         clock_step = bool(np.count_nonzero(clocks[start:end]))

@@ -311,20 +311,31 @@ class OrderingUnit:
         self.state.late = []
         return out
 
-    def push(self, batch: np.ndarray, now: int = 0) -> np.ndarray:
+    def push(self, batch: np.ndarray, now: int = 0, arrived: int | None = None) -> np.ndarray:
         """Take a batch of arrivals (in arrival order) and return what the detector generated.
 
         The returned batch holds generated events, updates and counter messages, in the
         order the consumers must apply them, with ``ats = now``.
+
+        ``arrived``: raw rows that do not carry their arrival yet (a push of the Ray
+        runtime's driver, read where it lies in Ray's object store, read-only,
+        :class:`~specula.actors.sources.RawSlice`) arrived then; the unit stamps their
+        ``ats`` and ``origin`` with it where it copies them (into its buffer, or the
+        copy its selection of input types makes), so that they are copied once. The
+        caller's batch is never written to.
         """
-        batch = self._accept(batch)
+        accepted = self._accept(batch)
+        if arrived is not None and accepted is not batch and len(accepted):
+            ev.stamp_arrival(accepted, arrived)  # the selection's copy
+            arrived = None
+        batch = accepted
         if len(batch):
             was_open = not self.ended
             if self.controller is not None:
                 with self.controller.busy():
-                    self._push(batch, now)
+                    self._push(batch, now, arrived)
             else:
-                self._push(batch, now)
+                self._push(batch, now, arrived)
             if was_open and self.ended:
                 self._finish(now)
             self.memory.check(now)
@@ -405,7 +416,7 @@ class OrderingUnit:
                 batch = ev.select_records(batch, keep)
         return batch
 
-    def _push(self, batch: np.ndarray, now: int) -> None:
+    def _push(self, batch: np.ndarray, now: int, arrived: int | None) -> None:
         flags = batch["flags"]
         n_control = n_progress = 0
         if len(flags) == 1:
@@ -418,7 +429,7 @@ class OrderingUnit:
         stats.events_in += len(batch) - n_control - n_progress
         stats.control_in += n_control
         stats.progress_in += n_progress
-        self.buffer.push(batch, flags, now)
+        self.buffer.push(batch, flags, now, arrived)
 
     def _finish(self, now: int) -> None:
         """The clock is at the end of time: hand the detector everything, then its end."""

@@ -39,7 +39,7 @@ def test_inbox_invariants_under_random_pushes_and_takes(seed, capacity):
             model.append((b, now))
             sent += len(b)
         elif model:
-            got, arrival = inbox.pop(now)
+            got, arrival, _, _ = inbox.pop(now)
             want, want_arrival = model.pop(0)
             assert got is want and arrival == want_arrival  # FIFO, arrival kept
             taken.append(got)
@@ -62,19 +62,21 @@ def test_inbox_invariants_under_random_pushes_and_takes(seed, capacity):
 def test_a_step_takes_the_oldest_batches_within_its_rows_or_the_senders_named(seed):
     """Against a list model: ``take`` without senders returns the oldest batches while
     their rows fit ``max_events`` (the oldest always); with senders, each one's oldest
-    batch in turn; ``holds`` counts a sender named twice twice."""
+    batch in turn, each with its arrival, sender and stamp; ``holds`` counts a sender
+    named twice twice."""
     rng = np.random.default_rng(seed)
     inbox = Inbox(None)
-    model: list[tuple[np.ndarray, float, int]] = []
+    model: list[tuple[np.ndarray, float, int, int | None]] = []
     now = 0.0
     for _ in range(300):
         now += 1.0
         if rng.random() < 0.6:
             b, sender = batch(int(rng.integers(1, 40)), 0), int(rng.integers(0, 3))
-            inbox.push(b, now, sender)
-            model.append((b, now, sender))
+            stamp = None if rng.random() < 0.5 else int(rng.integers(0, 2**62))
+            inbox.push(b, now, sender, stamp=stamp)
+            model.append((b, now, sender, stamp))
             continue
-        waiting = [s for _, _, s in model]
+        waiting = [m[2] for m in model]
         if rng.random() < 0.5:
             senders = [int(s) for s in rng.integers(0, 3, int(rng.integers(1, 4)))]
             held = all(waiting.count(s) >= senders.count(s) for s in set(senders))
@@ -92,8 +94,8 @@ def test_a_step_takes_the_oldest_batches_within_its_rows_or_the_senders_named(se
                 want.append(model.pop(0))
                 rows += len(want[-1][0])
             got = inbox.take(now, None, max_events)
-        assert [(id(b), a, s) for b, a, s in got] == [(id(b), a, s) for b, a, s in want]
-        assert inbox.events == sum(len(b) for b, _, _ in model) and len(inbox) == len(model)
+        assert [(id(b), *rest) for b, *rest in got] == [(id(b), *rest) for b, *rest in want]
+        assert inbox.events == sum(len(m[0]) for m in model) and len(inbox) == len(model)
 
 
 def test_inbox_refuses_no_capacity():
