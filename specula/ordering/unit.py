@@ -214,7 +214,11 @@ class OrderingUnit:
                               alpha=self._alpha, name=self.name)
             if self.speculative else
             KSlackBuffer(self.state, self.driver, self.clock_source,
-                         in_dtype=self.in_dtype, late_policy=late))
+                         in_dtype=self.in_dtype, late_policy=late, input_types=self._is_input))
+        # the buffer that takes a live step's few data events in one call (push_few): a
+        # pure K-slack one clocked by type
+        self._few_buffer = (self.buffer if isinstance(self.buffer, KSlackBuffer)
+                            and isinstance(self.clock_source, EventClock) else None)
         self.memory = MemoryGuard(MemoryLimit() if memory is None else memory, self.state,
                                   self.buffer, self.clock_source,
                                   speculative=self.speculative, name=self.name,
@@ -317,6 +321,13 @@ class OrderingUnit:
         The returned batch holds generated events, updates and counter messages, in the
         order the consumers must apply them, with ``ats = now``.
         """
+        few = self._few_buffer
+        if (few is not None and 0 < len(batch) <= FEW_ROWS and self._plain(batch)
+                and few.push_few(batch, now)):
+            if self.ended:  # its time stamps reached the end of time
+                self._finish(now)
+            self._pushed(now)
+            return self.driver.take_output()
         batch = self._accept(batch)
         if len(batch):
             was_open = not self.ended
@@ -327,14 +338,25 @@ class OrderingUnit:
                 self._push(batch, now)
             if was_open and self.ended:
                 self._finish(now)
-            self.memory.check(now)
-            # what this push handed on, by the alpha it emitted with: the controller may
-            # change alpha now, for the next push
-            self.state.handed = self._emission_bound()
-            self._time_passed(now)
-            if self.controller is not None:
-                self.controller.poll()
+            self._pushed(now)
         return self.driver.take_output()
+
+    def _plain(self, batch: np.ndarray) -> bool:
+        """May ``batch`` go to :meth:`KSlackBuffer.push_few`: rows of the input dtype, as
+        one contiguous block, while the stream is open? (Its kernel checks the rest.)"""
+        return ((batch.dtype is self.in_dtype or batch.dtype == self.in_dtype)
+                and batch.flags.c_contiguous and self.state.clk < _END_OF_TIME)
+
+    def _pushed(self, now: int) -> None:
+        """After a push that took events: the memory limit's check, the progress handed
+        on, the passing of event time, and alpha's adaptation."""
+        self.memory.check(now)
+        # what this push handed on, by the alpha it emitted with: the controller may
+        # change alpha now, for the next push
+        self.state.handed = self._emission_bound()
+        self._time_passed(now)
+        if self.controller is not None:
+            self.controller.poll()
 
     def shed_held(self, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Drop the held events not yet handed to the detector where ``keep(rows)`` (their
