@@ -280,20 +280,18 @@ def kslack_step(keys, head, tail, store, first, run, layout, is_clock, proposal,
 @njit(cache=True, nogil=True)
 def kslack_plain(keys, head, tail, store, first, run, layout, is_clock, is_input, immediate,
                  clk, k, pending, h_ts, h_tb, process_late, shift):  # pragma: no cover - jit
-    """:func:`kslack_step` of a run clocked by type (``is_clock`` not empty) when every
-    arrival is a data event (``flags``, at ``layout[6]``, 0) of a type that ``is_input``
-    marks (ids past it are none): a live step's usual batch, taken without cutting it
-    into runs of data events and control messages first.
+    """:func:`kslack_step` of a run of data events clocked by type (``is_clock`` not
+    empty) when every one is of a type that ``is_input`` marks (ids past it are none):
+    a live step's usual batch.
 
     Returns what :func:`kslack_step` returns and, last, whether an emitted event is a
     generated one (producer not 0); ``n_emitted`` is -1, and nothing is touched, when
-    some arrival is not such an event."""
+    some event is of another type."""
     width = layout[0]
     n = run.shape[0] // width
     for j in range(n):
-        at = j * width
-        t = _int_at(run, at + layout[2], 4)
-        if run[at + layout[6]] != 0 or t < 0 or t >= is_input.shape[0] or not is_input[t]:
+        t = _int_at(run, j * width + layout[2], 4)
+        if t < 0 or t >= is_input.shape[0] or not is_input[t]:
             return (np.empty(0, np.uint8), -1, 0, head, tail, clk, k, pending, h_ts,
                     h_tb, False)
     rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb = kslack_step(

@@ -28,7 +28,7 @@ _NO_TYPES = np.zeros(0, np.uint8)
 _NO_PROPOSALS = np.zeros(0, np.int64)
 # the fields the kernel reads from a row's bytes, in its layout's order, and their types
 _READ = (("ts", np.int64), ("type", np.int32), ("producer", np.int32), ("seq", np.int64),
-         ("kplus", np.int64), ("flags", np.uint8))
+         ("kplus", np.int64))
 _NO_CLOCK = int(_kernels.NO_CLOCK)
 
 
@@ -236,12 +236,12 @@ class KSlackBuffer(BufferBase):
 
     # ------------------------------------------------------------ the kernel
     def push_few(self, run: np.ndarray, now: int) -> bool:
-        """:meth:`push` of a live step's usual batch, a few arrivals (contiguous, in the
-        input dtype) that are all data events of the unit's input types, clocked by
-        type: the batch is one run, which goes to the kernel without being cut into
-        runs and control messages first, and the kernel checks that it is one. Counts
-        the arrivals in. False, with nothing done, when some arrival is not such an
-        event (the unit then takes the general way)."""
+        """:meth:`push` of a live step's usual batch, a few data events (no flag set;
+        contiguous, in the input dtype), clocked by type: the batch is one run, which
+        goes to the kernel without being cut into runs and control messages first.
+        The kernel checks that every event is of one of the unit's input types; False,
+        with nothing done, when one is not (the unit then takes the general way, which
+        leaves it out). Counts the arrivals in."""
         n = len(run)
         first = self._reserve(n)
         self._make_room(n)

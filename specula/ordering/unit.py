@@ -343,9 +343,11 @@ class OrderingUnit:
 
     def _plain(self, batch: np.ndarray) -> bool:
         """May ``batch`` go to :meth:`KSlackBuffer.push_few`: rows of the input dtype, as
-        one contiguous block, while the stream is open? (Its kernel checks the rest.)"""
+        one contiguous block, all data events (no flag), while the stream is open? (Its
+        kernel checks their types.)"""
         return ((batch.dtype is self.in_dtype or batch.dtype == self.in_dtype)
-                and batch.flags.c_contiguous and self.state.clk < _END_OF_TIME)
+                and batch.flags.c_contiguous and self.state.clk < _END_OF_TIME
+                and not any(batch["flags"].tolist()))
 
     def _pushed(self, now: int) -> None:
         """After a push that took events: the memory limit's check, the progress handed
