@@ -4,7 +4,10 @@ An event is emitted and purged at once when ``ts + K <= clk``, so nothing emitte
 buffered and no snapshot is ever taken. Each run of data events goes through one call of
 :func:`specula.ordering._kernels.kslack_step` over the rows' bytes, which stores the run,
 advances the unit's clock and K event by event and gathers the rows it emits; control
-messages are handled by :class:`~specula.ordering._buffer.BufferBase`.
+messages are handled by :class:`~specula.ordering._buffer.BufferBase`. A live step's
+usual batch, a few data events of the unit's input types clocked by type, is taken
+whole by :meth:`KSlackBuffer.push_few` (:func:`~specula.ordering._kernels.kslack_plain`
+checks the types), without the base's cut into runs and control messages.
 """
 
 from __future__ import annotations

@@ -187,6 +187,7 @@ class OrderingUnit:
         self.retraction = retraction
         self.late_policy = late
         self.in_dtype = registry.dtype(inputs)
+        self._same_dtype: np.dtype | None = None  # see _is_in_dtype
         self.out_dtype = registry.dtype(outputs)
         type_names = ["?"] * (max(t.id for t in registry.types()) + 1)
         for t in registry.types():
@@ -322,7 +323,11 @@ class OrderingUnit:
         order the consumers must apply them, with ``ats = now``.
         """
         few = self._few_buffer
-        if (few is not None and 0 < len(batch) <= FEW_ROWS and self._plain(batch)
+        # a live step's few data events (no flag; in the input dtype, one contiguous
+        # block, the stream open) go to the kernel at once, which checks their types
+        if (few is not None and 0 < len(batch) <= FEW_ROWS and self._is_in_dtype(batch.dtype)
+                and not any(batch["flags"].tolist())
+                and batch.flags.c_contiguous and self.state.clk < _END_OF_TIME
                 and few.push_few(batch, now)):
             if self.ended:  # its time stamps reached the end of time
                 self._finish(now)
@@ -340,14 +345,6 @@ class OrderingUnit:
                 self._finish(now)
             self._pushed(now)
         return self.driver.take_output()
-
-    def _plain(self, batch: np.ndarray) -> bool:
-        """May ``batch`` go to :meth:`KSlackBuffer.push_few`: rows of the input dtype, as
-        one contiguous block, all data events (no flag), while the stream is open? (Its
-        kernel checks their types.)"""
-        return ((batch.dtype is self.in_dtype or batch.dtype == self.in_dtype)
-                and batch.flags.c_contiguous and self.state.clk < _END_OF_TIME
-                and not any(batch["flags"].tolist()))
 
     def _pushed(self, now: int) -> None:
         """After a push that took events: the memory limit's check, the progress handed
@@ -407,8 +404,18 @@ class OrderingUnit:
         return self.driver.take_output()
 
     # --------------------------------------------------------------- plumbing
+    def _is_in_dtype(self, dtype: np.dtype) -> bool:
+        """Is ``dtype`` the input's? An equal one is remembered by identity (a raw batch's
+        dtype, say): comparing two apart field by field costs more than a step's checks."""
+        if dtype is self.in_dtype or dtype is self._same_dtype:
+            return True
+        if dtype != self.in_dtype:
+            return False
+        self._same_dtype = dtype
+        return True
+
     def _accept(self, batch: np.ndarray) -> np.ndarray:
-        if batch.dtype is not self.in_dtype and batch.dtype != self.in_dtype:
+        if not self._is_in_dtype(batch.dtype):
             batch = ev.conform(batch, self.in_dtype, drop=True)
         if len(batch) <= FEW_ROWS:  # a live step's few rows: Python ints cost less
             types = batch["type"].tolist()
