@@ -285,6 +285,33 @@ def kslack_step(keys, head, tail, store, first, run, layout, stamp, arrived, is_
 
 
 @njit(cache=True, nogil=True)
+def kslack_plain(keys, head, tail, store, first, run, layout, is_clock, is_input, immediate,
+                 clk, k, pending, h_ts, h_tb, process_late, shift):  # pragma: no cover - jit
+    """:func:`kslack_step` of a run of data events clocked by type (``is_clock`` not
+    empty) when every one is of a type that ``is_input`` marks (ids past it are none):
+    a live step's usual batch.
+
+    Returns what :func:`kslack_step` returns and, last, whether an emitted event is a
+    generated one (producer not 0); ``n_emitted`` is -1, and nothing is touched, when
+    some event is of another type."""
+    width = layout[0]
+    n = run.shape[0] // width
+    for j in range(n):
+        t = _int_at(run, j * width + layout[2], 4)
+        if t < 0 or t >= is_input.shape[0] or not is_input[t]:
+            return (np.empty(0, np.uint8), -1, 0, head, tail, clk, k, pending, h_ts,
+                    h_tb, False)
+    rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb = kslack_step(
+        keys, head, tail, store, first, run, layout, False, 0, is_clock,
+        np.empty(0, np.int64), immediate, clk, k, pending, h_ts, h_tb, process_late, shift)
+    generated = False
+    for i in range(ne):
+        if _int_at(rows, i * width + layout[3], 4) != 0:
+            generated = True
+    return rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb, generated
+
+
+@njit(cache=True, nogil=True)
 def _merge_heap(m_ix, m_ts, m_tb, head, tail, p_ts, p_tb, p_ix, hs):  # pragma: no cover - jit
     """The heap, drained in order, merged into the sorted run ``m_*[head:tail]`` from the
     back (in place: the run has room behind its tail for every arrival); returns the

@@ -4,7 +4,10 @@ An event is emitted and purged at once when ``ts + K <= clk``, so nothing emitte
 buffered and no snapshot is ever taken. Each run of data events goes through one call of
 :func:`specula.ordering._kernels.kslack_step` over the rows' bytes, which stores the run,
 advances the unit's clock and K event by event and gathers the rows it emits; control
-messages are handled by :class:`~specula.ordering._buffer.BufferBase`.
+messages are handled by :class:`~specula.ordering._buffer.BufferBase`. A live step's
+usual batch, a few data events of the unit's input types clocked by type, is taken
+whole by :meth:`KSlackBuffer.push_few` (:func:`~specula.ordering._kernels.kslack_plain`
+checks the types), without the base's cut into runs and control messages.
 """
 
 from __future__ import annotations
@@ -52,13 +55,15 @@ class KSlackBuffer(BufferBase):
     refuse_late_updates = False
 
     def __init__(self, state: UnitState, driver: DetectorDriver, clock: ClockSource, *,
-                 in_dtype: np.dtype, late_policy: LatePolicy) -> None:
+                 in_dtype: np.dtype, late_policy: LatePolicy, input_types: np.ndarray) -> None:
         super().__init__(state, driver, clock, in_dtype=in_dtype, late_policy=late_policy)
         self._raw = np.dtype((np.void, in_dtype.itemsize))  # rows moved as bytes
         self._layout = layout(in_dtype, _READ + _STAMPED)
         # an event clock proposes by type, which the kernel reads itself
         self._by_type = isinstance(clock, EventClock)
         self._clock_types = np.ascontiguousarray(clock.clock_types(), np.uint8)
+        # which type ids the unit takes (see push_few), in uint8 as the clock types
+        self._input_types = np.ascontiguousarray(input_types, np.uint8)
         self._load(np.empty(0, in_dtype), np.empty(0, np.int64), np.empty(0, np.int64))
 
     def __len__(self) -> int:
@@ -237,6 +242,32 @@ class KSlackBuffer(BufferBase):
         self._hold(self._buf_ix[keep], self._buf_ts[keep], self._buf_tb[keep])
 
     # ------------------------------------------------------------ the kernel
+    def push_few(self, run: np.ndarray, now: int) -> bool:
+        """:meth:`push` of a live step's usual batch, a few data events (no flag set;
+        contiguous, in the input dtype), clocked by type: the batch is one run, which
+        goes to the kernel without being cut into runs and control messages first.
+        The kernel checks that every event is of one of the unit's input types; False,
+        with nothing done, when one is not (the unit then takes the general way, which
+        leaves it out). Counts the arrivals in."""
+        n = len(run)
+        first = self._reserve(n)
+        self._make_room(n)
+        st = self.state
+        process_late = self.late_policy == "process"
+        rows, ne, nl, head, tail, clk, k, pending, h_ts, h_tb, generated = (
+            _kernels.kslack_plain(
+                self._keys, self._head, self._tail, np.frombuffer(self._store, np.uint8),
+                first, np.frombuffer(run, np.uint8), self._layout, self._clock_types,
+                self._input_types, self.clock.immediate, st.clk, st.k, st.pending,
+                self._horizon[0], self._horizon[1], process_late, TIEBREAK_SHIFT))
+        if ne < 0:
+            self._used -= n  # the rows reserved stay unused
+            return False
+        st.stats.events_in += n
+        st.clk, st.k, st.pending = clk, k, pending
+        self._ordered(rows, ne, nl, head, tail, h_ts, h_tb, generated, now)
+        return True
+
     def _order(self, run: np.ndarray, proposal: np.ndarray | None, now: int,
                arrived: int | None = None) -> None:
         """A run of data events through the kernel: clock (``proposal`` per event; None:
@@ -262,6 +293,16 @@ class KSlackBuffer(BufferBase):
             self.clock.immediate, st.clk, st.k, st.pending, self._horizon[0],
             self._horizon[1], process_late, TIEBREAK_SHIFT)
         st.clk, st.k, st.pending = clk, k, pending
+        self._ordered(rows, ne, nl, head, tail, h_ts, h_tb, True, now)
+
+    def _ordered(self, rows: np.ndarray, ne: int, nl: int, head: int, tail: int, h_ts: int,
+                 h_tb: int, generated: bool, now: int) -> None:
+        """After the kernel: the buffer's bounds and horizon it returned, its late events
+        set aside, the ``ne`` events it emitted (``rows``, as bytes) counted, their
+        counters folded per producer (``generated``: some may be generated events) and
+        handed to the detector."""
+        st = self.state
+        process_late = self.late_policy == "process"
         self._head, self._tail = head, tail
         self._horizon = (h_ts, h_tb)
         if nl:
@@ -271,9 +312,9 @@ class KSlackBuffer(BufferBase):
         if ne:
             out = np.frombuffer(rows, self.in_dtype)
             st.stats.purged += ne - (nl if process_late else 0)
-            max_per_producer(out, self._purged_seq)
+            if generated:
+                max_per_producer(out, self._purged_seq)
             if st.trace is not None:
                 for r in out:
                     st.note("emit", r)
             self.driver.process(out, None, now, update=False)
-

@@ -187,6 +187,7 @@ class OrderingUnit:
         self.retraction = retraction
         self.late_policy = late
         self.in_dtype = registry.dtype(inputs)
+        self._same_dtype: np.dtype | None = None  # see _is_in_dtype
         self.out_dtype = registry.dtype(outputs)
         type_names = ["?"] * (max(t.id for t in registry.types()) + 1)
         for t in registry.types():
@@ -214,7 +215,11 @@ class OrderingUnit:
                               alpha=self._alpha, name=self.name)
             if self.speculative else
             KSlackBuffer(self.state, self.driver, self.clock_source,
-                         in_dtype=self.in_dtype, late_policy=late))
+                         in_dtype=self.in_dtype, late_policy=late, input_types=self._is_input))
+        # the buffer that takes a live step's few data events in one call (push_few): a
+        # pure K-slack one clocked by type
+        self._few_buffer = (self.buffer if isinstance(self.buffer, KSlackBuffer)
+                            and isinstance(self.clock_source, EventClock) else None)
         self.memory = MemoryGuard(MemoryLimit() if memory is None else memory, self.state,
                                   self.buffer, self.clock_source,
                                   speculative=self.speculative, name=self.name,
@@ -324,6 +329,19 @@ class OrderingUnit:
         copy its selection of input types makes), so that they are copied once. The
         caller's batch is never written to.
         """
+        few = self._few_buffer
+        # a live step's few data events (no flag, none to stamp; in the input dtype, one
+        # contiguous block, the stream open) go to the kernel at once, which checks
+        # their types
+        if (few is not None and arrived is None and 0 < len(batch) <= FEW_ROWS
+                and self._is_in_dtype(batch.dtype)
+                and not any(batch["flags"].tolist())
+                and batch.flags.c_contiguous and self.state.clk < _END_OF_TIME
+                and few.push_few(batch, now)):
+            if self.ended:  # its time stamps reached the end of time
+                self._finish(now)
+            self._pushed(now)
+            return self.driver.take_output()
         accepted = self._accept(batch)
         if arrived is not None and accepted is not batch and len(accepted):
             ev.stamp_arrival(accepted, arrived)  # the selection's copy
@@ -338,14 +356,19 @@ class OrderingUnit:
                 self._push(batch, now, arrived)
             if was_open and self.ended:
                 self._finish(now)
-            self.memory.check(now)
-            # what this push handed on, by the alpha it emitted with: the controller may
-            # change alpha now, for the next push
-            self.state.handed = self._emission_bound()
-            self._time_passed(now)
-            if self.controller is not None:
-                self.controller.poll()
+            self._pushed(now)
         return self.driver.take_output()
+
+    def _pushed(self, now: int) -> None:
+        """After a push that took events: the memory limit's check, the progress handed
+        on, the passing of event time, and alpha's adaptation."""
+        self.memory.check(now)
+        # what this push handed on, by the alpha it emitted with: the controller may
+        # change alpha now, for the next push
+        self.state.handed = self._emission_bound()
+        self._time_passed(now)
+        if self.controller is not None:
+            self.controller.poll()
 
     def shed_held(self, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Drop the held events not yet handed to the detector where ``keep(rows)`` (their
@@ -394,8 +417,18 @@ class OrderingUnit:
         return self.driver.take_output()
 
     # --------------------------------------------------------------- plumbing
+    def _is_in_dtype(self, dtype: np.dtype) -> bool:
+        """Is ``dtype`` the input's? An equal one is remembered by identity (a raw batch's
+        dtype, say): comparing two apart field by field costs more than a step's checks."""
+        if dtype is self.in_dtype or dtype is self._same_dtype:
+            return True
+        if dtype != self.in_dtype:
+            return False
+        self._same_dtype = dtype
+        return True
+
     def _accept(self, batch: np.ndarray) -> np.ndarray:
-        if batch.dtype is not self.in_dtype and batch.dtype != self.in_dtype:
+        if not self._is_in_dtype(batch.dtype):
             batch = ev.conform(batch, self.in_dtype, drop=True)
         if len(batch) <= FEW_ROWS:  # a live step's few rows: Python ints cost less
             types = batch["type"].tolist()

@@ -209,6 +209,62 @@ def test_a_pure_k_slack_unit_hands_on_what_a_sorted_list_does(
     assert (unit.clk, unit.k) == (clk, k)
 
 
+def _strided(batch):
+    """The rows of ``batch`` as a view that is not contiguous: the unit takes them the
+    general way, cut into runs of data events and control messages."""
+    spread = np.zeros(2 * len(batch), batch.dtype)
+    spread[::2] = batch
+    return spread[::2]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 60), disorder=st.sampled_from([0, 2, 9]),
+       clock=st.sampled_from(_CLOCK), channel_clock=st.booleans(), late=st.sampled_from(
+           ["side", "process"]), k0=st.sampled_from([0, 4]), cuts=st.lists(
+           st.integers(0, 8), min_size=1, max_size=20),
+       between=st.lists(st.sampled_from(["", "", "pickle", "copy", "checkpoint"]),
+                        min_size=1, max_size=20))
+def test_a_few_data_events_in_one_call_do_what_the_runs_do(
+        seed, n, disorder, clock, channel_clock, late, k0, cuts, between):
+    """A batch of up to eight contiguous rows that are all data events of the unit's
+    input types goes to the K-slack kernel in one call (push_few); the same rows as a
+    strided view go the general way. Both units hand on, stamp, count and hold the
+    same after every push (their checkpoints equal), late events, generated events,
+    raw and channel clocks, punctuations and retractions among the rows."""
+    reg = example_registry()
+    arrivals = _stream(seed, n, disorder, reg, channel_clock)
+    channels = (0, _CHANNEL) if channel_clock else ()
+
+    def fresh():
+        det = Echo()
+        return OrderingUnit(det, reg, producer=3, inputs=det.inputs, outputs=det.outputs,
+                            clock=clock, late=late, k0=k0, channels=channels)
+
+    units, start, step = [fresh(), fresh()], 0, 0
+    arrivals = ev.conform(arrivals, units[0].in_dtype, drop=True)  # as a runtime hands them
+    while start < len(arrivals) or step < len(cuts):
+        # the cuts once as drawn (empty batches too), then at least a row a push
+        end = start + (cuts[step] if step < len(cuts) else max(cuts[step % len(cuts)], 1))
+        batch = arrivals[start:end]
+        one_call, runs = units[0].push(batch, now=step), units[1].push(_strided(batch),
+                                                                        now=step)
+        assert one_call.tobytes() == runs.tobytes()
+        assert unit_state(units[0]) == unit_state(units[1])
+        how = between[step % len(between)]
+        if how == "pickle":
+            units = [pickle.loads(pickle.dumps(u)) for u in units]
+        elif how == "copy":
+            units = [copy.deepcopy(u) for u in units]
+        elif how == "checkpoint":
+            saved = [unit_state(u) for u in units]
+            units = [fresh(), fresh()]
+            for u, state in zip(units, saved, strict=True):
+                restore_unit(u, state)
+        start, step = end, step + 1
+    assert units[0].late_events().tobytes() == units[1].late_events().tobytes()
+    assert units[0].flush(step).tobytes() == units[1].flush(step).tobytes()
+
+
 _ROW = st.tuples(st.integers(-1, 9), st.sampled_from([0, 0, 0, ev.PROGRESS, ev.RETRACTION]),
                  st.integers(0, 30))
 
