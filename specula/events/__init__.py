@@ -47,6 +47,7 @@ True
 """
 
 from specula.events.batches import (
+    SameDtype,
     check_raw,
     concat,
     concat_records,
@@ -92,6 +93,7 @@ __all__ = [
     "EventType",
     "InvalidEvent",
     "RegistryMismatchError",
+    "SameDtype",
     "TypeRegistry",
     "batch_registry",
     "check_raw",

@@ -14,7 +14,7 @@ from specula.events.registry import TypeRegistry
 #: (``tolist``) on the per-step paths: a NumPy call costs more than a loop over so few.
 FEW_ROWS = 8
 
-__all__ = ["check_raw", "concat", "concat_records", "conform", "distinct", "empty",
+__all__ = ["SameDtype", "check_raw", "concat", "concat_records", "conform", "distinct", "empty",
            "select_records", "stamp_arrival", "validate_batch", "validate_raw"]
 
 
@@ -220,6 +220,26 @@ def select_records(batch: np.ndarray, keep: np.ndarray) -> np.ndarray:
     if keep.dtype == np.bool_:
         keep = np.flatnonzero(keep)
     return np.take(batch, keep)
+
+
+class SameDtype:
+    """Tells whether a dtype is ``dtype``: an equal one apart (a raw batch's, say) is
+    remembered by identity, as comparing two dtypes field by field costs more than a
+    few rows' step."""
+
+    __slots__ = ("_seen", "dtype")
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.dtype = dtype
+        self._seen = dtype
+
+    def __call__(self, other: np.dtype) -> bool:
+        if other is self.dtype or other is self._seen:
+            return True
+        if other != self.dtype:
+            return False
+        self._seen = other
+        return True
 
 
 def stamp_arrival(rows: np.ndarray, arrived: int) -> None:

@@ -80,7 +80,7 @@ class DetectorDriver:
         self._emit = Emitter()
         self._out: list[np.ndarray] = []
         self._nothing = np.empty(0, out_dtype)  # what most pushes return, made once
-        self._same_dtype: np.dtype | None = None  # see _is_output
+        self._is_output = ev.SameDtype(out_dtype)
 
     # ------------------------------------------------------------ snapshots
     def snapshot(self) -> Snapshot:
@@ -206,16 +206,6 @@ class DetectorDriver:
                 out[f] = v
         out["type"] = self._output_id(name)
         return out
-
-    def _is_output(self, dtype: np.dtype) -> bool:
-        """Is ``dtype`` the output's? Equal dtypes are remembered by identity: comparing
-        two apart field by field costs more than the rest of a few rows' stamp."""
-        if dtype is self.out_dtype or dtype is self._same_dtype:
-            return True
-        if dtype != self.out_dtype:
-            return False
-        self._same_dtype = dtype
-        return True
 
     @functools.cached_property
     def _layout(self) -> np.ndarray:

@@ -187,7 +187,7 @@ class OrderingUnit:
         self.retraction = retraction
         self.late_policy = late
         self.in_dtype = registry.dtype(inputs)
-        self._same_dtype: np.dtype | None = None  # see _is_in_dtype
+        self._is_in_dtype = ev.SameDtype(self.in_dtype)
         self.out_dtype = registry.dtype(outputs)
         type_names = ["?"] * (max(t.id for t in registry.types()) + 1)
         for t in registry.types():
@@ -417,16 +417,6 @@ class OrderingUnit:
         return self.driver.take_output()
 
     # --------------------------------------------------------------- plumbing
-    def _is_in_dtype(self, dtype: np.dtype) -> bool:
-        """Is ``dtype`` the input's? An equal one is remembered by identity (a raw batch's
-        dtype, say): comparing two apart field by field costs more than a step's checks."""
-        if dtype is self.in_dtype or dtype is self._same_dtype:
-            return True
-        if dtype != self.in_dtype:
-            return False
-        self._same_dtype = dtype
-        return True
-
     def _accept(self, batch: np.ndarray) -> np.ndarray:
         if not self._is_in_dtype(batch.dtype):
             batch = ev.conform(batch, self.in_dtype, drop=True)
