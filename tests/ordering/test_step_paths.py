@@ -164,36 +164,52 @@ def _stream(draw_seed, n, disorder, reg, channel_clock):
     return reg.from_records(rows, dtype=reg.dtype(["A", "B", "C", "G"]))
 
 
+# the streams and units of the property tests below, and what happens between pushes
+_UNIT_CASES = dict(
+    seed=st.integers(0, 2**32 - 1), n=st.integers(0, 60), disorder=st.sampled_from([0, 2, 9]),
+    clock=st.sampled_from(_CLOCK), channel_clock=st.booleans(),
+    late=st.sampled_from(["side", "process"]), k0=st.sampled_from([0, 4]),
+    between=st.lists(st.sampled_from(["", "", "pickle", "copy", "checkpoint"]), min_size=1,
+                     max_size=20))
+
+
+def _unit_maker(reg, clock, late, k0, channels):
+    """What makes a fresh pure K-slack unit around an :class:`Echo`."""
+    def fresh():
+        det = Echo()
+        return OrderingUnit(det, reg, producer=3, inputs=det.inputs, outputs=det.outputs,
+                            clock=clock, late=late, k0=k0, channels=channels)
+    return fresh
+
+
+def _carried(units, how, fresh):
+    """``units`` after ``how``: pickled, deep-copied, their checkpoints restored into
+    fresh ones (``fresh()``), or as they are."""
+    if how == "pickle":
+        return [pickle.loads(pickle.dumps(u)) for u in units]
+    if how == "copy":
+        return [copy.deepcopy(u) for u in units]
+    if how == "checkpoint":
+        saved = [unit_state(u) for u in units]
+        units = [fresh() for _ in units]
+        for u, state in zip(units, saved, strict=True):
+            restore_unit(u, state)
+    return units
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 60), disorder=st.sampled_from([0, 2, 9]),
-       clock=st.sampled_from(_CLOCK), channel_clock=st.booleans(), late=st.sampled_from(
-           ["side", "process"]), k0=st.sampled_from([0, 4]), cuts=st.lists(
-           st.integers(1, 9), min_size=1, max_size=20),
-       between=st.lists(st.sampled_from(["", "", "pickle", "copy", "checkpoint"]),
-                        min_size=1, max_size=20))
+@given(**_UNIT_CASES, cuts=st.lists(st.integers(1, 9), min_size=1, max_size=20))
 def test_a_pure_k_slack_unit_hands_on_what_a_sorted_list_does(
         seed, n, disorder, clock, channel_clock, late, k0, cuts, between):
     reg = example_registry()
     arrivals = _stream(seed, n, disorder, reg, channel_clock)
     channels = (0, _CHANNEL) if channel_clock else ()
-
-    def fresh():
-        det = Echo()
-        return OrderingUnit(det, reg, producer=3, inputs=det.inputs, outputs=det.outputs,
-                            clock=clock, late=late, k0=k0, channels=channels)
-
+    fresh = _unit_maker(reg, clock, late, k0, channels)
     unit, out, start, step = fresh(), [], 0, 0
     while start < len(arrivals):
         end = start + cuts[step % len(cuts)]
         out.append(unit.push(arrivals[start:end], now=step))
-        how = between[step % len(between)]
-        if how == "pickle":
-            unit = pickle.loads(pickle.dumps(unit))
-        elif how == "copy":
-            unit = copy.deepcopy(unit)
-        elif how == "checkpoint":
-            saved, unit = unit_state(unit), fresh()
-            restore_unit(unit, saved)
+        [unit] = _carried([unit], between[step % len(between)], fresh)
         start, step = end, step + 1
     got = ev.concat(out, unit.out_dtype)
     handed, late_rows, clk, k = reference(
@@ -218,12 +234,7 @@ def _strided(batch):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 60), disorder=st.sampled_from([0, 2, 9]),
-       clock=st.sampled_from(_CLOCK), channel_clock=st.booleans(), late=st.sampled_from(
-           ["side", "process"]), k0=st.sampled_from([0, 4]), cuts=st.lists(
-           st.integers(0, 8), min_size=1, max_size=20),
-       between=st.lists(st.sampled_from(["", "", "pickle", "copy", "checkpoint"]),
-                        min_size=1, max_size=20))
+@given(**_UNIT_CASES, cuts=st.lists(st.integers(0, 8), min_size=1, max_size=20))
 def test_a_few_data_events_in_one_call_do_what_the_runs_do(
         seed, n, disorder, clock, channel_clock, late, k0, cuts, between):
     """A batch of up to eight contiguous rows that are all data events of the unit's
@@ -234,12 +245,7 @@ def test_a_few_data_events_in_one_call_do_what_the_runs_do(
     reg = example_registry()
     arrivals = _stream(seed, n, disorder, reg, channel_clock)
     channels = (0, _CHANNEL) if channel_clock else ()
-
-    def fresh():
-        det = Echo()
-        return OrderingUnit(det, reg, producer=3, inputs=det.inputs, outputs=det.outputs,
-                            clock=clock, late=late, k0=k0, channels=channels)
-
+    fresh = _unit_maker(reg, clock, late, k0, channels)
     units, start, step = [fresh(), fresh()], 0, 0
     arrivals = ev.conform(arrivals, units[0].in_dtype, drop=True)  # as a runtime hands them
     while start < len(arrivals) or step < len(cuts):
@@ -250,16 +256,7 @@ def test_a_few_data_events_in_one_call_do_what_the_runs_do(
                                                                         now=step)
         assert one_call.tobytes() == runs.tobytes()
         assert unit_state(units[0]) == unit_state(units[1])
-        how = between[step % len(between)]
-        if how == "pickle":
-            units = [pickle.loads(pickle.dumps(u)) for u in units]
-        elif how == "copy":
-            units = [copy.deepcopy(u) for u in units]
-        elif how == "checkpoint":
-            saved = [unit_state(u) for u in units]
-            units = [fresh(), fresh()]
-            for u, state in zip(units, saved, strict=True):
-                restore_unit(u, state)
+        units = _carried(units, between[step % len(between)], fresh)
         start, step = end, step + 1
     assert units[0].late_events().tobytes() == units[1].late_events().tobytes()
     assert units[0].flush(step).tobytes() == units[1].flush(step).tobytes()
