@@ -532,12 +532,14 @@ def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     from specula.actors.signing import UntrustedCheckpointError
-    from specula.cluster import ClusterError
+    from specula.cluster import ClusterError, clear_interrupt, interrupt
     from specula.cluster.java import JavaNotFoundError
     from specula.detectors.graph import GraphError
     from specula.pipelines.logs import LogError
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    clear_interrupt()
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous_int = signal.signal(signal.SIGINT, interrupt)
     try:
         if not start:
             args.check(args)
@@ -553,6 +555,7 @@ def main(argv: Sequence[str] | None = None, *, start: bool = True) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -675,11 +678,6 @@ def _parser() -> argparse.ArgumentParser:
 def _one_line(message: str) -> str:
     """``message`` with line breaks escaped: an argument may hold them (``--seed $'1\\n'``)."""
     return message.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM unwinds like Ctrl-C, so every context manager shuts its cluster down."""
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -49,6 +49,34 @@ def check_joinable(address: str) -> None:
     check_token(address)
 
 
+_interrupted = False  # see interrupt
+
+
+def interrupt(signum: int, frame: Any) -> None:
+    """The command line's handler of Ctrl-C and SIGTERM: raise ``KeyboardInterrupt``,
+    so that every context manager shuts its cluster down, and remember it. Code that
+    catches every exception would lose it otherwise: a finalizer the signal lands in
+    (Python prints "Exception ignored in" and goes on), which :func:`check_interrupt`
+    makes up for."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def check_interrupt() -> None:
+    """Raise ``KeyboardInterrupt`` if :func:`interrupt` ran (since
+    :func:`clear_interrupt`): called where a job starts a phase, so that an interrupt
+    swallowed in the last one still ends the job."""
+    if _interrupted:
+        raise KeyboardInterrupt
+
+
+def clear_interrupt() -> None:
+    """Forget an interrupt (a command starts)."""
+    global _interrupted
+    _interrupted = False
+
+
 @contextmanager
 def keep_sigterm_handler() -> Iterator[None]:
     """Keep the caller's SIGTERM handler in charge through the block, and put it back

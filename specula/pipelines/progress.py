@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from specula.cluster import check_interrupt
+
 
 class JobProgress:
     """The phases of one run; use as a context manager around the run."""
@@ -54,7 +56,10 @@ class JobProgress:
     @contextlib.contextmanager
     def phase(self, description: str, total: int | None = None) -> Iterator[Phase]:
         """A phase: a line that runs until the block ends; yields its :class:`Phase`
-        (``advance(n)``, and ``note(text)`` for what the line says at the end)."""
+        (``advance(n)``, and ``note(text)`` for what the line says at the end). An
+        interrupt that the last phase swallowed ends the job here
+        (:func:`~specula.cluster.check_interrupt`)."""
+        check_interrupt()
         phase = Phase(self._progress, description, total)
         try:
             yield phase

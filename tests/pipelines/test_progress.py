@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
+import pytest
 
 from specula.pipelines.progress import JobProgress
 
@@ -33,3 +36,26 @@ def test_disabled_progress_writes_nothing(capsys):
     with JobProgress(False) as progress, progress.phase("ingesting", 10) as advance:
         list(progress.events([np.zeros(10)], advance))
     assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the one
+def test_an_interrupt_a_finalizer_swallowed_ends_the_job_at_the_next_phase():
+    """Ctrl-C landing in a finalizer is printed as "Exception ignored in" and lost to
+    the code it interrupted; the job's next phase raises it again."""
+    from specula.cluster import clear_interrupt, interrupt
+
+    class Finalized:
+        def __del__(self) -> None:
+            interrupt(signal.SIGINT, None)  # as if the signal came while it ran
+
+    clear_interrupt()
+    try:
+        with JobProgress(False) as progress:
+            with progress.phase("generating"):
+                Finalized()  # collected at once: the interrupt goes no further
+            with pytest.raises(KeyboardInterrupt), progress.phase("starting Spark"):
+                pytest.fail("the phase after the interrupt started")
+    finally:
+        clear_interrupt()
+    with JobProgress(False) as progress, progress.phase("the next command's"):
+        pass
